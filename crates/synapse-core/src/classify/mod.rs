@@ -1,0 +1,24 @@
+//! Packet classifiers: given a key, the index of the first (highest-priority)
+//! matching rule of a [`RuleSet`](crate::rules::RuleSet), or none.
+//!
+//! [`linear::Linear`] is the oracle every other structure is checked against.
+//! The ELU's structures (trie, decision tree) implement the same trait so the
+//! simulator and the CLI can swap them by name.
+
+pub mod linear;
+
+use crate::rules::Key;
+
+/// Answer of a classifier: the 0-based rule index, or `None` for no match.
+pub type Match = Option<u32>;
+
+pub trait Classifier {
+    fn classify(&self, key: &Key) -> Match;
+
+    /// Classifies a batch; `out[i]` is the rule index or -1 for no match.
+    fn classify_batch(&self, keys: &[Key], out: &mut [i32]) {
+        for (k, o) in keys.iter().zip(out.iter_mut()) {
+            *o = self.classify(k).map_or(-1, |r| r as i32);
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Workloads: rule-set generators, header traces and flow-level traffic.

@@ -1,0 +1,19 @@
+//! Python binding of synapse-core, imported as `synapse_vmt._core`.
+//!
+//! Small on purpose: file paths, config dicts and numpy batches go in;
+//! numpy arrays and dicts come out. Nothing here loops per packet on behalf
+//! of Python, and nothing here decides policy.
+
+use pyo3::prelude::*;
+
+/// The crate version, so Python can check it loaded the matching build.
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,3 @@
+"""Type stubs of the Rust extension (crates/synapse-py)."""
+
+def version() -> str: ...

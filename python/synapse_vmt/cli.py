@@ -1,0 +1,45 @@
+"""The ``synapse`` command line.
+
+Each subsystem defines its click commands in its own module; this file only
+assembles them. A :class:`~synapse_vmt.errors.UserError` anywhere becomes one
+line on stderr and exit status 2 (click does the same for unknown options).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from synapse_vmt.errors import EXIT_USAGE, UserError
+
+
+class _Group(click.Group):
+    """A click group that turns UserError into one line and exit status 2."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except UserError as e:
+            click.echo(f"synapse: error: {e}", err=True)
+            ctx.exit(EXIT_USAGE)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="synapse-vmt", prog_name="synapse")
+def main() -> None:
+    """Synapse: elastic, virtualized match tables for programmable data planes."""
+
+
+def _register() -> None:
+    # Subsystems add their commands here (one import each).
+    from synapse_vmt import commands
+
+    for cmd in commands.ALL:
+        main.add_command(cmd)
+
+
+_register()
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
