@@ -22,3 +22,22 @@ pub trait Classifier {
         }
     }
 }
+
+/// One read of off-chip memory made by a lookup: which bank (for the trie,
+/// one bank per level), where, and how many bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MemAccess {
+    pub bank: u16,
+    pub addr: u64,
+    pub bytes: u32,
+}
+
+/// A classifier whose data sits in off-chip memory: the ELU walks it and the
+/// simulator charges every access to the HBM model. The accesses of one
+/// lookup are dependent (each needs the previous one's answer), in order.
+pub trait MemoryWalk: Classifier {
+    /// Classifies `key`, appending the memory reads it makes to `accesses`.
+    fn walk(&self, key: &Key, accesses: &mut Vec<MemAccess>) -> Match;
+    /// Bytes the structure occupies in off-chip memory.
+    fn memory_bytes(&self) -> u64;
+}
