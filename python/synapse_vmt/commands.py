@@ -2,4 +2,6 @@
 
 from __future__ import annotations
 
-ALL: list = []
+from synapse_vmt.p4.cli import p4
+
+ALL: list = [p4]
