@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from synapse_vmt.opt.cli import opt
 from synapse_vmt.p4.cli import p4
 
-ALL: list = [p4]
+ALL: list = [p4, opt]

@@ -125,3 +125,82 @@ def evaluate(problem: Problem, n: np.ndarray) -> float:
     if problem.offered_mpps is not None:
         f = min(f, problem.offered_mpps)
     return f
+
+
+PROBLEM_KEYS = {"cfg", "pmus", "min_pmus", "offered_mpps", "capacity"}
+
+
+def problem_from_json(d: object, where: str, base_dir=None) -> Problem:
+    """Build a :class:`Problem` from a problem file (format in the README):
+    a CFG (path or inline), the PMU budget, and per-table capacity as USL
+    parameters or a list of C(n) in Mpps."""
+    from pathlib import Path
+
+    from synapse_vmt.errors import UserError
+    from synapse_vmt.opt.usl import Usl
+    from synapse_vmt.p4.cfg import cfg_from_json, load_cfg
+
+    def bad(w: str, what: str):
+        raise UserError(f"{where}: {w}: expected {what}")
+
+    if not isinstance(d, dict):
+        bad("top level", "a JSON object")
+    assert isinstance(d, dict)
+    unknown = sorted(set(d) - PROBLEM_KEYS)
+    if unknown:
+        bad("top level", f"keys among {sorted(PROBLEM_KEYS)}, found unknown {unknown}")
+    c = d.get("cfg")
+    if isinstance(c, str):
+        cfg = load_cfg(Path(base_dir or ".") / c)
+    elif isinstance(c, dict):
+        cfg = cfg_from_json(c, f"{where}: cfg")
+    else:
+        bad("cfg", "a CFG file path or an inline CFG object")
+    N = d.get("pmus")
+    if not isinstance(N, int) or isinstance(N, bool) or N < 0:
+        bad("pmus", "the number of PMUs, an integer >= 0")
+    nmin = d.get("min_pmus", 1)
+    if not isinstance(nmin, int) or isinstance(nmin, bool) or nmin < 0:
+        bad("min_pmus", "an integer >= 0")
+    off = d.get("offered_mpps")
+    if off is not None and (not isinstance(off, (int, float)) or off < 0):
+        bad("offered_mpps", "a rate in Mpps >= 0 or null")
+    caps = d.get("capacity")
+    if not isinstance(caps, dict):
+        bad("capacity", "an object {table or \"default\": {\"usl\": {...}} or {\"mpps\": [...]}}")
+    names = cfg.names
+    for k in caps:
+        if k != "default" and k not in names:
+            bad("capacity", f"table names from the CFG or \"default\", found {k!r}")
+    counts = np.arange(N + 1)
+    rows = []
+    for name in names:
+        spec = caps.get(name, caps.get("default"))
+        w = f"capacity[{name!r}]"
+        if spec is None:
+            bad(w, 'a capacity for every table (or a "default")')
+        if not isinstance(spec, dict) or len(spec) != 1 or not set(spec) <= {"usl", "mpps"}:
+            bad(w, 'exactly one of {"usl": {...}} or {"mpps": [C(0), C(1), ...]}')
+        if "usl" in spec:
+            rows.append(Usl.from_json(spec["usl"], f"{where}: {w}.usl").capacity(counts))
+        else:
+            lst = spec["mpps"]
+            if not isinstance(lst, list) or not lst or not all(isinstance(x, (int, float)) and x >= 0 for x in lst):
+                bad(f"{w}.mpps", "a non-empty list of capacities >= 0 for 0, 1, 2, ... PMUs")
+            row = np.array([lst[min(i, len(lst) - 1)] for i in counts], dtype=float)
+            rows.append(row)
+    e, P = cfg.routing()
+    try:
+        p = Problem(names, e, P, np.array(rows), N, nmin, None if off is None else float(off))
+        p.visits
+    except ValueError as err:
+        raise UserError(f"{where}: {err}") from None
+    return p
+
+
+def load_problem(path) -> Problem:
+    from pathlib import Path
+
+    from synapse_vmt.p4.cfg import load_json
+
+    return problem_from_json(load_json(path), str(path), Path(path).parent)
