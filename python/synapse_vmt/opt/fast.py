@@ -46,35 +46,43 @@ def solve(problem: Problem) -> Allocation:
         return allocation(problem, n, 0.0, "fast")
     if nmin * len(act) > N or nmin > N:
         raise Infeasible(f"{len(act)} tables need {nmin} PMU(s) each but only {N} exist")
-    # Ĉ: running max from n_min on (columns below n_min are never used).
-    env = problem.capacity[act].copy()
-    env[:, :nmin] = -np.inf
-    env = np.maximum.accumulate(env, axis=1)
+    C = problem.capacity[act]
     va = v[act]
-    # next_up[i, m]: the smallest m' > m with env[i, m'] > env[i, m] (N+1 if none).
-    rise = np.full(env.shape, N + 1, dtype=np.int64)
-    rise[:, 1:] = np.where(env[:, 1:] > env[:, :-1], np.arange(1, N + 1), N + 1)
-    later = np.minimum.accumulate(rise[:, ::-1], axis=1)[:, ::-1]  # min rise at >= m
-    next_up = np.full(env.shape, N + 1, dtype=np.int64)
-    next_up[:, :-1] = later[:, 1:]
     cap_in = problem.offered_mpps if problem.offered_mpps is not None else np.inf
-    cur = np.full(len(act), nmin, dtype=np.int64)
+    # The loop runs on Python scalars (item()): numpy scalars make heap compares slow.
+    # cur[i] always sits where Ĉ_i rises, so Ĉ_i(cur[i]) = C_i(cur[i]).
+    vl = va.tolist()
+    cur = [nmin] * len(act)
     used = nmin * len(act)
-    heap = [(env[i, nmin] / va[i], i) for i in range(len(act))]
+    heap = [(C.item(i, nmin) / vl[i], i) for i in range(len(act))]
     heapq.heapify(heap)
-    while True:
+    done = False
+    while not done:
         value, b = heap[0]
         if value >= cap_in:
             break
-        m = next_up[b, cur[b]]
-        if m > N or used + (m - cur[b]) > N:
-            break
-        used += m - cur[b]
-        cur[b] = m
-        heapq.heapreplace(heap, (env[b, m] / va[b], b))
+        # b stays the bottleneck while its value is at most the next smallest:
+        # climb it in one go, without touching the heap.
+        second = min(heap[1][0], heap[2][0]) if len(heap) > 2 else heap[1][0] if len(heap) > 1 else np.inf
+        cb, here, vb = cur[b], C.item(b, cur[b]), vl[b]
+        while True:
+            # Next count at which Ĉ_b strictly rises. Each row is scanned
+            # forward only, so all scans together cost O(N + T).
+            m = cb + 1
+            while m <= N and C.item(b, m) <= here:
+                m += 1
+            if m > N or used + (m - cb) > N:
+                done = True
+                break
+            used += m - cb
+            cb, here = m, C.item(b, m)
+            if here / vb > second or here / vb >= cap_in:
+                break
+        cur[b] = cb
+        heapq.heapreplace(heap, (here / vb, b))
     best = min(heap[0][0], cap_in)
-    # Fewest PMUs per table that carry F* (env rows are non-decreasing).
+    # Fewest PMUs per table that carry F*: the first count from n_min whose
+    # capacity reaches F* v_j (the same count where Ĉ_j first reaches it).
     need = best * va * (1 - REL_TOL)
-    enough = env >= need[:, None]
-    n[act] = np.argmax(enough, axis=1)
+    n[act] = nmin + np.argmax(C[:, nmin:] >= need[:, None], axis=1)
     return allocation(problem, n, best, "fast")
