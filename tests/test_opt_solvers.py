@@ -64,11 +64,12 @@ def test_fast_and_milp_agree_on_random_cfgs(seed):
     N = int(rng.integers(T, 4 * T + 8))
     offered = float(rng.uniform(20, 400)) if seed % 3 == 0 else None
     p = random_problem(rng, T, N, min_pmus=int(seed % 2), offered=offered, monotone=seed % 5 != 4)
-    a, b = fast.solve(p), milp.solve(p)
+    a = fast.solve(p)
     check_answer(p, a)
-    check_answer(p, b)
-    assert a.throughput_mpps == pytest.approx(b.throughput_mpps, rel=1e-6)
-    assert a.used == b.used
+    for b in (milp.solve(p), milp.solve(p, formulation="incremental")):
+        check_answer(p, b)
+        assert a.throughput_mpps == pytest.approx(b.throughput_mpps, rel=1e-6), b.solver
+        assert a.used == b.used, b.solver
 
 
 @pytest.mark.parametrize("seed", range(25))
@@ -79,7 +80,7 @@ def test_solvers_match_brute_force_on_tiny_cases(seed):
     offered = float(rng.uniform(20, 300)) if seed % 2 else None
     p = random_problem(rng, T, N, min_pmus=int(seed % 3 == 0), offered=offered, monotone=seed % 4 != 0)
     F, used = brute_force(p)
-    for a in (fast.solve(p), milp.solve(p)):
+    for a in (fast.solve(p), milp.solve(p), milp.solve(p, formulation="incremental")):
         assert a.throughput_mpps == pytest.approx(F, rel=1e-7), a.solver
         assert a.used == used, a.solver
 
