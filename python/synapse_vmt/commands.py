@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from synapse_vmt.opt.cli import opt
 from synapse_vmt.p4.cli import p4
+from synapse_vmt.reproduce import reproduce
 
-ALL: list = [p4, opt]
+ALL: list = [p4, opt, reproduce]

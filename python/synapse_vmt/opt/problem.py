@@ -63,18 +63,52 @@ class Problem:
     def visits(self) -> np.ndarray:
         """v_j: flow through table j per unit of input flow F."""
         if self._visits is None:
-            t = len(self.names)
-            try:
-                v = np.linalg.solve(np.eye(t) - self.P.T, self.entry)
-            except np.linalg.LinAlgError:
-                raise ValueError("routing matrix has a loop that PHVs never leave") from None
-            self._visits = np.clip(v, 0.0, None)
+            self._visits = np.clip(visit_ratios(self.entry, self.P), 0.0, None)
         return self._visits
 
     @property
     def active(self) -> np.ndarray:
         """Tables that traffic reaches."""
         return self.visits > 1e-12
+
+
+def topological_order(P: np.ndarray) -> np.ndarray | None:
+    """Tables in an order where every edge goes forward, or None on a cycle."""
+    T = len(P)
+    src, dst = np.nonzero(P)
+    indeg = np.bincount(dst, minlength=T).tolist()
+    succ: list[list[int]] = [[] for _ in range(T)]
+    for a, b in zip(src.tolist(), dst.tolist()):
+        succ[a].append(b)
+    ready = [j for j in range(T) if indeg[j] == 0]
+    order = []
+    while ready:
+        a = ready.pop()
+        order.append(a)
+        for b in succ[a]:
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                ready.append(b)
+    return np.array(order) if len(order) == T else None
+
+
+def visit_ratios(entry: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """Solve v = entry + Pᵀ v. A CFG is a DAG: in topological order I − Pᵀ is
+    lower triangular and a triangular solve is O(T²) (LAPACK's general solve is
+    slower and, with threaded BLAS on a busy machine, erratic)."""
+    from scipy.linalg import solve_triangular
+
+    T = len(entry)
+    order = np.arange(T) if not np.tril(P).any() else topological_order(P)
+    if order is not None:
+        Q = P[np.ix_(order, order)]
+        v = np.empty(T)
+        v[order] = solve_triangular(np.eye(T) - Q.T, entry[order], lower=True, check_finite=False)
+        return v
+    try:
+        return np.linalg.solve(np.eye(T) - P.T, entry)
+    except np.linalg.LinAlgError:
+        raise ValueError("routing matrix has a loop that PHVs never leave") from None
 
 
 @dataclass
