@@ -15,8 +15,11 @@
 //! correlated, and otherwise a trie shaped by `-dskew`/`-dnest`. This is
 //! what makes generated filters share prefixes the way real ones do.
 //!
-//! Differences from db_generator, on purpose: no smoothing or scope bias
-//! (its parameters 0, 0, 0), no `-b` skew scaling, and where db_generator
+//! As with db_generator's `-b` switch, a set larger than the seed's
+//! `-scale` gets its address tries widened ([`scale_skew`]), though in
+//! proportion to the size rather than exponentially (see [`generate`]). Differences
+//! from db_generator, on purpose: no smoothing or scope bias (its
+//! parameters 0, 0, 0), and where db_generator
 //! returns fewer filters than asked after removing duplicates, we draw more
 //! so that the count is exact whenever the seed can make that many distinct
 //! filters. Filters are finally ordered from most to least specific, so no
@@ -271,6 +274,32 @@ fn to_rule(s: &Spec) -> Rule {
     r
 }
 
+/// Widens the top of an address trie for a set `factor` times larger than
+/// the seed's (db_generator's `-b` switch, `scale_skew`): levels from the
+/// root down are made fully two-way and unskewed until the factor is spent,
+/// so a large set spreads over more address space instead of piling up
+/// duplicates under the seed's few paths.
+fn scale_skew(skew: &mut [Skew; 33], factor: f64) {
+    let mut target = factor;
+    for s in skew.iter_mut().take(32) {
+        if target <= 0.0 {
+            return;
+        }
+        let node = 2.0 * ((1.0 - s.p_two) + s.skew * s.p_two);
+        if node <= target {
+            target -= node;
+            *s = Skew { p_one: 0.0, p_two: 1.0, skew: 0.0 };
+        } else if node - 2.0 * s.skew > target {
+            let p2 = ((node - target) / 2.0 - 1.0) / (s.skew - 1.0);
+            *s = Skew { p_one: 1.0 - p2, p_two: p2, skew: s.skew };
+            return;
+        } else {
+            *s = Skew { p_one: 0.0, p_two: 1.0, skew: (2.0 * s.skew - target) / 2.0 };
+            return;
+        }
+    }
+}
+
 /// One batch of `n` filters: applications, then both address tries.
 fn batch<R: Rng>(p: &Params, n: usize, rng: &mut R) -> Vec<Spec> {
     let mut specs: Vec<Spec> = (0..n).map(|_| application(p, rng)).collect();
@@ -299,6 +328,21 @@ fn specificity(r: &Rule) -> (std::cmp::Reverse<u32>, u32, u32, std::cmp::Reverse
 /// deterministic for a given `seed`. Returns fewer only when the seed
 /// cannot make `count` distinct filters.
 pub fn generate(p: &Params, count: usize, seed: u64) -> RuleSet {
+    let scaled;
+    let mut p = p;
+    if count as f64 > p.scale as f64 && p.scale > 0 {
+        let mut q = p.clone();
+        // db_generator spends `count / scale` here, which spreads the trie
+        // exponentially in the set size (a 100K acl set would share no
+        // prefixes); we spend 2 log2 of it, which balances log2(factor)
+        // levels: a set `factor` times larger gets about `factor` times the
+        // leaves, and keeps the seed's sharing below them.
+        let factor = 2.0 * (count as f64 / p.scale as f64).log2();
+        scale_skew(&mut q.sskew, factor);
+        scale_skew(&mut q.dskew, factor);
+        scaled = q;
+        p = &scaled;
+    }
     let mut rng = Pcg64::seed_from_u64(seed);
     let mut seen: HashSet<[FieldMatch; 5]> = HashSet::with_capacity(count);
     let mut rules: Vec<Rule> = Vec::with_capacity(count);
@@ -318,6 +362,9 @@ pub fn generate(p: &Params, count: usize, seed: u64) -> RuleSet {
             }
         }
         let added = rules.len() - before;
+        if std::env::var_os("SYNAPSE_DEBUG_RULEGEN").is_some() {
+            eprintln!("rulegen: drew {draw}, kept {added}, total {}", rules.len());
+        }
         if added == 0 {
             break;
         }
