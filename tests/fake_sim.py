@@ -117,3 +117,24 @@ class FakeSim:
             else:
                 out.append({"id": p, "state": "free", "table": None, "channel": self.chan[p]})
         return out
+
+
+FAKE_USL = Usl(-0.0012, 0.0095, -1e-6, 9e-6)
+SHAPES = {  # relative flow arrival rate over the run, t in [0, 1]
+    "step": lambda x: 3.0 if 1 / 3 <= x < 2 / 3 else 1.0,
+    "ramp": lambda x: 1 + 3 * x / 0.75 if x < 0.75 else 4 - 3 * (x - 0.75) / 0.25,
+    "diurnal": lambda x: 1 + 0.75 * np.sin(2 * np.pi * x),
+    "burst": lambda x: 4.0 if 0.2 <= x < 0.3 or 0.6 <= x < 0.65 else 1.0,
+}
+
+
+def fake_factory(config: dict) -> FakeSim:
+    """Config (SIM_API shape, one table) -> FakeSim; offered rate ∝ flows."""
+    t = config["tables"][0]
+    tr = config["traffic"]
+    dur = config["duration_ns"]
+    shape = SHAPES.get(tr.get("profile"), lambda x: 1.0)
+    base = tr["flows"] * 12 / dur * 1e3 / 4  # Mpps: ~12 packets per flow over the run
+    return FakeSim([t["name"]], [1.0], [[0.0]], {t["name"]: FAKE_USL}, config["pmus"]["count"],
+                   config["interconnect"]["channels"], lambda ns: base * shape(ns / dur), {t["name"]: t["pmus"]},
+                   window_ns=config["window_ns"])

@@ -83,7 +83,7 @@ def run_pair(models, rate, duration=30e6):
     ctl = Controller(sim, dict(models), N, s)
     loop = ctl.run(duration)
     peak = max(p.input_mpps for p in loop)
-    fixed = static_oracle(NAMES, TRUE, N, ctl.prior_P, ctl.prior_entry, peak, s.headroom)
+    fixed = static_oracle(NAMES, ctl.capacities(), N, ctl.prior_P, ctl.prior_entry, peak, s.headroom)
     sim2 = FakeSim(NAMES, ENTRY, P, TRUE, N, 4, rate, placement.initial(N, 4, fixed))
     base = observe(sim2, 2, s, duration)
     return ctl, loop, base, fixed

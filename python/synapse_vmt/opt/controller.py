@@ -19,8 +19,9 @@ software driving the hardware:
    state in the simulator; only the affected lookup-table entries change.
 
 The static oracle baseline knows the whole run in advance: it provisions,
-for the entire run, the allocation the same model gives for the peak input
-rate of the run, and never changes it.
+for the entire run, the allocation that the model (as corrected by the
+closed loop's observations) gives for the peak input rate of the run, and
+never changes it.
 
 Anything with the simulator's Python API (``/work/notes/SIM_API.md``) can be
 driven: ``run_until``, ``now_ns``, ``windows``, ``edges``, ``table_names``,
@@ -115,6 +116,9 @@ class Controller:
             c[: n + 1] = np.minimum(c[: n + 1], x)
         return c
 
+    def capacities(self) -> np.ndarray:
+        return np.array([self.capacity(j) for j in range(len(self.names))])
+
     def step(self) -> Period:
         s, T = self.settings, len(self.names)
         t_end = self.sim.now_ns() + s.period_ns
@@ -126,7 +130,7 @@ class Controller:
         self.prior_P, self.prior_entry = tr.P, tr.entry
         st = period_stats(w, e, T, tr.span_ns)
         self.learn(w, tr)
-        caps = np.array([self.capacity(j) for j in range(T)])
+        caps = self.capacities()
         prob = Problem(self.names, tr.entry, tr.P, caps, self.total_pmus, s.min_pmus, tr.input_mpps * s.headroom)
         alloc = fast.solve(prob)
         target = {n: int(k) for n, k in zip(self.names, alloc.pmus)}
@@ -176,13 +180,13 @@ class Controller:
 
 
 def static_oracle(
-    names: list[str], models: dict[str, Usl], total_pmus: int, P: np.ndarray, entry: np.ndarray, peak_input_mpps: float,
+    names: list[str], capacity: np.ndarray, total_pmus: int, P: np.ndarray, entry: np.ndarray, peak_input_mpps: float,
     headroom: float = 1.3, min_pmus: int = 1,
 ) -> dict[str, int]:
-    """The fixed allocation an oracle that knows the run's peak input rate provisions."""
-    counts = np.arange(total_pmus + 1)
-    caps = np.array([models[n].capacity(counts) for n in names])
-    alloc = fast.solve(Problem(names, entry, P, caps, total_pmus, min_pmus, peak_input_mpps * headroom))
+    """The fixed allocation an oracle that knows the run's peak input rate
+    provisions, from capacity rows C_j(0..N) (e.g. a controller's
+    :meth:`Controller.capacities` after the run: the model corrected by all it saw)."""
+    alloc = fast.solve(Problem(names, entry, P, capacity, total_pmus, min_pmus, peak_input_mpps * headroom))
     return {n: int(k) for n, k in zip(names, alloc.pmus)}
 
 

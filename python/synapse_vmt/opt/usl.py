@@ -21,8 +21,9 @@ Capacity. For σ < 1 and κ > 0, dX/dλ = 0 gives the peak in closed form::
     λ* = sqrt((1 − σ) / κ),   C = X(λ*) = λ* / (2(1 − σ) + (σ − κ) λ*)
 
 (with κ = 0 the curve rises to 1/σ; with σ = κ = 0 it never saturates). σ(n)
-and κ(n) are clamped to [0, SIGMA_MAX] and [0, ∞) since the linear forms may
-cross zero when extrapolated to PMU counts outside the fitted range.
+and κ(n) are clamped to [0, SIGMA_MAX] and [0, ∞), and a fitted model holds
+them constant above the largest PMU count it saw (``n_max``): the linear forms
+would otherwise cross zero and promise unbounded capacity.
 """
 
 from __future__ import annotations
@@ -43,12 +44,21 @@ class Usl:
     a_kappa: float
     b_kappa: float
     unit_mpps: float = 1.0
+    # Largest PMU count the model was fitted on: beyond it σ and κ stay at
+    # their values there (the linear forms would otherwise run to zero and
+    # promise unbounded capacity). Below the fitted range they extrapolate,
+    # which is conservative since σ and κ fall as n grows.
+    n_max: float | None = None
+
+    def _n(self, n) -> np.ndarray:
+        n = np.asarray(n, dtype=float)
+        return n if self.n_max is None else np.minimum(n, self.n_max)
 
     def sigma(self, n) -> np.ndarray:
-        return np.clip(self.a_sigma * np.asarray(n, dtype=float) + self.b_sigma, 0.0, SIGMA_MAX)
+        return np.clip(self.a_sigma * self._n(n) + self.b_sigma, 0.0, SIGMA_MAX)
 
     def kappa(self, n) -> np.ndarray:
-        return np.clip(self.a_kappa * np.asarray(n, dtype=float) + self.b_kappa, 0.0, None)
+        return np.clip(self.a_kappa * self._n(n) + self.b_kappa, 0.0, None)
 
     def throughput(self, load_mpps, n) -> np.ndarray:
         """X(λ; n) in Mpps for an offered load in Mpps."""
@@ -78,10 +88,10 @@ class Usl:
         from synapse_vmt.errors import UserError
 
         need = {"a_sigma", "b_sigma", "a_kappa", "b_kappa"}
-        if not isinstance(d, dict) or not need <= set(d) or not set(d) <= need | {"unit_mpps"}:
-            raise UserError(f"{where}: expected an object with a_sigma, b_sigma, a_kappa, b_kappa (and optional unit_mpps)")
+        if not isinstance(d, dict) or not need <= set(d) or not set(d) <= need | {"unit_mpps", "n_max"}:
+            raise UserError(f"{where}: expected an object with a_sigma, b_sigma, a_kappa, b_kappa (and optional unit_mpps, n_max)")
         try:
-            vals = {k: float(v) for k, v in d.items()}
+            vals = {k: (None if v is None and k == "n_max" else float(v)) for k, v in d.items()}
         except (TypeError, ValueError):
             raise UserError(f"{where}: expected numbers") from None
         if vals.get("unit_mpps", 1.0) <= 0:
@@ -136,7 +146,7 @@ def fit(load_mpps, throughput_mpps, pmus, unit_mpps: float = 1.0) -> Fit:
         a_s, a_k = (s_hi - s_lo) / span, (k_hi - k_lo) / span
     else:
         a_s = a_k = 0.0
-    usl = Usl(float(a_s), float(s_lo - a_s * lo), float(a_k), float(k_lo - a_k * lo), float(unit_mpps))
+    usl = Usl(float(a_s), float(s_lo - a_s * lo), float(a_k), float(k_lo - a_k * lo), float(unit_mpps), hi)
     pred = usl.throughput(load_mpps, n)
     obs = np.asarray(throughput_mpps, dtype=float)
     ss_res = float(np.sum((obs - pred) ** 2))
