@@ -46,7 +46,7 @@ def solve(problem: Problem) -> Allocation:
         return allocation(problem, n, 0.0, "fast")
     if nmin * len(act) > N or nmin > N:
         raise Infeasible(f"{len(act)} tables need {nmin} PMU(s) each but only {N} exist")
-    C = problem.capacity[act]
+    C = problem.capacity if len(act) == T else problem.capacity[act]
     va = v[act]
     cap_in = problem.offered_mpps if problem.offered_mpps is not None else np.inf
     # The loop runs on Python scalars (item()): numpy scalars make heap compares slow.
@@ -54,7 +54,7 @@ def solve(problem: Problem) -> Allocation:
     vl = va.tolist()
     cur = [nmin] * len(act)
     used = nmin * len(act)
-    heap = [(C.item(i, nmin) / vl[i], i) for i in range(len(act))]
+    heap = list(zip((C[:, nmin] / va).tolist(), range(len(act))))
     heapq.heapify(heap)
     done = False
     while not done:
@@ -83,6 +83,7 @@ def solve(problem: Problem) -> Allocation:
     best = min(heap[0][0], cap_in)
     # Fewest PMUs per table that carry F*: the first count from n_min whose
     # capacity reaches F* v_j (the same count where Ĉ_j first reaches it).
+    # The answer is at most cur, so only columns up to max(cur) matter.
     need = best * va * (1 - REL_TOL)
-    n[act] = nmin + np.argmax(C[:, nmin:] >= need[:, None], axis=1)
+    n[act] = nmin + np.argmax(C[:, nmin : max(cur) + 1] >= need[:, None], axis=1)
     return allocation(problem, n, best, "fast")
