@@ -389,9 +389,6 @@ pub fn generate_smoothed(p: &Params, count: usize, seed: u64, smoothness: u32) -
             }
         }
         let added = rules.len() - before;
-        if std::env::var_os("SYNAPSE_DEBUG_RULEGEN").is_some() {
-            eprintln!("rulegen: drew {draw}, kept {added}, total {}", rules.len());
-        }
         if added == 0 {
             break;
         }
