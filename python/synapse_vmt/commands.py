@@ -2,4 +2,7 @@
 
 from __future__ import annotations
 
+from synapse_vmt.traffic_cli import traffic
+
 ALL: list = []
+ALL += [traffic]
