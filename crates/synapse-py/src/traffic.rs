@@ -20,14 +20,19 @@ fn err(e: impl ToString) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
+/// A list of pairs from any sequence of 2-sequences (lists or tuples).
+fn pairs(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<(f64, f64)>> {
+    let bad = || PyValueError::new_err(format!("{what}: expected a built-in name or a list of [{}] points", if what == "dist" { "bytes, cumulative_fraction" } else { "t_fraction, weight" }));
+    let rows: Vec<Vec<f64>> = obj.extract().map_err(|_| bad())?;
+    rows.into_iter().map(|r| if r.len() == 2 { Ok((r[0], r[1])) } else { Err(bad()) }).collect()
+}
+
 /// A flow-size distribution from a built-in name or a list of (bytes, cum) points.
 fn dist_from(obj: &Bound<'_, PyAny>) -> PyResult<FlowSizeDist> {
     if let Ok(name) = obj.extract::<String>() {
         return FlowSizeDist::builtin(&name).map_err(err);
     }
-    let pts: Vec<(f64, f64)> = obj
-        .extract()
-        .map_err(|_| PyValueError::new_err("dist: expected a built-in name or a list of [bytes, cumulative_fraction] points"))?;
+    let pts = pairs(obj, "dist")?;
     FlowSizeDist::from_points(pts).map_err(|e| err(format!("dist: {e}")))
 }
 
@@ -38,9 +43,7 @@ fn profile_from(obj: &Bound<'_, PyAny>) -> PyResult<Option<Profile>> {
     if let Ok(name) = obj.extract::<String>() {
         return Profile::builtin(&name).map(Some).map_err(err);
     }
-    let pts: Vec<(f64, f64)> = obj
-        .extract()
-        .map_err(|_| PyValueError::new_err("profile: expected a built-in name or a list of [t_fraction, weight] points"))?;
+    let pts = pairs(obj, "profile")?;
     Profile::from_points(pts).map(Some).map_err(|e| err(format!("profile: {e}")))
 }
 

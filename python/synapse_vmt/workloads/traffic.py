@@ -174,7 +174,7 @@ def _records_pcap(f: BinaryIO, path: str):
         reader = dpkt.pcap.Reader(_Bytes(head))
     except (ValueError, dpkt.Error) as e:
         raise UserError(f"{path}: not a pcap file ({e})") from None
-    magic = struct.unpack("=I", head[:4])[0]
+    magic = struct.unpack(">I", head[:4])[0]  # as dpkt.pcap.FileHdr reads it
     hdr_cls = dpkt.pcap.MAGIC_TO_PKT_HDR[magic]
     nano = magic in (dpkt.pcap.TCPDUMP_MAGIC_NANO, dpkt.pcap.PMUDPCT_MAGIC_NANO)
     div = 1e9 if nano else 1e6
@@ -307,7 +307,7 @@ def read_flows(path: str | os.PathLike) -> Flows:
                 ip = None
             if isinstance(ip, dpkt.ip.IP):
                 length, proto = ip.len, ip.p
-                first_frag = (ip.off & dpkt.ip.IP_OFFMASK) == 0
+                first_frag = ip.offset == 0
             elif isinstance(ip, dpkt.ip6.IP6):
                 length, proto, first_frag = 40 + ip.plen, ip.p, True
             else:
