@@ -12,8 +12,13 @@ const MS: u64 = 1_000_000_000;
 const BATCH: u64 = 1_000_000;
 
 fn arrivals(c: &mut Criterion) {
-    assert!(!cfg!(debug_assertions), "benchmarks need a release build");
-    let dist = FlowSizeDist::builtin("caida2019").unwrap().truncated(10e6).unwrap();
+    if cfg!(debug_assertions) {
+        panic!("benchmarks need a release build");
+    }
+    let dist = FlowSizeDist::builtin("caida2019")
+        .unwrap()
+        .truncated(10e6)
+        .unwrap();
     let mut g = c.benchmark_group("traffic");
     g.throughput(Throughput::Elements(BATCH));
     g.sample_size(10);

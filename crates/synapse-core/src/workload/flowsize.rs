@@ -74,10 +74,18 @@ impl FlowSizeDist {
             }
             if let (Some(&pb), Some(&pc)) = (bytes.last(), cum.last()) {
                 if b <= pb {
-                    return Err(DistError::BytesNotIncreasing { index, bytes: b, prev: pb });
+                    return Err(DistError::BytesNotIncreasing {
+                        index,
+                        bytes: b,
+                        prev: pb,
+                    });
                 }
                 if c < pc {
-                    return Err(DistError::FractionDecreasing { index, cum: c, prev: pc });
+                    return Err(DistError::FractionDecreasing {
+                        index,
+                        cum: c,
+                        prev: pc,
+                    });
                 }
             }
             bytes.push(b);
@@ -89,7 +97,11 @@ impl FlowSizeDist {
         }
         *cum.last_mut().unwrap() = 1.0;
         let ln_bytes = bytes.iter().map(|b| b.ln()).collect();
-        Ok(Self { bytes, ln_bytes, cum })
+        Ok(Self {
+            bytes,
+            ln_bytes,
+            cum,
+        })
     }
 
     /// A built-in distribution by name (see [`BUILTINS`]): `caida2019` or
@@ -105,7 +117,11 @@ impl FlowSizeDist {
 
     /// The `(bytes, cumulative fraction)` points.
     pub fn points(&self) -> Vec<(f64, f64)> {
-        self.bytes.iter().copied().zip(self.cum.iter().copied()).collect()
+        self.bytes
+            .iter()
+            .copied()
+            .zip(self.cum.iter().copied())
+            .collect()
     }
 
     /// Smallest and largest flow size.
@@ -117,7 +133,7 @@ impl FlowSizeDist {
     /// elephant tail that would otherwise dominate a short simulation.
     pub fn truncated(&self, max_bytes: f64) -> Result<Self, DistError> {
         let top = self.cdf(max_bytes);
-        if !(top > 0.0) {
+        if top.is_nan() || top <= 0.0 {
             return Err(DistError::EmptyTruncation(max_bytes));
         }
         let mut pts: Vec<(f64, f64)> = self
@@ -238,7 +254,9 @@ mod tests {
                 i += 1;
             }
             let after = i as f64 / n;
-            d = d.max((after - cdf(x)).abs()).max((before - cdf(x * (1.0 - 1e-12))).abs());
+            d = d
+                .max((after - cdf(x)).abs())
+                .max((before - cdf(x * (1.0 - 1e-12))).abs());
         }
         d
     }
@@ -253,7 +271,10 @@ mod tests {
             assert!(d.mean_bytes() > 50.0 * d.quantile(0.5), "{name}");
             assert!(d.points().len() < 500);
         }
-        assert!(matches!(FlowSizeDist::builtin("caida2014"), Err(DistError::Unknown(_))));
+        assert!(matches!(
+            FlowSizeDist::builtin("caida2014"),
+            Err(DistError::Unknown(_))
+        ));
     }
 
     #[test]
@@ -285,7 +306,8 @@ mod tests {
 
     #[test]
     fn means_match_sample_means() {
-        let d = FlowSizeDist::from_points(vec![(100.0, 0.1), (1500.0, 0.6), (60_000.0, 1.0)]).unwrap();
+        let d =
+            FlowSizeDist::from_points(vec![(100.0, 0.1), (1500.0, 0.6), (60_000.0, 1.0)]).unwrap();
         let mut rng = Pcg64::seed_from_u64(3);
         let n = 400_000;
         let (mut sb, mut sp) = (0.0, 0.0);
@@ -295,8 +317,16 @@ mod tests {
             sp += packets(b, 1000.0) as f64;
         }
         let (mb, mp) = (sb / n as f64, sp / n as f64);
-        assert!((mb / d.mean_bytes() - 1.0).abs() < 0.01, "{mb} vs {}", d.mean_bytes());
-        assert!((mp / d.mean_packets(1000.0) - 1.0).abs() < 0.01, "{mp} vs {}", d.mean_packets(1000.0));
+        assert!(
+            (mb / d.mean_bytes() - 1.0).abs() < 0.01,
+            "{mb} vs {}",
+            d.mean_bytes()
+        );
+        assert!(
+            (mp / d.mean_packets(1000.0) - 1.0).abs() < 0.01,
+            "{mp} vs {}",
+            d.mean_packets(1000.0)
+        );
     }
 
     #[test]
@@ -319,13 +349,24 @@ mod tests {
             (vec![], "at least one point"),
             (vec![(0.0, 1.0)], "point 0: bytes 0"),
             (vec![(f64::NAN, 1.0)], "point 0: bytes NaN"),
-            (vec![(10.0, 0.5), (10.0, 1.0)], "point 1: bytes 10 must be greater"),
-            (vec![(10.0, 0.5), (20.0, 0.4), (30.0, 1.0)], "point 1: cumulative fraction 0.4 is below"),
+            (
+                vec![(10.0, 0.5), (10.0, 1.0)],
+                "point 1: bytes 10 must be greater",
+            ),
+            (
+                vec![(10.0, 0.5), (20.0, 0.4), (30.0, 1.0)],
+                "point 1: cumulative fraction 0.4 is below",
+            ),
             (vec![(10.0, 1.5)], "point 0: cumulative fraction 1.5"),
-            (vec![(10.0, 0.5), (20.0, 0.9)], "last cumulative fraction is 0.9"),
+            (
+                vec![(10.0, 0.5), (20.0, 0.9)],
+                "last cumulative fraction is 0.9",
+            ),
         ];
         for (pts, want) in cases {
-            let e = FlowSizeDist::from_points(pts.clone()).unwrap_err().to_string();
+            let e = FlowSizeDist::from_points(pts.clone())
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{pts:?}: {e}");
         }
     }

@@ -64,7 +64,8 @@ impl Profile {
         for i in 1..t.len() {
             area[i] = area[i - 1] + 0.5 * (w[i - 1] + w[i]) * (t[i] - t[i - 1]);
         }
-        if !(*area.last().unwrap() > 0.0) {
+        let total = *area.last().unwrap();
+        if total.is_nan() || total <= 0.0 {
             return Err(ProfileError::ZeroArea);
         }
         Ok(Self { t, w, area })
@@ -79,7 +80,14 @@ impl Profile {
     pub fn builtin(name: &str) -> Result<Self, ProfileError> {
         let pts = match name {
             "flat" => vec![(0.0, 1.0), (1.0, 1.0)],
-            "step" => vec![(0.0, 1.0), (1.0 / 3.0, 1.0), (1.0 / 3.0, 3.0), (2.0 / 3.0, 3.0), (2.0 / 3.0, 1.0), (1.0, 1.0)],
+            "step" => vec![
+                (0.0, 1.0),
+                (1.0 / 3.0, 1.0),
+                (1.0 / 3.0, 3.0),
+                (2.0 / 3.0, 3.0),
+                (2.0 / 3.0, 1.0),
+                (1.0, 1.0),
+            ],
             "ramp" => vec![(0.0, 1.0), (0.75, 4.0), (1.0, 1.0)],
             "diurnal" => (0..=48)
                 .map(|i| {
@@ -147,7 +155,10 @@ impl Profile {
         let target = u.clamp(0.0, 1.0) * *self.area.last().unwrap();
         // First point whose area reaches the target; segments of zero area
         // (steps, zero weights) are skipped by the strict comparison.
-        let k = self.area.partition_point(|&a| a < target).clamp(1, self.t.len() - 1);
+        let k = self
+            .area
+            .partition_point(|&a| a < target)
+            .clamp(1, self.t.len() - 1);
         let (t0, t1, w0, w1) = (self.t[k - 1], self.t[k], self.w[k - 1], self.w[k]);
         if t1 <= t0 {
             return t0;
@@ -175,14 +186,20 @@ mod tests {
             let p = Profile::builtin(name).unwrap();
             // Mean density 1 (trapezoid rule on a fine grid).
             let n = 100_000;
-            let mean: f64 = (0..n).map(|i| p.density((i as f64 + 0.5) / n as f64)).sum::<f64>() / n as f64;
+            let mean: f64 = (0..n)
+                .map(|i| p.density((i as f64 + 0.5) / n as f64))
+                .sum::<f64>()
+                / n as f64;
             assert!((mean - 1.0).abs() < 1e-3, "{name}: mean density {mean}");
             assert!((p.cdf(1.0) - 1.0).abs() < 1e-12);
             if *name != "flat" {
                 assert!(p.peak() > 1.5, "{name}: peak {}", p.peak());
             }
         }
-        assert!(matches!(Profile::builtin("square"), Err(ProfileError::Unknown(_))));
+        assert!(matches!(
+            Profile::builtin("square"),
+            Err(ProfileError::Unknown(_))
+        ));
     }
 
     #[test]
@@ -192,7 +209,11 @@ mod tests {
             for i in 0..=1000 {
                 let u = i as f64 / 1000.0;
                 let x = p.quantile(u);
-                assert!((p.cdf(x) - u).abs() < 1e-9, "{name}: u {u} -> x {x} -> {}", p.cdf(x));
+                assert!(
+                    (p.cdf(x) - u).abs() < 1e-9,
+                    "{name}: u {u} -> x {x} -> {}",
+                    p.cdf(x)
+                );
             }
         }
     }
@@ -214,7 +235,10 @@ mod tests {
                 let want = p.cdf((b + 1) as f64 / bins as f64) - p.cdf(b as f64 / bins as f64);
                 let got = c as f64 / n as f64;
                 let sd = (want * (1.0 - want) / n as f64).sqrt();
-                assert!((got - want).abs() < 5.0 * sd + 1e-9, "{name} bin {b}: {got} vs {want}");
+                assert!(
+                    (got - want).abs() < 5.0 * sd + 1e-9,
+                    "{name} bin {b}: {got} vs {want}"
+                );
             }
         }
     }
@@ -231,7 +255,10 @@ mod tests {
         let cases: Vec<(Vec<(f64, f64)>, &str)> = vec![
             (vec![(0.0, 1.0)], "at least two points"),
             (vec![(0.0, 1.0), (0.5, 1.0)], "first point must be at t = 0"),
-            (vec![(0.0, 1.0), (0.6, 1.0), (0.4, 1.0), (1.0, 1.0)], "point 2: t 0.4"),
+            (
+                vec![(0.0, 1.0), (0.6, 1.0), (0.4, 1.0), (1.0, 1.0)],
+                "point 2: t 0.4",
+            ),
             (vec![(0.0, 1.0), (1.0, -1.0)], "point 1: weight -1"),
             (vec![(0.0, 0.0), (1.0, 0.0)], "all weights are zero"),
         ];

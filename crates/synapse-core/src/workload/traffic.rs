@@ -120,7 +120,12 @@ impl TrafficConfig {
 }
 
 /// Flows needed for an expected aggregate rate of `pps` packets per second.
-pub fn flows_for_rate(pps: f64, dist: &FlowSizeDist, duration_ps: u64, mean_pkt_bytes: f64) -> Result<u32, TrafficError> {
+pub fn flows_for_rate(
+    pps: f64,
+    dist: &FlowSizeDist,
+    duration_ps: u64,
+    mean_pkt_bytes: f64,
+) -> Result<u32, TrafficError> {
     if !(pps.is_finite() && pps >= 0.0) {
         return Err(TrafficError::BadRate(pps));
     }
@@ -319,9 +324,17 @@ impl Iterator for Traffic {
             if n > 1 {
                 let gap_ps = self.flow_duration_ps / n as f64;
                 let t = s + self.gap(gap_ps);
-                self.heap.push(Reverse(Active { t_bits: t.to_bits(), flow: id as u32, left: n - 1, gap_ps }));
+                self.heap.push(Reverse(Active {
+                    t_bits: t.to_bits(),
+                    flow: id as u32,
+                    left: n - 1,
+                    gap_ps,
+                }));
             }
-            return Some(Arrival { t_ps: s as u64, flow: id as u32 });
+            return Some(Arrival {
+                t_ps: s as u64,
+                flow: id as u32,
+            });
         }
         let (gap_ps, left) = {
             let Reverse(top) = self.heap.peek().unwrap();
@@ -330,7 +343,10 @@ impl Iterator for Traffic {
         let step = if left > 1 { self.gap(gap_ps) } else { 0.0 };
         let mut top = self.heap.peek_mut().unwrap();
         let t = f64::from_bits(top.0.t_bits);
-        let out = Arrival { t_ps: t as u64, flow: top.0.flow };
+        let out = Arrival {
+            t_ps: t as u64,
+            flow: top.0.flow,
+        };
         if left > 1 {
             // Replace in place: one sift-down instead of a pop and a push.
             top.0.left -= 1;
@@ -360,7 +376,8 @@ mod tests {
 
     #[test]
     fn arrivals_are_sorted_and_counts_match_sizes() {
-        let mut cfg = TrafficConfig::new(FlowSizeDist::builtin("caida2019").unwrap(), 2000, 10 * MS);
+        let mut cfg =
+            TrafficConfig::new(FlowSizeDist::builtin("caida2019").unwrap(), 2000, 10 * MS);
         cfg.seed = 5;
         let tr = Traffic::new(&cfg).unwrap();
         let want: Vec<u64> = (0..tr.flows()).map(|f| tr.flow_packets(f)).collect();
@@ -380,7 +397,10 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(n, total);
         assert_eq!(first, starts, "a flow's first packet is at its start");
-        assert!(starts.windows(2).all(|w| w[0] <= w[1]), "flow ids in start order");
+        assert!(
+            starts.windows(2).all(|w| w[0] <= w[1]),
+            "flow ids in start order"
+        );
     }
 
     #[test]
@@ -408,7 +428,10 @@ mod tests {
         let rate = n / ((hi - lo) as f64 * 1e-12);
         let want = cfg.offered_pps();
         // Flow-count noise dominates: about 1/sqrt(18 000 flows) * CV(N) < 1.5 %.
-        assert!((rate / want - 1.0).abs() < 0.04, "rate {rate} vs offered {want}");
+        assert!(
+            (rate / want - 1.0).abs() < 0.04,
+            "rate {rate} vs offered {want}"
+        );
     }
 
     #[test]
@@ -417,7 +440,12 @@ mod tests {
         let n = flows_for_rate(2e8, &d, 10 * MS, 1000.0).unwrap();
         let mut cfg = TrafficConfig::new(d.clone(), n, 10 * MS);
         cfg.mean_pkt_bytes = 1000.0;
-        assert!((cfg.offered_pps() / 2e8 - 1.0).abs() < 1e-3, "{} flows -> {}", n, cfg.offered_pps());
+        assert!(
+            (cfg.offered_pps() / 2e8 - 1.0).abs() < 1e-3,
+            "{} flows -> {}",
+            n,
+            cfg.offered_pps()
+        );
         assert!(flows_for_rate(-1.0, &d, MS, 1000.0).is_err());
         assert!(flows_for_rate(1e30, &d, MS, 1000.0).is_err());
     }
@@ -447,7 +475,12 @@ mod tests {
             }
         }
         assert!(cnt > 500.0);
-        assert!((sum / want - 1.0).abs() < 0.03, "mean span {} vs {}", sum / cnt, want / cnt);
+        assert!(
+            (sum / want - 1.0).abs() < 0.03,
+            "mean span {} vs {}",
+            sum / cnt,
+            want / cnt
+        );
     }
 
     #[test]
@@ -490,7 +523,10 @@ mod tests {
         while tr.fill(&mut t, &mut f, 777) > 0 {}
         assert!(n1 > 0 && n1 < all.len());
         assert_eq!(t.len(), all.len());
-        assert!(all.iter().zip(t.iter().zip(&f)).all(|(a, (&t, &f))| a.t_ps == t && a.flow == f));
+        assert!(all
+            .iter()
+            .zip(t.iter().zip(&f))
+            .all(|(a, (&t, &f))| a.t_ps == t && a.flow == f));
         assert_eq!(tr.remaining(), 0);
     }
 
@@ -499,10 +535,16 @@ mod tests {
         let d = small_dist();
         let mut c = TrafficConfig::new(d.clone(), 1, MS);
         c.mean_pkt_bytes = 0.0;
-        assert!(matches!(Traffic::new(&c), Err(TrafficError::BadPacketSize(_))));
+        assert!(matches!(
+            Traffic::new(&c),
+            Err(TrafficError::BadPacketSize(_))
+        ));
         let mut c = TrafficConfig::new(d.clone(), 1, MS);
         c.flow_duration_ps = 0;
-        assert!(matches!(Traffic::new(&c), Err(TrafficError::ZeroFlowDuration)));
+        assert!(matches!(
+            Traffic::new(&c),
+            Err(TrafficError::ZeroFlowDuration)
+        ));
         let c = TrafficConfig::new(d, 1, 0);
         assert!(matches!(Traffic::new(&c), Err(TrafficError::ZeroDuration)));
     }
