@@ -133,6 +133,33 @@ def test_flows_are_five_tuples_across_ip_versions_and_protocols(tmp_path):
     assert fl.ip_packets == 6 and fl.skipped == 1
 
 
+def test_fast_header_path_agrees_with_dpkt():
+    """The struct fast path and dpkt decode the same key and length."""
+    vlan = dpkt.ethernet.Ethernet(_udp("10.1.1.1", "10.2.2.2", 7, 8, 300))
+    vlan.vlan_tags = [dpkt.ethernet.VLANtag8021Q(id=5)]
+    vlan.type = dpkt.ethernet.ETH_TYPE_8021Q
+    tcp_ip = dpkt.ip.IP(src=b"\x01\x02\x03\x04", dst=b"\x05\x06\x07\x08", p=dpkt.ip.IP_PROTO_TCP,
+                        data=dpkt.tcp.TCP(sport=443, dport=5555, data=b"y" * 100))
+    tcp_ip.len = len(tcp_ip)
+    frag = dpkt.ip.IP(src=b"\x01\x02\x03\x04", dst=b"\x05\x06\x07\x08", p=dpkt.ip.IP_PROTO_UDP, data=b"z" * 64)
+    frag.offset = 800  # a later fragment: no ports
+    frag.len = len(frag)
+    frames = {
+        1: [_udp("10.0.0.1", "10.0.0.2", 1, 2, 100), _udp("2001:db8::1", "2001:db8::9", 3, 4, 200, v6=True), bytes(vlan),
+            bytes(dpkt.ethernet.Ethernet(type=dpkt.ethernet.ETH_TYPE_IP, data=tcp_ip)),
+            bytes(dpkt.ethernet.Ethernet(type=dpkt.ethernet.ETH_TYPE_IP, data=frag))],
+        101: [bytes(tcp_ip), bytes(frag)],
+    }
+    n = 0
+    for link, frs in frames.items():
+        for fr in frs:
+            fast, slow = tw._key_fast(link, fr), tw._key_dpkt(link, fr)
+            assert fast is not None and fast == slow, (link, fr.hex())
+            n += 1
+    assert n == 7
+    assert tw._key_fast(1, bytes(dpkt.ethernet.Ethernet(type=dpkt.ethernet.ETH_TYPE_ARP, data=dpkt.arp.ARP()))) is None
+
+
 def _truncate(path: Path, cut: int) -> None:
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - cut])

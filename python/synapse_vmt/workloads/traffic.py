@@ -256,7 +256,7 @@ def _ip_layer(linktype: int, data: bytes):
 
     if linktype == dpkt.pcap.DLT_EN10MB:
         return dpkt.ethernet.Ethernet(data).data
-    if linktype in (dpkt.pcap.DLT_RAW, 12, 14, 228, 229):
+    if linktype in (101, 12, 14, 228, 229):  # LINKTYPE_RAW and the platform DLT_RAW values
         v = data[0] >> 4 if data else 0
         return dpkt.ip.IP(data) if v == 4 else dpkt.ip6.IP6(data) if v == 6 else None
     if linktype == dpkt.pcap.DLT_LINUX_SLL:
@@ -266,6 +266,85 @@ def _ip_layer(linktype: int, data: bytes):
     return None
 
 
+_U16 = struct.Struct("!H")
+_V4 = struct.Struct("!BxHxxHxB")  # ver/ihl, total length, flags/frag, protocol
+_PORTS = struct.Struct("!HH")
+_ETH_VLAN = (0x8100, 0x88A8, 0x9100)
+
+
+def _key_fast(linktype: int, data: bytes) -> tuple[tuple, int] | None:
+    """Flow key and IP length for the common case (Ethernet with up to two
+    VLAN tags, or raw IP; IPv4, or IPv6 without extension headers), parsed
+    with struct; None sends the packet to :func:`_key_dpkt`, which agrees
+    with this on every packet both can read."""
+    try:
+        if linktype == 1:
+            off = 14
+            et = _U16.unpack_from(data, 12)[0]
+            while et in _ETH_VLAN:
+                et = _U16.unpack_from(data, off + 2)[0]
+                off += 4
+            if et == 0x0800:
+                v = 4
+            elif et == 0x86DD:
+                v = 6
+            else:
+                return None
+        elif linktype in (101, 12, 14):
+            off, v = 0, data[0] >> 4
+        else:
+            return None
+        if v == 4:
+            vihl, length, frag, proto = _V4.unpack_from(data, off)
+            if vihl >> 4 != 4:
+                return None
+            l4 = off + (vihl & 15) * 4
+            src, dst = data[off + 12 : off + 16], data[off + 16 : off + 20]
+            first = frag & 0x1FFF == 0
+        elif v == 6:
+            proto = data[off + 6]
+            if proto not in (6, 17):  # extension headers etc.: let dpkt walk them
+                return None
+            length = 40 + _U16.unpack_from(data, off + 4)[0]
+            l4 = off + 40
+            src, dst = data[off + 8 : off + 24], data[off + 24 : off + 40]
+            first = True
+        else:
+            return None
+        if first and proto in (6, 17) and len(data) >= l4 + 4:
+            sport, dport = _PORTS.unpack_from(data, l4)
+        elif proto in (6, 17) and first:
+            return None  # ports cut off: dpkt decides
+        else:
+            sport = dport = 0
+        return (src, dst, proto, sport, dport), length
+    except (struct.error, IndexError):
+        return None
+
+
+def _key_dpkt(linktype: int, data: bytes) -> tuple[tuple, int] | None:
+    """Flow key and IP length decoded by dpkt (any supported link type,
+    IPv6 extension headers, odd packets); None for non-IP."""
+    import dpkt
+
+    try:
+        ip = _ip_layer(linktype, data)
+    except (dpkt.Error, struct.error, IndexError):
+        return None
+    if isinstance(ip, dpkt.ip.IP):
+        length, proto, first_frag = ip.len, ip.p, ip.offset == 0
+    elif isinstance(ip, dpkt.ip6.IP6):
+        length, proto, first_frag = 40 + ip.plen, ip.p, True
+    else:
+        return None
+    l4 = ip.data
+    if first_frag and isinstance(l4, (dpkt.tcp.TCP, dpkt.udp.UDP)):
+        sport, dport = l4.sport, l4.dport
+    else:
+        sport = dport = 0
+    return (bytes(ip.src), bytes(ip.dst), proto, sport, dport), length
+
+
 SUPPORTED_LINKTYPES = {1: "Ethernet", 101: "raw IP", 12: "raw IP", 14: "raw IP", 228: "IPv4", 229: "IPv6", 113: "Linux SLL", 0: "BSD loopback", 108: "OpenBSD loopback"}
 
 
@@ -273,8 +352,8 @@ def read_flows(path: str | os.PathLike) -> Flows:
     """Group a pcap/pcapng's packets into unidirectional 5-tuple flows (IPv4
     and IPv6; TCP and UDP ports, other protocols with ports 0) and total the
     IP bytes of each. A truncated or corrupt file raises UserError naming the
-    packet."""
-    import dpkt
+    packet. Shows a progress bar on a terminal for captures over 32 MB."""
+    from rich.progress import Progress
 
     path = str(path)
     try:
@@ -300,33 +379,25 @@ def read_flows(path: str | os.PathLike) -> Flows:
                 f"{path}: unsupported link type {linktype}; expected one of: "
                 + ", ".join(f"{k} ({v})" for k, v in sorted(SUPPORTED_LINKTYPES.items()))
             )
-        for _n, ts, data in recs:
-            try:
-                ip = _ip_layer(linktype, data)
-            except (dpkt.Error, struct.error, IndexError):
-                ip = None
-            if isinstance(ip, dpkt.ip.IP):
-                length, proto = ip.len, ip.p
-                first_frag = ip.offset == 0
-            elif isinstance(ip, dpkt.ip6.IP6):
-                length, proto, first_frag = 40 + ip.plen, ip.p, True
-            else:
-                skipped += 1
-                continue
-            l4 = ip.data
-            if first_frag and isinstance(l4, (dpkt.tcp.TCP, dpkt.udp.UDP)):
-                sport, dport = l4.sport, l4.dport
-            else:
-                sport = dport = 0
-            key = (ip.src, ip.dst, proto, sport, dport)
-            row = table.get(key)
-            if row is None:
-                table[key] = [length, 1, ts, ts]
-            else:
-                row[0] += length
-                row[1] += 1
-                row[3] = ts
-            ip_packets += 1
+        size = os.fstat(f.fileno()).st_size
+        with Progress(transient=True, disable=size < (32 << 20)) as bar:
+            task = bar.add_task(f"reading {os.path.basename(path)}", total=size)
+            for n, ts, data in recs:
+                if n & 0xFFFF == 0:
+                    bar.update(task, completed=f.tell())
+                kl = _key_fast(linktype, data) or _key_dpkt(linktype, data)
+                if kl is None:
+                    skipped += 1
+                    continue
+                key, length = kl
+                row = table.get(key)
+                if row is None:
+                    table[key] = [length, 1, ts, ts]
+                else:
+                    row[0] += length
+                    row[1] += 1
+                    row[3] = ts
+                ip_packets += 1
     rows = np.array(list(table.values()), dtype=np.float64).reshape(-1, 4)
     return Flows(rows[:, 0], rows[:, 1].astype(np.int64), rows[:, 2], rows[:, 3], ip_packets, skipped)
 
