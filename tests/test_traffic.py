@@ -273,6 +273,13 @@ def test_gen_is_deterministic(tmp_path):
     assert a.dtype.names == ("t_ps", "flow") and a["t_ps"].max() < 200 * 1_000_000
 
 
+def test_spec_with_max_bytes_equals_max_bytes_option():
+    a = tw.make_traffic(dist="caida2019:1e6", flows=50, duration_ps=MS, seed=2)
+    b = tw.make_traffic(dist="caida2019", max_bytes=1e6, flows=50, duration_ps=MS, seed=2)
+    np.testing.assert_array_equal(a.next_batch(1 << 20)[0], b.next_batch(1 << 20)[0])
+    assert a.total_packets == b.total_packets and a.flow_packets().max() <= 1000
+
+
 def test_rate_pps_sets_the_flow_count(tmp_path):
     o = tmp_path / "a.npy"
     r = CliRunner().invoke(main, ["traffic", "gen", "--rate-pps", "5e7", "--max-bytes", "1e6",
@@ -291,6 +298,7 @@ def test_rate_pps_sets_the_flow_count(tmp_path):
         (["--flows", "10", "--profile", "nosuch"], "Invalid value for '--profile'"),
         (["--flows", "10", "--max-bytes", "0.5"], "leaves no probability mass"),
         (["--flows", "10", "-o", "x.txt"], "expected .csv or .npy"),
+        (["--flows", "10", "--dist", "caida2019:big"], "expected NAME or NAME:MAX_BYTES"),
     ],
 )
 def test_gen_errors(tmp_path, args, want):

@@ -66,7 +66,8 @@ def fit(capture: str, out: str | None) -> None:
 
 @traffic.command()
 @click.option("--dist", default="caida2019", show_default=True,
-              help=f"Flow-size distribution: {', '.join(_core.FLOW_DISTS)} or a JSON file from 'traffic fit'.")
+              help=f"Flow-size distribution: {', '.join(_core.FLOW_DISTS)} (NAME:MAX_BYTES truncates) "
+                   "or a JSON file from 'traffic fit'.")
 @click.option("--flows", type=click.IntRange(0, 2**32 - 1), help="Number of flows (sets the offered load).")
 @click.option("--rate-pps", type=float, help="Offered load in packets/s instead of --flows.")
 @click.option("--duration-us", type=click.FloatRange(min=0, min_open=True), default=1000.0, show_default=True,

@@ -2,7 +2,8 @@
 //!
 //! A config dict goes in; arrivals come out as numpy batches
 //! `(t_ps: uint64[], flow: uint32[])`, never one packet at a time.
-//! Config keys: `dist` (a built-in name or a list of `[bytes, cum]` points),
+//! Config keys: `dist` (a built-in name, `name:max_bytes`, or a list of
+//! `[bytes, cum]` points),
 //! `flows`, `duration_ps`, and optionally `flow_duration_ps`,
 //! `mean_pkt_bytes`, `max_bytes` (truncate the size distribution),
 //! `profile` (a built-in name or a list of `[t_fraction, weight]` points) and
@@ -56,7 +57,7 @@ fn pairs(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<(f64, f64)>> {
 /// A flow-size distribution from a built-in name or a list of (bytes, cum) points.
 fn dist_from(obj: &Bound<'_, PyAny>) -> PyResult<FlowSizeDist> {
     if let Ok(name) = obj.extract::<String>() {
-        return FlowSizeDist::builtin(&name).map_err(err);
+        return FlowSizeDist::from_spec(&name).map_err(err);
     }
     let pts = pairs(obj, "dist")?;
     FlowSizeDist::from_points(pts).map_err(|e| err(format!("dist: {e}")))

@@ -51,9 +51,14 @@ DU, DLOG, DTAIL = 0.004, 1 / 16, 0.1
 
 
 def load_dist(spec: str) -> tuple[str | list[tuple[float, float]], float | None]:
-    """A distribution for ``_core``: a built-in name as is, or a JSON file's
+    """A distribution for ``_core``: a built-in name (``caida2019``, or
+    ``caida2019:1e7`` truncated at 10 MB) as is, or a JSON file's
     points; with the file's ``mean_pkt_bytes`` when it has one."""
-    if spec in _core.FLOW_DISTS:
+    if spec.split(":", 1)[0] in _core.FLOW_DISTS:  # name or name:max_bytes
+        try:
+            _core.flow_dist_points(spec)
+        except ValueError as e:
+            raise UserError(f"--dist {spec}: {e}") from None
         return spec, None
     p = Path(spec)
     if not p.exists():

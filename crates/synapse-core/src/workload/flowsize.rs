@@ -38,6 +38,8 @@ pub enum DistError {
     EmptyTruncation(f64),
     #[error("unknown flow-size distribution {0:?}; expected one of: caida2019, caida2018")]
     Unknown(String),
+    #[error("bad flow-size distribution spec {0:?}; expected NAME or NAME:MAX_BYTES (e.g. caida2019:1e7)")]
+    BadSpec(String),
 }
 
 /// An empirical flow-size distribution in bytes.
@@ -113,6 +115,24 @@ impl FlowSizeDist {
             _ => return Err(DistError::Unknown(name.to_string())),
         };
         Self::from_points(points.to_vec())
+    }
+
+    /// A built-in by spec: `name` or `name:max_bytes` (e.g. `caida2019:1e7`,
+    /// the distribution truncated at 10 MB; see [`FlowSizeDist::truncated`]).
+    pub fn from_spec(spec: &str) -> Result<Self, DistError> {
+        match spec.split_once(':') {
+            None => Self::builtin(spec),
+            Some((name, max)) => {
+                let m: f64 = max
+                    .trim()
+                    .parse()
+                    .map_err(|_| DistError::BadSpec(spec.to_string()))?;
+                if !(m.is_finite() && m > 0.0) {
+                    return Err(DistError::BadSpec(spec.to_string()));
+                }
+                Self::builtin(name)?.truncated(m)
+            }
+        }
     }
 
     /// The `(bytes, cumulative fraction)` points.
@@ -341,6 +361,11 @@ mod tests {
         assert!(t.mean_bytes() < d.mean_bytes());
         assert_eq!(d.truncated(1e12).unwrap(), d);
         assert!(d.truncated(0.5).is_err());
+        assert_eq!(FlowSizeDist::from_spec("caida2019:1e6").unwrap(), t);
+        assert_eq!(FlowSizeDist::from_spec("caida2019").unwrap(), d);
+        for bad in ["caida2019:", "caida2019:x", "caida2019:-5", "nope:1e6"] {
+            assert!(FlowSizeDist::from_spec(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

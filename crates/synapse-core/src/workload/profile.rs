@@ -72,14 +72,14 @@ impl Profile {
     }
 
     /// A built-in profile by name (see [`BUILTINS`]):
-    /// - `flat`: constant (the paper's uniform flow starts);
+    /// - `flat` (alias `uniform`): constant (the paper's uniform flow starts);
     /// - `step`: 1×, then 3× in the middle third, then 1× again;
     /// - `ramp`: rises linearly from 1× to 4× over 3/4 of the run, falls back by the end;
     /// - `diurnal`: 1 + 0.75·sin(2πt), one day compressed into the run (peak 7× the trough);
     /// - `burst`: 1× with two short 4× bursts, at 20–30 % and 60–65 % of the run.
     pub fn builtin(name: &str) -> Result<Self, ProfileError> {
         let pts = match name {
-            "flat" => vec![(0.0, 1.0), (1.0, 1.0)],
+            "flat" | "uniform" => vec![(0.0, 1.0), (1.0, 1.0)],
             "step" => vec![
                 (0.0, 1.0),
                 (1.0 / 3.0, 1.0),
