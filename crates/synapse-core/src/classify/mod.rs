@@ -9,6 +9,9 @@ pub mod dtree;
 pub mod linear;
 pub mod trie;
 
+#[cfg(test)]
+mod proptests;
+
 use crate::rules::{Key, RuleSet};
 
 /// Answer of a classifier: the 0-based rule index, or `None` for no match.
@@ -59,8 +62,8 @@ pub enum BuildError {
     BadConfig(String),
 }
 
-/// A lookup structure built by name ([`build`]): classifies, walks memory,
-/// and describes itself.
+/// A lookup structure built by name ([`build_structure`]): classifies,
+/// walks memory, and describes itself.
 pub trait Structure: MemoryWalk + Send + Sync {
     /// Build statistics as (name, value) rows, for printing.
     fn stats(&self) -> Vec<(&'static str, String)>;
@@ -73,18 +76,31 @@ pub struct BuildConfig {
     pub dtree: dtree::DTreeConfig,
 }
 
-/// The names [`build`] accepts.
-pub const ALGORITHMS: [&str; 3] = ["linear", "trie", "dtree"];
+/// Names [`build`] accepts; the CLI offers exactly these.
+pub const ALGORITHMS: &[&str] = &["linear", "trie", "dtree"];
 
-/// Builds the classifier named `algo` (one of [`ALGORITHMS`]) over `set`.
-pub fn build(algo: &str, set: &RuleSet, config: &BuildConfig) -> Result<Box<dyn Structure>, BuildError> {
+/// Builds the classifier named `algo` over `set`. Adding a structure is one
+/// entry in [`ALGORITHMS`] and one match arm here.
+pub fn build(algo: &str, set: &RuleSet) -> Result<Box<dyn Classifier + Send + Sync>, String> {
+    let c = BuildConfig::default();
+    match algo {
+        "linear" => Ok(Box::new(linear::Linear::new(set))),
+        "trie" => Ok(Box::new(trie::Trie::build(set, &c.trie).map_err(|e| e.to_string())?)),
+        "dtree" => Ok(Box::new(dtree::DTree::build(set, &c.dtree).map_err(|e| e.to_string())?)),
+        _ => Err(format!("unknown classifier {algo:?} (expected one of: {})", ALGORITHMS.join(", "))),
+    }
+}
+
+/// Like [`build`], with build parameters, and a structure that can walk
+/// memory and report its build statistics.
+pub fn build_structure(algo: &str, set: &RuleSet, config: &BuildConfig) -> Result<Box<dyn Structure>, BuildError> {
     Ok(match algo {
         "linear" => Box::new(linear::Linear::new(set)),
         "trie" => Box::new(trie::Trie::build(set, &config.trie)?),
         "dtree" => Box::new(dtree::DTree::build(set, &config.dtree)?),
         _ => {
             return Err(BuildError::BadConfig(format!(
-                "unknown algorithm {algo:?}; expected one of {}",
+                "unknown classifier {algo:?} (expected one of: {})",
                 ALGORITHMS.join(", ")
             )))
         }
