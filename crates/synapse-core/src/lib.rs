@@ -25,3 +25,6 @@
 pub mod classify;
 pub mod rules;
 pub mod workload;
+
+#[cfg(test)]
+pub(crate) mod testdata;
