@@ -9,12 +9,18 @@
 //!     RULES[:TRACE] ...
 //! ```
 //!
-//! Without a trace, keys are drawn inside the rules (a ClassBench-style
-//! trace). Output: one tab-separated line per (set, algorithm).
+//! An input is a ClassBench file `RULES[:TRACE]` or a generated set
+//! `gen:TYPE:COUNT[:SEED]` (TYPE acl, fw or ipc; a 100K-header trace with
+//! Pareto locality 1 0.1 is drawn from it). `--write DIR` writes every set and
+//! trace as ClassBench files and the dtree's answer per trace line
+//! (`NAME.answers`, 0-based rule or -1) so that `dpdk-test-acl` can run on
+//! the same input and be checked against us. Without a trace, keys are drawn
+//! inside the rules. Output: one tab-separated line per (set, algorithm).
 
 use std::time::Instant;
 use synapse_core::classify::{build_structure, linear::Linear, BuildConfig, Classifier, Structure};
 use synapse_core::rules::{classbench, Key, RuleSet};
+use synapse_core::workload::{rulegen, seed::Params, tracegen};
 
 fn die(msg: String) -> ! {
     eprintln!("classify_table: {msg}");
@@ -67,6 +73,7 @@ fn main() {
     let (mut secs, mut stats) = (1.0f64, false);
     let mut cfg = BuildConfig::default();
     let mut inputs = Vec::new();
+    let mut write: Option<std::path::PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = |name: &str| args.next().unwrap_or_else(|| die(format!("{name} needs a value")));
@@ -81,6 +88,7 @@ fn main() {
                 cfg.dtree.max_bytes = mb << 20;
             }
             "--stats" => stats = true,
+            "--write" => write = Some(val("--write").into()),
             s if s.starts_with("--") => die(format!("unknown option {s}")),
             _ => inputs.push(a),
         }
@@ -88,21 +96,43 @@ fn main() {
     if cfg!(debug_assertions) {
         die("refusing to measure a debug build: use --release".into());
     }
-    println!("set\trules\talgo\tbuild_ms\tbytes\tbytes_per_rule\tmlps_single\tmlps_batch\tagree");
+    println!("set\trules\talgo\tbuild_ms\tbytes\tbytes_per_rule\tsw_bytes_per_rule\tmlps_single\tmlps_batch\tagree");
     for input in inputs {
-        let (rules_path, trace_path) = match input.split_once(':') {
-            Some((r, t)) => (r.to_string(), Some(t.to_string())),
-            None => (input.clone(), None),
-        };
-        let name = std::path::Path::new(&rules_path).file_name().unwrap().to_string_lossy().to_string();
-        let text = std::fs::read_to_string(&rules_path).unwrap_or_else(|e| die(format!("{rules_path}: {e}")));
-        let set = classbench::parse_rules(&text, &rules_path).unwrap_or_else(|e| die(e.to_string()));
-        let keys: Vec<Key> = match &trace_path {
-            Some(t) => {
-                let text = std::fs::read_to_string(t).unwrap_or_else(|e| die(format!("{t}: {e}")));
-                classbench::parse_trace(&text, t).unwrap_or_else(|e| die(e.to_string())).iter().map(|e| e.key).collect()
+        let (name, set, keys) = if let Some(spec) = input.strip_prefix("gen:") {
+            let parts: Vec<&str> = spec.split(':').collect();
+            let (kind, count) = match parts.as_slice() {
+                [k, c] | [k, c, _] => (*k, c.parse::<usize>().unwrap_or_else(|_| die(format!("{input}: bad count")))),
+                _ => die(format!("{input}: expected gen:TYPE:COUNT[:SEED]")),
+            };
+            let seed: u64 = parts.get(2).map_or(1, |s| s.parse().unwrap_or_else(|_| die(format!("{input}: bad seed"))));
+            let params = Params::builtin(kind).unwrap_or_else(|| die(format!("{input}: type must be acl, fw or ipc")));
+            let set = rulegen::generate(&params, count, seed);
+            let pareto = tracegen::Pareto::new(1.0, 0.1).unwrap();
+            let trace = tracegen::generate(&set, 100_000, pareto, seed);
+            let name = format!("gen_{kind}_{count}");
+            if let Some(dir) = &write {
+                let rules = classbench::format_rules(&set).unwrap_or_else(|e| die(e));
+                std::fs::write(dir.join(&name), rules).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
+                let lines: Vec<String> = trace.iter().map(classbench::format_trace_entry).collect();
+                std::fs::write(dir.join(format!("{name}_trace")), lines.join("\n") + "\n").unwrap_or_else(|e| die(e.to_string()));
             }
-            None => keys_inside(&set, 100_000),
+            (name, set, trace.iter().map(|e| e.key).collect::<Vec<Key>>())
+        } else {
+            let (rules_path, trace_path) = match input.split_once(':') {
+                Some((r, t)) => (r.to_string(), Some(t.to_string())),
+                None => (input.clone(), None),
+            };
+            let name = std::path::Path::new(&rules_path).file_name().unwrap().to_string_lossy().to_string();
+            let text = std::fs::read_to_string(&rules_path).unwrap_or_else(|e| die(format!("{rules_path}: {e}")));
+            let set = classbench::parse_rules(&text, &rules_path).unwrap_or_else(|e| die(e.to_string()));
+            let keys: Vec<Key> = match &trace_path {
+                Some(t) => {
+                    let text = std::fs::read_to_string(t).unwrap_or_else(|e| die(format!("{t}: {e}")));
+                    classbench::parse_trace(&text, t).unwrap_or_else(|e| die(e.to_string())).iter().map(|e| e.key).collect()
+                }
+                None => keys_inside(&set, 100_000),
+            };
+            (name, set, keys)
         };
         // The oracle's answers on a sample, to check every structure.
         let sample = &keys[..keys.len().min(20_000)];
@@ -113,7 +143,7 @@ fn main() {
             let c: Box<dyn Structure> = match build_structure(algo, &set, &cfg) {
                 Ok(c) => c,
                 Err(e) => {
-                    println!("{name}\t{}\t{algo}\t-\t-\t-\t-\t-\tbuild failed: {e}", set.len());
+                    println!("{name}\t{}\t{algo}\t-\t-\t-\t-\t-\t-\tbuild failed: {e}", set.len());
                     continue;
                 }
             };
@@ -129,11 +159,24 @@ fn main() {
                 c.classify_batch(ks, &mut buf);
                 buf.iter().map(|&x| x as i64).sum()
             });
+            if algo == "dtree" {
+                if let Some(dir) = &write {
+                    let mut all = vec![0i32; keys.len()];
+                    c.classify_batch(keys, &mut all);
+                    let text: Vec<String> = all.iter().map(|a| a.to_string()).collect();
+                    std::fs::write(dir.join(format!("{name}.answers")), text.join("\n") + "\n").unwrap_or_else(|e| die(e.to_string()));
+                }
+            }
             let bytes = c.memory_bytes();
+            // The software structure's own size where it differs from the
+            // hardware layout (the decision tree).
+            let sw = c.stats().into_iter().find(|(k, _)| *k == "bytes (software)").map_or(bytes, |(_, v)| v.parse().unwrap_or(bytes));
+            let per_rule = |b: u64| b as f64 / set.len().max(1) as f64;
             println!(
-                "{name}\t{}\t{algo}\t{build_ms:.1}\t{bytes}\t{:.1}\t{:.3}\t{:.3}\t{agree}/{}",
+                "{name}\t{}\t{algo}\t{build_ms:.1}\t{bytes}\t{:.1}\t{:.1}\t{:.3}\t{:.3}\t{agree}/{}",
                 set.len(),
-                bytes as f64 / set.len().max(1) as f64,
+                per_rule(bytes),
+                per_rule(sw),
                 single / 1e6,
                 batch / 1e6,
                 sample.len()

@@ -1022,7 +1022,10 @@ impl super::Structure for DTree {
             ("bytes per rule (FACL layout)", per_rule(s.hw_bytes)),
             ("FACL DT mapping", if f.fits { "fits".into() } else { format!("fails: {}", f.error.clone().unwrap_or_default()) }),
             ("DT layers used", f.layers_used.to_string()),
-            ("DT nodes per layer", format!("{:?}", f.nodes_per_layer)),
+            ("DT nodes per layer", {
+                let used = f.nodes_per_layer.iter().rposition(|&n| n > 0).map_or(0, |i| i + 1);
+                format!("{:?} (then empty, of {})", &f.nodes_per_layer[..used], f.nodes_per_layer.len())
+            }),
             ("recirculating edges", f.recirculating_edges.to_string()),
             ("max recirculations", f.max_recirculations.to_string()),
             ("leaves after recirculation", f.leaves_recirculating.to_string()),
