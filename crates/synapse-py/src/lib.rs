@@ -6,6 +6,8 @@
 
 use pyo3::prelude::*;
 
+mod sim;
+
 /// The crate version, so Python can check it loaded the matching build.
 #[pyfunction]
 fn version() -> &'static str {
@@ -15,5 +17,6 @@ fn version() -> &'static str {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    sim::register(m)?;
     Ok(())
 }
