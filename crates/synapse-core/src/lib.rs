@@ -33,3 +33,6 @@ pub mod pipeline;
 pub mod rules;
 pub mod sim;
 pub mod workload;
+
+#[cfg(test)]
+pub(crate) mod testdata;

@@ -6,6 +6,7 @@
 
 use pyo3::prelude::*;
 
+mod rules;
 mod sim;
 
 /// The crate version, so Python can check it loaded the matching build.
@@ -17,6 +18,7 @@ fn version() -> &'static str {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    rules::register(m)?;
     sim::register(m)?;
     Ok(())
 }

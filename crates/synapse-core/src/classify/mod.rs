@@ -7,7 +7,7 @@
 
 pub mod linear;
 
-use crate::rules::Key;
+use crate::rules::{Key, RuleSet};
 
 /// Answer of a classifier: the 0-based rule index, or `None` for no match.
 pub type Match = Option<u32>;
@@ -40,4 +40,16 @@ pub trait MemoryWalk: Classifier {
     fn walk(&self, key: &Key, accesses: &mut Vec<MemAccess>) -> Match;
     /// Bytes the structure occupies in off-chip memory.
     fn memory_bytes(&self) -> u64;
+}
+
+/// Names [`build`] accepts; the CLI offers exactly these.
+pub const ALGORITHMS: &[&str] = &["linear"];
+
+/// Builds the classifier named `algo` over `set`. Adding a structure is one
+/// entry in [`ALGORITHMS`] and one match arm here.
+pub fn build(algo: &str, set: &RuleSet) -> Result<Box<dyn Classifier + Send + Sync>, String> {
+    match algo {
+        "linear" => Ok(Box::new(linear::Linear::new(set))),
+        _ => Err(format!("unknown classifier {algo:?} (expected one of: {})", ALGORITHMS.join(", "))),
+    }
 }

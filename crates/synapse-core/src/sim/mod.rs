@@ -146,7 +146,10 @@ impl Simulator {
                     crate::rules::classbench::parse_rules(&text, path).map_err(|e| SimError(e.to_string()))?
                 }
                 config::Rules::Generate { generate } => {
-                    source::generate_rules(generate.count as usize, generate.seed)
+                    let params = crate::workload::seed::Params::builtin(&generate.kind).ok_or_else(|| {
+                        SimError(format!("config: table {:?}: unknown rule type {:?} (expected acl, fw or ipc)", t.name, generate.kind))
+                    })?;
+                    crate::workload::rulegen::generate(&params, generate.count as usize, generate.seed)
                 }
             };
             sets.push(set);
@@ -159,7 +162,7 @@ impl Simulator {
                     .iter()
                     .enumerate()
                     .map(|(i, s)| {
-                        source::flow_keys(s, *flows as usize, config.seed ^ (0x1000 + i as u64)).into_iter().map(|x| x.0).collect()
+                        source::keys_for(s, *flows as usize, config.seed ^ (0x1000 + i as u64))
                     })
                     .collect();
                 (Box::new(src), keys)

@@ -4,7 +4,7 @@
 //! CAIDA flow sizes); this module adapts them to the simulator and, until they
 //! are merged, supplies small stand-ins with the same shapes.
 
-use crate::rules::{FieldMatch, Key, Rule, RuleSet, Schema, MAX_FIELDS};
+use crate::rules::{Key, RuleSet};
 use rand::{Rng, SeedableRng};
 use rand_distr::Exp1;
 use rand_pcg::Pcg64;
@@ -19,54 +19,15 @@ pub struct Arrival {
 /// A stream of arrivals in non-decreasing time order.
 pub type Source = Box<dyn Iterator<Item = Arrival> + Send>;
 
-/// Stand-in rule generator: random 5-tuple rules with prefixes and port ranges.
-pub fn generate_rules(count: usize, seed: u64) -> RuleSet {
-    let mut rng = Pcg64::seed_from_u64(seed);
-    let mut rules = Vec::with_capacity(count);
-    for i in 0..count {
-        let sl = rng.gen_range(8..=32u8);
-        let dl = rng.gen_range(8..=32u8);
-        let sp = if rng.gen_bool(0.7) { FieldMatch::range(0, 65535) } else { let p = rng.gen_range(0..65535u32); FieldMatch::range(p, p) };
-        let dp = if rng.gen_bool(0.3) { FieldMatch::range(0, 65535) } else { let p = rng.gen_range(0..1024u32); FieldMatch::range(p, p + rng.gen_range(0..8)) };
-        let proto = if rng.gen_bool(0.2) { FieldMatch::ANY } else { FieldMatch::ternary([6u32, 17][rng.gen_range(0..2)], 0xff) };
-        rules.push(Rule::new(
-            &[
-                FieldMatch::prefix(rng.gen(), sl, 32),
-                FieldMatch::prefix(rng.gen(), dl, 32),
-                sp,
-                dp,
-                proto,
-            ],
-            (count - i) as u32,
-            i as u32,
-        ));
+/// One key per flow, inside the table's rules (ClassBench style, from
+/// [`crate::workload::tracegen::flow_keys`]); a table without rules gets
+/// random keys (every lookup then takes the default action).
+pub fn keys_for(set: &RuleSet, flows: usize, seed: u64) -> Vec<Key> {
+    if set.is_empty() {
+        let mut rng = Pcg64::seed_from_u64(seed);
+        return (0..flows).map(|_| Key(rng.gen())).collect();
     }
-    RuleSet::new(Schema::five_tuple(), rules)
-}
-
-/// Stand-in for `workload::tracegen::flow_keys`: each flow gets a key inside
-/// a random rule (ClassBench's trace generator picks rules likewise).
-pub fn flow_keys(set: &RuleSet, n: usize, seed: u64) -> Vec<(Key, u32)> {
-    let mut rng = Pcg64::seed_from_u64(seed);
-    let bits: Vec<u8> = set.schema.fields.iter().map(|f| f.bits).collect();
-    (0..n)
-        .map(|_| {
-            if set.rules.is_empty() {
-                return (Key(rng.gen()), u32::MAX);
-            }
-            let r = rng.gen_range(0..set.rules.len());
-            let rule = &set.rules[r];
-            let mut k = [0u32; MAX_FIELDS];
-            for (i, &b) in bits.iter().enumerate() {
-                let f = rule.fields[i];
-                k[i] = match f.as_range(b) {
-                    Some((lo, hi)) => lo + (rng.gen::<u64>() % (hi as u64 - lo as u64 + 1)) as u32,
-                    None => f.lo,
-                };
-            }
-            (Key(k), r as u32)
-        })
-        .collect()
+    crate::workload::tracegen::flow_keys(set, flows, seed).into_iter().map(|x| x.0).collect()
 }
 
 /// Stand-in flow traffic: flows with heavy-tailed sizes (Pareto), starting
@@ -148,17 +109,6 @@ impl Iterator for Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classify::{linear::Linear, Classifier};
-
-    #[test]
-    fn flow_keys_fall_inside_their_rule() {
-        let set = generate_rules(50, 1);
-        let lin = Linear::new(&set);
-        for (k, r) in flow_keys(&set, 500, 2) {
-            assert!(set.rules[r as usize].matches(&k));
-            assert!(lin.classify(&k).unwrap() <= r);
-        }
-    }
 
     #[test]
     fn flows_arrive_in_time_order() {

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::sim::config::{Edge, Table as TableCfg};
-use source::{flow_keys, generate_rules, Replay};
+use source::{keys_for, Replay};
 use crate::hw::pmu;
 
 fn elu_default() -> crate::hw::elu::Config {
@@ -53,8 +53,8 @@ fn drain(s: &mut Simulator) {
 #[test]
 fn a_hit_takes_exactly_five_cycles_a_miss_goes_to_memory() {
     // One flow, replayed slowly: the first packet misses, the rest hit.
-    let set = generate_rules(20, 1);
-    let keys = vec![flow_keys(&set, 1, 2).into_iter().map(|x| x.0).collect()];
+    let set = crate::workload::rulegen::generate(&crate::workload::seed::Params::builtin("acl").unwrap(), 20, 1);
+    let keys = vec![keys_for(&set, 1, 2)];
     let c = Config { tables: vec![table("t", vec![0])], pmus: pmu::Config { count: 1, ..Default::default() }, ..Config::default() };
     let src = Box::new(Replay::new(vec![0; 10], 0.1)); // one per 10 µs
     let mut s = Simulator::build(c, vec![set], keys, src).unwrap();
