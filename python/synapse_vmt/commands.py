@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from synapse_vmt.demo import run
+from synapse_vmt.run_cli import run
 from synapse_vmt.rules_cli import classify, rules, trace
 
 ALL: list = []
 ALL += [rules, trace, classify]
-ALL += [run]  # interim main job (demo.py) until the simulator's `run` replaces it
+ALL += [run]  # the simulator's main job (run_cli.py)
