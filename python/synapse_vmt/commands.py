@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from synapse_vmt.demo import run
+from synapse_vmt.run_cli import run
 from synapse_vmt.rules_cli import classify, rules, trace
 from synapse_vmt.traffic_cli import traffic
 
 ALL: list = []
 ALL += [rules, trace, classify]
 ALL += [traffic]
-ALL += [run]  # interim main job (demo.py) until the simulator's `run` replaces it
+ALL += [run]  # the simulator's main job (run_cli.py)
