@@ -16,9 +16,10 @@ def reproduce() -> None:
 
 
 def _register() -> None:
+    from synapse_vmt import experiments
     from synapse_vmt.opt import figures
 
-    for cmd in figures.COMMANDS:
+    for cmd in [*experiments.COMMANDS, *figures.COMMANDS]:
         reproduce.add_command(cmd)
 
 
