@@ -34,9 +34,9 @@ def test_fig10_and_fig8_plumbing_on_the_test_double(tmp_path):
         assert abs(c / float(FAKE_USL.capacity(n)) - 1) < 0.3
     assert (tmp_path / "f10" / "fig10.png").stat().st_size > 1000
 
-    s8 = fig8.run(tmp_path / "f8", quick=True, factory=fake_factory)
+    s8 = fig8.run(tmp_path / "f8", quick=True, factory=lambda c: fake_factory(c, 0.001))
     assert set(s8["profiles"]) == {"step", "ramp", "diurnal", "burst"}
     for d in s8["profiles"].values():
-        assert d["throughput_ratio_vs_static"] > 0.9 and d["mean_pmus_ratio_vs_static"] <= 1.0
+        assert d["throughput_ratio_vs_static"] > 0.8 and d["mean_pmus_ratio_vs_static"] <= 1.0
     rows = (tmp_path / "f8" / "fig8.csv").read_text().splitlines()
     assert rows[0].startswith("profile,scheme,t_ms") and len(rows) > 8 * 4
