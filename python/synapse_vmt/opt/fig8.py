@@ -56,14 +56,15 @@ def series(hist: list[Period]) -> dict:
     }
 
 
-def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = core_factory, period_ns: float | None = None, headroom: float = 1.3) -> dict:
+def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = core_factory, period_ns: float | None = None,
+        headroom: float = 1.3, alarm_ns: float = 100_000.0) -> dict:
     pl = plan(quick)
     if period_ns is not None:
         pl["period"] = float(period_ns)
     setup = Setup(seed=seed)
     N = setup.pmus_total
     fitres, _ = calibrate(factory, setup, pl["cal_counts"], pl["cal_flows"], pl["cal_duration"], pl["cal_warmup"])
-    settings = Settings(period_ns=pl["period"], window_ns=setup.window_ns, headroom=headroom)
+    settings = Settings(period_ns=pl["period"], window_ns=setup.window_ns, headroom=headroom, alarm_ns=alarm_ns)
     profiles, traces = {}, {}
     for prof in PROFILES:
         start = placement.initial(N, setup.channels, {TABLE: 1})
@@ -88,6 +89,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = cor
             "static_pmus": fixed[TABLE],
             "peak_input_mpps": float(peak),
             "refits": ctl.refits,
+            "alarms": ctl.alarms,
         }
         traces[prof] = {"closed_loop": series(loop), "static": series(base)}
     summary = {
@@ -98,7 +100,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = cor
             "fewer_pmus": all(v["mean_pmus_ratio_vs_static"] < 1.0 for v in profiles.values()),
         },
         "model": {**fitres.usl.to_json(), "r2": fitres.r2, "rmse_mpps": fitres.rmse_mpps, "pmu_counts": list(fitres.pmu_counts)},
-        "settings": {"period_ns": settings.period_ns, "headroom": headroom, "pmus_total": N, "block_size": setup.block_size,
+        "settings": {"period_ns": settings.period_ns, "alarm_ns": alarm_ns, "headroom": headroom, "pmus_total": N, "block_size": setup.block_size,
                      "duration_ns": pl["duration"], "flows": pl["flows"], "seed": seed},
     }
     out.mkdir(parents=True, exist_ok=True)
