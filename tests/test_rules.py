@@ -269,3 +269,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, files, argv, message, absent
 def test_good_row_beside_the_bad_ones(tmp_path):
     r = run("rules", "gen", "--seed-file", str(SEEDS / "acl1_seed"), "--count", "50", "-o", str(tmp_path / "o.txt"))
     assert r.exit_code == 0 and len((tmp_path / "o.txt").read_text().splitlines()) == 50
+
+
+def test_chunked_classification_equals_one_batch(sets):
+    from synapse_vmt.rules_cli import classify_timed
+
+    tr = _core.Trace.generate(sets["acl"], 3001, 5)
+    clf = _core.Classifier(sets["acl"], "linear")
+    whole = clf.classify(tr)
+    chunked, dt = classify_timed(clf, tr, work=10**12)  # forces 100 chunks
+    assert np.array_equal(whole, chunked) and dt > 0
+    assert np.array_equal(clf.classify(tr, 1000, 1010), whole[1000:1010])
+    assert len(clf.classify(tr, 5000, 9000)) == 0

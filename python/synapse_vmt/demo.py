@@ -7,7 +7,6 @@ swapping the one ``run`` entry in ``commands.py``.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import click
@@ -17,7 +16,7 @@ from rich.table import Table
 
 from synapse_vmt import _core
 from synapse_vmt.errors import atomic_write
-from synapse_vmt.rules_cli import check
+from synapse_vmt.rules_cli import check, classify_timed
 
 
 @click.command("run")
@@ -41,10 +40,7 @@ def run(output: str, kind: str, count: int, packets: int, seed: int) -> None:
     with atomic_write(out / "trace.txt") as f:
         f.write(tr.format())
     clf = _core.Classifier(rs, "linear")
-    with con.status(f"classifying {len(tr)} headers"):
-        t0 = time.perf_counter()
-        res = clf.classify(tr)
-        dt = time.perf_counter() - t0
+    res, dt = classify_timed(clf, tr, work=len(rs) * len(tr))
     wrong = check(res, tr)
     hit = np.bincount(res[res >= 0], minlength=len(rs))
     stats = rs.stats()
