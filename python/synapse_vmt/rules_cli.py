@@ -224,13 +224,18 @@ def classify(rules_file: str, trace_file: str, algo: str, out: str | None) -> No
     if there are any."""
     rs = load_rules(rules_file)
     tr = load_trace(trace_file)
-    clf = _core.Classifier(rs, algo)
+    try:
+        clf = _core.Classifier(rs, algo)
+    except ValueError as e:
+        raise UserError(f"{rules_file}: {algo}: {e}") from None
     res, dt = classify_timed(clf, tr, work=len(rs) * len(tr))
     if out is not None:
         with atomic_write(out) as f:
             f.write("\n".join(res.astype(str)) + "\n")
     rate = len(tr) / dt if dt > 0 else float("inf")
     click.echo(f"{algo}: {len(tr)} headers, {len(rs)} rules, {dt:.3f} s, {rate:,.0f} lookups/s")
+    for name, value in clf.stats():
+        click.echo(f"  {name}: {value}")
     wrong = check(res, tr)
     if wrong is None:
         click.echo("trace has no rule column: results not checked")

@@ -178,7 +178,7 @@ impl PyTrace {
 /// A classifier built by name over a rule set.
 #[pyclass(name = "Classifier", module = "synapse_vmt._core", frozen)]
 pub struct PyClassifier {
-    inner: Box<dyn Classifier + Send + Sync>,
+    inner: Box<dyn classify::Structure>,
     #[pyo3(get)]
     algo: String,
 }
@@ -187,7 +187,10 @@ pub struct PyClassifier {
 impl PyClassifier {
     #[new]
     fn new(py: Python<'_>, rules: &PyRuleSet, algo: &str) -> PyResult<Self> {
-        let inner = py.allow_threads(|| classify::build(algo, &rules.inner)).map_err(PyValueError::new_err)?;
+        let config = classify::BuildConfig::default();
+        let inner = py
+            .allow_threads(|| classify::build_structure(algo, &rules.inner, &config))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(PyClassifier { inner, algo: algo.to_string() })
     }
 
@@ -204,6 +207,11 @@ impl PyClassifier {
             out
         });
         PyArray1::from_vec_bound(py, out)
+    }
+
+    /// Build statistics as (name, value) pairs, in print order.
+    fn stats(&self) -> Vec<(String, String)> {
+        self.inner.stats().into_iter().map(|(k, v)| (k.to_string(), v)).collect()
     }
 }
 
