@@ -147,6 +147,21 @@ proptest! {
 }
 
 #[test]
+fn build_parameters_are_set_by_name_and_unknown_ones_refused() {
+    let mut c = BuildConfig::default();
+    c.set("trie.stride", "4").unwrap();
+    c.set("dtree.bucket", " 16").unwrap();
+    c.set("facl.dt_layers", "12").unwrap();
+    assert_eq!((c.trie.stride, c.dtree.bucket, c.dtree.facl.dt_layers), (4, 16, 12));
+    assert!(c.set("trie.strid", "4").unwrap_err().contains("unknown build parameter"));
+    assert!(c.set("trie.stride", "four").unwrap_err().contains("expected a number"));
+    assert!(c.set("trie.stride", "300").is_err(), "u8 overflow");
+    for k in BuildConfig::KEYS {
+        assert!(c.set(k, "1").is_ok(), "{k}");
+    }
+}
+
+#[test]
 fn empty_set_misses_everywhere() {
     let set = RuleSet::new(Schema::five_tuple(), vec![]);
     for algo in super::ALGORITHMS {
