@@ -21,9 +21,17 @@
 //! - [`rules`]: keys, P4 match kinds, rules, the ClassBench formats.
 //! - [`classify`]: classifiers — the linear oracle, the ELU's structures.
 //! - [`workload`]: rule, trace and traffic generators.
+//! - [`hash`]: lookup3, the VMU's hash.
+//! - [`hw`]: the hardware components (cam, pmu, vmu, elu, hbm, interconnect).
+//! - [`pipeline`]: the CFG of tables a PHV crosses.
+//! - [`sim`]: the engine, statistics and the [`sim::Simulator`].
 
 pub mod classify;
+pub mod hash;
+pub mod hw;
+pub mod pipeline;
 pub mod rules;
+pub mod sim;
 pub mod workload;
 
 #[cfg(test)]

@@ -52,17 +52,26 @@ impl PyRuleSet {
 
     /// Generates `count` rules of a built-in type (`acl`, `fw`, `ipc`) or,
     /// when `seed_text` is given, from that ClassBench parameter file
-    /// (`seed_file` names it in errors).
+    /// (`seed_file` names it in errors). `smoothness` is db_generator's
+    /// prefix-length smoothing (0 keeps the seed's spikes).
     #[staticmethod]
-    #[pyo3(signature = (kind, count, seed, seed_text=None, seed_file="<seed>"))]
-    fn generate(py: Python<'_>, kind: &str, count: usize, seed: u64, seed_text: Option<&str>, seed_file: &str) -> PyResult<Self> {
+    #[pyo3(signature = (kind, count, seed, seed_text=None, seed_file="<seed>", smoothness=0))]
+    fn generate(
+        py: Python<'_>,
+        kind: &str,
+        count: usize,
+        seed: u64,
+        seed_text: Option<&str>,
+        seed_file: &str,
+        smoothness: u32,
+    ) -> PyResult<Self> {
         let params = match seed_text {
             Some(t) => Params::parse(t, seed_file).map_err(parse_err)?,
             None => Params::builtin(kind).ok_or_else(|| {
                 PyValueError::new_err(format!("unknown rule-set type {kind:?} (expected acl, fw or ipc)"))
             })?,
         };
-        let set = py.allow_threads(|| rulegen::generate(&params, count, seed));
+        let set = py.allow_threads(|| rulegen::generate_smoothed(&params, count, seed, smoothness));
         Ok(PyRuleSet { inner: set })
     }
 

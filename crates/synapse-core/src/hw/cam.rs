@@ -1,0 +1,219 @@
+//! The PMU's cache: a fully associative CAM with LRU replacement.
+//!
+//! Follows §4.2 and §4.5 of the Synapse paper: a CAM searched in parallel,
+//! extended with a linked list of its entries in recency order so that an
+//! access and a replacement are O(1). Here the list is index-linked (`prev`,
+//! `next` slot numbers) and a hash map stands in for the parallel search.
+//! A lookup reports how many entries it compared (the valid ones: their match
+//! lines switch), the energy proxy of the metrics.
+
+use super::FastBuild;
+use crate::classify::Match;
+use crate::rules::Key;
+use std::collections::HashMap;
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    key: Key,
+    action: Match,
+    prev: u32,
+    next: u32,
+}
+
+/// Result of a CAM search.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Lookup {
+    Hit { action: Match },
+    Miss,
+}
+
+pub struct Cam {
+    capacity: u32,
+    slots: Vec<Slot>,
+    map: HashMap<Key, u32, FastBuild>,
+    /// Most recently used.
+    head: u32,
+    /// Least recently used: the next victim.
+    tail: u32,
+}
+
+impl Cam {
+    pub fn new(capacity: u32) -> Cam {
+        Cam {
+            capacity,
+            slots: Vec::with_capacity(capacity as usize),
+            map: HashMap::with_capacity_and_hasher(capacity as usize, FastBuild::default()),
+            head: NIL,
+            tail: NIL,
+        }
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+    /// Valid entries.
+    pub fn len(&self) -> u32 {
+        self.map.len() as u32
+    }
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let Slot { prev, next, .. } = self.slots[i as usize];
+        if prev == NIL { self.head = next } else { self.slots[prev as usize].next = next }
+        if next == NIL { self.tail = prev } else { self.slots[next as usize].prev = prev }
+    }
+
+    fn push_front(&mut self, i: u32) {
+        self.slots[i as usize].prev = NIL;
+        self.slots[i as usize].next = self.head;
+        if self.head != NIL {
+            self.slots[self.head as usize].prev = i;
+        }
+        self.head = i;
+        if self.tail == NIL {
+            self.tail = i;
+        }
+    }
+
+    /// Searches `key`; a hit becomes the most recently used entry. Returns
+    /// the result and the number of entries compared.
+    pub fn lookup(&mut self, key: &Key) -> (Lookup, u32) {
+        let compared = self.len();
+        match self.map.get(key) {
+            Some(&i) => {
+                if self.head != i {
+                    self.unlink(i);
+                    self.push_front(i);
+                }
+                (Lookup::Hit { action: self.slots[i as usize].action }, compared)
+            }
+            None => (Lookup::Miss, compared),
+        }
+    }
+
+    /// Whether `key` is cached, without touching recency.
+    pub fn contains(&self, key: &Key) -> bool {
+        self.map.contains_key(key)
+    }
+
+    /// Fills `key → action` as the most recent entry, evicting the least
+    /// recently used one when full. Returns the evicted key.
+    pub fn insert(&mut self, key: Key, action: Match) -> Option<Key> {
+        if self.capacity == 0 {
+            return None;
+        }
+        if let Some(&i) = self.map.get(&key) {
+            self.slots[i as usize].action = action;
+            if self.head != i {
+                self.unlink(i);
+                self.push_front(i);
+            }
+            return None;
+        }
+        let mut evicted = None;
+        let i = if (self.slots.len() as u32) < self.capacity {
+            self.slots.push(Slot { key, action, prev: NIL, next: NIL });
+            self.slots.len() as u32 - 1
+        } else {
+            let v = self.tail;
+            self.unlink(v);
+            let old = self.slots[v as usize].key;
+            self.map.remove(&old);
+            evicted = Some(old);
+            self.slots[v as usize].key = key;
+            self.slots[v as usize].action = action;
+            v
+        };
+        self.map.insert(key, i);
+        self.push_front(i);
+        evicted
+    }
+
+    /// Invalidates every entry (a PMU changing tables).
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.map.clear();
+        self.head = NIL;
+        self.tail = NIL;
+    }
+
+    /// Keys from most to least recently used (for tests and inspection).
+    pub fn keys_by_recency(&self) -> Vec<Key> {
+        let mut out = Vec::with_capacity(self.map.len());
+        let mut i = self.head;
+        while i != NIL {
+            out.push(self.slots[i as usize].key);
+            i = self.slots[i as usize].next;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(i: u32) -> Key {
+        Key::five_tuple(i, 0, 0, 0, 0)
+    }
+
+    #[test]
+    fn lru_victim_is_least_recently_used() {
+        let mut c = Cam::new(3);
+        for i in 0..3 {
+            assert_eq!(c.insert(k(i), Some(i)), None);
+        }
+        // Touch 0: now 1 is the LRU.
+        assert_eq!(c.lookup(&k(0)).0, Lookup::Hit { action: Some(0) });
+        assert_eq!(c.insert(k(9), None), Some(k(1)));
+        assert_eq!(c.keys_by_recency(), vec![k(9), k(0), k(2)]);
+        assert_eq!(c.lookup(&k(1)).0, Lookup::Miss);
+        assert_eq!(c.lookup(&k(9)).0, Lookup::Hit { action: None });
+    }
+
+    #[test]
+    fn reinsert_updates_without_evicting_and_counts_compares() {
+        let mut c = Cam::new(2);
+        c.insert(k(1), Some(1));
+        assert_eq!(c.lookup(&k(5)).1, 1);
+        c.insert(k(2), Some(2));
+        assert_eq!(c.insert(k(1), Some(7)), None);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.lookup(&k(1)), (Lookup::Hit { action: Some(7) }, 2));
+        c.clear();
+        assert!(c.is_empty());
+        assert_eq!(c.lookup(&k(1)), (Lookup::Miss, 0));
+    }
+
+    #[test]
+    fn matches_a_reference_lru_on_random_accesses() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(3);
+        let mut c = Cam::new(8);
+        let mut reference: Vec<u32> = Vec::new(); // front = MRU
+        for _ in 0..5000 {
+            let x = rng.gen_range(0..20u32);
+            let hit = matches!(c.lookup(&k(x)).0, Lookup::Hit { .. });
+            let pos = reference.iter().position(|&y| y == x);
+            assert_eq!(hit, pos.is_some());
+            match pos {
+                Some(p) => {
+                    reference.remove(p);
+                }
+                None => {
+                    let ev = c.insert(k(x), Some(x));
+                    if reference.len() == 8 {
+                        assert_eq!(ev, Some(k(reference.pop().unwrap())));
+                    } else {
+                        assert_eq!(ev, None);
+                    }
+                }
+            }
+            reference.insert(0, x);
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! The External Lookup Unit (ELU).
+//!
+//! Follows §4.3 of the Synapse paper. Misses of every PMU arrive over a
+//! shared bus in one **miss queue** (Q_m^G). Each is registered in the
+//! **Outstanding Request Buffer** (ORB), a reorder buffer: entries are
+//! allocated at the tail, handed to the **lookup module** in order at the
+//! *issue* pointer, finish out of order, and leave in order at the *commit*
+//! pointer (oldest) once valid, one reply per cycle (Q_l^G), which fills the
+//! PMU's cache. The lookup module walks the table's structure in off-chip
+//! memory ([`MemoryWalk`]); each access depends on the previous one, so one
+//! lookup is a chain of HBM reads, while up to `lookup_slots` lookups overlap
+//! (the trie keeps each level in its own bank so they pipeline). The memory
+//! port issues one read per cycle.
+
+use super::hbm::Hbm;
+use super::pmu::MissRequest;
+use super::Cycle;
+use crate::classify::{Match, MemAccess, MemoryWalk};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algo {
+    /// The multibit trie of the ELU structures (linear until it lands).
+    Trie,
+    /// Linear scan of the rule array (the oracle; slow on purpose).
+    Linear,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub algo: Algo,
+    pub orb_entries: u32,
+    pub miss_queue: u32,
+    /// Lookups the static scheduler keeps in flight at once.
+    pub lookup_slots: u32,
+    /// Cycles from the miss queue into the ORB (registering the request).
+    pub latency_cycles: u32,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config { algo: Algo::Trie, orb_entries: 64, miss_queue: 64, lookup_slots: 8, latency_cycles: 1 }
+    }
+}
+
+struct Entry {
+    miss: MissRequest,
+    result: Match,
+    accesses: Vec<MemAccess>,
+    next: usize,
+    valid: bool,
+}
+
+pub struct Elu {
+    pub config: Config,
+    /// Picoseconds per pipeline cycle.
+    cycle_ps: f64,
+    miss_q: VecDeque<(Cycle, MissRequest)>,
+    orb: Vec<Option<Entry>>,
+    /// Oldest entry (the commit pointer).
+    head: usize,
+    len: usize,
+    /// Entries from `head` handed to the lookup module so far (issue pointer
+    /// = head + issued).
+    issued: usize,
+    walking: usize,
+    port_free: Cycle,
+    scratch: Vec<MemAccess>,
+    /// Per table: lookups done and HBM bytes charged.
+    pub lookups: Vec<u64>,
+    pub bytes: Vec<u64>,
+}
+
+impl Elu {
+    pub fn new(config: Config, tables: usize, clock_mhz: f64) -> Elu {
+        let n = config.orb_entries.max(1) as usize;
+        Elu {
+            cycle_ps: 1e6 / clock_mhz,
+            miss_q: VecDeque::new(),
+            orb: (0..n).map(|_| None).collect(),
+            head: 0,
+            len: 0,
+            issued: 0,
+            walking: 0,
+            port_free: 0,
+            scratch: Vec::new(),
+            lookups: vec![0; tables],
+            bytes: vec![0; tables],
+            config,
+        }
+    }
+
+    pub fn can_enqueue(&self) -> bool {
+        self.miss_q.len() < self.config.miss_queue.max(1) as usize
+    }
+    pub fn enqueue(&mut self, now: Cycle, miss: MissRequest) {
+        debug_assert!(self.can_enqueue());
+        self.miss_q.push_back((now + self.config.latency_cycles as Cycle, miss));
+    }
+    pub fn miss_queue_len(&self) -> usize {
+        self.miss_q.len()
+    }
+    pub fn orb_len(&self) -> usize {
+        self.len
+    }
+    /// Work this cycle that is not waiting on memory.
+    pub fn has_work(&self) -> bool {
+        !self.miss_q.is_empty()
+            || (self.issued < self.len && self.walking < self.config.lookup_slots.max(1) as usize)
+            || self.head_valid()
+    }
+    fn head_valid(&self) -> bool {
+        self.len > 0 && self.orb[self.head].as_ref().is_some_and(|e| e.valid)
+    }
+
+    fn issue_access(&mut self, now: Cycle, slot: usize, hbm: &mut Hbm, sched: &mut impl FnMut(Cycle, u32)) {
+        let e = self.orb[slot].as_mut().unwrap();
+        let a = e.accesses[e.next];
+        let at = now.max(self.port_free);
+        self.port_free = at + 1;
+        let done_ps = hbm.read((at as f64 * self.cycle_ps) as u64, a.bank, a.bytes);
+        self.bytes[e.miss.table as usize] += hbm.charged(a.bytes);
+        let done = ((done_ps as f64 / self.cycle_ps) - 1e-9).ceil() as Cycle;
+        sched(done.max(at + 1), slot as u32);
+    }
+
+    /// One cycle: (1) register the miss-queue head in the ORB if it has room;
+    /// (2) hand the entry at the issue pointer to the lookup module if a slot
+    /// is free, issuing its first memory read. `sched(cycle, slot)` asks to be
+    /// called back through [`Elu::access_done`] when a read completes.
+    pub fn tick(
+        &mut self,
+        now: Cycle,
+        hbm: &mut Hbm,
+        walkers: &[Box<dyn MemoryWalk + Send>],
+        sched: &mut impl FnMut(Cycle, u32),
+    ) {
+        if let Some(&(ready, miss)) = self.miss_q.front() {
+            if ready <= now && self.len < self.orb.len() {
+                self.miss_q.pop_front();
+                let slot = (self.head + self.len) % self.orb.len();
+                self.orb[slot] = Some(Entry { miss, result: None, accesses: Vec::new(), next: 0, valid: false });
+                self.len += 1;
+            }
+        }
+        if self.issued < self.len && self.walking < self.config.lookup_slots.max(1) as usize {
+            let slot = (self.head + self.issued) % self.orb.len();
+            self.issued += 1;
+            let mut acc = std::mem::take(&mut self.scratch);
+            acc.clear();
+            let e = self.orb[slot].as_mut().unwrap();
+            let table = e.miss.table as usize;
+            e.result = walkers[table].walk(&e.miss.key, &mut acc);
+            self.lookups[table] += 1;
+            if acc.is_empty() {
+                e.valid = true;
+                self.scratch = acc;
+            } else {
+                e.accesses = acc;
+                self.walking += 1;
+                self.issue_access(now, slot, hbm, sched);
+            }
+        }
+    }
+
+    /// A read of the lookup in `slot` completed at `now`: issue the next
+    /// dependent read, or mark the entry valid.
+    pub fn access_done(&mut self, now: Cycle, slot: u32, hbm: &mut Hbm, sched: &mut impl FnMut(Cycle, u32)) {
+        let slot = slot as usize;
+        let e = self.orb[slot].as_mut().expect("completion for an empty ORB entry");
+        e.next += 1;
+        if e.next < e.accesses.len() {
+            self.issue_access(now, slot, hbm, sched);
+        } else {
+            e.valid = true;
+            self.walking -= 1;
+            // Recycle the access buffer.
+            let acc = std::mem::take(&mut e.accesses);
+            if acc.capacity() > self.scratch.capacity() {
+                self.scratch = acc;
+            }
+        }
+    }
+
+    /// The commit pointer: the oldest entry leaves once valid, in order.
+    pub fn commit(&mut self) -> Option<(MissRequest, Match)> {
+        if !self.head_valid() {
+            return None;
+        }
+        let e = self.orb[self.head].take().unwrap();
+        self.head = (self.head + 1) % self.orb.len();
+        self.len -= 1;
+        self.issued -= 1;
+        Some((e.miss, e.result))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::{Classifier, Match};
+    use crate::hw::hbm::Timing;
+    use crate::rules::Key;
+
+    /// A fake structure: key word 0 = number of reads, all in bank word 1;
+    /// the answer is word 2.
+    struct Fake;
+    impl Classifier for Fake {
+        fn classify(&self, key: &Key) -> Match {
+            Some(key.0[2])
+        }
+    }
+    impl MemoryWalk for Fake {
+        fn walk(&self, key: &Key, acc: &mut Vec<MemAccess>) -> Match {
+            for i in 0..key.0[0] {
+                acc.push(MemAccess { bank: (key.0[1] + i) as u16, addr: 0, bytes: 32 });
+            }
+            Some(key.0[2])
+        }
+        fn memory_bytes(&self) -> u64 {
+            0
+        }
+    }
+
+    fn miss(tag: u64, reads: u32, bank: u32) -> MissRequest {
+        let mut k = Key::default();
+        k.0[0] = reads;
+        k.0[1] = bank;
+        k.0[2] = tag as u32 * 10;
+        MissRequest { table: 0, tag, key: k, pmu: Some(0) }
+    }
+
+    /// Runs the ELU cycle by cycle; returns (commit cycle, tag) in order.
+    fn run(elu: &mut Elu, hbm: &mut Hbm, until: Cycle) -> Vec<(Cycle, u64)> {
+        let walkers: Vec<Box<dyn MemoryWalk + Send>> = vec![Box::new(Fake)];
+        let mut events: Vec<(Cycle, u32)> = Vec::new();
+        let mut out = Vec::new();
+        for now in 0..until {
+            let mut due: Vec<u32> = Vec::new();
+            events.retain(|&(c, s)| {
+                if c == now {
+                    due.push(s);
+                    false
+                } else {
+                    true
+                }
+            });
+            for s in due {
+                elu.access_done(now, s, hbm, &mut |c, s| events.push((c, s)));
+            }
+            if let Some((m, r)) = elu.commit() {
+                assert_eq!(r, Some(m.tag as u32 * 10));
+                out.push((now, m.tag));
+            }
+            elu.tick(now, hbm, &walkers, &mut |c, s| events.push((c, s)));
+        }
+        out
+    }
+
+    fn hbm() -> Hbm {
+        // 100 ns = 25 cycles at 250 MHz; transfer of 32 B at 32 GB/s = 1 ns.
+        Hbm::new(Timing { latency_ns: 100.0, peak_gbps: 32.0, bank_busy_ns: 0.0, ..Timing::default() })
+    }
+
+    #[test]
+    fn dependent_reads_chain_and_reply_comes_next_cycle() {
+        let mut elu = Elu::new(Config { latency_cycles: 1, ..Config::default() }, 1, 250.0);
+        let mut h = hbm();
+        elu.enqueue(0, miss(1, 2, 0));
+        // Enqueued at 0, ORB at 1, walk starts at 1; read 1 done at
+        // 1 + ceil(101 ns / 4 ns) = 27, read 2 done at 53, committed at 53.
+        let out = run(&mut elu, &mut h, 100);
+        assert_eq!(out, vec![(53, 1)]);
+        assert_eq!(elu.bytes[0], 64);
+    }
+
+    #[test]
+    fn finish_out_of_order_reply_in_order() {
+        let mut elu = Elu::new(Config { latency_cycles: 0, ..Config::default() }, 1, 250.0);
+        let mut h = hbm();
+        elu.enqueue(0, miss(1, 3, 0)); // long
+        elu.enqueue(0, miss(2, 1, 5)); // short: done first, waits at commit
+        let out = run(&mut elu, &mut h, 200);
+        assert_eq!(out.iter().map(|x| x.1).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(out[1].0, out[0].0 + 1, "the waiting reply leaves right after");
+    }
+
+    #[test]
+    fn full_orb_holds_the_miss_queue() {
+        let mut elu = Elu::new(Config { orb_entries: 1, miss_queue: 2, latency_cycles: 0, ..Config::default() }, 1, 250.0);
+        let mut h = hbm();
+        elu.enqueue(0, miss(1, 1, 0));
+        elu.enqueue(0, miss(2, 1, 1));
+        assert!(!elu.can_enqueue());
+        let out = run(&mut elu, &mut h, 200);
+        // The second cannot enter the ORB until the first commits.
+        assert_eq!(out.len(), 2);
+        assert!(out[1].0 >= out[0].0 + 26);
+    }
+}

@@ -1,0 +1,159 @@
+//! Off-chip memory: an HBM model with pseudo-channels and banks.
+//!
+//! Follows §4.3 and §6 of the Synapse paper (Alveo U50: two HBM stacks, the
+//! ELU exposing one pseudo-channel). An access goes to one bank of one
+//! pseudo-channel: it starts when the bank is free, returns its first data
+//! `latency` later, then occupies the channel's data bus for
+//! `bytes / peak bandwidth`. A bank stays busy `bank_busy` (row cycle, tRC)
+//! after an access starts. Reads are charged in whole `bytes_per_access`
+//! bursts. Times are kept in picoseconds so sub-cycle transfers add up right.
+
+use serde::{Deserialize, Serialize};
+
+/// HBM timing and geometry. Defaults: one pseudo-channel of the U50's HBM2
+/// (460 GB/s over 32 pseudo-channels = 14.4 GB/s each), 16 banks, 32-byte
+/// bursts (256-bit AXI port), ~100 ns load latency seen from the fabric,
+/// tRC ~ 48 ns.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timing {
+    pub pseudo_channels: u32,
+    pub banks: u32,
+    pub latency_ns: f64,
+    pub bytes_per_access: u32,
+    /// Peak bandwidth of one pseudo-channel, GB/s (= bytes per ns).
+    pub peak_gbps: f64,
+    /// Row cycle: how long a bank is busy after an access starts.
+    pub bank_busy_ns: f64,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing {
+            pseudo_channels: 1,
+            banks: 16,
+            latency_ns: 100.0,
+            bytes_per_access: 32,
+            peak_gbps: 14.4,
+            bank_busy_ns: 48.0,
+        }
+    }
+}
+
+pub struct Hbm {
+    t: Timing,
+    latency_ps: u64,
+    bank_busy_ps: u64,
+    bank_free_ps: Vec<u64>,
+    chan_free_ps: Vec<u64>,
+    /// Bytes read since the start.
+    pub bytes_read: u64,
+    pub accesses: u64,
+}
+
+impl Hbm {
+    pub fn new(t: Timing) -> Hbm {
+        let pcs = t.pseudo_channels.max(1) as usize;
+        let banks = t.banks.max(1) as usize;
+        Hbm {
+            latency_ps: (t.latency_ns * 1000.0).round() as u64,
+            bank_busy_ps: (t.bank_busy_ns * 1000.0).round() as u64,
+            bank_free_ps: vec![0; pcs * banks],
+            chan_free_ps: vec![0; pcs],
+            t,
+            bytes_read: 0,
+            accesses: 0,
+        }
+    }
+
+    pub fn timing(&self) -> &Timing {
+        &self.t
+    }
+
+    /// The (pseudo-channel, bank) a structure's logical bank lands in:
+    /// logical banks are spread over channels first, then banks.
+    pub fn locate(&self, bank: u16) -> (usize, usize) {
+        let pcs = self.chan_free_ps.len();
+        let banks = self.bank_free_ps.len() / pcs;
+        let b = bank as usize;
+        (b % pcs, (b / pcs) % banks)
+    }
+
+    /// Bytes actually moved for a read of `bytes`: whole bursts.
+    pub fn charged(&self, bytes: u32) -> u64 {
+        let bpa = self.t.bytes_per_access.max(1) as u64;
+        (bytes.max(1) as u64).div_ceil(bpa) * bpa
+    }
+
+    /// Issues a read at `now_ps`; returns when its last byte arrives.
+    pub fn read(&mut self, now_ps: u64, bank: u16, bytes: u32) -> u64 {
+        let (c, b) = self.locate(bank);
+        let bi = c * (self.bank_free_ps.len() / self.chan_free_ps.len()) + b;
+        let charged = self.charged(bytes);
+        let start = now_ps.max(self.bank_free_ps[bi]);
+        self.bank_free_ps[bi] = start + self.bank_busy_ps;
+        let transfer_ps = (charged as f64 * 1000.0 / self.t.peak_gbps).ceil() as u64;
+        let data_start = (start + self.latency_ps).max(self.chan_free_ps[c]);
+        let done = data_start + transfer_ps;
+        self.chan_free_ps[c] = done;
+        self.bytes_read += charged;
+        self.accesses += 1;
+        done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hbm() -> Hbm {
+        Hbm::new(Timing {
+            pseudo_channels: 2,
+            banks: 4,
+            latency_ns: 100.0,
+            bytes_per_access: 32,
+            peak_gbps: 16.0, // 32 B take 2 ns
+            bank_busy_ns: 50.0,
+        })
+    }
+
+    #[test]
+    fn single_read_latency_plus_transfer_and_bursts_rounded_up() {
+        let mut h = hbm();
+        assert_eq!(h.read(0, 0, 32), 102_000);
+        assert_eq!(h.charged(33), 64);
+        assert_eq!(h.read(1_000_000, 1, 33), 1_000_000 + 100_000 + 4_000);
+        assert_eq!(h.bytes_read, 96);
+    }
+
+    #[test]
+    fn same_bank_waits_for_row_cycle_other_bank_does_not() {
+        let mut h = hbm();
+        h.read(0, 0, 32);
+        // Logical bank 2 is channel 0, bank 1: free; logical bank 0 again waits 50 ns.
+        assert_eq!(h.locate(2), (0, 1));
+        let other = h.read(0, 2, 32);
+        assert_eq!(other, 104_000, "only the shared data bus delays it");
+        let again = h.read(0, 0, 32);
+        assert_eq!(again, 50_000 + 100_000 + 2_000);
+        // One ps before the bank frees is still blocked.
+        let mut h = hbm();
+        h.read(0, 0, 32);
+        assert_eq!(h.read(49_999, 0, 32), 152_000);
+        let mut h = hbm();
+        h.read(0, 0, 32);
+        assert_eq!(h.read(50_000, 0, 32), 152_000);
+        assert_eq!(h.read(100_001, 0, 32), 202_001);
+    }
+
+    #[test]
+    fn many_banks_saturate_at_peak_bandwidth() {
+        let mut h = Hbm::new(Timing { pseudo_channels: 1, banks: 16, bank_busy_ns: 0.0, ..Timing::default() });
+        let mut last = 0;
+        for i in 0..10_000u32 {
+            last = h.read(0, (i % 16) as u16, 32);
+        }
+        let gbps = h.bytes_read as f64 / (last as f64 / 1000.0);
+        assert!((gbps - 14.4).abs() < 0.2, "{gbps}");
+    }
+}

@@ -1,0 +1,415 @@
+//! The Physical Matching Unit (PMU): a CAM shard with its queues.
+//!
+//! Follows §4.2 of the Synapse paper. Requests arrive in **Q_r**; the CAM
+//! answers each in τ_c cycles and takes a new one every II_c cycles. A hit
+//! goes to **Q_p** (responses to the VMU). A miss goes to **Q_m** (towards the
+//! ELU) and, at the same time, an *early miss notification* goes to Q_p so the
+//! VMU parks the PHV instead of blocking. The ELU's reply fills the CAM and is
+//! forwarded to the VMU through Q_p. A PMU only issues when Q_p and Q_m can
+//! take whatever its pipeline may produce, so it never drops.
+//!
+//! The free / associated / transient state machine: a PMU leaving a table
+//! first drains (Q_r, pipeline, Q_p, Q_m, and its misses still at the ELU),
+//! then becomes free (CAM invalidated) and may join another table.
+//!
+//! The PMU may run on its own clock: `clock_ratio` = PMU clock / pipeline
+//! clock; its τ_c and II_c, counted in PMU cycles, are converted to pipeline
+//! cycles rounding up.
+
+use super::cam::{Cam, Lookup};
+use super::Cycle;
+use crate::classify::Match;
+use crate::rules::Key;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// PMU parameters: the `[pmus]` table of a scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// PMUs in the system.
+    pub count: u32,
+    /// CAM entries per PMU.
+    pub block_size: u32,
+    /// PMU clock / pipeline clock.
+    pub clock_ratio: f64,
+    /// τ_c, in PMU cycles.
+    pub latency_cycles: u32,
+    /// II_c, in PMU cycles.
+    pub ii_cycles: u32,
+    pub q_r: u32,
+    pub q_p: u32,
+    pub q_m: u32,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            count: 8,
+            block_size: 256,
+            clock_ratio: 1.0,
+            latency_cycles: 2,
+            ii_cycles: 1,
+            q_r: 16,
+            q_p: 16,
+            q_m: 16,
+        }
+    }
+}
+
+/// Timing in pipeline cycles, derived from [`Config`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    pub tau: Cycle,
+    pub ii: Cycle,
+    pub q_r: usize,
+    pub q_p: usize,
+    pub q_m: usize,
+}
+
+impl Timing {
+    pub fn from_config(c: &Config) -> Timing {
+        let r = if c.clock_ratio > 0.0 { c.clock_ratio } else { 1.0 };
+        let conv = |x: u32| ((x as f64 / r) - 1e-9).ceil().max(1.0) as Cycle;
+        Timing {
+            tau: conv(c.latency_cycles),
+            ii: conv(c.ii_cycles),
+            q_r: c.q_r.max(1) as usize,
+            q_p: c.q_p.max(1) as usize,
+            q_m: c.q_m.max(1) as usize,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Free,
+    Associated { table: u16 },
+    /// Draining the requests of `table`; joins `next` once drained.
+    Transient { table: u16, next: Option<u16> },
+}
+
+/// A lookup request from a VMU, tagged by its request producer.
+#[derive(Clone, Copy, Debug)]
+pub struct Request {
+    pub table: u16,
+    pub tag: u64,
+    pub key: Key,
+    /// Cycle it reaches Q_r (after the interconnect).
+    pub at: Cycle,
+}
+
+/// What a PMU sends back to its VMU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Response {
+    Hit { table: u16, tag: u64, action: Match, compared: u32 },
+    /// Early miss notification: the PHV waits in the VMU's FIFO.
+    Miss { table: u16, tag: u64, compared: u32 },
+    /// The ELU's answer for an earlier miss, after filling the CAM.
+    Fill { table: u16, tag: u64, action: Match },
+}
+
+/// A missed key on its way to the ELU.
+#[derive(Clone, Copy, Debug)]
+pub struct MissRequest {
+    pub table: u16,
+    pub tag: u64,
+    pub key: Key,
+    /// The PMU to fill, or none for a table without PMUs (the VMU sends the
+    /// key to the ELU itself).
+    pub pmu: Option<u16>,
+}
+
+pub struct Pmu {
+    pub id: u16,
+    pub t: Timing,
+    pub cam: Cam,
+    state: State,
+    q_r: VecDeque<Request>,
+    /// CAM pipeline: (ready cycle, request, hit action or miss).
+    pipe: VecDeque<(Cycle, Request, Lookup, u32)>,
+    q_p: VecDeque<Response>,
+    q_m: VecDeque<MissRequest>,
+    next_issue: Cycle,
+    /// Misses of this PMU at the ELU, not yet answered.
+    outstanding: u32,
+    // Counters.
+    pub hits: u64,
+    pub misses: u64,
+    pub compares: u64,
+    /// Cycles a ready request could not issue because Q_p or Q_m was full.
+    pub stalls: u64,
+}
+
+impl Pmu {
+    pub fn new(id: u16, config: &Config) -> Pmu {
+        Pmu {
+            id,
+            t: Timing::from_config(config),
+            cam: Cam::new(config.block_size),
+            state: State::Free,
+            q_r: VecDeque::new(),
+            pipe: VecDeque::new(),
+            q_p: VecDeque::new(),
+            q_m: VecDeque::new(),
+            next_issue: 0,
+            outstanding: 0,
+            hits: 0,
+            misses: 0,
+            compares: 0,
+            stalls: 0,
+        }
+    }
+
+    pub fn state(&self) -> State {
+        self.state
+    }
+    pub fn is_free(&self) -> bool {
+        self.state == State::Free
+    }
+    /// The table whose requests this PMU serves (also while draining).
+    pub fn table(&self) -> Option<u16> {
+        match self.state {
+            State::Free => None,
+            State::Associated { table } | State::Transient { table, .. } => Some(table),
+        }
+    }
+
+    /// Associates a free PMU with `table`.
+    pub fn associate(&mut self, table: u16) {
+        assert!(self.is_free(), "PMU {} is not free", self.id);
+        self.state = State::Associated { table };
+    }
+
+    /// Starts leaving the current table; `next` is joined once drained.
+    pub fn leave(&mut self, next: Option<u16>) {
+        self.state = match self.state {
+            State::Free => match next {
+                Some(t) => State::Associated { table: t },
+                None => State::Free,
+            },
+            State::Associated { table } | State::Transient { table, .. } => State::Transient { table, next },
+        };
+    }
+
+    /// A transient PMU whose work is done becomes free (CAM invalidated, as
+    /// its entries belong to the old table's key space) and joins its next
+    /// table, which is returned.
+    pub fn try_finish_drain(&mut self) -> Option<Option<u16>> {
+        if let State::Transient { next, .. } = self.state {
+            if self.is_idle() && self.outstanding == 0 {
+                self.cam.clear();
+                self.state = match next {
+                    Some(t) => State::Associated { table: t },
+                    None => State::Free,
+                };
+                return Some(next);
+            }
+        }
+        None
+    }
+
+    /// Q_r has room for one more request (counting those on the network).
+    pub fn can_accept(&self) -> bool {
+        self.q_r.len() < self.t.q_r
+    }
+    /// A request sent over the interconnect; it is usable from `req.at`.
+    pub fn accept(&mut self, req: Request) {
+        debug_assert!(self.can_accept());
+        self.q_r.push_back(req);
+    }
+
+    /// Nothing queued or in the CAM pipeline.
+    pub fn is_idle(&self) -> bool {
+        self.q_r.is_empty() && self.pipe.is_empty() && self.q_p.is_empty() && self.q_m.is_empty()
+    }
+    pub fn outstanding(&self) -> u32 {
+        self.outstanding
+    }
+    pub fn q_r_len(&self) -> usize {
+        self.q_r.len()
+    }
+    pub fn q_m_len(&self) -> usize {
+        self.q_m.len()
+    }
+
+    /// One cycle, in two phases: (1) retire CAM results ready by `now` into
+    /// Q_p / Q_m; (2) issue the head of Q_r if II_c allows and Q_p and Q_m
+    /// can take what the pipeline may produce.
+    pub fn tick(&mut self, now: Cycle) {
+        while let Some(&(ready, req, res, compared)) = self.pipe.front() {
+            if ready > now {
+                break;
+            }
+            self.pipe.pop_front();
+            match res {
+                Lookup::Hit { action } => {
+                    self.q_p.push_back(Response::Hit { table: req.table, tag: req.tag, action, compared })
+                }
+                Lookup::Miss => {
+                    self.q_p.push_back(Response::Miss { table: req.table, tag: req.tag, compared });
+                    self.q_m.push_back(MissRequest { table: req.table, tag: req.tag, key: req.key, pmu: Some(self.id) });
+                    self.outstanding += 1;
+                }
+            }
+        }
+        let Some(head) = self.q_r.front() else { return };
+        if head.at > now || self.next_issue > now || self.is_free() {
+            return;
+        }
+        let inflight = self.pipe.len();
+        if inflight + self.q_p.len() >= self.t.q_p || inflight + self.q_m.len() >= self.t.q_m {
+            self.stalls += 1;
+            return;
+        }
+        let req = self.q_r.pop_front().unwrap();
+        let (res, compared) = self.cam.lookup(&req.key);
+        self.compares += compared as u64;
+        match res {
+            Lookup::Hit { .. } => self.hits += 1,
+            Lookup::Miss => self.misses += 1,
+        }
+        self.pipe.push_back((now + self.t.tau, req, res, compared));
+        self.next_issue = now + self.t.ii;
+    }
+
+    /// The VMU takes the head of Q_p (one response per PMU per cycle).
+    pub fn pop_response(&mut self) -> Option<Response> {
+        self.q_p.pop_front()
+    }
+    /// The PMU→ELU bus takes the head of Q_m.
+    pub fn peek_miss(&self) -> Option<&MissRequest> {
+        self.q_m.front()
+    }
+    pub fn pop_miss(&mut self) -> Option<MissRequest> {
+        self.q_m.pop_front()
+    }
+
+    /// The ELU's reply: fill the CAM (unless the PMU is draining away from
+    /// that table) and forward the answer to the VMU.
+    pub fn fill(&mut self, miss: &MissRequest, action: Match) {
+        self.outstanding -= 1;
+        if let State::Associated { table } = self.state {
+            if table == miss.table {
+                self.cam.insert(miss.key, action);
+            }
+        }
+        self.q_p.push_back(Response::Fill { table: miss.table, tag: miss.tag, action });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config { count: 1, block_size: 4, latency_cycles: 2, ii_cycles: 1, q_r: 4, q_p: 4, q_m: 4, clock_ratio: 1.0 }
+    }
+    fn req(tag: u64, key: u32, at: Cycle) -> Request {
+        Request { table: 0, tag, key: Key::five_tuple(key, 0, 0, 0, 0), at }
+    }
+
+    #[test]
+    fn hit_leaves_exactly_tau_after_issue() {
+        let mut p = Pmu::new(0, &cfg());
+        p.associate(0);
+        p.cam.insert(Key::five_tuple(7, 0, 0, 0, 0), Some(3));
+        p.accept(req(0, 7, 10));
+        p.tick(9);
+        assert!(p.pop_response().is_none());
+        p.tick(10); // issues at 10
+        p.tick(11);
+        assert!(p.pop_response().is_none(), "one cycle early");
+        p.tick(12);
+        assert_eq!(p.pop_response(), Some(Response::Hit { table: 0, tag: 0, action: Some(3), compared: 1 }));
+        assert_eq!(p.hits, 1);
+    }
+
+    #[test]
+    fn miss_sends_early_notification_and_key_to_q_m_together() {
+        let mut p = Pmu::new(0, &cfg());
+        p.associate(0);
+        p.accept(req(5, 1, 0));
+        p.tick(0);
+        p.tick(1);
+        assert!(p.peek_miss().is_none());
+        p.tick(2);
+        assert_eq!(p.pop_response(), Some(Response::Miss { table: 0, tag: 5, compared: 0 }));
+        let m = p.pop_miss().unwrap();
+        assert_eq!((m.tag, m.pmu), (5, Some(0)));
+        assert_eq!(p.outstanding(), 1);
+        p.fill(&m, Some(9));
+        assert_eq!(p.pop_response(), Some(Response::Fill { table: 0, tag: 5, action: Some(9) }));
+        assert!(p.cam.contains(&m.key));
+    }
+
+    #[test]
+    fn initiation_interval_spaces_issues() {
+        let mut c = cfg();
+        c.ii_cycles = 3;
+        let mut p = Pmu::new(0, &c);
+        p.associate(0);
+        for t in 0..3 {
+            p.accept(req(t, t as u32, 0));
+        }
+        let mut issued_at = Vec::new();
+        for now in 0..10 {
+            let before = p.q_r_len();
+            p.tick(now);
+            if p.q_r_len() < before {
+                issued_at.push(now);
+            }
+        }
+        assert_eq!(issued_at, vec![0, 3, 6]);
+    }
+
+    #[test]
+    fn half_clock_doubles_latency_and_ii() {
+        let mut c = cfg();
+        c.clock_ratio = 0.5;
+        let t = Timing::from_config(&c);
+        assert_eq!((t.tau, t.ii), (4, 2));
+        c.clock_ratio = 1.0;
+        assert_eq!(Timing::from_config(&c).tau, 2);
+    }
+
+    #[test]
+    fn full_q_m_blocks_issue_and_counts_a_stall() {
+        let mut c = cfg();
+        c.q_m = 1;
+        let mut p = Pmu::new(0, &c);
+        p.associate(0);
+        p.accept(req(0, 1, 0));
+        p.accept(req(1, 2, 0));
+        p.tick(0); // issues miss 0
+        p.tick(1); // pipeline holds one: Q_m could overflow, blocked
+        assert_eq!(p.stalls, 1);
+        p.tick(2); // miss 0 retires into Q_m; Q_m full, still blocked
+        assert_eq!(p.q_r_len(), 1);
+        p.pop_miss();
+        p.tick(3);
+        assert_eq!(p.q_r_len(), 0);
+    }
+
+    #[test]
+    fn transient_drains_outstanding_misses_before_freeing() {
+        let mut p = Pmu::new(0, &cfg());
+        p.associate(0);
+        p.cam.insert(Key::five_tuple(9, 0, 0, 0, 0), None);
+        p.accept(req(0, 1, 0));
+        p.tick(0);
+        p.leave(Some(1));
+        assert_eq!(p.state(), State::Transient { table: 0, next: Some(1) });
+        p.tick(2);
+        assert_eq!(p.try_finish_drain(), None, "response and miss still queued");
+        p.pop_response();
+        let m = p.pop_miss().unwrap();
+        assert_eq!(p.try_finish_drain(), None, "miss outstanding at the ELU");
+        p.fill(&m, Some(1));
+        assert!(!p.cam.contains(&m.key), "no fill while leaving");
+        p.pop_response();
+        assert_eq!(p.try_finish_drain(), Some(Some(1)));
+        assert_eq!(p.state(), State::Associated { table: 1 });
+        assert!(p.cam.is_empty());
+    }
+}

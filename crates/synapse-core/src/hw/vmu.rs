@@ -1,0 +1,287 @@
+//! The Virtual Matching Unit (VMU) of one logical table.
+//!
+//! Follows §4.1 and Appendix D of the Synapse paper.
+//! - **Lookup table**: a key is hashed with lookup3 to an index of a 2^N-entry
+//!   table whose entry is invalid or names a PMU. The CPU precomputes it from
+//!   a consistent-hashing **ring** (each PMU at `vnodes` points; an index
+//!   belongs to the first point at or after its position) and, when the PMU set
+//!   changes, writes only the entries whose owner changed — adding or removing
+//!   one of P PMUs moves about 1/P of them.
+//! - **Request producer**: tags each key with a sequence number.
+//! - **Response consumer** with the PHV waiting FIFO: a miss notification
+//!   parks the PHV; a valid response releases the current PHV or, when PHVs
+//!   wait, the FIFO head. Here the FIFO is kept as a window of tagged slots in
+//!   request order, so that responses that come back out of order (different
+//!   PMUs, the ELU) still release PHVs in order, one per cycle (the action
+//!   unit's II = 1). Its size is the PHV buffer shared by producer and
+//!   consumer: the producer blocks while it is full.
+
+use super::Cycle;
+use crate::classify::Match;
+use crate::hash::lookup3::{hash_key, hashword};
+use crate::rules::Key;
+use std::collections::VecDeque;
+
+pub const INVALID: u16 = u16::MAX;
+
+/// A consistent-hashing ring of PMUs.
+#[derive(Clone, Debug)]
+pub struct Ring {
+    pub vnodes: u32,
+    pub seed: u32,
+    /// (position, pmu), sorted.
+    points: Vec<(u32, u16)>,
+}
+
+impl Ring {
+    pub fn new(vnodes: u32, seed: u32) -> Ring {
+        Ring { vnodes: vnodes.max(1), seed, points: Vec::new() }
+    }
+    pub fn add(&mut self, pmu: u16) {
+        for r in 0..self.vnodes {
+            let pos = hashword(&[pmu as u32, r], self.seed);
+            self.points.push((pos, pmu));
+        }
+        self.points.sort_unstable();
+    }
+    pub fn remove(&mut self, pmu: u16) {
+        self.points.retain(|&(_, p)| p != pmu);
+    }
+    pub fn pmus(&self) -> Vec<u16> {
+        let mut v: Vec<u16> = self.points.iter().map(|&(_, p)| p).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+    /// The PMU owning ring position `pos` (binary search, as the CPU's BST).
+    pub fn owner(&self, pos: u32) -> u16 {
+        if self.points.is_empty() {
+            return INVALID;
+        }
+        let i = self.points.partition_point(|&(p, _)| p < pos);
+        self.points[if i == self.points.len() { 0 } else { i }].1
+    }
+}
+
+/// The VMU's 2^N-entry lookup table.
+#[derive(Clone, Debug)]
+pub struct LookupTable {
+    pub bits: u32,
+    entries: Vec<u16>,
+}
+
+impl LookupTable {
+    pub fn new(bits: u32) -> LookupTable {
+        let bits = bits.clamp(1, 24);
+        LookupTable { bits, entries: vec![INVALID; 1 << bits] }
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    #[inline]
+    pub fn get(&self, index: usize) -> u16 {
+        self.entries[index]
+    }
+    /// Ring position of entry `i`: entries are spread evenly over the ring.
+    fn position(&self, i: usize) -> u32 {
+        ((i as u64) << (32 - self.bits)) as u32
+    }
+    /// Recomputes every entry from the ring and writes only those that
+    /// changed (the CPU's incremental update); returns how many it wrote.
+    pub fn update(&mut self, ring: &Ring) -> usize {
+        let mut written = 0;
+        for i in 0..self.entries.len() {
+            let o = ring.owner(self.position(i));
+            if self.entries[i] != o {
+                self.entries[i] = o;
+                written += 1;
+            }
+        }
+        written
+    }
+    /// Entries owned by each PMU id (INVALID excluded), for balance checks.
+    pub fn shares(&self, pmus: usize) -> Vec<usize> {
+        let mut s = vec![0; pmus];
+        for &e in &self.entries {
+            if (e as usize) < pmus {
+                s[e as usize] += 1;
+            }
+        }
+        s
+    }
+}
+
+/// How a PHV's answer was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    Hit,
+    Miss,
+}
+
+/// A PHV between request and release.
+#[derive(Clone, Copy, Debug)]
+pub struct Slot {
+    pub phv: u64,
+    pub flow: u32,
+    /// When it entered the table's stage FIFO.
+    pub arrived: Cycle,
+    pub action: Option<Match>,
+    pub via: Via,
+}
+
+/// The request producer and response consumer of one table.
+pub struct Vmu {
+    pub table: u16,
+    /// Key words hashed.
+    pub words: usize,
+    pub seed: u32,
+    pub ring: Ring,
+    pub lut: LookupTable,
+    window: VecDeque<Slot>,
+    /// Tag of `window[0]`.
+    base_tag: u64,
+    capacity: usize,
+    /// Responses that came back ahead of an older unanswered PHV.
+    pub reordered: u64,
+}
+
+impl Vmu {
+    pub fn new(table: u16, words: usize, lookup_bits: u32, vnodes: u32, phv_fifo: u32, seed: u32) -> Vmu {
+        Vmu {
+            table,
+            words,
+            seed,
+            ring: Ring::new(vnodes, seed ^ 0x5eed),
+            lut: LookupTable::new(lookup_bits),
+            window: VecDeque::new(),
+            base_tag: 0,
+            capacity: phv_fifo.max(1) as usize,
+            reordered: 0,
+        }
+    }
+
+    /// Lookup-table index of a key: lookup3, then `h % 2^N` as in Appendix D.
+    #[inline]
+    pub fn index(&self, key: &Key) -> usize {
+        (hash_key(key, self.words, self.seed) as usize) & (self.lut.len() - 1)
+    }
+    /// The PMU for a key, or INVALID.
+    #[inline]
+    pub fn route(&self, key: &Key) -> u16 {
+        self.lut.get(self.index(key))
+    }
+
+    pub fn add_pmu(&mut self, pmu: u16) -> usize {
+        self.ring.add(pmu);
+        self.lut.update(&self.ring)
+    }
+    pub fn remove_pmu(&mut self, pmu: u16) -> usize {
+        self.ring.remove(pmu);
+        self.lut.update(&self.ring)
+    }
+
+    /// The PHV buffer has room: the producer may issue.
+    pub fn has_room(&self) -> bool {
+        self.window.len() < self.capacity
+    }
+    /// PHVs waiting for their answer or for release.
+    pub fn occupancy(&self) -> usize {
+        self.window.len()
+    }
+    /// Request producer: registers a PHV, returns its tag.
+    pub fn issue(&mut self, phv: u64, flow: u32, arrived: Cycle) -> u64 {
+        debug_assert!(self.has_room());
+        let tag = self.base_tag + self.window.len() as u64;
+        self.window.push_back(Slot { phv, flow, arrived, action: None, via: Via::Hit });
+        tag
+    }
+    /// Response consumer: a miss notification marks the PHV as parked.
+    pub fn park(&mut self, tag: u64) {
+        let i = (tag - self.base_tag) as usize;
+        self.window[i].via = Via::Miss;
+    }
+    /// Response consumer: a valid response (hit or ELU fill).
+    pub fn resolve(&mut self, tag: u64, action: Match) {
+        let i = (tag - self.base_tag) as usize;
+        debug_assert!(self.window[i].action.is_none(), "tag {tag} answered twice");
+        if self.window.iter().take(i).any(|s| s.action.is_none()) {
+            self.reordered += 1;
+        }
+        self.window[i].action = Some(action);
+    }
+    /// The head is answered: the action unit may release it this cycle.
+    pub fn head_ready(&self) -> bool {
+        self.window.front().is_some_and(|s| s.action.is_some())
+    }
+    /// Releases the head (call when [`Vmu::head_ready`]).
+    pub fn release(&mut self) -> Slot {
+        self.base_tag += 1;
+        self.window.pop_front().unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adding_or_removing_a_pmu_moves_about_one_pth_of_entries() {
+        let mut v = Vmu::new(0, 5, 14, 128, 64, 1);
+        for p in 0..7 {
+            v.add_pmu(p);
+        }
+        let n = v.lut.len() as f64;
+        let before: Vec<u16> = (0..v.lut.len()).map(|i| v.lut.get(i)).collect();
+        let moved = v.add_pmu(7) as f64 / n;
+        // Ideal 1/8; only entries now owned by PMU 7 change.
+        assert!((moved - 0.125).abs() < 0.03, "moved {moved}");
+        for i in 0..v.lut.len() {
+            if v.lut.get(i) != before[i] {
+                assert_eq!(v.lut.get(i), 7);
+            }
+        }
+        let removed = v.remove_pmu(3) as f64 / n;
+        assert!((removed - 0.125).abs() < 0.03, "removed {removed}");
+        let shares = v.lut.shares(8);
+        assert_eq!(shares[3], 0);
+        for (p, &s) in shares.iter().enumerate() {
+            if p != 3 {
+                assert!((s as f64 / n - 1.0 / 7.0).abs() < 0.05, "pmu {p}: {s}");
+            }
+        }
+    }
+
+    #[test]
+    fn empty_ring_leaves_entries_invalid() {
+        let mut v = Vmu::new(0, 5, 4, 8, 4, 1);
+        assert_eq!(v.route(&Key::default()), INVALID);
+        v.add_pmu(2);
+        assert_eq!(v.route(&Key::default()), 2);
+        assert_eq!(v.remove_pmu(2), 16);
+        assert_eq!(v.route(&Key::default()), INVALID);
+    }
+
+    #[test]
+    fn miss_parks_and_later_hits_wait_behind_it_in_order() {
+        let mut v = Vmu::new(0, 5, 4, 8, 3, 1);
+        let t0 = v.issue(100, 0, 0);
+        let t1 = v.issue(101, 1, 1);
+        v.park(t0);
+        v.resolve(t1, Some(1)); // hit of the current PHV while the FIFO holds one
+        assert!(!v.head_ready(), "hit waits behind the parked PHV");
+        assert_eq!(v.reordered, 1);
+        let _t2 = v.issue(102, 2, 2);
+        assert!(!v.has_room(), "PHV buffer full: producer blocks");
+        v.resolve(t0, Some(7)); // ELU fill releases the FIFO head
+        assert!(v.head_ready());
+        let s = v.release();
+        assert_eq!((s.phv, s.action, s.via), (100, Some(Some(7)), Via::Miss));
+        assert!(v.head_ready());
+        assert_eq!(v.release().phv, 101);
+        assert!(!v.head_ready());
+        assert!(v.has_room());
+    }
+}

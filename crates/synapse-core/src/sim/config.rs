@@ -1,0 +1,204 @@
+//! The simulator's configuration tree (JSON via serde; unknown keys are
+//! errors). It mirrors the component tree; the Python side validates the same
+//! tree with pydantic first and documents every field.
+
+use crate::hw::{elu, hbm, interconnect, pmu};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub seed: u64,
+    pub clock_mhz: f64,
+    pub window_ns: f64,
+    pub duration_ns: f64,
+    pub tables: Vec<Table>,
+    pub edges: Vec<Edge>,
+    /// Share of arriving PHVs entering each table; empty = the first table.
+    pub entry: BTreeMap<String, f64>,
+    pub pmus: pmu::Config,
+    pub vmu: Vmu,
+    pub pipeline: Pipeline,
+    pub interconnect: interconnect::Config,
+    pub elu: elu::Config,
+    pub hbm: hbm::Timing,
+    pub traffic: Traffic,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            seed: 1,
+            clock_mhz: 250.0,
+            window_ns: 10_000.0,
+            duration_ns: 1_000_000.0,
+            tables: vec![Table::default()],
+            edges: Vec::new(),
+            entry: BTreeMap::new(),
+            pmus: pmu::Config::default(),
+            vmu: Vmu::default(),
+            pipeline: Pipeline::default(),
+            interconnect: interconnect::Config::default(),
+            elu: elu::Config::default(),
+            hbm: hbm::Timing::default(),
+            traffic: Traffic::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Table {
+    pub name: String,
+    pub rules: Rules,
+    /// N of the 2^N-entry VMU lookup table.
+    pub lookup_bits: u32,
+    /// PMU ids owned at the start.
+    pub pmus: Vec<u32>,
+    /// The VMU's PHV buffer (waiting FIFO), PHVs.
+    pub phv_fifo: u32,
+}
+
+impl Default for Table {
+    fn default() -> Table {
+        Table {
+            name: "acl".into(),
+            rules: Rules::Generate { generate: Generate::default() },
+            lookup_bits: 10,
+            pmus: vec![0, 1, 2, 3],
+            phv_fifo: 256,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Rules {
+    Path { path: String },
+    Generate { generate: Generate },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Generate {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub count: u32,
+    pub seed: u64,
+}
+
+impl Default for Generate {
+    fn default() -> Generate {
+        Generate { kind: "acl".into(), count: 1000, seed: 1 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Edge {
+    pub src: String,
+    pub dst: String,
+    pub p: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Vmu {
+    /// Cycles from a key entering the VMU to its request leaving (lookup3
+    /// hash and the lookup-table BRAM read).
+    pub latency_cycles: u32,
+    /// Points per PMU on the consistent-hashing ring.
+    pub vnodes: u32,
+}
+
+impl Default for Vmu {
+    fn default() -> Vmu {
+        Vmu { latency_cycles: 2, vnodes: 64 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Pipeline {
+    /// Input FIFO of each table, PHVs. At an entry table a full FIFO drops
+    /// the arriving packet (counted); between tables it back-pressures.
+    pub stage_fifo: u32,
+}
+
+impl Default for Pipeline {
+    fn default() -> Pipeline {
+        Pipeline { stage_fifo: 64 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Traffic {
+    Flows {
+        #[serde(default = "default_dist")]
+        dist: String,
+        #[serde(default = "default_flows")]
+        flows: u32,
+        #[serde(default = "default_pkt")]
+        mean_pkt_bytes: f64,
+        #[serde(default = "default_flow_duration")]
+        flow_duration_ns: f64,
+        #[serde(default = "default_profile")]
+        profile: String,
+    },
+    Trace {
+        path: String,
+        #[serde(default = "default_rate")]
+        rate_mpps: f64,
+    },
+}
+
+fn default_dist() -> String {
+    "caida2019".into()
+}
+fn default_flows() -> u32 {
+    20_000
+}
+fn default_pkt() -> f64 {
+    800.0
+}
+fn default_flow_duration() -> f64 {
+    200_000.0
+}
+fn default_profile() -> String {
+    "uniform".into()
+}
+fn default_rate() -> f64 {
+    100.0
+}
+
+impl Default for Traffic {
+    fn default() -> Traffic {
+        Traffic::Flows {
+            dist: default_dist(),
+            flows: default_flows(),
+            mean_pkt_bytes: default_pkt(),
+            flow_duration_ns: default_flow_duration(),
+            profile: default_profile(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_round_trip_and_unknown_keys_fail() {
+        let c = Config::default();
+        let j = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<Config>(&j).unwrap(), c);
+        let e = serde_json::from_str::<Config>(r#"{"pmus": {"count": 4, "blocksize": 2}}"#).unwrap_err();
+        assert!(e.to_string().contains("blocksize"), "{e}");
+        let c: Config = serde_json::from_str(r#"{"pmus": {"count": 4}, "traffic": {"kind": "trace", "path": "t"}}"#).unwrap();
+        assert_eq!(c.pmus.count, 4);
+        assert_eq!(c.pmus.block_size, 256);
+        assert!(matches!(c.traffic, Traffic::Trace { rate_mpps, .. } if rate_mpps == 100.0));
+    }
+}

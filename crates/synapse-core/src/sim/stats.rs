@@ -1,0 +1,167 @@
+//! Counters per table and per statistics window (default 10 µs, the
+//! paper's Appendix C window), and a log-bucketed latency histogram.
+
+use crate::hw::Cycle;
+
+/// Histogram with 8 linear sub-buckets per power of two: exact below 16,
+/// within 12.5 % above.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogHist {
+    pub counts: Vec<u64>,
+}
+
+const SUB_BITS: u32 = 3;
+const SUB: u64 = 1 << SUB_BITS;
+const BUCKETS: usize = 8 * 62;
+
+impl Default for LogHist {
+    fn default() -> Self {
+        LogHist { counts: vec![0; BUCKETS] }
+    }
+}
+
+impl LogHist {
+    #[inline]
+    pub fn bucket(v: u64) -> usize {
+        if v < SUB {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros() as u64; // >= 3
+        let sub = (v >> (e - SUB_BITS as u64)) & (SUB - 1);
+        ((e - SUB_BITS as u64 + 1) * SUB + sub) as usize
+    }
+    /// Smallest value of bucket `b`.
+    pub fn lower(b: usize) -> u64 {
+        let b = b as u64;
+        if b < SUB {
+            return b;
+        }
+        let e = b / SUB + SUB_BITS as u64 - 1;
+        let sub = b % SUB;
+        (SUB + sub) << (e - SUB_BITS as u64)
+    }
+    #[inline]
+    pub fn add(&mut self, v: u64) {
+        let b = Self::bucket(v).min(BUCKETS - 1);
+        self.counts[b] += 1;
+    }
+    pub fn merge(&mut self, o: &LogHist) {
+        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
+            *a += b;
+        }
+    }
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+    /// The q-quantile, as the midpoint of its bucket (exact below 16).
+    pub fn quantile(&self, q: f64) -> f64 {
+        let n = self.total();
+        if n == 0 {
+            return 0.0;
+        }
+        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+        let mut acc = 0;
+        for (b, &c) in self.counts.iter().enumerate() {
+            acc += c;
+            if acc >= rank {
+                let lo = Self::lower(b) as f64;
+                let hi = Self::lower(b + 1) as f64;
+                return if hi - lo <= 1.0 { lo } else { (lo + hi - 1.0) / 2.0 };
+            }
+        }
+        0.0
+    }
+    pub fn clear(&mut self) {
+        self.counts.iter_mut().for_each(|c| *c = 0);
+    }
+}
+
+/// Counters of one table over one window (or the whole run).
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// PHVs offered to the table (including dropped ones).
+    pub arrived: u64,
+    /// PHVs that left the table with their action.
+    pub processed: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub elu_requests: u64,
+    pub hbm_bytes: u64,
+    /// Sum of per-key latencies, cycles.
+    pub lat_sum: u64,
+    pub lat: LogHist,
+    pub cam_compares: u64,
+    /// Cycles the table could not move a PHV (full PHV buffer, interconnect
+    /// conflict, full Q_r, full next stage).
+    pub stalls: u64,
+    /// PHVs dropped at the full ingress FIFO (counted, never silent).
+    pub drops: u64,
+    /// Largest PHV-buffer occupancy seen.
+    pub fifo_max: u64,
+    pub reordered: u64,
+}
+
+impl Counters {
+    pub fn merge(&mut self, o: &Counters) {
+        self.arrived += o.arrived;
+        self.processed += o.processed;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.elu_requests += o.elu_requests;
+        self.hbm_bytes += o.hbm_bytes;
+        self.lat_sum += o.lat_sum;
+        self.lat.merge(&o.lat);
+        self.cam_compares += o.cam_compares;
+        self.stalls += o.stalls;
+        self.drops += o.drops;
+        self.fifo_max = self.fifo_max.max(o.fifo_max);
+        self.reordered += o.reordered;
+    }
+}
+
+/// One completed (window, table) row.
+#[derive(Clone, Debug)]
+pub struct WindowRow {
+    /// Window end.
+    pub end: Cycle,
+    pub table: u16,
+    pub pmus: u32,
+    pub c: Counters,
+}
+
+/// One completed (window, src, dst) routing count; `dst` = -1 is exit.
+#[derive(Clone, Copy, Debug)]
+pub struct EdgeRow {
+    pub end: Cycle,
+    pub src: u16,
+    pub dst: i32,
+    pub count: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_contiguous_and_monotone() {
+        let mut prev = 0;
+        for v in 0..100_000u64 {
+            let b = LogHist::bucket(v);
+            assert!(b == prev || b == prev + 1, "v={v}");
+            assert!(LogHist::lower(b) <= v && v < LogHist::lower(b + 1), "v={v} b={b}");
+            prev = b;
+        }
+    }
+
+    #[test]
+    fn quantiles_exact_for_small_values() {
+        let mut h = LogHist::default();
+        for v in 1..=100 {
+            h.add(if v <= 99 { 5 } else { 1000 });
+        }
+        assert_eq!(h.quantile(0.5), 5.0);
+        assert_eq!(h.quantile(0.99), 5.0);
+        let p100 = h.quantile(1.0);
+        assert!((960.0..=1100.0).contains(&p100), "{p100}");
+    }
+}

@@ -1,0 +1,190 @@
+//! Binding of the simulator: `synapse_vmt._core.Simulator(config_json)`.
+//! The contract is /work/notes/SIM_API.md: batches out (numpy columns per
+//! window), never per packet.
+
+use numpy::IntoPyArray;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::time::Instant;
+use synapse_core::sim;
+
+#[pyclass(module = "synapse_vmt._core")]
+pub struct Simulator {
+    inner: sim::Simulator,
+    /// Wall-clock seconds spent in run_until (simulation speed).
+    wall_s: f64,
+}
+
+fn verr(e: impl ToString) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+#[pymethods]
+impl Simulator {
+    #[new]
+    fn new(py: Python<'_>, config_json: &str) -> PyResult<Self> {
+        let inner = py.allow_threads(|| sim::Simulator::from_json(config_json)).map_err(verr)?;
+        Ok(Simulator { inner, wall_s: 0.0 })
+    }
+
+    /// Advances simulated time to `t_ns` (idle cycles skipped).
+    fn run_until(&mut self, py: Python<'_>, t_ns: f64) {
+        let t0 = Instant::now();
+        let s = &mut self.inner;
+        py.allow_threads(|| s.run_until_ns(t_ns));
+        self.wall_s += t0.elapsed().as_secs_f64();
+    }
+
+    fn now_ns(&self) -> f64 {
+        self.inner.now_ns()
+    }
+
+    fn table_names(&self) -> Vec<String> {
+        self.inner.table_names()
+    }
+
+    /// Keys (table lookups) completed so far.
+    fn keys_done(&self) -> u64 {
+        self.inner.keys_done()
+    }
+
+    /// Per-(window, table) rows completed since the last call.
+    fn windows<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let rows = self.inner.take_windows();
+        let cyc = self.inner.cycle_ns();
+        let d = PyDict::new_bound(py);
+        let f = |g: &dyn Fn(&sim::stats::WindowRow) -> f64| rows.iter().map(g).collect::<Vec<f64>>();
+        let i = |g: &dyn Fn(&sim::stats::WindowRow) -> i64| rows.iter().map(g).collect::<Vec<i64>>();
+        d.set_item("t_ns", f(&|r| r.end as f64 * cyc).into_pyarray_bound(py))?;
+        d.set_item("table", i(&|r| r.table as i64).into_pyarray_bound(py))?;
+        d.set_item("arrived", i(&|r| r.c.arrived as i64).into_pyarray_bound(py))?;
+        d.set_item("processed", i(&|r| r.c.processed as i64).into_pyarray_bound(py))?;
+        d.set_item("hits", i(&|r| r.c.hits as i64).into_pyarray_bound(py))?;
+        d.set_item("misses", i(&|r| r.c.misses as i64).into_pyarray_bound(py))?;
+        d.set_item("elu_requests", i(&|r| r.c.elu_requests as i64).into_pyarray_bound(py))?;
+        d.set_item("hbm_bytes", i(&|r| r.c.hbm_bytes as i64).into_pyarray_bound(py))?;
+        d.set_item(
+            "lat_mean_ns",
+            f(&|r| if r.c.processed > 0 { r.c.lat_sum as f64 / r.c.processed as f64 * cyc } else { f64::NAN })
+                .into_pyarray_bound(py),
+        )?;
+        d.set_item(
+            "lat_p99_ns",
+            f(&|r| if r.c.processed > 0 { r.c.lat.quantile(0.99) * cyc } else { f64::NAN }).into_pyarray_bound(py),
+        )?;
+        d.set_item("pmus", i(&|r| r.pmus as i64).into_pyarray_bound(py))?;
+        d.set_item("cam_compares", i(&|r| r.c.cam_compares as i64).into_pyarray_bound(py))?;
+        d.set_item("stalls", i(&|r| r.c.stalls as i64).into_pyarray_bound(py))?;
+        d.set_item("drops", i(&|r| r.c.drops as i64).into_pyarray_bound(py))?;
+        d.set_item("fifo_max", i(&|r| r.c.fifo_max as i64).into_pyarray_bound(py))?;
+        d.set_item("reordered", i(&|r| r.c.reordered as i64).into_pyarray_bound(py))?;
+        Ok(d)
+    }
+
+    /// Per-window routing counts: PHVs leaving table `src` for `dst` (-1 = exit).
+    fn edges<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let rows = self.inner.take_edges();
+        let cyc = self.inner.cycle_ns();
+        let d = PyDict::new_bound(py);
+        d.set_item("t_ns", rows.iter().map(|r| r.end as f64 * cyc).collect::<Vec<_>>().into_pyarray_bound(py))?;
+        d.set_item("src", rows.iter().map(|r| r.src as i64).collect::<Vec<_>>().into_pyarray_bound(py))?;
+        d.set_item("dst", rows.iter().map(|r| r.dst as i64).collect::<Vec<_>>().into_pyarray_bound(py))?;
+        d.set_item("count", rows.iter().map(|r| r.count as i64).collect::<Vec<_>>().into_pyarray_bound(py))?;
+        Ok(d)
+    }
+
+    /// Gives `table` exactly the PMUs `pmus` (leaving ones drain first).
+    fn assign(&mut self, table: &str, pmus: Vec<u32>) -> PyResult<()> {
+        self.inner.assign(table, &pmus).map_err(verr)
+    }
+
+    fn pmu_states<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let l = PyList::empty_bound(py);
+        for (id, state, table, channel) in self.inner.pmu_states() {
+            let d = PyDict::new_bound(py);
+            d.set_item("id", id)?;
+            d.set_item("state", state)?;
+            d.set_item("table", table)?;
+            d.set_item("channel", channel)?;
+            l.append(d)?;
+        }
+        Ok(l)
+    }
+
+    /// `{"tables": {NAME: {...}}, "sim_keys_per_s": ...}`.
+    fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new_bound(py);
+        let tables = PyDict::new_bound(py);
+        for (name, s) in self.inner.summary() {
+            let t = PyDict::new_bound(py);
+            t.set_item("hit_rate", s.hit_rate)?;
+            t.set_item("mean_latency_ns", s.mean_latency_ns)?;
+            t.set_item("p99_latency_ns", s.p99_latency_ns)?;
+            t.set_item("hbm_gbps", s.hbm_gbps)?;
+            t.set_item("offered_mpps", s.offered_mpps)?;
+            t.set_item("throughput_mpps", s.throughput_mpps)?;
+            t.set_item("keys", s.keys)?;
+            t.set_item("drops", s.drops)?;
+            tables.set_item(name, t)?;
+        }
+        d.set_item("tables", tables)?;
+        let keys = self.inner.keys_done() as f64;
+        d.set_item("sim_keys_per_s", if self.wall_s > 0.0 { keys / self.wall_s } else { 0.0 })?;
+        d.set_item("sim_time_ns", self.inner.now_ns())?;
+        d.set_item("wall_s", self.wall_s)?;
+        Ok(d)
+    }
+
+    /// `(edges_ns, counts)`: bucket lower edges (one more than counts).
+    fn latency_histogram<'py>(&self, py: Python<'py>, table: &str) -> PyResult<(PyObject, PyObject)> {
+        let (e, c) = self.inner.latency_histogram(table).map_err(verr)?;
+        let c: Vec<i64> = c.into_iter().map(|x| x as i64).collect();
+        Ok((e.into_pyarray_bound(py).into_any().unbind(), c.into_pyarray_bound(py).into_any().unbind()))
+    }
+
+    /// Every PHV left exactly once with the oracle's action: the counts.
+    fn check_invariants<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let v = self.inner.check_invariants();
+        let d = PyDict::new_bound(py);
+        d.set_item("ok", v.ok())?;
+        d.set_item("created", v.created)?;
+        d.set_item("exited", v.exited)?;
+        d.set_item("dropped", v.dropped)?;
+        d.set_item("in_flight", v.in_flight)?;
+        d.set_item("lost", v.lost)?;
+        d.set_item("duplicates", v.duplicates)?;
+        d.set_item("wrong_action", v.wrong_action)?;
+        Ok(d)
+    }
+
+    /// Current queue occupancies.
+    fn queue_depths<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let q = self.inner.queue_depths();
+        let d = PyDict::new_bound(py);
+        d.set_item("input", q.input)?;
+        d.set_item("phv_fifo", q.phv_fifo)?;
+        d.set_item("q_r", q.q_r)?;
+        d.set_item("q_m", q.q_m)?;
+        d.set_item("miss_queue", q.miss_queue)?;
+        d.set_item("orb", q.orb)?;
+        Ok(d)
+    }
+
+    /// The effective configuration (defaults filled in), as JSON.
+    fn config_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.inner.config).map_err(verr)
+    }
+}
+
+/// The default configuration tree as JSON (Python mirrors it).
+#[pyfunction]
+pub fn default_sim_config() -> PyResult<String> {
+    serde_json::to_string(&sim::Config::default()).map_err(verr)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Simulator>()?;
+    m.add_function(wrap_pyfunction!(default_sim_config, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,109 @@
+"""Results to files: per-window CSV and PNG plots (matplotlib, Agg)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from synapse_vmt.errors import atomic_write  # noqa: E402
+
+WINDOW_COLUMNS = [
+    "t_ns", "table", "arrived", "processed", "hits", "misses", "elu_requests", "hbm_bytes",
+    "lat_mean_ns", "lat_p99_ns", "pmus", "cam_compares", "stalls", "drops", "fifo_max", "reordered",
+]
+
+
+def derived(w: dict[str, np.ndarray], window_ns: float) -> dict[str, np.ndarray]:
+    """Per-row hit rate, HBM GB/s, offered and processed Mpps."""
+    looked = w["hits"] + w["misses"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        hit = np.where(looked > 0, w["hits"] / np.maximum(looked, 1), np.nan)
+    return {
+        "hit_rate": hit,
+        "hbm_gbps": w["hbm_bytes"] / window_ns,
+        "offered_mpps": w["arrived"] / window_ns * 1e3,
+        "throughput_mpps": w["processed"] / window_ns * 1e3,
+    }
+
+
+def write_windows_csv(path: str | Path, w: dict[str, np.ndarray], names: list[str], window_ns: float) -> None:
+    if not w:
+        w = {k: np.array([]) for k in WINDOW_COLUMNS}
+    d = derived(w, window_ns) if len(w["t_ns"]) else {k: np.array([]) for k in ("hit_rate", "hbm_gbps", "offered_mpps", "throughput_mpps")}
+    cols = WINDOW_COLUMNS + list(d)
+    buf = io.StringIO()
+    wr = csv.writer(buf)
+    wr.writerow(cols)
+    for i in range(len(w["t_ns"])):
+        row: list[Any] = []
+        for c in WINDOW_COLUMNS:
+            v = w[c][i]
+            row.append(names[int(v)] if c == "table" else (f"{v:.6g}" if isinstance(v, (float, np.floating)) else int(v)))
+        row += [f"{d[c][i]:.6g}" for c in d]
+        wr.writerow(row)
+    with atomic_write(path) as f:
+        f.write(buf.getvalue())
+
+
+def write_edges_csv(path: str | Path, e: dict[str, np.ndarray], names: list[str]) -> None:
+    buf = io.StringIO()
+    wr = csv.writer(buf)
+    wr.writerow(["t_ns", "src", "dst", "count"])
+    for i in range(len(e.get("t_ns", []))):
+        dst = int(e["dst"][i])
+        wr.writerow([f"{e['t_ns'][i]:.6g}", names[int(e["src"][i])], "exit" if dst < 0 else names[dst], int(e["count"][i])])
+    with atomic_write(path) as f:
+        f.write(buf.getvalue())
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    with atomic_write(path) as f:
+        json.dump(obj, f, indent=2, sort_keys=False)
+        f.write("\n")
+
+
+def save_png(fig, path: str | Path) -> None:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    with atomic_write(path, "wb") as f:
+        f.write(buf.getvalue())
+
+
+def plot_run(path: str | Path, w: dict[str, np.ndarray], names: list[str], window_ns: float,
+             hists: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Hit rate, latency distribution, HBM bandwidth and throughput over time."""
+    fig, ax = plt.subplots(2, 2, figsize=(11, 7))
+    d = derived(w, window_ns) if w and len(w["t_ns"]) else None
+    for ti, name in enumerate(names):
+        if d is None:
+            break
+        m = w["table"] == ti
+        t_us = w["t_ns"][m] / 1e3
+        ax[0, 0].plot(t_us, d["hit_rate"][m], label=name)
+        ax[1, 0].plot(t_us, d["hbm_gbps"][m], label=name)
+        ax[1, 1].plot(t_us, d["throughput_mpps"][m], label=f"{name} processed")
+        ax[1, 1].plot(t_us, d["offered_mpps"][m], ls="--", alpha=0.6, label=f"{name} offered")
+    for name, (edges, counts) in hists.items():
+        if len(counts) and counts.sum() > 0:
+            mids = (edges[:-1] + edges[1:]) / 2
+            ax[0, 1].step(mids, counts / counts.sum(), where="mid", label=name)
+    ax[0, 0].set(title="Hit rate", xlabel="time (µs)", ylim=(0, 1.02))
+    ax[0, 1].set(title="Per-key latency distribution", xlabel="latency (ns)", ylabel="fraction of keys", xscale="log")
+    ax[1, 0].set(title="HBM bandwidth", xlabel="time (µs)", ylabel="GB/s")
+    ax[1, 1].set(title="Throughput", xlabel="time (µs)", ylabel="Mpps")
+    for a in ax.flat:
+        a.grid(alpha=0.3)
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=8)
+    fig.tight_layout()
+    save_png(fig, path)

@@ -1,0 +1,251 @@
+"""Scenarios: the validated configuration of one simulation.
+
+A scenario is a TOML file whose tree mirrors the simulator's component tree
+(``[pmus]``, ``[elu]``, ``[hbm]``, ``[interconnect]``, ``[[tables]]``, ...).
+It is validated here with pydantic (unknown keys and bad values are errors
+that name the key), then handed to the Rust simulator as JSON, which checks
+it again with ``deny_unknown_fields``. ``--set a.b=c`` overrides any field:
+``--set pmus.count=4 --set pmus.block_size=256``, ``--set tables.0.lookup_bits=12``.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from synapse_vmt.errors import UserError, read_text
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Generate(_Model):
+    type: Literal["acl", "fw", "ipc"] = "acl"
+    count: int = Field(1000, ge=0)
+    seed: int = Field(1, ge=0)
+
+
+class RulesFile(_Model):
+    path: str
+
+
+class RulesGen(_Model):
+    generate: Generate = Generate()
+
+
+class Table(_Model):
+    name: str = "acl"
+    rules: Union[RulesFile, RulesGen] = RulesGen()
+    lookup_bits: int = Field(10, ge=1, le=24)
+    #: PMU ids owned at the start; omitted = an even share of the PMUs that
+    #: no table names.
+    pmus: list[Annotated[int, Field(ge=0)]] | None = None
+    phv_fifo: int = Field(256, ge=1)
+
+
+class Edge(_Model):
+    src: str
+    dst: str
+    p: float = Field(ge=0.0, le=1.0)
+
+
+class Pmus(_Model):
+    count: int = Field(8, ge=0, le=65000)
+    block_size: int = Field(256, ge=0)
+    clock_ratio: float = Field(1.0, gt=0.0)
+    latency_cycles: int = Field(2, ge=1)
+    ii_cycles: int = Field(1, ge=1)
+    q_r: int = Field(16, ge=1)
+    q_p: int = Field(16, ge=1)
+    q_m: int = Field(16, ge=1)
+
+
+class Vmu(_Model):
+    latency_cycles: int = Field(2, ge=0)
+    vnodes: int = Field(64, ge=1)
+
+
+class Pipeline(_Model):
+    stage_fifo: int = Field(64, ge=1)
+
+
+class Interconnect(_Model):
+    kind: Literal["segmented", "crossbar", "bus"] = "segmented"
+    channels: int = Field(4, ge=1)
+    latency_cycles: int = Field(1, ge=0)
+
+
+class Elu(_Model):
+    algo: Literal["trie", "linear"] = "trie"
+    orb_entries: int = Field(64, ge=1)
+    miss_queue: int = Field(64, ge=1)
+    lookup_slots: int = Field(8, ge=1)
+    latency_cycles: int = Field(1, ge=0)
+
+
+class Hbm(_Model):
+    pseudo_channels: int = Field(1, ge=1)
+    banks: int = Field(16, ge=1)
+    latency_ns: float = Field(100.0, ge=0.0)
+    bytes_per_access: int = Field(32, ge=1)
+    peak_gbps: float = Field(14.4, gt=0.0)
+    bank_busy_ns: float = Field(48.0, ge=0.0)
+
+
+class FlowTraffic(_Model):
+    kind: Literal["flows"] = "flows"
+    dist: str = "caida2019"
+    flows: int = Field(20_000, ge=0)
+    mean_pkt_bytes: float = Field(800.0, gt=0.0)
+    flow_duration_ns: float = Field(200_000.0, gt=0.0)
+    profile: str = "uniform"
+
+
+class TraceTraffic(_Model):
+    kind: Literal["trace"]
+    path: str
+    rate_mpps: float = Field(100.0, gt=0.0)
+
+
+class Scenario(_Model):
+    seed: int = Field(1, ge=0)
+    clock_mhz: float = Field(250.0, gt=0.0)
+    window_ns: float = Field(10_000.0, gt=0.0)
+    duration_ns: float = Field(1_000_000.0, gt=0.0)
+    tables: list[Table] = Field(default_factory=lambda: [Table()], min_length=1)
+    edges: list[Edge] = []
+    entry: dict[str, float] = {}
+    pmus: Pmus = Pmus()
+    vmu: Vmu = Vmu()
+    pipeline: Pipeline = Pipeline()
+    interconnect: Interconnect = Interconnect()
+    elu: Elu = Elu()
+    hbm: Hbm = Hbm()
+    traffic: Annotated[Union[FlowTraffic, TraceTraffic], Field(discriminator="kind")] = FlowTraffic()
+
+    @model_validator(mode="after")
+    def _check_names(self) -> "Scenario":
+        names = [t.name for t in self.tables]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"table names must be unique, repeated: {sorted(dup)}")
+        for e in self.edges:
+            for end in (e.src, e.dst):
+                if end not in names:
+                    raise ValueError(f"edge {e.src}->{e.dst}: no table named {end!r}")
+        for n in self.entry:
+            if n not in names:
+                raise ValueError(f"entry: no table named {n!r}")
+        for t in self.tables:
+            for p in t.pmus or []:
+                if p >= self.pmus.count:
+                    raise ValueError(f"table {t.name!r} names PMU {p}, but pmus.count is {self.pmus.count}")
+        return self
+
+    def sim_config(self) -> dict[str, Any]:
+        """The JSON tree the Rust simulator takes: tables without explicit
+        PMUs get an even share of the unnamed ones, relative paths resolved."""
+        d = self.model_dump()
+        taken = {p for t in self.tables for p in (t.pmus or [])}
+        free = [p for p in range(self.pmus.count) if p not in taken]
+        auto = [i for i, t in enumerate(self.tables) if t.pmus is None]
+        for k, i in enumerate(auto):
+            d["tables"][i]["pmus"] = free[k::len(auto)] if auto else []
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.sim_config())
+
+
+def default_scenario() -> Scenario:
+    """The built-in scenario: one ACL table of 1000 generated rules backed by
+    8 PMUs of 256 entries, CAIDA 2019 flow sizes, 1 ms of traffic."""
+    return Scenario()
+
+
+def _coerce(value: str) -> Any:
+    """A command-line value as TOML would read it (ints, floats, booleans,
+    arrays, quoted strings); anything else stays a bare string."""
+    try:
+        return tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return value
+
+
+def _set(tree: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node: Any = tree
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise UserError(f"--set {dotted}: {where}: expected an index below {len(node)}")
+            idx = int(part)
+            if last:
+                node[idx] = value
+            else:
+                node = node[idx]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                if part not in node:
+                    node[part] = [Table().model_dump(exclude_none=True)] if part == "tables" else {}
+                node = node[part]
+        else:
+            raise UserError(f"--set {dotted}: {'.'.join(parts[:i])} is a value, not a table")
+
+
+def _fmt_error(e: ValidationError, source: str) -> str:
+    errs = e.errors()
+    first = errs[0]
+    loc = ".".join(str(x) for x in first["loc"] if not (isinstance(x, str) and x in ("RulesFile", "RulesGen", "flows", "trace")))
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+    return f"{source}: {loc or '<top>'}: {msg}{more}"
+
+
+def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    """Loads a TOML scenario (or the built-in default) and applies dotted
+    ``key=value`` overrides. Errors are :class:`UserError` naming the key."""
+    if path is None:
+        tree: dict = {}
+        source = "<default scenario>"
+    else:
+        source = str(path)
+        text = read_text(path)
+        try:
+            tree = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise UserError(f"{source}: {e}") from None
+        base = Path(path).resolve().parent
+        for t in tree.get("tables", []) if isinstance(tree.get("tables"), list) else []:
+            r = t.get("rules") if isinstance(t, dict) else None
+            if isinstance(r, dict) and isinstance(r.get("path"), str) and not Path(r["path"]).is_absolute():
+                r["path"] = str(base / r["path"])
+        tr = tree.get("traffic")
+        if isinstance(tr, dict) and isinstance(tr.get("path"), str) and not Path(tr["path"]).is_absolute():
+            tr["path"] = str(base / tr["path"])
+    for o in overrides:
+        if "=" not in o:
+            raise UserError(f"--set {o}: expected key=value")
+        k, v = o.split("=", 1)
+        k = k.strip()
+        if not k:
+            raise UserError(f"--set {o}: empty key")
+        _set(tree, k, _coerce(v.strip()))
+    tr = tree.get("traffic")
+    if isinstance(tr, dict) and "kind" not in tr:
+        tr["kind"] = "flows"  # the default kind; a trace must say so
+    try:
+        return Scenario.model_validate(tree)
+    except ValidationError as e:
+        raise UserError(_fmt_error(e, source)) from None

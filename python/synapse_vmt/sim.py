@@ -1,0 +1,107 @@
+"""The simulator seen from Python: :class:`Simulation` wraps the Rust
+``synapse_vmt._core.Simulator`` (contract: SIM_API.md) and collects its
+per-window rows as numpy columns while it runs in chunks."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from synapse_vmt import _core
+from synapse_vmt.errors import UserError
+from synapse_vmt.scenario import Scenario
+
+
+class Simulation:
+    """A simulator built from a :class:`Scenario` (or a config dict)."""
+
+    def __init__(self, scenario: Scenario | dict[str, Any]):
+        if isinstance(scenario, Scenario):
+            self.scenario: Scenario | None = scenario
+            cfg = scenario.sim_config()
+        else:
+            self.scenario = None
+            cfg = scenario
+        try:
+            self.core = _core.Simulator(json.dumps(cfg))
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        self.duration_ns = float(cfg.get("duration_ns", 1_000_000.0))
+        self.window_ns = float(cfg.get("window_ns", 10_000.0))
+        self._windows: list[dict[str, np.ndarray]] = []
+        self._edges: list[dict[str, np.ndarray]] = []
+        self.wall_s = 0.0
+
+    # Thin pass-throughs of the contract.
+    def run_until(self, t_ns: float) -> None:
+        t0 = time.perf_counter()
+        self.core.run_until(t_ns)
+        self.wall_s += time.perf_counter() - t0
+
+    def now_ns(self) -> float:
+        return self.core.now_ns()
+
+    def table_names(self) -> list[str]:
+        return self.core.table_names()
+
+    def assign(self, table: str, pmus: list[int]) -> None:
+        try:
+            self.core.assign(table, list(pmus))
+        except ValueError as e:
+            raise UserError(str(e)) from None
+
+    def pmu_states(self) -> list[dict]:
+        return self.core.pmu_states()
+
+    def windows(self) -> dict[str, np.ndarray]:
+        """Rows completed since the last call (also kept for :meth:`all_windows`)."""
+        w = self.core.windows()
+        self._windows.append(w)
+        return w
+
+    def edges(self) -> dict[str, np.ndarray]:
+        e = self.core.edges()
+        self._edges.append(e)
+        return e
+
+    def summary(self) -> dict:
+        return self.core.summary()
+
+    def latency_histogram(self, table: str) -> tuple[np.ndarray, np.ndarray]:
+        return self.core.latency_histogram(table)
+
+    def check_invariants(self) -> dict:
+        return self.core.check_invariants()
+
+    def run(self, until_ns: float | None = None, chunk_ns: float | None = None,
+            progress: Callable[[float, float], None] | None = None) -> dict:
+        """Runs to ``until_ns`` (default: the scenario's duration) in chunks,
+        collecting windows and edges; returns the summary."""
+        end = self.duration_ns if until_ns is None else until_ns
+        chunk = chunk_ns or max(self.window_ns, end / 100.0)
+        t = self.now_ns()
+        while t < end:
+            t = min(end, t + chunk)
+            self.run_until(t)
+            self.windows()
+            self.edges()
+            if progress:
+                progress(t, end)
+        return self.summary()
+
+    @staticmethod
+    def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        parts = [p for p in parts if p]
+        if not parts:
+            return {}
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+    def all_windows(self) -> dict[str, np.ndarray]:
+        """Every window row collected so far through :meth:`windows`."""
+        return self._concat(self._windows)
+
+    def all_edges(self) -> dict[str, np.ndarray]:
+        return self._concat(self._edges)

@@ -1,0 +1,135 @@
+"""The simulator from Python: scenario validation and overrides, the
+Simulation wrapper against the contract, and `synapse run` end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from synapse_vmt.errors import UserError
+from synapse_vmt.scenario import Scenario, load
+from synapse_vmt.sim import Simulation
+
+SMALL = [
+    "duration_ns=60000",
+    "tables.0.rules.generate.count=20",
+    "traffic.flows=200",
+    "elu.lookup_slots=32",
+]
+
+
+@pytest.mark.parametrize(
+    "overrides, check",
+    [
+        (["pmus.count=4", "pmus.block_size=256"], lambda s: (s.pmus.count, s.pmus.block_size) == (4, 256)),
+        (["hbm.latency_ns=80.5"], lambda s: s.hbm.latency_ns == 80.5),
+        (["interconnect.kind=crossbar"], lambda s: s.interconnect.kind == "crossbar"),
+        (["interconnect.kind='bus'"], lambda s: s.interconnect.kind == "bus"),
+        (["tables.0.pmus=[0, 2]"], lambda s: s.tables[0].pmus == [0, 2]),
+        (["traffic.flows=10", "traffic.dist=caida2018"], lambda s: s.traffic.flows == 10 and s.traffic.dist == "caida2018"),
+    ],
+)
+def test_overrides_coerce_types(overrides, check):
+    assert check(load(None, overrides))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["pmus.cout=4"], "pmus.cout: unknown key"),
+        (["pmus.count=many"], "pmus.count"),
+        (["pmus.count=-1"], "pmus.count"),
+        (["interconnect.kind=mesh"], "interconnect.kind"),
+        (["tables.3.name=x"], "tables.3: expected an index below 1"),
+        (["pmus.count"], "expected key=value"),
+        (["pmus.count=2", "tables.0.pmus=[5]"], "names PMU 5"),
+        (["pmus.count.x=1"], "pmus.count: Input should be a valid integer"),
+    ],
+)
+def test_bad_overrides_name_the_key(overrides, message):
+    with pytest.raises(UserError, match=message.replace("[", r"\[").replace(".", r"\.")):
+        load(None, overrides)
+
+
+def test_toml_file_unknown_key_names_file_and_key(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_text('duration_ns = 1000.0\n[pmus]\ncount = 2\nblok = 3\n')
+    with pytest.raises(UserError, match=r"s\.toml: pmus\.blok: unknown key"):
+        load(p)
+    p.write_text("duration_ns = = 3\n")
+    with pytest.raises(UserError, match=r"s\.toml"):
+        load(p)
+
+
+def test_auto_pmus_split_evenly_and_rust_accepts_the_tree():
+    s = load(None, ["pmus.count=5"])
+    s.tables.append(s.tables[0].model_copy(update={"name": "fwd"}))
+    cfg = s.sim_config()
+    assert cfg["tables"][0]["pmus"] == [0, 2, 4] and cfg["tables"][1]["pmus"] == [1, 3]
+    from synapse_vmt import _core
+
+    # The Rust side fills the same defaults: a default scenario and the core's
+    # default config agree field by field on the shared part.
+    core = json.loads(_core.default_sim_config())
+    mine = Scenario().sim_config()
+    for section in ("pmus", "vmu", "pipeline", "interconnect", "elu", "hbm"):
+        assert mine[section] == core[section], section
+
+
+def test_simulation_contract_windows_edges_assign_invariants():
+    scn = load(None, SMALL + ["pmus.count=4"])
+    sim = Simulation(scn)
+    sim.run_until(30_000)
+    w = sim.windows()
+    assert list(w["t_ns"]) == [10_000.0, 20_000.0, 30_000.0]
+    for col in ["table", "arrived", "processed", "hits", "misses", "elu_requests", "hbm_bytes", "lat_mean_ns",
+                "lat_p99_ns", "pmus", "cam_compares", "stalls", "drops", "fifo_max"]:
+        assert isinstance(w[col], np.ndarray) and len(w[col]) == 3, col
+    assert (w["pmus"] == 4).all()
+    e = sim.edges()
+    assert set(e) == {"t_ns", "src", "dst", "count"} and (e["dst"] == -1).all()
+    assert e["count"].sum() == w["processed"].sum()
+    sim.assign("acl", [0, 1])
+    states = {p["id"]: p["state"] for p in sim.pmu_states()}
+    assert states[0] == "associated" and states[2] in ("transient", "free")
+    with pytest.raises(UserError, match="PMU 9"):
+        sim.assign("acl", [9])
+    sim.run_until(60_000)
+    w2 = sim.windows()
+    assert list(w2["t_ns"]) == [40_000.0, 50_000.0, 60_000.0]
+    assert (w2["pmus"] == 2).all()
+    inv = sim.check_invariants()
+    assert inv["ok"] and inv["lost"] == 0 and inv["created"] > 0
+    s = sim.summary()
+    assert set(s["tables"]["acl"]) >= {"hit_rate", "mean_latency_ns", "p99_latency_ns", "hbm_gbps", "offered_mpps",
+                                       "throughput_mpps", "keys"}
+    edges, counts = sim.latency_histogram("acl")
+    assert len(edges) == len(counts) + 1 and counts.sum() == s["tables"]["acl"]["keys"]
+
+
+def test_synapse_run_writes_summary_csv_and_plot(tmp_path):
+    out = tmp_path / "r"
+    args = [sys.executable, "-m", "synapse_vmt.cli", "run", "-q", "-o", str(out)]
+    for o in SMALL:
+        args += ["--set", o]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    t = summary["tables"]["acl"]
+    assert set(t) >= {"hit_rate", "mean_latency_ns", "p99_latency_ns", "hbm_gbps", "offered_mpps", "throughput_mpps", "keys"}
+    assert summary["sim_keys_per_s"] > 0 and summary["invariants"]["ok"]
+    lines = (out / "windows.csv").read_text().splitlines()
+    assert lines[0].startswith("t_ns,table,arrived") and len(lines) == 1 + 6
+    assert (out / "run.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_synapse_run_bad_key_is_one_line_exit_2(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "synapse_vmt.cli", "run", "-o", str(tmp_path / "x"), "--set", "pmus.nope=1"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == ["synapse: error: <default scenario>: pmus.nope: unknown key"]
+    assert not (tmp_path / "x").exists()
