@@ -217,15 +217,24 @@ def trace_gen(rules_file: str, packets: int, seed: int, pareto: tuple[float, flo
               help="Classifier.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write the first matching rule (0-based, -1 for none) per trace line.")
-def classify(rules_file: str, trace_file: str, algo: str, out: str | None) -> None:
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Build parameter, repeatable: trie.stride, trie.max_bytes, dtree.bucket, "
+                   "dtree.max_bytes, facl.dt_layers, ...")
+def classify(rules_file: str, trace_file: str, algo: str, out: str | None, settings: tuple[str, ...]) -> None:
     """Classify every header of a trace and report lookups per second. When
     the trace has the rule column, count wrong results by ClassBench's
     measure (no match, or a match after the header's rule); exit status 1
     if there are any."""
     rs = load_rules(rules_file)
     tr = load_trace(trace_file)
+    config = {}
+    for s in settings:
+        key, eq, value = s.partition("=")
+        if not eq:
+            raise UserError(f"--set: expected KEY=VALUE, found {s!r}")
+        config[key.strip()] = value.strip()
     try:
-        clf = _core.Classifier(rs, algo)
+        clf = _core.Classifier(rs, algo, config)
     except ValueError as e:
         raise UserError(f"{rules_file}: {algo}: {e}") from None
     res, dt = classify_timed(clf, tr, work=len(rs) * len(tr))

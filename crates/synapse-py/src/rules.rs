@@ -185,9 +185,18 @@ pub struct PyClassifier {
 
 #[pymethods]
 impl PyClassifier {
+    /// `config`: build parameters by dotted name (`trie.stride`,
+    /// `dtree.bucket`, ...; see `classify::BuildConfig::KEYS`).
     #[new]
-    fn new(py: Python<'_>, rules: &PyRuleSet, algo: &str) -> PyResult<Self> {
-        let config = classify::BuildConfig::default();
+    #[pyo3(signature = (rules, algo, config=None))]
+    fn new(py: Python<'_>, rules: &PyRuleSet, algo: &str, config: Option<std::collections::HashMap<String, String>>) -> PyResult<Self> {
+        let mut cfg = classify::BuildConfig::default();
+        let mut items: Vec<(String, String)> = config.unwrap_or_default().into_iter().collect();
+        items.sort();
+        for (k, v) in items {
+            cfg.set(&k, &v).map_err(PyValueError::new_err)?;
+        }
+        let config = cfg;
         let inner = py
             .allow_threads(|| classify::build_structure(algo, &rules.inner, &config))
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
