@@ -25,7 +25,6 @@
 
 pub mod config;
 pub mod engine;
-mod profiled;
 pub mod source;
 pub mod stats;
 
@@ -157,13 +156,8 @@ impl Simulator {
         }
         let dur_ps = (config.duration_ns * 1000.0) as u64;
         let (src, flow_keys): (Source, Vec<Vec<Key>>) = match &config.traffic {
-            config::Traffic::Flows { flows, flow_duration_ns, dist, mean_pkt_bytes, profile } => {
-                let fd_ps = (*flow_duration_ns * 1000.0) as u64;
-                let src: Source = if profile == "uniform" {
-                    Box::new(source::Flows::new(*flows, dur_ps.max(1), fd_ps, config.seed))
-                } else {
-                    profiled::source(dist, *flows, dur_ps, fd_ps, *mean_pkt_bytes, profile, config.seed)?
-                };
+            config::Traffic::Flows { flows, flow_duration_ns, .. } => {
+                let src = source::Flows::new(*flows, dur_ps.max(1), (*flow_duration_ns * 1000.0) as u64, config.seed);
                 let keys = sets
                     .iter()
                     .enumerate()
@@ -171,7 +165,7 @@ impl Simulator {
                         source::keys_for(s, *flows as usize, config.seed ^ (0x1000 + i as u64))
                     })
                     .collect();
-                (src, keys)
+                (Box::new(src), keys)
             }
             config::Traffic::Trace { path, rate_mpps } => {
                 let text = std::fs::read_to_string(path).map_err(|e| SimError(format!("{path}: {e}")))?;
