@@ -265,9 +265,15 @@ impl DTree {
             cut_fields,
         };
         let mut subsets: Vec<(u8, Vec<u32>)> = Vec::new();
+        let full = t.full_box();
         for r in &set.rules {
             let slot = t.add_slot(r);
             t.order.push(slot);
+            // A rule whose range lies outside its field's width matches no
+            // key: it keeps its priority but joins no tree.
+            if !intersects(&t.boxes[slot as usize], &full, nf) {
+                continue;
+            }
             let small = t.small_mask(slot);
             match subsets.iter_mut().find(|(s, _)| *s == small) {
                 Some((_, v)) => v.push(slot),
@@ -581,6 +587,9 @@ impl DTree {
     fn leaves_overlapping(&self, slot: u32, tree: usize) -> Vec<(u32, Box_, usize)> {
         let rb = self.boxes[slot as usize];
         let mut out = Vec::new();
+        if !intersects(&rb, &self.full_box(), self.nf) || tree >= self.trees.len() {
+            return out;
+        }
         let mut stack = vec![(self.trees[tree].root, self.full_box(), 0usize)];
         while let Some((idx, bx, depth)) = stack.pop() {
             let n = self.nodes[idx as usize];
@@ -649,6 +658,10 @@ impl DTree {
             }
         };
         self.slot_tree[slot as usize] = tree as u32;
+        if !intersects(&self.boxes[slot as usize], &self.full_box(), self.nf) {
+            self.remap();
+            return Ok(());
+        }
         self.trees[tree].min_prio = self.trees[tree].min_prio.min(pos);
         for (leaf, bx, depth) in self.leaves_overlapping(slot, tree) {
             self.leaf_insert(leaf, slot, pos, bx, depth, small)?;
@@ -1100,6 +1113,21 @@ mod tests {
         let mut acc = Vec::new();
         assert_eq!(t.walk(&k, &mut acc), Some(7));
         assert!(acc.len() >= 2);
+    }
+
+    #[test]
+    fn a_range_beyond_the_field_width_matches_nothing_and_breaks_nothing() {
+        let mut bad = r((0, 0), (0, 0), (0, 0));
+        bad.fields[3] = FieldMatch::range(70_000, 80_000);
+        let good = r((0, 0), (0, 0), (80, 80));
+        let set = RuleSet::new(Schema::five_tuple(), vec![bad, good]);
+        let mut t = DTree::build(&set, &DTreeConfig::default()).unwrap();
+        assert_eq!(t.classify(&Key::five_tuple(1, 2, 3, 80, 6)), Some(1));
+        t.insert(0, bad).unwrap();
+        t.delete(1).unwrap();
+        assert_eq!(t.classify(&Key::five_tuple(1, 2, 3, 80, 6)), Some(1));
+        let trie = crate::classify::trie::Trie::build(&set, &Default::default()).unwrap();
+        assert_eq!(trie.classify(&Key::five_tuple(1, 2, 3, 80, 6)), Some(1));
     }
 
     #[test]
