@@ -146,6 +146,8 @@ pub struct Vmu {
     capacity: usize,
     /// Responses that came back ahead of an older unanswered PHV.
     pub reordered: u64,
+    /// Tag of the oldest unanswered PHV (or the next tag if none).
+    oldest_open: u64,
 }
 
 impl Vmu {
@@ -160,6 +162,7 @@ impl Vmu {
             base_tag: 0,
             capacity: phv_fifo.max(1) as usize,
             reordered: 0,
+            oldest_open: 0,
         }
     }
 
@@ -196,6 +199,11 @@ impl Vmu {
         debug_assert!(self.has_room());
         let tag = self.base_tag + self.window.len() as u64;
         self.window.push_back(Slot { phv, flow, arrived, action: None, via: Via::Hit });
+        if self.oldest_open < tag {
+            // Every older PHV is answered; keep the pointer at the first open one.
+        } else {
+            self.oldest_open = tag;
+        }
         tag
     }
     /// Response consumer: a miss notification marks the PHV as parked.
@@ -207,10 +215,17 @@ impl Vmu {
     pub fn resolve(&mut self, tag: u64, action: Match) {
         let i = (tag - self.base_tag) as usize;
         debug_assert!(self.window[i].action.is_none(), "tag {tag} answered twice");
-        if self.window.iter().take(i).any(|s| s.action.is_none()) {
-            self.reordered += 1;
-        }
         self.window[i].action = Some(action);
+        if tag != self.oldest_open {
+            // An older PHV is still unanswered.
+            self.reordered += 1;
+            return;
+        }
+        // Advance past every answered PHV (amortised O(1)).
+        let end = self.base_tag + self.window.len() as u64;
+        while self.oldest_open < end && self.window[(self.oldest_open - self.base_tag) as usize].action.is_some() {
+            self.oldest_open += 1;
+        }
     }
     /// The head is answered: the action unit may release it this cycle.
     pub fn head_ready(&self) -> bool {
