@@ -47,12 +47,13 @@ def load_trace(path: str | Path) -> _core.Trace:
     return trace
 
 
-def generate_rules(kind: str, count: int, seed: int, seed_file: str | None = None) -> _core.RuleSet:
+def generate_rules(kind: str, count: int, seed: int, seed_file: str | None = None,
+                   smoothness: int = 0) -> _core.RuleSet:
     """Generate a set from a built-in type or a ClassBench parameter file."""
     if seed_file is None:
-        return _core.RuleSet.generate(kind, count, seed)
+        return _core.RuleSet.generate(kind, count, seed, smoothness=smoothness)
     try:
-        return _core.RuleSet.generate(kind, count, seed, read_text(seed_file), str(seed_file))
+        return _core.RuleSet.generate(kind, count, seed, read_text(seed_file), str(seed_file), smoothness)
     except _core.ParseError as e:
         raise UserError(str(e)) from None
 
@@ -78,10 +79,12 @@ def rules() -> None:
 @click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True, help="Random seed.")
 @click.option("--seed-file", type=click.Path(dir_okay=False), default=None,
               help="A ClassBench parameter file to use instead of the built-in type.")
+@click.option("--smoothness", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="db_generator's prefix-length smoothing: spread each spike binomially (0: the seed's spikes).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="Output rule file.")
-def rules_gen(kind: str, count: int, seed: int, seed_file: str | None, output: str) -> None:
+def rules_gen(kind: str, count: int, seed: int, seed_file: str | None, smoothness: int, output: str) -> None:
     """Generate a ClassBench-style rule set (ClassBench-ng format, with flags)."""
-    rs = generate_rules(kind, count, seed, seed_file)
+    rs = generate_rules(kind, count, seed, seed_file, smoothness)
     with atomic_write(output) as f:
         f.write(rs.format())
     src = seed_file or f"built-in {kind}"
@@ -202,7 +205,10 @@ def classify(rules_file: str, trace_file: str, algo: str, out: str | None) -> No
     if there are any."""
     rs = load_rules(rules_file)
     tr = load_trace(trace_file)
-    clf = _core.Classifier(rs, algo)
+    try:
+        clf = _core.Classifier(rs, algo)
+    except ValueError as e:
+        raise UserError(f"{rules_file}: {algo}: {e}") from None
     t0 = time.perf_counter()
     res = clf.classify(tr)
     dt = time.perf_counter() - t0
@@ -211,6 +217,8 @@ def classify(rules_file: str, trace_file: str, algo: str, out: str | None) -> No
             f.write("\n".join(res.astype(str)) + "\n")
     rate = len(tr) / dt if dt > 0 else float("inf")
     click.echo(f"{algo}: {len(tr)} headers, {len(rs)} rules, {dt:.3f} s, {rate:,.0f} lookups/s")
+    for name, value in clf.stats():
+        click.echo(f"  {name}: {value}")
     wrong = check(res, tr)
     if wrong is None:
         click.echo("trace has no rule column: results not checked")

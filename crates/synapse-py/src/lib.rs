@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod rules;
+mod traffic;
 mod sim;
 
 /// The crate version, so Python can check it loaded the matching build.
@@ -19,6 +20,7 @@ fn version() -> &'static str {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     rules::register(m)?;
+    traffic::register(m)?;
     sim::register(m)?;
     Ok(())
 }

@@ -52,17 +52,26 @@ impl PyRuleSet {
 
     /// Generates `count` rules of a built-in type (`acl`, `fw`, `ipc`) or,
     /// when `seed_text` is given, from that ClassBench parameter file
-    /// (`seed_file` names it in errors).
+    /// (`seed_file` names it in errors). `smoothness` is db_generator's
+    /// prefix-length smoothing (0 keeps the seed's spikes).
     #[staticmethod]
-    #[pyo3(signature = (kind, count, seed, seed_text=None, seed_file="<seed>"))]
-    fn generate(py: Python<'_>, kind: &str, count: usize, seed: u64, seed_text: Option<&str>, seed_file: &str) -> PyResult<Self> {
+    #[pyo3(signature = (kind, count, seed, seed_text=None, seed_file="<seed>", smoothness=0))]
+    fn generate(
+        py: Python<'_>,
+        kind: &str,
+        count: usize,
+        seed: u64,
+        seed_text: Option<&str>,
+        seed_file: &str,
+        smoothness: u32,
+    ) -> PyResult<Self> {
         let params = match seed_text {
             Some(t) => Params::parse(t, seed_file).map_err(parse_err)?,
             None => Params::builtin(kind).ok_or_else(|| {
                 PyValueError::new_err(format!("unknown rule-set type {kind:?} (expected acl, fw or ipc)"))
             })?,
         };
-        let set = py.allow_threads(|| rulegen::generate(&params, count, seed));
+        let set = py.allow_threads(|| rulegen::generate_smoothed(&params, count, seed, smoothness));
         Ok(PyRuleSet { inner: set })
     }
 
@@ -169,7 +178,7 @@ impl PyTrace {
 /// A classifier built by name over a rule set.
 #[pyclass(name = "Classifier", module = "synapse_vmt._core", frozen)]
 pub struct PyClassifier {
-    inner: Box<dyn Classifier + Send + Sync>,
+    inner: Box<dyn classify::Structure>,
     #[pyo3(get)]
     algo: String,
 }
@@ -178,7 +187,10 @@ pub struct PyClassifier {
 impl PyClassifier {
     #[new]
     fn new(py: Python<'_>, rules: &PyRuleSet, algo: &str) -> PyResult<Self> {
-        let inner = py.allow_threads(|| classify::build(algo, &rules.inner)).map_err(PyValueError::new_err)?;
+        let config = classify::BuildConfig::default();
+        let inner = py
+            .allow_threads(|| classify::build_structure(algo, &rules.inner, &config))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(PyClassifier { inner, algo: algo.to_string() })
     }
 
@@ -192,6 +204,11 @@ impl PyClassifier {
             out
         });
         PyArray1::from_vec_bound(py, out)
+    }
+
+    /// Build statistics as (name, value) pairs, in print order.
+    fn stats(&self) -> Vec<(String, String)> {
+        self.inner.stats().into_iter().map(|(k, v)| (k.to_string(), v)).collect()
     }
 }
 

@@ -5,7 +5,12 @@
 //! The ELU's structures (trie, decision tree) implement the same trait so the
 //! simulator and the CLI can swap them by name.
 
+pub mod dtree;
 pub mod linear;
+pub mod trie;
+
+#[cfg(test)]
+mod proptests;
 
 use crate::rules::{Key, RuleSet};
 
@@ -42,14 +47,69 @@ pub trait MemoryWalk: Classifier {
     fn memory_bytes(&self) -> u64;
 }
 
+/// Why a lookup structure could not be built.
+#[derive(Clone, PartialEq, Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The structure would exceed its memory budget (set pruning and
+    /// decision-tree replication can explode); nothing large was allocated.
+    #[error("{what} needs more than its memory budget of {budget} bytes (stopped at {bytes} bytes); raise max_bytes, use a smaller stride, or use the decision tree")]
+    OverBudget { what: &'static str, bytes: u64, budget: u64 },
+    /// A rule the structure cannot represent.
+    #[error("unsupported rule: {0}")]
+    Unsupported(String),
+    /// A bad build parameter (or an unknown algorithm name).
+    #[error("{0}")]
+    BadConfig(String),
+}
+
+/// A lookup structure built by name ([`build_structure`]): classifies,
+/// walks memory, and describes itself.
+pub trait Structure: MemoryWalk + Send + Sync {
+    /// Build statistics as (name, value) rows, for printing.
+    fn stats(&self) -> Vec<(&'static str, String)>;
+}
+
+/// Build parameters for every algorithm of the registry.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BuildConfig {
+    pub trie: trie::TrieConfig,
+    pub dtree: dtree::DTreeConfig,
+}
+
 /// Names [`build`] accepts; the CLI offers exactly these.
-pub const ALGORITHMS: &[&str] = &["linear"];
+pub const ALGORITHMS: &[&str] = &["linear", "trie", "dtree"];
 
 /// Builds the classifier named `algo` over `set`. Adding a structure is one
 /// entry in [`ALGORITHMS`] and one match arm here.
 pub fn build(algo: &str, set: &RuleSet) -> Result<Box<dyn Classifier + Send + Sync>, String> {
+    let c = BuildConfig::default();
     match algo {
         "linear" => Ok(Box::new(linear::Linear::new(set))),
+        "trie" => Ok(Box::new(trie::Trie::build(set, &c.trie).map_err(|e| e.to_string())?)),
+        "dtree" => Ok(Box::new(dtree::DTree::build(set, &c.dtree).map_err(|e| e.to_string())?)),
         _ => Err(format!("unknown classifier {algo:?} (expected one of: {})", ALGORITHMS.join(", "))),
+    }
+}
+
+/// Like [`build`], with build parameters, and a structure that can walk
+/// memory and report its build statistics.
+pub fn build_structure(algo: &str, set: &RuleSet, config: &BuildConfig) -> Result<Box<dyn Structure>, BuildError> {
+    Ok(match algo {
+        "linear" => Box::new(linear::Linear::new(set)),
+        "trie" => Box::new(trie::Trie::build(set, &config.trie)?),
+        "dtree" => Box::new(dtree::DTree::build(set, &config.dtree)?),
+        _ => {
+            return Err(BuildError::BadConfig(format!(
+                "unknown classifier {algo:?} (expected one of: {})",
+                ALGORITHMS.join(", ")
+            )))
+        }
+    })
+}
+
+impl Structure for linear::Linear {
+    fn stats(&self) -> Vec<(&'static str, String)> {
+        let bytes = self.memory_bytes();
+        vec![("rules", (bytes / linear::RULE_BYTES as u64).to_string()), ("bytes", bytes.to_string())]
     }
 }

@@ -81,7 +81,26 @@ fn ports<R: Rng>(rng: &mut R, class: PortClass, ar: &[PortRange], em: &[PortRang
     }
 }
 
-fn application<R: Rng>(p: &Params, rng: &mut R) -> Spec {
+/// db_generator's smoothing (its `smoothness` parameter, 0..64): each
+/// spike of the prefix-length distribution spreads binomially, the total
+/// length by `Binomial(2r, 1/2) - r` and the source length by
+/// `Binomial(2 floor(r/2), 1/2) - floor(r/2)` plus its share of the change
+/// in total. Applied per draw rather than to the table; 0 keeps the seed's
+/// spikes exactly.
+fn smooth<R: Rng>(rng: &mut R, slen: u8, total: u8, r: u32) -> (u8, u8) {
+    if r == 0 {
+        return (slen, total - slen);
+    }
+    let mut bin = |n: u32| (0..n).filter(|_| rng.gen::<bool>()).count() as i32;
+    let t2 = (total as i32 + bin(2 * r) - r as i32).clamp(0, 64);
+    let dt = t2 - total as i32;
+    let k = (r / 2) as i32;
+    let s2 = slen as i32 + bin(dt.unsigned_abs()) * dt.signum() + bin(2 * k as u32) - k;
+    let s2 = s2.clamp((t2 - 32).max(0), t2.min(32));
+    (s2 as u8, (t2 - s2) as u8)
+}
+
+fn application<R: Rng>(p: &Params, smoothness: u32, rng: &mut R) -> Spec {
     let pi = pick(rng, p.prots.iter().map(|x| x.prob)).expect("checked when the seed was parsed");
     let prot = &p.prots[pi];
     let flags = if p.flags.is_empty() {
@@ -99,7 +118,8 @@ fn application<R: Rng>(p: &Params, rng: &mut R) -> Spec {
     let lens = &p.prefix[k];
     let t = &lens[pick(rng, lens.iter().map(|t| t.prob)).expect("checked when the seed was parsed")];
     let slen = t.src[pick(rng, t.src.iter().map(|s| s.1)).expect("checked when the seed was parsed")].0;
-    Spec { proto: prot.proto, flags, sp, dp, slen, dlen: t.total - slen, sa: 0, da: 0 }
+    let (slen, dlen) = smooth(rng, slen, t.total, smoothness);
+    Spec { proto: prot.proto, flags, sp, dp, slen, dlen, sa: 0, da: 0 }
 }
 
 /// Address of the child `bit` of the trie node at `lev` whose address is `addr`.
@@ -301,8 +321,8 @@ fn scale_skew(skew: &mut [Skew; 33], factor: f64) {
 }
 
 /// One batch of `n` filters: applications, then both address tries.
-fn batch<R: Rng>(p: &Params, n: usize, rng: &mut R) -> Vec<Spec> {
-    let mut specs: Vec<Spec> = (0..n).map(|_| application(p, rng)).collect();
+fn batch<R: Rng>(p: &Params, n: usize, smoothness: u32, rng: &mut R) -> Vec<Spec> {
+    let mut specs: Vec<Spec> = (0..n).map(|_| application(p, smoothness, rng)).collect();
     let all: Vec<usize> = (0..n).collect();
     let mut t = Trees { rng, p, specs: &mut specs };
     t.source(0, 0, all.clone(), 0);
@@ -328,6 +348,13 @@ fn specificity(r: &Rule) -> (std::cmp::Reverse<u32>, u32, u32, std::cmp::Reverse
 /// deterministic for a given `seed`. Returns fewer only when the seed
 /// cannot make `count` distinct filters.
 pub fn generate(p: &Params, count: usize, seed: u64) -> RuleSet {
+    generate_smoothed(p, count, seed, 0)
+}
+
+/// [`generate`] with db_generator's prefix-length smoothing `smoothness`
+/// (0..=64; ClassBench's published sets used small values such as 2).
+pub fn generate_smoothed(p: &Params, count: usize, seed: u64, smoothness: u32) -> RuleSet {
+    let smoothness = smoothness.min(64);
     let scaled;
     let mut p = p;
     if count as f64 > p.scale as f64 && p.scale > 0 {
@@ -354,7 +381,7 @@ pub fn generate(p: &Params, count: usize, seed: u64) -> RuleSet {
             break;
         }
         let before = rules.len();
-        for s in batch(p, draw, &mut rng) {
+        for s in batch(p, draw, smoothness, &mut rng) {
             let r = to_rule(&s);
             let key: [FieldMatch; 5] = r.fields[..5].try_into().unwrap();
             if rules.len() < count && seen.insert(key) {
@@ -362,9 +389,6 @@ pub fn generate(p: &Params, count: usize, seed: u64) -> RuleSet {
             }
         }
         let added = rules.len() - before;
-        if std::env::var_os("SYNAPSE_DEBUG_RULEGEN").is_some() {
-            eprintln!("rulegen: drew {draw}, kept {added}, total {}", rules.len());
-        }
         if added == 0 {
             break;
         }
@@ -431,6 +455,21 @@ mod tests {
                 assert!(!contains(&set.rules[i], &set.rules[j]), "rule {i} contains later rule {j}");
             }
         }
+    }
+
+    #[test]
+    fn smoothing_spreads_prefix_lengths_around_the_spikes() {
+        let p = Params::builtin("acl").unwrap();
+        let pairs = |set: &RuleSet| {
+            let v: Vec<(u8, u8)> = set.rules.iter().map(|r| (r.fields[0].prefix_len(32).unwrap(), r.fields[1].prefix_len(32).unwrap())).collect();
+            let mean = v.iter().map(|&(a, b)| (a + b) as f64).sum::<f64>() / v.len() as f64;
+            (v.into_iter().collect::<HashSet<_>>().len(), mean)
+        };
+        assert_eq!(generate_smoothed(&p, 500, 1, 0), generate(&p, 500, 1));
+        let (n0, m0) = pairs(&generate(&p, 4000, 1));
+        let (n4, m4) = pairs(&generate_smoothed(&p, 4000, 1, 4));
+        assert!(n4 > 2 * n0, "{n4} distinct pairs smoothed vs {n0}");
+        assert!((m4 - m0).abs() < 3.0, "mean total length {m4} vs {m0}");
     }
 
     #[test]

@@ -13,7 +13,6 @@
 //! way, but with points spread through the rule rather than on its corners
 //! so that many distinct flows can share one rule.
 
-use super::rulegen::pick;
 use crate::rules::classbench::TraceEntry;
 use crate::rules::{width_mask, Key, Rule, RuleSet, MAX_FIELDS};
 use rand::{Rng, SeedableRng};
@@ -133,7 +132,7 @@ pub fn generate(set: &RuleSet, packets: usize, pareto: Pareto, seed: u64) -> Vec
         let flags = flags_in_rule(r, &mut rng);
         let n = pareto.copies(&mut rng).min((packets - out.len()) as u64);
         let e = TraceEntry { key, flags, rule: Some(i as u32) };
-        out.extend(std::iter::repeat(e).take(n as usize));
+        out.extend(std::iter::repeat_n(e, n as usize));
     }
     out
 }
@@ -153,7 +152,7 @@ pub fn flow_keys(set: &RuleSet, n: usize, seed: u64) -> Vec<(Key, u32)> {
     let mut seen = HashSet::with_capacity(n);
     let mut misses = 0usize;
     while out.len() < n {
-        let i = pick(&mut rng, std::iter::repeat(1.0).take(set.len())).unwrap();
+        let i = rng.gen_range(0..set.len());
         let r = &set.rules[i];
         let burst = pareto.copies(&mut rng).min((n - out.len()) as u64);
         for _ in 0..burst {

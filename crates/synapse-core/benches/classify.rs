@@ -1,0 +1,39 @@
+//! Batched lookups of the ELU's structures next to the linear oracle, on
+//! generated ClassBench-style sets (acl, fw, ipc; 1K and 10K rules) with a
+//! ClassBench trace. `cargo bench -p synapse-core --bench classify`.
+//! The full table, with DPDK's rte_acl beside, is `scripts/bench_classify.sh`.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use synapse_core::classify::{build_structure, BuildConfig};
+use synapse_core::rules::Key;
+use synapse_core::workload::{rulegen, seed::Params, tracegen};
+
+fn lookups(c: &mut Criterion) {
+    let mut g = c.benchmark_group("classify_batch");
+    g.sample_size(10);
+    for kind in ["acl", "fw", "ipc"] {
+        for n in [1_000usize, 10_000] {
+            let set = rulegen::generate(&Params::builtin(kind).unwrap(), n, 1);
+            let trace = tracegen::generate(&set, 20_000, tracegen::Pareto::new(1.0, 0.1).unwrap(), 1);
+            let keys: Vec<Key> = trace.iter().map(|e| e.key).collect();
+            let mut out = vec![0i32; keys.len()];
+            g.throughput(Throughput::Elements(keys.len() as u64));
+            for algo in ["trie", "dtree", "linear"] {
+                if algo == "linear" && n > 1_000 {
+                    continue;
+                }
+                let Ok(s) = build_structure(algo, &set, &BuildConfig::default()) else {
+                    eprintln!("{algo} on {kind} {n}: over budget, skipped");
+                    continue;
+                };
+                g.bench_with_input(BenchmarkId::new(algo, format!("{kind}_{n}")), &keys, |b, keys| {
+                    b.iter(|| s.classify_batch(keys, &mut out))
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, lookups);
+criterion_main!(benches);

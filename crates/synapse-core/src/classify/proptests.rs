@@ -1,0 +1,204 @@
+//! Every classifier equals the linear oracle: on random rule sets built to
+//! overlap (few distinct prefixes and port edges, wildcards, duplicates, the
+//! empty set, non-prefix ternaries), on keys drawn at rules' corners, and on
+//! the real ClassBench 1K sets when `../shared/data` is there.
+
+use super::dtree::{DTree, DTreeConfig};
+use super::linear::Linear;
+use super::trie::{Trie, TrieConfig};
+use super::{build, build_structure, BuildConfig, Classifier, MemoryWalk};
+use crate::rules::{classbench, FieldMatch, Key, Rule, RuleSet, Schema};
+use proptest::prelude::*;
+
+fn prefix32() -> impl Strategy<Value = FieldMatch> {
+    let bases = prop::sample::select(vec![0u32, 0x0a00_0000, 0x0a01_0000, 0x0a01_0200, 0xc0a8_0101, 0xffff_ffff, 0x8000_0000]);
+    (bases, prop::sample::select(vec![0u8, 1, 4, 8, 15, 16, 24, 31, 32])).prop_map(|(v, l)| FieldMatch::prefix(v, l, 32))
+}
+
+fn port() -> impl Strategy<Value = FieldMatch> {
+    let edges = prop::sample::select(vec![0u32, 1, 79, 80, 81, 1023, 1024, 6000, 65534, 65535]);
+    (edges.clone(), edges).prop_map(|(a, b)| FieldMatch::range(a.min(b), a.max(b)))
+}
+
+fn proto() -> impl Strategy<Value = FieldMatch> {
+    prop_oneof![
+        Just(FieldMatch::ANY),
+        Just(FieldMatch::exact(6)),
+        Just(FieldMatch::exact(17)),
+        // Not a prefix: the trie expands it, the tree bounds it.
+        Just(FieldMatch::ternary(0x04, 0x0c)),
+    ]
+}
+
+fn rule() -> impl Strategy<Value = Rule> {
+    (prefix32(), prefix32(), port(), port(), proto()).prop_map(|(s, d, sp, dp, p)| Rule::new(&[s, d, sp, dp, p], 0, 0))
+}
+
+fn rule_set() -> impl Strategy<Value = RuleSet> {
+    prop::collection::vec(rule(), 0..40).prop_flat_map(|rules| {
+        // Duplicate some rules at random later positions.
+        let n = rules.len();
+        (Just(rules), prop::collection::vec((0..n.max(1), 0..n.max(1) + 1), 0..4)).prop_map(|(mut rules, dups)| {
+            for (from, to) in dups {
+                if from < rules.len() {
+                    let r = rules[from];
+                    rules.insert(to.min(rules.len()), r);
+                }
+            }
+            RuleSet::new(Schema::five_tuple(), rules)
+        })
+    })
+}
+
+/// Keys at and next to rules' corners, plus arbitrary ones.
+fn keys_for(set: &RuleSet, seeds: &[(u32, u32, u32)]) -> Vec<Key> {
+    let widths = [32u8, 32, 16, 16, 8];
+    let mut keys = Vec::new();
+    for &(a, b, c) in seeds {
+        let mut k = [0u32; 5];
+        for f in 0..5 {
+            let w = crate::rules::width_mask(widths[f]);
+            let h = a.wrapping_mul(0x9e37_79b9).wrapping_add(b.rotate_left(f as u32 * 7)).wrapping_add(c);
+            k[f] = if set.is_empty() || h % 4 == 0 {
+                h & w
+            } else {
+                let r = &set.rules[(h as usize / 4) % set.len()];
+                let (lo, hi) = r.fields[f].as_range(widths[f]).unwrap_or((r.fields[f].lo, r.fields[f].lo));
+                match (h >> 8) % 5 {
+                    0 => lo,
+                    1 => hi.min(w),
+                    2 => lo.wrapping_sub(1) & w,
+                    3 => hi.wrapping_add(1) & w,
+                    _ => lo + ((hi.min(w) - lo) / 2),
+                }
+            };
+        }
+        keys.push(Key::five_tuple(k[0], k[1], k[2] as u16, k[3] as u16, k[4] as u8));
+    }
+    keys
+}
+
+fn check_all(set: &RuleSet, keys: &[Key], trie: &TrieConfig, dtree: &DTreeConfig) {
+    let lin = Linear::new(set);
+    let want: Vec<Option<u32>> = keys.iter().map(|k| lin.classify(k)).collect();
+    let t = Trie::build(set, trie).unwrap();
+    let d = DTree::build(set, dtree).unwrap();
+    let mut out = vec![0i32; keys.len()];
+    let mut acc = Vec::new();
+    for (name, c) in [("trie", &t as &dyn MemoryWalk), ("dtree", &d as &dyn MemoryWalk)] {
+        for (k, w) in keys.iter().zip(&want) {
+            assert_eq!(c.classify(k), *w, "{name} on {k:?}");
+            acc.clear();
+            assert_eq!(c.walk(k, &mut acc), *w, "{name} walk on {k:?}");
+        }
+        c.classify_batch(keys, &mut out);
+        let want_i: Vec<i32> = want.iter().map(|w| w.map_or(-1, |r| r as i32)).collect();
+        assert_eq!(out, want_i, "{name} batch");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    #[test]
+    fn trie_and_dtree_equal_the_oracle(
+        set in rule_set(),
+        seeds in prop::collection::vec(any::<(u32, u32, u32)>(), 1..120),
+        stride in 1u8..=9,
+        bucket in 1usize..6,
+    ) {
+        let keys = keys_for(&set, &seeds);
+        let trie = TrieConfig { stride, ..Default::default() };
+        let dtree = DTreeConfig { bucket, ..Default::default() };
+        check_all(&set, &keys, &trie, &dtree);
+    }
+
+    #[test]
+    fn dtree_updates_equal_the_oracle_on_the_new_set(
+        set in rule_set(),
+        ops in prop::collection::vec((any::<bool>(), any::<usize>(), rule()), 1..25),
+        seeds in prop::collection::vec(any::<(u32, u32, u32)>(), 1..80),
+    ) {
+        let mut d = DTree::build(&set, &DTreeConfig { bucket: 2, ..Default::default() }).unwrap();
+        let mut rules = set.rules.clone();
+        for (ins, at, r) in ops {
+            if ins || rules.is_empty() {
+                let at = at % (rules.len() + 1);
+                d.insert(at, r).unwrap();
+                rules.insert(at, r);
+            } else {
+                let at = at % rules.len();
+                d.delete(at).unwrap();
+                rules.remove(at);
+            }
+        }
+        let now = RuleSet::new(Schema::five_tuple(), rules);
+        let lin = Linear::new(&now);
+        for k in keys_for(&now, &seeds) {
+            prop_assert_eq!(d.classify(&k), lin.classify(&k));
+        }
+    }
+}
+
+#[test]
+fn empty_set_misses_everywhere() {
+    let set = RuleSet::new(Schema::five_tuple(), vec![]);
+    for algo in super::ALGORITHMS {
+        let c = build(algo, &set).unwrap();
+        assert_eq!(c.classify(&Key::default()), None, "{algo}");
+        assert_eq!(c.classify(&Key::five_tuple(u32::MAX, 1, 2, 3, 4)), None, "{algo}");
+    }
+    assert!(build("hash", &set).err().unwrap().contains("unknown classifier"));
+    assert!(build_structure("hash", &set, &BuildConfig::default()).err().unwrap().to_string().contains("unknown classifier"));
+}
+
+/// The shared data directory, or `None` (with the reason printed).
+pub(crate) fn shared_sets() -> Option<std::path::PathBuf> {
+    let shared = std::env::var_os("SYNAPSE_SHARED")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+    let dir = shared.join("data/classbench/sets");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("skipped: {} not found (set SYNAPSE_SHARED)", dir.display());
+        None
+    }
+}
+
+#[test]
+fn real_classbench_1k_sets_equal_the_oracle() {
+    let Some(dir) = shared_sets() else { return };
+    for name in ["acl1_1k", "fw1_1k", "ipc1_1k"] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let set = classbench::parse_rules(&text, name).unwrap();
+        let trace = std::fs::read_to_string(dir.join(format!("{name}_trace"))).unwrap();
+        let trace = classbench::parse_trace(&trace, name).unwrap();
+        let mut keys: Vec<Key> = trace.iter().map(|e| e.key).take(20_000).collect();
+        let seeds: Vec<(u32, u32, u32)> = (0..5000u32).map(|i| (i, i.wrapping_mul(7919), i ^ 0x5555)).collect();
+        keys.extend(keys_for(&set, &seeds));
+        let lin = Linear::new(&set);
+        let want: Vec<i32> = keys.iter().map(|k| lin.classify(k).map_or(-1, |r| r as i32)).collect();
+        // The trace's rule column is an upper bound on the first match.
+        for (e, w) in trace.iter().zip(&want) {
+            assert!(e.rule.map_or(true, |r| *w >= 0 && *w as u32 <= r), "{name}: trace disagrees with the oracle");
+        }
+        let mut out = vec![0i32; keys.len()];
+        // Stride 4 keeps the tries small; fw1's set pruning still exceeds
+        // 16 MiB, which must fail cleanly rather than grow.
+        let mut cfg = BuildConfig::default();
+        cfg.trie = TrieConfig { stride: 4, max_bytes: 16 << 20 };
+        for algo in ["trie", "dtree"] {
+            match build_structure(algo, &set, &cfg) {
+                Ok(c) => {
+                    c.classify_batch(&keys, &mut out);
+                    assert!(out == want, "{algo} differs from the oracle on {name}");
+                }
+                Err(e @ super::BuildError::OverBudget { .. }) if algo == "trie" && name == "fw1_1k" => {
+                    eprintln!("{algo} on {name}: {e}");
+                }
+                Err(e) => panic!("{algo} on {name}: {e}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,1 @@
+"""The runtime optimizer (OPT): counters -> routing matrix -> USL fit -> allocation -> controller (paper §5)."""

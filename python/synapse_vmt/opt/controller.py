@@ -1,0 +1,206 @@
+"""The closed loop: read counters, solve, apply (paper §3 "Synapse OPT", §5, §6 Fig. 8).
+
+Every period (default 1 ms of simulated time) the controller, like host
+software driving the hardware:
+
+1. advances the simulator to the end of the period (``run_until``);
+2. reads the window and edge counters (``windows()``, ``edges()``) and
+   estimates the routing matrix P, the entry shares and the input rate
+   (:mod:`.counters`);
+3. checks the capacity model against what it saw: a table that fell behind
+   (processed clearly less than arrived) was at capacity, so its (load,
+   throughput) samples are added and its USL curve refitted
+   (:mod:`.usl`) once they span two PMU counts; until then its capacity at
+   the PMU count it held is capped at what it actually processed;
+4. solves the allocation (:mod:`.fast`) for the measured input rate times a
+   headroom factor, so that it holds only the PMUs that load needs;
+5. applies it through ``assign`` (:mod:`.placement`: fewest moves, PMUs of a
+   table on the same channel). Leaving PMUs drain through the transient
+   state in the simulator; only the affected lookup-table entries change.
+
+The static oracle baseline knows the whole run in advance: it provisions,
+for the entire run, the allocation that the model (as corrected by the
+closed loop's observations) gives for the peak input rate of the run, and
+never changes it.
+
+Anything with the simulator's Python API (``/work/notes/SIM_API.md``) can be
+driven: ``run_until``, ``now_ns``, ``windows``, ``edges``, ``table_names``,
+``assign``, ``pmu_states``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from synapse_vmt.opt import fast, placement
+from synapse_vmt.opt.counters import Samples, estimate, usl_samples
+from synapse_vmt.opt.problem import Problem
+from synapse_vmt.opt.usl import Usl, fit
+
+
+@dataclass
+class Settings:
+    period_ns: float = 1_000_000.0
+    window_ns: float = 10_000.0
+    headroom: float = 1.3  # provision for this multiple of the measured input rate
+    min_pmus: int = 1
+    behind: float = 0.97  # processed / arrived below this over a period: the table was at capacity
+    refit_min_samples: int = 20
+
+
+@dataclass
+class Period:
+    """What one control period saw and did."""
+
+    t_ns: float
+    input_mpps: float
+    throughput_mpps: float  # PHVs leaving the pipeline per second
+    processed_mpps: np.ndarray  # per table
+    offered_mpps: np.ndarray  # per table
+    hit_rate: float
+    drops: int
+    pmus: np.ndarray  # per table, mean over the period's windows (associated PMUs)
+    target: np.ndarray  # the allocation applied at the end of the period
+
+    @property
+    def active_pmus(self) -> float:
+        return float(self.pmus.sum())
+
+
+def period_stats(windows: dict, edges: dict, T: int, span_ns: float) -> dict:
+    """Throughput, hit rate, drops and mean PMUs per table over a span of windows."""
+    tab = np.asarray(windows["table"], dtype=np.int64)
+    hits = float(np.sum(windows["hits"]))
+    misses = float(np.sum(windows["misses"]))
+    exits = float(np.sum(np.asarray(edges["count"])[np.asarray(edges["dst"]) < 0]))
+    n_win = np.maximum(np.bincount(tab, minlength=T), 1)
+    pmus = np.bincount(tab, weights=np.asarray(windows["pmus"], dtype=float), minlength=T) / n_win
+    return {
+        "throughput_mpps": exits * 1e3 / span_ns,
+        "hit_rate": hits / (hits + misses) if hits + misses > 0 else float("nan"),
+        "drops": int(np.sum(windows["drops"])) if "drops" in windows else 0,
+        "pmus": pmus,
+    }
+
+
+@dataclass
+class Controller:
+    """Runtime OPT in a closed loop around a simulator."""
+
+    sim: object
+    models: dict[str, Usl]
+    total_pmus: int
+    settings: Settings = field(default_factory=Settings)
+    prior_P: np.ndarray | None = None
+    prior_entry: np.ndarray | None = None
+    history: list[Period] = field(default_factory=list)
+    refits: int = 0
+
+    def __post_init__(self) -> None:
+        self.names = list(self.sim.table_names())
+        T = len(self.names)
+        missing = [n for n in self.names if n not in self.models]
+        if missing:
+            raise ValueError(f"no capacity model for tables {missing}")
+        self.samples = [Samples.empty() for _ in range(T)]
+        # Per table and PMU count: the most it was seen to process while behind.
+        self.seen_cap: list[dict[int, float]] = [{} for _ in range(T)]
+
+    def capacity(self, j: int) -> np.ndarray:
+        counts = np.arange(self.total_pmus + 1)
+        c = self.models[self.names[j]].capacity(counts).astype(float)
+        for n, x in self.seen_cap[j].items():
+            # Observed saturation caps this count and every smaller one.
+            c[: n + 1] = np.minimum(c[: n + 1], x)
+        return c
+
+    def capacities(self) -> np.ndarray:
+        return np.array([self.capacity(j) for j in range(len(self.names))])
+
+    def step(self) -> Period:
+        s, T = self.settings, len(self.names)
+        t_end = self.sim.now_ns() + s.period_ns
+        self.sim.run_until(t_end)
+        w, e = self.sim.windows(), self.sim.edges()
+        if len(w["t_ns"]) == 0:
+            raise RuntimeError("the simulator closed no window in a control period")
+        tr = estimate(w, e, T, s.window_ns, self.prior_P, self.prior_entry)
+        self.prior_P, self.prior_entry = tr.P, tr.entry
+        st = period_stats(w, e, T, tr.span_ns)
+        self.learn(w, tr)
+        caps = self.capacities()
+        prob = Problem(self.names, tr.entry, tr.P, caps, self.total_pmus, s.min_pmus, tr.input_mpps * s.headroom)
+        alloc = fast.solve(prob)
+        target = {n: int(k) for n, k in zip(self.names, alloc.pmus)}
+        self.apply(target)
+        rec = Period(
+            t_ns=t_end,
+            input_mpps=tr.input_mpps,
+            throughput_mpps=st["throughput_mpps"],
+            processed_mpps=tr.processed_mpps,
+            offered_mpps=tr.offered_mpps,
+            hit_rate=st["hit_rate"],
+            drops=st["drops"],
+            pmus=st["pmus"],
+            target=alloc.pmus.copy(),
+        )
+        self.history.append(rec)
+        return rec
+
+    def learn(self, w: dict, tr) -> None:
+        """Compare the period with the model; refit tables that were at capacity."""
+        s, T = self.settings, len(self.names)
+        per_table = usl_samples(w, s.window_ns, T)
+        for j in range(T):
+            off, done = tr.offered_mpps[j], tr.processed_mpps[j]
+            if off <= 0 or done >= s.behind * off:
+                continue
+            n_now = int(np.round(np.median(per_table[j].pmus))) if len(per_table[j]) else 0
+            prev = self.seen_cap[j].get(n_now, np.inf)
+            self.seen_cap[j][n_now] = min(prev, float(done))
+            self.samples[j] = self.samples[j].extend(per_table[j])
+            smp = self.samples[j]
+            if len(smp) >= s.refit_min_samples and len(set(smp.pmus.tolist())) >= 2:
+                self.models[self.names[j]] = fit(smp.load_mpps, smp.throughput_mpps, smp.pmus).usl
+                self.refits += 1
+
+    def apply(self, target: dict[str, int]) -> None:
+        changes = placement.plan(self.sim.pmu_states(), target)
+        # Shrinking tables first, so the PMUs they release are theirs to give.
+        have = placement.current_sets(self.sim.pmu_states(), self.names)
+        for name in sorted(changes, key=lambda n: len(changes[n]) - len(have[n])):
+            self.sim.assign(name, changes[name])
+
+    def run(self, duration_ns: float) -> list[Period]:
+        while self.sim.now_ns() + self.settings.period_ns <= duration_ns + 1e-6:
+            self.step()
+        return self.history
+
+
+def static_oracle(
+    names: list[str], capacity: np.ndarray, total_pmus: int, P: np.ndarray, entry: np.ndarray, peak_input_mpps: float,
+    headroom: float = 1.3, min_pmus: int = 1,
+) -> dict[str, int]:
+    """The fixed allocation an oracle that knows the run's peak input rate
+    provisions, from capacity rows C_j(0..N) (e.g. a controller's
+    :meth:`Controller.capacities` after the run: the model corrected by all it saw)."""
+    alloc = fast.solve(Problem(names, entry, P, capacity, total_pmus, min_pmus, peak_input_mpps * headroom))
+    return {n: int(k) for n, k in zip(names, alloc.pmus)}
+
+
+def observe(sim, T: int, settings: Settings, duration_ns: float) -> list[Period]:
+    """Run without control (a static allocation), recording the same per-period metrics."""
+    out, P, e0 = [], None, None
+    while sim.now_ns() + settings.period_ns <= duration_ns + 1e-6:
+        t_end = sim.now_ns() + settings.period_ns
+        sim.run_until(t_end)
+        w, e = sim.windows(), sim.edges()
+        tr = estimate(w, e, T, settings.window_ns, P, e0)
+        P, e0 = tr.P, tr.entry
+        st = period_stats(w, e, T, tr.span_ns)
+        out.append(
+            Period(t_end, tr.input_mpps, st["throughput_mpps"], tr.processed_mpps, tr.offered_mpps, st["hit_rate"], st["drops"], st["pmus"], np.round(st["pmus"]).astype(np.int64))
+        )
+    return out

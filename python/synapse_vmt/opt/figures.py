@@ -1,0 +1,70 @@
+"""The runtime optimizer's figure commands: ``synapse reproduce fig8|fig9|fig10``.
+
+Heavy imports (solvers, simulator, matplotlib) happen inside the commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+_out = click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False), help="output directory")
+_quick = click.option("--quick", is_flag=True, help="a small version (for tests)")
+_seed = click.option("--seed", default=1, show_default=True, help="random seed")
+
+
+@click.command("fig9")
+@_out
+@_quick
+@_seed
+def fig9(out: str, quick: bool, seed: int) -> None:
+    """Solve time of the allocation solvers against CFG size (paper Fig. 9)."""
+    from synapse_vmt.opt import fig9 as f
+
+    s = f.run(Path(out), quick, seed)
+    for name, per in s["median_ms"].items():
+        click.echo(f"{name:>5}: " + "  ".join(f"{t} tables {ms:.3g} ms" for t, ms in per.items()))
+    click.echo("  UPF (10 tables): " + "  ".join(f"{k} {v:.3g} ms" for k, v in s["upf"]["median_ms"].items()))
+    click.echo(f"wrote {out}/summary.json, fig9.csv, fig9.png")
+
+
+
+@click.command("fig10")
+@_out
+@_quick
+@_seed
+def fig10(out: str, quick: bool, seed: int) -> None:
+    """VMT throughput vs offered load for 3, 4, 5 PMUs from the simulator, with the fitted USL (paper Fig. 10)."""
+    from synapse_vmt.opt import fig10 as f
+
+    s = f.run(Path(out), quick, seed)
+    fit = s["fit"]
+    click.echo(f"USL fit: R² {fit['r2']:.3f}, RMSE {fit['rmse_mpps']:.3g} Mpps over {fit['samples']} windows")
+    for n, d in s["per_pmus"].items():
+        click.echo(f"  {n} PMUs: capacity {d['capacity_mpps']:.4g} Mpps at {d['peak_load_mpps']:.4g} Mpps offered, R² {d['r2']:.3f}")
+    click.echo(f"wrote {out}/summary.json, fig10.csv, fig10.png")
+
+
+@click.command("fig8")
+@_out
+@_quick
+@_seed
+@click.option("--period-ns", type=float, default=None, help="control period in simulated ns (default 1 ms; 0.5 ms with --quick)")
+@click.option("--headroom", type=float, default=1.3, show_default=True, help="provision for this multiple of the measured input rate")
+def fig8(out: str, quick: bool, seed: int, period_ns: float | None, headroom: float) -> None:
+    """Closed-loop runtime OPT vs a static oracle under four traffic profiles (paper Fig. 8)."""
+    from synapse_vmt.errors import UserError
+    from synapse_vmt.opt import fig8 as f
+
+    if period_ns is not None and period_ns <= 0:
+        raise UserError(f"--period-ns: expected a positive time, got {period_ns}")
+    if headroom < 1:
+        raise UserError(f"--headroom: expected a factor >= 1, got {headroom}")
+    s = f.run(Path(out), quick, seed, period_ns=period_ns, headroom=headroom)
+    for name, d in s["profiles"].items():
+        click.echo(f"  {name:>8}: throughput {d['throughput_ratio_vs_static']:.3f} of static, PMUs {d['mean_pmus_ratio_vs_static']:.3f} of static")
+    click.echo(f"wrote {out}/summary.json, fig8.csv, fig8.png")
+
+
+COMMANDS = [fig8, fig9, fig10]

@@ -1,0 +1,95 @@
+"""Simulator experiments of the runtime OPT: Fig. 10 (USL samples and fit) and Fig. 8 (closed loop).
+
+Both drive the cycle-accurate simulator through its Python API
+(``synapse_vmt._core.Simulator(config_json)``, see ``/work/notes/SIM_API.md``)
+with one VMT, as in the paper's single-VMT experiments: a ClassBench-style
+ACL rule set, PMUs of 256 entries, CAIDA-like flow traffic. Offered load is
+set by the number of flows (each flow a Poisson process with rate
+proportional to its size), so load and working set grow together, as they
+do when the flow arrival rate of a profile rises.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from synapse_vmt.opt.counters import Samples, usl_samples
+from synapse_vmt.opt.usl import Fit, fit
+
+SimFactory = Callable[[dict], object]
+
+TABLE = "acl"
+
+
+def core_factory(config: dict):
+    """Build the Rust simulator from a config dict."""
+    try:
+        from synapse_vmt._core import Simulator
+    except ImportError:  # pragma: no cover - depends on the build
+        from synapse_vmt.errors import UserError
+
+        raise UserError("this build of synapse_vmt has no simulator (synapse_vmt._core.Simulator)") from None
+    return Simulator(json.dumps(config))
+
+
+@dataclass
+class Setup:
+    """The single-VMT experiment: everything but PMUs and traffic size."""
+
+    pmus_total: int = 8
+    block_size: int = 256
+    channels: int = 4
+    rules: int = 1000
+    window_ns: float = 10_000.0
+    flow_duration_ns: float = 200_000.0
+    seed: int = 1
+
+    def config(self, pmus: list[int], flows: int, duration_ns: float, profile: str | None = None) -> dict:
+        traffic = {"kind": "flows", "flows": int(flows), "flow_duration_ns": self.flow_duration_ns}
+        if profile is not None:
+            traffic["profile"] = profile
+        return {
+            "seed": self.seed,
+            "window_ns": self.window_ns,
+            "duration_ns": float(duration_ns),
+            "tables": [{"name": TABLE, "rules": {"generate": {"type": "acl", "count": self.rules, "seed": self.seed}}, "pmus": list(pmus)}],
+            "entry": {TABLE: 1.0},
+            "pmus": {"count": self.pmus_total, "block_size": self.block_size},
+            "interconnect": {"kind": "segmented", "channels": self.channels},
+            "traffic": traffic,
+        }
+
+
+def collect(factory: SimFactory, setup: Setup, n: int, flows: int, duration_ns: float, warmup_ns: float) -> Samples:
+    """(load, throughput, n) of every window after the warm-up, one run."""
+    sim = factory(setup.config(list(range(n)), flows, duration_ns))
+    sim.run_until(warmup_ns)
+    sim.windows(), sim.edges()  # discard the warm-up (flows still starting, caches cold)
+    sim.run_until(duration_ns)
+    return usl_samples(sim.windows(), setup.window_ns, 1)[0]
+
+
+def calibrate(factory: SimFactory, setup: Setup, pmu_counts, flow_levels, duration_ns: float, warmup_ns: float) -> tuple[Fit, dict[int, Samples]]:
+    """Samples over loads for each PMU count, and the USL fitted to all of them."""
+    per_n = {}
+    for n in pmu_counts:
+        s = Samples.empty()
+        for f in flow_levels:
+            s = s.extend(collect(factory, setup, n, f, duration_ns, warmup_ns))
+        per_n[int(n)] = s
+    alls = Samples.empty()
+    for s in per_n.values():
+        alls = alls.extend(s)
+    return fit(alls.load_mpps, alls.throughput_mpps, alls.pmus), per_n
+
+
+def override(setup: Setup, **kw) -> Setup:
+    s = copy.copy(setup)
+    for k, v in kw.items():
+        setattr(s, k, v)
+    return s

@@ -1,0 +1,1 @@
+"""Workloads: traffic (flow sizes, pcap fitting, arrivals)."""
