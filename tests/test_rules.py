@@ -194,13 +194,6 @@ def test_stats_cli_compares_sets(tmp_path, sets):
     assert r.exit_code == 0 and "Port classes" in r.output and "6 (tcp)" in r.output
 
 
-def test_main_job_writes_summary(tmp_path):
-    r = run("run", "-o", str(tmp_path / "out"), "--rules", "2000", "--packets", "20000")
-    assert r.exit_code == 0, r.output
-    s = json.loads((tmp_path / "out/summary.json").read_text())
-    assert s["classify"]["wrong"] == 0 and s["trace"]["headers"] == 20_000 and s["rule_set"]["rules"] == 2000
-
-
 # --- bad input: one line naming file and line, exit 2, nothing written ---------------
 
 GOOD_RULE = "@10.0.0.0/8\t0.0.0.0/0\t0 : 65535\t80 : 80\t0x06/0xFF\t\n"

@@ -108,7 +108,9 @@ def test_simulation_contract_windows_edges_assign_invariants():
     assert set(s["tables"]["acl"]) >= {"hit_rate", "mean_latency_ns", "p99_latency_ns", "hbm_gbps", "offered_mpps",
                                        "throughput_mpps", "keys"}
     edges, counts = sim.latency_histogram("acl")
-    assert len(edges) == len(counts) + 1 and counts.sum() == s["tables"]["acl"]["keys"]
+    # One entry per answered key: released ones plus answered ones still waiting in order.
+    assert len(edges) == len(counts) + 1
+    assert s["tables"]["acl"]["keys"] <= counts.sum() <= s["tables"]["acl"]["keys"] + inv["in_flight"]
 
 
 def test_synapse_run_writes_summary_csv_and_plot(tmp_path):

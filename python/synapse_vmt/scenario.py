@@ -99,11 +99,13 @@ class Hbm(_Model):
 
 class FlowTraffic(_Model):
     kind: Literal["flows"] = "flows"
-    dist: str = "caida2019"
+    dist: Literal["caida2019", "caida2018"] = "caida2019"
     flows: int = Field(20_000, ge=0)
     mean_pkt_bytes: float = Field(800.0, gt=0.0)
     flow_duration_ns: float = Field(200_000.0, gt=0.0)
-    profile: str = "uniform"
+    profile: Literal["uniform", "flat", "step", "ramp", "diurnal", "burst"] = "uniform"
+    #: Largest flow drawn, bytes (the CAIDA tail reaches 10 GB); 0 = no limit.
+    max_bytes: float = Field(1e7, ge=0.0)
 
 
 class TraceTraffic(_Model):

@@ -146,6 +146,10 @@ pub enum Traffic {
         flow_duration_ns: f64,
         #[serde(default = "default_profile")]
         profile: String,
+        /// Largest flow size drawn, bytes (the CAIDA tail reaches 10 GB);
+        /// 0 = no limit.
+        #[serde(default = "default_max_bytes")]
+        max_bytes: f64,
     },
     Trace {
         path: String,
@@ -169,6 +173,9 @@ fn default_flow_duration() -> f64 {
 fn default_profile() -> String {
     "uniform".into()
 }
+fn default_max_bytes() -> f64 {
+    1e7
+}
 fn default_rate() -> f64 {
     100.0
 }
@@ -181,6 +188,7 @@ impl Default for Traffic {
             mean_pkt_bytes: default_pkt(),
             flow_duration_ns: default_flow_duration(),
             profile: default_profile(),
+            max_bytes: default_max_bytes(),
         }
     }
 }

@@ -122,49 +122,16 @@ pub struct Simulator {
     pub busy_cycles: u64,
 }
 
-/// Builds the ELU's structure for a rule set.
-fn build_walker(algo: Algo, set: &RuleSet, memo: &std::collections::HashMap<Key, Match, crate::hw::FastBuild>) -> Box<dyn MemoryWalk + Send> {
-    match algo {
-        // The multibit trie of the ELU-structures work lands separately;
-        // until then a stand-in with its cost shape answers: one dependent
-        // read per level, level i in bank i.
-        Algo::Trie => Box::new(LevelWalk { lin: Linear::new(set), levels: TRIE_STANDIN_LEVELS, memo: memo.clone() }),
-        Algo::Linear => Box::new(Linear::new(set)),
-    }
-}
-
-/// Levels of the stand-in trie: 8-bit strides over the address fields and
-/// one read each for ports and protocol.
-const TRIE_STANDIN_LEVELS: u16 = 6;
-
-struct LevelWalk {
-    lin: Linear,
-    levels: u16,
-    /// Answers of the flow keys, precomputed by the oracle (the stand-in's
-    /// speed; the real trie computes its own).
-    memo: std::collections::HashMap<Key, Match, crate::hw::FastBuild>,
-}
-
-impl Classifier for LevelWalk {
-    fn classify(&self, key: &Key) -> Match {
-        self.lin.classify(key)
-    }
-}
-
-impl MemoryWalk for LevelWalk {
-    fn walk(&self, key: &Key, acc: &mut Vec<crate::classify::MemAccess>) -> Match {
-        let h = crate::hash::lookup3::hash_key(key, 5, 0) as u64;
-        for l in 0..self.levels {
-            acc.push(crate::classify::MemAccess { bank: l, addr: h.rotate_left(l as u32 * 7) & 0xfff_ffff, bytes: 8 });
-        }
-        match self.memo.get(key) {
-            Some(&m) => m,
-            None => self.lin.classify(key),
-        }
-    }
-    fn memory_bytes(&self) -> u64 {
-        self.lin.memory_bytes()
-    }
+/// Builds the ELU's structure for a rule set through the classifier
+/// registry (the multibit trie, or the linear scan).
+fn build_walker(algo: Algo, set: &RuleSet, table: &str) -> Result<Box<dyn MemoryWalk + Send>, SimError> {
+    let name = match algo {
+        Algo::Trie => "trie",
+        Algo::Linear => "linear",
+    };
+    let s = crate::classify::build_structure(name, set, &crate::classify::BuildConfig::default())
+        .map_err(|e| SimError(format!("config: table {table:?}: building the ELU's {name}: {e}")))?;
+    Ok(s)
 }
 
 impl Simulator {
@@ -194,8 +161,25 @@ impl Simulator {
         }
         let dur_ps = (config.duration_ns * 1000.0) as u64;
         let (src, flow_keys): (Source, Vec<Vec<Key>>) = match &config.traffic {
-            config::Traffic::Flows { flows, flow_duration_ns, .. } => {
-                let src = source::Flows::new(*flows, dur_ps.max(1), (*flow_duration_ns * 1000.0) as u64, config.seed);
+            config::Traffic::Flows { dist, flows, mean_pkt_bytes, flow_duration_ns, profile, max_bytes } => {
+                use crate::workload::{flowsize::FlowSizeDist, profile::Profile, traffic};
+                let terr = |e: String| SimError(format!("config: traffic: {e}"));
+                let mut d = FlowSizeDist::builtin(dist).map_err(|e| terr(e.to_string()))?;
+                if *max_bytes > 0.0 {
+                    d = d.truncated(*max_bytes).map_err(|e| terr(e.to_string()))?;
+                }
+                let prof = Profile::builtin(profile).map_err(|e| terr(e.to_string()))?;
+                let tc = traffic::TrafficConfig {
+                    dist: d,
+                    flows: *flows,
+                    duration_ps: dur_ps.max(1),
+                    flow_duration_ps: ((*flow_duration_ns * 1000.0) as u64).max(1),
+                    mean_pkt_bytes: *mean_pkt_bytes,
+                    profile: Some(prof),
+                    seed: config.seed,
+                };
+                let src = traffic::Traffic::new(&tc).map_err(|e| terr(e.to_string()))?;
+                let src = src.map(|a| Arrival { t_ps: a.t_ps, flow: a.flow });
                 let keys = sets
                     .iter()
                     .enumerate()
@@ -267,8 +251,7 @@ impl Simulator {
             let keys = flow_keys[i].clone();
             let lin = Linear::new(set);
             let oracle: Vec<Match> = keys.iter().map(|k| lin.classify(k)).collect();
-            let memo = keys.iter().copied().zip(oracle.iter().copied()).collect();
-            walkers.push(build_walker(config.elu.algo, set, &memo));
+            walkers.push(build_walker(config.elu.algo, set, &t.name)?);
             let words = set.schema.len().max(1);
             let mut vmu = Vmu::new(i as u16, words, t.lookup_bits, config.vmu.vnodes, t.phv_fifo, config.seed as u32 ^ i as u32);
             let mut members = Vec::new();
@@ -431,7 +414,12 @@ impl Simulator {
         if let Some((miss, action)) = self.elu.commit() {
             match miss.pmu {
                 Some(p) => self.pmus[p as usize].fill(&miss, action),
-                None => self.tables[miss.table as usize].vmu.resolve(miss.tag, action),
+                None => {
+                    let t = &mut self.tables[miss.table as usize];
+                    let lat = t.vmu.resolve(miss.tag, action, now);
+                    t.win.lat_sum += lat;
+                    t.win.lat.add(lat);
+                }
             }
         }
         // 3–4. PMUs, then the response network.
@@ -447,7 +435,9 @@ impl Simulator {
                         let t = &mut self.tables[table as usize];
                         t.win.hits += 1;
                         t.win.cam_compares += compared as u64;
-                        t.vmu.resolve(tag, action);
+                        let lat = t.vmu.resolve(tag, action, now);
+                        t.win.lat_sum += lat;
+                        t.win.lat.add(lat);
                     }
                     Response::Miss { table, tag, compared } => {
                         let t = &mut self.tables[table as usize];
@@ -455,7 +445,12 @@ impl Simulator {
                         t.win.cam_compares += compared as u64;
                         t.vmu.park(tag);
                     }
-                    Response::Fill { table, tag, action } => self.tables[table as usize].vmu.resolve(tag, action),
+                    Response::Fill { table, tag, action } => {
+                        let t = &mut self.tables[table as usize];
+                        let lat = t.vmu.resolve(tag, action, now);
+                        t.win.lat_sum += lat;
+                        t.win.lat.add(lat);
+                    }
                 }
             }
             busy |= !p.is_idle();
@@ -535,10 +530,8 @@ impl Simulator {
         if action != t.oracle[slot.flow as usize] {
             self.wrong_action += 1;
         }
-        let lat = now - slot.arrived;
         t.win.processed += 1;
-        t.win.lat_sum += lat;
-        t.win.lat.add(lat);
+        t.win.sojourn_sum += now - slot.arrived;
         self.keys_done += 1;
         match next {
             Next::Table(d) => {
@@ -574,7 +567,7 @@ impl Simulator {
             // No PMU: the VMU sends the key to the ELU itself (bounded by the
             // PHV buffer).
             t.input.pop_front();
-            let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived);
+            let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
             t.vmu.park(tag);
             t.win.misses += 1;
             self.direct.push_back(MissRequest { table: ti as u16, tag, key, pmu: None });
@@ -585,7 +578,7 @@ impl Simulator {
                 return;
             }
             t.input.pop_front();
-            let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived);
+            let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
             self.pmus[pu].accept(Request { table: ti as u16, tag, key, at: now + self.vmu_latency });
         }
         t.win.fifo_max = t.win.fifo_max.max(t.vmu.occupancy() as u64);
@@ -729,7 +722,8 @@ impl Simulator {
                     t.name.clone(),
                     TableSummary {
                         hit_rate: if looked > 0 { c.hits as f64 / looked as f64 } else { 0.0 },
-                        mean_latency_ns: if c.processed > 0 { c.lat_sum as f64 / c.processed as f64 * cyc } else { 0.0 },
+                        mean_latency_ns: if c.lat.total() > 0 { c.lat_sum as f64 / c.lat.total() as f64 * cyc } else { 0.0 },
+                        mean_sojourn_ns: if c.processed > 0 { c.sojourn_sum as f64 / c.processed as f64 * cyc } else { 0.0 },
                         p99_latency_ns: c.lat.quantile(0.99) * cyc,
                         hbm_gbps: c.hbm_bytes as f64 / ns,
                         offered_mpps: c.arrived as f64 / ns * 1000.0,
@@ -786,7 +780,10 @@ impl Simulator {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TableSummary {
     pub hit_rate: f64,
+    /// Per-key match latency (request → answer).
     pub mean_latency_ns: f64,
+    /// Time in the table (arrival → release, in order).
+    pub mean_sojourn_ns: f64,
     pub p99_latency_ns: f64,
     pub hbm_gbps: f64,
     pub offered_mpps: f64,
