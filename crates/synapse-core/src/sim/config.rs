@@ -108,13 +108,14 @@ pub struct Vmu {
     /// Cycles from a key entering the VMU to its request leaving (lookup3
     /// hash and the lookup-table BRAM read).
     pub latency_cycles: u32,
-    /// Points per PMU on the consistent-hashing ring.
+    /// Points per PMU on the consistent-hashing ring. The paper's ring has
+    /// one per PMU (its BST holds the PMUs); more points balance the load.
     pub vnodes: u32,
 }
 
 impl Default for Vmu {
     fn default() -> Vmu {
-        Vmu { latency_cycles: 2, vnodes: 64 }
+        Vmu { latency_cycles: 2, vnodes: 1 }
     }
 }
 
@@ -162,13 +163,13 @@ fn default_dist() -> String {
     "caida2019".into()
 }
 fn default_flows() -> u32 {
-    20_000
+    2_000
 }
 fn default_pkt() -> f64 {
     800.0
 }
 fn default_flow_duration() -> f64 {
-    200_000.0
+    1_000_000.0
 }
 fn default_profile() -> String {
     "uniform".into()
