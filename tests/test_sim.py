@@ -137,7 +137,7 @@ def test_synapse_run_bad_key_is_one_line_exit_2(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.parametrize("fig, n_points", [("fig7", 8), ("fig6", 22)])
+@pytest.mark.parametrize("fig, n_points", [("fig7", 8), ("fig6", 24)])
 def test_reproduce_quick_writes_outputs_and_the_paper_shapes_hold(tmp_path, fig, n_points):
     out = tmp_path / fig
     r = subprocess.run([sys.executable, "-m", "synapse_vmt.cli", "reproduce", fig, "--quick", "-q", "-o", str(out)],
