@@ -368,12 +368,12 @@ impl Simulator {
                 self.arrive(now, a);
                 self.pull_arrival();
             }
-            let busy = self.tick(now);
+            let wake = self.tick(now);
             self.busy_cycles += 1;
-            self.now = if busy {
+            self.now = if wake <= now + 1 {
                 now + 1
             } else {
-                let mut next = until;
+                let mut next = until.min(wake);
                 if let Some((c, _)) = self.next_arrival {
                     next = next.min(c);
                 }
@@ -408,8 +408,10 @@ impl Simulator {
         table.input.push_back(Phv { id, flow: a.flow, arrived: now });
     }
 
-    /// One cycle (phases 2–8); returns whether any queue still holds work.
-    fn tick(&mut self, now: Cycle) -> bool {
+    /// One cycle (phases 2–8); returns the next cycle at which a queue can
+    /// make progress (`Cycle::MAX` if none; memory completions and arrivals
+    /// are handled by the caller).
+    fn tick(&mut self, now: Cycle) -> Cycle {
         // 2. ELU commit: one reply per cycle.
         if let Some((miss, action)) = self.elu.commit() {
             match miss.pmu {
@@ -423,6 +425,7 @@ impl Simulator {
             }
         }
         // 3–4. PMUs, then the response network.
+        let soon = now + 1;
         let mut busy = false;
         for p in &mut self.pmus {
             if p.is_idle() {
@@ -453,7 +456,6 @@ impl Simulator {
                     }
                 }
             }
-            busy |= !p.is_idle();
         }
         // 5. PMU → ELU bus: one miss per cycle, round robin over the PMUs and
         // the VMUs' direct path (last).
@@ -500,8 +502,21 @@ impl Simulator {
                 }
             }
         }
-        // Requests sent in phase 7 make their PMU (or the direct path) busy.
-        busy || !self.direct.is_empty() || self.pmus.iter().any(|p| !p.is_idle())
+        if busy || !self.direct.is_empty() {
+            return soon;
+        }
+        // PMUs (including those that got requests in phase 7) wake when
+        // their next request or CAM result is due.
+        let mut wake = Cycle::MAX;
+        for p in &self.pmus {
+            if let Some(c) = p.next_event(now) {
+                wake = wake.min(c);
+                if wake <= soon {
+                    break;
+                }
+            }
+        }
+        wake
     }
 
     fn release(&mut self, now: Cycle, ti: usize) {
