@@ -66,12 +66,20 @@ impl Simulator {
         d.set_item("hbm_bytes", i(&|r| r.c.hbm_bytes as i64).into_pyarray_bound(py))?;
         d.set_item(
             "lat_mean_ns",
-            f(&|r| if r.c.processed > 0 { r.c.lat_sum as f64 / r.c.processed as f64 * cyc } else { f64::NAN })
-                .into_pyarray_bound(py),
+            f(&|r| {
+                let n = r.c.lat.total();
+                if n > 0 { r.c.lat_sum as f64 / n as f64 * cyc } else { f64::NAN }
+            })
+            .into_pyarray_bound(py),
         )?;
         d.set_item(
             "lat_p99_ns",
-            f(&|r| if r.c.processed > 0 { r.c.lat.quantile(0.99) * cyc } else { f64::NAN }).into_pyarray_bound(py),
+            f(&|r| if r.c.lat.total() > 0 { r.c.lat.quantile(0.99) * cyc } else { f64::NAN }).into_pyarray_bound(py),
+        )?;
+        d.set_item(
+            "sojourn_mean_ns",
+            f(&|r| if r.c.processed > 0 { r.c.sojourn_sum as f64 / r.c.processed as f64 * cyc } else { f64::NAN })
+                .into_pyarray_bound(py),
         )?;
         d.set_item("pmus", i(&|r| r.pmus as i64).into_pyarray_bound(py))?;
         d.set_item("cam_compares", i(&|r| r.c.cam_compares as i64).into_pyarray_bound(py))?;
@@ -120,6 +128,7 @@ impl Simulator {
             let t = PyDict::new_bound(py);
             t.set_item("hit_rate", s.hit_rate)?;
             t.set_item("mean_latency_ns", s.mean_latency_ns)?;
+            t.set_item("mean_sojourn_ns", s.mean_sojourn_ns)?;
             t.set_item("p99_latency_ns", s.p99_latency_ns)?;
             t.set_item("hbm_gbps", s.hbm_gbps)?;
             t.set_item("offered_mpps", s.offered_mpps)?;

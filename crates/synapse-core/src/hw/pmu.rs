@@ -223,6 +223,21 @@ impl Pmu {
     pub fn is_idle(&self) -> bool {
         self.q_r.is_empty() && self.pipe.is_empty() && self.q_p.is_empty() && self.q_m.is_empty()
     }
+    /// The next cycle after `now` at which [`Pmu::tick`] can change
+    /// something, or `None` if it holds no work (ELU replies aside).
+    pub fn next_event(&self, now: Cycle) -> Option<Cycle> {
+        if !self.q_p.is_empty() || !self.q_m.is_empty() {
+            return Some(now + 1);
+        }
+        let mut t = Cycle::MAX;
+        if let Some(&(ready, ..)) = self.pipe.front() {
+            t = ready;
+        }
+        if let Some(h) = self.q_r.front() {
+            t = t.min(h.at.max(self.next_issue));
+        }
+        (t != Cycle::MAX).then(|| t.max(now + 1))
+    }
     pub fn outstanding(&self) -> u32 {
         self.outstanding
     }

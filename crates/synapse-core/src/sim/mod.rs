@@ -118,15 +118,20 @@ pub struct Simulator {
     duplicates: u64,
     wrong_action: u64,
     keys_done: u64,
+    /// Cycles stepped one by one (the rest were skipped as idle).
+    pub busy_cycles: u64,
 }
 
-/// Builds the ELU's structure for a rule set.
-fn build_walker(algo: Algo, set: &RuleSet) -> Box<dyn MemoryWalk + Send> {
-    match algo {
-        // The trie of the ELU-structures work lands separately; until then
-        // the linear scan stands in.
-        Algo::Trie | Algo::Linear => Box::new(Linear::new(set)),
-    }
+/// Builds the ELU's structure for a rule set through the classifier
+/// registry (the multibit trie, or the linear scan).
+fn build_walker(algo: Algo, set: &RuleSet, table: &str) -> Result<Box<dyn MemoryWalk + Send>, SimError> {
+    let name = match algo {
+        Algo::Trie => "trie",
+        Algo::Linear => "linear",
+    };
+    let s = crate::classify::build_structure(name, set, &crate::classify::BuildConfig::default())
+        .map_err(|e| SimError(format!("config: table {table:?}: building the ELU's {name}: {e}")))?;
+    Ok(s)
 }
 
 impl Simulator {
@@ -156,8 +161,25 @@ impl Simulator {
         }
         let dur_ps = (config.duration_ns * 1000.0) as u64;
         let (src, flow_keys): (Source, Vec<Vec<Key>>) = match &config.traffic {
-            config::Traffic::Flows { flows, flow_duration_ns, .. } => {
-                let src = source::Flows::new(*flows, dur_ps.max(1), (*flow_duration_ns * 1000.0) as u64, config.seed);
+            config::Traffic::Flows { dist, flows, mean_pkt_bytes, flow_duration_ns, profile, max_bytes } => {
+                use crate::workload::{flowsize::FlowSizeDist, profile::Profile, traffic};
+                let terr = |e: String| SimError(format!("config: traffic: {e}"));
+                let mut d = FlowSizeDist::from_spec(dist).map_err(|e| terr(e.to_string()))?;
+                if *max_bytes > 0.0 {
+                    d = d.truncated(*max_bytes).map_err(|e| terr(e.to_string()))?;
+                }
+                let prof = Profile::builtin(profile).map_err(|e| terr(e.to_string()))?;
+                let tc = traffic::TrafficConfig {
+                    dist: d,
+                    flows: *flows,
+                    duration_ps: dur_ps.max(1),
+                    flow_duration_ps: ((*flow_duration_ns * 1000.0) as u64).max(1),
+                    mean_pkt_bytes: *mean_pkt_bytes,
+                    profile: Some(prof),
+                    seed: config.seed,
+                };
+                let src = traffic::Traffic::new(&tc).map_err(|e| terr(e.to_string()))?;
+                let src = src.map(|a| Arrival { t_ps: a.t_ps, flow: a.flow });
                 let keys = sets
                     .iter()
                     .enumerate()
@@ -228,8 +250,8 @@ impl Simulator {
         for (i, (t, set)) in config.tables.iter().zip(&sets).enumerate() {
             let keys = flow_keys[i].clone();
             let lin = Linear::new(set);
-            let oracle = keys.iter().map(|k| lin.classify(k)).collect();
-            walkers.push(build_walker(config.elu.algo, set));
+            let oracle: Vec<Match> = keys.iter().map(|k| lin.classify(k)).collect();
+            walkers.push(build_walker(config.elu.algo, set, &t.name)?);
             let words = set.schema.len().max(1);
             let mut vmu = Vmu::new(i as u16, words, t.lookup_bits, config.vmu.vnodes, t.phv_fifo, config.seed as u32 ^ i as u32);
             let mut members = Vec::new();
@@ -287,6 +309,7 @@ impl Simulator {
             duplicates: 0,
             wrong_action: 0,
             keys_done: 0,
+            busy_cycles: 0,
             tables,
             walkers,
             pmus,
@@ -345,11 +368,12 @@ impl Simulator {
                 self.arrive(now, a);
                 self.pull_arrival();
             }
-            let busy = self.tick(now);
-            self.now = if busy {
+            let wake = self.tick(now);
+            self.busy_cycles += 1;
+            self.now = if wake <= now + 1 {
                 now + 1
             } else {
-                let mut next = until;
+                let mut next = until.min(wake);
                 if let Some((c, _)) = self.next_arrival {
                     next = next.min(c);
                 }
@@ -384,16 +408,24 @@ impl Simulator {
         table.input.push_back(Phv { id, flow: a.flow, arrived: now });
     }
 
-    /// One cycle (phases 2–8); returns whether any queue still holds work.
-    fn tick(&mut self, now: Cycle) -> bool {
+    /// One cycle (phases 2–8); returns the next cycle at which a queue can
+    /// make progress (`Cycle::MAX` if none; memory completions and arrivals
+    /// are handled by the caller).
+    fn tick(&mut self, now: Cycle) -> Cycle {
         // 2. ELU commit: one reply per cycle.
         if let Some((miss, action)) = self.elu.commit() {
             match miss.pmu {
                 Some(p) => self.pmus[p as usize].fill(&miss, action),
-                None => self.tables[miss.table as usize].vmu.resolve(miss.tag, action),
+                None => {
+                    let t = &mut self.tables[miss.table as usize];
+                    let lat = t.vmu.resolve(miss.tag, action, now);
+                    t.win.lat_sum += lat;
+                    t.win.lat.add(lat);
+                }
             }
         }
         // 3–4. PMUs, then the response network.
+        let soon = now + 1;
         let mut busy = false;
         for p in &mut self.pmus {
             if p.is_idle() {
@@ -406,7 +438,9 @@ impl Simulator {
                         let t = &mut self.tables[table as usize];
                         t.win.hits += 1;
                         t.win.cam_compares += compared as u64;
-                        t.vmu.resolve(tag, action);
+                        let lat = t.vmu.resolve(tag, action, now);
+                        t.win.lat_sum += lat;
+                        t.win.lat.add(lat);
                     }
                     Response::Miss { table, tag, compared } => {
                         let t = &mut self.tables[table as usize];
@@ -414,10 +448,14 @@ impl Simulator {
                         t.win.cam_compares += compared as u64;
                         t.vmu.park(tag);
                     }
-                    Response::Fill { table, tag, action } => self.tables[table as usize].vmu.resolve(tag, action),
+                    Response::Fill { table, tag, action } => {
+                        let t = &mut self.tables[table as usize];
+                        let lat = t.vmu.resolve(tag, action, now);
+                        t.win.lat_sum += lat;
+                        t.win.lat.add(lat);
+                    }
                 }
             }
-            busy |= !p.is_idle();
         }
         // 5. PMU → ELU bus: one miss per cycle, round robin over the PMUs and
         // the VMUs' direct path (last).
@@ -464,8 +502,21 @@ impl Simulator {
                 }
             }
         }
-        // Requests sent in phase 7 make their PMU (or the direct path) busy.
-        busy || !self.direct.is_empty() || self.pmus.iter().any(|p| !p.is_idle())
+        if busy || !self.direct.is_empty() {
+            return soon;
+        }
+        // PMUs (including those that got requests in phase 7) wake when
+        // their next request or CAM result is due.
+        let mut wake = Cycle::MAX;
+        for p in &self.pmus {
+            if let Some(c) = p.next_event(now) {
+                wake = wake.min(c);
+                if wake <= soon {
+                    break;
+                }
+            }
+        }
+        wake
     }
 
     fn release(&mut self, now: Cycle, ti: usize) {
@@ -494,10 +545,8 @@ impl Simulator {
         if action != t.oracle[slot.flow as usize] {
             self.wrong_action += 1;
         }
-        let lat = now - slot.arrived;
         t.win.processed += 1;
-        t.win.lat_sum += lat;
-        t.win.lat.add(lat);
+        t.win.sojourn_sum += now - slot.arrived;
         self.keys_done += 1;
         match next {
             Next::Table(d) => {
@@ -533,7 +582,7 @@ impl Simulator {
             // No PMU: the VMU sends the key to the ELU itself (bounded by the
             // PHV buffer).
             t.input.pop_front();
-            let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived);
+            let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
             t.vmu.park(tag);
             t.win.misses += 1;
             self.direct.push_back(MissRequest { table: ti as u16, tag, key, pmu: None });
@@ -544,7 +593,7 @@ impl Simulator {
                 return;
             }
             t.input.pop_front();
-            let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived);
+            let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
             self.pmus[pu].accept(Request { table: ti as u16, tag, key, at: now + self.vmu_latency });
         }
         t.win.fifo_max = t.win.fifo_max.max(t.vmu.occupancy() as u64);
@@ -688,7 +737,8 @@ impl Simulator {
                     t.name.clone(),
                     TableSummary {
                         hit_rate: if looked > 0 { c.hits as f64 / looked as f64 } else { 0.0 },
-                        mean_latency_ns: if c.processed > 0 { c.lat_sum as f64 / c.processed as f64 * cyc } else { 0.0 },
+                        mean_latency_ns: if c.lat.total() > 0 { c.lat_sum as f64 / c.lat.total() as f64 * cyc } else { 0.0 },
+                        mean_sojourn_ns: if c.processed > 0 { c.sojourn_sum as f64 / c.processed as f64 * cyc } else { 0.0 },
                         p99_latency_ns: c.lat.quantile(0.99) * cyc,
                         hbm_gbps: c.hbm_bytes as f64 / ns,
                         offered_mpps: c.arrived as f64 / ns * 1000.0,
@@ -745,7 +795,10 @@ impl Simulator {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TableSummary {
     pub hit_rate: f64,
+    /// Per-key match latency (request → answer).
     pub mean_latency_ns: f64,
+    /// Time in the table (arrival → release, in order).
+    pub mean_sojourn_ns: f64,
     pub p99_latency_ns: f64,
     pub hbm_gbps: f64,
     pub offered_mpps: f64,

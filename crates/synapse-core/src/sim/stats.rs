@@ -87,9 +87,13 @@ pub struct Counters {
     pub misses: u64,
     pub elu_requests: u64,
     pub hbm_bytes: u64,
-    /// Sum of per-key latencies, cycles.
+    /// Per-key match latency (request sent → answer back at the VMU),
+    /// cycles: sum and histogram (one entry per answered key).
     pub lat_sum: u64,
     pub lat: LogHist,
+    /// Sum of sojourn times in the table (arrival → release), cycles, over
+    /// the processed PHVs; includes waiting behind older misses.
+    pub sojourn_sum: u64,
     pub cam_compares: u64,
     /// Cycles the table could not move a PHV (full PHV buffer, interconnect
     /// conflict, full Q_r, full next stage).
@@ -110,6 +114,7 @@ impl Counters {
         self.elu_requests += o.elu_requests;
         self.hbm_bytes += o.hbm_bytes;
         self.lat_sum += o.lat_sum;
+        self.sojourn_sum += o.sojourn_sum;
         self.lat.merge(&o.lat);
         self.cam_compares += o.cam_compares;
         self.stalls += o.stalls;

@@ -29,6 +29,7 @@ fn sim_with(mut c: Config, rules: usize, flows: u32) -> Simulator {
         mean_pkt_bytes: 800.0,
         flow_duration_ns: c.duration_ns / 5.0,
         profile: "uniform".into(),
+        max_bytes: 1e6,
     };
     for t in &mut c.tables {
         t.rules = config::Rules::Generate { generate: config::Generate { kind: "acl".into(), count: rules as u32, seed: 7 } };
