@@ -46,7 +46,8 @@ def solve(problem: Problem) -> Allocation:
         return allocation(problem, n, 0.0, "fast")
     if nmin * len(act) > N or nmin > N:
         raise Infeasible(f"{len(act)} tables need {nmin} PMU(s) each but only {N} exist")
-    C = problem.capacity if len(act) == T else problem.capacity[act]
+    C = problem.capacity  # rows are indexed through act (no copy of the table)
+    rows = act.tolist()
     va = v[act]
     cap_in = problem.offered_mpps if problem.offered_mpps is not None else np.inf
     # The loop runs on Python scalars (item()): numpy scalars make heap compares slow.
@@ -54,7 +55,7 @@ def solve(problem: Problem) -> Allocation:
     vl = va.tolist()
     cur = [nmin] * len(act)
     used = nmin * len(act)
-    heap = list(zip((C[:, nmin] / va).tolist(), range(len(act))))
+    heap = list(zip((C[act, nmin] / va).tolist(), range(len(act))))
     heapq.heapify(heap)
     done = False
     while not done:
@@ -64,18 +65,19 @@ def solve(problem: Problem) -> Allocation:
         # b stays the bottleneck while its value is at most the next smallest:
         # climb it in one go, without touching the heap.
         second = min(heap[1][0], heap[2][0]) if len(heap) > 2 else heap[1][0] if len(heap) > 1 else np.inf
-        cb, here, vb = cur[b], C.item(b, cur[b]), vl[b]
+        r = rows[b]
+        cb, here, vb = cur[b], C.item(r, cur[b]), vl[b]
         while True:
             # Next count at which Ĉ_b strictly rises. Each row is scanned
             # forward only, so all scans together cost O(N + T).
             m = cb + 1
-            while m <= N and C.item(b, m) <= here:
+            while m <= N and C.item(r, m) <= here:
                 m += 1
             if m > N or used + (m - cb) > N:
                 done = True
                 break
             used += m - cb
-            cb, here = m, C.item(b, m)
+            cb, here = m, C.item(r, m)
             if here / vb > second or here / vb >= cap_in:
                 break
         cur[b] = cb
@@ -85,5 +87,5 @@ def solve(problem: Problem) -> Allocation:
     # capacity reaches F* v_j (the same count where Ĉ_j first reaches it).
     # The answer is at most cur, so only columns up to max(cur) matter.
     need = best * va * (1 - REL_TOL)
-    n[act] = nmin + np.argmax(C[:, nmin : max(cur) + 1] >= need[:, None], axis=1)
+    n[act] = nmin + np.argmax(C[act, nmin : max(cur) + 1] >= need[:, None], axis=1)
     return allocation(problem, n, best, "fast")
