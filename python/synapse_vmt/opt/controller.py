@@ -214,8 +214,20 @@ class Controller:
             if len(held) == 0 or held.min() != held.max():
                 continue
             n_now = int(held[0])
+            # The capacity seen: the median processing rate over the windows in
+            # which the table was behind (drops, or clearly less processed than
+            # arrived) — not the period's mean, which mixes in calm windows
+            # when an overload ends mid-period.
+            rows = tab == j
+            arr = np.asarray(w["arrived"], dtype=float)[rows]
+            pro = np.asarray(w["processed"], dtype=float)[rows]
+            drp = np.asarray(w["drops"], dtype=float)[rows] if "drops" in w else np.zeros_like(arr)
+            hot = (drp > 0) | (pro < s.alarm_behind * arr)
+            if hot.sum() < 3:
+                continue
+            done = float(np.median(pro[hot])) * 1e3 / s.window_ns
             prev = self.seen_cap[j].get(n_now, np.inf)
-            self.seen_cap[j][n_now] = min(prev, float(done))
+            self.seen_cap[j][n_now] = min(prev, done)
             self.samples[j] = self.samples[j].extend(per_table[j])
             smp = self.samples[j]
             if len(smp) >= s.refit_min_samples and len(set(smp.pmus.tolist())) >= 2:
