@@ -149,3 +149,26 @@ def test_reproduce_quick_writes_outputs_and_the_paper_shapes_hold(tmp_path, fig,
     assert not failed, failed
     assert len((out / f"{fig}.csv").read_text().splitlines()) == n_points + 1
     assert (out / f"{fig}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_rules_file_and_header_trace_replay(tmp_path):
+    from synapse_vmt import _core
+
+    rs = _core.RuleSet.generate("fw", 200, 3)
+    tr = _core.Trace.generate(rs, 3000, 3)
+    (tmp_path / "rules.txt").write_text(rs.format())
+    (tmp_path / "trace.txt").write_text(tr.format())
+    (tmp_path / "s.toml").write_text(
+        'duration_ns = 40000.0\n'
+        '[[tables]]\nname = "fw"\nrules = { path = "rules.txt" }\n'
+        '[traffic]\nkind = "trace"\npath = "trace.txt"\nrate_mpps = 50.0\n'
+    )
+    scn = load(tmp_path / "s.toml")
+    sim = Simulation(scn)
+    s = sim.run()
+    inv = sim.check_invariants()
+    assert inv["ok"] and inv["created"] == 2000  # 50 Mpps for 40 µs
+    assert s["tables"]["fw"]["keys"] + inv["in_flight"] + inv["dropped"] == 2000
+    (tmp_path / "s.toml").write_text('[traffic]\nkind = "trace"\npath = "missing.txt"\n')
+    with pytest.raises(UserError, match="missing.txt"):
+        Simulation(load(tmp_path / "s.toml"))
