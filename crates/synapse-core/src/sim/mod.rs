@@ -120,6 +120,8 @@ pub struct Simulator {
     keys_done: u64,
     /// Cycles stepped one by one (the rest were skipped as idle).
     pub busy_cycles: u64,
+    /// Some PMU may be transient.
+    draining: bool,
 }
 
 /// Builds the ELU's structure for a rule set through the classifier
@@ -310,6 +312,7 @@ impl Simulator {
             wrong_action: 0,
             keys_done: 0,
             busy_cycles: 0,
+            draining: false,
             tables,
             walkers,
             pmus,
@@ -427,11 +430,13 @@ impl Simulator {
         // 3–4. PMUs, then the response network.
         let soon = now + 1;
         let mut busy = false;
+        let mut misses_waiting = false;
         for p in &mut self.pmus {
             if p.is_idle() {
                 continue;
             }
             p.tick(now);
+            misses_waiting |= p.q_m_len() > 0;
             if let Some(r) = p.pop_response() {
                 match r {
                     Response::Hit { table, tag, action, compared } => {
@@ -459,7 +464,7 @@ impl Simulator {
         }
         // 5. PMU → ELU bus: one miss per cycle, round robin over the PMUs and
         // the VMUs' direct path (last).
-        if self.elu.can_enqueue() && self.bus.can_send(now, 0) {
+        if (misses_waiting || !self.direct.is_empty()) && self.elu.can_enqueue() && self.bus.can_send(now, 0) {
             let n = self.pmus.len() + 1;
             for k in 0..n {
                 let i = (self.bus_rr + k) % n;
@@ -489,18 +494,23 @@ impl Simulator {
             let t = &self.tables[ti];
             busy |= !t.input.is_empty() || t.vmu.head_ready();
         }
-        // 8. Draining PMUs.
-        for i in 0..self.pmus.len() {
-            if let State::Transient { table, .. } = self.pmus[i].state() {
-                if let Some(next) = self.pmus[i].try_finish_drain() {
-                    let _ = table;
-                    if let Some(t) = next {
-                        let tb = &mut self.tables[t as usize];
-                        tb.vmu.add_pmu(i as u16);
-                        tb.members.push(i as u16);
+        // 8. Draining PMUs (only scanned while some PMU is transient).
+        if self.draining {
+            let mut still = false;
+            for i in 0..self.pmus.len() {
+                if let State::Transient { .. } = self.pmus[i].state() {
+                    match self.pmus[i].try_finish_drain() {
+                        Some(Some(t)) => {
+                            let tb = &mut self.tables[t as usize];
+                            tb.vmu.add_pmu(i as u16);
+                            tb.members.push(i as u16);
+                        }
+                        Some(None) => {}
+                        None => still = true,
                     }
                 }
             }
+            self.draining = still;
         }
         if busy || !self.direct.is_empty() {
             return soon;
@@ -647,6 +657,7 @@ impl Simulator {
             }
         }
         let want: Vec<u16> = pmus.iter().map(|&p| p as u16).collect();
+        self.draining = true;
         // Leaving: members not wanted, and pending joins not wanted.
         for i in 0..self.pmus.len() {
             let p = i as u16;
