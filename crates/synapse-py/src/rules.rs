@@ -185,20 +185,32 @@ pub struct PyClassifier {
 
 #[pymethods]
 impl PyClassifier {
+    /// `config`: build parameters by dotted name (`trie.stride`,
+    /// `dtree.bucket`, ...; see `classify::BuildConfig::KEYS`).
     #[new]
-    fn new(py: Python<'_>, rules: &PyRuleSet, algo: &str) -> PyResult<Self> {
-        let config = classify::BuildConfig::default();
+    #[pyo3(signature = (rules, algo, config=None))]
+    fn new(py: Python<'_>, rules: &PyRuleSet, algo: &str, config: Option<std::collections::HashMap<String, String>>) -> PyResult<Self> {
+        let mut cfg = classify::BuildConfig::default();
+        let mut items: Vec<(String, String)> = config.unwrap_or_default().into_iter().collect();
+        items.sort();
+        for (k, v) in items {
+            cfg.set(&k, &v).map_err(PyValueError::new_err)?;
+        }
+        let config = cfg;
         let inner = py
             .allow_threads(|| classify::build_structure(algo, &rules.inner, &config))
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(PyClassifier { inner, algo: algo.to_string() })
     }
 
-    /// Classifies every header of `trace`: an int32 array, the index of the
-    /// first matching rule or -1.
-    fn classify<'py>(&self, py: Python<'py>, trace: &PyTrace) -> Bound<'py, PyArray1<i32>> {
+    /// Classifies the headers `start..stop` of `trace` (all by default): an
+    /// int32 array, the index of the first matching rule or -1.
+    #[pyo3(signature = (trace, start=0, stop=None))]
+    fn classify<'py>(&self, py: Python<'py>, trace: &PyTrace, start: usize, stop: Option<usize>) -> Bound<'py, PyArray1<i32>> {
+        let stop = stop.unwrap_or(trace.entries.len()).min(trace.entries.len());
+        let start = start.min(stop);
         let out = py.allow_threads(|| {
-            let keys: Vec<Key> = trace.entries.iter().map(|e| e.key).collect();
+            let keys: Vec<Key> = trace.entries[start..stop].iter().map(|e| e.key).collect();
             let mut out = vec![-1i32; keys.len()];
             self.inner.classify_batch(&keys, &mut out);
             out

@@ -89,9 +89,10 @@ pub const NODE_BYTES: u32 = 9;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(u8)]
 enum Op {
-    /// `next = base + ((key[field] >> shift) & (2^bits - 1))`
+    /// `next = base + ((key[field] >> shift) & (2^bits - 1))`; stored with
+    /// `count = 2^bits - 1` and `value = u32::MAX`.
     Cut,
-    /// `next = base + (key[field] > value)`
+    /// `next = base + (key[field] > value)`; stored with `count = 0`.
     Split,
     /// Rules `base .. base + count` (room for `value`).
     Leaf,
@@ -265,9 +266,15 @@ impl DTree {
             cut_fields,
         };
         let mut subsets: Vec<(u8, Vec<u32>)> = Vec::new();
+        let full = t.full_box();
         for r in &set.rules {
             let slot = t.add_slot(r);
             t.order.push(slot);
+            // A rule whose range lies outside its field's width matches no
+            // key: it keeps its priority but joins no tree.
+            if !intersects(&t.boxes[slot as usize], &full, nf) {
+                continue;
+            }
             let small = t.small_mask(slot);
             match subsets.iter_mut().find(|(s, _)| *s == small) {
                 Some((_, v)) => v.push(slot),
@@ -384,7 +391,10 @@ impl DTree {
                 let shift = log_w - k;
                 let base = self.nodes.len() as u32;
                 self.nodes.extend(std::iter::repeat(Node::EMPTY).take(1 << k));
-                self.nodes[idx as usize] = Node { op: Op::Cut, field: f as u8, shift: shift as u8, bits: k as u8, value: 0, base, count: 0 };
+                // value = MAX and count = the cut mask make the branch-free step
+                // of `leaf_of` read bits; a split has mask 0 and compares.
+                self.nodes[idx as usize] =
+                    Node { op: Op::Cut, field: f as u8, shift: shift as u8, bits: k as u8, value: u32::MAX, base, count: (1 << k) - 1 };
                 for c in 0..(1u64 << k) {
                     let mut cb = bx;
                     let clo = lo as u64 + (c << shift);
@@ -505,16 +515,14 @@ impl DTree {
     #[inline(always)]
     fn leaf_of(&self, root: u32, key: &Key) -> &Node {
         let mut n = &self.nodes[root as usize];
-        loop {
-            match n.op {
-                Op::Cut => {
-                    let c = (key.0[n.field as usize] >> n.shift) & ((1u32 << n.bits) - 1);
-                    n = &self.nodes[(n.base + c) as usize];
-                }
-                Op::Split => n = &self.nodes[(n.base + (key.0[n.field as usize] > n.value) as u32) as usize],
-                Op::Leaf => return n,
-            }
+        // One step serves both inner ops without a data-dependent branch:
+        // a cut adds its key bits (and `key > MAX` is false), a split adds
+        // its comparison (its mask is 0).
+        while n.op != Op::Leaf {
+            let k = key.0[n.field as usize];
+            n = &self.nodes[(n.base + ((k >> n.shift) & n.count) + (k > n.value) as u32) as usize];
         }
+        n
     }
 
     /// Best priority index in a leaf below `best`, else `best`.
@@ -581,6 +589,9 @@ impl DTree {
     fn leaves_overlapping(&self, slot: u32, tree: usize) -> Vec<(u32, Box_, usize)> {
         let rb = self.boxes[slot as usize];
         let mut out = Vec::new();
+        if !intersects(&rb, &self.full_box(), self.nf) || tree >= self.trees.len() {
+            return out;
+        }
         let mut stack = vec![(self.trees[tree].root, self.full_box(), 0usize)];
         while let Some((idx, bx, depth)) = stack.pop() {
             let n = self.nodes[idx as usize];
@@ -649,6 +660,10 @@ impl DTree {
             }
         };
         self.slot_tree[slot as usize] = tree as u32;
+        if !intersects(&self.boxes[slot as usize], &self.full_box(), self.nf) {
+            self.remap();
+            return Ok(());
+        }
         self.trees[tree].min_prio = self.trees[tree].min_prio.min(pos);
         for (leaf, bx, depth) in self.leaves_overlapping(slot, tree) {
             self.leaf_insert(leaf, slot, pos, bx, depth, small)?;
@@ -930,17 +945,10 @@ impl Classifier for DTree {
                     let mut live = false;
                     for l in 0..LANES {
                         let x = n[l];
-                        match x.op {
-                            Op::Cut => {
-                                let c = (ks[l].0[x.field as usize] >> x.shift) & ((1u32 << x.bits) - 1);
-                                n[l] = &self.nodes[(x.base + c) as usize];
-                                live = true;
-                            }
-                            Op::Split => {
-                                n[l] = &self.nodes[(x.base + (ks[l].0[x.field as usize] > x.value) as u32) as usize];
-                                live = true;
-                            }
-                            Op::Leaf => {}
+                        if x.op != Op::Leaf {
+                            let k = ks[l].0[x.field as usize];
+                            n[l] = &self.nodes[(x.base + ((k >> x.shift) & x.count) + (k > x.value) as u32) as usize];
+                            live = true;
                         }
                     }
                     if !live {
@@ -1100,6 +1108,21 @@ mod tests {
         let mut acc = Vec::new();
         assert_eq!(t.walk(&k, &mut acc), Some(7));
         assert!(acc.len() >= 2);
+    }
+
+    #[test]
+    fn a_range_beyond_the_field_width_matches_nothing_and_breaks_nothing() {
+        let mut bad = r((0, 0), (0, 0), (0, 0));
+        bad.fields[3] = FieldMatch::range(70_000, 80_000);
+        let good = r((0, 0), (0, 0), (80, 80));
+        let set = RuleSet::new(Schema::five_tuple(), vec![bad, good]);
+        let mut t = DTree::build(&set, &DTreeConfig::default()).unwrap();
+        assert_eq!(t.classify(&Key::five_tuple(1, 2, 3, 80, 6)), Some(1));
+        t.insert(0, bad).unwrap();
+        t.delete(1).unwrap();
+        assert_eq!(t.classify(&Key::five_tuple(1, 2, 3, 80, 6)), Some(1));
+        let trie = crate::classify::trie::Trie::build(&set, &Default::default()).unwrap();
+        assert_eq!(trie.classify(&Key::five_tuple(1, 2, 3, 80, 6)), Some(1));
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub trait MemoryWalk: Classifier {
 pub enum BuildError {
     /// The structure would exceed its memory budget (set pruning and
     /// decision-tree replication can explode); nothing large was allocated.
-    #[error("{what} needs more than its memory budget of {budget} bytes (stopped at {bytes} bytes); raise max_bytes, use a smaller stride, or use the decision tree")]
+    #[error("{what} needs more than its memory budget of {budget} bytes (stopped at {bytes} bytes); raise the max_bytes build parameter (--set trie.max_bytes=...), use a smaller trie stride, or use the decision tree")]
     OverBudget { what: &'static str, bytes: u64, budget: u64 },
     /// A rule the structure cannot represent.
     #[error("unsupported rule: {0}")]
@@ -74,6 +74,52 @@ pub trait Structure: MemoryWalk + Send + Sync {
 pub struct BuildConfig {
     pub trie: trie::TrieConfig,
     pub dtree: dtree::DTreeConfig,
+}
+
+impl BuildConfig {
+    /// The parameters [`BuildConfig::set`] accepts.
+    pub const KEYS: &'static [&'static str] = &[
+        "trie.stride",
+        "trie.max_bytes",
+        "dtree.bucket",
+        "dtree.max_depth",
+        "dtree.spfac",
+        "dtree.max_cut_bits",
+        "dtree.max_bytes",
+        "facl.dt_modules",
+        "facl.dt_layers",
+        "facl.layer_nodes",
+        "facl.ls_engines",
+        "facl.ls_depth",
+        "facl.ls_modules",
+    ];
+
+    /// Sets one parameter by its dotted name (`trie.stride`, `dtree.bucket`,
+    /// `facl.dt_layers`, ...); an unknown name or a bad value is an error
+    /// naming what was expected. Ranges are checked when building.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        fn num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, String> {
+            value.trim().parse().map_err(|_| format!("{key}: expected a number, found {value:?}"))
+        }
+        let f = &mut self.dtree.facl;
+        match key {
+            "trie.stride" => self.trie.stride = num(key, value)?,
+            "trie.max_bytes" => self.trie.max_bytes = num(key, value)?,
+            "dtree.bucket" => self.dtree.bucket = num(key, value)?,
+            "dtree.max_depth" => self.dtree.max_depth = num(key, value)?,
+            "dtree.spfac" => self.dtree.spfac = num(key, value)?,
+            "dtree.max_cut_bits" => self.dtree.max_cut_bits = num(key, value)?,
+            "dtree.max_bytes" => self.dtree.max_bytes = num(key, value)?,
+            "facl.dt_modules" => f.dt_modules = num(key, value)?,
+            "facl.dt_layers" => f.dt_layers = num(key, value)?,
+            "facl.layer_nodes" => f.layer_nodes = num(key, value)?,
+            "facl.ls_engines" => f.ls_engines = num(key, value)?,
+            "facl.ls_depth" => f.ls_depth = num(key, value)?,
+            "facl.ls_modules" => f.ls_modules = num(key, value)?,
+            _ => return Err(format!("unknown build parameter {key:?} (expected one of: {})", Self::KEYS.join(", "))),
+        }
+        Ok(())
+    }
 }
 
 /// Names [`build`] accepts; the CLI offers exactly these.

@@ -166,7 +166,7 @@ impl Simulator {
             config::Traffic::Flows { dist, flows, mean_pkt_bytes, flow_duration_ns, profile, max_bytes } => {
                 use crate::workload::{flowsize::FlowSizeDist, profile::Profile, traffic};
                 let terr = |e: String| SimError(format!("config: traffic: {e}"));
-                let mut d = FlowSizeDist::builtin(dist).map_err(|e| terr(e.to_string()))?;
+                let mut d = FlowSizeDist::from_spec(dist).map_err(|e| terr(e.to_string()))?;
                 if *max_bytes > 0.0 {
                     d = d.truncated(*max_bytes).map_err(|e| terr(e.to_string()))?;
                 }
