@@ -26,7 +26,10 @@ pub fn keys_for(set: &RuleSet, flows: usize, seed: u64) -> Vec<Key> {
         let mut rng = Pcg64::seed_from_u64(seed);
         return (0..flows).map(|_| Key(rng.gen())).collect();
     }
-    crate::workload::tracegen::flow_keys(set, flows, seed).into_iter().map(|x| x.0).collect()
+    crate::workload::tracegen::flow_keys(set, flows, seed)
+        .into_iter()
+        .map(|x| x.0)
+        .collect()
 }
 
 /// A fixed-rate replay of a list of flows (a header trace): packet i arrives
@@ -39,7 +42,11 @@ pub struct Replay {
 
 impl Replay {
     pub fn new(flows: Vec<u32>, rate_mpps: f64) -> Replay {
-        Replay { flows, i: 0, gap_ps: 1e6 / rate_mpps.max(1e-9) }
+        Replay {
+            flows,
+            i: 0,
+            gap_ps: 1e6 / rate_mpps.max(1e-9),
+        }
     }
 }
 
@@ -60,10 +67,19 @@ mod tests {
     #[test]
     fn replay_spaces_packets_at_the_rate() {
         let v: Vec<Arrival> = Replay::new(vec![3, 1, 3], 250.0).collect();
-        assert_eq!(v, vec![
-            Arrival { t_ps: 0, flow: 3 },
-            Arrival { t_ps: 4000, flow: 1 },
-            Arrival { t_ps: 8000, flow: 3 },
-        ]);
+        assert_eq!(
+            v,
+            vec![
+                Arrival { t_ps: 0, flow: 3 },
+                Arrival {
+                    t_ps: 4000,
+                    flow: 1
+                },
+                Arrival {
+                    t_ps: 8000,
+                    flow: 3
+                },
+            ]
+        );
     }
 }
