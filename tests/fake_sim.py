@@ -128,13 +128,13 @@ SHAPES = {  # relative flow arrival rate over the run, t in [0, 1]
 }
 
 
-def fake_factory(config: dict) -> FakeSim:
-    """Config (SIM_API shape, one table) -> FakeSim; offered rate ∝ flows."""
+def fake_factory(config: dict, mpps_per_flow: float = 0.01) -> FakeSim:
+    """Config (SIM_API shape, one table) -> FakeSim; offered rate = flows × mpps_per_flow (times the profile)."""
     t = config["tables"][0]
     tr = config["traffic"]
     dur = config["duration_ns"]
     shape = SHAPES.get(tr.get("profile"), lambda x: 1.0)
-    base = tr["flows"] * 12 / dur * 1e3 / 4  # Mpps: ~12 packets per flow over the run
+    base = tr["flows"] * mpps_per_flow
     return FakeSim([t["name"]], [1.0], [[0.0]], {t["name"]: FAKE_USL}, config["pmus"]["count"],
                    config["interconnect"]["channels"], lambda ns: base * shape(ns / dur), {t["name"]: t["pmus"]},
                    window_ns=config["window_ns"])

@@ -110,3 +110,19 @@ def test_an_optimistic_model_is_corrected_by_what_the_loop_sees():
     late = np.mean([p.throughput_mpps for p in loop[-5:]])
     assert late > 0.95 * np.mean([p.throughput_mpps for p in base[-5:]])
     assert any(ctl.seen_cap[j] for j in range(2))  # it learned a capacity from saturation
+
+
+def test_the_overload_alarm_catches_a_burst_within_the_period():
+    def burst(t_ns):  # 20 → 110 Mpps for 1.5 ms in a 10 ms run
+        return 110.0 if 4e6 <= t_ns < 5.5e6 else 20.0
+
+    out = {}
+    for alarm in (0.0, 100_000.0):
+        s = Settings(period_ns=2e6, alarm_ns=alarm)
+        sim = FakeSim(NAMES, ENTRY, P, TRUE, N, 4, burst, placement.initial(N, 4, {"acl": 1, "fwd": 1}))
+        ctl = Controller(sim, dict(TRUE), N, s)
+        hist = ctl.run(10e6)
+        out[alarm] = (sum(p.throughput_mpps for p in hist), sum(p.drops for p in hist), ctl.alarms)
+    assert out[0.0][2] == 0 and out[100_000.0][2] >= 1
+    assert out[100_000.0][1] < 0.5 * out[0.0][1]  # far fewer drops
+    assert out[100_000.0][0] > out[0.0][0]

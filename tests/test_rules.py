@@ -69,6 +69,23 @@ def test_rules_share_prefixes(sets, kind):
     assert s["unique_src"] < 0.5 * s["rules"] and s["unique_dst"] < 0.5 * s["rules"]
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_generated_sets_look_like_the_published_ones(shared_data, kind):
+    # ClassBench's published {kind}1_1k sets came from the same seeds with
+    # smoothing; ours with --smoothness 2 should show the same mixes.
+    name = f"{kind}1_1k"
+    real = _core.RuleSet.parse((shared_data / "classbench/sets" / name).read_text(), name).stats()
+    plain = _core.RuleSet.generate(kind, 1000, 1).stats()
+    smooth = _core.RuleSet.generate(kind, 1000, 1, smoothness=2).stats()
+    for field in ["protocols", "sport", "dport", "ppc", "flags"]:
+        assert tv(shares(smooth, field), shares(real, field)) < 0.1, field
+    for field in ["src_len", "dst_len"]:
+        assert tv(shares(smooth, field), shares(real, field)) < 0.25, field
+        assert tv(shares(smooth, field), shares(real, field)) < tv(shares(plain, field), shares(real, field))
+    for field in ["unique_src", "unique_dst"]:
+        assert real[field] / 4 < smooth[field] < real[field] * 4, field
+
+
 def test_seed_file_gives_the_same_set_as_the_builtin_type(tmp_path):
     out1, out2 = tmp_path / "a.txt", tmp_path / "b.txt"
     assert run("rules", "gen", "--type", "fw", "--count", "500", "--seed", "4", "-o", str(out1)).exit_code == 0
@@ -262,3 +279,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, files, argv, message, absent
 def test_good_row_beside_the_bad_ones(tmp_path):
     r = run("rules", "gen", "--seed-file", str(SEEDS / "acl1_seed"), "--count", "50", "-o", str(tmp_path / "o.txt"))
     assert r.exit_code == 0 and len((tmp_path / "o.txt").read_text().splitlines()) == 50
+
+
+def test_chunked_classification_equals_one_batch(sets):
+    from synapse_vmt.rules_cli import classify_timed
+
+    tr = _core.Trace.generate(sets["acl"], 3001, 5)
+    clf = _core.Classifier(sets["acl"], "linear")
+    whole = clf.classify(tr)
+    chunked, dt = classify_timed(clf, tr, work=10**12)  # forces 100 chunks
+    assert np.array_equal(whole, chunked) and dt > 0
+    assert np.array_equal(clf.classify(tr, 1000, 1010), whole[1000:1010])
+    assert len(clf.classify(tr, 5000, 9000)) == 0

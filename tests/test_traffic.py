@@ -194,11 +194,18 @@ def test_truncated_capture_is_one_line_error_and_no_output(tmp_path, fmt, cut, w
         (b"hello world, not a capture", "not a pcap or pcapng file"),
         (bytes.fromhex("d4c3b2a1") + b"\0" * 10, "truncated pcap file header"),
         (None, "no such file"),
+        ("header only", "no IPv4/IPv6 packets"),
+        ("linktype 147", "unsupported link type 147"),
     ],
 )
 def test_bad_capture_files(tmp_path, content, want):
     p = tmp_path / "x.pcap"
-    if content is not None:
+    if isinstance(content, str):
+        with open(p, "wb") as f:
+            w = dpkt.pcap.Writer(f, linktype=147 if "147" in content else 1)
+            if "147" in content:
+                w.writepkt(b"\0" * 40, ts=0)
+    elif content is not None:
         p.write_bytes(content)
     r = CliRunner().invoke(main, ["traffic", "fit", str(p)])
     assert r.exit_code == 2 and want in r.stderr and str(p) in r.stderr, r.stderr

@@ -18,7 +18,7 @@ from synapse_vmt.errors import atomic_write  # noqa: E402
 
 WINDOW_COLUMNS = [
     "t_ns", "table", "arrived", "processed", "hits", "misses", "elu_requests", "hbm_bytes",
-    "lat_mean_ns", "lat_p99_ns", "pmus", "cam_compares", "stalls", "drops", "fifo_max", "reordered",
+    "lat_mean_ns", "lat_p99_ns", "sojourn_mean_ns", "pmus", "cam_compares", "stalls", "drops", "fifo_max", "reordered",
 ]
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 import numpy as np
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from synapse_vmt import _core
@@ -65,6 +66,24 @@ def check(results: np.ndarray, trace: _core.Trace) -> int | None:
     if drawn is None:
         return None
     return int(np.count_nonzero((results < 0) | (results > drawn)))
+
+
+def classify_timed(clf: _core.Classifier, tr: _core.Trace, work: int) -> tuple[np.ndarray, float]:
+    """Classify the whole trace, timing only the Rust batch calls. Long jobs
+    (``work``: rules x headers, the linear scan's cost) go in chunks behind
+    a progress bar."""
+    n = len(tr)
+    chunks = 1 if work < 2e9 else min(100, n)
+    bounds = np.linspace(0, n, chunks + 1, dtype=np.int64)
+    parts, dt = [], 0.0
+    with Progress(transient=True, disable=chunks == 1) as bar:
+        task = bar.add_task(f"classifying {n} headers ({clf.algo})", total=n)
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            t0 = time.perf_counter()
+            parts.append(clf.classify(tr, int(a), int(b)))
+            dt += time.perf_counter() - t0
+            bar.update(task, completed=int(b))
+    return np.concatenate(parts), dt
 
 
 @click.group()
@@ -218,9 +237,7 @@ def classify(rules_file: str, trace_file: str, algo: str, out: str | None, setti
         clf = _core.Classifier(rs, algo, config)
     except ValueError as e:
         raise UserError(f"{rules_file}: {algo}: {e}") from None
-    t0 = time.perf_counter()
-    res = clf.classify(tr)
-    dt = time.perf_counter() - t0
+    res, dt = classify_timed(clf, tr, work=len(rs) * len(tr))
     if out is not None:
         with atomic_write(out) as f:
             f.write("\n".join(res.astype(str)) + "\n")

@@ -67,7 +67,8 @@ class Pmus(_Model):
 
 class Vmu(_Model):
     latency_cycles: int = Field(2, ge=0)
-    vnodes: int = Field(64, ge=1)
+    #: Points per PMU on the consistent-hashing ring (the paper: one).
+    vnodes: int = Field(1, ge=1)
 
 
 class Pipeline(_Model):
@@ -99,11 +100,14 @@ class Hbm(_Model):
 
 class FlowTraffic(_Model):
     kind: Literal["flows"] = "flows"
-    dist: str = "caida2019"
-    flows: int = Field(20_000, ge=0)
+    #: A built-in flow-size distribution, optionally truncated: ``NAME[:MAX_BYTES]``.
+    dist: str = Field("caida2019", pattern=r"^(caida2019|caida2018)(:[0-9.eE+]+)?$")
+    flows: int = Field(2_000, ge=0)
     mean_pkt_bytes: float = Field(800.0, gt=0.0)
-    flow_duration_ns: float = Field(200_000.0, gt=0.0)
-    profile: str = "uniform"
+    flow_duration_ns: float = Field(1_000_000.0, gt=0.0)
+    profile: Literal["uniform", "flat", "step", "ramp", "diurnal", "burst"] = "uniform"
+    #: Largest flow drawn, bytes (the CAIDA tail reaches 10 GB); 0 = no limit.
+    max_bytes: float = Field(1e7, ge=0.0)
 
 
 class TraceTraffic(_Model):
@@ -164,7 +168,8 @@ class Scenario(_Model):
 
 def default_scenario() -> Scenario:
     """The built-in scenario: one ACL table of 1000 generated rules backed by
-    8 PMUs of 256 entries, CAIDA 2019 flow sizes, 1 ms of traffic."""
+    8 PMUs of 256 entries, 2000 flows of CAIDA 2019 sizes (about 37 Mpps),
+    1 ms of traffic."""
     return Scenario()
 
 

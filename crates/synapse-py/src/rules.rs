@@ -203,11 +203,14 @@ impl PyClassifier {
         Ok(PyClassifier { inner, algo: algo.to_string() })
     }
 
-    /// Classifies every header of `trace`: an int32 array, the index of the
-    /// first matching rule or -1.
-    fn classify<'py>(&self, py: Python<'py>, trace: &PyTrace) -> Bound<'py, PyArray1<i32>> {
+    /// Classifies the headers `start..stop` of `trace` (all by default): an
+    /// int32 array, the index of the first matching rule or -1.
+    #[pyo3(signature = (trace, start=0, stop=None))]
+    fn classify<'py>(&self, py: Python<'py>, trace: &PyTrace, start: usize, stop: Option<usize>) -> Bound<'py, PyArray1<i32>> {
+        let stop = stop.unwrap_or(trace.entries.len()).min(trace.entries.len());
+        let start = start.min(stop);
         let out = py.allow_threads(|| {
-            let keys: Vec<Key> = trace.entries.iter().map(|e| e.key).collect();
+            let keys: Vec<Key> = trace.entries[start..stop].iter().map(|e| e.key).collect();
             let mut out = vec![-1i32; keys.len()];
             self.inner.classify_batch(&keys, &mut out);
             out

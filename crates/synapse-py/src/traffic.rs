@@ -9,10 +9,12 @@
 //! `profile` (a built-in name or a list of `[t_fraction, weight]` points) and
 //! `seed`. Unknown keys are an error.
 
-use numpy::{IntoPyArray, PyArray1};
+use std::io::Write;
+
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use synapse_core::workload::{flowsize, profile, traffic, FlowSizeDist, Profile, TrafficConfig};
 
 const KEYS: &[&str] = &[
@@ -292,6 +294,24 @@ fn flows_for_rate(
     traffic::flows_for_rate(pps, &dist_from(dist)?, duration_ps, mean_pkt_bytes).map_err(err)
 }
 
+/// Arrival rows `t_ps,flow\n` as CSV bytes (numpy's savetxt is 50x slower).
+#[pyfunction]
+fn arrivals_csv<'py>(
+    py: Python<'py>,
+    t_ps: PyReadonlyArray1<'py, u64>,
+    flow: PyReadonlyArray1<'py, u32>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let (t, f) = (t_ps.as_slice()?, flow.as_slice()?);
+    if t.len() != f.len() {
+        return Err(err("t_ps and flow differ in length"));
+    }
+    let mut out = Vec::with_capacity(t.len() * 16);
+    for (a, b) in t.iter().zip(f) {
+        writeln!(out, "{a},{b}").expect("write to Vec");
+    }
+    Ok(PyBytes::new_bound(py, &out))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Traffic>()?;
     m.add_function(wrap_pyfunction!(flow_dist_stats, m)?)?;
@@ -300,6 +320,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profile_points, m)?)?;
     m.add_function(wrap_pyfunction!(profile_density, m)?)?;
     m.add_function(wrap_pyfunction!(flows_for_rate, m)?)?;
+    m.add_function(wrap_pyfunction!(arrivals_csv, m)?)?;
     m.add("FLOW_DISTS", flowsize::BUILTINS.to_vec())?;
     m.add("PROFILES", profile::BUILTINS.to_vec())?;
     m.add("FIG8_PROFILES", profile::FIG8.to_vec())?;

@@ -3,7 +3,10 @@
 Every period (default 1 ms of simulated time) the controller, like host
 software driving the hardware:
 
-1. advances the simulator to the end of the period (``run_until``);
+1. advances the simulator to the end of the period (``run_until``), checking
+   every ``alarm_ns`` (default 100 µs) for overload — drops, or a table
+   processing clearly less than arrives — and then re-solving at once, adding
+   PMUs only (as drop counters raising an interrupt would);
 2. reads the window and edge counters (``windows()``, ``edges()``) and
    estimates the routing matrix P, the entry shares and the input rate
    (:mod:`.counters`);
@@ -48,6 +51,8 @@ class Settings:
     min_pmus: int = 1
     behind: float = 0.97  # processed / arrived below this over a period: the table was at capacity
     refit_min_samples: int = 20
+    alarm_ns: float = 100_000.0  # overload check between periods (0: only at period ends)
+    alarm_behind: float = 0.9  # processed / arrived below this in an alarm check: overloaded
 
 
 @dataclass
@@ -67,6 +72,12 @@ class Period:
     @property
     def active_pmus(self) -> float:
         return float(self.pmus.sum())
+
+
+def concat(parts: list[dict]) -> dict:
+    """Column-wise concatenation of window (or edge) batches."""
+    keys = parts[0].keys()
+    return {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in keys}
 
 
 def period_stats(windows: dict, edges: dict, T: int, span_ns: float) -> dict:
@@ -97,6 +108,7 @@ class Controller:
     prior_entry: np.ndarray | None = None
     history: list[Period] = field(default_factory=list)
     refits: int = 0
+    alarms: int = 0
 
     def __post_init__(self) -> None:
         self.names = list(self.sim.table_names())
@@ -122,19 +134,29 @@ class Controller:
     def step(self) -> Period:
         s, T = self.settings, len(self.names)
         t_end = self.sim.now_ns() + s.period_ns
-        self.sim.run_until(t_end)
-        w, e = self.sim.windows(), self.sim.edges()
+        parts_w, parts_e = [], []
+        # Between period boundaries, watch for overload every alarm_ns (the
+        # hardware's drop counters raising an interrupt): a burst then gets
+        # PMUs at once instead of at the end of the period.
+        while True:
+            t_next = min(t_end, self.sim.now_ns() + s.alarm_ns) if s.alarm_ns > 0 else t_end
+            self.sim.run_until(t_next)
+            w, e = self.sim.windows(), self.sim.edges()
+            parts_w.append(w)
+            parts_e.append(e)
+            if t_next >= t_end - 1e-6:
+                break
+            if len(w["t_ns"]) and self.overloaded(w):
+                self.alarm(w, e)
+        w, e = concat(parts_w), concat(parts_e)
         if len(w["t_ns"]) == 0:
             raise RuntimeError("the simulator closed no window in a control period")
         tr = estimate(w, e, T, s.window_ns, self.prior_P, self.prior_entry)
         self.prior_P, self.prior_entry = tr.P, tr.entry
         st = period_stats(w, e, T, tr.span_ns)
         self.learn(w, tr)
-        caps = self.capacities()
-        prob = Problem(self.names, tr.entry, tr.P, caps, self.total_pmus, s.min_pmus, tr.input_mpps * s.headroom)
-        alloc = fast.solve(prob)
-        target = {n: int(k) for n, k in zip(self.names, alloc.pmus)}
-        self.apply(target)
+        alloc = self.solve(tr)
+        self.apply({n: int(k) for n, k in zip(self.names, alloc.pmus)})
         rec = Period(
             t_ns=t_end,
             input_mpps=tr.input_mpps,
@@ -149,22 +171,61 @@ class Controller:
         self.history.append(rec)
         return rec
 
+    def solve(self, tr):
+        s = self.settings
+        prob = Problem(self.names, tr.entry, tr.P, self.capacities(), self.total_pmus, s.min_pmus, tr.input_mpps * s.headroom)
+        return fast.solve(prob)
+
+    def overloaded(self, w: dict) -> bool:
+        """Drops, or a table clearly processing less than arrives."""
+        if "drops" in w and np.sum(w["drops"]) > 0:
+            return True
+        arrived, processed = float(np.sum(w["arrived"])), float(np.sum(w["processed"]))
+        return arrived > 0 and processed < self.settings.alarm_behind * arrived
+
+    def alarm(self, w: dict, e: dict) -> None:
+        """Mid-period re-solve on overload; it only adds PMUs (the period
+        boundary decides about removing them)."""
+        T = len(self.names)
+        tr = estimate(w, e, T, self.settings.window_ns, self.prior_P, self.prior_entry)
+        alloc = self.solve(tr)
+        have = placement.current_sets(self.sim.pmu_states(), self.names)
+        target = {n: max(int(k), len(have[n])) for n, k in zip(self.names, alloc.pmus)}
+        if sum(target.values()) > self.total_pmus:
+            return
+        if any(target[n] > len(have[n]) for n in self.names):
+            self.alarms += 1
+            self.apply(target)
+
     def learn(self, w: dict, tr) -> None:
-        """Compare the period with the model; refit tables that were at capacity."""
+        """Compare the period with the model; learn from tables that were at capacity.
+
+        Only periods in which the table held the same PMUs throughout count (a
+        period in which PMUs joined mixes counts and cold caches). A refit
+        replaces the model only if it fits the saturated samples better."""
         s, T = self.settings, len(self.names)
         per_table = usl_samples(w, s.window_ns, T)
+        tab = np.asarray(w["table"], dtype=np.int64)
         for j in range(T):
             off, done = tr.offered_mpps[j], tr.processed_mpps[j]
             if off <= 0 or done >= s.behind * off:
                 continue
-            n_now = int(np.round(np.median(per_table[j].pmus))) if len(per_table[j]) else 0
+            held = np.asarray(w["pmus"])[tab == j]
+            if len(held) == 0 or held.min() != held.max():
+                continue
+            n_now = int(held[0])
             prev = self.seen_cap[j].get(n_now, np.inf)
             self.seen_cap[j][n_now] = min(prev, float(done))
             self.samples[j] = self.samples[j].extend(per_table[j])
             smp = self.samples[j]
             if len(smp) >= s.refit_min_samples and len(set(smp.pmus.tolist())) >= 2:
-                self.models[self.names[j]] = fit(smp.load_mpps, smp.throughput_mpps, smp.pmus).usl
-                self.refits += 1
+                name = self.names[j]
+                new = fit(smp.load_mpps, smp.throughput_mpps, smp.pmus).usl
+                err_new = np.mean((new.throughput(smp.load_mpps, smp.pmus) - smp.throughput_mpps) ** 2)
+                err_old = np.mean((self.models[name].throughput(smp.load_mpps, smp.pmus) - smp.throughput_mpps) ** 2)
+                if err_new < err_old:
+                    self.models[name] = new
+                    self.refits += 1
 
     def apply(self, target: dict[str, int]) -> None:
         changes = placement.plan(self.sim.pmu_states(), target)

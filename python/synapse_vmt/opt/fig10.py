@@ -21,8 +21,8 @@ from synapse_vmt.errors import atomic_write
 from synapse_vmt.opt.simexp import Setup, SimFactory, calibrate, core_factory
 
 PMU_COUNTS = [3, 4, 5]
-FLOWS = [1000, 2000, 4000, 8000, 16000, 32000, 64000]
-QUICK_FLOWS = [2000, 8000, 32000]
+FLOWS = [500, 1000, 2000, 3000, 4000, 5000, 6000, 8000, 12000, 16000]
+QUICK_FLOWS = [2000, 4000, 8000]
 
 
 def r2_rmse(obs: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
@@ -34,7 +34,7 @@ def r2_rmse(obs: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
 def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = core_factory) -> dict:
     setup = Setup(seed=seed)
     flows = QUICK_FLOWS if quick else FLOWS
-    duration, warmup = (600_000.0, 200_000.0) if quick else (2_000_000.0, 400_000.0)
+    duration, warmup = (700_000.0, 300_000.0) if quick else (1_500_000.0, 400_000.0)
     f, per_n = calibrate(factory, setup, PMU_COUNTS, flows, duration, warmup)
     u = f.usl
     per = {}

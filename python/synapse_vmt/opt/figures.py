@@ -52,7 +52,8 @@ def fig10(out: str, quick: bool, seed: int) -> None:
 @_seed
 @click.option("--period-ns", type=float, default=None, help="control period in simulated ns (default 1 ms; 0.5 ms with --quick)")
 @click.option("--headroom", type=float, default=1.3, show_default=True, help="provision for this multiple of the measured input rate")
-def fig8(out: str, quick: bool, seed: int, period_ns: float | None, headroom: float) -> None:
+@click.option("--alarm-ns", type=float, default=100_000.0, show_default=True, help="overload check between control periods (0: off)")
+def fig8(out: str, quick: bool, seed: int, period_ns: float | None, headroom: float, alarm_ns: float) -> None:
     """Closed-loop runtime OPT vs a static oracle under four traffic profiles (paper Fig. 8)."""
     from synapse_vmt.errors import UserError
     from synapse_vmt.opt import fig8 as f
@@ -61,7 +62,9 @@ def fig8(out: str, quick: bool, seed: int, period_ns: float | None, headroom: fl
         raise UserError(f"--period-ns: expected a positive time, got {period_ns}")
     if headroom < 1:
         raise UserError(f"--headroom: expected a factor >= 1, got {headroom}")
-    s = f.run(Path(out), quick, seed, period_ns=period_ns, headroom=headroom)
+    if alarm_ns < 0:
+        raise UserError(f"--alarm-ns: expected a time >= 0, got {alarm_ns}")
+    s = f.run(Path(out), quick, seed, period_ns=period_ns, headroom=headroom, alarm_ns=alarm_ns)
     for name, d in s["profiles"].items():
         click.echo(f"  {name:>8}: throughput {d['throughput_ratio_vs_static']:.3f} of static, PMUs {d['mean_pmus_ratio_vs_static']:.3f} of static")
     click.echo(f"wrote {out}/summary.json, fig8.csv, fig8.png")

@@ -39,20 +39,27 @@ def core_factory(config: dict):
 
 @dataclass
 class Setup:
-    """The single-VMT experiment: everything but PMUs and traffic size."""
+    """The single-VMT experiment: everything but PMUs and traffic size.
+
+    Traffic goes through the traffic model with a named profile (``flat`` for
+    calibration): CAIDA 2019 flow sizes truncated at 1 MB (so that a window's
+    load comes from many flows rather than one elephant), 800-byte packets,
+    flows active ``flow_duration_ns`` each. Calibration and the closed loop
+    use the same flow duration, so load and working set scale alike in both."""
 
     pmus_total: int = 8
     block_size: int = 256
     channels: int = 4
     rules: int = 1000
     window_ns: float = 10_000.0
-    flow_duration_ns: float = 200_000.0
+    flow_duration_ns: float = 300_000.0
+    dist: str = "caida2019"
+    max_bytes: float = 1e6
     seed: int = 1
 
-    def config(self, pmus: list[int], flows: int, duration_ns: float, profile: str | None = None) -> dict:
-        traffic = {"kind": "flows", "flows": int(flows), "flow_duration_ns": self.flow_duration_ns}
-        if profile is not None:
-            traffic["profile"] = profile
+    def config(self, pmus: list[int], flows: int, duration_ns: float, profile: str = "flat") -> dict:
+        traffic = {"kind": "flows", "dist": self.dist, "max_bytes": self.max_bytes, "flows": int(flows),
+                   "flow_duration_ns": self.flow_duration_ns, "mean_pkt_bytes": 800.0, "profile": profile}
         return {
             "seed": self.seed,
             "window_ns": self.window_ns,

@@ -507,7 +507,7 @@ def write_arrivals(tr: "_core.Traffic", out: str | os.PathLike, clip_ps: int | N
                 t, fl, done = t[:keep], fl[:keep], True
             if len(t):
                 if suffix == ".csv":
-                    np.savetxt(f, np.column_stack((t, fl)), fmt="%d", delimiter=",")
+                    f.write(_core.arrivals_csv(t, fl))
                 else:
                     a = np.empty(len(t), dtype=dtype)
                     a["t_ps"], a["flow"] = t, fl

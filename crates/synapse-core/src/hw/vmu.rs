@@ -35,7 +35,11 @@ pub struct Ring {
 
 impl Ring {
     pub fn new(vnodes: u32, seed: u32) -> Ring {
-        Ring { vnodes: vnodes.max(1), seed, points: Vec::new() }
+        Ring {
+            vnodes: vnodes.max(1),
+            seed,
+            points: Vec::new(),
+        }
     }
     pub fn add(&mut self, pmu: u16) {
         for r in 0..self.vnodes {
@@ -73,7 +77,10 @@ pub struct LookupTable {
 impl LookupTable {
     pub fn new(bits: u32) -> LookupTable {
         let bits = bits.clamp(1, 24);
-        LookupTable { bits, entries: vec![INVALID; 1 << bits] }
+        LookupTable {
+            bits,
+            entries: vec![INVALID; 1 << bits],
+        }
     }
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -128,6 +135,8 @@ pub struct Slot {
     pub flow: u32,
     /// When it entered the table's stage FIFO.
     pub arrived: Cycle,
+    /// When the request producer sent its key.
+    pub issued: Cycle,
     pub action: Option<Match>,
     pub via: Via,
 }
@@ -146,10 +155,19 @@ pub struct Vmu {
     capacity: usize,
     /// Responses that came back ahead of an older unanswered PHV.
     pub reordered: u64,
+    /// Tag of the oldest unanswered PHV (or the next tag if none).
+    oldest_open: u64,
 }
 
 impl Vmu {
-    pub fn new(table: u16, words: usize, lookup_bits: u32, vnodes: u32, phv_fifo: u32, seed: u32) -> Vmu {
+    pub fn new(
+        table: u16,
+        words: usize,
+        lookup_bits: u32,
+        vnodes: u32,
+        phv_fifo: u32,
+        seed: u32,
+    ) -> Vmu {
         Vmu {
             table,
             words,
@@ -160,6 +178,7 @@ impl Vmu {
             base_tag: 0,
             capacity: phv_fifo.max(1) as usize,
             reordered: 0,
+            oldest_open: 0,
         }
     }
 
@@ -192,10 +211,22 @@ impl Vmu {
         self.window.len()
     }
     /// Request producer: registers a PHV, returns its tag.
-    pub fn issue(&mut self, phv: u64, flow: u32, arrived: Cycle) -> u64 {
+    pub fn issue(&mut self, phv: u64, flow: u32, arrived: Cycle, now: Cycle) -> u64 {
         debug_assert!(self.has_room());
         let tag = self.base_tag + self.window.len() as u64;
-        self.window.push_back(Slot { phv, flow, arrived, action: None, via: Via::Hit });
+        self.window.push_back(Slot {
+            phv,
+            flow,
+            arrived,
+            issued: now,
+            action: None,
+            via: Via::Hit,
+        });
+        if self.oldest_open < tag {
+            // Every older PHV is answered; keep the pointer at the first open one.
+        } else {
+            self.oldest_open = tag;
+        }
         tag
     }
     /// Response consumer: a miss notification marks the PHV as parked.
@@ -203,14 +234,28 @@ impl Vmu {
         let i = (tag - self.base_tag) as usize;
         self.window[i].via = Via::Miss;
     }
-    /// Response consumer: a valid response (hit or ELU fill).
-    pub fn resolve(&mut self, tag: u64, action: Match) {
+    /// Response consumer: a valid response (hit or ELU fill) at `now`.
+    /// Returns the key's match latency (request sent → answer back).
+    pub fn resolve(&mut self, tag: u64, action: Match, now: Cycle) -> Cycle {
         let i = (tag - self.base_tag) as usize;
         debug_assert!(self.window[i].action.is_none(), "tag {tag} answered twice");
-        if self.window.iter().take(i).any(|s| s.action.is_none()) {
-            self.reordered += 1;
-        }
         self.window[i].action = Some(action);
+        let lat = now - self.window[i].issued;
+        if tag != self.oldest_open {
+            // An older PHV is still unanswered.
+            self.reordered += 1;
+            return lat;
+        }
+        // Advance past every answered PHV (amortised O(1)).
+        let end = self.base_tag + self.window.len() as u64;
+        while self.oldest_open < end
+            && self.window[(self.oldest_open - self.base_tag) as usize]
+                .action
+                .is_some()
+        {
+            self.oldest_open += 1;
+        }
+        lat
     }
     /// The head is answered: the action unit may release it this cycle.
     pub fn head_ready(&self) -> bool {
@@ -267,15 +312,15 @@ mod tests {
     #[test]
     fn miss_parks_and_later_hits_wait_behind_it_in_order() {
         let mut v = Vmu::new(0, 5, 4, 8, 3, 1);
-        let t0 = v.issue(100, 0, 0);
-        let t1 = v.issue(101, 1, 1);
+        let t0 = v.issue(100, 0, 0, 0);
+        let t1 = v.issue(101, 1, 1, 1);
         v.park(t0);
-        v.resolve(t1, Some(1)); // hit of the current PHV while the FIFO holds one
+        assert_eq!(v.resolve(t1, Some(1), 6), 5); // hit of the current PHV while the FIFO holds one
         assert!(!v.head_ready(), "hit waits behind the parked PHV");
         assert_eq!(v.reordered, 1);
-        let _t2 = v.issue(102, 2, 2);
+        let _t2 = v.issue(102, 2, 2, 2);
         assert!(!v.has_room(), "PHV buffer full: producer blocks");
-        v.resolve(t0, Some(7)); // ELU fill releases the FIFO head
+        assert_eq!(v.resolve(t0, Some(7), 100), 100); // ELU fill releases the FIFO head
         assert!(v.head_ready());
         let s = v.release();
         assert_eq!((s.phv, s.action, s.via), (100, Some(Some(7)), Via::Miss));

@@ -64,7 +64,9 @@ impl Default for Table {
     fn default() -> Table {
         Table {
             name: "acl".into(),
-            rules: Rules::Generate { generate: Generate::default() },
+            rules: Rules::Generate {
+                generate: Generate::default(),
+            },
             lookup_bits: 10,
             pmus: vec![0, 1, 2, 3],
             phv_fifo: 256,
@@ -90,7 +92,11 @@ pub struct Generate {
 
 impl Default for Generate {
     fn default() -> Generate {
-        Generate { kind: "acl".into(), count: 1000, seed: 1 }
+        Generate {
+            kind: "acl".into(),
+            count: 1000,
+            seed: 1,
+        }
     }
 }
 
@@ -108,13 +114,17 @@ pub struct Vmu {
     /// Cycles from a key entering the VMU to its request leaving (lookup3
     /// hash and the lookup-table BRAM read).
     pub latency_cycles: u32,
-    /// Points per PMU on the consistent-hashing ring.
+    /// Points per PMU on the consistent-hashing ring. The paper's ring has
+    /// one per PMU (its BST holds the PMUs); more points balance the load.
     pub vnodes: u32,
 }
 
 impl Default for Vmu {
     fn default() -> Vmu {
-        Vmu { latency_cycles: 2, vnodes: 64 }
+        Vmu {
+            latency_cycles: 2,
+            vnodes: 1,
+        }
     }
 }
 
@@ -146,6 +156,10 @@ pub enum Traffic {
         flow_duration_ns: f64,
         #[serde(default = "default_profile")]
         profile: String,
+        /// Largest flow size drawn, bytes (the CAIDA tail reaches 10 GB);
+        /// 0 = no limit.
+        #[serde(default = "default_max_bytes")]
+        max_bytes: f64,
     },
     Trace {
         path: String,
@@ -158,16 +172,19 @@ fn default_dist() -> String {
     "caida2019".into()
 }
 fn default_flows() -> u32 {
-    20_000
+    2_000
 }
 fn default_pkt() -> f64 {
     800.0
 }
 fn default_flow_duration() -> f64 {
-    200_000.0
+    1_000_000.0
 }
 fn default_profile() -> String {
     "uniform".into()
+}
+fn default_max_bytes() -> f64 {
+    1e7
 }
 fn default_rate() -> f64 {
     100.0
@@ -181,6 +198,7 @@ impl Default for Traffic {
             mean_pkt_bytes: default_pkt(),
             flow_duration_ns: default_flow_duration(),
             profile: default_profile(),
+            max_bytes: default_max_bytes(),
         }
     }
 }
@@ -194,9 +212,13 @@ mod tests {
         let c = Config::default();
         let j = serde_json::to_string(&c).unwrap();
         assert_eq!(serde_json::from_str::<Config>(&j).unwrap(), c);
-        let e = serde_json::from_str::<Config>(r#"{"pmus": {"count": 4, "blocksize": 2}}"#).unwrap_err();
+        let e = serde_json::from_str::<Config>(r#"{"pmus": {"count": 4, "blocksize": 2}}"#)
+            .unwrap_err();
         assert!(e.to_string().contains("blocksize"), "{e}");
-        let c: Config = serde_json::from_str(r#"{"pmus": {"count": 4}, "traffic": {"kind": "trace", "path": "t"}}"#).unwrap();
+        let c: Config = serde_json::from_str(
+            r#"{"pmus": {"count": 4}, "traffic": {"kind": "trace", "path": "t"}}"#,
+        )
+        .unwrap();
         assert_eq!(c.pmus.count, 4);
         assert_eq!(c.pmus.block_size, 256);
         assert!(matches!(c.traffic, Traffic::Trace { rate_mpps, .. } if rate_mpps == 100.0));

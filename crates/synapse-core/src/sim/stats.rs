@@ -16,7 +16,9 @@ const BUCKETS: usize = 8 * 62;
 
 impl Default for LogHist {
     fn default() -> Self {
-        LogHist { counts: vec![0; BUCKETS] }
+        LogHist {
+            counts: vec![0; BUCKETS],
+        }
     }
 }
 
@@ -66,7 +68,11 @@ impl LogHist {
             if acc >= rank {
                 let lo = Self::lower(b) as f64;
                 let hi = Self::lower(b + 1) as f64;
-                return if hi - lo <= 1.0 { lo } else { (lo + hi - 1.0) / 2.0 };
+                return if hi - lo <= 1.0 {
+                    lo
+                } else {
+                    (lo + hi - 1.0) / 2.0
+                };
             }
         }
         0.0
@@ -87,9 +93,13 @@ pub struct Counters {
     pub misses: u64,
     pub elu_requests: u64,
     pub hbm_bytes: u64,
-    /// Sum of per-key latencies, cycles.
+    /// Per-key match latency (request sent → answer back at the VMU),
+    /// cycles: sum and histogram (one entry per answered key).
     pub lat_sum: u64,
     pub lat: LogHist,
+    /// Sum of sojourn times in the table (arrival → release), cycles, over
+    /// the processed PHVs; includes waiting behind older misses.
+    pub sojourn_sum: u64,
     pub cam_compares: u64,
     /// Cycles the table could not move a PHV (full PHV buffer, interconnect
     /// conflict, full Q_r, full next stage).
@@ -110,6 +120,7 @@ impl Counters {
         self.elu_requests += o.elu_requests;
         self.hbm_bytes += o.hbm_bytes;
         self.lat_sum += o.lat_sum;
+        self.sojourn_sum += o.sojourn_sum;
         self.lat.merge(&o.lat);
         self.cam_compares += o.cam_compares;
         self.stalls += o.stalls;
@@ -148,7 +159,10 @@ mod tests {
         for v in 0..100_000u64 {
             let b = LogHist::bucket(v);
             assert!(b == prev || b == prev + 1, "v={v}");
-            assert!(LogHist::lower(b) <= v && v < LogHist::lower(b + 1), "v={v} b={b}");
+            assert!(
+                LogHist::lower(b) <= v && v < LogHist::lower(b + 1),
+                "v={v} b={b}"
+            );
             prev = b;
         }
     }

@@ -395,4 +395,27 @@ mod tests {
             assert!(e.contains(want), "{pts:?}: {e}");
         }
     }
+
+    proptest::proptest! {
+        /// Any list of points is either rejected with an error or gives a
+        /// distribution whose quantile is monotone, inside its range, and
+        /// inverts its CDF.
+        #[test]
+        fn random_points_never_panic(pts in proptest::collection::vec((-10.0f64..1e7, -0.5f64..1.5), 0..12),
+                                     us in proptest::collection::vec(0.0f64..=1.0, 1..20)) {
+            if let Ok(d) = FlowSizeDist::from_points(pts) {
+                let (lo, hi) = d.range();
+                let mut us = us;
+                us.sort_by(f64::total_cmp);
+                let mut prev = 0.0;
+                for u in us {
+                    let b = d.quantile(u);
+                    proptest::prop_assert!(b >= lo && b <= hi * (1.0 + 1e-12) && b >= prev * (1.0 - 1e-12));
+                    proptest::prop_assert!(d.cdf(b) >= u - 1e-9);
+                    prev = b;
+                }
+                proptest::prop_assert!(d.mean_packets(100.0) >= 1.0);
+            }
+        }
+    }
 }

@@ -267,4 +267,28 @@ mod tests {
             assert!(e.contains(want), "{pts:?}: {e}");
         }
     }
+
+    proptest::proptest! {
+        /// Any list of points is rejected or gives a profile whose quantile
+        /// stays in [0, 1], is monotone and inverts the CDF.
+        #[test]
+        fn random_profiles_never_panic(mid in proptest::collection::vec((0.0f64..1.0, -1.0f64..5.0), 0..8),
+                                       w0 in -1.0f64..5.0, w1 in -1.0f64..5.0) {
+            let mut mid = mid;
+            mid.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut pts = vec![(0.0, w0)];
+            pts.extend(mid);
+            pts.push((1.0, w1));
+            if let Ok(p) = Profile::from_points(pts) {
+                let mut prev = 0.0;
+                for i in 0..=100 {
+                    let u = i as f64 / 100.0;
+                    let x = p.quantile(u);
+                    proptest::prop_assert!((0.0..=1.0).contains(&x) && x >= prev - 1e-12);
+                    proptest::prop_assert!((p.cdf(x) - u).abs() < 1e-6, "u {} x {} cdf {}", u, x, p.cdf(x));
+                    prev = x;
+                }
+            }
+        }
+    }
 }

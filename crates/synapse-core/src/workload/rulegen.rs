@@ -17,14 +17,14 @@
 //!
 //! As with db_generator's `-b` switch, a set larger than the seed's
 //! `-scale` gets its address tries widened ([`scale_skew`]), though in
-//! proportion to the size rather than exponentially (see [`generate`]). Differences
-//! from db_generator, on purpose: no smoothing or scope bias (its
-//! parameters 0, 0, 0), and where db_generator
-//! returns fewer filters than asked after removing duplicates, we draw more
-//! so that the count is exact whenever the seed can make that many distinct
-//! filters. Filters are finally ordered from most to least specific, so no
-//! filter comes after one that contains it (db_generator orders nested
-//! filters too).
+//! proportion to the size rather than exponentially (see [`generate`]).
+//! Prefix-length smoothing is optional ([`generate_smoothed`]); there is no
+//! scope bias (db_generator's scope parameters at 0). Where db_generator
+//! returns fewer filters than asked after removing duplicates, we draw a
+//! larger batch so that the count is exact whenever the seed can make that
+//! many distinct filters. Filters are finally ordered from most to least
+//! specific, so no filter comes after one that contains it (db_generator
+//! orders nested filters too).
 
 use super::seed::{Params, PortClass, PortRange, Skew, PPC};
 use crate::rules::{FieldMatch, Flags, Rule, RuleSet, Schema};
@@ -371,29 +371,32 @@ pub fn generate_smoothed(p: &Params, count: usize, seed: u64, smoothness: u32) -
         p = &scaled;
     }
     let mut rng = Pcg64::seed_from_u64(seed);
-    let mut seen: HashSet<[FieldMatch; 5]> = HashSet::with_capacity(count);
-    let mut rules: Vec<Rule> = Vec::with_capacity(count);
+    // All rules come from one batch, so they share one pair of tries and
+    // its nesting limits hold. When removing duplicates leaves too few, the
+    // batch is drawn again, larger, and the first `count` distinct rules
+    // (in drawing order) are kept; dropping rules never deepens nesting.
     let mut draw = count;
-    // A batch builds its own tries; later batches (only when duplicates
-    // were removed) top the set up, drawing more than the shortfall.
-    for _ in 0..16 {
-        if rules.len() >= count || draw == 0 {
-            break;
-        }
-        let before = rules.len();
+    let mut rules: Vec<Rule> = Vec::new();
+    for _ in 0..8 {
+        let mut seen: HashSet<[FieldMatch; 5]> = HashSet::with_capacity(draw);
+        let mut got = Vec::with_capacity(count);
+        let mut distinct = 0usize;
         for s in batch(p, draw, smoothness, &mut rng) {
             let r = to_rule(&s);
-            let key: [FieldMatch; 5] = r.fields[..5].try_into().unwrap();
-            if rules.len() < count && seen.insert(key) {
-                rules.push(r);
+            if seen.insert(r.fields[..5].try_into().unwrap()) {
+                distinct += 1;
+                if got.len() < count {
+                    got.push(r);
+                }
             }
         }
-        let added = rules.len() - before;
-        if added == 0 {
+        if got.len() > rules.len() {
+            rules = got;
+        }
+        if rules.len() >= count || distinct == 0 {
             break;
         }
-        let short = count - rules.len();
-        draw = ((short as f64) * (draw as f64 / added as f64) * 1.1).ceil() as usize;
+        draw = ((draw as f64) * (count as f64 / distinct as f64) * 1.05).ceil() as usize + 1;
     }
     rules.sort_by_key(specificity);
     let n = rules.len() as u32;
@@ -470,6 +473,28 @@ mod tests {
         let (n4, m4) = pairs(&generate_smoothed(&p, 4000, 1, 4));
         assert!(n4 > 2 * n0, "{n4} distinct pairs smoothed vs {n0}");
         assert!((m4 - m0).abs() < 3.0, "mean total length {m4} vs {m0}");
+    }
+
+    /// Most distinct prefixes of field `f` on one root-to-leaf path.
+    fn max_nesting(set: &RuleSet, f: usize) -> usize {
+        let ps: HashSet<(u32, u8)> = set.rules.iter().map(|r| (r.fields[f].lo, r.fields[f].prefix_len(32).unwrap())).collect();
+        ps.iter()
+            .map(|&(v, l)| (0..=l).filter(|&m| ps.contains(&(v & crate::rules::prefix_mask(m, 32), m))).count())
+            .max()
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn nesting_stays_within_the_seed_limits() {
+        for kind in ["acl", "fw", "ipc"] {
+            let p = Params::builtin(kind).unwrap();
+            for (n, seed) in [(600, 1), (3000, 2)] {
+                let set = generate(&p, n, seed);
+                let (s, d) = (max_nesting(&set, 0), max_nesting(&set, 1));
+                assert!(s <= p.snest as usize && d <= p.dnest as usize, "{kind} {n}: nesting {s}/{d}");
+                assert!(s >= 2 && d >= 2, "{kind} {n}: no nesting at all ({s}/{d})");
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,40 @@
+//! Simulated keys per second on the default scenario:
+//! `cargo run --release -p synapse-core --example simspeed [duration_us] [flows]`
+use std::time::Instant;
+use synapse_core::sim::{config::Traffic, Config, Simulator};
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let dur_us: f64 = a.get(1).map_or(1000.0, |x| x.parse().unwrap());
+    let mut c = Config {
+        duration_ns: dur_us * 1000.0,
+        ..Config::default()
+    };
+    if let Some(f) = a.get(2) {
+        if let Traffic::Flows {
+            flows,
+            flow_duration_ns,
+            ..
+        } = &mut c.traffic
+        {
+            *flows = f.parse().unwrap();
+            *flow_duration_ns = dur_us * 1000.0;
+        }
+    }
+    let t0 = Instant::now();
+    let mut s = Simulator::new(c.clone()).unwrap();
+    let t1 = Instant::now();
+    s.run_until_ns(c.duration_ns);
+    let run = t1.elapsed().as_secs_f64();
+    let keys = s.keys_done();
+    println!(
+        "build {:.3} s, run {:.3} s, {} keys, {:.2} M keys/s, {} of {} cycles stepped",
+        (t1 - t0).as_secs_f64(),
+        run,
+        keys,
+        keys as f64 / run / 1e6,
+        s.busy_cycles,
+        s.now()
+    );
+    println!("{:?}", s.summary());
+}
