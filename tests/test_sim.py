@@ -31,6 +31,7 @@ SMALL = [
         (["interconnect.kind='bus'"], lambda s: s.interconnect.kind == "bus"),
         (["tables.0.pmus=[0, 2]"], lambda s: s.tables[0].pmus == [0, 2]),
         (["traffic.flows=10", "traffic.dist=caida2018"], lambda s: s.traffic.flows == 10 and s.traffic.dist == "caida2018"),
+        (["traffic.dist='caida2019:1e6'"], lambda s: s.traffic.dist == "caida2019:1e6"),
     ],
 )
 def test_overrides_coerce_types(overrides, check):
@@ -44,6 +45,7 @@ def test_overrides_coerce_types(overrides, check):
         (["pmus.count=many"], "pmus.count"),
         (["pmus.count=-1"], "pmus.count"),
         (["interconnect.kind=mesh"], "interconnect.kind"),
+        (["traffic.dist=caida2020"], "traffic.dist"),
         (["tables.3.name=x"], "tables.3: expected an index below 1"),
         (["pmus.count"], "expected key=value"),
         (["pmus.count=2", "tables.0.pmus=[5]"], "names PMU 5"),
@@ -149,3 +151,26 @@ def test_reproduce_quick_writes_outputs_and_the_paper_shapes_hold(tmp_path, fig,
     assert not failed, failed
     assert len((out / f"{fig}.csv").read_text().splitlines()) == n_points + 1
     assert (out / f"{fig}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_rules_file_and_header_trace_replay(tmp_path):
+    from synapse_vmt import _core
+
+    rs = _core.RuleSet.generate("fw", 200, 3)
+    tr = _core.Trace.generate(rs, 3000, 3)
+    (tmp_path / "rules.txt").write_text(rs.format())
+    (tmp_path / "trace.txt").write_text(tr.format())
+    (tmp_path / "s.toml").write_text(
+        'duration_ns = 40000.0\n'
+        '[[tables]]\nname = "fw"\nrules = { path = "rules.txt" }\n'
+        '[traffic]\nkind = "trace"\npath = "trace.txt"\nrate_mpps = 50.0\n'
+    )
+    scn = load(tmp_path / "s.toml")
+    sim = Simulation(scn)
+    s = sim.run()
+    inv = sim.check_invariants()
+    assert inv["ok"] and inv["created"] == 2000  # 50 Mpps for 40 µs
+    assert s["tables"]["fw"]["keys"] + inv["in_flight"] + inv["dropped"] == 2000
+    (tmp_path / "s.toml").write_text('[traffic]\nkind = "trace"\npath = "missing.txt"\n')
+    with pytest.raises(UserError, match="missing.txt"):
+        Simulation(load(tmp_path / "s.toml"))

@@ -100,7 +100,8 @@ class Hbm(_Model):
 
 class FlowTraffic(_Model):
     kind: Literal["flows"] = "flows"
-    dist: Literal["caida2019", "caida2018"] = "caida2019"
+    #: A built-in flow-size distribution, optionally truncated: ``NAME[:MAX_BYTES]``.
+    dist: str = Field("caida2019", pattern=r"^(caida2019|caida2018)(:[0-9.eE+]+)?$")
     flows: int = Field(2_000, ge=0)
     mean_pkt_bytes: float = Field(800.0, gt=0.0)
     flow_duration_ns: float = Field(1_000_000.0, gt=0.0)

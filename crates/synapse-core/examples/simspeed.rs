@@ -6,9 +6,17 @@ use synapse_core::sim::{config::Traffic, Config, Simulator};
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     let dur_us: f64 = a.get(1).map_or(1000.0, |x| x.parse().unwrap());
-    let mut c = Config { duration_ns: dur_us * 1000.0, ..Config::default() };
+    let mut c = Config {
+        duration_ns: dur_us * 1000.0,
+        ..Config::default()
+    };
     if let Some(f) = a.get(2) {
-        if let Traffic::Flows { flows, flow_duration_ns, .. } = &mut c.traffic {
+        if let Traffic::Flows {
+            flows,
+            flow_duration_ns,
+            ..
+        } = &mut c.traffic
+        {
             *flows = f.parse().unwrap();
             *flow_duration_ns = dur_us * 1000.0;
         }

@@ -24,7 +24,9 @@ fn verr(e: impl ToString) -> PyErr {
 impl Simulator {
     #[new]
     fn new(py: Python<'_>, config_json: &str) -> PyResult<Self> {
-        let inner = py.allow_threads(|| sim::Simulator::from_json(config_json)).map_err(verr)?;
+        let inner = py
+            .allow_threads(|| sim::Simulator::from_json(config_json))
+            .map_err(verr)?;
         Ok(Simulator { inner, wall_s: 0.0 })
     }
 
@@ -54,39 +56,76 @@ impl Simulator {
         let rows = self.inner.take_windows();
         let cyc = self.inner.cycle_ns();
         let d = PyDict::new_bound(py);
-        let f = |g: &dyn Fn(&sim::stats::WindowRow) -> f64| rows.iter().map(g).collect::<Vec<f64>>();
-        let i = |g: &dyn Fn(&sim::stats::WindowRow) -> i64| rows.iter().map(g).collect::<Vec<i64>>();
+        let f =
+            |g: &dyn Fn(&sim::stats::WindowRow) -> f64| rows.iter().map(g).collect::<Vec<f64>>();
+        let i =
+            |g: &dyn Fn(&sim::stats::WindowRow) -> i64| rows.iter().map(g).collect::<Vec<i64>>();
         d.set_item("t_ns", f(&|r| r.end as f64 * cyc).into_pyarray_bound(py))?;
         d.set_item("table", i(&|r| r.table as i64).into_pyarray_bound(py))?;
         d.set_item("arrived", i(&|r| r.c.arrived as i64).into_pyarray_bound(py))?;
-        d.set_item("processed", i(&|r| r.c.processed as i64).into_pyarray_bound(py))?;
+        d.set_item(
+            "processed",
+            i(&|r| r.c.processed as i64).into_pyarray_bound(py),
+        )?;
         d.set_item("hits", i(&|r| r.c.hits as i64).into_pyarray_bound(py))?;
         d.set_item("misses", i(&|r| r.c.misses as i64).into_pyarray_bound(py))?;
-        d.set_item("elu_requests", i(&|r| r.c.elu_requests as i64).into_pyarray_bound(py))?;
-        d.set_item("hbm_bytes", i(&|r| r.c.hbm_bytes as i64).into_pyarray_bound(py))?;
+        d.set_item(
+            "elu_requests",
+            i(&|r| r.c.elu_requests as i64).into_pyarray_bound(py),
+        )?;
+        d.set_item(
+            "hbm_bytes",
+            i(&|r| r.c.hbm_bytes as i64).into_pyarray_bound(py),
+        )?;
         d.set_item(
             "lat_mean_ns",
             f(&|r| {
                 let n = r.c.lat.total();
-                if n > 0 { r.c.lat_sum as f64 / n as f64 * cyc } else { f64::NAN }
+                if n > 0 {
+                    r.c.lat_sum as f64 / n as f64 * cyc
+                } else {
+                    f64::NAN
+                }
             })
             .into_pyarray_bound(py),
         )?;
         d.set_item(
             "lat_p99_ns",
-            f(&|r| if r.c.lat.total() > 0 { r.c.lat.quantile(0.99) * cyc } else { f64::NAN }).into_pyarray_bound(py),
+            f(&|r| {
+                if r.c.lat.total() > 0 {
+                    r.c.lat.quantile(0.99) * cyc
+                } else {
+                    f64::NAN
+                }
+            })
+            .into_pyarray_bound(py),
         )?;
         d.set_item(
             "sojourn_mean_ns",
-            f(&|r| if r.c.processed > 0 { r.c.sojourn_sum as f64 / r.c.processed as f64 * cyc } else { f64::NAN })
-                .into_pyarray_bound(py),
+            f(&|r| {
+                if r.c.processed > 0 {
+                    r.c.sojourn_sum as f64 / r.c.processed as f64 * cyc
+                } else {
+                    f64::NAN
+                }
+            })
+            .into_pyarray_bound(py),
         )?;
         d.set_item("pmus", i(&|r| r.pmus as i64).into_pyarray_bound(py))?;
-        d.set_item("cam_compares", i(&|r| r.c.cam_compares as i64).into_pyarray_bound(py))?;
+        d.set_item(
+            "cam_compares",
+            i(&|r| r.c.cam_compares as i64).into_pyarray_bound(py),
+        )?;
         d.set_item("stalls", i(&|r| r.c.stalls as i64).into_pyarray_bound(py))?;
         d.set_item("drops", i(&|r| r.c.drops as i64).into_pyarray_bound(py))?;
-        d.set_item("fifo_max", i(&|r| r.c.fifo_max as i64).into_pyarray_bound(py))?;
-        d.set_item("reordered", i(&|r| r.c.reordered as i64).into_pyarray_bound(py))?;
+        d.set_item(
+            "fifo_max",
+            i(&|r| r.c.fifo_max as i64).into_pyarray_bound(py),
+        )?;
+        d.set_item(
+            "reordered",
+            i(&|r| r.c.reordered as i64).into_pyarray_bound(py),
+        )?;
         Ok(d)
     }
 
@@ -95,10 +134,34 @@ impl Simulator {
         let rows = self.inner.take_edges();
         let cyc = self.inner.cycle_ns();
         let d = PyDict::new_bound(py);
-        d.set_item("t_ns", rows.iter().map(|r| r.end as f64 * cyc).collect::<Vec<_>>().into_pyarray_bound(py))?;
-        d.set_item("src", rows.iter().map(|r| r.src as i64).collect::<Vec<_>>().into_pyarray_bound(py))?;
-        d.set_item("dst", rows.iter().map(|r| r.dst as i64).collect::<Vec<_>>().into_pyarray_bound(py))?;
-        d.set_item("count", rows.iter().map(|r| r.count as i64).collect::<Vec<_>>().into_pyarray_bound(py))?;
+        d.set_item(
+            "t_ns",
+            rows.iter()
+                .map(|r| r.end as f64 * cyc)
+                .collect::<Vec<_>>()
+                .into_pyarray_bound(py),
+        )?;
+        d.set_item(
+            "src",
+            rows.iter()
+                .map(|r| r.src as i64)
+                .collect::<Vec<_>>()
+                .into_pyarray_bound(py),
+        )?;
+        d.set_item(
+            "dst",
+            rows.iter()
+                .map(|r| r.dst as i64)
+                .collect::<Vec<_>>()
+                .into_pyarray_bound(py),
+        )?;
+        d.set_item(
+            "count",
+            rows.iter()
+                .map(|r| r.count as i64)
+                .collect::<Vec<_>>()
+                .into_pyarray_bound(py),
+        )?;
         Ok(d)
     }
 
@@ -139,17 +202,31 @@ impl Simulator {
         }
         d.set_item("tables", tables)?;
         let keys = self.inner.keys_done() as f64;
-        d.set_item("sim_keys_per_s", if self.wall_s > 0.0 { keys / self.wall_s } else { 0.0 })?;
+        d.set_item(
+            "sim_keys_per_s",
+            if self.wall_s > 0.0 {
+                keys / self.wall_s
+            } else {
+                0.0
+            },
+        )?;
         d.set_item("sim_time_ns", self.inner.now_ns())?;
         d.set_item("wall_s", self.wall_s)?;
         Ok(d)
     }
 
     /// `(edges_ns, counts)`: bucket lower edges (one more than counts).
-    fn latency_histogram<'py>(&self, py: Python<'py>, table: &str) -> PyResult<(PyObject, PyObject)> {
+    fn latency_histogram<'py>(
+        &self,
+        py: Python<'py>,
+        table: &str,
+    ) -> PyResult<(PyObject, PyObject)> {
         let (e, c) = self.inner.latency_histogram(table).map_err(verr)?;
         let c: Vec<i64> = c.into_iter().map(|x| x as i64).collect();
-        Ok((e.into_pyarray_bound(py).into_any().unbind(), c.into_pyarray_bound(py).into_any().unbind()))
+        Ok((
+            e.into_pyarray_bound(py).into_any().unbind(),
+            c.into_pyarray_bound(py).into_any().unbind(),
+        ))
     }
 
     /// Every PHV left exactly once with the oracle's action: the counts.

@@ -9,28 +9,49 @@ use crate::rules::Key;
 
 #[inline(always)]
 fn mix(a: &mut u32, b: &mut u32, c: &mut u32) {
-    *a = a.wrapping_sub(*c); *a ^= c.rotate_left(4); *c = c.wrapping_add(*b);
-    *b = b.wrapping_sub(*a); *b ^= a.rotate_left(6); *a = a.wrapping_add(*c);
-    *c = c.wrapping_sub(*b); *c ^= b.rotate_left(8); *b = b.wrapping_add(*a);
-    *a = a.wrapping_sub(*c); *a ^= c.rotate_left(16); *c = c.wrapping_add(*b);
-    *b = b.wrapping_sub(*a); *b ^= a.rotate_left(19); *a = a.wrapping_add(*c);
-    *c = c.wrapping_sub(*b); *c ^= b.rotate_left(4); *b = b.wrapping_add(*a);
+    *a = a.wrapping_sub(*c);
+    *a ^= c.rotate_left(4);
+    *c = c.wrapping_add(*b);
+    *b = b.wrapping_sub(*a);
+    *b ^= a.rotate_left(6);
+    *a = a.wrapping_add(*c);
+    *c = c.wrapping_sub(*b);
+    *c ^= b.rotate_left(8);
+    *b = b.wrapping_add(*a);
+    *a = a.wrapping_sub(*c);
+    *a ^= c.rotate_left(16);
+    *c = c.wrapping_add(*b);
+    *b = b.wrapping_sub(*a);
+    *b ^= a.rotate_left(19);
+    *a = a.wrapping_add(*c);
+    *c = c.wrapping_sub(*b);
+    *c ^= b.rotate_left(4);
+    *b = b.wrapping_add(*a);
 }
 
 #[inline(always)]
 fn final_(a: &mut u32, b: &mut u32, c: &mut u32) {
-    *c ^= *b; *c = c.wrapping_sub(b.rotate_left(14));
-    *a ^= *c; *a = a.wrapping_sub(c.rotate_left(11));
-    *b ^= *a; *b = b.wrapping_sub(a.rotate_left(25));
-    *c ^= *b; *c = c.wrapping_sub(b.rotate_left(16));
-    *a ^= *c; *a = a.wrapping_sub(c.rotate_left(4));
-    *b ^= *a; *b = b.wrapping_sub(a.rotate_left(14));
-    *c ^= *b; *c = c.wrapping_sub(b.rotate_left(24));
+    *c ^= *b;
+    *c = c.wrapping_sub(b.rotate_left(14));
+    *a ^= *c;
+    *a = a.wrapping_sub(c.rotate_left(11));
+    *b ^= *a;
+    *b = b.wrapping_sub(a.rotate_left(25));
+    *c ^= *b;
+    *c = c.wrapping_sub(b.rotate_left(16));
+    *a ^= *c;
+    *a = a.wrapping_sub(c.rotate_left(4));
+    *b ^= *a;
+    *b = b.wrapping_sub(a.rotate_left(14));
+    *c ^= *b;
+    *c = c.wrapping_sub(b.rotate_left(24));
 }
 
 /// `hashword(k, length, initval)` of the reference: hashes 32-bit words.
 pub fn hashword(k: &[u32], initval: u32) -> u32 {
-    let init = 0xdeadbeefu32.wrapping_add((k.len() as u32) << 2).wrapping_add(initval);
+    let init = 0xdeadbeefu32
+        .wrapping_add((k.len() as u32) << 2)
+        .wrapping_add(initval);
     let (mut a, mut b, mut c) = (init, init, init);
     let mut k = k;
     while k.len() > 3 {
@@ -60,12 +81,16 @@ pub fn hashword(k: &[u32], initval: u32) -> u32 {
 /// `hashlittle(key, length, initval)` of the reference: hashes bytes, reading
 /// them as little-endian words (the result does not depend on alignment).
 pub fn hashlittle(key: &[u8], initval: u32) -> u32 {
-    let init = 0xdeadbeefu32.wrapping_add(key.len() as u32).wrapping_add(initval);
+    let init = 0xdeadbeefu32
+        .wrapping_add(key.len() as u32)
+        .wrapping_add(initval);
     let (mut a, mut b, mut c) = (init, init, init);
     let word = |s: &[u8]| -> u32 {
         // Up to 4 bytes, little-endian, missing high bytes zero (the
         // reference's masked reads of the last block).
-        s.iter().enumerate().fold(0u32, |w, (i, &x)| w | (x as u32) << (8 * i))
+        s.iter()
+            .enumerate()
+            .fold(0u32, |w, (i, &x)| w | (x as u32) << (8 * i))
     };
     let mut k = key;
     while k.len() > 12 {
@@ -112,7 +137,9 @@ mod tests {
     fn hashword_equals_hashlittle_on_whole_words() {
         // The reference promises this on little-endian machines.
         for n in 0..10u32 {
-            let words: Vec<u32> = (0..n).map(|i| i.wrapping_mul(0x9e37_79b9) ^ 0x5555).collect();
+            let words: Vec<u32> = (0..n)
+                .map(|i| i.wrapping_mul(0x9e37_79b9) ^ 0x5555)
+                .collect();
             let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             for seed in [0, 1, 0xdeadbeef] {
                 assert_eq!(hashword(&words, seed), hashlittle(&bytes, seed), "n={n}");

@@ -63,8 +63,16 @@ impl Cam {
 
     fn unlink(&mut self, i: u32) {
         let Slot { prev, next, .. } = self.slots[i as usize];
-        if prev == NIL { self.head = next } else { self.slots[prev as usize].next = next }
-        if next == NIL { self.tail = prev } else { self.slots[next as usize].prev = prev }
+        if prev == NIL {
+            self.head = next
+        } else {
+            self.slots[prev as usize].next = next
+        }
+        if next == NIL {
+            self.tail = prev
+        } else {
+            self.slots[next as usize].prev = prev
+        }
     }
 
     fn push_front(&mut self, i: u32) {
@@ -89,7 +97,12 @@ impl Cam {
                     self.unlink(i);
                     self.push_front(i);
                 }
-                (Lookup::Hit { action: self.slots[i as usize].action }, compared)
+                (
+                    Lookup::Hit {
+                        action: self.slots[i as usize].action,
+                    },
+                    compared,
+                )
             }
             None => (Lookup::Miss, compared),
         }
@@ -116,7 +129,12 @@ impl Cam {
         }
         let mut evicted = None;
         let i = if (self.slots.len() as u32) < self.capacity {
-            self.slots.push(Slot { key, action, prev: NIL, next: NIL });
+            self.slots.push(Slot {
+                key,
+                action,
+                prev: NIL,
+                next: NIL,
+            });
             self.slots.len() as u32 - 1
         } else {
             let v = self.tail;

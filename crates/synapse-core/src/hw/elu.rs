@@ -42,7 +42,13 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Config {
-        Config { algo: Algo::Trie, orb_entries: 64, miss_queue: 64, lookup_slots: 8, latency_cycles: 1 }
+        Config {
+            algo: Algo::Trie,
+            orb_entries: 64,
+            miss_queue: 64,
+            lookup_slots: 8,
+            latency_cycles: 1,
+        }
     }
 }
 
@@ -98,7 +104,8 @@ impl Elu {
     }
     pub fn enqueue(&mut self, now: Cycle, miss: MissRequest) {
         debug_assert!(self.can_enqueue());
-        self.miss_q.push_back((now + self.config.latency_cycles as Cycle, miss));
+        self.miss_q
+            .push_back((now + self.config.latency_cycles as Cycle, miss));
     }
     pub fn miss_queue_len(&self) -> usize {
         self.miss_q.len()
@@ -116,7 +123,13 @@ impl Elu {
         self.len > 0 && self.orb[self.head].as_ref().is_some_and(|e| e.valid)
     }
 
-    fn issue_access(&mut self, now: Cycle, slot: usize, hbm: &mut Hbm, sched: &mut impl FnMut(Cycle, u32)) {
+    fn issue_access(
+        &mut self,
+        now: Cycle,
+        slot: usize,
+        hbm: &mut Hbm,
+        sched: &mut impl FnMut(Cycle, u32),
+    ) {
         let e = self.orb[slot].as_mut().unwrap();
         let a = e.accesses[e.next];
         let at = now.max(self.port_free);
@@ -142,7 +155,13 @@ impl Elu {
             if ready <= now && self.len < self.orb.len() {
                 self.miss_q.pop_front();
                 let slot = (self.head + self.len) % self.orb.len();
-                self.orb[slot] = Some(Entry { miss, result: None, accesses: Vec::new(), next: 0, valid: false });
+                self.orb[slot] = Some(Entry {
+                    miss,
+                    result: None,
+                    accesses: Vec::new(),
+                    next: 0,
+                    valid: false,
+                });
                 self.len += 1;
             }
         }
@@ -168,9 +187,17 @@ impl Elu {
 
     /// A read of the lookup in `slot` completed at `now`: issue the next
     /// dependent read, or mark the entry valid.
-    pub fn access_done(&mut self, now: Cycle, slot: u32, hbm: &mut Hbm, sched: &mut impl FnMut(Cycle, u32)) {
+    pub fn access_done(
+        &mut self,
+        now: Cycle,
+        slot: u32,
+        hbm: &mut Hbm,
+        sched: &mut impl FnMut(Cycle, u32),
+    ) {
         let slot = slot as usize;
-        let e = self.orb[slot].as_mut().expect("completion for an empty ORB entry");
+        let e = self.orb[slot]
+            .as_mut()
+            .expect("completion for an empty ORB entry");
         e.next += 1;
         if e.next < e.accesses.len() {
             self.issue_access(now, slot, hbm, sched);
@@ -216,7 +243,11 @@ mod tests {
     impl MemoryWalk for Fake {
         fn walk(&self, key: &Key, acc: &mut Vec<MemAccess>) -> Match {
             for i in 0..key.0[0] {
-                acc.push(MemAccess { bank: (key.0[1] + i) as u16, addr: 0, bytes: 32 });
+                acc.push(MemAccess {
+                    bank: (key.0[1] + i) as u16,
+                    addr: 0,
+                    bytes: 32,
+                });
             }
             Some(key.0[2])
         }
@@ -230,7 +261,12 @@ mod tests {
         k.0[0] = reads;
         k.0[1] = bank;
         k.0[2] = tag as u32 * 10;
-        MissRequest { table: 0, tag, key: k, pmu: Some(0) }
+        MissRequest {
+            table: 0,
+            tag,
+            key: k,
+            pmu: Some(0),
+        }
     }
 
     /// Runs the ELU cycle by cycle; returns (commit cycle, tag) in order.
@@ -262,12 +298,24 @@ mod tests {
 
     fn hbm() -> Hbm {
         // 100 ns = 25 cycles at 250 MHz; transfer of 32 B at 32 GB/s = 1 ns.
-        Hbm::new(Timing { latency_ns: 100.0, peak_gbps: 32.0, bank_busy_ns: 0.0, ..Timing::default() })
+        Hbm::new(Timing {
+            latency_ns: 100.0,
+            peak_gbps: 32.0,
+            bank_busy_ns: 0.0,
+            ..Timing::default()
+        })
     }
 
     #[test]
     fn dependent_reads_chain_and_reply_comes_next_cycle() {
-        let mut elu = Elu::new(Config { latency_cycles: 1, ..Config::default() }, 1, 250.0);
+        let mut elu = Elu::new(
+            Config {
+                latency_cycles: 1,
+                ..Config::default()
+            },
+            1,
+            250.0,
+        );
         let mut h = hbm();
         elu.enqueue(0, miss(1, 2, 0));
         // Enqueued at 0, ORB at 1, walk starts at 1; read 1 done at
@@ -279,18 +327,38 @@ mod tests {
 
     #[test]
     fn finish_out_of_order_reply_in_order() {
-        let mut elu = Elu::new(Config { latency_cycles: 0, ..Config::default() }, 1, 250.0);
+        let mut elu = Elu::new(
+            Config {
+                latency_cycles: 0,
+                ..Config::default()
+            },
+            1,
+            250.0,
+        );
         let mut h = hbm();
         elu.enqueue(0, miss(1, 3, 0)); // long
         elu.enqueue(0, miss(2, 1, 5)); // short: done first, waits at commit
         let out = run(&mut elu, &mut h, 200);
         assert_eq!(out.iter().map(|x| x.1).collect::<Vec<_>>(), vec![1, 2]);
-        assert_eq!(out[1].0, out[0].0 + 1, "the waiting reply leaves right after");
+        assert_eq!(
+            out[1].0,
+            out[0].0 + 1,
+            "the waiting reply leaves right after"
+        );
     }
 
     #[test]
     fn full_orb_holds_the_miss_queue() {
-        let mut elu = Elu::new(Config { orb_entries: 1, miss_queue: 2, latency_cycles: 0, ..Config::default() }, 1, 250.0);
+        let mut elu = Elu::new(
+            Config {
+                orb_entries: 1,
+                miss_queue: 2,
+                latency_cycles: 0,
+                ..Config::default()
+            },
+            1,
+            250.0,
+        );
         let mut h = hbm();
         elu.enqueue(0, miss(1, 1, 0));
         elu.enqueue(0, miss(2, 1, 1));

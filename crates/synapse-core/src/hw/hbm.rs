@@ -160,7 +160,12 @@ mod tests {
 
     #[test]
     fn many_banks_saturate_at_peak_bandwidth() {
-        let mut h = Hbm::new(Timing { pseudo_channels: 1, banks: 16, bank_busy_ns: 0.0, ..Timing::default() });
+        let mut h = Hbm::new(Timing {
+            pseudo_channels: 1,
+            banks: 16,
+            bank_busy_ns: 0.0,
+            ..Timing::default()
+        });
         let mut last = 0;
         for i in 0..10_000u32 {
             last = h.read(0, (i % 16) as u16, 32);

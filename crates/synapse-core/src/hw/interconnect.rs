@@ -31,7 +31,11 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Config {
-        Config { kind: Kind::Segmented, channels: 4, latency_cycles: 1 }
+        Config {
+            kind: Kind::Segmented,
+            channels: 4,
+            latency_cycles: 1,
+        }
     }
 }
 
@@ -43,7 +47,10 @@ pub struct Ports {
 
 impl Ports {
     pub fn new(n: usize) -> Ports {
-        Ports { free_at: vec![0; n.max(1)], conflicts: 0 }
+        Ports {
+            free_at: vec![0; n.max(1)],
+            conflicts: 0,
+        }
     }
     pub fn can_send(&self, now: Cycle, port: usize) -> bool {
         self.free_at[port] <= now
@@ -77,7 +84,11 @@ impl Network {
                 (c, (0..pmus).map(|p| (p * c / pmus.max(1)) as u16).collect())
             }
         };
-        Network { config, port_of, ports: Ports::new(nports) }
+        Network {
+            config,
+            port_of,
+            ports: Ports::new(nports),
+        }
     }
     /// The channel (port) PMU `pmu` sits on.
     pub fn channel(&self, pmu: usize) -> usize {
@@ -104,13 +115,23 @@ mod tests {
     use super::*;
 
     fn net(kind: Kind) -> Network {
-        Network::new(Config { kind, channels: 2, latency_cycles: 1 }, 4)
+        Network::new(
+            Config {
+                kind,
+                channels: 2,
+                latency_cycles: 1,
+            },
+            4,
+        )
     }
 
     #[test]
     fn segmented_conflict_in_a_channel_waits_a_cycle() {
         let mut n = net(Kind::Segmented);
-        assert_eq!((n.channel(0), n.channel(1), n.channel(2), n.channel(3)), (0, 0, 1, 1));
+        assert_eq!(
+            (n.channel(0), n.channel(1), n.channel(2), n.channel(3)),
+            (0, 0, 1, 1)
+        );
         assert!(n.try_send(10, 0));
         assert!(!n.try_send(10, 1), "same channel, same cycle");
         assert!(n.try_send(10, 2), "other channel proceeds");

@@ -69,7 +69,11 @@ pub struct Timing {
 
 impl Timing {
     pub fn from_config(c: &Config) -> Timing {
-        let r = if c.clock_ratio > 0.0 { c.clock_ratio } else { 1.0 };
+        let r = if c.clock_ratio > 0.0 {
+            c.clock_ratio
+        } else {
+            1.0
+        };
         let conv = |x: u32| ((x as f64 / r) - 1e-9).ceil().max(1.0) as Cycle;
         Timing {
             tau: conv(c.latency_cycles),
@@ -84,9 +88,14 @@ impl Timing {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
     Free,
-    Associated { table: u16 },
+    Associated {
+        table: u16,
+    },
     /// Draining the requests of `table`; joins `next` once drained.
-    Transient { table: u16, next: Option<u16> },
+    Transient {
+        table: u16,
+        next: Option<u16>,
+    },
 }
 
 /// A lookup request from a VMU, tagged by its request producer.
@@ -102,7 +111,12 @@ pub struct Request {
 /// What a PMU sends back to its VMU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Response {
-    Hit { table: u16, tag: u64, action: Match, compared: u32 },
+    Hit {
+        table: u16,
+        tag: u64,
+        action: Match,
+        compared: u32,
+    },
     /// Early miss notification: the PHV waits in the VMU's FIFO.
     Miss { table: u16, tag: u64, compared: u32 },
     /// The ELU's answer for an earlier miss, after filling the CAM.
@@ -188,7 +202,9 @@ impl Pmu {
                 Some(t) => State::Associated { table: t },
                 None => State::Free,
             },
-            State::Associated { table } | State::Transient { table, .. } => State::Transient { table, next },
+            State::Associated { table } | State::Transient { table, .. } => {
+                State::Transient { table, next }
+            }
         };
     }
 
@@ -258,12 +274,24 @@ impl Pmu {
             }
             self.pipe.pop_front();
             match res {
-                Lookup::Hit { action } => {
-                    self.q_p.push_back(Response::Hit { table: req.table, tag: req.tag, action, compared })
-                }
+                Lookup::Hit { action } => self.q_p.push_back(Response::Hit {
+                    table: req.table,
+                    tag: req.tag,
+                    action,
+                    compared,
+                }),
                 Lookup::Miss => {
-                    self.q_p.push_back(Response::Miss { table: req.table, tag: req.tag, compared });
-                    self.q_m.push_back(MissRequest { table: req.table, tag: req.tag, key: req.key, pmu: Some(self.id) });
+                    self.q_p.push_back(Response::Miss {
+                        table: req.table,
+                        tag: req.tag,
+                        compared,
+                    });
+                    self.q_m.push_back(MissRequest {
+                        table: req.table,
+                        tag: req.tag,
+                        key: req.key,
+                        pmu: Some(self.id),
+                    });
                     self.outstanding += 1;
                 }
             }
@@ -309,7 +337,11 @@ impl Pmu {
                 self.cam.insert(miss.key, action);
             }
         }
-        self.q_p.push_back(Response::Fill { table: miss.table, tag: miss.tag, action });
+        self.q_p.push_back(Response::Fill {
+            table: miss.table,
+            tag: miss.tag,
+            action,
+        });
     }
 }
 
@@ -318,10 +350,24 @@ mod tests {
     use super::*;
 
     fn cfg() -> Config {
-        Config { count: 1, block_size: 4, latency_cycles: 2, ii_cycles: 1, q_r: 4, q_p: 4, q_m: 4, clock_ratio: 1.0 }
+        Config {
+            count: 1,
+            block_size: 4,
+            latency_cycles: 2,
+            ii_cycles: 1,
+            q_r: 4,
+            q_p: 4,
+            q_m: 4,
+            clock_ratio: 1.0,
+        }
     }
     fn req(tag: u64, key: u32, at: Cycle) -> Request {
-        Request { table: 0, tag, key: Key::five_tuple(key, 0, 0, 0, 0), at }
+        Request {
+            table: 0,
+            tag,
+            key: Key::five_tuple(key, 0, 0, 0, 0),
+            at,
+        }
     }
 
     #[test]
@@ -336,7 +382,15 @@ mod tests {
         p.tick(11);
         assert!(p.pop_response().is_none(), "one cycle early");
         p.tick(12);
-        assert_eq!(p.pop_response(), Some(Response::Hit { table: 0, tag: 0, action: Some(3), compared: 1 }));
+        assert_eq!(
+            p.pop_response(),
+            Some(Response::Hit {
+                table: 0,
+                tag: 0,
+                action: Some(3),
+                compared: 1
+            })
+        );
         assert_eq!(p.hits, 1);
     }
 
@@ -349,12 +403,26 @@ mod tests {
         p.tick(1);
         assert!(p.peek_miss().is_none());
         p.tick(2);
-        assert_eq!(p.pop_response(), Some(Response::Miss { table: 0, tag: 5, compared: 0 }));
+        assert_eq!(
+            p.pop_response(),
+            Some(Response::Miss {
+                table: 0,
+                tag: 5,
+                compared: 0
+            })
+        );
         let m = p.pop_miss().unwrap();
         assert_eq!((m.tag, m.pmu), (5, Some(0)));
         assert_eq!(p.outstanding(), 1);
         p.fill(&m, Some(9));
-        assert_eq!(p.pop_response(), Some(Response::Fill { table: 0, tag: 5, action: Some(9) }));
+        assert_eq!(
+            p.pop_response(),
+            Some(Response::Fill {
+                table: 0,
+                tag: 5,
+                action: Some(9)
+            })
+        );
         assert!(p.cam.contains(&m.key));
     }
 
@@ -414,7 +482,13 @@ mod tests {
         p.accept(req(0, 1, 0));
         p.tick(0);
         p.leave(Some(1));
-        assert_eq!(p.state(), State::Transient { table: 0, next: Some(1) });
+        assert_eq!(
+            p.state(),
+            State::Transient {
+                table: 0,
+                next: Some(1)
+            }
+        );
         p.tick(2);
         assert_eq!(p.try_finish_drain(), None, "response and miss still queued");
         p.pop_response();

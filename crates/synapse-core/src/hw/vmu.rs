@@ -35,7 +35,11 @@ pub struct Ring {
 
 impl Ring {
     pub fn new(vnodes: u32, seed: u32) -> Ring {
-        Ring { vnodes: vnodes.max(1), seed, points: Vec::new() }
+        Ring {
+            vnodes: vnodes.max(1),
+            seed,
+            points: Vec::new(),
+        }
     }
     pub fn add(&mut self, pmu: u16) {
         for r in 0..self.vnodes {
@@ -73,7 +77,10 @@ pub struct LookupTable {
 impl LookupTable {
     pub fn new(bits: u32) -> LookupTable {
         let bits = bits.clamp(1, 24);
-        LookupTable { bits, entries: vec![INVALID; 1 << bits] }
+        LookupTable {
+            bits,
+            entries: vec![INVALID; 1 << bits],
+        }
     }
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -153,7 +160,14 @@ pub struct Vmu {
 }
 
 impl Vmu {
-    pub fn new(table: u16, words: usize, lookup_bits: u32, vnodes: u32, phv_fifo: u32, seed: u32) -> Vmu {
+    pub fn new(
+        table: u16,
+        words: usize,
+        lookup_bits: u32,
+        vnodes: u32,
+        phv_fifo: u32,
+        seed: u32,
+    ) -> Vmu {
         Vmu {
             table,
             words,
@@ -200,7 +214,14 @@ impl Vmu {
     pub fn issue(&mut self, phv: u64, flow: u32, arrived: Cycle, now: Cycle) -> u64 {
         debug_assert!(self.has_room());
         let tag = self.base_tag + self.window.len() as u64;
-        self.window.push_back(Slot { phv, flow, arrived, issued: now, action: None, via: Via::Hit });
+        self.window.push_back(Slot {
+            phv,
+            flow,
+            arrived,
+            issued: now,
+            action: None,
+            via: Via::Hit,
+        });
         if self.oldest_open < tag {
             // Every older PHV is answered; keep the pointer at the first open one.
         } else {
@@ -227,7 +248,11 @@ impl Vmu {
         }
         // Advance past every answered PHV (amortised O(1)).
         let end = self.base_tag + self.window.len() as u64;
-        while self.oldest_open < end && self.window[(self.oldest_open - self.base_tag) as usize].action.is_some() {
+        while self.oldest_open < end
+            && self.window[(self.oldest_open - self.base_tag) as usize]
+                .action
+                .is_some()
+        {
             self.oldest_open += 1;
         }
         lat

@@ -23,7 +23,11 @@ pub struct Cfg {
 impl Cfg {
     /// `edges` as (src, dst, p); `entry` as (table, share). Errors name the
     /// offending table.
-    pub fn new(tables: usize, edges: &[(u16, u16, f64)], entry: &[(u16, f64)]) -> Result<Cfg, String> {
+    pub fn new(
+        tables: usize,
+        edges: &[(u16, u16, f64)],
+        entry: &[(u16, f64)],
+    ) -> Result<Cfg, String> {
         let mut out: Vec<Vec<(u16, f64)>> = vec![Vec::new(); tables];
         for &(s, d, p) in edges {
             if !(0.0..=1.0).contains(&p) {
@@ -34,7 +38,9 @@ impl Cfg {
             }
             let acc = out[s as usize].last().map_or(0.0, |x| x.1) + p;
             if acc > 1.0 + 1e-9 {
-                return Err(format!("table {s}: outgoing probabilities sum to {acc} > 1"));
+                return Err(format!(
+                    "table {s}: outgoing probabilities sum to {acc} > 1"
+                ));
             }
             out[s as usize].push((d, acc));
         }
@@ -76,7 +82,10 @@ impl Cfg {
 
     /// A single table, entered by everything.
     pub fn single() -> Cfg {
-        Cfg { out: vec![Vec::new()], entry: vec![(0, 1.0)] }
+        Cfg {
+            out: vec![Vec::new()],
+            entry: vec![(0, 1.0)],
+        }
     }
 
     /// The next hop from `src` for a uniform draw `u` in [0, 1).
@@ -124,8 +133,12 @@ mod tests {
 
     #[test]
     fn rejects_cycles_and_overfull_tables() {
-        assert!(Cfg::new(2, &[(0, 1, 0.5), (1, 0, 0.5)], &[(0, 1.0)]).unwrap_err().contains("cycle"));
-        assert!(Cfg::new(2, &[(0, 1, 0.7), (0, 1, 0.7)], &[(0, 1.0)]).unwrap_err().contains("sum"));
+        assert!(Cfg::new(2, &[(0, 1, 0.5), (1, 0, 0.5)], &[(0, 1.0)])
+            .unwrap_err()
+            .contains("cycle"));
+        assert!(Cfg::new(2, &[(0, 1, 0.7), (0, 1, 0.7)], &[(0, 1.0)])
+            .unwrap_err()
+            .contains("sum"));
         assert!(Cfg::new(2, &[], &[]).is_err());
     }
 

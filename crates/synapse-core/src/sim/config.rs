@@ -64,7 +64,9 @@ impl Default for Table {
     fn default() -> Table {
         Table {
             name: "acl".into(),
-            rules: Rules::Generate { generate: Generate::default() },
+            rules: Rules::Generate {
+                generate: Generate::default(),
+            },
             lookup_bits: 10,
             pmus: vec![0, 1, 2, 3],
             phv_fifo: 256,
@@ -90,7 +92,11 @@ pub struct Generate {
 
 impl Default for Generate {
     fn default() -> Generate {
-        Generate { kind: "acl".into(), count: 1000, seed: 1 }
+        Generate {
+            kind: "acl".into(),
+            count: 1000,
+            seed: 1,
+        }
     }
 }
 
@@ -115,7 +121,10 @@ pub struct Vmu {
 
 impl Default for Vmu {
     fn default() -> Vmu {
-        Vmu { latency_cycles: 2, vnodes: 1 }
+        Vmu {
+            latency_cycles: 2,
+            vnodes: 1,
+        }
     }
 }
 
@@ -203,9 +212,13 @@ mod tests {
         let c = Config::default();
         let j = serde_json::to_string(&c).unwrap();
         assert_eq!(serde_json::from_str::<Config>(&j).unwrap(), c);
-        let e = serde_json::from_str::<Config>(r#"{"pmus": {"count": 4, "blocksize": 2}}"#).unwrap_err();
+        let e = serde_json::from_str::<Config>(r#"{"pmus": {"count": 4, "blocksize": 2}}"#)
+            .unwrap_err();
         assert!(e.to_string().contains("blocksize"), "{e}");
-        let c: Config = serde_json::from_str(r#"{"pmus": {"count": 4}, "traffic": {"kind": "trace", "path": "t"}}"#).unwrap();
+        let c: Config = serde_json::from_str(
+            r#"{"pmus": {"count": 4}, "traffic": {"kind": "trace", "path": "t"}}"#,
+        )
+        .unwrap();
         assert_eq!(c.pmus.count, 4);
         assert_eq!(c.pmus.block_size, 256);
         assert!(matches!(c.traffic, Traffic::Trace { rate_mpps, .. } if rate_mpps == 100.0));

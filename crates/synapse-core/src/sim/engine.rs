@@ -41,7 +41,11 @@ pub struct Engine<E> {
 
 impl<E> Default for Engine<E> {
     fn default() -> Self {
-        Engine { heap: BinaryHeap::new(), seq: 0, now: 0 }
+        Engine {
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+        }
     }
 }
 
@@ -54,8 +58,16 @@ impl<E> Engine<E> {
     }
     /// Schedules `ev` at `cycle` (not before now).
     pub fn schedule(&mut self, cycle: Cycle, ev: E) {
-        debug_assert!(cycle >= self.now, "event in the past: {cycle} < {}", self.now);
-        self.heap.push(Item { cycle: cycle.max(self.now), seq: self.seq, ev });
+        debug_assert!(
+            cycle >= self.now,
+            "event in the past: {cycle} < {}",
+            self.now
+        );
+        self.heap.push(Item {
+            cycle: cycle.max(self.now),
+            seq: self.seq,
+            ev,
+        });
         self.seq += 1;
     }
     /// Cycle of the next event.
@@ -99,7 +111,10 @@ mod tests {
         while let Some((c, ev)) = e.pop_until(u64::MAX) {
             out.push((c, ev));
         }
-        assert_eq!(out, vec![(3, "a"), (5, "b1"), (5, "b2"), (5, "b3"), (9, "c")]);
+        assert_eq!(
+            out,
+            vec![(3, "a"), (5, "b1"), (5, "b2"), (5, "b3"), (9, "c")]
+        );
         assert_eq!(e.now(), 9);
     }
 

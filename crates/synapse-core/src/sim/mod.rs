@@ -120,17 +120,27 @@ pub struct Simulator {
     keys_done: u64,
     /// Cycles stepped one by one (the rest were skipped as idle).
     pub busy_cycles: u64,
+    /// Some PMU may be transient.
+    draining: bool,
 }
 
 /// Builds the ELU's structure for a rule set through the classifier
 /// registry (the multibit trie, or the linear scan).
-fn build_walker(algo: Algo, set: &RuleSet, table: &str) -> Result<Box<dyn MemoryWalk + Send>, SimError> {
+fn build_walker(
+    algo: Algo,
+    set: &RuleSet,
+    table: &str,
+) -> Result<Box<dyn MemoryWalk + Send>, SimError> {
     let name = match algo {
         Algo::Trie => "trie",
         Algo::Linear => "linear",
     };
     let s = crate::classify::build_structure(name, set, &crate::classify::BuildConfig::default())
-        .map_err(|e| SimError(format!("config: table {table:?}: building the ELU's {name}: {e}")))?;
+        .map_err(|e| {
+        SimError(format!(
+            "config: table {table:?}: building the ELU's {name}: {e}"
+        ))
+    })?;
     Ok(s)
 }
 
@@ -147,21 +157,34 @@ impl Simulator {
         for t in &config.tables {
             let set = match &t.rules {
                 config::Rules::Path { path } => {
-                    let text = std::fs::read_to_string(path).map_err(|e| SimError(format!("{path}: {e}")))?;
-                    crate::rules::classbench::parse_rules(&text, path).map_err(|e| SimError(e.to_string()))?
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| SimError(format!("{path}: {e}")))?;
+                    crate::rules::classbench::parse_rules(&text, path)
+                        .map_err(|e| SimError(e.to_string()))?
                 }
                 config::Rules::Generate { generate } => {
                     let params = crate::workload::seed::Params::builtin(&generate.kind).ok_or_else(|| {
                         SimError(format!("config: table {:?}: unknown rule type {:?} (expected acl, fw or ipc)", t.name, generate.kind))
                     })?;
-                    crate::workload::rulegen::generate(&params, generate.count as usize, generate.seed)
+                    crate::workload::rulegen::generate(
+                        &params,
+                        generate.count as usize,
+                        generate.seed,
+                    )
                 }
             };
             sets.push(set);
         }
         let dur_ps = (config.duration_ns * 1000.0) as u64;
         let (src, flow_keys): (Source, Vec<Vec<Key>>) = match &config.traffic {
-            config::Traffic::Flows { dist, flows, mean_pkt_bytes, flow_duration_ns, profile, max_bytes } => {
+            config::Traffic::Flows {
+                dist,
+                flows,
+                mean_pkt_bytes,
+                flow_duration_ns,
+                profile,
+                max_bytes,
+            } => {
                 use crate::workload::{flowsize::FlowSizeDist, profile::Profile, traffic};
                 let terr = |e: String| SimError(format!("config: traffic: {e}"));
                 let mut d = FlowSizeDist::from_spec(dist).map_err(|e| terr(e.to_string()))?;
@@ -179,7 +202,10 @@ impl Simulator {
                     seed: config.seed,
                 };
                 let src = traffic::Traffic::new(&tc).map_err(|e| terr(e.to_string()))?;
-                let src = src.map(|a| Arrival { t_ps: a.t_ps, flow: a.flow });
+                let src = src.map(|a| Arrival {
+                    t_ps: a.t_ps,
+                    flow: a.flow,
+                });
                 let keys = sets
                     .iter()
                     .enumerate()
@@ -190,8 +216,10 @@ impl Simulator {
                 (Box::new(src), keys)
             }
             config::Traffic::Trace { path, rate_mpps } => {
-                let text = std::fs::read_to_string(path).map_err(|e| SimError(format!("{path}: {e}")))?;
-                let trace = crate::rules::classbench::parse_trace(&text, path).map_err(|e| SimError(e.to_string()))?;
+                let text =
+                    std::fs::read_to_string(path).map_err(|e| SimError(format!("{path}: {e}")))?;
+                let trace = crate::rules::classbench::parse_trace(&text, path)
+                    .map_err(|e| SimError(e.to_string()))?;
                 let mut ids = std::collections::HashMap::new();
                 let mut keys = Vec::new();
                 let flows: Vec<u32> = trace
@@ -203,7 +231,10 @@ impl Simulator {
                         })
                     })
                     .collect();
-                (Box::new(source::Replay::new(flows, *rate_mpps)), vec![keys; sets.len()])
+                (
+                    Box::new(source::Replay::new(flows, *rate_mpps)),
+                    vec![keys; sets.len()],
+                )
             }
         };
         Simulator::build(config, sets, flow_keys, src)
@@ -211,7 +242,12 @@ impl Simulator {
 
     /// Builds from explicit rule sets, per-table flow keys and an arrival
     /// stream (tests and embedding); the config's rules and traffic are ignored.
-    pub fn build(config: Config, sets: Vec<RuleSet>, flow_keys: Vec<Vec<Key>>, source: Source) -> Result<Simulator, SimError> {
+    pub fn build(
+        config: Config,
+        sets: Vec<RuleSet>,
+        flow_keys: Vec<Vec<Key>>,
+        source: Source,
+    ) -> Result<Simulator, SimError> {
         if config.tables.is_empty() {
             return err("config: at least one table is needed");
         }
@@ -235,16 +271,25 @@ impl Simulator {
                 return err(format!("config: table name {:?} used twice", t.name));
             }
         }
-        let edges: Vec<(u16, u16, f64)> =
-            config.edges.iter().map(|e| Ok((idx(&e.src)?, idx(&e.dst)?, e.p))).collect::<Result<_, SimError>>()?;
+        let edges: Vec<(u16, u16, f64)> = config
+            .edges
+            .iter()
+            .map(|e| Ok((idx(&e.src)?, idx(&e.dst)?, e.p)))
+            .collect::<Result<_, SimError>>()?;
         let entry: Vec<(u16, f64)> = if config.entry.is_empty() {
             vec![(0, 1.0)]
         } else {
-            config.entry.iter().map(|(k, v)| Ok((idx(k)?, *v))).collect::<Result<_, SimError>>()?
+            config
+                .entry
+                .iter()
+                .map(|(k, v)| Ok((idx(k)?, *v)))
+                .collect::<Result<_, SimError>>()?
         };
         let cfg = Cfg::new(n, &edges, &entry).map_err(|e| SimError(format!("config: {e}")))?;
         let pmu_count = config.pmus.count as usize;
-        let mut pmus: Vec<Pmu> = (0..pmu_count).map(|i| Pmu::new(i as u16, &config.pmus)).collect();
+        let mut pmus: Vec<Pmu> = (0..pmu_count)
+            .map(|i| Pmu::new(i as u16, &config.pmus))
+            .collect();
         let mut walkers = Vec::new();
         let mut tables = Vec::new();
         for (i, (t, set)) in config.tables.iter().zip(&sets).enumerate() {
@@ -253,11 +298,21 @@ impl Simulator {
             let oracle: Vec<Match> = keys.iter().map(|k| lin.classify(k)).collect();
             walkers.push(build_walker(config.elu.algo, set, &t.name)?);
             let words = set.schema.len().max(1);
-            let mut vmu = Vmu::new(i as u16, words, t.lookup_bits, config.vmu.vnodes, t.phv_fifo, config.seed as u32 ^ i as u32);
+            let mut vmu = Vmu::new(
+                i as u16,
+                words,
+                t.lookup_bits,
+                config.vmu.vnodes,
+                t.phv_fifo,
+                config.seed as u32 ^ i as u32,
+            );
             let mut members = Vec::new();
             for &p in &t.pmus {
                 if p as usize >= pmu_count {
-                    return err(format!("config: table {:?} names PMU {p}, but pmus.count is {pmu_count}", t.name));
+                    return err(format!(
+                        "config: table {:?} names PMU {p}, but pmus.count is {pmu_count}",
+                        t.name
+                    ));
                 }
                 if !pmus[p as usize].is_free() {
                     return err(format!("config: PMU {p} is given to two tables"));
@@ -298,7 +353,8 @@ impl Simulator {
             next_arrival: None,
             rng: Pcg64::seed_from_u64(config.seed ^ 0xC0FFEE),
             stage_fifo: config.pipeline.stage_fifo.max(1) as usize,
-            vmu_latency: config.vmu.latency_cycles as Cycle + config.interconnect.latency_cycles as Cycle,
+            vmu_latency: config.vmu.latency_cycles as Cycle
+                + config.interconnect.latency_cycles as Cycle,
             window,
             window_end: window,
             rows: Vec::new(),
@@ -310,6 +366,7 @@ impl Simulator {
             wrong_action: 0,
             keys_done: 0,
             busy_cycles: 0,
+            draining: false,
             tables,
             walkers,
             pmus,
@@ -320,7 +377,12 @@ impl Simulator {
     }
 
     fn pull_arrival(&mut self) {
-        self.next_arrival = self.source.next().map(|a| (((a.t_ps as f64 / self.cycle_ps) - 1e-9).ceil().max(0.0) as Cycle, a));
+        self.next_arrival = self.source.next().map(|a| {
+            (
+                ((a.t_ps as f64 / self.cycle_ps) - 1e-9).ceil().max(0.0) as Cycle,
+                a,
+            )
+        });
     }
 
     pub fn now(&self) -> Cycle {
@@ -357,7 +419,9 @@ impl Simulator {
                 match ev {
                     Ev::MemDone(slot) => {
                         let engine = &mut self.engine;
-                        self.elu.access_done(now, slot, &mut self.hbm, &mut |c, s| engine.schedule(c, Ev::MemDone(s)));
+                        self.elu.access_done(now, slot, &mut self.hbm, &mut |c, s| {
+                            engine.schedule(c, Ev::MemDone(s))
+                        });
                     }
                 }
             }
@@ -405,7 +469,11 @@ impl Simulator {
             self.dropped += 1;
             return;
         }
-        table.input.push_back(Phv { id, flow: a.flow, arrived: now });
+        table.input.push_back(Phv {
+            id,
+            flow: a.flow,
+            arrived: now,
+        });
     }
 
     /// One cycle (phases 2–8); returns the next cycle at which a queue can
@@ -427,14 +495,21 @@ impl Simulator {
         // 3–4. PMUs, then the response network.
         let soon = now + 1;
         let mut busy = false;
+        let mut misses_waiting = false;
         for p in &mut self.pmus {
             if p.is_idle() {
                 continue;
             }
             p.tick(now);
+            misses_waiting |= p.q_m_len() > 0;
             if let Some(r) = p.pop_response() {
                 match r {
-                    Response::Hit { table, tag, action, compared } => {
+                    Response::Hit {
+                        table,
+                        tag,
+                        action,
+                        compared,
+                    } => {
                         let t = &mut self.tables[table as usize];
                         t.win.hits += 1;
                         t.win.cam_compares += compared as u64;
@@ -442,7 +517,11 @@ impl Simulator {
                         t.win.lat_sum += lat;
                         t.win.lat.add(lat);
                     }
-                    Response::Miss { table, tag, compared } => {
+                    Response::Miss {
+                        table,
+                        tag,
+                        compared,
+                    } => {
                         let t = &mut self.tables[table as usize];
                         t.win.misses += 1;
                         t.win.cam_compares += compared as u64;
@@ -459,11 +538,18 @@ impl Simulator {
         }
         // 5. PMU → ELU bus: one miss per cycle, round robin over the PMUs and
         // the VMUs' direct path (last).
-        if self.elu.can_enqueue() && self.bus.can_send(now, 0) {
+        if (misses_waiting || !self.direct.is_empty())
+            && self.elu.can_enqueue()
+            && self.bus.can_send(now, 0)
+        {
             let n = self.pmus.len() + 1;
             for k in 0..n {
                 let i = (self.bus_rr + k) % n;
-                let miss = if i < self.pmus.len() { self.pmus[i].pop_miss() } else { self.direct.pop_front() };
+                let miss = if i < self.pmus.len() {
+                    self.pmus[i].pop_miss()
+                } else {
+                    self.direct.pop_front()
+                };
                 if let Some(m) = miss {
                     self.bus.try_send(now, 0);
                     self.tables[m.table as usize].win.elu_requests += 1;
@@ -477,7 +563,10 @@ impl Simulator {
         // 6. ELU registers and starts lookups.
         {
             let engine = &mut self.engine;
-            self.elu.tick(now, &mut self.hbm, &self.walkers, &mut |c, s| engine.schedule(c, Ev::MemDone(s)));
+            self.elu
+                .tick(now, &mut self.hbm, &self.walkers, &mut |c, s| {
+                    engine.schedule(c, Ev::MemDone(s))
+                });
         }
         busy |= self.elu.has_work();
         // 7. Tables: release, then request.
@@ -489,18 +578,23 @@ impl Simulator {
             let t = &self.tables[ti];
             busy |= !t.input.is_empty() || t.vmu.head_ready();
         }
-        // 8. Draining PMUs.
-        for i in 0..self.pmus.len() {
-            if let State::Transient { table, .. } = self.pmus[i].state() {
-                if let Some(next) = self.pmus[i].try_finish_drain() {
-                    let _ = table;
-                    if let Some(t) = next {
-                        let tb = &mut self.tables[t as usize];
-                        tb.vmu.add_pmu(i as u16);
-                        tb.members.push(i as u16);
+        // 8. Draining PMUs (only scanned while some PMU is transient).
+        if self.draining {
+            let mut still = false;
+            for i in 0..self.pmus.len() {
+                if let State::Transient { .. } = self.pmus[i].state() {
+                    match self.pmus[i].try_finish_drain() {
+                        Some(Some(t)) => {
+                            let tb = &mut self.tables[t as usize];
+                            tb.vmu.add_pmu(i as u16);
+                            tb.members.push(i as u16);
+                        }
+                        Some(None) => {}
+                        None => still = true,
                     }
                 }
             }
+            self.draining = still;
         }
         if busy || !self.direct.is_empty() {
             return soon;
@@ -551,7 +645,11 @@ impl Simulator {
         match next {
             Next::Table(d) => {
                 t.edges[d as usize] += 1;
-                self.tables[d as usize].input.push_back(Phv { id: slot.phv, flow: slot.flow, arrived: now });
+                self.tables[d as usize].input.push_back(Phv {
+                    id: slot.phv,
+                    flow: slot.flow,
+                    arrived: now,
+                });
                 self.tables[d as usize].win.arrived += 1;
             }
             Next::Exit => {
@@ -585,7 +683,12 @@ impl Simulator {
             let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
             t.vmu.park(tag);
             t.win.misses += 1;
-            self.direct.push_back(MissRequest { table: ti as u16, tag, key, pmu: None });
+            self.direct.push_back(MissRequest {
+                table: ti as u16,
+                tag,
+                key,
+                pmu: None,
+            });
         } else {
             let pu = p as usize;
             if !self.pmus[pu].can_accept() || !self.net.try_send(now, pu) {
@@ -594,7 +697,12 @@ impl Simulator {
             }
             t.input.pop_front();
             let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
-            self.pmus[pu].accept(Request { table: ti as u16, tag, key, at: now + self.vmu_latency });
+            self.pmus[pu].accept(Request {
+                table: ti as u16,
+                tag,
+                key,
+                at: now + self.vmu_latency,
+            });
         }
         t.win.fifo_max = t.win.fifo_max.max(t.vmu.occupancy() as u64);
     }
@@ -612,11 +720,21 @@ impl Simulator {
             for (d, cnt) in t.edges.iter_mut().enumerate() {
                 if *cnt > 0 {
                     let dst = if d == nt { -1 } else { d as i32 };
-                    self.edge_rows.push(EdgeRow { end, src: i as u16, dst, count: *cnt });
+                    self.edge_rows.push(EdgeRow {
+                        end,
+                        src: i as u16,
+                        dst,
+                        count: *cnt,
+                    });
                     *cnt = 0;
                 }
             }
-            self.rows.push(WindowRow { end, table: i as u16, pmus: t.members.len() as u32, c });
+            self.rows.push(WindowRow {
+                end,
+                table: i as u16,
+                pmus: t.members.len() as u32,
+                c,
+            });
         }
         self.window_end += self.window;
     }
@@ -643,10 +761,14 @@ impl Simulator {
         let t16 = ti as u16;
         for &p in pmus {
             if p as usize >= self.pmus.len() {
-                return err(format!("assign: PMU {p} does not exist (pmus.count = {})", self.pmus.len()));
+                return err(format!(
+                    "assign: PMU {p} does not exist (pmus.count = {})",
+                    self.pmus.len()
+                ));
             }
         }
         let want: Vec<u16> = pmus.iter().map(|&p| p as u16).collect();
+        self.draining = true;
         // Leaving: members not wanted, and pending joins not wanted.
         for i in 0..self.pmus.len() {
             let p = i as u16;
@@ -658,7 +780,10 @@ impl Simulator {
                     self.remove_member(ti, p);
                     self.pmus[i].leave(None);
                 }
-                State::Transient { table, next: Some(n) } if n == t16 => {
+                State::Transient {
+                    table,
+                    next: Some(n),
+                } if n == t16 => {
                     self.pmus[i].leave(None);
                     let _ = table;
                 }
@@ -702,7 +827,12 @@ impl Simulator {
                     State::Associated { table } => ("associated", Some(table)),
                     State::Transient { table, .. } => ("transient", Some(table)),
                 };
-                (i as u32, s, t.map(|t| self.tables[t as usize].name.clone()), self.net.channel(i) as u32)
+                (
+                    i as u32,
+                    s,
+                    t.map(|t| self.tables[t as usize].name.clone()),
+                    self.net.channel(i) as u32,
+                )
             })
             .collect()
     }
@@ -736,9 +866,21 @@ impl Simulator {
                 (
                     t.name.clone(),
                     TableSummary {
-                        hit_rate: if looked > 0 { c.hits as f64 / looked as f64 } else { 0.0 },
-                        mean_latency_ns: if c.lat.total() > 0 { c.lat_sum as f64 / c.lat.total() as f64 * cyc } else { 0.0 },
-                        mean_sojourn_ns: if c.processed > 0 { c.sojourn_sum as f64 / c.processed as f64 * cyc } else { 0.0 },
+                        hit_rate: if looked > 0 {
+                            c.hits as f64 / looked as f64
+                        } else {
+                            0.0
+                        },
+                        mean_latency_ns: if c.lat.total() > 0 {
+                            c.lat_sum as f64 / c.lat.total() as f64 * cyc
+                        } else {
+                            0.0
+                        },
+                        mean_sojourn_ns: if c.processed > 0 {
+                            c.sojourn_sum as f64 / c.processed as f64 * cyc
+                        } else {
+                            0.0
+                        },
                         p99_latency_ns: c.lat.quantile(0.99) * cyc,
                         hbm_gbps: c.hbm_bytes as f64 / ns,
                         offered_mpps: c.arrived as f64 / ns * 1000.0,
@@ -759,14 +901,25 @@ impl Simulator {
             return err(format!("no table named {table:?}"));
         };
         let c = &self.totals()[i];
-        let last = c.lat.counts.iter().rposition(|&x| x > 0).map_or(0, |x| x + 1);
-        let edges = (0..=last).map(|b| LogHist::lower(b) as f64 * self.cycle_ns()).collect();
+        let last = c
+            .lat
+            .counts
+            .iter()
+            .rposition(|&x| x > 0)
+            .map_or(0, |x| x + 1);
+        let edges = (0..=last)
+            .map(|b| LogHist::lower(b) as f64 * self.cycle_ns())
+            .collect();
         Ok((edges, c.lat.counts[..last].to_vec()))
     }
 
     /// Checks that every PHV left exactly once with the oracle's action.
     pub fn check_invariants(&self) -> Invariants {
-        let in_flight: u64 = self.tables.iter().map(|t| (t.input.len() + t.vmu.occupancy()) as u64).sum();
+        let in_flight: u64 = self
+            .tables
+            .iter()
+            .map(|t| (t.input.len() + t.vmu.occupancy()) as u64)
+            .sum();
         let exited: u64 = self.exited_bits.iter().map(|w| w.count_ones() as u64).sum();
         Invariants {
             created: self.created,

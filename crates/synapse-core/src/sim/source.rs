@@ -1,12 +1,11 @@
 //! Inputs of a simulation: rule sets, flow keys and packet arrivals.
 //!
-//! The real generators live in `crate::workload` (ClassBench-style rules,
-//! CAIDA flow sizes); this module adapts them to the simulator and, until they
-//! are merged, supplies small stand-ins with the same shapes.
+//! The generators live in `crate::workload` (ClassBench-style rules and flow
+//! keys, CAIDA flow-size traffic); this module adapts them to the simulator
+//! and adds the fixed-rate replay of a header trace.
 
 use crate::rules::{Key, RuleSet};
 use rand::{Rng, SeedableRng};
-use rand_distr::Exp1;
 use rand_pcg::Pcg64;
 
 /// One packet arrival: when, and which flow.
@@ -27,59 +26,10 @@ pub fn keys_for(set: &RuleSet, flows: usize, seed: u64) -> Vec<Key> {
         let mut rng = Pcg64::seed_from_u64(seed);
         return (0..flows).map(|_| Key(rng.gen())).collect();
     }
-    crate::workload::tracegen::flow_keys(set, flows, seed).into_iter().map(|x| x.0).collect()
-}
-
-/// Stand-in flow traffic: flows with heavy-tailed sizes (Pareto), starting
-/// uniformly over the run, each a Poisson process of rate size / duration.
-pub struct Flows {
-    starts: Vec<(f64, u32, u64)>,
-    next: usize,
-    heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32, u64)>>,
-    flow_duration_ps: f64,
-    rng: Pcg64,
-}
-
-impl Flows {
-    pub fn new(flows: u32, duration_ps: u64, flow_duration_ps: u64, seed: u64) -> Flows {
-        let mut rng = Pcg64::seed_from_u64(seed);
-        let mut starts: Vec<(f64, u32, u64)> = (0..flows)
-            .map(|f| {
-                let u: f64 = rng.gen::<f64>().max(1e-12);
-                let size = (2.0 * u.powf(-1.0 / 1.2)).min(1e6) as u64 + 1;
-                (rng.gen::<f64>() * duration_ps as f64, f, size)
-            })
-            .collect();
-        starts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        Flows { starts, next: 0, heap: Default::default(), flow_duration_ps: flow_duration_ps as f64, rng }
-    }
-}
-
-impl Iterator for Flows {
-    type Item = Arrival;
-    fn next(&mut self) -> Option<Arrival> {
-        let top = self.heap.peek().map(|r| r.0 .0);
-        let start = self.starts.get(self.next).map(|s| s.0 as u64);
-        let from_start = match (start, top) {
-            (Some(s), Some(t)) => s <= t,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => return None,
-        };
-        let (t, flow, left) = if from_start {
-            let (s, f, n) = self.starts[self.next];
-            self.next += 1;
-            (s as u64, f, n)
-        } else {
-            self.heap.pop().unwrap().0
-        };
-        if left > 1 {
-            let size = left as f64;
-            let gap: f64 = self.rng.sample::<f64, _>(Exp1) * self.flow_duration_ps / size.max(1.0);
-            self.heap.push(std::cmp::Reverse((t + gap as u64 + 1, flow, left - 1)));
-        }
-        Some(Arrival { t_ps: t, flow })
-    }
+    crate::workload::tracegen::flow_keys(set, flows, seed)
+        .into_iter()
+        .map(|x| x.0)
+        .collect()
 }
 
 /// A fixed-rate replay of a list of flows (a header trace): packet i arrives
@@ -92,7 +42,11 @@ pub struct Replay {
 
 impl Replay {
     pub fn new(flows: Vec<u32>, rate_mpps: f64) -> Replay {
-        Replay { flows, i: 0, gap_ps: 1e6 / rate_mpps.max(1e-9) }
+        Replay {
+            flows,
+            i: 0,
+            gap_ps: 1e6 / rate_mpps.max(1e-9),
+        }
     }
 }
 
@@ -111,9 +65,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn flows_arrive_in_time_order() {
-        let v: Vec<Arrival> = Flows::new(200, 1_000_000_000, 100_000_000, 3).collect();
-        assert!(v.windows(2).all(|w| w[0].t_ps <= w[1].t_ps));
-        assert!(v.len() > 200);
+    fn replay_spaces_packets_at_the_rate() {
+        let v: Vec<Arrival> = Replay::new(vec![3, 1, 3], 250.0).collect();
+        assert_eq!(
+            v,
+            vec![
+                Arrival { t_ps: 0, flow: 3 },
+                Arrival {
+                    t_ps: 4000,
+                    flow: 1
+                },
+                Arrival {
+                    t_ps: 8000,
+                    flow: 3
+                },
+            ]
+        );
     }
 }

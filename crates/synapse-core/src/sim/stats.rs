@@ -16,7 +16,9 @@ const BUCKETS: usize = 8 * 62;
 
 impl Default for LogHist {
     fn default() -> Self {
-        LogHist { counts: vec![0; BUCKETS] }
+        LogHist {
+            counts: vec![0; BUCKETS],
+        }
     }
 }
 
@@ -66,7 +68,11 @@ impl LogHist {
             if acc >= rank {
                 let lo = Self::lower(b) as f64;
                 let hi = Self::lower(b + 1) as f64;
-                return if hi - lo <= 1.0 { lo } else { (lo + hi - 1.0) / 2.0 };
+                return if hi - lo <= 1.0 {
+                    lo
+                } else {
+                    (lo + hi - 1.0) / 2.0
+                };
             }
         }
         0.0
@@ -153,7 +159,10 @@ mod tests {
         for v in 0..100_000u64 {
             let b = LogHist::bucket(v);
             assert!(b == prev || b == prev + 1, "v={v}");
-            assert!(LogHist::lower(b) <= v && v < LogHist::lower(b + 1), "v={v} b={b}");
+            assert!(
+                LogHist::lower(b) <= v && v < LogHist::lower(b + 1),
+                "v={v} b={b}"
+            );
             prev = b;
         }
     }

@@ -2,16 +2,20 @@
 //! invariant on long runs with reassignments and full queues, determinism.
 
 use super::*;
+use crate::hw::pmu;
 use crate::sim::config::{Edge, Table as TableCfg};
 use source::{keys_for, Replay};
-use crate::hw::pmu;
 
 fn elu_default() -> crate::hw::elu::Config {
     crate::hw::elu::Config::default()
 }
 
 fn table(name: &str, pmus: Vec<u32>) -> TableCfg {
-    TableCfg { name: name.into(), pmus, ..TableCfg::default() }
+    TableCfg {
+        name: name.into(),
+        pmus,
+        ..TableCfg::default()
+    }
 }
 
 /// A simulator over generated rules and the stand-in flow traffic. The
@@ -32,7 +36,13 @@ fn sim_with(mut c: Config, rules: usize, flows: u32) -> Simulator {
         max_bytes: 1e6,
     };
     for t in &mut c.tables {
-        t.rules = config::Rules::Generate { generate: config::Generate { kind: "acl".into(), count: rules as u32, seed: 7 } };
+        t.rules = config::Rules::Generate {
+            generate: config::Generate {
+                kind: "acl".into(),
+                count: rules as u32,
+                seed: 7,
+            },
+        };
     }
     Simulator::new(c).unwrap()
 }
@@ -54,9 +64,20 @@ fn drain(s: &mut Simulator) {
 #[test]
 fn a_hit_takes_exactly_five_cycles_a_miss_goes_to_memory() {
     // One flow, replayed slowly: the first packet misses, the rest hit.
-    let set = crate::workload::rulegen::generate(&crate::workload::seed::Params::builtin("acl").unwrap(), 20, 1);
+    let set = crate::workload::rulegen::generate(
+        &crate::workload::seed::Params::builtin("acl").unwrap(),
+        20,
+        1,
+    );
     let keys = vec![keys_for(&set, 1, 2)];
-    let c = Config { tables: vec![table("t", vec![0])], pmus: pmu::Config { count: 1, ..Default::default() }, ..Config::default() };
+    let c = Config {
+        tables: vec![table("t", vec![0])],
+        pmus: pmu::Config {
+            count: 1,
+            ..Default::default()
+        },
+        ..Config::default()
+    };
     let src = Box::new(Replay::new(vec![0; 10], 0.1)); // one per 10 µs
     let mut s = Simulator::build(c, vec![set], keys, src).unwrap();
     s.run_until_ns(200_000.0);
@@ -65,7 +86,10 @@ fn a_hit_takes_exactly_five_cycles_a_miss_goes_to_memory() {
     // Hits: VMU 2 cycles + interconnect 1 + τ_c 2 = 5 cycles = 20 ns.
     assert_eq!(tot.lat.counts[5], 9);
     let miss_lat = (tot.lat_sum - 45) as f64 * 4.0;
-    assert!(miss_lat > 100.0, "a miss pays at least one HBM access: {miss_lat} ns");
+    assert!(
+        miss_lat > 100.0,
+        "a miss pays at least one HBM access: {miss_lat} ns"
+    );
     assert!(s.check_invariants().ok());
     assert!(s.summary()[0].1.hbm_gbps > 0.0);
 }
@@ -74,13 +98,36 @@ fn a_hit_takes_exactly_five_cycles_a_miss_goes_to_memory() {
 fn every_phv_leaves_once_with_the_oracle_action_under_reassignment() {
     let mut c = Config {
         duration_ns: 400_000.0,
-        tables: vec![table("acl", vec![0, 1, 2]), table("fwd", vec![3, 4]), table("nat", vec![])],
-        edges: vec![
-            Edge { src: "acl".into(), dst: "fwd".into(), p: 0.6 },
-            Edge { src: "acl".into(), dst: "nat".into(), p: 0.3 },
-            Edge { src: "fwd".into(), dst: "nat".into(), p: 0.5 },
+        tables: vec![
+            table("acl", vec![0, 1, 2]),
+            table("fwd", vec![3, 4]),
+            table("nat", vec![]),
         ],
-        pmus: pmu::Config { count: 8, block_size: 32, q_r: 4, q_p: 4, q_m: 4, ..Default::default() },
+        edges: vec![
+            Edge {
+                src: "acl".into(),
+                dst: "fwd".into(),
+                p: 0.6,
+            },
+            Edge {
+                src: "acl".into(),
+                dst: "nat".into(),
+                p: 0.3,
+            },
+            Edge {
+                src: "fwd".into(),
+                dst: "nat".into(),
+                p: 0.5,
+            },
+        ],
+        pmus: pmu::Config {
+            count: 8,
+            block_size: 32,
+            q_r: 4,
+            q_p: 4,
+            q_m: 4,
+            ..Default::default()
+        },
         ..Config::default()
     };
     c.elu.orb_entries = 8;
@@ -112,9 +159,16 @@ fn every_phv_leaves_once_with_the_oracle_action_under_reassignment() {
     assert_eq!(inv.in_flight, 0);
     assert_eq!(inv.created, inv.exited + inv.dropped);
     assert!(inv.created > 20_000, "{inv:?}");
-    assert!(inv.dropped > 0, "tiny queues must overflow at this load: {inv:?}");
+    assert!(
+        inv.dropped > 0,
+        "tiny queues must overflow at this load: {inv:?}"
+    );
     // Every PMU ended free or associated, none stuck transient.
-    assert!(s.pmu_states().iter().all(|p| p.1 != "transient"), "{:?}", s.pmu_states());
+    assert!(
+        s.pmu_states().iter().all(|p| p.1 != "transient"),
+        "{:?}",
+        s.pmu_states()
+    );
     // Per-table accounting: arrivals = processed + drops.
     for c in s.totals() {
         assert_eq!(c.arrived, c.processed + c.drops);
@@ -125,10 +179,16 @@ fn every_phv_leaves_once_with_the_oracle_action_under_reassignment() {
 #[test]
 fn same_seed_same_windows() {
     let run = || {
-        let c = Config { duration_ns: 100_000.0, ..Config::default() };
+        let c = Config {
+            duration_ns: 100_000.0,
+            ..Config::default()
+        };
         let mut s = sim_with(c, 8, 300);
         s.run_until_ns(100_000.0);
-        s.take_windows().iter().map(|r| (r.end, r.c.processed, r.c.hits, r.c.lat_sum, r.c.hbm_bytes)).collect::<Vec<_>>()
+        s.take_windows()
+            .iter()
+            .map(|r| (r.end, r.c.processed, r.c.hits, r.c.lat_sum, r.c.hbm_bytes))
+            .collect::<Vec<_>>()
     };
     let a = run();
     assert_eq!(a.len(), 10);
@@ -142,7 +202,11 @@ fn more_pmus_more_hits() {
         let c = Config {
             duration_ns: 200_000.0,
             tables: vec![table("t", (0..n).collect())],
-            pmus: pmu::Config { count: 8, block_size: 64, ..Default::default() },
+            pmus: pmu::Config {
+                count: 8,
+                block_size: 64,
+                ..Default::default()
+            },
             ..Config::default()
         };
         let mut s = sim_with(c, 8, 1500);
@@ -159,7 +223,11 @@ fn windows_and_edges_account_for_every_phv() {
     let c = Config {
         duration_ns: 50_000.0,
         tables: vec![table("a", vec![0, 1]), table("b", vec![2])],
-        edges: vec![Edge { src: "a".into(), dst: "b".into(), p: 0.5 }],
+        edges: vec![Edge {
+            src: "a".into(),
+            dst: "b".into(),
+            p: 0.5,
+        }],
         ..Config::default()
     };
     let mut s = sim_with(c, 8, 300);
@@ -167,11 +235,23 @@ fn windows_and_edges_account_for_every_phv() {
     let rows = s.take_windows();
     let edges = s.take_edges();
     assert_eq!(rows.len(), 40);
-    let proc_a: u64 = rows.iter().filter(|r| r.table == 0).map(|r| r.c.processed).sum();
+    let proc_a: u64 = rows
+        .iter()
+        .filter(|r| r.table == 0)
+        .map(|r| r.c.processed)
+        .sum();
     let out_a: u64 = edges.iter().filter(|e| e.src == 0).map(|e| e.count).sum();
     assert_eq!(proc_a, out_a);
-    let to_b: u64 = edges.iter().filter(|e| e.src == 0 && e.dst == 1).map(|e| e.count).sum();
-    let arr_b: u64 = rows.iter().filter(|r| r.table == 1).map(|r| r.c.arrived).sum();
+    let to_b: u64 = edges
+        .iter()
+        .filter(|e| e.src == 0 && e.dst == 1)
+        .map(|e| e.count)
+        .sum();
+    let arr_b: u64 = rows
+        .iter()
+        .filter(|r| r.table == 1)
+        .map(|r| r.c.arrived)
+        .sum();
     assert_eq!(to_b, arr_b);
     let share = to_b as f64 / proc_a as f64;
     assert!((share - 0.5).abs() < 0.05, "{share}");
@@ -185,12 +265,22 @@ fn bad_configs_are_refused_with_the_reason() {
     c.tables[0].pmus = vec![9];
     assert!(e(c).contains("PMU 9"));
     let mut c = Config::default();
-    c.edges = vec![Edge { src: "acl".into(), dst: "nope".into(), p: 0.5 }];
+    c.edges = vec![Edge {
+        src: "acl".into(),
+        dst: "nope".into(),
+        p: 0.5,
+    }];
     assert!(e(c).contains("nope"));
-    assert!(Simulator::from_json(r#"{"pmus": {"cout": 3}}"#).err().unwrap().0.contains("cout"));
-    let mut s = Simulator::new(Config { duration_ns: 1000.0, ..Config::default() }).unwrap();
+    assert!(Simulator::from_json(r#"{"pmus": {"cout": 3}}"#)
+        .err()
+        .unwrap()
+        .0
+        .contains("cout"));
+    let mut s = Simulator::new(Config {
+        duration_ns: 1000.0,
+        ..Config::default()
+    })
+    .unwrap();
     assert!(s.assign("acl", &[99]).is_err());
     assert!(s.assign("zzz", &[1]).is_err());
 }
-
-
