@@ -17,3 +17,27 @@ def test_cli_help_lists_commands():
 def test_unknown_option_exits_2():
     out = subprocess.run([sys.executable, "-m", "synapse_vmt.cli", "--no-such-option"], capture_output=True, text=True)
     assert out.returncode == 2
+
+
+def test_atomic_write_keeps_nothing_on_error_and_uses_umask_permissions(tmp_path):
+    import os
+    import stat
+
+    import pytest
+
+    from synapse_vmt.errors import atomic_write
+
+    target = tmp_path / "out.txt"
+    with pytest.raises(RuntimeError):
+        with atomic_write(target) as f:
+            f.write("half")
+            raise RuntimeError("crash mid-write")
+    assert list(tmp_path.iterdir()) == []
+    old = os.umask(0o022)
+    try:
+        with atomic_write(target) as f:
+            f.write("whole")
+    finally:
+        os.umask(old)
+    assert target.read_text() == "whole"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644

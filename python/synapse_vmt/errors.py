@@ -32,6 +32,11 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     try:
         with os.fdopen(fd, mode) as f:
             yield f
+        # mkstemp makes the file private (0600); give it the permissions any
+        # newly created file would get under the user's umask.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
