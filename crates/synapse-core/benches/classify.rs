@@ -9,6 +9,9 @@ use synapse_core::rules::Key;
 use synapse_core::workload::{rulegen, seed::Params, tracegen};
 
 fn lookups(c: &mut Criterion) {
+    // A small trie budget: set pruning fails fast on the sets it cannot hold.
+    let mut config = BuildConfig::default();
+    config.trie.max_bytes = 64 << 20;
     let mut g = c.benchmark_group("classify_batch");
     g.sample_size(10);
     for kind in ["acl", "fw", "ipc"] {
@@ -22,7 +25,7 @@ fn lookups(c: &mut Criterion) {
                 if algo == "linear" && n > 1_000 {
                     continue;
                 }
-                let Ok(s) = build_structure(algo, &set, &BuildConfig::default()) else {
+                let Ok(s) = build_structure(algo, &set, &config) else {
                     eprintln!("{algo} on {kind} {n}: over budget, skipped");
                     continue;
                 };

@@ -198,21 +198,34 @@ class Controller:
             self.apply(target)
 
     def learn(self, w: dict, tr) -> None:
-        """Compare the period with the model; refit tables that were at capacity."""
+        """Compare the period with the model; learn from tables that were at capacity.
+
+        Only periods in which the table held the same PMUs throughout count (a
+        period in which PMUs joined mixes counts and cold caches). A refit
+        replaces the model only if it fits the saturated samples better."""
         s, T = self.settings, len(self.names)
         per_table = usl_samples(w, s.window_ns, T)
+        tab = np.asarray(w["table"], dtype=np.int64)
         for j in range(T):
             off, done = tr.offered_mpps[j], tr.processed_mpps[j]
             if off <= 0 or done >= s.behind * off:
                 continue
-            n_now = int(np.round(np.median(per_table[j].pmus))) if len(per_table[j]) else 0
+            held = np.asarray(w["pmus"])[tab == j]
+            if len(held) == 0 or held.min() != held.max():
+                continue
+            n_now = int(held[0])
             prev = self.seen_cap[j].get(n_now, np.inf)
             self.seen_cap[j][n_now] = min(prev, float(done))
             self.samples[j] = self.samples[j].extend(per_table[j])
             smp = self.samples[j]
             if len(smp) >= s.refit_min_samples and len(set(smp.pmus.tolist())) >= 2:
-                self.models[self.names[j]] = fit(smp.load_mpps, smp.throughput_mpps, smp.pmus).usl
-                self.refits += 1
+                name = self.names[j]
+                new = fit(smp.load_mpps, smp.throughput_mpps, smp.pmus).usl
+                err_new = np.mean((new.throughput(smp.load_mpps, smp.pmus) - smp.throughput_mpps) ** 2)
+                err_old = np.mean((self.models[name].throughput(smp.load_mpps, smp.pmus) - smp.throughput_mpps) ** 2)
+                if err_new < err_old:
+                    self.models[name] = new
+                    self.refits += 1
 
     def apply(self, target: dict[str, int]) -> None:
         changes = placement.plan(self.sim.pmu_states(), target)

@@ -21,8 +21,8 @@ from synapse_vmt.errors import atomic_write
 from synapse_vmt.opt.simexp import Setup, SimFactory, calibrate, core_factory
 
 PMU_COUNTS = [3, 4, 5]
-FLOWS = [500, 1000, 2000, 3000, 4000, 6000, 8000, 12000, 16000, 32000]
-QUICK_FLOWS = [2000, 8000, 32000]
+FLOWS = [500, 1000, 2000, 3000, 4000, 5000, 6000, 8000, 12000, 16000]
+QUICK_FLOWS = [2000, 4000, 8000]
 
 
 def r2_rmse(obs: np.ndarray, pred: np.ndarray) -> tuple[float, float]:

@@ -53,12 +53,13 @@ class Setup:
     rules: int = 1000
     window_ns: float = 10_000.0
     flow_duration_ns: float = 300_000.0
-    dist: str = "caida2019:1e6"
+    dist: str = "caida2019"
+    max_bytes: float = 1e6
     seed: int = 1
 
     def config(self, pmus: list[int], flows: int, duration_ns: float, profile: str = "flat") -> dict:
-        traffic = {"kind": "flows", "dist": self.dist, "flows": int(flows), "flow_duration_ns": self.flow_duration_ns,
-                   "mean_pkt_bytes": 800.0, "profile": profile}
+        traffic = {"kind": "flows", "dist": self.dist, "max_bytes": self.max_bytes, "flows": int(flows),
+                   "flow_duration_ns": self.flow_duration_ns, "mean_pkt_bytes": 800.0, "profile": profile}
         return {
             "seed": self.seed,
             "window_ns": self.window_ns,

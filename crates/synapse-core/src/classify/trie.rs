@@ -521,6 +521,7 @@ impl super::Structure for Trie {
         vec![
             ("rules", s.rules.to_string()),
             ("stride", s.stride.to_string()),
+            ("node bytes", format!("{} (2^stride entries of {ENTRY_BYTES} bytes; narrower at a field's end)", (ENTRY_BYTES as u64) << s.stride)),
             ("build_ms", format!("{:.1}", s.build_time.as_secs_f64() * 1e3)),
             ("nodes", s.nodes.to_string()),
             ("levels (banks)", s.nodes_per_level.len().to_string()),
