@@ -93,6 +93,11 @@ pub struct Simulator {
     tables: Vec<Table>,
     walkers: Vec<Box<dyn MemoryWalk + Send>>,
     pmus: Vec<Pmu>,
+    /// Per PMU, the earliest cycle at which its tick can change something
+    /// ([`Pmu::next_event`]); `0` after any change from outside (request,
+    /// ELU fill, miss taken, state change). A PMU is ticked only from this
+    /// cycle on: every tick before it would be a no-op.
+    pmu_wake: Vec<Cycle>,
     net: Network,
     bus: SharedBus,
     bus_rr: usize,
@@ -369,6 +374,7 @@ impl Simulator {
             draining: false,
             tables,
             walkers,
+            pmu_wake: vec![0; pmus.len()],
             pmus,
             config,
         };
@@ -483,7 +489,10 @@ impl Simulator {
         // 2. ELU commit: one reply per cycle.
         if let Some((miss, action)) = self.elu.commit() {
             match miss.pmu {
-                Some(p) => self.pmus[p as usize].fill(&miss, action),
+                Some(p) => {
+                    self.pmus[p as usize].fill(&miss, action);
+                    self.pmu_wake[p as usize] = 0;
+                }
                 None => {
                     let t = &mut self.tables[miss.table as usize];
                     let lat = t.vmu.resolve(miss.tag, action, now);
@@ -496,8 +505,12 @@ impl Simulator {
         let soon = now + 1;
         let mut busy = false;
         let mut misses_waiting = false;
-        for p in &mut self.pmus {
+        for (p, wake) in self.pmus.iter_mut().zip(self.pmu_wake.iter_mut()) {
+            if *wake > now {
+                continue;
+            }
             if p.is_idle() {
+                *wake = Cycle::MAX;
                 continue;
             }
             p.tick(now);
@@ -535,6 +548,7 @@ impl Simulator {
                     }
                 }
             }
+            *wake = p.next_event(now).unwrap_or(Cycle::MAX);
         }
         // 5. PMU → ELU bus: one miss per cycle, round robin over the PMUs and
         // the VMUs' direct path (last).
@@ -546,6 +560,7 @@ impl Simulator {
             for k in 0..n {
                 let i = (self.bus_rr + k) % n;
                 let miss = if i < self.pmus.len() {
+                    self.pmu_wake[i] = 0;
                     self.pmus[i].pop_miss()
                 } else {
                     self.direct.pop_front()
@@ -583,6 +598,7 @@ impl Simulator {
             let mut still = false;
             for i in 0..self.pmus.len() {
                 if let State::Transient { .. } = self.pmus[i].state() {
+                    self.pmu_wake[i] = 0;
                     match self.pmus[i].try_finish_drain() {
                         Some(Some(t)) => {
                             let tb = &mut self.tables[t as usize];
@@ -602,13 +618,11 @@ impl Simulator {
         // PMUs (including those that got requests in phase 7) wake when
         // their next request or CAM result is due.
         let mut wake = Cycle::MAX;
-        for p in &self.pmus {
-            if let Some(c) = p.next_event(now) {
-                wake = wake.min(c);
-                if wake <= soon {
-                    break;
-                }
+        for (p, w) in self.pmus.iter().zip(self.pmu_wake.iter_mut()) {
+            if *w <= now {
+                *w = p.next_event(now).unwrap_or(Cycle::MAX);
             }
+            wake = wake.min(*w);
         }
         wake
     }
@@ -697,6 +711,7 @@ impl Simulator {
             }
             t.input.pop_front();
             let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
+            self.pmu_wake[pu] = 0;
             self.pmus[pu].accept(Request {
                 table: ti as u16,
                 tag,
@@ -769,6 +784,7 @@ impl Simulator {
         }
         let want: Vec<u16> = pmus.iter().map(|&p| p as u16).collect();
         self.draining = true;
+        self.pmu_wake.fill(0);
         // Leaving: members not wanted, and pending joins not wanted.
         for i in 0..self.pmus.len() {
             let p = i as u16;
