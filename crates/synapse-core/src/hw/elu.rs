@@ -26,6 +26,9 @@ pub enum Algo {
     Trie,
     /// Linear scan of the rule array (the oracle; slow on purpose).
     Linear,
+    /// The decision tree (HiCuts/HyperCuts-like): for rule sets, such as
+    /// firewall sets, whose trie exceeds its memory budget.
+    Dtree,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

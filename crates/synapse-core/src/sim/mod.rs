@@ -135,17 +135,27 @@ fn build_walker(
     algo: Algo,
     set: &RuleSet,
     table: &str,
+    build: &crate::classify::BuildConfig,
 ) -> Result<Box<dyn MemoryWalk + Send>, SimError> {
     let name = match algo {
         Algo::Trie => "trie",
         Algo::Linear => "linear",
+        Algo::Dtree => "dtree",
     };
-    let s = crate::classify::build_structure(name, set, &crate::classify::BuildConfig::default())
-        .map_err(|e| {
-        SimError(format!(
-            "config: table {table:?}: building the ELU's {name}: {e}"
-        ))
-    })?;
+    let s = crate::classify::build_structure(name, set, build)
+        .map_err(|e| match e {
+            // One line that says what to do in a scenario (the classify
+            // command's advice names its own build parameters).
+            crate::classify::BuildError::OverBudget { what, bytes, budget } => SimError(format!(
+                "config: table {table:?}: the ELU's {what} needs more than its memory budget of \
+                 {budget} bytes (stopped at {bytes}) for these {} rules; use the decision tree: \
+                 --set elu.algo=dtree",
+                set.rules.len()
+            )),
+            e => SimError(format!(
+                "config: table {table:?}: building the ELU's {name}: {e}"
+            )),
+        })?;
     Ok(s)
 }
 
@@ -301,7 +311,12 @@ impl Simulator {
             let keys = flow_keys[i].clone();
             let lin = Linear::new(set);
             let oracle: Vec<Match> = keys.iter().map(|k| lin.classify(k)).collect();
-            walkers.push(build_walker(config.elu.algo, set, &t.name)?);
+            walkers.push(build_walker(
+                config.elu.algo,
+                set,
+                &t.name,
+                &crate::classify::BuildConfig::default(),
+            )?);
             let words = set.schema.len().max(1);
             let mut vmu = Vmu::new(
                 i as u16,

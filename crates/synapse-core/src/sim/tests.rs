@@ -311,3 +311,37 @@ fn shared_bus_conflicts_stall_tables_a_crossbar_does_not() {
     // PMUs at half the pipeline clock: slower, more stalls, still correct.
     assert!(stalls(Kind::Crossbar, 0.5) > xbar);
 }
+
+/// A firewall rule set whose trie exceeds the ELU's memory budget: the
+/// scenario error is one line naming the fix; with `elu.algo = "dtree"` the
+/// same scenario runs and every PHV still gets the linear oracle's action.
+/// (The default 256 MiB budget refuses 1000 fw rules, but only after ~8 s of
+/// building; a 1 MiB budget shows the same refusal at once.)
+#[test]
+fn firewall_rules_over_the_trie_budget_run_on_the_decision_tree() {
+    let set = crate::workload::rulegen::generate(
+        &crate::workload::seed::Params::builtin("fw").unwrap(),
+        1000,
+        3,
+    );
+    let mut small = crate::classify::BuildConfig::default();
+    small.trie.max_bytes = 1 << 20;
+    let e = match super::build_walker(crate::hw::elu::Algo::Trie, &set, "fw", &small) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("the trie must refuse this fw set"),
+    };
+    assert!(!e.contains('\n'), "{e}");
+    assert!(e.contains("\"fw\"") && e.contains("--set elu.algo=dtree"), "{e}");
+    let json = r#"{"duration_ns": 60000, "elu": {"algo": "dtree"},
+        "tables": [{"name": "fw", "pmus": [0,1,2,3],
+          "rules": {"generate": {"type": "fw", "count": 1000, "seed": 3}}}],
+        "pmus": {"count": 4, "block_size": 64}}"#;
+    let mut s = Simulator::from_json(json).unwrap();
+    s.run_until_ns(60_000.0);
+    drain(&mut s);
+    let inv = s.check_invariants();
+    assert!(inv.ok(), "{inv:?}");
+    assert!(inv.exited > 1000, "{inv:?}");
+    let c = &s.totals()[0];
+    assert!(c.misses > 100 && c.hbm_bytes > 0, "the ELU must be exercised: {c:?}");
+}
