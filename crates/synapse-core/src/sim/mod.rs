@@ -98,6 +98,9 @@ pub struct Simulator {
     /// ELU fill, miss taken, state change). A PMU is ticked only from this
     /// cycle on: every tick before it would be a no-op.
     pmu_wake: Vec<Cycle>,
+    /// At most the least of `pmu_wake`: before it, phase 3 and the wake-up
+    /// scan skip the PMUs altogether.
+    pmu_min_wake: Cycle,
     net: Network,
     bus: SharedBus,
     bus_rr: usize,
@@ -390,6 +393,7 @@ impl Simulator {
             tables,
             walkers,
             pmu_wake: vec![0; pmus.len()],
+            pmu_min_wake: 0,
             pmus,
             config,
         };
@@ -506,7 +510,7 @@ impl Simulator {
             match miss.pmu {
                 Some(p) => {
                     self.pmus[p as usize].fill(&miss, action);
-                    self.pmu_wake[p as usize] = 0;
+                    self.touch_pmu(p as usize);
                 }
                 None => {
                     let t = &mut self.tables[miss.table as usize];
@@ -520,8 +524,14 @@ impl Simulator {
         let soon = now + 1;
         let mut busy = false;
         let mut misses_waiting = false;
+        let mut min_wake = Cycle::MAX;
+        let pmus_due = self.pmu_min_wake <= now;
         for (p, wake) in self.pmus.iter_mut().zip(self.pmu_wake.iter_mut()) {
+            if !pmus_due {
+                break;
+            }
             if *wake > now {
+                min_wake = min_wake.min(*wake);
                 continue;
             }
             if p.is_idle() {
@@ -564,6 +574,10 @@ impl Simulator {
                 }
             }
             *wake = p.next_event(now).unwrap_or(Cycle::MAX);
+            min_wake = min_wake.min(*wake);
+        }
+        if pmus_due {
+            self.pmu_min_wake = min_wake;
         }
         // 5. PMU → ELU bus: one miss per cycle, round robin over the PMUs and
         // the VMUs' direct path (last).
@@ -575,8 +589,11 @@ impl Simulator {
             for k in 0..n {
                 let i = (self.bus_rr + k) % n;
                 let miss = if i < self.pmus.len() {
-                    self.pmu_wake[i] = 0;
-                    self.pmus[i].pop_miss()
+                    let m = self.pmus[i].pop_miss();
+                    if m.is_some() {
+                        self.touch_pmu(i);
+                    }
+                    m
                 } else {
                     self.direct.pop_front()
                 };
@@ -613,7 +630,7 @@ impl Simulator {
             let mut still = false;
             for i in 0..self.pmus.len() {
                 if let State::Transient { .. } = self.pmus[i].state() {
-                    self.pmu_wake[i] = 0;
+                    self.touch_pmu(i);
                     match self.pmus[i].try_finish_drain() {
                         Some(Some(t)) => {
                             let tb = &mut self.tables[t as usize];
@@ -632,14 +649,23 @@ impl Simulator {
         }
         // PMUs (including those that got requests in phase 7) wake when
         // their next request or CAM result is due.
-        let mut wake = Cycle::MAX;
-        for (p, w) in self.pmus.iter().zip(self.pmu_wake.iter_mut()) {
-            if *w <= now {
-                *w = p.next_event(now).unwrap_or(Cycle::MAX);
+        if self.pmu_min_wake <= now {
+            let mut wake = Cycle::MAX;
+            for (p, w) in self.pmus.iter().zip(self.pmu_wake.iter_mut()) {
+                if *w <= now {
+                    *w = p.next_event(now).unwrap_or(Cycle::MAX);
+                }
+                wake = wake.min(*w);
             }
-            wake = wake.min(*w);
+            self.pmu_min_wake = wake;
         }
-        wake
+        self.pmu_min_wake
+    }
+
+    /// A PMU changed from outside its tick: tick it at the next stepped cycle.
+    fn touch_pmu(&mut self, i: usize) {
+        self.pmu_wake[i] = 0;
+        self.pmu_min_wake = 0;
     }
 
     fn release(&mut self, now: Cycle, ti: usize) {
@@ -726,7 +752,9 @@ impl Simulator {
             }
             t.input.pop_front();
             let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
+            // touch_pmu (the table is borrowed).
             self.pmu_wake[pu] = 0;
+            self.pmu_min_wake = 0;
             self.pmus[pu].accept(Request {
                 table: ti as u16,
                 tag,
@@ -800,6 +828,7 @@ impl Simulator {
         let want: Vec<u16> = pmus.iter().map(|&p| p as u16).collect();
         self.draining = true;
         self.pmu_wake.fill(0);
+        self.pmu_min_wake = 0;
         // Leaving: members not wanted, and pending joins not wanted.
         for i in 0..self.pmus.len() {
             let p = i as u16;
