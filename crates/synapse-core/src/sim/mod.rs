@@ -72,6 +72,8 @@ struct Table {
     vmu: Vmu,
     input: VecDeque<Phv>,
     keys: Vec<Key>,
+    /// Per flow, the VMU lookup-table index of its key (hashed once).
+    lut_index: Vec<u32>,
     oracle: Vec<Match>,
     /// PMUs on the VMU's ring.
     members: Vec<u16>,
@@ -344,9 +346,11 @@ impl Simulator {
                 vmu.add_pmu(p as u16);
                 members.push(p as u16);
             }
+            let lut_index = keys.iter().map(|k| vmu.index(k) as u32).collect();
             tables.push(Table {
                 name: t.name.clone(),
                 vmu,
+                lut_index,
                 input: VecDeque::new(),
                 keys,
                 oracle,
@@ -730,7 +734,7 @@ impl Simulator {
             return;
         }
         let key = t.keys[phv.flow as usize];
-        let p = t.vmu.route(&key);
+        let p = t.vmu.route_index(t.lut_index[phv.flow as usize] as usize);
         if p == INVALID {
             // No PMU: the VMU sends the key to the ELU itself (bounded by the
             // PHV buffer).
