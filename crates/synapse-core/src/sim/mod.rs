@@ -408,7 +408,7 @@ impl Simulator {
     fn pull_arrival(&mut self) {
         self.next_arrival = self.source.next().map(|a| {
             (
-                ((a.t_ps as f64 / self.cycle_ps) - 1e-9).ceil().max(0.0) as Cycle,
+                crate::hw::ceil_cycles((a.t_ps as f64 / self.cycle_ps) - 1e-9),
                 a,
             )
         });
