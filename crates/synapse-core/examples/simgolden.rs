@@ -2,6 +2,16 @@
 //! window row, edge row, the summary and the invariants. Speed work must keep
 //! these lines bit-identical:
 //! `cargo run --release -p synapse-core --example simgolden`
+//!
+//! Recorded before the speed work (commit d37dee1) and unchanged since:
+//! ```text
+//! default: 695f07bac0017626 keys 32161 inv_ok true
+//! fig6_b64: a696a832591bc7da keys 16187 inv_ok true
+//! fig7_p3_overload: 8126ca00a3d05981 keys 13012 inv_ok true
+//! cfg3_reassign_half_clock: e5905ea29b3604e5 keys 2634 inv_ok true
+//! cfg3_bus_two_entries: a9f2ab6321e0eafd keys 3161 inv_ok true
+//! ```
+//! (A change of model semantics changes them on purpose; record the new ones.)
 use synapse_core::sim::{config, Config, Simulator};
 
 fn fnv(s: &str) -> u64 {

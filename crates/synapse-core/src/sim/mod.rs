@@ -21,7 +21,11 @@
 //!    table.
 //!
 //! When no queue holds work the clock jumps to the next memory completion or
-//! arrival.
+//! arrival. Within a stepped cycle a PMU is ticked only from its wake cycle
+//! on (`pmu_wake`: its cached [`Pmu::next_event`], reset whenever the
+//! simulator hands it a request, a fill or takes a miss); earlier ticks would
+//! change nothing. Results are bit-identical to ticking every PMU
+//! (`cargo run --release -p synapse-core --example simgolden`).
 
 pub mod config;
 pub mod engine;
