@@ -32,6 +32,7 @@ SMALL = [
         (["tables.0.pmus=[0, 2]"], lambda s: s.tables[0].pmus == [0, 2]),
         (["traffic.flows=10", "traffic.dist=caida2018"], lambda s: s.traffic.flows == 10 and s.traffic.dist == "caida2018"),
         (["traffic.dist='caida2019:1e6'"], lambda s: s.traffic.dist == "caida2019:1e6"),
+        (["elu.algo=dtree"], lambda s: s.elu.algo == "dtree"),
     ],
 )
 def test_overrides_coerce_types(overrides, check):
@@ -45,6 +46,7 @@ def test_overrides_coerce_types(overrides, check):
         (["pmus.count=many"], "pmus.count"),
         (["pmus.count=-1"], "pmus.count"),
         (["interconnect.kind=mesh"], "interconnect.kind"),
+        (["elu.algo=hicuts"], "elu.algo"),
         (["traffic.dist=caida2020"], "traffic.dist"),
         (["tables.3.name=x"], "tables.3: expected an index below 1"),
         (["pmus.count"], "expected key=value"),

@@ -26,6 +26,9 @@ pub enum Algo {
     Trie,
     /// Linear scan of the rule array (the oracle; slow on purpose).
     Linear,
+    /// The decision tree (HiCuts/HyperCuts-like): for rule sets, such as
+    /// firewall sets, whose trie exceeds its memory budget.
+    Dtree,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -136,7 +139,7 @@ impl Elu {
         self.port_free = at + 1;
         let done_ps = hbm.read((at as f64 * self.cycle_ps) as u64, a.bank, a.bytes);
         self.bytes[e.miss.table as usize] += hbm.charged(a.bytes);
-        let done = ((done_ps as f64 / self.cycle_ps) - 1e-9).ceil() as Cycle;
+        let done = super::ceil_cycles((done_ps as f64 / self.cycle_ps) - 1e-9);
         sched(done.max(at + 1), slot as u32);
     }
 

@@ -192,6 +192,12 @@ impl Vmu {
     pub fn route(&self, key: &Key) -> u16 {
         self.lut.get(self.index(key))
     }
+    /// The PMU at a lookup-table index from [`Vmu::index`] (the simulator
+    /// hashes each flow's key once, as the key never changes).
+    #[inline]
+    pub fn route_index(&self, index: usize) -> u16 {
+        self.lut.get(index)
+    }
 
     pub fn add_pmu(&mut self, pmu: u16) -> usize {
         self.ring.add(pmu);

@@ -172,13 +172,13 @@ fn default_dist() -> String {
     "caida2019".into()
 }
 fn default_flows() -> u32 {
-    2_000
+    1_200
 }
 fn default_pkt() -> f64 {
     800.0
 }
 fn default_flow_duration() -> f64 {
-    1_000_000.0
+    250_000.0
 }
 fn default_profile() -> String {
     "uniform".into()

@@ -21,7 +21,11 @@
 //!    table.
 //!
 //! When no queue holds work the clock jumps to the next memory completion or
-//! arrival.
+//! arrival. Within a stepped cycle a PMU is ticked only from its wake cycle
+//! on (`pmu_wake`: its cached [`Pmu::next_event`], reset whenever the
+//! simulator hands it a request, a fill or takes a miss); earlier ticks would
+//! change nothing. Results are bit-identical to ticking every PMU
+//! (`cargo run --release -p synapse-core --example simgolden`).
 
 pub mod config;
 pub mod engine;
@@ -72,6 +76,8 @@ struct Table {
     vmu: Vmu,
     input: VecDeque<Phv>,
     keys: Vec<Key>,
+    /// Per flow, the VMU lookup-table index of its key (hashed once).
+    lut_index: Vec<u32>,
     oracle: Vec<Match>,
     /// PMUs on the VMU's ring.
     members: Vec<u16>,
@@ -93,6 +99,14 @@ pub struct Simulator {
     tables: Vec<Table>,
     walkers: Vec<Box<dyn MemoryWalk + Send>>,
     pmus: Vec<Pmu>,
+    /// Per PMU, the earliest cycle at which its tick can change something
+    /// ([`Pmu::next_event`]); `0` after any change from outside (request,
+    /// ELU fill, miss taken, state change). A PMU is ticked only from this
+    /// cycle on: every tick before it would be a no-op.
+    pmu_wake: Vec<Cycle>,
+    /// At most the least of `pmu_wake`: before it, phase 3 and the wake-up
+    /// scan skip the PMUs altogether.
+    pmu_min_wake: Cycle,
     net: Network,
     bus: SharedBus,
     bus_rr: usize,
@@ -130,17 +144,27 @@ fn build_walker(
     algo: Algo,
     set: &RuleSet,
     table: &str,
+    build: &crate::classify::BuildConfig,
 ) -> Result<Box<dyn MemoryWalk + Send>, SimError> {
     let name = match algo {
         Algo::Trie => "trie",
         Algo::Linear => "linear",
+        Algo::Dtree => "dtree",
     };
-    let s = crate::classify::build_structure(name, set, &crate::classify::BuildConfig::default())
-        .map_err(|e| {
-        SimError(format!(
-            "config: table {table:?}: building the ELU's {name}: {e}"
-        ))
-    })?;
+    let s = crate::classify::build_structure(name, set, build)
+        .map_err(|e| match e {
+            // One line that says what to do in a scenario (the classify
+            // command's advice names its own build parameters).
+            crate::classify::BuildError::OverBudget { what, bytes, budget } => SimError(format!(
+                "config: table {table:?}: the ELU's {what} needs more than its memory budget of \
+                 {budget} bytes (stopped at {bytes}) for these {} rules; use the decision tree: \
+                 --set elu.algo=dtree",
+                set.rules.len()
+            )),
+            e => SimError(format!(
+                "config: table {table:?}: building the ELU's {name}: {e}"
+            )),
+        })?;
     Ok(s)
 }
 
@@ -296,7 +320,12 @@ impl Simulator {
             let keys = flow_keys[i].clone();
             let lin = Linear::new(set);
             let oracle: Vec<Match> = keys.iter().map(|k| lin.classify(k)).collect();
-            walkers.push(build_walker(config.elu.algo, set, &t.name)?);
+            walkers.push(build_walker(
+                config.elu.algo,
+                set,
+                &t.name,
+                &crate::classify::BuildConfig::default(),
+            )?);
             let words = set.schema.len().max(1);
             let mut vmu = Vmu::new(
                 i as u16,
@@ -321,9 +350,11 @@ impl Simulator {
                 vmu.add_pmu(p as u16);
                 members.push(p as u16);
             }
+            let lut_index = keys.iter().map(|k| vmu.index(k) as u32).collect();
             tables.push(Table {
                 name: t.name.clone(),
                 vmu,
+                lut_index,
                 input: VecDeque::new(),
                 keys,
                 oracle,
@@ -369,6 +400,8 @@ impl Simulator {
             draining: false,
             tables,
             walkers,
+            pmu_wake: vec![0; pmus.len()],
+            pmu_min_wake: 0,
             pmus,
             config,
         };
@@ -379,7 +412,7 @@ impl Simulator {
     fn pull_arrival(&mut self) {
         self.next_arrival = self.source.next().map(|a| {
             (
-                ((a.t_ps as f64 / self.cycle_ps) - 1e-9).ceil().max(0.0) as Cycle,
+                crate::hw::ceil_cycles((a.t_ps as f64 / self.cycle_ps) - 1e-9),
                 a,
             )
         });
@@ -483,7 +516,10 @@ impl Simulator {
         // 2. ELU commit: one reply per cycle.
         if let Some((miss, action)) = self.elu.commit() {
             match miss.pmu {
-                Some(p) => self.pmus[p as usize].fill(&miss, action),
+                Some(p) => {
+                    self.pmus[p as usize].fill(&miss, action);
+                    self.touch_pmu(p as usize);
+                }
                 None => {
                     let t = &mut self.tables[miss.table as usize];
                     let lat = t.vmu.resolve(miss.tag, action, now);
@@ -496,8 +532,18 @@ impl Simulator {
         let soon = now + 1;
         let mut busy = false;
         let mut misses_waiting = false;
-        for p in &mut self.pmus {
+        let mut min_wake = Cycle::MAX;
+        let pmus_due = self.pmu_min_wake <= now;
+        for (p, wake) in self.pmus.iter_mut().zip(self.pmu_wake.iter_mut()) {
+            if !pmus_due {
+                break;
+            }
+            if *wake > now {
+                min_wake = min_wake.min(*wake);
+                continue;
+            }
             if p.is_idle() {
+                *wake = Cycle::MAX;
                 continue;
             }
             p.tick(now);
@@ -535,6 +581,11 @@ impl Simulator {
                     }
                 }
             }
+            *wake = p.next_event(now).unwrap_or(Cycle::MAX);
+            min_wake = min_wake.min(*wake);
+        }
+        if pmus_due {
+            self.pmu_min_wake = min_wake;
         }
         // 5. PMU → ELU bus: one miss per cycle, round robin over the PMUs and
         // the VMUs' direct path (last).
@@ -546,7 +597,11 @@ impl Simulator {
             for k in 0..n {
                 let i = (self.bus_rr + k) % n;
                 let miss = if i < self.pmus.len() {
-                    self.pmus[i].pop_miss()
+                    let m = self.pmus[i].pop_miss();
+                    if m.is_some() {
+                        self.touch_pmu(i);
+                    }
+                    m
                 } else {
                     self.direct.pop_front()
                 };
@@ -583,6 +638,7 @@ impl Simulator {
             let mut still = false;
             for i in 0..self.pmus.len() {
                 if let State::Transient { .. } = self.pmus[i].state() {
+                    self.touch_pmu(i);
                     match self.pmus[i].try_finish_drain() {
                         Some(Some(t)) => {
                             let tb = &mut self.tables[t as usize];
@@ -601,16 +657,23 @@ impl Simulator {
         }
         // PMUs (including those that got requests in phase 7) wake when
         // their next request or CAM result is due.
-        let mut wake = Cycle::MAX;
-        for p in &self.pmus {
-            if let Some(c) = p.next_event(now) {
-                wake = wake.min(c);
-                if wake <= soon {
-                    break;
+        if self.pmu_min_wake <= now {
+            let mut wake = Cycle::MAX;
+            for (p, w) in self.pmus.iter().zip(self.pmu_wake.iter_mut()) {
+                if *w <= now {
+                    *w = p.next_event(now).unwrap_or(Cycle::MAX);
                 }
+                wake = wake.min(*w);
             }
+            self.pmu_min_wake = wake;
         }
-        wake
+        self.pmu_min_wake
+    }
+
+    /// A PMU changed from outside its tick: tick it at the next stepped cycle.
+    fn touch_pmu(&mut self, i: usize) {
+        self.pmu_wake[i] = 0;
+        self.pmu_min_wake = 0;
     }
 
     fn release(&mut self, now: Cycle, ti: usize) {
@@ -675,7 +738,7 @@ impl Simulator {
             return;
         }
         let key = t.keys[phv.flow as usize];
-        let p = t.vmu.route(&key);
+        let p = t.vmu.route_index(t.lut_index[phv.flow as usize] as usize);
         if p == INVALID {
             // No PMU: the VMU sends the key to the ELU itself (bounded by the
             // PHV buffer).
@@ -697,6 +760,9 @@ impl Simulator {
             }
             t.input.pop_front();
             let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
+            // touch_pmu (the table is borrowed).
+            self.pmu_wake[pu] = 0;
+            self.pmu_min_wake = 0;
             self.pmus[pu].accept(Request {
                 table: ti as u16,
                 tag,
@@ -769,6 +835,8 @@ impl Simulator {
         }
         let want: Vec<u16> = pmus.iter().map(|&p| p as u16).collect();
         self.draining = true;
+        self.pmu_wake.fill(0);
+        self.pmu_min_wake = 0;
         // Leaving: members not wanted, and pending joins not wanted.
         for i in 0..self.pmus.len() {
             let p = i as u16;

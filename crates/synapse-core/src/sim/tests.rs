@@ -284,3 +284,64 @@ fn bad_configs_are_refused_with_the_reason() {
     assert!(s.assign("acl", &[99]).is_err());
     assert!(s.assign("zzz", &[1]).is_err());
 }
+
+#[test]
+fn shared_bus_conflicts_stall_tables_a_crossbar_does_not() {
+    // Two entry tables, traffic split between them; with a shared bus only
+    // one request crosses per cycle, so the tables stall each other.
+    let stalls = |kind: crate::hw::interconnect::Kind, ratio: f64| {
+        let mut c = Config {
+            duration_ns: 100_000.0,
+            tables: vec![table("a", vec![0, 1]), table("b", vec![2, 3])],
+            pmus: pmu::Config { count: 4, clock_ratio: ratio, ..Default::default() },
+            ..Config::default()
+        };
+        c.entry.insert("a".into(), 1.0);
+        c.entry.insert("b".into(), 1.0);
+        c.interconnect.kind = kind;
+        let mut s = sim_with(c, 50, 6000);
+        s.run_until_ns(100_000.0);
+        let inv = s.check_invariants();
+        assert!(inv.ok(), "{inv:?}");
+        s.totals().iter().map(|c| c.stalls).sum::<u64>()
+    };
+    use crate::hw::interconnect::Kind;
+    let (bus, xbar) = (stalls(Kind::Bus, 1.0), stalls(Kind::Crossbar, 1.0));
+    assert!(bus > xbar, "bus {bus} crossbar {xbar}");
+    // PMUs at half the pipeline clock: slower, more stalls, still correct.
+    assert!(stalls(Kind::Crossbar, 0.5) > xbar);
+}
+
+/// A firewall rule set whose trie exceeds the ELU's memory budget: the
+/// scenario error is one line naming the fix; with `elu.algo = "dtree"` the
+/// same scenario runs and every PHV still gets the linear oracle's action.
+/// (The default 256 MiB budget refuses 1000 fw rules, but only after ~8 s of
+/// building; a 1 MiB budget shows the same refusal at once.)
+#[test]
+fn firewall_rules_over_the_trie_budget_run_on_the_decision_tree() {
+    let set = crate::workload::rulegen::generate(
+        &crate::workload::seed::Params::builtin("fw").unwrap(),
+        1000,
+        3,
+    );
+    let mut small = crate::classify::BuildConfig::default();
+    small.trie.max_bytes = 1 << 20;
+    let e = match super::build_walker(crate::hw::elu::Algo::Trie, &set, "fw", &small) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("the trie must refuse this fw set"),
+    };
+    assert!(!e.contains('\n'), "{e}");
+    assert!(e.contains("\"fw\"") && e.contains("--set elu.algo=dtree"), "{e}");
+    let json = r#"{"duration_ns": 60000, "elu": {"algo": "dtree"},
+        "tables": [{"name": "fw", "pmus": [0,1,2,3],
+          "rules": {"generate": {"type": "fw", "count": 1000, "seed": 3}}}],
+        "pmus": {"count": 4, "block_size": 64}}"#;
+    let mut s = Simulator::from_json(json).unwrap();
+    s.run_until_ns(60_000.0);
+    drain(&mut s);
+    let inv = s.check_invariants();
+    assert!(inv.ok(), "{inv:?}");
+    assert!(inv.exited > 1000, "{inv:?}");
+    let c = &s.totals()[0];
+    assert!(c.misses > 100 && c.hbm_bytes > 0, "the ELU must be exercised: {c:?}");
+}
