@@ -8,13 +8,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from synapse_vmt.errors import atomic_write
 
-from synapse_vmt.errors import atomic_write  # noqa: E402
+
+def pyplot():
+    """matplotlib.pyplot on the file-only Agg backend, imported on first use so
+    that commands which draw nothing start fast."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 WINDOW_COLUMNS = [
     "t_ns", "table", "arrived", "processed", "hits", "misses", "elu_requests", "hbm_bytes",
@@ -74,7 +81,7 @@ def write_json(path: str | Path, obj: Any) -> None:
 def save_png(fig, path: str | Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    pyplot().close(fig)
     with atomic_write(path, "wb") as f:
         f.write(buf.getvalue())
 
@@ -82,6 +89,7 @@ def save_png(fig, path: str | Path) -> None:
 def plot_run(path: str | Path, w: dict[str, np.ndarray], names: list[str], window_ns: float,
              hists: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
     """Hit rate, latency distribution, HBM bandwidth and throughput over time."""
+    plt = pyplot()
     fig, ax = plt.subplots(2, 2, figsize=(11, 7))
     d = derived(w, window_ns) if w and len(w["t_ns"]) else None
     for ti, name in enumerate(names):

@@ -16,13 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from synapse_vmt import report  # noqa: E402
-from synapse_vmt.experiments.common import monotone, progress_runner, run_point, scenario  # noqa: E402
+from synapse_vmt.experiments.common import monotone, progress_runner, run_point, scenario
 
 BLOCKS = [64, 128, 256, 512]
 DISTS = ["caida2019", "caida2018"]
@@ -46,6 +41,8 @@ def _fig6_grid(quick: bool) -> tuple[list[int], list[str]]:
 
 
 def fig6(out: Path, quick: bool, quiet: bool = False) -> dict:
+    from synapse_vmt import report  # matplotlib: loaded only when a figure is made
+
     caps, load_ovr = _fig6_grid(quick)
     points = [(d, b, c) for d in DISTS for b in BLOCKS for c in caps if c >= b]
     rows = []
@@ -83,6 +80,9 @@ def fig6(out: Path, quick: bool, quiet: bool = False) -> dict:
 
 
 def _plot_fig6(path: Path, rows: list[dict], caps: list[int]) -> None:
+    from synapse_vmt import report
+
+    plt = report.pyplot()
     fig, ax = plt.subplots(3, 2, figsize=(12, 11))
     width = 0.8 / len(BLOCKS)
     for j, d in enumerate(DISTS):
@@ -137,6 +137,8 @@ def _fig7_grid(quick: bool) -> tuple[list[int], list[int], list[str]]:
 
 
 def fig7(out: Path, quick: bool, quiet: bool = False) -> dict:
+    from synapse_vmt import report  # matplotlib: loaded only when a figure is made
+
     ns, flows, load_ovr = _fig7_grid(quick)
     rows = []
     prog, step = progress_runner(len(ns) * len(flows), quiet)
@@ -170,6 +172,9 @@ def fig7(out: Path, quick: bool, quiet: bool = False) -> dict:
 
 
 def _plot_fig7(path: Path, rows: list[dict], ns: list[int]) -> None:
+    from synapse_vmt import report
+
+    plt = report.pyplot()
     fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
     for n in ns:
         s = [r for r in rows if r["pmus"] == n]

@@ -76,10 +76,9 @@ def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = cor
 
 
 def plot(per_n, u, summary, path: Path) -> None:
-    import matplotlib
+    from synapse_vmt.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, len(per_n), figsize=(4 * len(per_n), 3.4), sharey=True)
     top = max((float(s.load_mpps.max()) for s in per_n.values() if len(s)), default=1.0)

@@ -119,10 +119,9 @@ def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = cor
 
 
 def plot(traces: dict, path: Path) -> None:
-    import matplotlib
+    from synapse_vmt.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = [("throughput_mpps", "throughput (Mpps)"), ("hit_rate", "hit rate"), ("active_pmus", "active PMUs")]
     fig, axes = plt.subplots(len(rows), len(traces), figsize=(3.6 * len(traces), 7), sharex="col", squeeze=False)

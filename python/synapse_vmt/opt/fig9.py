@@ -97,10 +97,9 @@ def run(out: Path, quick: bool = False, seed: int = 1) -> dict:
 
 
 def plot(summary: dict, path: Path) -> None:
-    import matplotlib
+    from synapse_vmt.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for name, style in (("fast", "o-"), ("milp", "s--")):
