@@ -12,12 +12,12 @@ overall and per PMU count.
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import numpy as np
 
 from synapse_vmt.errors import atomic_write
+from synapse_vmt.report import save_png, write_json
 from synapse_vmt.opt.simexp import Setup, SimFactory, calibrate, core_factory
 
 PMU_COUNTS = [3, 4, 5]
@@ -69,9 +69,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = cor
         w.writeheader()
         w.writerows(rows)
     plot(per_n, u, summary, out / "fig10.png")
-    with atomic_write(out / "summary.json") as fh:
-        json.dump(summary, fh, indent=2)
-        fh.write("\n")
+    write_json(out / "summary.json", summary)
     return summary
 
 
@@ -91,6 +89,4 @@ def plot(per_n, u, summary, path: Path) -> None:
     np.atleast_1d(axes)[0].set_ylabel("throughput (Mpps)")
     np.atleast_1d(axes)[0].legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=120)
-    plt.close(fig)
+    save_png(fig, path)

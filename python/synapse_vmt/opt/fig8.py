@@ -20,12 +20,12 @@ windows) are recorded per control period.
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import numpy as np
 
 from synapse_vmt.errors import atomic_write
+from synapse_vmt.report import save_png, write_json
 from synapse_vmt.opt import placement
 from synapse_vmt.opt.controller import Controller, Period, Settings, observe, static_oracle
 from synapse_vmt.opt.simexp import TABLE, Setup, SimFactory, calibrate, core_factory
@@ -112,9 +112,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = cor
                 for row in zip(s["t_ms"], s["input_mpps"], s["throughput_mpps"], s["hit_rate"], s["active_pmus"], s["drops"]):
                     w.writerow([prof, scheme, *row])
     plot(traces, out / "fig8.png")
-    with atomic_write(out / "summary.json") as fh:
-        json.dump(summary, fh, indent=2)
-        fh.write("\n")
+    write_json(out / "summary.json", summary)
     return summary
 
 
@@ -139,6 +137,4 @@ def plot(traces: dict, path: Path) -> None:
                 ax.set_xlabel("time (ms)")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110)
-    plt.close(fig)
+    save_png(fig, path)

@@ -12,7 +12,6 @@ size. The solvers' answers are checked against each other on every instance.
 from __future__ import annotations
 
 import csv
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from synapse_vmt.errors import atomic_write
+from synapse_vmt.report import save_png, write_json
 from synapse_vmt.opt import fast, milp
 from synapse_vmt.opt.problem import Problem
 from synapse_vmt.opt.synthetic import random_usl, switch_like_problem
@@ -90,9 +90,7 @@ def run(out: Path, quick: bool = False, seed: int = 1) -> dict:
         w.writeheader()
         w.writerows(rows)
     plot(summary, out / "fig9.png")
-    with atomic_write(out / "summary.json") as f:
-        json.dump(summary, f, indent=2)
-        f.write("\n")
+    write_json(out / "summary.json", summary)
     return summary
 
 
@@ -114,6 +112,4 @@ def plot(summary: dict, path: Path) -> None:
     ax.set_title("Runtime OPT execution time vs CFG size")
     ax.legend()
     fig.tight_layout()
-    with atomic_write(path, "wb") as f:
-        fig.savefig(f, format="png", dpi=120)
-    plt.close(fig)
+    save_png(fig, path)
