@@ -1,4 +1,4 @@
-"""A TEST DOUBLE of the simulator's Python API (SIM_API.md), for controller tests only.
+"""A TEST DOUBLE of the simulator's Python API (docs/simulator-api.md), for controller tests only.
 
 A fluid model, not the hardware: per 10 µs window each table receives its
 share of the input, processes at most its (hidden, true) USL throughput for
@@ -129,7 +129,7 @@ SHAPES = {  # relative flow arrival rate over the run, t in [0, 1]
 
 
 def fake_factory(config: dict, mpps_per_flow: float = 0.01) -> FakeSim:
-    """Config (SIM_API shape, one table) -> FakeSim; offered rate = flows × mpps_per_flow (times the profile)."""
+    """Config (docs/simulator-api.md shape, one table) -> FakeSim; offered rate = flows × mpps_per_flow (times the profile)."""
     t = config["tables"][0]
     tr = config["traffic"]
     dur = config["duration_ns"]

@@ -12,7 +12,7 @@ from synapse_vmt.opt.usl import Usl, fit
 
 def walk_counters(P, entry, arrivals, rng, window_ns=10_000.0):
     """A stand-in for the data plane: PHVs walk the DAG (tables in topological
-    order) window by window; returns SIM_API-shaped window and edge columns."""
+    order) window by window; returns docs/simulator-api.md-shaped window and edge columns."""
     T = len(entry)
     wins = {k: [] for k in ("t_ns", "table", "arrived", "processed", "pmus")}
     eds = {k: [] for k in ("t_ns", "src", "dst", "count")}

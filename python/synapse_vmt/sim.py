@@ -1,5 +1,5 @@
 """The simulator seen from Python: :class:`Simulation` wraps the Rust
-``synapse_vmt._core.Simulator`` (contract: SIM_API.md) and collects its
+``synapse_vmt._core.Simulator`` (contract: docs/simulator-api.md) and collects its
 per-window rows as numpy columns while it runs in chunks."""
 
 from __future__ import annotations

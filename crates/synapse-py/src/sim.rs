@@ -1,5 +1,5 @@
 //! Binding of the simulator: `synapse_vmt._core.Simulator(config_json)`.
-//! The contract is /work/notes/SIM_API.md: batches out (numpy columns per
+//! The contract is docs/simulator-api.md: batches out (numpy columns per
 //! window), never per packet.
 
 use numpy::IntoPyArray;

@@ -26,7 +26,7 @@ for the entire run, the allocation that the model (as corrected by the
 closed loop's observations) gives for the peak input rate of the run, and
 never changes it.
 
-Anything with the simulator's Python API (``/work/notes/SIM_API.md``) can be
+Anything with the simulator's Python API (``docs/simulator-api.md``) can be
 driven: ``run_until``, ``now_ns``, ``windows``, ``edges``, ``table_names``,
 ``assign``, ``pmu_states``.
 """

@@ -4,7 +4,7 @@ The simulator (like the hardware) reports, per statistics window (default
 10 µs) and per table, the PHVs that arrived and were processed and the PMUs
 the table held, plus per-window counts of PHVs leaving table i for table j
 (``dst = -1``: leaving the pipeline). Column names follow
-``/work/notes/SIM_API.md``: ``windows()`` and ``edges()`` return dicts of
+``docs/simulator-api.md``: ``windows()`` and ``edges()`` return dicts of
 equal-length numpy columns.
 
 Units: rates are in Mpps (millions of PHVs per second), the unit the USL

@@ -1,7 +1,7 @@
 """Simulator experiments of the runtime OPT: Fig. 10 (USL samples and fit) and Fig. 8 (closed loop).
 
 Both drive the cycle-accurate simulator through its Python API
-(``synapse_vmt._core.Simulator(config_json)``, see ``/work/notes/SIM_API.md``)
+(``synapse_vmt._core.Simulator(config_json)``, see ``docs/simulator-api.md``)
 with one VMT, as in the paper's single-VMT experiments: a ClassBench-style
 ACL rule set, PMUs of 256 entries, CAIDA-like flow traffic. Offered load is
 set by the number of flows (each flow a Poisson process with rate

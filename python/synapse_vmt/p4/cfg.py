@@ -16,7 +16,7 @@ from p4c's BMv2 JSON; it can also be written by hand. Format (JSON)::
     }
 
 ``entry`` and ``edges`` use the same names and meaning as the simulator's
-config (``/work/notes/SIM_API.md``): ``p`` is the probability that a PHV
+config (``docs/simulator-api.md``): ``p`` is the probability that a PHV
 leaving ``src`` goes to ``dst``; what is left (1 - sum of ``p`` out of a table)
 leaves the pipeline; likewise 1 - sum of ``entry`` skips every table. The
 probabilities ``synapse p4 cfg`` writes are placeholders (every branch of the
