@@ -21,9 +21,6 @@
 //! keyed by (time, flow): O(log active flows) per packet, and flows enter the
 //! heap only when they start. Same seed, same arrivals, bit for bit.
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
-
 use rand::{Rng, SeedableRng};
 use rand_distr::Exp1;
 use rand_pcg::Pcg64;
@@ -143,35 +140,81 @@ pub fn flows_for_rate(
 }
 
 /// A flow on the heap: its next arrival time (f64 picoseconds, ordered by its
-/// bit pattern, which is monotone for non-negative floats), then its id.
+/// bit pattern, which is monotone for non-negative floats), then its id,
+/// packed into one `u128` so that a comparison is a single integer compare.
 #[derive(Clone, Copy, Debug)]
 struct Active {
-    t_bits: u64,
-    flow: u32,
+    /// `t_bits << 32 | flow`.
+    key: u128,
     left: u64,
     gap_ps: f64,
 }
 
 impl Active {
-    fn key(&self) -> (u64, u32) {
-        (self.t_bits, self.flow)
+    fn pack(t: f64, flow: u32) -> u128 {
+        ((t.to_bits() as u128) << 32) | flow as u128
+    }
+    fn t(&self) -> f64 {
+        f64::from_bits((self.key >> 32) as u64)
+    }
+    fn flow(&self) -> u32 {
+        self.key as u32
     }
 }
 
-impl PartialEq for Active {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
+/// Binary min-heap of active flows on their packed key. Keys are unique (the
+/// flow id is part of it), so the pop order is the same as any other exact
+/// priority queue's (e.g. `std`'s `BinaryHeap` used before).
+#[derive(Clone, Debug, Default)]
+struct FlowHeap {
+    v: Vec<Active>,
 }
-impl Eq for Active {}
-impl PartialOrd for Active {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+
+impl FlowHeap {
+    fn len(&self) -> usize {
+        self.v.len()
     }
-}
-impl Ord for Active {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.key().cmp(&other.key())
+    fn peek(&self) -> Option<&Active> {
+        self.v.first()
+    }
+    fn push(&mut self, a: Active) {
+        let mut i = self.v.len();
+        self.v.push(a);
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.v[parent].key <= a.key {
+                break;
+            }
+            self.v[i] = self.v[parent];
+            i = parent;
+        }
+        self.v[i] = a;
+    }
+    /// Puts `a` where the minimum was and restores the heap (one sift-down).
+    fn replace_top(&mut self, a: Active) {
+        let n = self.v.len();
+        let v = &mut self.v[..];
+        let mut i = 0;
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let r = l + 1;
+            let c = if r < n && v[r].key < v[l].key { r } else { l };
+            if a.key <= v[c].key {
+                break;
+            }
+            v[i] = v[c];
+            i = c;
+        }
+        v[i] = a;
+    }
+    fn pop_top(&mut self) {
+        let last = self.v.pop().unwrap();
+        if !self.v.is_empty() {
+            self.replace_top(last);
+        }
     }
 }
 
@@ -184,7 +227,7 @@ pub struct Traffic {
     packets: Vec<u64>,
     flow_duration_ps: f64,
     next_flow: usize,
-    heap: BinaryHeap<Reverse<Active>>,
+    heap: FlowHeap,
     rng: Pcg64,
     emitted: u64,
     total: u64,
@@ -218,7 +261,7 @@ impl Traffic {
             packets,
             flow_duration_ps: cfg.flow_duration_ps as f64,
             next_flow: 0,
-            heap: BinaryHeap::new(),
+            heap: FlowHeap::default(),
             rng: Pcg64::seed_from_u64(cfg.seed ^ 0x9E37_79B9_7F4A_7C15),
             emitted: 0,
             total,
@@ -258,7 +301,7 @@ impl Traffic {
     /// Time of the next arrival, without taking it.
     pub fn next_time(&self) -> Option<u64> {
         let start = self.starts.get(self.next_flow).copied();
-        let top = self.heap.peek().map(|Reverse(a)| f64::from_bits(a.t_bits));
+        let top = self.heap.peek().map(|a| a.t());
         match (start, top) {
             (Some(s), Some(t)) => Some(s.min(t) as u64),
             (Some(s), None) => Some(s as u64),
@@ -310,7 +353,7 @@ impl Iterator for Traffic {
         // A flow that starts before the heap's earliest arrival goes first;
         // ties order by (time, flow id), as in the heap.
         let starting = match (self.starts.get(self.next_flow), self.heap.peek()) {
-            (Some(&s), Some(Reverse(top))) => (s.to_bits(), self.next_flow as u32) < top.key(),
+            (Some(&s), Some(top)) => Active::pack(s, self.next_flow as u32) < top.key,
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (None, None) => return None,
@@ -324,35 +367,33 @@ impl Iterator for Traffic {
             if n > 1 {
                 let gap_ps = self.flow_duration_ps / n as f64;
                 let t = s + self.gap(gap_ps);
-                self.heap.push(Reverse(Active {
-                    t_bits: t.to_bits(),
-                    flow: id as u32,
+                self.heap.push(Active {
+                    key: Active::pack(t, id as u32),
                     left: n - 1,
                     gap_ps,
-                }));
+                });
             }
             return Some(Arrival {
                 t_ps: s as u64,
                 flow: id as u32,
             });
         }
-        let (gap_ps, left) = {
-            let Reverse(top) = self.heap.peek().unwrap();
-            (top.gap_ps, top.left)
-        };
-        let step = if left > 1 { self.gap(gap_ps) } else { 0.0 };
-        let mut top = self.heap.peek_mut().unwrap();
-        let t = f64::from_bits(top.0.t_bits);
+        let top = *self.heap.peek().unwrap();
+        let t = top.t();
         let out = Arrival {
             t_ps: t as u64,
-            flow: top.0.flow,
+            flow: top.flow(),
         };
-        if left > 1 {
+        if top.left > 1 {
             // Replace in place: one sift-down instead of a pop and a push.
-            top.0.left -= 1;
-            top.0.t_bits = (t + step).to_bits();
+            let step = self.gap(top.gap_ps);
+            self.heap.replace_top(Active {
+                key: Active::pack(t + step, top.flow()),
+                left: top.left - 1,
+                gap_ps: top.gap_ps,
+            });
         } else {
-            std::collections::binary_heap::PeekMut::pop(top);
+            self.heap.pop_top();
         }
         Some(out)
     }
