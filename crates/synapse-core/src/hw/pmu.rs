@@ -267,12 +267,11 @@ impl Pmu {
     /// One cycle, in two phases: (1) retire CAM results ready by `now` into
     /// Q_p / Q_m; (2) issue the head of Q_r if II_c allows and Q_p and Q_m
     /// can take what the pipeline may produce.
+    #[inline]
     pub fn tick(&mut self, now: Cycle) {
-        while let Some(&(ready, req, res, compared)) = self.pipe.front() {
-            if ready > now {
-                break;
-            }
-            self.pipe.pop_front();
+        // Test the ready cycle before moving the (large) entry out.
+        while self.pipe.front().is_some_and(|e| e.0 <= now) {
+            let (_, req, res, compared) = self.pipe.pop_front().unwrap();
             match res {
                 Lookup::Hit { action } => self.q_p.push_back(Response::Hit {
                     table: req.table,
