@@ -40,6 +40,11 @@ fn run(name: &str, c: Config, plans: &[(&str, &[u32])]) {
     let sum = format!("{:?}", s.summary());
     text += &sum;
     text += &format!("{:?}", s.check_invariants());
+    // GOLDEN_DUMP=DIR writes the hashed text to DIR/<name>.txt, to diff two
+    // builds when a hash changes.
+    if let Ok(dir) = std::env::var("GOLDEN_DUMP") {
+        std::fs::write(format!("{dir}/{name}.txt"), &text).unwrap();
+    }
     println!("{name}: {:016x} keys {} inv_ok {}", fnv(&text), s.keys_done(), s.check_invariants().ok());
     if std::env::var("GOLDEN_VERBOSE").is_ok() {
         println!("  {sum}");
