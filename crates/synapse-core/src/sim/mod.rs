@@ -136,6 +136,8 @@ pub struct Simulator {
     pub busy_cycles: u64,
     /// Some PMU may be transient.
     draining: bool,
+    /// Phase 7 of this cycle moved a PHV into a table's input FIFO.
+    fed: bool,
 }
 
 /// Builds the ELU's structure for a rule set through the classifier
@@ -398,6 +400,7 @@ impl Simulator {
             keys_done: 0,
             busy_cycles: 0,
             draining: false,
+            fed: false,
             tables,
             walkers,
             pmu_wake: vec![0; pmus.len()],
@@ -626,6 +629,7 @@ impl Simulator {
         busy |= self.elu.has_work();
         // 7. Tables: release, then request.
         let nt = self.tables.len();
+        self.fed = false;
         for k in 0..nt {
             let ti = (now as usize + k) % nt;
             self.release(now, ti);
@@ -633,6 +637,9 @@ impl Simulator {
             let t = &self.tables[ti];
             busy |= !t.input.is_empty() || t.vmu.head_ready();
         }
+        // A release may have fed a table already visited in this loop: its
+        // input is not empty, so the next cycle must be stepped.
+        busy |= self.fed;
         // 8. Draining PMUs (only scanned while some PMU is transient).
         if self.draining {
             let mut still = false;
@@ -707,6 +714,7 @@ impl Simulator {
         self.keys_done += 1;
         match next {
             Next::Table(d) => {
+                self.fed = true;
                 t.edges[d as usize] += 1;
                 self.tables[d as usize].input.push_back(Phv {
                     id: slot.phv,
