@@ -26,26 +26,25 @@ from synapse_vmt.errors import UserError, atomic_write, read_text
 PROTOCOL_NAMES = {"*": "any", "1": "icmp", "6": "tcp", "17": "udp", "47": "gre", "50": "esp", "51": "ah"}
 
 
-def load_rules(path: str | Path) -> _core.RuleSet:
-    """Parse a ClassBench filter file; a malformed or empty file is a UserError."""
+def _load(parse, path: str | Path, empty: str):
+    """Parse a file with a Rust parser; a malformed or empty file is a UserError."""
     try:
-        rules = _core.RuleSet.parse(read_text(path), str(path))
+        parsed = parse(read_text(path), str(path))
     except _core.ParseError as e:
         raise UserError(str(e)) from None
-    if len(rules) == 0:
-        raise UserError(f"{path}: no rules (expected ClassBench filter lines '@src/len dst/len ...')")
-    return rules
+    if len(parsed) == 0:
+        raise UserError(f"{path}: {empty}")
+    return parsed
+
+
+def load_rules(path: str | Path) -> _core.RuleSet:
+    """Parse a ClassBench filter file."""
+    return _load(_core.RuleSet.parse, path, "no rules (expected ClassBench filter lines '@src/len dst/len ...')")
 
 
 def load_trace(path: str | Path) -> _core.Trace:
-    """Parse a ClassBench header trace; a malformed or empty file is a UserError."""
-    try:
-        trace = _core.Trace.parse(read_text(path), str(path))
-    except _core.ParseError as e:
-        raise UserError(str(e)) from None
-    if len(trace) == 0:
-        raise UserError(f"{path}: no headers (expected lines 'src dst sport dport proto [flags [rule]]')")
-    return trace
+    """Parse a ClassBench header trace."""
+    return _load(_core.Trace.parse, path, "no headers (expected lines 'src dst sport dport proto [flags [rule]]')")
 
 
 def generate_rules(kind: str, count: int, seed: int, seed_file: str | None = None,

@@ -9,7 +9,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::fmt::Write as _;
-use synapse_core::classify::{self, Classifier};
+use synapse_core::classify;
 use synapse_core::rules::classbench::{self, TraceEntry};
 use synapse_core::rules::{Key, RuleSet};
 use synapse_core::workload::seed::{Params, PortClass};

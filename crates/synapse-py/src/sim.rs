@@ -134,34 +134,12 @@ impl Simulator {
         let rows = self.inner.take_edges();
         let cyc = self.inner.cycle_ns();
         let d = PyDict::new_bound(py);
-        d.set_item(
-            "t_ns",
-            rows.iter()
-                .map(|r| r.end as f64 * cyc)
-                .collect::<Vec<_>>()
-                .into_pyarray_bound(py),
-        )?;
-        d.set_item(
-            "src",
-            rows.iter()
-                .map(|r| r.src as i64)
-                .collect::<Vec<_>>()
-                .into_pyarray_bound(py),
-        )?;
-        d.set_item(
-            "dst",
-            rows.iter()
-                .map(|r| r.dst as i64)
-                .collect::<Vec<_>>()
-                .into_pyarray_bound(py),
-        )?;
-        d.set_item(
-            "count",
-            rows.iter()
-                .map(|r| r.count as i64)
-                .collect::<Vec<_>>()
-                .into_pyarray_bound(py),
-        )?;
+        let i = |g: &dyn Fn(&sim::stats::EdgeRow) -> i64| rows.iter().map(g).collect::<Vec<i64>>();
+        let t_ns: Vec<f64> = rows.iter().map(|r| r.end as f64 * cyc).collect();
+        d.set_item("t_ns", t_ns.into_pyarray_bound(py))?;
+        d.set_item("src", i(&|r| r.src as i64).into_pyarray_bound(py))?;
+        d.set_item("dst", i(&|r| r.dst as i64).into_pyarray_bound(py))?;
+        d.set_item("count", i(&|r| r.count as i64).into_pyarray_bound(py))?;
         Ok(d)
     }
 
