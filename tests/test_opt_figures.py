@@ -25,7 +25,7 @@ def test_fig9_quick_writes_summary_and_plot(tmp_path):
 def test_fig10_and_fig8_plumbing_on_the_test_double(tmp_path):
     """Runs fig10/fig8 end to end on the fluid test double (not the simulator)."""
     from fake_sim import FAKE_USL, fake_factory
-    from synapse_vmt.opt import fig8, fig10
+    from synapse_vmt.figures import fig8, fig10
 
     s10 = fig10.run(tmp_path / "f10", quick=True, factory=lambda c: fake_factory(c, 0.03))
     assert set(s10["per_pmus"]) == {"3", "4", "5"} and s10["fit"]["r2"] > 0.8

@@ -282,7 +282,7 @@ def test_good_row_beside_the_bad_ones(tmp_path):
 
 
 def test_chunked_classification_equals_one_batch(sets):
-    from synapse_vmt.rules_cli import classify_timed
+    from synapse_vmt.cli.rules import classify_timed
 
     tr = _core.Trace.generate(sets["acl"], 3001, 5)
     clf = _core.Classifier(sets["acl"], "linear")

@@ -18,7 +18,7 @@ import numpy as np
 
 from synapse_vmt.errors import atomic_write
 from synapse_vmt.report import save_png, write_json
-from synapse_vmt.opt.simexp import Setup, SimFactory, calibrate, core_factory
+from synapse_vmt.figures.simexp import Setup, SimFactory, calibrate, core_factory
 
 PMU_COUNTS = [3, 4, 5]
 FLOWS = [500, 1000, 2000, 3000, 4000, 5000, 6000, 8000, 12000, 16000]

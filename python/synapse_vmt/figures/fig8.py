@@ -28,7 +28,7 @@ from synapse_vmt.errors import atomic_write
 from synapse_vmt.report import save_png, write_json
 from synapse_vmt.opt import placement
 from synapse_vmt.opt.controller import Controller, Period, Settings, observe, static_oracle
-from synapse_vmt.opt.simexp import TABLE, Setup, SimFactory, calibrate, core_factory
+from synapse_vmt.figures.simexp import TABLE, Setup, SimFactory, calibrate, core_factory
 
 PROFILES = ["step", "ramp", "diurnal", "burst"]
 

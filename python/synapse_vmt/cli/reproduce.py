@@ -1,6 +1,10 @@
-"""The runtime optimizer's figure commands: ``synapse reproduce fig8|fig9|fig10``.
+"""``synapse reproduce FIGURE -o DIR``: regenerate the paper's figures.
 
-Heavy imports (solvers, simulator, matplotlib) happen inside the commands.
+The figures themselves live in :mod:`synapse_vmt.figures` (one module per
+figure); this module holds their click commands. Every command takes
+``-o DIR`` and ``--quick`` and writes CSV, PNG and ``summary.json``. Heavy
+imports (solvers, simulator, matplotlib) happen inside the commands so that
+``synapse --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -8,6 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+
+
+@click.group("reproduce")
+def reproduce() -> None:
+    """Reproduce the paper's figures (CSV, PNG and summary.json in DIR)."""
+
 
 _out = click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False), help="output directory")
 _quick = click.option("--quick", is_flag=True, help="a small version (for tests)")
@@ -20,7 +30,7 @@ _seed = click.option("--seed", default=1, show_default=True, help="random seed")
 @_seed
 def fig9(out: str, quick: bool, seed: int) -> None:
     """Solve time of the allocation solvers against CFG size (paper Fig. 9)."""
-    from synapse_vmt.opt import fig9 as f
+    from synapse_vmt.figures import fig9 as f
 
     s = f.run(Path(out), quick, seed)
     for name, per in s["median_ms"].items():
@@ -36,7 +46,7 @@ def fig9(out: str, quick: bool, seed: int) -> None:
 @_seed
 def fig10(out: str, quick: bool, seed: int) -> None:
     """VMT throughput vs offered load for 3, 4, 5 PMUs from the simulator, with the fitted USL (paper Fig. 10)."""
-    from synapse_vmt.opt import fig10 as f
+    from synapse_vmt.figures import fig10 as f
 
     s = f.run(Path(out), quick, seed)
     fit = s["fit"]
@@ -56,7 +66,7 @@ def fig10(out: str, quick: bool, seed: int) -> None:
 def fig8(out: str, quick: bool, seed: int, period_ns: float | None, headroom: float, alarm_ns: float) -> None:
     """Closed-loop runtime OPT vs a static oracle under four traffic profiles (paper Fig. 8)."""
     from synapse_vmt.errors import UserError
-    from synapse_vmt.opt import fig8 as f
+    from synapse_vmt.figures import fig8 as f
 
     if period_ns is not None and period_ns <= 0:
         raise UserError(f"--period-ns: expected a positive time, got {period_ns}")
@@ -70,4 +80,11 @@ def fig8(out: str, quick: bool, seed: int, period_ns: float | None, headroom: fl
     click.echo(f"wrote {out}/summary.json, fig8.csv, fig8.png")
 
 
-COMMANDS = [fig8, fig9, fig10]
+def _register() -> None:
+    from synapse_vmt.figures.fig6_7 import COMMANDS
+
+    for cmd in [*COMMANDS, fig8, fig9, fig10]:
+        reproduce.add_command(cmd)
+
+
+_register()

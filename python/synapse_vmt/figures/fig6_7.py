@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from synapse_vmt.experiments.common import monotone, progress_runner, run_point, scenario
+from synapse_vmt.figures.common import monotone, progress_runner, run_point, scenario
 
 BLOCKS = [64, 128, 256, 512]
 DISTS = ["caida2019", "caida2018"]

@@ -7,8 +7,6 @@ line on stderr and exit status 2 (click does the same for unknown options).
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from synapse_vmt.errors import EXIT_USAGE, UserError
@@ -33,7 +31,7 @@ def main() -> None:
 
 def _register() -> None:
     # Subsystems add their commands here (one import each).
-    from synapse_vmt import commands
+    from synapse_vmt.cli import commands
 
     for cmd in commands.ALL:
         main.add_command(cmd)
@@ -41,5 +39,3 @@ def _register() -> None:
 
 _register()
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -1,0 +1,16 @@
+"""The list of top-level ``synapse`` commands, one line per subsystem."""
+
+from __future__ import annotations
+
+from synapse_vmt.cli.opt import opt
+from synapse_vmt.cli.p4 import p4
+from synapse_vmt.cli.reproduce import reproduce
+from synapse_vmt.cli.rules import classify, rules, trace
+from synapse_vmt.cli.run import run
+from synapse_vmt.cli.traffic import traffic
+
+ALL: list = []
+ALL += [rules, trace, classify]
+ALL += [traffic]
+ALL += [run]  # the simulator's main job (cli/run.py)
+ALL += [p4, opt, reproduce]
