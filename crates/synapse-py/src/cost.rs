@@ -172,7 +172,88 @@ impl PyCostTable {
     }
 }
 
+/// A stand-in rule set shaped like a P4 table: `n` rules over key words of
+/// the given match kinds (`exact`, `lpm`, `ternary`, `range`, `optional`),
+/// drawn as ClassBench draws its fields (prefixes with a BGP length mix,
+/// half-wildcarded ternaries, port-range classes), then ordered most
+/// specific first.
+fn shaped_table(kinds: &[String], n: usize, seed: u64) -> PyResult<RuleSet> {
+    use synapse_core::rules::{FieldSpec, MatchKind, MAX_FIELDS};
+    if kinds.is_empty() || kinds.len() > MAX_FIELDS {
+        return Err(PyValueError::new_err(format!("a key of {} words (supported: 1 to {MAX_FIELDS})", kinds.len())));
+    }
+    let mut rng = Pcg64::seed_from_u64(seed);
+    let total: u32 = LPM_LENGTHS.iter().map(|&(_, w)| w).sum();
+    let mut fields = Vec::new();
+    for k in kinds {
+        let kind = MatchKind::parse(k).ok_or_else(|| PyValueError::new_err(format!("unknown match kind {k:?}")))?;
+        fields.push(FieldSpec { name: format!("w{}", fields.len()), bits: 32, kind });
+    }
+    let mut rules: Vec<Rule> = (0..n as u32)
+        .map(|i| {
+            let f: Vec<FieldMatch> = fields
+                .iter()
+                .map(|spec| match spec.kind {
+                    MatchKind::Exact => FieldMatch::exact(rng.gen()),
+                    MatchKind::Lpm => {
+                        let mut u = rng.gen_range(0..total);
+                        let len = LPM_LENGTHS.iter().find(|&&(_, w)| if u < w { true } else { u -= w; false }).unwrap().0;
+                        FieldMatch::prefix(rng.gen(), len, 32)
+                    }
+                    MatchKind::Ternary | MatchKind::Optional => {
+                        if rng.gen_bool(0.5) {
+                            FieldMatch::ANY
+                        } else if spec.kind == MatchKind::Optional {
+                            FieldMatch::exact(rng.gen())
+                        } else {
+                            FieldMatch::prefix(rng.gen(), rng.gen_range(1..=32), 32)
+                        }
+                    }
+                    MatchKind::Range => match rng.gen_range(0..4) {
+                        0 => FieldMatch::ANY,
+                        1 => FieldMatch::range(0, 1023),
+                        2 => FieldMatch::range(1024, 65535),
+                        _ => {
+                            let lo = rng.gen_range(0..65535u32);
+                            FieldMatch::range(lo, (lo + rng.gen_range(0..64)).min(65535))
+                        }
+                    },
+                })
+                .collect();
+            Rule::new(&f, i, i)
+        })
+        .collect();
+    // Most specific first, as generated ClassBench sets are ordered.
+    rules.sort_by_key(|r| std::cmp::Reverse(r.fields.iter().map(|f| f.mask.count_ones()).sum::<u32>()));
+    Ok(RuleSet::new(Schema { fields }, rules))
+}
+
+/// Bytes of off-chip memory the ELU's structure `algo` takes for `n`
+/// entries of a table whose key words have match kinds `kinds`; raises
+/// `MemoryError` when over its build budget.
+#[pyfunction]
+#[pyo3(signature = (kinds, n, algo, seed=1, config=None))]
+fn structure_bytes(
+    py: Python<'_>,
+    kinds: Vec<String>,
+    n: usize,
+    algo: &str,
+    seed: u64,
+    config: Option<std::collections::HashMap<String, String>>,
+) -> PyResult<u64> {
+    let mut cfg = BuildConfig::default();
+    for (k, v) in config.unwrap_or_default() {
+        cfg.set(&k, &v).map_err(PyValueError::new_err)?;
+    }
+    let set = shaped_table(&kinds, n, seed)?;
+    py.allow_threads(|| build_structure(algo, &set, &cfg).map(|s| s.memory_bytes())).map_err(|e| match e {
+        BuildError::OverBudget { .. } => pyo3::exceptions::PyMemoryError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    })
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCostTable>()?;
+    m.add_function(wrap_pyfunction!(structure_bytes, m)?)?;
     Ok(())
 }
