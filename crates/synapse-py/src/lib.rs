@@ -6,9 +6,10 @@
 
 use pyo3::prelude::*;
 
+mod cost;
 mod rules;
-mod traffic;
 mod sim;
+mod traffic;
 
 /// The crate version, so Python can check it loaded the matching build.
 #[pyfunction]
@@ -22,5 +23,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rules::register(m)?;
     traffic::register(m)?;
     sim::register(m)?;
+    cost::register(m)?;
     Ok(())
 }

@@ -2,10 +2,11 @@
 //! matching rule of a [`RuleSet`](crate::rules::RuleSet), or none.
 //!
 //! [`linear::Linear`] is the oracle every other structure is checked against.
-//! The ELU's structures (trie, decision tree) implement the same trait so the
+//! The ELU's structures (trie, decision tree, exact-match hash table) implement the same trait so the
 //! simulator and the CLI can swap them by name.
 
 pub mod dtree;
+pub mod exact;
 pub mod linear;
 pub mod trie;
 
@@ -123,7 +124,7 @@ impl BuildConfig {
 }
 
 /// Names [`build`] accepts; the CLI offers exactly these.
-pub const ALGORITHMS: &[&str] = &["linear", "trie", "dtree"];
+pub const ALGORITHMS: &[&str] = &["linear", "trie", "dtree", "exact"];
 
 /// Builds the classifier named `algo` over `set`. Adding a structure is one
 /// entry in [`ALGORITHMS`] and one match arm here.
@@ -133,6 +134,7 @@ pub fn build(algo: &str, set: &RuleSet) -> Result<Box<dyn Classifier + Send + Sy
         "linear" => Ok(Box::new(linear::Linear::new(set))),
         "trie" => Ok(Box::new(trie::Trie::build(set, &c.trie).map_err(|e| e.to_string())?)),
         "dtree" => Ok(Box::new(dtree::DTree::build(set, &c.dtree).map_err(|e| e.to_string())?)),
+        "exact" => Ok(Box::new(exact::Exact::build(set).map_err(|e| e.to_string())?)),
         _ => Err(format!("unknown classifier {algo:?} (expected one of: {})", ALGORITHMS.join(", "))),
     }
 }
@@ -144,6 +146,7 @@ pub fn build_structure(algo: &str, set: &RuleSet, config: &BuildConfig) -> Resul
         "linear" => Box::new(linear::Linear::new(set)),
         "trie" => Box::new(trie::Trie::build(set, &config.trie)?),
         "dtree" => Box::new(dtree::DTree::build(set, &config.dtree)?),
+        "exact" => Box::new(exact::Exact::build(set)?),
         _ => {
             return Err(BuildError::BadConfig(format!(
                 "unknown classifier {algo:?} (expected one of: {})",
