@@ -327,8 +327,9 @@ class _Loader:
             raise UserError(f"{where}: expected a priority in 1..{PRIO_MAX} (P4Runtime), found {p}")
         return p
 
-    def add(self, where: str, t: TableSpec, matches: dict[str, Match], a: ActionInfo, params: dict[str, int], prio):
-        e = Entry(t.name, matches, a.name, params, prio, where)
+    def add(self, where: str, t: TableSpec, matches: dict[str, Match], a: ActionInfo, params: dict[str, int], prio,
+            source: str | None = None):
+        e = Entry(t.name, matches, a.name, params, prio, source or where)
         k = e.key()
         first = self.seen[t.name].get(k)
         if first is not None:
@@ -500,7 +501,7 @@ def _load_json(doc: object, path: str, prog: P4Program) -> dict[str, TableEntrie
                 raise UserError(f"{where}: field {nm} ({kf.match}) of {t.name}: expected "
                                 + {"lpm": "[value, prefix_len]", "ternary": "[value, mask]", "range": "[lo, hi]"}.get(kf.match, "a single value"))
             matches[kf.field] = ld.match(where, t, kf, (form, parts))
-        ld.add(where, t, matches, a, params, ld.priority(where, t, e.get("priority"), cli=False))
+        ld.add(where, t, matches, a, params, ld.priority(where, t, e.get("priority"), cli=False), f"{path}#entry {i}")
     return ld.finish()
 
 
