@@ -319,3 +319,17 @@ def test_gen_populates_every_table_of_the_real_programs(shared_data, tmp_path, n
             assert t.action(e.action) is not None
     r = CliRunner().invoke(main, ["p4", "entries", "check", str(path), str(out)])
     assert r.exit_code == 0 and f"in {len(prog.tables)} of {len(prog.tables)} tables" in r.output
+
+
+def test_readme_cli_example_loads_for_upf(shared_data, tmp_path):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = text.split("```\n# for ../shared/data/p4/up4-bmv2.json (UPF)\n", 1)[1].split("```", 1)[0]
+    got = load_entries(write(tmp_path, block), shared_data / "p4" / "up4-bmv2.json")
+    app = got["PreQosPipe.applications"].entries[0]
+    assert app.params == {"app_id": 7} and app.priority == PRIO_MAX - 10
+    assert app.matches["scalars.userMetadata.inet_l4_port"] == Match("range", 80, lo=80, hi=80)
+    assert app.matches["scalars.userMetadata.inet_addr"] == Match("lpm", 0x0A000000, 0xFF000000, 8)
+    assert got["PreQosPipe.sessions_downlink"].entries[0].params == {"tunnel_peer_id": 3, "session_meter_idx": 42}
+    assert got["PreQosPipe.tunnel_peers"].default == ("NoAction", {})
