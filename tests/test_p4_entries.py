@@ -74,6 +74,11 @@ PROGRAM = {
                     [4, 5, 6],
                     size=4,
                 ),
+                {
+                    **_table("ingress.ecmp", [("exact", "meta.port", ["meta", "port"])], [2, 3]),
+                    "type": "indirect_ws",
+                    "action_profile": "ingress.ecmp_selector",
+                },
             ],
             "conditionals": [],
         }
@@ -140,7 +145,7 @@ def test_values_in_the_cli_notations():
 
 def test_cli_file(tmp_path, prog):
     got = load_entries(write(tmp_path, CLI), prog)
-    assert list(got) == ["ingress.fwd", "ingress.route", "ingress.route6", "ingress.acl"]
+    assert list(got) == ["ingress.fwd", "ingress.route", "ingress.route6", "ingress.acl", "ingress.ecmp"]
     fwd = got["ingress.fwd"]
     assert [(e.matches["eth.dst"].value, e.params) for e in fwd.entries] == [
         (0x001122334455, {"port": 7}),
@@ -169,6 +174,34 @@ def test_cli_file(tmp_path, prog):
     assert got["ingress.acl"].lookup(pkt) is acl[1]
     assert got["ingress.acl"].lookup({**pkt, "l4.dport": 8080, "meta.flag": 0}) is acl[2]
     assert got["ingress.acl"].lookup({**pkt, "proto": 1, "ipv4.proto": 1}) is None
+
+
+INDIRECT = """\
+table_indirect_create_member ecmp set_nhop 1 00:00:00:00:00:01
+act_prof_create_member ecmp_selector set_nhop 2 00:00:00:00:00:02
+table_indirect_create_member ingress.ecmp drop
+act_prof_create_group ingress.ecmp_selector
+table_indirect_create_group ecmp
+table_indirect_add_member_to_group ecmp 1 0
+act_prof_add_member_to_group ecmp_selector 0 0
+table_indirect_add_member_to_group ecmp 2 1
+table_indirect_add ecmp 5 => 0
+table_indirect_add_with_group ecmp 6 => 0
+table_indirect_add ecmp 7 => 2
+table_add ecmp set_nhop 8 => 3 0x3
+table_indirect_set_default_with_group ecmp 1
+"""
+
+
+def test_action_profile_members_and_groups(tmp_path, prog):
+    got = load_entries(write(tmp_path, INDIRECT), prog)["ingress.ecmp"]
+    assert [(e.matches["meta.port"].value, e.action, e.params) for e in got.entries] == [
+        (5, "ingress.set_nhop", {"nhop": 1, "dmac": 1}),
+        (6, "ingress.set_nhop", {"nhop": 2, "dmac": 2}),  # group 0's first member is member 1
+        (7, "ingress.drop", {}),
+        (8, "ingress.set_nhop", {"nhop": 3, "dmac": 3}),
+    ]
+    assert got.default == ("ingress.drop", {})
 
 
 def _view(got):
@@ -212,6 +245,11 @@ CLI_ERRORS = [
     ("\n".join(f"table_add acl permit 0&&&0 6 {i}->{i} 0 => {i}" for i in range(5)), "table ingress.acl is full (max_size 4)", 5),
     ("table_delete fwd 0", "table_delete is not supported here", 1),
     ("tabel_add fwd set_port 1 => 1", "unknown command 'tabel_add'", 1),
+    ("table_indirect_create_member fwd set_port 1", "table ingress.fwd has no action profile", 1),
+    ("table_indirect_create_member ecmp drop\ntable_indirect_add ecmp 1 => 1", "member handle of action profile ingress.ecmp_selector (0..0), found '1'", 2),
+    ("act_prof_create_group ecmp_selector\ntable_indirect_add_with_group ecmp 1 => 0", "group 0 of action profile ingress.ecmp_selector has no members", 2),
+    ("act_prof_create_member nope drop", "unknown action profile 'nope'", 1),
+    ("table_indirect_create_member ecmp set_port 1", "not an action of table ingress.ecmp", 1),
 ]
 
 

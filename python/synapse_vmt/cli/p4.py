@@ -89,13 +89,15 @@ def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, ou
             raise UserError(f"--table {n}: expected a keyed table of {program}")
         chosen.append(t)
     chosen = chosen or list(prog.tables.values())
-    lines = [f"# synapse p4 entries gen {program} --count {count} --seed {seed}"]
+    opts = "".join(f" --table {t.name}" for t in chosen) if tables else ""
+    lines = [f"# synapse p4 entries gen {program}{opts} --count {count} --seed {seed}"]
     total = 0
+    members: dict = {}  # action profile -> member handles, shared by its tables
     for t in chosen:
         es = gen_table(t, count, seed)
         total += len(es)
         lines.append(f"# {t.name}: {len(es)} entries ({t.match_type}, max_size {t.info.max_size})")
-        lines += format_cli(t, es)
+        lines += format_cli(t, es, members)
     with atomic_write(output) as f:
         f.write("\n".join(lines) + "\n")
     click.echo(f"wrote {total} entries for {len(chosen)} tables to {output}")

@@ -261,6 +261,9 @@ class TableSpec:
     default: tuple[str, dict[str, int]] | None
     default_const: bool
     kind: str = "simple"
+    #: The action profile/selector an indirect table draws its actions from
+    #: (tables can share one), else None.
+    action_profile: str | None = None
 
     @property
     def name(self) -> str:
@@ -359,7 +362,9 @@ def _read_tables(r: _Reader, cfg: Cfg) -> dict[str, TableSpec]:
             names = tuple(
                 k.get("name") if isinstance(k.get("name"), str) else kf.field for k, kf in zip(t["key"], info[t["name"]].key)
             )
-            out[t["name"]] = TableSpec(info[t["name"]], names, tacts, default, const, str(t.get("type", "simple")))
+            kind = str(t.get("type", "simple"))
+            prof = t.get("action_profile") if kind != "simple" and isinstance(t.get("action_profile"), str) else None
+            out[t["name"]] = TableSpec(info[t["name"]], names, tacts, default, const, kind, prof)
     return {n: out[n] for n in info}
 
 
