@@ -371,3 +371,93 @@ def test_readme_cli_example_loads_for_upf(shared_data, tmp_path):
     assert app.matches["scalars.userMetadata.inet_addr"] == Match("lpm", 0x0A000000, 0xFF000000, 8)
     assert got["PreQosPipe.sessions_downlink"].entries[0].params == {"tunnel_peer_id": 3, "session_meter_idx": 42}
     assert got["PreQosPipe.tunnel_peers"].default == ("NoAction", {})
+
+
+def _spec(key, actions=(2, 3), size=100000, kind="simple"):
+    """A TableSpec of the test program's headers with the given key."""
+    doc = {**PROGRAM, "pipelines": [{"name": "ingress", "init_table": "t", "conditionals": [],
+                                     "tables": [_table("t", key, list(actions), size=size)]}]}
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "p.json"
+        p.write_text(json.dumps(doc))
+        return read_program(p).tables["t"]
+
+
+def _share(xs, v):
+    return sum(1 for x in xs if x == v) / len(xs)
+
+
+def test_gen_lpm_prefix_mix_follows_the_bgp_table():
+    from synapse_vmt.p4.entrygen import BGP_V4, BGP_V6
+
+    v4 = gen_table(_spec([("lpm", "d", ["ipv4", "dst"])]), 4000, 1)
+    lens = [e.matches["ipv4.dst"].prefix_len for e in v4]
+    assert len(v4) == 4000
+    for L in (24, 22, 23, 16):
+        assert abs(_share(lens, L) - BGP_V4[L] / sum(BGP_V4.values())) < 0.03, L
+    assert max(lens) == 24 and lens == sorted(lens, reverse=True)  # match order: longest first
+    v6 = gen_table(_spec([("lpm", "d", ["ipv6", "dst"])]), 4000, 1)
+    lens6 = [e.matches["ipv6.dst"].prefix_len for e in v6]
+    for L in (48, 32, 64):
+        assert abs(_share(lens6, L) - BGP_V6[L] / sum(BGP_V6.values())) < 0.03, L
+    for e in v4 + v6:  # no bits past the prefix
+        m = next(iter(e.matches.values()))
+        assert m.value & ~m.mask == 0
+
+
+def test_gen_ternary_and_range_in_classbench_manner():
+    from synapse_vmt.p4.entrygen import DPORT_MIX, SPORT_MIX
+
+    t = _spec([("ternary", "src", ["ipv4", "src"]), ("ternary", "proto", ["ipv4", "proto"]),
+               ("range", "sport", ["l4", "sport"]), ("range", "dport", ["l4", "dport"])], actions=(4, 5))
+    es = gen_table(t, 3000, 2)
+    assert len(es) == 3000
+    prios = [e.priority for e in es]
+    assert len(set(prios)) == len(prios) and prios == sorted(prios, reverse=True)
+    for e in es:
+        m = e.matches["ipv4.src"]
+        assert m.mask == 0 or m.mask >> (32 - bin(m.mask).count("1")) == (1 << bin(m.mask).count("1")) - 1  # a prefix mask
+    protos = [e.matches["ipv4.proto"] for e in es]
+    assert {p.value for p in protos if p.mask} <= {1, 6, 17}
+    assert abs(_share([p.value for p in protos if p.mask], 6) - 0.87) < 0.04
+
+    def cls(m):
+        if (m.lo, m.hi) == (0, 65535):
+            return "WC"
+        if m.lo == m.hi:
+            return "EM"
+        return {(1024, 65535): "HI", (0, 1023): "LO"}.get((m.lo, m.hi), "AR")
+
+    for f, mix in (("l4.sport", SPORT_MIX), ("l4.dport", DPORT_MIX)):
+        c = [cls(e.matches[f]) for e in es]
+        for name, share in zip(("WC", "HI", "LO", "AR", "EM"), mix):
+            assert abs(_share(c, name) - share) < 0.04, (f, name)
+    # specific entries come first: the first tenth matches more bits than the last tenth
+    bits = [sum(bin(m.mask or 0).count("1") for m in e.matches.values() if m.kind == "ternary") for e in es]
+    assert sum(bits[:300]) > sum(bits[-300:])
+
+
+def test_gen_respects_max_size_and_key_space_and_is_deterministic():
+    small = _spec([("exact", "flag", ["meta", "flag"])])
+    assert sorted(e.matches["meta.flag"].value for e in gen_table(small, 10, 1)) == [0, 1]
+    capped = _spec([("exact", "dst", ["eth", "dst"])], size=7)
+    assert len(gen_table(capped, 100, 1)) == 7
+    ports = _spec([("exact", "port", ["meta", "port"]), ("exact", "flag", ["meta", "flag"])])
+    es = gen_table(ports, 5000, 1)
+    assert len(es) == 1024 and len({e.key() for e in es}) == 1024  # 10 bits of key: all of them
+    a = gen_table(_spec([("lpm", "d", ["ipv4", "dst"])]), 100, 9)
+    b = gen_table(_spec([("lpm", "d", ["ipv4", "dst"])]), 100, 9)
+    c = gen_table(_spec([("lpm", "d", ["ipv4", "dst"])]), 100, 10)
+    assert [(e.matches, e.action, e.params) for e in a] == [(e.matches, e.action, e.params) for e in b]
+    assert [e.matches for e in a] != [e.matches for e in c]
+
+
+def test_gen_one_table_gives_the_lines_of_the_full_run(tmp_path, prog):
+    full, one = tmp_path / "full.txt", tmp_path / "one.txt"
+    CliRunner().invoke(main, ["p4", "entries", "gen", str(prog), "--count", "20", "--seed", "5", "-o", str(full)])
+    CliRunner().invoke(main, ["p4", "entries", "gen", str(prog), "--table", "route", "--count", "20", "--seed", "5", "-o", str(one)])
+    pick = [ln for ln in full.read_text().splitlines() if ln.startswith("table_add ingress.route ")]
+    assert pick and pick == [ln for ln in one.read_text().splitlines() if ln.startswith("table_add")]
