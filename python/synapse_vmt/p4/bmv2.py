@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from fractions import Fraction
 from pathlib import Path
 
@@ -269,7 +270,7 @@ class TableSpec:
     def name(self) -> str:
         return self.info.name
 
-    @property
+    @cached_property
     def match_type(self) -> str:
         """BMv2's table match type: ``ternary`` if any field is ternary, range
         or optional (entries then need a priority), else ``lpm`` if a field is
@@ -278,6 +279,12 @@ class TableSpec:
         if kinds & {"ternary", "range", "optional"}:
             return "ternary"
         return "lpm" if "lpm" in kinds else "exact"
+
+    @cached_property
+    def match_fields(self) -> tuple[tuple[KeyField, str], ...]:
+        """The key fields an entry gives a value for (``selector`` fields are
+        hashed, not matched), each with its P4Runtime name."""
+        return tuple((kf, nm) for kf, nm in zip(self.info.key, self.key_names) if kf.match != "selector")
 
     @property
     def needs_priority(self) -> bool:

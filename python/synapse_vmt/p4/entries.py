@@ -178,6 +178,13 @@ def parse_value(text: object) -> int:
     if not isinstance(text, str) or not text:
         raise ValueError(f"a number or address, found {text!r}")
     s = text.strip()
+    if s.isdigit():  # the common case first; also takes leading zeros ("010"), as the CLI does
+        return int(s)
+    if s[:2] in ("0x", "0X", "0b", "0B"):
+        try:
+            return int(s, 0)
+        except ValueError:
+            raise ValueError(f"a number (decimal, 0x hex, 0b binary) or an address, found {s!r}") from None
     if _MAC.match(s):
         return int("".join(p.zfill(2) for p in re.split("[:-]", s)), 16)
     if _IPV4.match(s):
@@ -362,10 +369,10 @@ class _Loader:
         return self.out
 
 
-def match_fields(t: TableSpec) -> list[tuple[KeyField, str]]:
+def match_fields(t: TableSpec) -> tuple[tuple[KeyField, str], ...]:
     """The key fields an entry gives a value for (selector fields are hashed,
     not matched), each with its P4Runtime name."""
-    return [(kf, nm) for kf, nm in zip(t.info.key, t.key_names) if kf.match != "selector"]
+    return t.match_fields
 
 
 def sort_entries(t: TableSpec, entries: list[Entry]) -> list[Entry]:
