@@ -461,3 +461,34 @@ def test_gen_one_table_gives_the_lines_of_the_full_run(tmp_path, prog):
     CliRunner().invoke(main, ["p4", "entries", "gen", str(prog), "--table", "route", "--count", "20", "--seed", "5", "-o", str(one)])
     pick = [ln for ln in full.read_text().splitlines() if ln.startswith("table_add ingress.route ")]
     assert pick and pick == [ln for ln in one.read_text().splitlines() if ln.startswith("table_add")]
+
+
+def test_const_entries_of_the_program(tmp_path):
+    import copy
+
+    doc = copy.deepcopy(PROGRAM)
+    acl = doc["pipelines"][0]["tables"][3]
+    assert acl["name"] == "ingress.acl"
+    acl["entries"] = [
+        {"match_key": [{"match_type": "ternary", "key": "0x0a000000", "mask": "0xff000000"}, {"match_type": "exact", "key": "0x06"},
+                       {"match_type": "range", "start": "0x0050", "end": "0x0050"}, {"match_type": "optional", "key": "0x01", "mask": "0x01"}],
+         "action_entry": {"action_id": 5, "action_data": ["0x3"]}, "priority": 2},
+        {"match_key": [{"match_type": "ternary", "key": "0x00000000", "mask": "0x00000000"}, {"match_type": "exact", "key": "0x11"},
+                       {"match_type": "range", "start": "0x0000", "end": "0xffff"}, {"match_type": "optional", "key": "0x00", "mask": "0x00"}],
+         "action_entry": {"action_id": 4, "action_data": []}, "priority": 1},
+    ]
+    p = write(tmp_path, doc, "prog.json")
+    got = load_entries(write(tmp_path, "table_add fwd set_port 1 => 1"), p)["ingress.acl"].entries
+    # BMv2: priority 1 beats 2
+    assert [(e.action, e.params) for e in got] == [("ingress.permit", {}), ("ingress.deny", {"reason": 3})]
+    assert got[1].matches == {"ipv4.src": Match("ternary", 0x0A000000, 0xFF000000), "ipv4.proto": Match("exact", 6),
+                              "l4.dport": Match("range", 80, lo=80, hi=80), "meta.flag": Match("optional", 1, 1)}
+    assert got[0].source == f"{p}: table ingress.acl entries[1]"
+    assert gen_table(read_program(p).tables["ingress.acl"], 10, 1) == []
+    e = write(tmp_path, "table_add acl permit 0&&&0 6 1->1 0 => 1")
+    with pytest.raises(UserError, match=rf"^{e}:1: table ingress.acl has const entries"):
+        load_entries(e, p)
+    acl["entries"][0]["action_entry"]["action_data"] = []
+    p = write(tmp_path, doc, "prog.json")
+    with pytest.raises(UserError, match=r"table ingress.acl entries\[0\]: action ingress.deny .* takes 1 parameters"):
+        load_entries(e, p)

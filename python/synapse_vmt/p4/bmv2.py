@@ -265,6 +265,9 @@ class TableSpec:
     #: The action profile/selector an indirect table draws its actions from
     #: (tables can share one), else None.
     action_profile: str | None = None
+    #: The program's own entries (P4_16 ``const entries``; BMv2 ``entries``,
+    #: raw JSON): such a table takes no entries from the control plane.
+    const_entries: tuple = ()
 
     @property
     def name(self) -> str:
@@ -371,7 +374,10 @@ def _read_tables(r: _Reader, cfg: Cfg) -> dict[str, TableSpec]:
             )
             kind = str(t.get("type", "simple"))
             prof = t.get("action_profile") if kind != "simple" and isinstance(t.get("action_profile"), str) else None
-            out[t["name"]] = TableSpec(info[t["name"]], names, tacts, default, const, kind, prof)
+            ents = t.get("entries") or []
+            if not isinstance(ents, list):
+                r.fail(f"{wt}.entries", "a list of match-action entries")
+            out[t["name"]] = TableSpec(info[t["name"]], names, tacts, default, const, kind, prof, tuple(ents))
     return {n: out[n] for n in info}
 
 

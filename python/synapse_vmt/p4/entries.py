@@ -49,7 +49,8 @@ Everything is checked against the program (:class:`~synapse_vmt.p4.bmv2.P4Progra
 unknown table, field or action (or an action the table does not allow),
 the number of match fields and action parameters, a value wider than its
 field or parameter, a missing priority, a duplicate key, more entries than
-``max_size``, a const default action. Each is a one-line
+``max_size``, a const default action, entries for a table with ``const
+entries`` (those are read from the program and kept). Each is a one-line
 :class:`~synapse_vmt.errors.UserError` naming ``file:line`` (CLI) or
 ``file: entry N`` (JSON, N counted from 0 in ``table_entries``).
 """
@@ -220,6 +221,16 @@ def _prefix_mask(width: int, plen: int) -> int:
 # --- validation shared by both formats ---
 
 
+def _hx(where: str, x: object) -> object:
+    """A BMv2 JSON hex string as an int (other values pass, to be checked later)."""
+    if isinstance(x, str):
+        try:
+            return int(x, 16)
+        except ValueError:
+            raise UserError(f"{where}: expected a hex string, found {x!r}") from None
+    return x
+
+
 class _Loader:
     def __init__(self, prog: P4Program, path: str):
         self.prog = prog
@@ -228,6 +239,50 @@ class _Loader:
             n: TableEntries(n, [], t.default) for n, t in prog.tables.items()
         }
         self.seen: dict[str, dict[tuple, str]] = {n: {} for n in prog.tables}
+        for t in prog.tables.values():
+            for i, raw in enumerate(t.const_entries):
+                self.const_entry(t, i, raw)
+
+    def const_entry(self, t: TableSpec, i: int, raw: object) -> None:
+        """One of the program's own entries (BMv2 JSON ``entries``: hex
+        strings; ``priority`` in BMv2's convention, smaller wins)."""
+        where = f"{self.prog.path}: table {t.name} entries[{i}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("match_key"), list) or not isinstance(raw.get("action_entry"), dict):
+            raise UserError(f"{where}: expected an object with match_key and action_entry")
+        fields = match_fields(t)
+        mk = raw["match_key"]
+        if len(mk) != len(fields):
+            raise UserError(f"{where}: expected {len(fields)} match_key items, found {len(mk)}")
+        matches = {}
+        for (kf, _), m in zip(fields, mk):
+            if not isinstance(m, dict):
+                raise UserError(f"{where}: expected match_key items as objects")
+            mt = m.get("match_type")
+            if mt == "valid":
+                form, parts = "value", (int(bool(m.get("key"))),)
+            elif mt == "lpm":
+                form, parts = "lpm", (_hx(where, m.get("key")), m.get("prefix_length"))
+            elif mt == "ternary" or (mt == "optional" and "mask" in m):
+                form, parts = "ternary", (_hx(where, m.get("key")), _hx(where, m.get("mask")))
+            elif mt == "range":
+                form, parts = "range", (_hx(where, m.get("start")), _hx(where, m.get("end")))
+            else:
+                form, parts = "value", (_hx(where, m.get("key")),)
+            matches[kf.field] = self.match(where, t, kf, (form, parts))
+        ae = raw["action_entry"]
+        act = next((a for a in t.actions if a.id == ae.get("action_id")), None)
+        if act is None:
+            raise UserError(f"{where}: expected an action_id among the table's actions")
+        data = ae.get("action_data", [])
+        vals = [_hx(where, x) for x in data] if isinstance(data, list) else [None]
+        params = self.params(where, t, act, vals)
+        prio = None
+        if t.needs_priority:
+            p = raw.get("priority", i + 1)
+            prio = PRIO_MAX - p if isinstance(p, int) and 0 <= p < PRIO_MAX else self.priority(where, t, p, cli=True)
+        e = Entry(t.name, matches, act.name, params, prio, where)
+        self.out[t.name].entries.append(e)
+        self.seen[t.name][e.key()] = where
 
     def table(self, where: str, name: object) -> TableSpec:
         if not isinstance(name, str):
@@ -346,6 +401,8 @@ class _Loader:
 
     def add(self, where: str, t: TableSpec, matches: dict[str, Match], a: ActionInfo, params: dict[str, int], prio,
             source: str | None = None):
+        if t.const_entries:
+            raise UserError(f"{where}: table {t.name} has const entries in the program and takes no others")
         e = Entry(t.name, matches, a.name, params, prio, source or where)
         k = e.key()
         first = self.seen[t.name].get(k)

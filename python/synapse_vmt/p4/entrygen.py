@@ -244,7 +244,10 @@ def key_space(t: TableSpec) -> int | None:
 
 def gen_table(t: TableSpec, count: int, seed: int) -> list[Entry]:
     """Up to ``count`` distinct entries for table ``t`` (fewer if max_size or
-    the key space is smaller), in match order."""
+    the key space is smaller; none if the program has const entries for it),
+    in match order."""
+    if t.const_entries:  # the program fixes this table's entries
+        return []
     n = count
     if t.info.max_size:
         n = min(n, t.info.max_size)
