@@ -492,3 +492,19 @@ def test_const_entries_of_the_program(tmp_path):
     p = write(tmp_path, doc, "prog.json")
     with pytest.raises(UserError, match=r"table ingress.acl entries\[0\]: action ingress.deny .* takes 1 parameters"):
         load_entries(e, p)
+
+
+@pytest.mark.parametrize("name", ["up4-bmv2.json", "switch-p416.json"])
+def test_keys_sampled_from_entries_hit_them(shared_data, name):
+    import random
+
+    from synapse_vmt.p4.entries import sample_key
+
+    prog = read_program(shared_data / "p4" / name)
+    rng = random.Random(1)
+    for t in prog.tables.values():
+        es = gen_table(t, 30, 1)
+        for e in es:
+            k = sample_key(e, t, rng)
+            assert e.matches_key(k), (t.name, e)
+            assert all(v >> kf.width == 0 for (kf, _), v in zip(t.match_fields, k.values()))

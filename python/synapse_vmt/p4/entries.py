@@ -114,6 +114,25 @@ class Match:
         return (self.kind, self.value, self.mask, self.lo, self.hi)
 
 
+def sample_value(m: Match, width: int, rng) -> int:
+    """A field value that ``m`` matches, drawn with ``rng`` (a
+    ``random.Random``): bits outside an lpm/ternary mask are random, a range
+    gives any value in [lo, hi]."""
+    if m.kind == "exact":
+        return m.value
+    if m.kind == "range":
+        assert m.lo is not None and m.hi is not None
+        return rng.randint(m.lo, m.hi)
+    assert m.mask is not None
+    return m.value | (rng.getrandbits(width) & ~m.mask & _full(width))
+
+
+def sample_key(entry: Entry, table: TableSpec, rng) -> dict[str, int]:
+    """Key field values (by ``header.field``) that hit ``entry``: traffic
+    drawn from a table's entries. (A higher-priority entry may still win.)"""
+    return {kf.field: sample_value(entry.matches[kf.field], kf.width, rng) for kf, _ in match_fields(table)}
+
+
 def wildcard(kf: KeyField) -> Match:
     """The match-anything Match of a non-exact field (P4Runtime: field omitted)."""
     if kf.match == "lpm":
