@@ -508,3 +508,13 @@ def test_keys_sampled_from_entries_hit_them(shared_data, name):
             k = sample_key(e, t, rng)
             assert e.matches_key(k), (t.name, e)
             assert all(v >> kf.width == 0 for (kf, _), v in zip(t.match_fields, k.values()))
+
+
+def test_gen_entries_on_an_invalid_header_match_its_fields_as_zero():
+    t = _spec([("exact", "v", ["ipv4", "$valid$"]), ("exact", "d", ["ipv4", "dst"]), ("ternary", "s", ["ipv4", "src"])])
+    es = gen_table(t, 200, 1)
+    invalid = [e for e in es if e.matches["ipv4.$valid$"].value == 0]
+    assert invalid and len(invalid) < len(es)
+    for e in invalid:
+        assert e.matches["ipv4.dst"] == Match("exact", 0) and e.matches["ipv4.src"].mask == 0
+    assert any(e.matches["ipv4.dst"].value != 0 for e in es if e not in invalid)
