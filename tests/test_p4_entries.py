@@ -518,3 +518,18 @@ def test_gen_entries_on_an_invalid_header_match_its_fields_as_zero():
     for e in invalid:
         assert e.matches["ipv4.dst"] == Match("exact", 0) and e.matches["ipv4.src"].mask == 0
     assert any(e.matches["ipv4.dst"].value != 0 for e in es if e not in invalid)
+
+
+@pytest.mark.parametrize("name", ["up4-bmv2.json", "switch-p416.json"])
+def test_gen_json_loads_the_same_entries_as_gen_cli(shared_data, tmp_path, name):
+    path = shared_data / "p4" / name
+    a, b = tmp_path / "e.txt", tmp_path / "e.json"
+    for out, fmt in ((a, "cli"), (b, "json")):
+        r = CliRunner().invoke(main, ["p4", "entries", "gen", str(path), "--count", "40", "--seed", "2", "--format", fmt, "-o", str(out)])
+        assert r.exit_code == 0, r.output
+    prog = read_program(path)
+    x, y = load_entries(a, prog), load_entries(b, prog)
+    for n in prog.tables:
+        assert [(e.matches, e.action, e.params, e.priority) for e in x[n].entries] == [
+            (e.matches, e.action, e.params, e.priority) for e in y[n].entries
+        ], n

@@ -771,3 +771,40 @@ def format_cli(t: TableSpec, entries: list[Entry], members: dict[str, dict[tuple
             lines.append(f"table_indirect_create_member {t.name} {a.name}{' ' + ps if ps else ''}")
         lines.append(f"table_indirect_add {t.name} {ms} => {prof[key]}{pr}")
     return lines
+
+
+def _json_value(v: int, width: int, name: str) -> int | str:
+    s = format_value(v, width, name)
+    return int(s) if s.isdigit() else s
+
+
+def format_json(t: TableSpec, entries: list[Entry]) -> list[dict]:
+    """``table_entries`` items (the tutorials' runtime JSON) for ``entries``
+    of table ``t``: fields by their P4Runtime names, addresses as strings,
+    priorities as stored (P4Runtime: larger wins). Indirect tables are
+    written as direct entries (the format has no action profiles)."""
+    out = []
+    for e in entries:
+        a = t.action(e.action)
+        assert a is not None
+        match: dict[str, object] = {}
+        for kf, nm in match_fields(t):
+            m = e.matches[kf.field]
+            w, f = kf.width, kf.field
+            if m.kind == "lpm":
+                if m.prefix_len:
+                    match[nm] = [_json_value(m.value, w, f), m.prefix_len]
+            elif m.kind in ("ternary", "optional"):
+                if m.mask:
+                    match[nm] = [_json_value(m.value, w, f), _json_value(m.mask, w, f)] if m.kind == "ternary" else m.value
+            elif m.kind == "range":
+                if (m.lo, m.hi) != (0, _full(w)):
+                    match[nm] = [m.lo, m.hi]
+            else:
+                match[nm] = _json_value(m.value, w, f)
+        item: dict[str, object] = {"table": t.name, "match": match, "action_name": a.name,
+                                   "action_params": {p.name: _json_value(e.params[p.name], p.width, p.name) for p in a.params}}
+        if e.priority is not None:
+            item["priority"] = e.priority
+        out.append(item)
+    return out
