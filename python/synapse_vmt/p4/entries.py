@@ -395,7 +395,7 @@ class _Loader:
 
     def priority(self, where: str, t: TableSpec, p: object, cli: bool) -> int | None:
         if not t.needs_priority:
-            if p is not None:
+            if p is not None and p != 0:  # P4Runtime writes 0 for "no priority"
                 raise UserError(f"{where}: table {t.name} ({t.match_type}) takes no priority, found {p}")
             return None
         if p is None:
