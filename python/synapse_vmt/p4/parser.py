@@ -15,6 +15,7 @@ set, as simple_switch does; the interpreter counts it per error name.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Iterator
 
@@ -205,25 +206,29 @@ def read_packets(path: str | Path) -> Iterator[bytes]:
         n = 0
         try:
             if magic == b"\x0a\x0d\x0d\x0a":
-                reader = dpkt.pcapng.Reader(f)
+                records = ((ts, buf, None) for ts, buf in dpkt.pcapng.Reader(f))
             else:
-                reader = dpkt.pcap.Reader(f)
-            for n, (_, buf) in enumerate(reader, 1):
+                dpkt.pcap.Reader(f)  # checks the file header and leaves f at the first record
+                little = magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1")
+                records = _pcap_records(f, dpkt.pcap.LEPktHdr if little else dpkt.pcap.PktHdr)
+            for n, (_, buf, caplen) in enumerate(records, 1):
+                if caplen is not None and len(buf) < caplen:
+                    raise UserError(f"{path}: packet {n}: expected {caplen} bytes of packet data, the file ends after {len(buf)}")
                 yield bytes(buf)
-            # dpkt stops quietly at a record cut short: anything left is a truncation
-            rest = f.read()
-            if rest:
-                raise UserError(f"{path}: packet {n + 1}: expected a complete record, the file ends {len(rest)} bytes into it")
         except UserError:
             raise
-        except (dpkt.NeedData, dpkt.UnpackError, ValueError, EOFError, struct_error()) as e:
+        except (dpkt.NeedData, dpkt.UnpackError, ValueError, EOFError, struct.error) as e:
             what = str(e).strip() or type(e).__name__
-            if n == 0 and "magic" in what.lower() or n == 0 and "invalid" in what.lower():
+            if n == 0 and f.tell() <= 64 and ("magic" in what.lower() or "invalid" in what.lower()):
                 raise UserError(f"{path}: expected a pcap or pcapng file ({what})") from None
             raise UserError(f"{path}: packet {n + 1}: truncated or corrupt capture ({what})") from None
 
 
-def struct_error() -> type:
-    import struct
-
-    return struct.error
+def _pcap_records(f, hdr_cls) -> Iterator[tuple[float, bytes, int]]:
+    size = hdr_cls.__hdr_len__
+    while True:
+        raw = f.read(size)
+        if not raw:
+            return
+        hdr = hdr_cls(raw)  # NeedData when the record header itself is cut
+        yield 0.0, f.read(hdr.caplen), hdr.caplen

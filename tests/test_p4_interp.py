@@ -1,0 +1,421 @@
+"""The P4 interpreter on hand-written programs, entries and packets whose
+paths and counts are worked out by hand in the comments (oracle: the P4
+semantics applied by hand), and on UPF with GTP-U packets."""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dpkt
+import pytest
+
+from synapse_vmt.errors import UserError
+from synapse_vmt.p4.exprs import Codegen, Phv, Unsupported
+from synapse_vmt.p4.interp import Program, encode_words
+from synapse_vmt.p4.parser import read_packets
+
+DATA = Path(__file__).parent / "data" / "p4"
+
+
+# Stand-ins with the shape of entries.py's data model (contracts.md); the
+# interpreter only reads these attributes.
+@dataclass
+class M:
+    kind: str
+    value: int = 0
+    mask: int | None = None
+    prefix_len: int | None = None
+    lo: int | None = None
+    hi: int | None = None
+
+
+@dataclass
+class E:
+    table: str
+    matches: dict
+    action: str
+    params: dict = field(default_factory=dict)
+    priority: int | None = None
+    source: str = "test"
+
+
+@dataclass
+class TE:
+    table: str
+    entries: list
+    default: tuple | None = None
+
+
+def ip(s: str) -> int:
+    return struct.unpack("!I", socket.inet_aton(s))[0]
+
+
+def router_entries() -> dict:
+    return {
+        "MyIngress.ipv4_lpm": TE("MyIngress.ipv4_lpm", [  # longest prefix first
+            E("MyIngress.ipv4_lpm", {"ipv4.dstAddr": M("lpm", ip("10.1.0.0"), prefix_len=16)}, "MyIngress.set_nhop", {"nhop": 5, "port": 3}),
+            E("MyIngress.ipv4_lpm", {"ipv4.dstAddr": M("lpm", ip("10.0.0.0"), prefix_len=8)}, "set_nhop", {"nhop": 7, "port": 4}),
+        ]),
+        "MyIngress.acl": TE("MyIngress.acl", [
+            E("MyIngress.acl", {"scalars.l4_dport": M("ternary", 53, 0xFFFF), "ipv4.protocol": M("ternary", 17, 0xFF),
+                                "udp.srcPort": M("range", lo=0, hi=1023), "udp.$valid$": M("exact", 1)}, "MyIngress.deny"),
+            # matched by the P4Runtime name of the key (meta.l4_dport omitted: wildcard)
+            E("MyIngress.acl", {"hdr.ipv4.protocol": M("ternary", 17, 0xFF), "hdr.udp.srcPort": M("range", lo=0, hi=65535),
+                                "hdr.udp.$valid$": M("exact", 1)}, "MyIngress.permit"),
+        ]),
+        "MyIngress.nhop_tbl": TE("MyIngress.nhop_tbl", [
+            E("MyIngress.nhop_tbl", {"scalars.nhop": M("exact", 5)}, "MyIngress.set_dmac", {"dmac": 0x001122334455}),
+            E("MyIngress.nhop_tbl", {"scalars.nhop": M("exact", 7)}, "MyIngress.set_tag", {"v": 9}),
+        ]),
+        "MyEgress.color_tbl": TE("MyEgress.color_tbl", [
+            E("MyEgress.color_tbl", {"scalars.color": M("exact", 2)}, "MyIngress.set_tag", {"v": 1}),
+        ]),
+        "MyEgress.port_tbl": TE("MyEgress.port_tbl", [
+            E("MyEgress.port_tbl", {"standard_metadata.egress_port": M("exact", 3)}, "NoAction"),
+        ]),
+    }
+
+
+def eth(payload: bytes, etype: int = 0x0800) -> bytes:
+    return bytes(dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6, type=etype, data=payload))
+
+
+def ipv4(dst: str, proto: int, payload: bytes = b"", ttl: int = 64, ihl: int = 5) -> bytes:
+    h = dpkt.ip.IP(src=socket.inet_aton("1.2.3.4"), dst=socket.inet_aton(dst), p=proto, ttl=ttl, data=payload)
+    raw = bytes(h)
+    if ihl != 5:  # only the ihl nibble changes: the parser must reject it through verify()
+        raw = bytes([0x40 | ihl]) + raw[1:]
+    return raw
+
+
+def udp(sport: int, dport: int, payload: bytes = b"\x00" * 8) -> bytes:
+    u = dpkt.udp.UDP(sport=sport, dport=dport, data=payload)
+    u.ulen = 8 + len(payload)
+    return bytes(u)
+
+
+def vlan(n: int, inner_type: int = 0x0800) -> bytes:
+    tags = b""
+    for i in range(n):
+        tags += struct.pack("!HH", 100 + i, 0x8100 if i < n - 1 else inner_type)
+    return tags
+
+
+# The packets and, by hand, what router.p4 does with each (ingress then egress).
+L, A, N, CT, PT = "MyIngress.ipv4_lpm", "MyIngress.acl", "MyIngress.nhop_tbl", "MyEgress.color_tbl", "MyEgress.port_tbl"
+PACKETS = [
+    # 0: 10.1.2.3 hits the /16 (nhop 5, port 3, ttl 64->63); acl entry 0 (dport 53, sport 1000 <= 1023): deny = drop + exit
+    (eth(ipv4("10.1.2.3", 17, udp(1000, 53))), [(L, 0, "MyIngress.set_nhop"), (A, 0, "MyIngress.deny")], True, None),
+    # 1: dport 80: acl entry 1 permit -> __HIT__ -> nhop 5: set_dmac; egress port 3
+    (eth(ipv4("10.1.2.3", 17, udp(2000, 80))), [(L, 0, "MyIngress.set_nhop"), (A, 1, "MyIngress.permit"), (N, 0, "MyIngress.set_dmac")], False, None),
+    # 2: ttl 1 -> 0 after set_nhop (the /8: nhop 7): the ttl conditional drops it before the acl
+    (eth(ipv4("10.9.9.9", 6, b"\x00" * 20, ttl=1)), [(L, 1, "MyIngress.set_nhop")], True, None),
+    # 3: no prefix: the default action drop, next_tables[drop] = end
+    (eth(ipv4("11.0.0.1", 17, udp(1, 2))), [(L, -1, "MyIngress.drop")], True, None),
+    # 4: ARP: no ipv4, node_1 false -> keyless drop table, no keyed table
+    (eth(b"\x00" * 28, etype=0x0806), [], True, None),
+    # 5: one VLAN tag; /8 (nhop 7, port 4); tcp is not udp: acl keys udp.$valid$ = 0, dport 0 -> no entry -> __MISS__ -> end
+    (eth(vlan(1) + ipv4("10.0.0.1", 6, b"\x00" * 20), etype=0x8100), [(L, 1, "MyIngress.set_nhop"), (A, -1, "MyIngress.permit")], False, None),
+    # 6: two VLAN tags, udp sport 5000: acl entry 1 -> nhop 7: set_tag; egress port 4: port_tbl misses
+    (eth(vlan(2) + ipv4("10.0.0.1", 17, udp(5000, 9999)), etype=0x8100), [(L, 1, "MyIngress.set_nhop"), (A, 1, "MyIngress.permit"), (N, 1, "MyIngress.set_tag")], False, None),
+    # 7: three tags overflow the 2-element stack: rejected, ipv4 never extracted -> keyless drop
+    (eth(vlan(3) + ipv4("10.0.0.1", 17, udp(1, 2)), etype=0x8100), [], True, "StackOutOfBounds"),
+    # 8: ihl 6 fails verify() after ipv4 was extracted: the packet still runs; 12/8 misses -> drop
+    (eth(ipv4("12.0.0.1", 17, udp(1, 2), ihl=6)), [(L, -1, "MyIngress.drop")], True, "BadIhl"),
+    # 9: cut inside the ipv4 header: PacketTooShort, no ipv4 -> keyless drop
+    (eth(ipv4("10.1.2.3", 17, udp(1, 2)))[:24], [], True, "PacketTooShort"),
+    # 10: payload 0xa3: lookahead 4 bits = 0xa -> magic, 0xa3 & 0xfe == 0xa2 accepts; dport 53 sport 100: deny
+    (eth(ipv4("10.1.0.9", 17, udp(100, 53, b"\xa3" + b"\x00" * 7))), [(L, 0, "MyIngress.set_nhop"), (A, 0, "MyIngress.deny")], True, None),
+    # 11: payload 0xa7 matches no transition of parse_magic (no default): NoMatch, runs on: permit -> nhop 5
+    (eth(ipv4("10.1.0.9", 17, udp(100, 54, b"\xa7" + b"\x00" * 7))), [(L, 0, "MyIngress.set_nhop"), (A, 1, "MyIngress.permit"), (N, 0, "MyIngress.set_dmac")], False, "NoMatch"),
+]
+
+
+@pytest.fixture(scope="module")
+def router() -> Program:
+    return Program.load(DATA / "router.json")
+
+
+def ingress_steps(trace, i):
+    return [(s.table, s.entry, s.action) for s in trace.packet(i) if s.table.startswith("MyIngress.")]
+
+
+def test_router_paths_by_hand(router):
+    tr = router.run([p for p, *_ in PACKETS], router_entries(), seed=1)
+    assert tr.n_packets == len(PACKETS)
+    for i, (_, path, dropped, err) in enumerate(PACKETS):
+        assert ingress_steps(tr, i) == path, f"packet {i}"
+        assert bool(tr.dropped[i]) == dropped, f"packet {i}"
+        egress = [s.table for s in tr.packet(i) if s.table.startswith("MyEgress.")]
+        if dropped:
+            assert egress == [], f"packet {i}: a dropped packet skips egress"
+        else:  # the egress conditional cannot be evaluated: color_tbl or not, then port_tbl
+            assert egress in ([CT, PT], [PT]), f"packet {i}"
+    assert tr.parser_rejects == {"StackOutOfBounds": 1, "BadIhl": 1, "PacketTooShort": 1, "NoMatch": 1}
+
+
+def test_router_counters_and_synthesized(router):
+    tr = router.run([p for p, *_ in PACKETS], router_entries(), seed=3)
+    c = tr.counters()
+    assert c[L] == {"lookups": 9, "matched": 7, "actions": {"MyIngress.set_nhop": 7, "MyIngress.drop": 2}}
+    assert c[A] == {"lookups": 6, "matched": 5, "actions": {"MyIngress.deny": 2, "MyIngress.permit": 4}}
+    assert c[N] == {"lookups": 3, "matched": 3, "actions": {"MyIngress.set_dmac": 2, "MyIngress.set_tag": 1}}
+    # 4 packets reach egress (1, 5, 6, 11): each takes the fallback branch once
+    assert sum(tr.fallback_branches.values()) == 4
+    assert list(tr.fallback_branches) == ["node_e1 (hdr.u.isValid())"]
+    # every packet through the meter keys color_tbl on a synthesized color drawn from its entries: a hit
+    n_color = c[CT]["lookups"]
+    assert c[CT]["matched"] == n_color
+    assert tr.synthesized_fields == ({"scalars.color": n_color} if n_color else {})
+    assert c[PT]["lookups"] == 4
+    # egress_port = egress_spec: packets 1 and 11 go to port 3 (an entry), 5 and 6 to port 4 (none)
+    assert c[PT]["matched"] == 2
+    assert "execute_meter" in tr.unsupported
+
+
+def test_router_fallback_is_seeded(router):
+    pk = [p for p, *_ in PACKETS] * 20
+    a = router.run(pk, router_entries(), seed=7)
+    b = router.run(pk, router_entries(), seed=7)
+    assert a.step_table.tolist() == b.step_table.tolist()
+    n_ct = [router.run(pk, router_entries(), seed=s).counters()[CT]["lookups"] for s in range(6)]
+    assert len(set(n_ct)) > 1  # the seed decides the fallback branches
+    assert all(0 < n < 80 for n in n_ct)  # 80 packets reach egress; about half take each branch
+
+
+def test_router_actions_write_fields(router):
+    """Action effects visible in later keys: set_nhop's nhop and port, ttl decrement, set_dmac's tag."""
+    tr = router.run([PACKETS[1][0], PACKETS[6][0]], router_entries(), seed=0)
+    steps = tr.packet(0)
+    assert steps[2].key == (5,)  # nhop_tbl keyed on the nhop set_nhop wrote
+    assert steps[-1].table == PT and steps[-1].key == (3,)  # egress_port = egress_spec = 3
+    steps = tr.packet(1)
+    assert steps[1].key == (9999, 17, 5000, 1)  # l4_dport set by the parser from udp.dstPort
+    assert steps[-1].key == (4,)
+
+
+def test_key_words_layout(router):
+    tr = router.run([PACKETS[1][0]], router_entries())
+    acl = [j for j in range(len(tr.step_table)) if tr.tables[tr.step_table[j]].name == A][0]
+    assert tr.key_words(acl) == [80, 17, 2000, 1]
+    spec = tr.tables[0]
+    assert encode_words(spec, (0x0A010203,)) == [0x0A010203]
+    from synapse_vmt.p4.interp import KeySpec, TableSpec
+
+    wide = TableSpec("w", "ingress", (KeySpec("a.b", 48, "exact", "b"), KeySpec("a.c", 9, "exact", "c")))
+    assert encode_words(wide, (0x112233445566, 0x1FF)) == [0x1122, 0x33445566, 0x1FF]
+    pkt, words, entry = tr.table_keys(A)
+    assert pkt.tolist() == [0] and words.tolist() == [[80, 17, 2000, 1]] and entry.tolist() == [1]
+
+
+def test_no_entries_all_miss(router):
+    tr = router.run([PACKETS[1][0]], {})
+    assert ingress_steps(tr, 0) == [(L, -1, "MyIngress.drop")]
+
+
+def test_unknown_table_and_action_are_one_line_errors(router):
+    with pytest.raises(UserError, match="expected a table"):
+        router.run([], {"nope": TE("nope", [])})
+    bad = router_entries()
+    bad["MyIngress.nhop_tbl"].entries[0].action = "MyIngress.deny"
+    with pytest.raises(UserError, match="expected an action of table MyIngress.nhop_tbl"):
+        router.run([], bad)
+    bad = router_entries()
+    bad["MyIngress.nhop_tbl"].entries[0].params = {}
+    with pytest.raises(UserError, match="parameter 'dmac'"):
+        router.run([], bad)
+
+
+# ---- expressions: compiled code against a direct tree evaluator -------------
+
+def _phv() -> Phv:
+    doc = {"header_types": [{"name": "t", "fields": [["a", 8, False], ["b", 16, False], ["c", 32, False]]}],
+           "headers": [{"name": "h", "header_type": "t", "metadata": False}]}
+    return Phv.from_doc(doc, "x.json")
+
+
+def _eval(e, env, ad):
+    """Second implementation: BMv2 expression semantics on a dict."""
+    t, v = e["type"], e["value"]
+    if t == "field":
+        return env[v[1]]
+    if t == "hexstr":
+        return int(v, 16)
+    if t == "runtime_data":
+        return ad[v]
+    if t == "bool":
+        return v
+    op, lf, rt = v["op"], v.get("left"), v.get("right")
+    r = _eval(rt, env, ad)
+    if op == "~":
+        return ~r
+    if op == "not":
+        return not r
+    if op == "d2b":
+        return r != 0
+    if op == "b2d":
+        return int(bool(r))
+    if op == "?:":
+        return _eval(lf, env, ad) if _eval(v["cond"], env, ad) else r
+    lv = _eval(lf, env, ad)
+    return {"+": lambda: lv + r, "-": lambda: lv - r, "*": lambda: lv * r, "&": lambda: lv & r, "|": lambda: lv | r,
+            "^": lambda: lv ^ r, "<<": lambda: lv << r, ">>": lambda: lv >> r, "==": lambda: lv == r, "!=": lambda: lv != r,
+            "<": lambda: lv < r, ">": lambda: lv > r, "<=": lambda: lv <= r, ">=": lambda: lv >= r,
+            "and": lambda: bool(lv) and bool(r), "or": lambda: bool(lv) or bool(r)}[op]()
+
+
+def _rand_expr(rng, depth):
+    if depth == 0 or rng.random() < 0.3:
+        k = rng.randrange(3)
+        if k == 0:
+            return {"type": "field", "value": ["h", rng.choice("abc")]}
+        if k == 1:
+            return {"type": "runtime_data", "value": rng.randrange(2)}
+        return {"type": "hexstr", "value": hex(rng.randrange(0, 40))}
+    op = rng.choice(["+", "-", "*", "&", "|", "^", "<<", ">>", "~", "?:", "cmp"])
+    if op == "~":
+        return {"type": "expression", "value": {"op": "~", "left": None, "right": _rand_expr(rng, depth - 1)}}
+    if op in ("<<", ">>"):
+        return {"type": "expression", "value": {"op": op, "left": _rand_expr(rng, depth - 1), "right": {"type": "hexstr", "value": hex(rng.randrange(8))}}}
+    if op in ("?:", "cmp"):
+        c = {"type": "expression", "value": {"op": rng.choice(["==", "!=", "<", ">", "<=", ">="]), "left": _rand_expr(rng, depth - 1), "right": _rand_expr(rng, depth - 1)}}
+        if rng.random() < 0.5:
+            c = {"type": "expression", "value": {"op": rng.choice(["and", "or"]), "left": c,
+                                                 "right": {"type": "expression", "value": {"op": "not", "left": None, "right": {"type": "expression", "value": {"op": "d2b", "left": None, "right": _rand_expr(rng, 0)}}}}}}
+        if op == "cmp":
+            return {"type": "expression", "value": {"op": "b2d", "left": None, "right": c}}
+        return {"type": "expression", "value": {"op": "?:", "left": _rand_expr(rng, depth - 1), "right": _rand_expr(rng, depth - 1), "cond": c}}
+    return {"type": "expression", "value": {"op": op, "left": _rand_expr(rng, depth - 1), "right": _rand_expr(rng, depth - 1)}}
+
+
+def test_compiled_expressions_match_tree_evaluator():
+    phv = _phv()
+    cg = Codegen(phv)
+    rng = random.Random(11)
+    dst = phv.slot[("h", "b")]
+    for _ in range(300):
+        e = _rand_expr(rng, 4)
+        src = cg.assign(dst, cg.expr(e))
+        ns: dict = {}
+        exec(f"def f(p, a):\n    {src}\n", ns)
+        for _ in range(5):
+            env = {"a": rng.randrange(256), "b": rng.randrange(1 << 16), "c": rng.randrange(1 << 32)}
+            ad = (rng.randrange(1 << 16), rng.randrange(1 << 16))
+            p = phv.template()
+            for f in "abc":
+                p[phv.slot[("h", f)]] = env[f]
+            ns["f"](p, ad)
+            # assignment truncates to the destination's 16 bits (two's complement for negatives)
+            assert p[dst] == int(_eval(e, env, ad)) & 0xFFFF, e
+
+
+def test_unsupported_expression_is_named():
+    cg = Codegen(_phv())
+    with pytest.raises(Unsupported, match="valid_union"):
+        cg.expr({"type": "expression", "value": {"op": "valid_union", "left": None, "right": {"type": "header_union", "value": "u"}}})
+
+
+# ---- pcap reading --------------------------------------------------------
+
+def _write_pcap(path, pkts, ng=False):
+    with open(path, "wb") as f:
+        w = dpkt.pcapng.Writer(f) if ng else dpkt.pcap.Writer(f)
+        for i, p in enumerate(pkts):
+            w.writepkt(p, ts=1.0 + i)
+
+
+@pytest.mark.parametrize("ng", [False, True])
+def test_read_pcap_and_pcapng(tmp_path, ng):
+    pk = [p for p, *_ in PACKETS]
+    f = tmp_path / ("a.pcapng" if ng else "a.pcap")
+    _write_pcap(f, pk, ng)
+    assert list(read_packets(f)) == pk
+
+
+def test_truncated_pcap_names_the_packet(tmp_path):
+    pk = [p for p, *_ in PACKETS[:3]]
+    f = tmp_path / "a.pcap"
+    _write_pcap(f, pk)
+    raw = f.read_bytes()
+    (tmp_path / "cut.pcap").write_bytes(raw[:-10])
+    with pytest.raises(UserError, match=r"cut\.pcap: packet 3: "):
+        list(read_packets(tmp_path / "cut.pcap"))
+    (tmp_path / "junk.pcap").write_bytes(b"hello world, not a capture")
+    with pytest.raises(UserError, match=r"junk\.pcap: "):
+        list(read_packets(tmp_path / "junk.pcap"))
+
+
+# ---- UPF ---------------------------------------------------------------------
+
+N3 = "192.168.0.2"
+UE = "10.250.0.7"
+
+
+def gtpu(teid: int, inner: bytes) -> bytes:
+    return struct.pack("!BBHI", 0x30, 0xFF, len(inner), teid) + inner
+
+
+def upf_uplink(teid: int, dport: int = 80) -> bytes:
+    inner = ipv4("8.8.8.8", 17, udp(40000, dport))
+    inner = bytes([inner[0]]) + inner[1:12] + socket.inet_aton(UE) + inner[16:]  # src = the UE
+    return eth(ipv4(N3, 17, udp(2152, 2152, gtpu(teid, inner))))
+
+
+def upf_downlink(dport: int = 5000) -> bytes:
+    return eth(ipv4(UE, 17, udp(443, dport)))
+
+
+def upf_entries() -> dict:
+    t = "PreQosPipe."
+    return {
+        t + "my_station": TE(t + "my_station", [E(t + "my_station", {"ethernet.dst_addr": M("exact", 0x040404040404)}, "NoAction")]),
+        t + "interfaces": TE(t + "interfaces", [
+            # N3 (access side): uplink, direction 1; the UE pool (core side): downlink, direction 2
+            E(t + "interfaces", {"ipv4.dst_addr": M("lpm", ip(N3), prefix_len=32)}, t + "set_source_iface", {"src_iface": 1, "direction": 1, "slice_id": 0}),
+            E(t + "interfaces", {"ipv4.dst_addr": M("lpm", ip("10.250.0.0"), prefix_len=16)}, t + "set_source_iface", {"src_iface": 2, "direction": 2, "slice_id": 0}),
+        ]),
+        t + "sessions_uplink": TE(t + "sessions_uplink", [
+            E(t + "sessions_uplink", {"ipv4.dst_addr": M("exact", ip(N3)), "scalars.userMetadata.teid": M("exact", 1234)}, t + "set_session_uplink", {"session_meter_idx": 0}),
+        ]),
+        t + "sessions_downlink": TE(t + "sessions_downlink", [
+            E(t + "sessions_downlink", {"ipv4.dst_addr": M("exact", ip(UE))}, t + "set_session_downlink", {"tunnel_peer_id": 1, "session_meter_idx": 0}),
+        ]),
+    }
+
+
+@pytest.fixture
+def upf(shared_data):
+    return Program.load(shared_data / "p4" / "up4-bmv2.json")
+
+
+def test_upf_uplink_and_downlink_paths(upf):
+    pk = [upf_uplink(1234), upf_uplink(999), upf_downlink()]
+    try:
+        tr = upf.run(pk, upf_entries())
+    except UserError as e:  # the session actions' parameter names are the program's
+        pytest.fail(str(e))
+    up, up_miss, down = (tr.path(i) for i in range(3))
+    t = "PreQosPipe."
+    assert up[:3] == [t + "my_station", t + "interfaces", t + "sessions_uplink"]
+    assert t + "sessions_downlink" not in up
+    assert tr.packet(0)[2].entry == 0 and tr.packet(0)[2].key == (ip(N3), 1234)
+    assert tr.packet(1)[2].entry == -1  # unknown TEID: the default action
+    assert down[:3] == [t + "my_station", t + "interfaces", t + "sessions_downlink"]
+    assert t + "sessions_uplink" not in down
+    assert tr.packet(2)[2].entry == 0
+    assert tr.parser_rejects == {}
+
+
+def test_upf_speed_smoke(upf):
+    """Not a timing test (see `synapse p4 interp`): a batch of mixed packets runs and counts add up."""
+    pk = [upf_uplink(1234), upf_downlink(), upf_uplink(7)] * 200
+    tr = upf.run(pk, upf_entries())
+    c = tr.counters()
+    assert c["PreQosPipe.my_station"]["lookups"] == 600
+    assert c["PreQosPipe.sessions_uplink"]["lookups"] == 400
+    assert c["PreQosPipe.sessions_uplink"]["matched"] == 200
+    assert c["PreQosPipe.sessions_downlink"]["matched"] == 200
