@@ -215,11 +215,12 @@ def _match_row(m: object, k: KeySpec, where: str) -> tuple[int, int, int]:
 
 
 class _Action:
-    __slots__ = ("id", "name", "params", "widths", "fn")
+    __slots__ = ("id", "name", "params", "widths", "fn", "body")
 
     def __init__(self, aid: int, name: str, params: list[str], widths: list[int]):
         self.id, self.name, self.params, self.widths = aid, name, params, widths
         self.fn = None
+        self.body = "    pass"
 
 
 class Program:
@@ -243,16 +244,17 @@ class Program:
             rd = a.get("runtime_data", [])
             act = _Action(a["id"], a["name"], [r.get("name", f"p{j}") for j, r in enumerate(rd)], [int(r.get("bitwidth", 32)) for r in rd])
             self.actions[a["id"]] = act
-            src.append(f"def _a{a['id']}(p, a, T):\n{cg.action(a['name'], a.get('primitives', []))}\n")
+            act.body = cg.action(a["name"], a.get("primitives", []))
+            src.append(f"def _a{a['id']}(p, a, T):\n{act.body}\n")
         self.action_names = [self.actions[k].name for k in sorted(self.actions)]
         self.action_index = {k: i for i, k in enumerate(sorted(self.actions))}
 
         # keys and conditionals as lambdas
         self.tables: list[TableSpec] = []
         self.table_json: dict[str, tuple[int, dict]] = {}  # name -> (pipeline, json)
-        self.key_fns: dict[str, str] = {}
+        self.key_code: dict[str, str] = {}
         self.key_slots: dict[str, tuple[int, ...]] = {}
-        self.cond_fns: dict[str, str | None] = {}
+        self.cond_expr: dict[str, str | None] = {}
         self.unsupported_conds: dict[str, str] = {}
         for pi, pl in enumerate(doc["pipelines"]):
             for t in pl.get("tables", []):
@@ -260,18 +262,13 @@ class Program:
                 if t.get("key"):
                     spec, code, slots = self._key(t, pl.get("name", f"pipeline{pi}"))
                     self.tables.append(spec)
-                    fname = f"_k{len(self.key_fns)}"
-                    self.key_fns[t["name"]] = fname
+                    self.key_code[t["name"]] = code
                     self.key_slots[t["name"]] = slots
-                    src.append(f"def {fname}(p):\n    return ({code},)\n")
             for c in pl.get("conditionals", []):
                 try:
-                    expr = cg.expr(c.get("expression"))
-                    fname = f"_c{len(self.cond_fns)}"
-                    src.append(f"def {fname}(p, a=()):\n    return {expr}\n")
-                    self.cond_fns[c["name"]] = fname
+                    self.cond_expr[c["name"]] = cg.expr(c.get("expression"))
                 except Unsupported as e:
-                    self.cond_fns[c["name"]] = None
+                    self.cond_expr[c["name"]] = None
                     self.unsupported_conds[c["name"]] = str(e)
         self.ns: dict[str, object] = {
             "Reject": Reject, "_tcm": tcm, "_sat": sat_cast, "_usat": usat_cast,
@@ -283,7 +280,8 @@ class Program:
         except (SyntaxError, RecursionError) as e:  # pragma: no cover - a codegen bug, not user input
             raise RuntimeError(f"{path}: generated code does not compile: {e}") from e
         for act in self.actions.values():
-            act.fn = self.ns[f"_a{act.id}"]
+            # an action without primitives is not called at all
+            act.fn = None if act.body.strip() == "pass" else self.ns[f"_a{act.id}"]
         sm = self.phv.slot
         self.s_ingress_port = sm.get(("standard_metadata", "ingress_port"))
         self.s_len = sm.get(("standard_metadata", "packet_length"))
@@ -376,41 +374,16 @@ class Program:
             seed: int = 0, ingress_port: int = 0) -> Trace:
         """Interpret ``packets`` (raw frames) with ``entries`` (table name -> TableEntries)."""
         entries = dict(entries or {})
-        known = set(self.table_json)
         for name in entries:
-            if name not in known:
+            if name not in self.table_json:
                 raise UserError(f"entries: expected a table of {self.path}, found {name!r}")
-        rng = random.Random(seed)
-        ai = self.action_index
-        steps_t: list[int] = []
-        steps_e: list[int] = []
-        steps_a: list[int] = []
-        steps_k: list[tuple[int, ...]] = []
+        steps: list[tuple] = []
         synth: dict[str, int] = {}
         fallback: dict[str, int] = {}
-        ns = self.ns
-
-        pipes: list[tuple[str | None, dict]] = []
-        tid = {t.name: i for i, t in enumerate(self.tables)}
-        for pi, pl in enumerate(self.doc["pipelines"]):
-            nodes: dict[str, object] = {}
-            for t in pl.get("tables", []):
-                nodes[t["name"]] = self._table_node(t, entries.get(t["name"]), tid, ai, steps_t, steps_e, steps_a, steps_k, synth, seed)
-            for c in pl.get("conditionals", []):
-                nodes[c["name"]] = self._cond_node(c, rng, fallback)
-            pipes.append((pl.get("init_table"), nodes))
-        for pi, (init, nodes) in enumerate(pipes):
-            for nm, (pj, t) in self.table_json.items():
-                if pj != pi:
-                    continue
-                for tgt in list((t.get("next_tables") or {}).values()) + [t.get("base_default_next")]:
-                    if tgt is not None and tgt not in nodes:
-                        raise UserError(f"{self.path}: table {nm}: expected a next node in its pipeline, found {tgt!r}")
-            if init is not None and init not in nodes:
-                raise UserError(f"{self.path}: pipelines[{pi}]: expected init_table among its nodes, found {init!r}")
+        inits, N = self._bind(entries, seed, random.Random(seed), steps, synth, fallback)
 
         tmpl = self.phv.template()
-        PS, init_state = ns["_PS"], self.init_state
+        PS, init_state = self.ns["_PS"], self.init_state
         perr_names = self.pc.error_names
         rejects: dict[str, int] = {}
         s_port, s_len, s_perr = self.s_ingress_port, self.s_len, self.s_perr
@@ -418,10 +391,9 @@ class Program:
         timeout = self.pc.errors["ParserTimeout"]
         pkt_start: list[int] = []
         dropped: list[bool] = []
-        n_pkts = 0
+        last = len(inits) - 1
         for buf in packets:
-            n_pkts += 1
-            pkt_start.append(len(steps_t))
+            pkt_start.append(len(steps))
             p = tmpl[:]
             T: set[int] = set()
             if s_port is not None:
@@ -442,30 +414,29 @@ class Program:
                 if s_perr is not None:
                     p[s_perr] = code
             drop = False
-            for pi, (node, nodes) in enumerate(pipes):
-                while node is not None:
-                    node = nodes[node](p, T)
-                if pi == 0 and s_espec is not None:
-                    if p[s_espec] == DROP_PORT and (s_mcast is None or p[s_mcast] == 0):
-                        drop = True
-                        break
-                    if s_eport is not None:
-                        p[s_eport] = p[s_espec]
-            if not drop and s_espec is not None and len(pipes) > 1 and p[s_espec] == DROP_PORT:
-                drop = True  # mark_to_drop in egress
+            for pi, n in enumerate(inits):
+                while n >= 0:
+                    n = N[n](p, T)
+                if s_espec is not None and p[s_espec] == DROP_PORT and (s_mcast is None or p[s_mcast] == 0):
+                    # marked to drop in ingress: egress does not run; in egress: dropped at the end
+                    drop = True
+                    break
+                if pi == 0 and s_eport is not None and s_espec is not None:
+                    p[s_eport] = p[s_espec]
             dropped.append(drop)
-        pkt_start.append(len(steps_t))
+        pkt_start.append(len(steps))
         unsupported = sorted(self.cg.unsupported) + [f"parser state {s}" for s in self.pc.unsupported_states] + [
             f"conditional {c}: {e}" for c, e in self.unsupported_conds.items()]
+        del last
         return Trace(
             tables=list(self.tables),
             actions=list(self.action_names),
-            n_packets=n_pkts,
+            n_packets=len(dropped),
             pkt_start=np.array(pkt_start, dtype=np.int64),
-            step_table=np.array(steps_t, dtype=np.int32),
-            step_entry=np.array(steps_e, dtype=np.int32),
-            step_action=np.array(steps_a, dtype=np.int32),
-            step_keys=steps_k,
+            step_table=np.fromiter((s[0] for s in steps), dtype=np.int32, count=len(steps)),
+            step_entry=np.fromiter((s[1][0] for s in steps), dtype=np.int32, count=len(steps)),
+            step_action=np.fromiter((s[1][4] for s in steps), dtype=np.int32, count=len(steps)),
+            step_keys=[s[2] for s in steps],
             dropped=np.array(dropped, dtype=bool),
             synthesized_fields=synth,
             fallback_branches=fallback,
@@ -473,79 +444,150 @@ class Program:
             unsupported=unsupported,
         )
 
-    def _cond_node(self, c: dict, rng: random.Random, fallback: dict[str, int]):
-        tn, fn = c.get("true_next"), c.get("false_next")
-        fname = self.cond_fns.get(c["name"])
-        if fname is None:
-            name = c["name"]
-            frag = (c.get("source_info") or {}).get("source_fragment")
-            label = f"{name} ({frag})" if frag else name
+    def _bind(self, entries: dict, seed: int, rng: random.Random, steps: list, synth: dict, fallback: dict):
+        """Generate the control flow with the entries bound: node(p, T) -> the
+        next node's index, -1 at the end of the pipeline. A node reached from
+        one place only is inlined into its predecessor (a chain of keyless
+        tables and conditionals becomes straight-line code), so a packet makes
+        a few calls per pipeline instead of one per node."""
+        ids: dict[tuple[int, str], int] = {}
+        for pi, pl in enumerate(self.doc["pipelines"]):
+            for obj in list(pl.get("tables", [])) + list(pl.get("conditionals", [])):
+                ids[(pi, obj["name"])] = len(ids)
 
-            def node(p, T, _r=rng.random):
-                fallback[label] = fallback.get(label, 0) + 1
-                return tn if _r() < 0.5 else fn
-            return node
-        f = self.ns[fname]
+        def nid(pi: int, name: str | None, where: str) -> int:
+            if name is None:
+                return -1
+            if (pi, name) not in ids:
+                raise UserError(f"{self.path}: {where}: expected a table or conditional of its pipeline, found {name!r}")
+            return ids[(pi, name)]
 
-        def node(p, T):
-            return tn if f(p) else fn
-        return node
+        ns: dict[str, object] = dict(self.ns)
+        ns["_S"] = steps.append
+        ns["_R"] = rng.random
+        tid = {t.name: i for i, t in enumerate(self.tables)}
+        inits = []
+        # per node: head lines, then the tail: ("go", next) | ("dyn", {nexts}) | ("if", expr, tn, fn)
+        heads: dict[int, list[str]] = {}
+        tails: dict[int, tuple] = {}
+        for pi, pl in enumerate(self.doc["pipelines"]):
+            inits.append(nid(pi, pl.get("init_table"), f"pipelines[{pi}].init_table"))
+            for t in pl.get("tables", []):
+                n = ids[(pi, t["name"])]
+                heads[n], tails[n] = self._table_src(n, pi, t, entries.get(t["name"]), tid, nid, ns, synth, seed)
+            for c in pl.get("conditionals", []):
+                n = ids[(pi, c["name"])]
+                w = f"conditional {c['name']}"
+                tn, fn = nid(pi, c.get("true_next"), w), nid(pi, c.get("false_next"), w)
+                expr = self.cond_expr.get(c["name"])
+                if expr is not None:
+                    heads[n], tails[n] = [], ("if", expr, tn, fn)
+                else:
+                    frag = (c.get("source_info") or {}).get("source_fragment")
+                    label = f"{c['name']} ({frag})" if frag else c["name"]
 
-    def _table_node(self, t: dict, te: object, tid: dict, ai: dict, steps_t: list, steps_e: list, steps_a: list,
-                    steps_k: list, synth: dict, seed: int):
+                    def count(label=label):
+                        fallback[label] = fallback.get(label, 0) + 1
+                    ns[f"_FB{n}"] = count
+                    heads[n], tails[n] = [f"_FB{n}()"], ("if", "_R() < 0.5", tn, fn)
+        preds: dict[int, int] = {}
+        for n in inits:
+            preds[n] = preds.get(n, 0) + 2  # an entry point is always its own function
+        for n, tl in tails.items():
+            succ = {tl[1]} if tl[0] == "go" else set(tl[1]) if tl[0] == "dyn" else {tl[2], tl[3]}
+            for m in succ:
+                preds[m] = preds.get(m, 0) + 1
+
+        need: list[int] = [n for n in inits if n >= 0]
+        done: set[int] = set()
+
+        def cont(m: int, depth: int) -> list[str]:
+            if m < 0:
+                return ["return -1"]
+            if preds.get(m, 0) == 1 and depth < 30:
+                return emit(m, depth)
+            need.append(m)
+            return [f"return {m}"]
+
+        def emit(n: int, depth: int) -> list[str]:
+            lines = list(heads[n])
+            tl = tails[n]
+            if tl[0] == "go":
+                lines += cont(tl[1], depth)
+            elif tl[0] == "dyn":
+                for m in tl[1]:
+                    if m >= 0:
+                        need.append(m)
+                lines.append("return r[3]")
+            else:
+                lines.append(f"if {tl[1]}:")
+                lines += ["    " + ln for ln in cont(tl[2], depth + 1)]
+                lines.append("else:")
+                lines += ["    " + ln for ln in cont(tl[3], depth + 1)]
+            return lines
+
+        src: list[str] = []
+        while need:
+            n = need.pop()
+            if n in done:
+                continue
+            done.add(n)
+            src.append(f"def _n{n}(p, T):\n" + "\n".join("    " + ln for ln in emit(n, 0)) + "\n")
+        src.append("_N = (" + "".join(f"_n{i}, " if i in done else "None, " for i in range(len(ids))) + ")")
+        exec(compile("\n".join(src), f"<p4 {Path(self.path).name} nodes>", "exec"), ns)
+        return inits, ns["_N"]
+
+    def _table_src(self, n: int, pi: int, t: dict, te: object, tid: dict, nid, ns: dict, synth: dict, seed: int) -> tuple[list[str], tuple]:
+        name = t["name"]
+        w = f"table {name}"
         default_act, default_data = self._default(t, te)
-        miss_next = self._next(t, default_act, False)
+        miss_next = nid(pi, self._next(t, default_act, False), w)
+        ai = self.action_index
         if not t.get("key"):
-            # keyless: p4c's tbl_* for actions outside tables; only the default runs
-            fn = default_act.fn if default_act else None
-
-            def keyless(p, T, fn=fn, a=default_data, nxt=miss_next):
-                if fn is not None and fn(p, a, T):
-                    return None
-                return nxt
-            return keyless
-        ti = tid[t["name"]]
+            # keyless: p4c's tbl_* for actions outside tables; only the default runs, inlined
+            ns[f"_D{n}"] = default_data
+            body = default_act.body.split("\n") if default_act and default_act.fn is not None else []
+            head = [f"a = _D{n}"] + ["return -1" if ln == "    return 1" else ln[4:] for ln in body]
+            return head, ("go", miss_next)
+        ti = tid[name]
         spec = self.tables[ti]
-        keyf = self.ns[self.key_fns[t["name"]]]
-        kslots = frozenset(self.key_slots[t["name"]])
-        slot_list = self.key_slots[t["name"]]
+        slot_list = self.key_slots[name]
         rows: list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = []
-        results: list[tuple] = []  # per entry: (index, action fn, adata, next, action index)
-        exact_only = all(k.match == "exact" for k in spec.key)
+        results: list[tuple] = []  # per entry: (index, action fn, adata, next node, action index)
         for ei, e in enumerate(getattr(te, "entries", []) if te is not None else []):
-            where = getattr(e, "source", None) or f"{t['name']}#entry {ei}"
+            where = getattr(e, "source", None) or f"{name}#entry {ei}"
             ms = getattr(e, "matches", {}) or {}
             row = [_match_row(ms.get(k.field, ms.get(k.name)), k, where) for k in spec.key]
             rows.append((tuple(r[0] for r in row), tuple(r[1] for r in row), tuple(r[2] for r in row)))
             act = self._resolve_action(t, e.action, where)
-            results.append((ei, act.fn, self._adata(act, getattr(e, "params", None), where), self._next(t, act, True), ai[act.id]))
+            results.append((ei, act.fn, self._adata(act, getattr(e, "params", None), where), nid(pi, self._next(t, act, True), w), ai[act.id]))
         miss = (-1, default_act.fn if default_act else None, default_data, miss_next, ai[default_act.id] if default_act else -1)
-        if exact_only:
+        ns[f"_MISS{n}"] = miss
+        if all(k.match == "exact" for k in spec.key):
             exact: dict[tuple[int, ...], tuple] = {}
             for r, res in zip(rows, results):
-                exact.setdefault(r[0], res)  # first entry wins on a duplicate key
-
-            def lookup(k):
-                return exact.get(k, miss)
+                exact.setdefault(r[0], res)  # the first entry wins on a duplicate key
+            ns[f"_LK{n}"] = exact.get
+            look = f"_LK{n}(k, _MISS{n})"
         else:
             memo: dict[tuple[int, ...], tuple] = {}
 
-            def lookup(k):
-                r = memo.get(k)
-                if r is None:
-                    r = miss
-                    for (lo, hi, m), res in zip(rows, results):
-                        for x, l, h, mm in zip(k, lo, hi, m):
-                            if not (l <= (x & mm) <= h):
-                                break
-                        else:
-                            r = res
+            def scan(k, memo=memo, rows=rows, results=results, miss=miss):
+                r = miss
+                for (lo, hi, m), res in zip(rows, results):
+                    for x, l, h, mm in zip(k, lo, hi, m):
+                        if not (l <= (x & mm) <= h):
                             break
-                    if len(memo) >= MEMO_LIMIT:
-                        memo.clear()
-                    memo[k] = r
+                    else:
+                        r = res
+                        break
+                if len(memo) >= MEMO_LIMIT:
+                    memo.clear()
+                memo[k] = r
                 return r
-
+            ns[f"_MEMO{n}"] = memo.get
+            ns[f"_SCAN{n}"] = scan
+            look = f"_MEMO{n}(k) or _SCAN{n}(k)"
         fnames = [k.field for k in spec.key]
 
         def draw(p, T, k):
@@ -555,25 +597,20 @@ class Program:
             for i, s in enumerate(slot_list):
                 if s in T:
                     if rows:
-                        pick = rows[hash((seed, ti, i, known)) % len(rows)]
-                        ks[i] = pick[0][i]
+                        ks[i] = rows[hash((seed, ti, i, known)) % len(rows)][0][i]
                         p[s] = ks[i]  # later tables see the same value
                     T.discard(s)
                     synth[fnames[i]] = synth.get(fnames[i], 0) + 1
             return tuple(ks)
-
-        at, ae, aa, ak = steps_t.append, steps_e.append, steps_a.append, steps_k.append
-
-        def node(p, T):
-            k = keyf(p)
-            if T and not kslots.isdisjoint(T):
-                k = draw(p, T, k)
-            idx, fn, a, nxt, aidx = lookup(k)
-            at(ti)
-            ae(idx)
-            aa(aidx)
-            ak(k)
-            if fn is not None and fn(p, a, T):
-                return None
-            return nxt
-        return node
+        ns[f"_DRAW{n}"] = draw
+        ns[f"_KS{n}"] = frozenset(slot_list)
+        head = [
+            f"k = ({self.key_code[name]},)",
+            f"if T and not _KS{n}.isdisjoint(T): k = _DRAW{n}(p, T, k)",
+            f"r = {look}",
+            f"_S(({ti}, r, k))",
+            "f = r[1]",
+            "if f is not None and f(p, r[2], T): return -1",
+        ]
+        nexts = {res[3] for res in results} | {miss_next}
+        return head, (("go", nexts.pop()) if len(nexts) == 1 else ("dyn", nexts))
