@@ -37,3 +37,65 @@ def cfg_cmd(program: str, output: str | None) -> None:
     if output:
         cfg.save(output)
         click.echo(f"wrote {output}")
+
+
+@p4.group("entries")
+def entries() -> None:
+    """Table entries: simple_switch_CLI commands or the P4 tutorials' runtime JSON."""
+
+
+@entries.command("check")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path(dir_okay=False))
+def entries_check(program: str, file: str) -> None:
+    """Load FILE's entries for PROGRAM (p4c BMv2 JSON), validate every one
+    against the program and print the entries per table."""
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.entries import load_entries
+
+    prog = read_program(program)
+    got = load_entries(file, prog)
+    w = max(len(n) for n in got)
+    total = 0
+    for name, te in got.items():
+        t = prog.tables[name]
+        total += len(te.entries)
+        dflt = f"  default {te.default[0]}" if te.default else ""
+        click.echo(f"  {name:<{w}}  {t.match_type:<7}  {len(te.entries):>6} / {t.info.max_size:<6}{dflt}")
+    empty = sum(1 for te in got.values() if not te.entries)
+    click.echo(f"{total} entries in {len(got) - empty} of {len(got)} tables ({file})")
+
+
+@entries.command("gen")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--table", "tables", multiple=True, help="only this table (repeatable; default: every keyed table)")
+@click.option("--count", type=click.IntRange(min=0), required=True, help="entries per table (capped by max_size and the key space)")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="the simple_switch_CLI file to write")
+def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, output: str) -> None:
+    """Write realistic entries for PROGRAM's tables as simple_switch_CLI
+    commands (exact keys from a population, LPM with the BGP prefix-length
+    mix, ternary and range in ClassBench's manner). Same seed, same file."""
+    from synapse_vmt.errors import UserError, atomic_write
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.entries import format_cli
+    from synapse_vmt.p4.entrygen import gen_table
+
+    prog = read_program(program)
+    chosen = []
+    for n in tables:
+        t = prog.table(n)
+        if t is None:
+            raise UserError(f"--table {n}: expected a keyed table of {program}")
+        chosen.append(t)
+    chosen = chosen or list(prog.tables.values())
+    lines = [f"# synapse p4 entries gen {program} --count {count} --seed {seed}"]
+    total = 0
+    for t in chosen:
+        es = gen_table(t, count, seed)
+        total += len(es)
+        lines.append(f"# {t.name}: {len(es)} entries ({t.match_type}, max_size {t.info.max_size})")
+        lines += format_cli(t, es)
+    with atomic_write(output) as f:
+        f.write("\n".join(lines) + "\n")
+    click.echo(f"wrote {total} entries for {len(chosen)} tables to {output}")
