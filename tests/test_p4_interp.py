@@ -480,3 +480,31 @@ def test_cli_interp_corrupt_pcap_exits_2(tmp_path):
     r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--pcap", str(f)])
     assert r.exit_code == 2
     assert r.output.strip().count("\n") == 0 and f"{f}: packet 4: " in r.output
+
+
+def test_upf_full_paths_with_entries_file(upf, shared_data):
+    """tests/data/p4/upf-entries.txt: uplink is decapsulated before routing (routes_v4 keys on
+    the inner destination, the ACL sees the UE as source); downlink is encapsulated towards
+    tunnel peer 1 (routes_v4 keys on the peer 192.168.0.9, the ACL sees N3 as source)."""
+    from synapse_vmt.p4.entries import load_entries
+
+    ents = load_entries(DATA / "upf-entries.txt", shared_data / "p4" / "up4-bmv2.json")
+    tr = upf.run([upf_uplink(1234), upf_uplink(999), upf_downlink()], ents)
+
+    def short(i):
+        return [(s.table.split(".")[-1], s.entry, s.action.split(".")[-1]) for s in tr.packet(i)]
+
+    assert short(0) == [("my_station", 0, "NoAction"), ("interfaces", 0, "set_source_iface"),
+                        ("sessions_uplink", 0, "set_session_uplink"), ("applications", -1, "set_app_id"),
+                        ("terminations_uplink", 0, "uplink_term_fwd"), ("routes_v4", 0, "route"), ("acls", 0, "NoAction")]
+    assert tr.packet(0)[5].key == (ip("8.8.8.8"),)
+    assert tr.packet(0)[6].key[5:8] == (ip(UE), ip("8.8.8.8"), 17)
+    # unknown TEID: the default do_drop ends ingress (exit) and drops
+    assert short(1) == [("my_station", 0, "NoAction"), ("interfaces", 0, "set_source_iface"), ("sessions_uplink", -1, "do_drop")]
+    assert tr.dropped.tolist() == [False, True, False]
+    assert short(2) == [("my_station", 0, "NoAction"), ("interfaces", 1, "set_source_iface"),
+                        ("sessions_downlink", 0, "set_session_downlink"), ("tunnel_peers", 0, "load_tunnel_param"),
+                        ("applications", -1, "set_app_id"), ("terminations_downlink", 0, "downlink_term_fwd"),
+                        ("routes_v4", 0, "route"), ("acls", 0, "NoAction")]
+    assert tr.packet(2)[6].key == (ip("192.168.0.9"),)
+    assert tr.packet(2)[7].key[5:7] == (ip(N3), ip("192.168.0.9"))
