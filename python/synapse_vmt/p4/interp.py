@@ -7,8 +7,9 @@ resulting table visits to decide *when* (timing, PMUs, misses). Running the
 packets one by one in Python is acceptable here because the JSON is compiled
 once (:mod:`synapse_vmt.p4.exprs`, :mod:`synapse_vmt.p4.parser`) into
 generated Python functions over a flat PHV list, and table lookups are
-memoised per key: ~20k+ packets/s on UPF (``synapse p4 interp`` prints the
-rate; see the README).
+memoised per key; a node reached from one place is inlined into its
+predecessor. UPF: ~46-51k packets/s of CPU time on one core, the 123-table
+switch program ~9k (``synapse p4 interp`` prints the rate).
 
 Per packet:
 
