@@ -508,3 +508,47 @@ def test_upf_full_paths_with_entries_file(upf, shared_data):
                         ("routes_v4", 0, "route"), ("acls", 0, "NoAction")]
     assert tr.packet(2)[6].key == (ip("192.168.0.9"),)
     assert tr.packet(2)[7].key[5:7] == (ip(N3), ip("192.168.0.9"))
+
+
+def _meter_variant(prims):
+    import copy
+    import json
+
+    doc = json.loads((DATA / "router.json").read_text())
+    doc = copy.deepcopy(doc)
+    for a in doc["actions"]:
+        if a["name"] == "MyEgress.meter_it":
+            a["primitives"] = prims
+    # egress always goes through the meter (the conditional becomes "true")
+    doc["pipelines"][1]["conditionals"][0]["expression"] = {"type": "bool", "value": True}
+    return Program(doc, "variant.json")
+
+
+F_ = lambda h, f: {"type": "field", "value": [h, f]}  # noqa: E731
+METER = {"op": "execute_meter", "parameters": [{"type": "meter_array", "value": "m"}, {"type": "hexstr", "value": "0x0"}, F_("scalars", "tag")]}
+
+
+def test_synthesized_mark_follows_assignments():
+    """The meter writes tag; color = tag carries the mark: color_tbl's key is drawn from its entries."""
+    prog = _meter_variant([METER, {"op": "assign", "parameters": [F_("scalars", "color"), F_("scalars", "tag")]}])
+    tr = prog.run([PACKETS[1][0], PACKETS[6][0]], router_entries())
+    c = tr.counters()[CT]
+    assert c == {"lookups": 2, "matched": 2, "actions": {"MyIngress.set_tag": 2}}
+    assert tr.synthesized_fields == {"scalars.color": 2}
+    assert tr.fallback_branches == {}
+
+
+def test_overwritten_synthesized_field_is_computed_again():
+    """tag = 2 after the meter overwrites the synthesized value: color = tag = 2 is computed, not drawn."""
+    two = {"type": "hexstr", "value": "0x02"}
+    prog = _meter_variant([METER, {"op": "assign", "parameters": [F_("scalars", "tag"), two]},
+                           {"op": "assign", "parameters": [F_("scalars", "color"), F_("scalars", "tag")]}])
+    tr = prog.run([PACKETS[1][0]], router_entries())
+    assert tr.counters()[CT]["matched"] == 1 and tr.step_keys[-2] == (2,)
+    assert tr.synthesized_fields == {}
+    # and color = tag + 1 = 3 misses: no entry for it, nothing drawn
+    prog = _meter_variant([METER, {"op": "assign", "parameters": [F_("scalars", "tag"), two]},
+                           {"op": "assign", "parameters": [F_("scalars", "color"), {"type": "expression", "value": {
+                               "op": "+", "left": F_("scalars", "tag"), "right": {"type": "hexstr", "value": "0x1"}}}]}])
+    tr = prog.run([PACKETS[1][0]], router_entries())
+    assert tr.counters()[CT] == {"lookups": 1, "matched": 0, "actions": {"NoAction": 1}}

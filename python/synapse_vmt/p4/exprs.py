@@ -20,6 +20,7 @@ into a named count (a synthesized field, a fallback branch), never a failure.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from synapse_vmt.errors import UserError
@@ -147,6 +148,7 @@ def usat_cast(v: int, w: int) -> int:
     return 0 if v < 0 else hi if v > hi else v
 
 
+_SLOT_RE = re.compile(r"p\[(\d+)\]")
 _BIN = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%", "<<": "<<", ">>": ">>", "&": "&", "|": "|", "^": "^"}
 _CMP = {"==": "==", "!=": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">="}
 
@@ -173,10 +175,28 @@ class Codegen:
     tuples of header stacks); ``unsupported`` the names of primitives seen
     but not executed."""
 
-    def __init__(self, phv: Phv):
+    def __init__(self, phv: Phv, maybe_synth: set[int] | None = None):
         self.phv = phv
         self.consts: dict[str, object] = {}
         self.unsupported: set[str] = set()
+        # taint tracking: slots written by an unsupported extern, and every
+        # assignment's (destination, slots read), so a second compile can carry
+        # the "synthesized" mark through copies (hash2 -> hash1 -> a key)
+        self.synth_slots: set[int] = set()
+        self.deps: list[tuple[int, frozenset[int]]] = []
+        self.maybe_synth = maybe_synth
+
+    def tainted_closure(self) -> set[int]:
+        """Slots that may hold a synthesized value: the externs' outputs and whatever is assigned from them."""
+        maybe = set(self.synth_slots)
+        changed = True
+        while changed:
+            changed = False
+            for dst, reads in self.deps:
+                if dst not in maybe and not reads.isdisjoint(maybe):
+                    maybe.add(dst)
+                    changed = True
+        return maybe
 
     def const(self, obj: object) -> str:
         name = f"_K{len(self.consts)}"
@@ -259,6 +279,21 @@ class Codegen:
         w = self.phv.widths[slot]
         return f"p[{slot}] = {src} & {(1 << w) - 1}" if w else f"p[{slot}] = {src}"
 
+    def assign_lines(self, slot: int, src: str) -> list[str]:
+        """``assign`` plus, where a source may be synthesized, carrying the mark to ``slot``."""
+        lines = [self.assign(slot, src)]
+        reads = frozenset(int(x) for x in _SLOT_RE.findall(src))
+        self.deps.append((slot, reads))
+        if not self.maybe_synth:
+            return lines
+        tainted = reads & self.maybe_synth
+        if tainted:
+            k = self.const(frozenset(tainted))
+            lines += ["if T:", f"    if not {k}.isdisjoint(T): T.add({slot})", f"    else: T.discard({slot})"]
+        elif slot in self.maybe_synth:
+            lines.append(f"if T: T.discard({slot})")
+        return lines
+
     def header_copy(self, dst: str, src: str) -> list[str]:
         d, s = self.phv.header(dst), self.phv.header(src)
         lines = [f"p[{d.valid}] = p[{s.valid}]"]
@@ -315,7 +350,7 @@ class Codegen:
             if dst.get("type") == "field":
                 slot = self.phv.field_slot(dst["value"])
                 try:
-                    return [self.assign(slot, self.expr(src, parser))]
+                    return self.assign_lines(slot, self.expr(src, parser))
                 except Unsupported:
                     return self.synthesize(op, slot)
             raise Unsupported(f"assign to {dst.get('type')}")
@@ -348,11 +383,13 @@ class Codegen:
         outs = [self.phv.field_slot(x["value"]) for x in params if isinstance(x, dict) and x.get("type") == "field"]
         lines = [f"U[{op!r}] = U.get({op!r}, 0) + 1"] if isinstance(op, str) and op.isidentifier() else []
         self.unsupported.add(str(op))
+        self.synth_slots.update(outs[:1])
         return lines + [f"T.add({s})" for s in outs[:1]]
 
     def synthesize(self, op: str, slot: int) -> list[str]:
         """The field written by ``op`` is not computed: mark it for drawing from the entries."""
         self.unsupported.add(op)
+        self.synth_slots.add(slot)
         return [f"T.add({slot})"]
 
     def action(self, name: str, prims: list, parser: bool = False) -> str:

@@ -232,7 +232,13 @@ class Program:
             raise UserError(f"{path}: top level: expected p4c BMv2 JSON with a list \"pipelines\"")
         self.doc, self.path = doc, path
         self.phv = Phv.from_doc(doc, path)
-        cg = self.cg = Codegen(self.phv)
+        self._compile_code(None)
+        if self.cg.synth_slots:  # again, carrying the synthesized mark through assignments
+            self._compile_code(self.cg.tainted_closure())
+
+    def _compile_code(self, maybe_synth: set[int] | None) -> None:
+        doc, path = self.doc, self.path
+        cg = self.cg = Codegen(self.phv, maybe_synth)
         self.pc = ParserCompiler(cg, doc, path)
         parser_src, self.init_state = self.pc.compile(doc)
 

@@ -108,7 +108,7 @@ class ParserCompiler:
                 if s is None:
                     raise Unsupported("set of a non-field")
                 try:
-                    lines.append(self.cg.assign(s, self.cg.expr(params[1], parser=True)))
+                    lines += self.cg.assign_lines(s, self.cg.expr(params[1], parser=True))
                 except Unsupported:
                     lines += self.cg.synthesize("parser set", s)
             elif kind == "verify":
