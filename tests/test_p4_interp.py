@@ -167,14 +167,14 @@ def test_router_counters_and_synthesized(router):
     # 4 packets reach egress (1, 5, 6, 11): each takes the fallback branch once
     assert sum(tr.fallback_branches.values()) == 4
     assert list(tr.fallback_branches) == ["node_e1 (hdr.u.isValid())"]
-    # every packet through the meter keys color_tbl on a synthesized color drawn from its entries: a hit
+    # every packet through register_read keys color_tbl on a synthesized color drawn from its entries: a hit
     n_color = c[CT]["lookups"]
     assert c[CT]["matched"] == n_color
     assert tr.synthesized_fields == ({"scalars.color": n_color} if n_color else {})
     assert c[PT]["lookups"] == 4
     # egress_port = egress_spec: packets 1 and 11 go to port 3 (an entry), 5 and 6 to port 4 (none)
     assert c[PT]["matched"] == 2
-    assert "execute_meter" in tr.unsupported
+    assert "register_read" in tr.unsupported
 
 
 def test_router_fallback_is_seeded(router):
@@ -464,7 +464,7 @@ def test_cli_interp_json_counts(tmp_path):
     assert sum(s["fallback_branches"].values()) == 4
     r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--entries", str(DATA / "router-entries.txt"), "--pcap", str(f)])
     assert r.exit_code == 0 and "fallback branches: node_e1 (hdr.u.isValid())=4" in r.output
-    assert "execute_meter" in r.output.splitlines()[-1]
+    assert "register_read" in r.output.splitlines()[-1]
     r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--pcap", str(f), "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["dropped"] == 12  # no entries: every lpm lookup misses -> drop
 
@@ -510,27 +510,27 @@ def test_upf_full_paths_with_entries_file(upf, shared_data):
     assert tr.packet(2)[7].key[5:7] == (ip(N3), ip("192.168.0.9"))
 
 
-def _meter_variant(prims):
+def _egress_variant(prims):
     import copy
     import json
 
     doc = json.loads((DATA / "router.json").read_text())
     doc = copy.deepcopy(doc)
     for a in doc["actions"]:
-        if a["name"] == "MyEgress.meter_it":
+        if a["name"] == "MyEgress.read_color":
             a["primitives"] = prims
-    # egress always goes through the meter (the conditional becomes "true")
+    # egress always goes through read_color (the conditional becomes "true")
     doc["pipelines"][1]["conditionals"][0]["expression"] = {"type": "bool", "value": True}
     return Program(doc, "variant.json")
 
 
 F_ = lambda h, f: {"type": "field", "value": [h, f]}  # noqa: E731
-METER = {"op": "execute_meter", "parameters": [{"type": "meter_array", "value": "m"}, {"type": "hexstr", "value": "0x0"}, F_("scalars", "tag")]}
+REG = {"op": "register_read", "parameters": [F_("scalars", "tag"), {"type": "register_array", "value": "r"}, {"type": "hexstr", "value": "0x0"}]}
 
 
 def test_synthesized_mark_follows_assignments():
-    """The meter writes tag; color = tag carries the mark: color_tbl's key is drawn from its entries."""
-    prog = _meter_variant([METER, {"op": "assign", "parameters": [F_("scalars", "color"), F_("scalars", "tag")]}])
+    """register_read writes tag; color = tag carries the mark: color_tbl's key is drawn from its entries."""
+    prog = _egress_variant([REG, {"op": "assign", "parameters": [F_("scalars", "color"), F_("scalars", "tag")]}])
     tr = prog.run([PACKETS[1][0], PACKETS[6][0]], router_entries())
     c = tr.counters()[CT]
     assert c == {"lookups": 2, "matched": 2, "actions": {"MyIngress.set_tag": 2}}
@@ -539,16 +539,47 @@ def test_synthesized_mark_follows_assignments():
 
 
 def test_overwritten_synthesized_field_is_computed_again():
-    """tag = 2 after the meter overwrites the synthesized value: color = tag = 2 is computed, not drawn."""
+    """tag = 2 after register_read overwrites the synthesized value: color = tag = 2 is computed, not drawn."""
     two = {"type": "hexstr", "value": "0x02"}
-    prog = _meter_variant([METER, {"op": "assign", "parameters": [F_("scalars", "tag"), two]},
+    prog = _egress_variant([REG, {"op": "assign", "parameters": [F_("scalars", "tag"), two]},
                            {"op": "assign", "parameters": [F_("scalars", "color"), F_("scalars", "tag")]}])
     tr = prog.run([PACKETS[1][0]], router_entries())
     assert tr.counters()[CT]["matched"] == 1 and tr.step_keys[-2] == (2,)
     assert tr.synthesized_fields == {}
     # and color = tag + 1 = 3 misses: no entry for it, nothing drawn
-    prog = _meter_variant([METER, {"op": "assign", "parameters": [F_("scalars", "tag"), two]},
+    prog = _egress_variant([REG, {"op": "assign", "parameters": [F_("scalars", "tag"), two]},
                            {"op": "assign", "parameters": [F_("scalars", "color"), {"type": "expression", "value": {
                                "op": "+", "left": F_("scalars", "tag"), "right": {"type": "hexstr", "value": "0x1"}}}]}])
     tr = prog.run([PACKETS[1][0]], router_entries())
     assert tr.counters()[CT] == {"lookups": 1, "matched": 0, "actions": {"NoAction": 1}}
+
+
+def test_meter_is_green_as_an_unconfigured_bmv2_meter():
+    """execute_meter writes GREEN (0), what BMv2 gives without meter rates: computed, not synthesized."""
+    meter = {"op": "execute_meter", "parameters": [{"type": "meter_array", "value": "m"}, {"type": "hexstr", "value": "0x0"}, F_("scalars", "color")]}
+    prog = _egress_variant([{"op": "assign", "parameters": [F_("scalars", "color"), {"type": "hexstr", "value": "0x02"}]}, meter])
+    tr = prog.run([PACKETS[1][0]], router_entries())
+    assert tr.step_keys[-2] == (0,) and tr.counters()[CT]["matched"] == 0
+    assert tr.synthesized_fields == {} and "execute_meter" not in tr.unsupported
+
+
+def test_conditional_on_a_synthesized_field_is_a_fallback_branch():
+    """if (tag == 7) after register_read wrote tag: the run cannot evaluate it, so it is a named fallback."""
+    prog = _egress_variant([REG])
+    doc = prog.doc
+    doc["pipelines"][1]["conditionals"][0]["expression"] = {"type": "expression", "value": {
+        "op": "==", "left": F_("scalars", "tag"), "right": {"type": "hexstr", "value": "0x7"}}}
+    doc["pipelines"][1]["conditionals"][0]["true_next"] = "MyEgress.port_tbl"
+    doc["pipelines"][1]["init_table"] = "tbl_read_color"
+    doc["pipelines"][1]["tables"][0]["next_tables"] = {"MyEgress.read_color": "node_e1"}
+    doc["pipelines"][1]["tables"][0]["base_default_next"] = "node_e1"
+    doc["pipelines"][1]["conditionals"][0]["false_next"] = None
+    prog = Program(doc, "variant2.json")
+    tr = prog.run([PACKETS[1][0]] * 40, router_entries(), seed=2)
+    assert tr.fallback_branches == {"node_e1 (hdr.u.isValid())": 40}
+    n = tr.counters()[PT]["lookups"]
+    assert 0 < n < 40  # each packet takes either branch
+    # without register_read the same comparison is evaluated: tag = 82 (set_dmac), never 7
+    doc["actions"] = [a if a["name"] != "MyEgress.read_color" else {**a, "primitives": []} for a in doc["actions"]]
+    tr = Program(doc, "variant3.json").run([PACKETS[1][0]] * 40, router_entries(), seed=2)
+    assert tr.fallback_branches == {} and tr.counters()[PT]["lookups"] == 0

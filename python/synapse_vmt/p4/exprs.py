@@ -160,7 +160,6 @@ IGNORED = frozenset(
 )
 # Externs that write a field the run cannot compute: (primitive, index of the written parameter).
 SYNTHESIZED = {
-    "execute_meter": 2,
     "modify_field_with_hash_based_offset": 0,
     "modify_field_rng_uniform": 0,
     "register_read": 0,
@@ -375,6 +374,9 @@ class Codegen:
             return lines
         if op in IGNORED:
             return []
+        if op == "execute_meter" and len(params) > 2 and params[2].get("type") == "field":
+            # BMv2's meters without configured rates mark every packet GREEN (0)
+            return self.assign_lines(self.phv.field_slot(params[2]["value"]), "0")
         if op in SYNTHESIZED and SYNTHESIZED[op] is not None:
             i = SYNTHESIZED[op]
             if i < len(params) and params[i].get("type") == "field":

@@ -36,8 +36,10 @@ What cannot be computed is named, never fatal:
   value is drawn per flow (a hash of the table's other key values and the
   seed) from that table's entries, written into the PHV, and counted by name;
 - ``fallback_branches``: a conditional whose expression cannot be evaluated
-  takes either branch with the CFG's probability (1/2) from an RNG seeded by
-  ``seed``;
+  (an unsupported operator, or an operand holding a synthesized value) takes
+  either branch with the CFG's probability (1/2) from an RNG seeded by
+  ``seed``; meters are not synthesized: like BMv2's meters without configured
+  rates they mark every packet GREEN (0);
 - ``parser_rejects``: per BMv2 error name (``PacketTooShort``, ``NoMatch``,
   ...); the packet still runs, as in simple_switch.
 
@@ -71,7 +73,7 @@ import numpy as np
 
 from synapse_vmt.errors import UserError
 from synapse_vmt.p4.cfg import load_json
-from synapse_vmt.p4.exprs import DROP_PORT, Codegen, Phv, Unsupported, sat_cast, tcm, usat_cast
+from synapse_vmt.p4.exprs import _SLOT_RE, DROP_PORT, Codegen, Phv, Unsupported, sat_cast, tcm, usat_cast
 from synapse_vmt.p4.parser import MAX_STATES, ParserCompiler, Reject, look
 
 MEMO_LIMIT = 1 << 20  # cached lookups per table before the cache starts over
@@ -487,16 +489,21 @@ class Program:
                 w = f"conditional {c['name']}"
                 tn, fn = nid(pi, c.get("true_next"), w), nid(pi, c.get("false_next"), w)
                 expr = self.cond_expr.get(c["name"])
-                if expr is not None:
-                    heads[n], tails[n] = [], ("if", expr, tn, fn)
-                else:
-                    frag = (c.get("source_info") or {}).get("source_fragment")
-                    label = f"{c['name']} ({frag})" if frag else c["name"]
+                frag = (c.get("source_info") or {}).get("source_fragment")
+                label = f"{c['name']} ({frag})" if frag else c["name"]
 
-                    def count(label=label):
-                        fallback[label] = fallback.get(label, 0) + 1
-                    ns[f"_FB{n}"] = count
+                def count(label=label):
+                    fallback[label] = fallback.get(label, 0) + 1
+                ns[f"_FB{n}"] = count
+                if expr is None:
                     heads[n], tails[n] = [f"_FB{n}()"], ("if", "_R() < 0.5", tn, fn)
+                    continue
+                synth_reads = frozenset(int(x) for x in _SLOT_RE.findall(expr)) & (self.cg.maybe_synth or set())
+                if synth_reads:
+                    # a synthesized operand: the value is not the program's, take the CFG's branch share
+                    ns[f"_CS{n}"] = synth_reads
+                    expr = f"((_FB{n}() or _R() < 0.5) if T and not _CS{n}.isdisjoint(T) else {expr})"
+                heads[n], tails[n] = [], ("if", expr, tn, fn)
         preds: dict[int, int] = {}
         for n in inits:
             preds[n] = preds.get(n, 0) + 2  # an entry point is always its own function
