@@ -652,3 +652,9 @@ def test_switch_generated_entries_match_the_entries_oracle(shared_data, tmp_path
     # the switch's hash outputs (hash1/hash2 copies) are named, never silently zero
     assert set(tr.synthesized_fields) <= {"hash_metadata.hash1", "hash_metadata.hash2", "hash_metadata.entropy_hash",
                                           "intrinsic_metadata.mcast_hash", "ingress_metadata.sflow_take_sample"}
+
+
+def test_committed_captures_are_the_tests_packets():
+    """tests/data/p4/*.pcap (used by the README's examples) hold exactly the frames built here."""
+    assert list(read_packets(DATA / "router.pcap")) == [p for p, *_ in PACKETS]
+    assert list(read_packets(DATA / "upf-sample.pcap")) == [upf_uplink(1234), upf_uplink(999), upf_downlink()]

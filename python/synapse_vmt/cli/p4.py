@@ -137,7 +137,8 @@ def interp_cmd(program: str, pcap: str, entries_file: str | None, ingress_port: 
 
 
 def format_interp(s: dict, cpu_s: float | None = None) -> str:
-    rate = f", {s['packets'] / cpu_s:,.0f} packets/s" if cpu_s else ""
+    # the rate includes binding the entries: only meaningful on a real capture
+    rate = f", {s['packets'] / cpu_s:,.0f} packets/s (CPU time)" if cpu_s and s["packets"] >= 1000 else ""
     lines = [f"{s['packets']} packets, {s['dropped']} dropped{rate}"]
     w = max((len(n) for n in s["tables"]), default=5)
     lines.append(f"  {'table':<{w}}  {'lookups':>8}  {'matched':>8}  actions")
