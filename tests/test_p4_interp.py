@@ -14,7 +14,7 @@ import dpkt
 import pytest
 
 from synapse_vmt.errors import UserError
-from synapse_vmt.p4.exprs import Codegen, Phv, Unsupported
+from synapse_vmt.p4.exprs import Codegen, Phv, Unsupported, tcm
 from synapse_vmt.p4.interp import Program, encode_words
 from synapse_vmt.p4.parser import read_packets
 
@@ -658,3 +658,29 @@ def test_committed_captures_are_the_tests_packets():
     """tests/data/p4/*.pcap (used by the README's examples) hold exactly the frames built here."""
     assert list(read_packets(DATA / "router.pcap")) == [p for p, *_ in PACKETS]
     assert list(read_packets(DATA / "upf-sample.pcap")) == [upf_uplink(1234), upf_uplink(999), upf_downlink()]
+
+
+@pytest.mark.parametrize("prim, before, after", [
+    # P4_14-style primitives; the field h.b is 16 bits wide (results wrap)
+    ({"op": "add", "parameters": [F_("h", "b"), F_("h", "a"), {"type": "hexstr", "value": "0x10"}]}, {"a": 5, "b": 0}, {"b": 21}),
+    ({"op": "subtract", "parameters": [F_("h", "b"), F_("h", "a"), {"type": "hexstr", "value": "0x10"}]}, {"a": 5, "b": 0}, {"b": 0xFFF5}),
+    ({"op": "bit_xor", "parameters": [F_("h", "b"), F_("h", "c"), {"type": "hexstr", "value": "0xff"}]}, {"c": 0x12345678}, {"b": 0x5687}),
+    ({"op": "shift_left", "parameters": [F_("h", "b"), F_("h", "a"), {"type": "hexstr", "value": "0xc"}]}, {"a": 0x1F}, {"b": 0xF000}),
+    ({"op": "add_to_field", "parameters": [F_("h", "a"), {"type": "hexstr", "value": "0x5"}]}, {"a": 254}, {"a": 3}),
+    ({"op": "subtract_from_field", "parameters": [F_("h", "a"), {"type": "hexstr", "value": "0x1"}]}, {"a": 0}, {"a": 255}),
+    ({"op": "modify_field", "parameters": [F_("h", "b"), {"type": "hexstr", "value": "0xabcd"}, {"type": "hexstr", "value": "0x0ff0"}]}, {"b": 0x1234}, {"b": 0x1BC4}),
+    ({"op": "assign", "parameters": [F_("h", "c"), {"type": "expression", "value": {"op": "two_comp_mod", "left": {"type": "hexstr", "value": "-0x1"}, "right": {"type": "hexstr", "value": "0x8"}}}]}, {}, {"c": 0xFFFFFFFF}),
+    ({"op": "remove_header", "parameters": [{"type": "header", "value": "h"}]}, {"a": 1}, {"$valid$": 0, "a": 1}),
+])
+def test_primitives(prim, before, after):
+    phv = _phv()
+    cg = Codegen(phv)
+    ns: dict = {"_tcm": tcm}
+    exec("def f(p, a, T):\n" + "\n".join("    " + ln for ln in cg.primitive(prim)) + "\n", ns)
+    p = phv.template()
+    p[phv.slot[("h", "$valid$")]] = 1
+    for k, v in before.items():
+        p[phv.slot[("h", k)]] = v
+    ns["f"](p, (), set())
+    for k, v in after.items():
+        assert p[phv.slot[("h", k)]] == v, k

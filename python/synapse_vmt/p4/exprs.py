@@ -149,6 +149,7 @@ def usat_cast(v: int, w: int) -> int:
 
 
 _SLOT_RE = re.compile(r"p\[(\d+)\]")
+_ARITH_PRIMS = {"add": "+", "subtract": "-", "bit_and": "&", "bit_or": "|", "bit_xor": "^", "shift_left": "<<", "shift_right": ">>"}
 _BIN = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%", "<<": "<<", ">>": ">>", "&": "&", "|": "|", "^": "^"}
 _CMP = {"==": "==", "!=": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">="}
 
@@ -340,6 +341,21 @@ class Codegen:
     def primitive(self, prim: dict, parser: bool = False) -> list[str]:
         """Source lines of one primitive; ``return 1`` ends the control (exit)."""
         op, params = prim.get("op"), prim.get("parameters", [])
+        if op in _ARITH_PRIMS and len(params) == 3 and params[0].get("type") == "field":
+            # P4_14 arithmetic primitives: dst = a OP b
+            slot = self.phv.field_slot(params[0]["value"])
+            return self.assign_lines(slot, f"({self.expr(params[1], parser)} {_ARITH_PRIMS[op]} {self.expr(params[2], parser)})")
+        if op in ("add_to_field", "subtract_from_field") and params[0].get("type") == "field":
+            slot = self.phv.field_slot(params[0]["value"])
+            sign = "+" if op == "add_to_field" else "-"
+            return self.assign_lines(slot, f"(p[{slot}] {sign} {self.expr(params[1], parser)})")
+        if op == "modify_field" and len(params) == 3 and params[0].get("type") == "field":
+            # with a mask: only the masked bits change
+            slot = self.phv.field_slot(params[0]["value"])
+            m = self.expr(params[2], parser)
+            return self.assign_lines(slot, f"((p[{slot}] & ~{m}) | ({self.expr(params[1], parser)} & {m}))")
+        if op == "copy_header":
+            return self.header_copy(params[0]["value"], params[1]["value"])
         if op in ("assign", "modify_field"):
             dst, src = params[0], params[1]
             if dst.get("type") == "header":
