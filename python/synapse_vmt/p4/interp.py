@@ -54,11 +54,12 @@ bits is ceil(w/32) words, most significant first); ``pkt_start[i]`` is packet
 i's first step. :meth:`Trace.counters` gives per-table ``lookups``,
 ``matched`` (an entry matched, in P4's sense) and ``actions`` per name.
 
-Entries are duck-typed on the data model of ``entries.py`` (see
-docs in notes/contracts): ``TableEntries(table, entries, default)``,
-``Entry(matches: {field: Match}, action, params: {name: int}, source)``,
-``Match(kind, value, mask, prefix_len, lo, hi)``; a match is looked up by the
-key's field name (``ipv4.dst_addr``) or by the key's ``name`` in the JSON.
+Entries are :class:`~synapse_vmt.p4.entries.TableEntries` (read only through
+their attributes, so any object of that shape works): ``entries`` in match
+order, each with ``matches`` {field: Match(kind, value, mask, prefix_len, lo,
+hi)}, ``action``, ``params`` {name: int}, ``source``; and ``default``
+(action, params). A match is looked up by the key's field name
+(``ipv4.dst_addr``) or by the key's ``name`` in the JSON.
 """
 
 from __future__ import annotations
@@ -400,7 +401,6 @@ class Program:
         timeout = self.pc.errors["ParserTimeout"]
         pkt_start: list[int] = []
         dropped: list[bool] = []
-        last = len(inits) - 1
         for buf in packets:
             pkt_start.append(len(steps))
             p = tmpl[:]
@@ -436,7 +436,6 @@ class Program:
         pkt_start.append(len(steps))
         unsupported = sorted(self.cg.unsupported) + [f"parser state {s}" for s in self.pc.unsupported_states] + [
             f"conditional {c}: {e}" for c, e in self.unsupported_conds.items()]
-        del last
         return Trace(
             tables=list(self.tables),
             actions=list(self.action_names),

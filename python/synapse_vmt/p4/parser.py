@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from synapse_vmt.errors import UserError
-from synapse_vmt.p4.exprs import Codegen, Phv, Unsupported, _hex
+from synapse_vmt.p4.exprs import Codegen, Unsupported, _hex
 
 MAX_STATES = 1000  # states visited per packet before ParserTimeout (a loop without extract)
 
