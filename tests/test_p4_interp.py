@@ -684,3 +684,26 @@ def test_primitives(prim, before, after):
     ns["f"](p, (), set())
     for k, v in after.items():
         assert p[phv.slot[("h", k)]] == v, k
+
+
+def test_key_fields_of_an_invalid_header_are_zero():
+    """Egress removes ipv4 then color_tbl keys on ipv4.ttl: 0, not the last ttl (63)."""
+    import json
+
+    doc = json.loads((DATA / "router.json").read_text())
+    for a in doc["actions"]:
+        if a["name"] == "MyEgress.read_color":
+            a["primitives"] = [{"op": "remove_header", "parameters": [{"type": "header", "value": "ipv4"}]}]
+    doc["pipelines"][1]["conditionals"][0]["expression"] = {"type": "bool", "value": True}
+    ct = doc["pipelines"][1]["tables"][1]
+    ents = {k: v for k, v in router_entries().items() if k != CT}
+    ct["key"] = [{"match_type": "exact", "name": "ttl", "target": ["ipv4", "ttl"], "mask": None}]
+    tr = Program(doc, "v.json").run([PACKETS[1][0]], ents)
+    assert tr.packet(0)[-2].table == CT and tr.packet(0)[-2].key == (0,)
+    ct["key"] = [{"match_type": "exact", "name": "ttl", "target": ["ipv4", "$valid$"], "mask": None}]
+    tr = Program(doc, "v.json").run([PACKETS[1][0]], ents)
+    assert tr.packet(0)[-2].key == (0,)
+    doc["actions"] = [a if a["name"] != "MyEgress.read_color" else {**a, "primitives": []} for a in doc["actions"]]
+    ct["key"] = [{"match_type": "exact", "name": "ttl", "target": ["ipv4", "ttl"], "mask": None}]
+    tr = Program(doc, "v.json").run([PACKETS[1][0]], ents)
+    assert tr.packet(0)[-2].key == (63,)  # valid: the decremented ttl

@@ -328,6 +328,9 @@ class Program:
                 code = f"((p[{s}] & {m}) >> {tz})"
             if w <= 0:
                 raise UserError(f"{where}: expected a fixed-width field, {target} has none")
+            h = self.phv.headers[target[0]]
+            if not h.metadata and target[1] != "$valid$":
+                code = f"({code} if p[{h.valid}] else 0)"  # a field of an invalid header is keyed as 0
             specs.append(KeySpec(f"{target[0]}.{target[1]}", w, "exact" if kind == "selector" else kind, k.get("name") or f"{target[0]}.{target[1]}"))
             parts.append(code)
             slots.append(s)
