@@ -707,3 +707,20 @@ def test_key_fields_of_an_invalid_header_are_zero():
     ct["key"] = [{"match_type": "exact", "name": "ttl", "target": ["ipv4", "ttl"], "mask": None}]
     tr = Program(doc, "v.json").run([PACKETS[1][0]], ents)
     assert tr.packet(0)[-2].key == (63,)  # valid: the decremented ttl
+
+
+def test_parser_constructs_it_cannot_run_are_named():
+    import json
+
+    doc = json.loads((DATA / "router.json").read_text())
+    states = doc["parsers"][0]["parse_states"]
+    # an (unconfigured, so empty) value set before ipv4's transitions: it matches nothing
+    states[2]["transitions"].insert(0, {"type": "parse_vset", "value": "pvs", "mask": None, "next_state": None})
+    # udp parsing uses an op the interpreter does not know: packets reaching it are rejected by that name
+    states[3]["parser_ops"].append({"op": "extract_VL", "parameters": []})
+    prog = Program(doc, "v.json")
+    tr = prog.run([PACKETS[1][0], PACKETS[2][0]], router_entries())
+    assert tr.parser_rejects == {"Unsupported:parse_udp": 1}
+    assert "parse_vset pvs (empty)" in tr.unsupported
+    assert any(u.startswith("parser state parse_udp") for u in tr.unsupported)
+    assert ingress_steps(tr, 1) == PACKETS[2][1]  # tcp never reaches parse_udp: unchanged

@@ -140,6 +140,10 @@ class ParserCompiler:
             if ty == "default" or (ty is None and val == "default"):
                 lines.append(f"return {nxt}, pos")
                 break
+            if ty == "parse_vset":
+                # a value set is filled by the control plane; none is configured here: it matches nothing
+                self.cg.unsupported.add(f"parse_vset {val} (empty)")
+                continue
             if ty not in ("hexstr", None):
                 raise Unsupported(f"transition of type {ty!r}")
             v = _hex(val)
