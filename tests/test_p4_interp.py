@@ -724,3 +724,39 @@ def test_parser_constructs_it_cannot_run_are_named():
     assert "parse_vset pvs (empty)" in tr.unsupported
     assert any(u.startswith("parser state parse_udp") for u in tr.unsupported)
     assert ingress_steps(tr, 1) == PACKETS[2][1]  # tcp never reaches parse_udp: unchanged
+
+
+@pytest.mark.parametrize("which", ["router", "upf"])
+def test_frame_cache_gives_the_same_trace(which, request):
+    """Repeated frames copied from the cache: the same trace as running every frame."""
+    rng = random.Random(4)
+    if which == "router":
+        prog, ents, base = request.getfixturevalue("router"), router_entries(), [p for p, *_ in PACKETS]
+    else:
+        from synapse_vmt.p4.entries import load_entries
+
+        shared = request.getfixturevalue("shared_data")
+        prog = request.getfixturevalue("upf")
+        ents = load_entries(DATA / "upf-entries.txt", shared / "p4" / "up4-bmv2.json")
+        base = [upf_uplink(1234), upf_uplink(999), upf_downlink(), upf_downlink(6000)]
+    pk = [rng.choice(base) for _ in range(600)]
+    a = prog.run(pk, ents, seed=9)
+    b = prog.run(pk, ents, seed=9, frame_cache=0)
+    c = prog.run(pk, ents, seed=9, frame_cache=2)  # a cache that keeps starting over
+    for t in (a, c):
+        assert t.step_table.tolist() == b.step_table.tolist()
+        assert t.step_entry.tolist() == b.step_entry.tolist()
+        assert t.step_action.tolist() == b.step_action.tolist()
+        assert t.step_keys == b.step_keys and t.pkt_start.tolist() == b.pkt_start.tolist()
+        assert t.dropped.tolist() == b.dropped.tolist()
+        assert (t.parser_rejects, t.synthesized_fields, t.fallback_branches) == (b.parser_rejects, b.synthesized_fields, b.fallback_branches)
+    if which == "router":
+        assert sum(b.fallback_branches.values()) > 50 and b.parser_rejects
+
+
+def test_frame_cache_replays_synthesized_fields():
+    prog = _egress_variant([REG, {"op": "assign", "parameters": [F_("scalars", "color"), F_("scalars", "tag")]}])
+    pk = [PACKETS[1][0], PACKETS[6][0], PACKETS[11][0]] * 30
+    a, b = prog.run(pk, router_entries()), prog.run(pk, router_entries(), frame_cache=0)
+    assert a.synthesized_fields == b.synthesized_fields == {"scalars.color": 90}
+    assert a.step_keys == b.step_keys and a.step_entry.tolist() == b.step_entry.tolist()
