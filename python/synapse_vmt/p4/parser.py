@@ -114,7 +114,12 @@ class ParserCompiler:
             elif kind == "verify":
                 cond = self.cg.expr(params[0], parser=True)
                 err = params[1]
-                code = _hex(err.get("value")) if err.get("type") == "hexstr" else self.errors.get(str(err.get("value")), 0)
+                if err.get("type") == "hexstr":
+                    code = str(_hex(err.get("value")))
+                elif str(err.get("value")) in self.errors:  # an error named directly
+                    code = str(self.errors[str(err.get("value"))])
+                else:  # an error held in a variable
+                    code = self.cg.expr(err, parser=True)
                 lines.append(f"if not {cond}: raise Reject({code})")
             elif kind == "advance":
                 bits = self.cg.expr(params[0], parser=True)
