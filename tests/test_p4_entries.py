@@ -74,6 +74,11 @@ PROGRAM = {
                     [4, 5, 6],
                     size=4,
                 ),
+                {
+                    **_table("ingress.ecmp", [("exact", "meta.port", ["meta", "port"])], [2, 3]),
+                    "type": "indirect_ws",
+                    "action_profile": "ingress.ecmp_selector",
+                },
             ],
             "conditionals": [],
         }
@@ -140,7 +145,7 @@ def test_values_in_the_cli_notations():
 
 def test_cli_file(tmp_path, prog):
     got = load_entries(write(tmp_path, CLI), prog)
-    assert list(got) == ["ingress.fwd", "ingress.route", "ingress.route6", "ingress.acl"]
+    assert list(got) == ["ingress.fwd", "ingress.route", "ingress.route6", "ingress.acl", "ingress.ecmp"]
     fwd = got["ingress.fwd"]
     assert [(e.matches["eth.dst"].value, e.params) for e in fwd.entries] == [
         (0x001122334455, {"port": 7}),
@@ -169,6 +174,34 @@ def test_cli_file(tmp_path, prog):
     assert got["ingress.acl"].lookup(pkt) is acl[1]
     assert got["ingress.acl"].lookup({**pkt, "l4.dport": 8080, "meta.flag": 0}) is acl[2]
     assert got["ingress.acl"].lookup({**pkt, "proto": 1, "ipv4.proto": 1}) is None
+
+
+INDIRECT = """\
+table_indirect_create_member ecmp set_nhop 1 00:00:00:00:00:01
+act_prof_create_member ecmp_selector set_nhop 2 00:00:00:00:00:02
+table_indirect_create_member ingress.ecmp drop
+act_prof_create_group ingress.ecmp_selector
+table_indirect_create_group ecmp
+table_indirect_add_member_to_group ecmp 1 0
+act_prof_add_member_to_group ecmp_selector 0 0
+table_indirect_add_member_to_group ecmp 2 1
+table_indirect_add ecmp 5 => 0
+table_indirect_add_with_group ecmp 6 => 0
+table_indirect_add ecmp 7 => 2
+table_add ecmp set_nhop 8 => 3 0x3
+table_indirect_set_default_with_group ecmp 1
+"""
+
+
+def test_action_profile_members_and_groups(tmp_path, prog):
+    got = load_entries(write(tmp_path, INDIRECT), prog)["ingress.ecmp"]
+    assert [(e.matches["meta.port"].value, e.action, e.params) for e in got.entries] == [
+        (5, "ingress.set_nhop", {"nhop": 1, "dmac": 1}),
+        (6, "ingress.set_nhop", {"nhop": 2, "dmac": 2}),  # group 0's first member is member 1
+        (7, "ingress.drop", {}),
+        (8, "ingress.set_nhop", {"nhop": 3, "dmac": 3}),
+    ]
+    assert got.default == ("ingress.drop", {})
 
 
 def _view(got):
@@ -212,6 +245,11 @@ CLI_ERRORS = [
     ("\n".join(f"table_add acl permit 0&&&0 6 {i}->{i} 0 => {i}" for i in range(5)), "table ingress.acl is full (max_size 4)", 5),
     ("table_delete fwd 0", "table_delete is not supported here", 1),
     ("tabel_add fwd set_port 1 => 1", "unknown command 'tabel_add'", 1),
+    ("table_indirect_create_member fwd set_port 1", "table ingress.fwd has no action profile", 1),
+    ("table_indirect_create_member ecmp drop\ntable_indirect_add ecmp 1 => 1", "member handle of action profile ingress.ecmp_selector (0..0), found '1'", 2),
+    ("act_prof_create_group ecmp_selector\ntable_indirect_add_with_group ecmp 1 => 0", "group 0 of action profile ingress.ecmp_selector has no members", 2),
+    ("act_prof_create_member nope drop", "unknown action profile 'nope'", 1),
+    ("table_indirect_create_member ecmp set_port 1", "not an action of table ingress.ecmp", 1),
 ]
 
 
@@ -333,3 +371,165 @@ def test_readme_cli_example_loads_for_upf(shared_data, tmp_path):
     assert app.matches["scalars.userMetadata.inet_addr"] == Match("lpm", 0x0A000000, 0xFF000000, 8)
     assert got["PreQosPipe.sessions_downlink"].entries[0].params == {"tunnel_peer_id": 3, "session_meter_idx": 42}
     assert got["PreQosPipe.tunnel_peers"].default == ("NoAction", {})
+
+
+def _spec(key, actions=(2, 3), size=100000, kind="simple"):
+    """A TableSpec of the test program's headers with the given key."""
+    doc = {**PROGRAM, "pipelines": [{"name": "ingress", "init_table": "t", "conditionals": [],
+                                     "tables": [_table("t", key, list(actions), size=size)]}]}
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "p.json"
+        p.write_text(json.dumps(doc))
+        return read_program(p).tables["t"]
+
+
+def _share(xs, v):
+    return sum(1 for x in xs if x == v) / len(xs)
+
+
+def test_gen_lpm_prefix_mix_follows_the_bgp_table():
+    from synapse_vmt.p4.entrygen import BGP_V4, BGP_V6
+
+    v4 = gen_table(_spec([("lpm", "d", ["ipv4", "dst"])]), 4000, 1)
+    lens = [e.matches["ipv4.dst"].prefix_len for e in v4]
+    assert len(v4) == 4000
+    for L in (24, 22, 23, 16):
+        assert abs(_share(lens, L) - BGP_V4[L] / sum(BGP_V4.values())) < 0.03, L
+    assert max(lens) == 24 and lens == sorted(lens, reverse=True)  # match order: longest first
+    v6 = gen_table(_spec([("lpm", "d", ["ipv6", "dst"])]), 4000, 1)
+    lens6 = [e.matches["ipv6.dst"].prefix_len for e in v6]
+    for L in (48, 32, 64):
+        assert abs(_share(lens6, L) - BGP_V6[L] / sum(BGP_V6.values())) < 0.03, L
+    for e in v4 + v6:  # no bits past the prefix
+        m = next(iter(e.matches.values()))
+        assert m.value & ~m.mask == 0
+
+
+def test_gen_ternary_and_range_in_classbench_manner():
+    from synapse_vmt.p4.entrygen import DPORT_MIX, SPORT_MIX
+
+    t = _spec([("ternary", "src", ["ipv4", "src"]), ("ternary", "proto", ["ipv4", "proto"]),
+               ("range", "sport", ["l4", "sport"]), ("range", "dport", ["l4", "dport"])], actions=(4, 5))
+    es = gen_table(t, 3000, 2)
+    assert len(es) == 3000
+    prios = [e.priority for e in es]
+    assert len(set(prios)) == len(prios) and prios == sorted(prios, reverse=True)
+    for e in es:
+        m = e.matches["ipv4.src"]
+        assert m.mask == 0 or m.mask >> (32 - bin(m.mask).count("1")) == (1 << bin(m.mask).count("1")) - 1  # a prefix mask
+    protos = [e.matches["ipv4.proto"] for e in es]
+    assert {p.value for p in protos if p.mask} <= {1, 6, 17}
+    assert abs(_share([p.value for p in protos if p.mask], 6) - 0.87) < 0.04
+
+    def cls(m):
+        if (m.lo, m.hi) == (0, 65535):
+            return "WC"
+        if m.lo == m.hi:
+            return "EM"
+        return {(1024, 65535): "HI", (0, 1023): "LO"}.get((m.lo, m.hi), "AR")
+
+    for f, mix in (("l4.sport", SPORT_MIX), ("l4.dport", DPORT_MIX)):
+        c = [cls(e.matches[f]) for e in es]
+        for name, share in zip(("WC", "HI", "LO", "AR", "EM"), mix):
+            assert abs(_share(c, name) - share) < 0.04, (f, name)
+    # specific entries come first: the first tenth matches more bits than the last tenth
+    bits = [sum(bin(m.mask or 0).count("1") for m in e.matches.values() if m.kind == "ternary") for e in es]
+    assert sum(bits[:300]) > sum(bits[-300:])
+
+
+def test_gen_respects_max_size_and_key_space_and_is_deterministic():
+    small = _spec([("exact", "flag", ["meta", "flag"])])
+    assert sorted(e.matches["meta.flag"].value for e in gen_table(small, 10, 1)) == [0, 1]
+    capped = _spec([("exact", "dst", ["eth", "dst"])], size=7)
+    assert len(gen_table(capped, 100, 1)) == 7
+    ports = _spec([("exact", "port", ["meta", "port"]), ("exact", "flag", ["meta", "flag"])])
+    es = gen_table(ports, 5000, 1)
+    assert len(es) == 1024 and len({e.key() for e in es}) == 1024  # 10 bits of key: all of them
+    a = gen_table(_spec([("lpm", "d", ["ipv4", "dst"])]), 100, 9)
+    b = gen_table(_spec([("lpm", "d", ["ipv4", "dst"])]), 100, 9)
+    c = gen_table(_spec([("lpm", "d", ["ipv4", "dst"])]), 100, 10)
+    assert [(e.matches, e.action, e.params) for e in a] == [(e.matches, e.action, e.params) for e in b]
+    assert [e.matches for e in a] != [e.matches for e in c]
+
+
+def test_gen_one_table_gives_the_lines_of_the_full_run(tmp_path, prog):
+    full, one = tmp_path / "full.txt", tmp_path / "one.txt"
+    CliRunner().invoke(main, ["p4", "entries", "gen", str(prog), "--count", "20", "--seed", "5", "-o", str(full)])
+    CliRunner().invoke(main, ["p4", "entries", "gen", str(prog), "--table", "route", "--count", "20", "--seed", "5", "-o", str(one)])
+    pick = [ln for ln in full.read_text().splitlines() if ln.startswith("table_add ingress.route ")]
+    assert pick and pick == [ln for ln in one.read_text().splitlines() if ln.startswith("table_add")]
+
+
+def test_const_entries_of_the_program(tmp_path):
+    import copy
+
+    doc = copy.deepcopy(PROGRAM)
+    acl = doc["pipelines"][0]["tables"][3]
+    assert acl["name"] == "ingress.acl"
+    acl["entries"] = [
+        {"match_key": [{"match_type": "ternary", "key": "0x0a000000", "mask": "0xff000000"}, {"match_type": "exact", "key": "0x06"},
+                       {"match_type": "range", "start": "0x0050", "end": "0x0050"}, {"match_type": "optional", "key": "0x01", "mask": "0x01"}],
+         "action_entry": {"action_id": 5, "action_data": ["0x3"]}, "priority": 2},
+        {"match_key": [{"match_type": "ternary", "key": "0x00000000", "mask": "0x00000000"}, {"match_type": "exact", "key": "0x11"},
+                       {"match_type": "range", "start": "0x0000", "end": "0xffff"}, {"match_type": "optional", "key": "0x00", "mask": "0x00"}],
+         "action_entry": {"action_id": 4, "action_data": []}, "priority": 1},
+    ]
+    p = write(tmp_path, doc, "prog.json")
+    got = load_entries(write(tmp_path, "table_add fwd set_port 1 => 1"), p)["ingress.acl"].entries
+    # BMv2: priority 1 beats 2
+    assert [(e.action, e.params) for e in got] == [("ingress.permit", {}), ("ingress.deny", {"reason": 3})]
+    assert got[1].matches == {"ipv4.src": Match("ternary", 0x0A000000, 0xFF000000), "ipv4.proto": Match("exact", 6),
+                              "l4.dport": Match("range", 80, lo=80, hi=80), "meta.flag": Match("optional", 1, 1)}
+    assert got[0].source == f"{p}: table ingress.acl entries[1]"
+    assert gen_table(read_program(p).tables["ingress.acl"], 10, 1) == []
+    e = write(tmp_path, "table_add acl permit 0&&&0 6 1->1 0 => 1")
+    with pytest.raises(UserError, match=rf"^{e}:1: table ingress.acl has const entries"):
+        load_entries(e, p)
+    acl["entries"][0]["action_entry"]["action_data"] = []
+    p = write(tmp_path, doc, "prog.json")
+    with pytest.raises(UserError, match=r"table ingress.acl entries\[0\]: action ingress.deny .* takes 1 parameters"):
+        load_entries(e, p)
+
+
+@pytest.mark.parametrize("name", ["up4-bmv2.json", "switch-p416.json"])
+def test_keys_sampled_from_entries_hit_them(shared_data, name):
+    import random
+
+    from synapse_vmt.p4.entries import sample_key
+
+    prog = read_program(shared_data / "p4" / name)
+    rng = random.Random(1)
+    for t in prog.tables.values():
+        es = gen_table(t, 30, 1)
+        for e in es:
+            k = sample_key(e, t, rng)
+            assert e.matches_key(k), (t.name, e)
+            assert all(v >> kf.width == 0 for (kf, _), v in zip(t.match_fields, k.values()))
+
+
+def test_gen_entries_on_an_invalid_header_match_its_fields_as_zero():
+    t = _spec([("exact", "v", ["ipv4", "$valid$"]), ("exact", "d", ["ipv4", "dst"]), ("ternary", "s", ["ipv4", "src"])])
+    es = gen_table(t, 200, 1)
+    invalid = [e for e in es if e.matches["ipv4.$valid$"].value == 0]
+    assert invalid and len(invalid) < len(es)
+    for e in invalid:
+        assert e.matches["ipv4.dst"] == Match("exact", 0) and e.matches["ipv4.src"].mask == 0
+    assert any(e.matches["ipv4.dst"].value != 0 for e in es if e not in invalid)
+
+
+@pytest.mark.parametrize("name", ["up4-bmv2.json", "switch-p416.json"])
+def test_gen_json_loads_the_same_entries_as_gen_cli(shared_data, tmp_path, name):
+    path = shared_data / "p4" / name
+    a, b = tmp_path / "e.txt", tmp_path / "e.json"
+    for out, fmt in ((a, "cli"), (b, "json")):
+        r = CliRunner().invoke(main, ["p4", "entries", "gen", str(path), "--count", "40", "--seed", "2", "--format", fmt, "-o", str(out)])
+        assert r.exit_code == 0, r.output
+    prog = read_program(path)
+    x, y = load_entries(a, prog), load_entries(b, prog)
+    for n in prog.tables:
+        assert [(e.matches, e.action, e.params, e.priority) for e in x[n].entries] == [
+            (e.matches, e.action, e.params, e.priority) for e in y[n].entries
+        ], n

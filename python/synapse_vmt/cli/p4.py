@@ -71,14 +71,18 @@ def entries_check(program: str, file: str) -> None:
 @click.option("--table", "tables", multiple=True, help="only this table (repeatable; default: every keyed table)")
 @click.option("--count", type=click.IntRange(min=0), required=True, help="entries per table (capped by max_size and the key space)")
 @click.option("--seed", type=int, default=1, show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="the simple_switch_CLI file to write")
-def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, output: str) -> None:
+@click.option("--format", "fmt", type=click.Choice(["cli", "json"]), default="cli", show_default=True,
+              help="simple_switch_CLI commands or the P4 tutorials' runtime JSON")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="the file to write")
+def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, fmt: str, output: str) -> None:
     """Write realistic entries for PROGRAM's tables as simple_switch_CLI
     commands (exact keys from a population, LPM with the BGP prefix-length
     mix, ternary and range in ClassBench's manner). Same seed, same file."""
+    import json
+
     from synapse_vmt.errors import UserError, atomic_write
     from synapse_vmt.p4.bmv2 import read_program
-    from synapse_vmt.p4.entries import format_cli
+    from synapse_vmt.p4.entries import format_cli, format_json
     from synapse_vmt.p4.entrygen import gen_table
 
     prog = read_program(program)
@@ -89,15 +93,25 @@ def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, ou
             raise UserError(f"--table {n}: expected a keyed table of {program}")
         chosen.append(t)
     chosen = chosen or list(prog.tables.values())
-    lines = [f"# synapse p4 entries gen {program} --count {count} --seed {seed}"]
+    opts = "".join(f" --table {t.name}" for t in chosen) if tables else ""
+    lines = [f"# synapse p4 entries gen {program}{opts} --count {count} --seed {seed}"]
     total = 0
+    members: dict = {}  # action profile -> member handles, shared by its tables
+    items: list = []
     for t in chosen:
         es = gen_table(t, count, seed)
         total += len(es)
         lines.append(f"# {t.name}: {len(es)} entries ({t.match_type}, max_size {t.info.max_size})")
-        lines += format_cli(t, es)
+        if fmt == "cli":
+            lines += format_cli(t, es, members)
+        else:
+            items += format_json(t, es)
     with atomic_write(output) as f:
-        f.write("\n".join(lines) + "\n")
+        if fmt == "cli":
+            f.write("\n".join(lines) + "\n")
+        else:
+            json.dump({"target": "bmv2", "bmv2_json": program, "table_entries": items}, f, indent=1)
+            f.write("\n")
     click.echo(f"wrote {total} entries for {len(chosen)} tables to {output}")
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from fractions import Fraction
 from pathlib import Path
 
@@ -261,12 +262,18 @@ class TableSpec:
     default: tuple[str, dict[str, int]] | None
     default_const: bool
     kind: str = "simple"
+    #: The action profile/selector an indirect table draws its actions from
+    #: (tables can share one), else None.
+    action_profile: str | None = None
+    #: The program's own entries (P4_16 ``const entries``; BMv2 ``entries``,
+    #: raw JSON): such a table takes no entries from the control plane.
+    const_entries: tuple = ()
 
     @property
     def name(self) -> str:
         return self.info.name
 
-    @property
+    @cached_property
     def match_type(self) -> str:
         """BMv2's table match type: ``ternary`` if any field is ternary, range
         or optional (entries then need a priority), else ``lpm`` if a field is
@@ -275,6 +282,12 @@ class TableSpec:
         if kinds & {"ternary", "range", "optional"}:
             return "ternary"
         return "lpm" if "lpm" in kinds else "exact"
+
+    @cached_property
+    def match_fields(self) -> tuple[tuple[KeyField, str], ...]:
+        """The key fields an entry gives a value for (``selector`` fields are
+        hashed, not matched), each with its P4Runtime name."""
+        return tuple((kf, nm) for kf, nm in zip(self.info.key, self.key_names) if kf.match != "selector")
 
     @property
     def needs_priority(self) -> bool:
@@ -359,7 +372,12 @@ def _read_tables(r: _Reader, cfg: Cfg) -> dict[str, TableSpec]:
             names = tuple(
                 k.get("name") if isinstance(k.get("name"), str) else kf.field for k, kf in zip(t["key"], info[t["name"]].key)
             )
-            out[t["name"]] = TableSpec(info[t["name"]], names, tacts, default, const, str(t.get("type", "simple")))
+            kind = str(t.get("type", "simple"))
+            prof = t.get("action_profile") if kind != "simple" and isinstance(t.get("action_profile"), str) else None
+            ents = t.get("entries") or []
+            if not isinstance(ents, list):
+                r.fail(f"{wt}.entries", "a list of match-action entries")
+            out[t["name"]] = TableSpec(info[t["name"]], names, tacts, default, const, kind, prof, tuple(ents))
     return {n: out[n] for n in info}
 
 

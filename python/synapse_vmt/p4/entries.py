@@ -11,9 +11,18 @@ Two formats, told apart by their first non-blank character (``{`` is JSON):
     ``V/LEN`` (lpm), ``V&&&MASK`` (ternary, optional), ``LO->HI`` (range).
     Values are decimal, ``0x`` hex, ``0b`` binary, IPv4 ``10.0.0.1``, IPv6
     ``2001:db8::1`` or MAC ``00:11:22:33:44:55``. Tables with a ternary, range
-    or optional field need the trailing PRIORITY (BMv2: lower wins). Other
-    commands that do not write table entries (``mirroring_add``, ``mc_*``,
-    ``register_*``, ``counter_*``, ``meter_*``...) are skipped.
+    or optional field need the trailing PRIORITY (BMv2: lower wins). Tables
+    behind an action profile or selector also take the CLI's member and group
+    commands (``table_indirect_create_member``, ``..._create_group``,
+    ``..._add_member_to_group``, ``table_indirect_add[_with_group]``,
+    ``table_indirect_set_default[_with_group]`` and their ``act_prof_*``
+    forms; handles count from 0 per profile, as BMv2 gives them); an entry
+    pointing at a group keeps the action of the group's first member (the
+    selector's per-packet choice is not modelled). ``table_add`` is accepted
+    on such tables too. Commands that do not write table entries
+    (``mirroring_add``, ``mc_*``, ``register_*``, ``counter_*``, ``meter_*``,
+    ``table_dump``...) are skipped; ``table_delete``/``table_modify`` and the
+    like are errors.
 
 (b) The P4 tutorials' runtime JSON (``p4runtime_lib``)::
 
@@ -40,7 +49,8 @@ Everything is checked against the program (:class:`~synapse_vmt.p4.bmv2.P4Progra
 unknown table, field or action (or an action the table does not allow),
 the number of match fields and action parameters, a value wider than its
 field or parameter, a missing priority, a duplicate key, more entries than
-``max_size``, a const default action. Each is a one-line
+``max_size``, a const default action, entries for a table with ``const
+entries`` (those are read from the program and kept). Each is a one-line
 :class:`~synapse_vmt.errors.UserError` naming ``file:line`` (CLI) or
 ``file: entry N`` (JSON, N counted from 0 in ``table_entries``).
 """
@@ -64,10 +74,11 @@ PRIO_MAX = 2**31 - 1
 #: CLI commands that do not touch table entries: skipped.
 CLI_IGNORED = re.compile(
     r"^(mirroring_\w+|mc_\w+|register_\w+|counter_\w+|meter_\w+|set_queue_\w+|port_\w+|"
-    r"show_\w+|get_time_\w+|switch_info|serialize_state|load_new_config_file|swap_configs)$"
+    r"show_\w+|get_time_\w+|switch_info|serialize_state|load_new_config_file|swap_configs|help|"
+    r"table_(dump\w*|info|num_entries|show_actions|get\w*)|act_prof_(dump\w*|show\w*))$"
 )
 #: Entry commands of the CLI that this reader does not support (an error, not skipped).
-CLI_UNSUPPORTED = re.compile(r"^(table_(delete|modify|clear|indirect_\w+|set_timeout|reset_default)|act_prof_\w+)$")
+CLI_UNSUPPORTED = re.compile(r"^(table_\w+|act_prof_\w+)$")
 
 
 @dataclass(frozen=True)
@@ -101,6 +112,25 @@ class Match:
 
     def key(self) -> tuple:
         return (self.kind, self.value, self.mask, self.lo, self.hi)
+
+
+def sample_value(m: Match, width: int, rng) -> int:
+    """A field value that ``m`` matches, drawn with ``rng`` (a
+    ``random.Random``): bits outside an lpm/ternary mask are random, a range
+    gives any value in [lo, hi]."""
+    if m.kind == "exact":
+        return m.value
+    if m.kind == "range":
+        assert m.lo is not None and m.hi is not None
+        return rng.randint(m.lo, m.hi)
+    assert m.mask is not None
+    return m.value | (rng.getrandbits(width) & ~m.mask & _full(width))
+
+
+def sample_key(entry: Entry, table: TableSpec, rng) -> dict[str, int]:
+    """Key field values (by ``header.field``) that hit ``entry``: traffic
+    drawn from a table's entries. (A higher-priority entry may still win.)"""
+    return {kf.field: sample_value(entry.matches[kf.field], kf.width, rng) for kf, _ in match_fields(table)}
 
 
 def wildcard(kf: KeyField) -> Match:
@@ -168,6 +198,13 @@ def parse_value(text: object) -> int:
     if not isinstance(text, str) or not text:
         raise ValueError(f"a number or address, found {text!r}")
     s = text.strip()
+    if s.isdigit():  # the common case first; also takes leading zeros ("010"), as the CLI does
+        return int(s)
+    if s[:2] in ("0x", "0X", "0b", "0B"):
+        try:
+            return int(s, 0)
+        except ValueError:
+            raise ValueError(f"a number (decimal, 0x hex, 0b binary) or an address, found {s!r}") from None
     if _MAC.match(s):
         return int("".join(p.zfill(2) for p in re.split("[:-]", s)), 16)
     if _IPV4.match(s):
@@ -203,6 +240,16 @@ def _prefix_mask(width: int, plen: int) -> int:
 # --- validation shared by both formats ---
 
 
+def _hx(where: str, x: object) -> object:
+    """A BMv2 JSON hex string as an int (other values pass, to be checked later)."""
+    if isinstance(x, str):
+        try:
+            return int(x, 16)
+        except ValueError:
+            raise UserError(f"{where}: expected a hex string, found {x!r}") from None
+    return x
+
+
 class _Loader:
     def __init__(self, prog: P4Program, path: str):
         self.prog = prog
@@ -211,6 +258,50 @@ class _Loader:
             n: TableEntries(n, [], t.default) for n, t in prog.tables.items()
         }
         self.seen: dict[str, dict[tuple, str]] = {n: {} for n in prog.tables}
+        for t in prog.tables.values():
+            for i, raw in enumerate(t.const_entries):
+                self.const_entry(t, i, raw)
+
+    def const_entry(self, t: TableSpec, i: int, raw: object) -> None:
+        """One of the program's own entries (BMv2 JSON ``entries``: hex
+        strings; ``priority`` in BMv2's convention, smaller wins)."""
+        where = f"{self.prog.path}: table {t.name} entries[{i}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("match_key"), list) or not isinstance(raw.get("action_entry"), dict):
+            raise UserError(f"{where}: expected an object with match_key and action_entry")
+        fields = match_fields(t)
+        mk = raw["match_key"]
+        if len(mk) != len(fields):
+            raise UserError(f"{where}: expected {len(fields)} match_key items, found {len(mk)}")
+        matches = {}
+        for (kf, _), m in zip(fields, mk):
+            if not isinstance(m, dict):
+                raise UserError(f"{where}: expected match_key items as objects")
+            mt = m.get("match_type")
+            if mt == "valid":
+                form, parts = "value", (int(bool(m.get("key"))),)
+            elif mt == "lpm":
+                form, parts = "lpm", (_hx(where, m.get("key")), m.get("prefix_length"))
+            elif mt == "ternary" or (mt == "optional" and "mask" in m):
+                form, parts = "ternary", (_hx(where, m.get("key")), _hx(where, m.get("mask")))
+            elif mt == "range":
+                form, parts = "range", (_hx(where, m.get("start")), _hx(where, m.get("end")))
+            else:
+                form, parts = "value", (_hx(where, m.get("key")),)
+            matches[kf.field] = self.match(where, t, kf, (form, parts))
+        ae = raw["action_entry"]
+        act = next((a for a in t.actions if a.id == ae.get("action_id")), None)
+        if act is None:
+            raise UserError(f"{where}: expected an action_id among the table's actions")
+        data = ae.get("action_data", [])
+        vals = [_hx(where, x) for x in data] if isinstance(data, list) else [None]
+        params = self.params(where, t, act, vals)
+        prio = None
+        if t.needs_priority:
+            p = raw.get("priority", i + 1)
+            prio = PRIO_MAX - p if isinstance(p, int) and 0 <= p < PRIO_MAX else self.priority(where, t, p, cli=True)
+        e = Entry(t.name, matches, act.name, params, prio, where)
+        self.out[t.name].entries.append(e)
+        self.seen[t.name][e.key()] = where
 
     def table(self, where: str, name: object) -> TableSpec:
         if not isinstance(name, str):
@@ -304,7 +395,7 @@ class _Loader:
 
     def priority(self, where: str, t: TableSpec, p: object, cli: bool) -> int | None:
         if not t.needs_priority:
-            if p is not None:
+            if p is not None and p != 0:  # P4Runtime writes 0 for "no priority"
                 raise UserError(f"{where}: table {t.name} ({t.match_type}) takes no priority, found {p}")
             return None
         if p is None:
@@ -329,6 +420,8 @@ class _Loader:
 
     def add(self, where: str, t: TableSpec, matches: dict[str, Match], a: ActionInfo, params: dict[str, int], prio,
             source: str | None = None):
+        if t.const_entries:
+            raise UserError(f"{where}: table {t.name} has const entries in the program and takes no others")
         e = Entry(t.name, matches, a.name, params, prio, source or where)
         k = e.key()
         first = self.seen[t.name].get(k)
@@ -352,10 +445,10 @@ class _Loader:
         return self.out
 
 
-def match_fields(t: TableSpec) -> list[tuple[KeyField, str]]:
+def match_fields(t: TableSpec) -> tuple[tuple[KeyField, str], ...]:
     """The key fields an entry gives a value for (selector fields are hashed,
     not matched), each with its P4Runtime name."""
-    return [(kf, nm) for kf, nm in zip(t.info.key, t.key_names) if kf.match != "selector"]
+    return t.match_fields
 
 
 def sort_entries(t: TableSpec, entries: list[Entry]) -> list[Entry]:
@@ -383,8 +476,83 @@ def _cli_token(tok: str) -> tuple:
     return ("value", (tok,))
 
 
+class _Profile:
+    """An action profile's members ((action, params), handle = index) and
+    groups (lists of member handles), as simple_switch_CLI numbers them."""
+
+    def __init__(self, name: str, table: TableSpec):
+        self.name = name
+        self.table = table  # a table using it: the actions members may run
+        self.members: list[tuple[ActionInfo, dict[str, int]]] = []
+        self.groups: list[list[int]] = []
+
+    def handle(self, where: str, tok: str, what: str) -> int:
+        n = len(self.members) if what == "member" else len(self.groups)
+        if not tok.isdigit() or int(tok) >= n:
+            raise UserError(f"{where}: expected a {what} handle of action profile {self.name} (0..{n - 1}), found {tok!r}")
+        return int(tok)
+
+    def action_of(self, where: str, kind: str, h: int) -> tuple[ActionInfo, dict[str, int]]:
+        if kind == "member":
+            return self.members[h]
+        if not self.groups[h]:
+            raise UserError(f"{where}: group {h} of action profile {self.name} has no members")
+        # A selector picks a member per packet by hash; entries keep the first
+        # member's action (all members of a group normally run the same action).
+        return self.members[self.groups[h][0]]
+
+
+def _split_match(where: str, t: TableSpec, rest: list[str], what: str) -> tuple[list[str], list[str]]:
+    if "=>" not in rest:
+        raise UserError(f"{where}: expected '=>' between the match fields and the {what}")
+    i = rest.index("=>")
+    mtoks, ptoks = rest[:i], rest[i + 1 :]
+    fields = match_fields(t)
+    if len(mtoks) != len(fields):
+        sig = ", ".join(f"{kf.field}:{kf.match}" for kf, _ in fields)
+        raise UserError(f"{where}: table {t.name} has {len(fields)} key fields ({sig}), found {len(mtoks)} match values")
+    return mtoks, ptoks
+
+
 def _load_cli(text: str, path: str, prog: P4Program) -> dict[str, TableEntries]:
     ld = _Loader(prog, path)
+    profiles: dict[str, _Profile] = {}
+    for t in prog.tables.values():
+        if t.action_profile and t.action_profile not in profiles:
+            profiles[t.action_profile] = _Profile(t.action_profile, t)
+
+    def profile_of_table(where: str, name: str) -> tuple[TableSpec, _Profile]:
+        t = ld.table(where, name)
+        if t.action_profile is None:
+            raise UserError(f"{where}: table {t.name} has no action profile (write its entries with table_add)")
+        return t, profiles[t.action_profile]
+
+    def profile(where: str, cmd: str, name: str) -> tuple[TableSpec, _Profile]:
+        if cmd.startswith("table_"):
+            return profile_of_table(where, name)
+        from synapse_vmt.p4.bmv2 import resolve_name
+
+        pr = resolve_name(name, profiles)
+        if pr is None:
+            known = ", ".join(profiles) or "none"
+            raise UserError(f"{where}: unknown action profile {name!r} (the program's: {known})")
+        return pr.table, pr
+
+    def matches_of(where, t, mtoks):
+        fields = match_fields(t)
+        return {kf.field: ld.match(where, t, kf, _cli_token(tok)) for (kf, _), tok in zip(fields, mtoks)}
+
+    def split_prio(where, t, ptoks, n_params, what):
+        """Pop the priority off the tokens after '=>' (tables that need one)."""
+        if t.needs_priority and len(ptoks) == n_params + 1:
+            return ptoks[:-1], ptoks[-1]
+        if t.needs_priority and len(ptoks) == n_params:
+            ld.priority(where, t, None, cli=True)  # raises: missing priority
+        if len(ptoks) != n_params:
+            raise UserError(f"{where}: expected {what} after '=>'" + (" and a priority" if t.needs_priority else "")
+                            + f", found {len(ptoks)} values")
+        return ptoks, None
+
     for ln, raw in enumerate(text.splitlines(), 1):
         where = f"{path}:{ln}"
         line = raw.split("#", 1)[0].strip()
@@ -394,39 +562,64 @@ def _load_cli(text: str, path: str, prog: P4Program) -> dict[str, TableEntries]:
         cmd, args = toks[0], toks[1:]
         if CLI_IGNORED.match(cmd):
             continue
-        if CLI_UNSUPPORTED.match(cmd):
-            raise UserError(f"{where}: {cmd} is not supported here; expected table_add or table_set_default")
         if cmd == "table_set_default":
             if len(args) < 2:
                 raise UserError(f"{where}: expected table_set_default TABLE ACTION PARAMS...")
             t = ld.table(where, args[0])
             a = ld.action(where, t, args[1])
             ld.set_default(where, t, a, ld.params(where, t, a, list(args[2:])))
-            continue
-        if cmd != "table_add":
+        elif cmd == "table_add":
+            if len(args) < 2:
+                raise UserError(f"{where}: expected table_add TABLE ACTION MATCH... => PARAMS... [PRIORITY]")
+            t = ld.table(where, args[0])
+            a = ld.action(where, t, args[1])
+            mtoks, ptoks = _split_match(where, t, args[2:], "action parameters")
+            prio = None
+            if t.needs_priority and len(ptoks) == len(a.params) + 1:
+                ptoks, prio = ptoks[:-1], ptoks[-1]
+            elif t.needs_priority and len(ptoks) == len(a.params):
+                ld.priority(where, t, None, cli=True)  # raises: missing priority
+            params = ld.params(where, t, a, list(ptoks))
+            ld.add(where, t, matches_of(where, t, mtoks), a, params, ld.priority(where, t, prio, cli=True))
+        elif cmd in ("table_indirect_create_member", "act_prof_create_member"):
+            if len(args) < 2:
+                raise UserError(f"{where}: expected {cmd} {'TABLE' if cmd.startswith('table') else 'PROFILE'} ACTION PARAMS...")
+            t, pr = profile(where, cmd, args[0])
+            a = ld.action(where, t, args[1])
+            pr.members.append((a, ld.params(where, t, a, list(args[2:]))))
+        elif cmd in ("table_indirect_create_group", "act_prof_create_group"):
+            if len(args) != 1:
+                raise UserError(f"{where}: expected {cmd} NAME")
+            profile(where, cmd, args[0])[1].groups.append([])
+        elif cmd in ("table_indirect_add_member_to_group", "act_prof_add_member_to_group"):
+            if len(args) != 3:
+                raise UserError(f"{where}: expected {cmd} NAME MEMBER GROUP")
+            pr = profile(where, cmd, args[0])[1]
+            m = pr.handle(where, args[1], "member")
+            g = pr.handle(where, args[2], "group")
+            if m not in pr.groups[g]:
+                pr.groups[g].append(m)
+        elif cmd in ("table_indirect_add", "table_indirect_add_with_group"):
+            kind = "group" if cmd.endswith("group") else "member"
+            if len(args) < 1:
+                raise UserError(f"{where}: expected {cmd} TABLE MATCH... => {kind.upper()} [PRIORITY]")
+            t, pr = profile_of_table(where, args[0])
+            mtoks, ptoks = _split_match(where, t, args[1:], f"{kind} handle")
+            ptoks, prio = split_prio(where, t, ptoks, 1, f"a {kind} handle")
+            a, params = pr.action_of(where, kind, pr.handle(where, ptoks[0], kind))
+            ld.add(where, t, matches_of(where, t, mtoks), a, dict(params), ld.priority(where, t, prio, cli=True))
+        elif cmd in ("table_indirect_set_default", "table_indirect_set_default_with_group"):
+            kind = "group" if cmd.endswith("group") else "member"
+            if len(args) != 2:
+                raise UserError(f"{where}: expected {cmd} TABLE {kind.upper()}")
+            t, pr = profile_of_table(where, args[0])
+            a, params = pr.action_of(where, kind, pr.handle(where, args[1], kind))
+            ld.set_default(where, t, a, dict(params))
+        elif CLI_UNSUPPORTED.match(cmd):
+            raise UserError(f"{where}: {cmd} is not supported here; expected table_add, table_set_default "
+                            "or the table_indirect_*/act_prof_* commands that create and use members and groups")
+        else:
             raise UserError(f"{where}: unknown command {cmd!r}; expected table_add or table_set_default")
-        if len(args) < 2:
-            raise UserError(f"{where}: expected table_add TABLE ACTION MATCH... => PARAMS... [PRIORITY]")
-        t = ld.table(where, args[0])
-        a = ld.action(where, t, args[1])
-        rest = args[2:]
-        if "=>" not in rest:
-            raise UserError(f"{where}: expected '=>' between the match fields and the action parameters")
-        i = rest.index("=>")
-        mtoks, ptoks = rest[:i], rest[i + 1 :]
-        fields = match_fields(t)
-        if len(mtoks) != len(fields):
-            sig = ", ".join(f"{kf.field}:{kf.match}" for kf, _ in fields)
-            raise UserError(f"{where}: table {t.name} has {len(fields)} key fields ({sig}), found {len(mtoks)} match values")
-        prio = None
-        if t.needs_priority and len(ptoks) == len(a.params) + 1:
-            prio = ptoks[-1]
-            ptoks = ptoks[:-1]
-        elif t.needs_priority and len(ptoks) == len(a.params):
-            ld.priority(where, t, None, cli=True)  # raises: missing priority
-        params = ld.params(where, t, a, list(ptoks))
-        matches = {kf.field: ld.match(where, t, kf, _cli_token(tok)) for (kf, _), tok in zip(fields, mtoks)}
-        ld.add(where, t, matches, a, params, ld.priority(where, t, prio, cli=True))
     return ld.finish()
 
 
@@ -552,15 +745,66 @@ def format_match(m: Match, kf: KeyField) -> str:
     return format_value(m.value, w, n)
 
 
-def format_cli(t: TableSpec, entries: list[Entry]) -> list[str]:
-    """``table_add`` lines for ``entries`` of table ``t`` (CLI priorities:
-    smaller wins, i.e. ``PRIO_MAX - priority``)."""
+def format_cli(t: TableSpec, entries: list[Entry], members: dict[str, dict[tuple, int]] | None = None) -> list[str]:
+    """simple_switch_CLI lines for ``entries`` of table ``t`` (CLI priorities:
+    smaller wins, i.e. ``PRIO_MAX - priority``). A table behind an action
+    profile gets ``table_indirect_create_member`` (one member per distinct
+    action and parameters, shared across the profile's tables through
+    ``members``: profile -> {(action, params): handle}) and
+    ``table_indirect_add`` lines, as BMv2 requires; others ``table_add``."""
     lines = []
+    prof = None
+    if t.action_profile is not None:
+        prof = (members if members is not None else {}).setdefault(t.action_profile, {})
     for e in entries:
         a = t.action(e.action)
         assert a is not None
         ms = " ".join(format_match(e.matches[kf.field], kf) for kf, _ in match_fields(t))
         ps = " ".join(format_value(e.params[p.name], p.width, p.name) for p in a.params)
         pr = f" {PRIO_MAX - e.priority}" if e.priority is not None else ""
-        lines.append(f"table_add {t.name} {a.name} {ms} =>{' ' + ps if ps else ''}{pr}")
+        if prof is None:
+            lines.append(f"table_add {t.name} {a.name} {ms} =>{' ' + ps if ps else ''}{pr}")
+            continue
+        key = (a.name, tuple(e.params[p.name] for p in a.params))
+        if key not in prof:
+            prof[key] = len(prof)
+            lines.append(f"table_indirect_create_member {t.name} {a.name}{' ' + ps if ps else ''}")
+        lines.append(f"table_indirect_add {t.name} {ms} => {prof[key]}{pr}")
     return lines
+
+
+def _json_value(v: int, width: int, name: str) -> int | str:
+    s = format_value(v, width, name)
+    return int(s) if s.isdigit() else s
+
+
+def format_json(t: TableSpec, entries: list[Entry]) -> list[dict]:
+    """``table_entries`` items (the tutorials' runtime JSON) for ``entries``
+    of table ``t``: fields by their P4Runtime names, addresses as strings,
+    priorities as stored (P4Runtime: larger wins). Indirect tables are
+    written as direct entries (the format has no action profiles)."""
+    out = []
+    for e in entries:
+        a = t.action(e.action)
+        assert a is not None
+        match: dict[str, object] = {}
+        for kf, nm in match_fields(t):
+            m = e.matches[kf.field]
+            w, f = kf.width, kf.field
+            if m.kind == "lpm":
+                if m.prefix_len:
+                    match[nm] = [_json_value(m.value, w, f), m.prefix_len]
+            elif m.kind in ("ternary", "optional"):
+                if m.mask:
+                    match[nm] = [_json_value(m.value, w, f), _json_value(m.mask, w, f)] if m.kind == "ternary" else m.value
+            elif m.kind == "range":
+                if (m.lo, m.hi) != (0, _full(w)):
+                    match[nm] = [m.lo, m.hi]
+            else:
+                match[nm] = _json_value(m.value, w, f)
+        item: dict[str, object] = {"table": t.name, "match": match, "action_name": a.name,
+                                   "action_params": {p.name: _json_value(e.params[p.name], p.width, p.name) for p in a.params}}
+        if e.priority is not None:
+            item["priority"] = e.priority
+        out.append(item)
+    return out

@@ -234,6 +234,21 @@ class _Gen:
         return self.rng.randint(0, min(_full(width), 4095))
 
 
+def _invalid_headers_zero(ms: dict[str, Match], fields) -> dict[str, Match]:
+    """An entry that matches a header as invalid (``h.$valid$`` == 0) matches
+    its fields as BMv2 reads them then: 0 (exact) or anything (others)."""
+    invalid = {f.rsplit(".", 1)[0] for f, m in ms.items() if f.endswith(".$valid$") and m.value == 0 and m.mask != 0}
+    if not invalid:
+        return ms
+    out = {}
+    for kf, _ in fields:
+        m = ms[kf.field]
+        if kf.field.rsplit(".", 1)[0] in invalid and not kf.field.endswith(".$valid$"):
+            m = Match("exact", 0) if m.kind == "exact" else wildcard(kf)
+        out[kf.field] = m
+    return out
+
+
 def key_space(t: TableSpec) -> int | None:
     """How many distinct keys an exact-only table can hold (None: effectively unbounded)."""
     if t.match_type != "exact":
@@ -244,7 +259,10 @@ def key_space(t: TableSpec) -> int | None:
 
 def gen_table(t: TableSpec, count: int, seed: int) -> list[Entry]:
     """Up to ``count`` distinct entries for table ``t`` (fewer if max_size or
-    the key space is smaller), in match order."""
+    the key space is smaller; none if the program has const entries for it),
+    in match order."""
+    if t.const_entries:  # the program fixes this table's entries
+        return []
     n = count
     if t.info.max_size:
         n = min(n, t.info.max_size)
@@ -258,7 +276,7 @@ def gen_table(t: TableSpec, count: int, seed: int) -> list[Entry]:
     budget = 50 * n + 1000
     while len(drafts) < n and budget > 0:
         budget -= 1
-        ms = {kf.field: g.match(kf) for kf, _ in fields}
+        ms = _invalid_headers_zero({kf.field: g.match(kf) for kf, _ in fields}, fields)
         k = tuple(m.key() for m in ms.values())
         if k in seen:
             continue
