@@ -760,3 +760,26 @@ def test_frame_cache_replays_synthesized_fields():
     a, b = prog.run(pk, router_entries()), prog.run(pk, router_entries(), frame_cache=0)
     assert a.synthesized_fields == b.synthesized_fields == {"scalars.color": 90}
     assert a.step_keys == b.step_keys and a.step_entry.tolist() == b.step_entry.tolist()
+
+
+def test_const_entries_of_the_program_are_used(tmp_path):
+    """A table with const entries in the JSON (BMv2 'entries') matches them with no entries file (CLI)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from synapse_vmt.cli import main
+
+    doc = json.loads((DATA / "router.json").read_text())
+    lpm = doc["pipelines"][0]["tables"][2]
+    assert lpm["name"] == L
+    lpm["entries"] = [{"match_key": [{"match_type": "lpm", "key": "0x0a000000", "prefix_length": 8}],
+                       "action_entry": {"action_id": 1, "action_data": ["0x7", "0x4"]}, "priority": 1}]
+    prog_path = tmp_path / "const.json"
+    prog_path.write_text(json.dumps(doc))
+    pcap = tmp_path / "a.pcap"
+    _write_pcap(pcap, [PACKETS[2][0], PACKETS[3][0]])
+    r = CliRunner().invoke(main, ["p4", "interp", str(prog_path), "--pcap", str(pcap), "--json"])
+    assert r.exit_code == 0, r.output
+    # 10.9.9.9 hits the const 10/8 entry (ttl 1 -> 0: dropped by the conditional); 11.0.0.1 misses
+    assert json.loads(r.output)["tables"][L] == {"lookups": 2, "matched": 1, "actions": {"MyIngress.set_nhop": 1, "MyIngress.drop": 1}}

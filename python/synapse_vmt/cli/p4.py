@@ -134,11 +134,12 @@ def interp_cmd(program: str, pcap: str, entries_file: str | None, ingress_port: 
     from synapse_vmt.p4.parser import read_packets
 
     prog = Program.load(program)
-    got = {}
-    if entries_file:
-        from synapse_vmt.p4.entries import load_entries
+    import os
 
-        got = load_entries(entries_file, program)
+    from synapse_vmt.p4.entries import load_entries
+
+    # no file: still the program's own const entries and default actions
+    got = load_entries(entries_file or os.devnull, program)
     packets = list(read_packets(pcap))
     t0 = time.process_time()
     trace = prog.run(packets, got, seed=seed, ingress_port=ingress_port)
