@@ -20,8 +20,9 @@ Per packet:
    ``standard_metadata.ingress_port`` is a constant (``ingress_port``), and
    ``packet_length`` the frame length;
 2. each pipeline runs in order (ingress, then egress) from its
-   ``init_table``: a table builds its key from the PHV (an invalid header's
-   fields read 0, a ``$valid$``/``valid`` key reads the validity bit), finds
+   ``init_table``: a table builds its key from the PHV (a field of an invalid
+   header is keyed as 0, a ``$valid$``/``valid`` key reads the validity bit;
+   conditionals and actions read a removed header's last values, as BMv2), finds
    the first matching entry of its :class:`TableEntries` (index 0 wins; a miss
    runs the default entry — the entries file's, else the program's), runs the
    action's primitives with the entry's action data, and goes on where the
@@ -35,7 +36,7 @@ Per packet:
 What cannot be computed is named, never fatal:
 
 - ``synthesized_fields``: a key field written by an unsupported primitive or
-  extern (meters, hashes, registers, random): when a table keys on it, its
+  extern (hashes, registers, random; or copied from one): when a table keys on it, its
   value is drawn per flow (a hash of the table's other key values and the
   seed) from that table's entries, written into the PHV, and counted by name;
 - ``fallback_branches``: a conditional whose expression cannot be evaluated
