@@ -275,7 +275,9 @@ def _rand_expr(rng, depth):
             return {"type": "field", "value": ["h", rng.choice("abc")]}
         if k == 1:
             return {"type": "runtime_data", "value": rng.randrange(2)}
-        return {"type": "hexstr", "value": hex(rng.randrange(0, 40))}
+        # small values, masks that may or may not cover an operand, and negative constants
+        return {"type": "hexstr", "value": hex(rng.choice([rng.randrange(0, 40), 0xFF, 0xFFFF, 0x0FF0, 0xFFFFFFFF,
+                                                            (1 << 64) - 1, 7, -rng.randrange(1, 9)]))}
     op = rng.choice(["+", "-", "*", "&", "|", "^", "<<", ">>", "~", "?:", "cmp"])
     if op == "~":
         return {"type": "expression", "value": {"op": "~", "left": None, "right": _rand_expr(rng, depth - 1)}}
@@ -297,7 +299,7 @@ def test_compiled_expressions_match_tree_evaluator():
     cg = Codegen(phv)
     rng = random.Random(11)
     dst = phv.slot[("h", "b")]
-    for _ in range(300):
+    for _ in range(1500):
         e = _rand_expr(rng, 4)
         src = cg.assign(dst, cg.expr(e))
         ns: dict = {}

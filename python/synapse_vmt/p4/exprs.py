@@ -185,6 +185,9 @@ class Codegen:
         self.synth_slots: set[int] = set()
         self.deps: list[tuple[int, frozenset[int]]] = []
         self.maybe_synth = maybe_synth
+        # generated source -> an int whose set bits cover every bit the value
+        # can have (known non-negative): lets redundant masks be left out
+        self.bound: dict[str, int] = {}
 
     def tainted_closure(self) -> set[int]:
         """Slots that may hold a synthesized value: the externs' outputs and whatever is assigned from them."""
@@ -210,9 +213,11 @@ class Codegen:
             raise Unsupported(f"expression {e!r}")
         t, v = e.get("type"), e.get("value")
         if t == "field":
-            return f"p[{self.phv.field_slot(v)}]"
+            slot = self.phv.field_slot(v)
+            return self._bounded(f"p[{slot}]", (1 << self.phv.widths[slot]) - 1 if self.phv.widths[slot] else None)
         if t == "hexstr":
-            return str(_hex(v))
+            c = _hex(v)
+            return self._bounded(str(c), c if c >= 0 else None)
         if t == "bool":
             return "True" if v else "False"
         if t in ("runtime_data", "local"):
@@ -223,15 +228,51 @@ class Codegen:
             if not parser:
                 raise Unsupported("lookahead outside the parser")
             off, w = v
-            return f"_look(buf, pos, {int(off)}, {int(w)})"
+            return self._bounded(f"_look(buf, pos, {int(off)}, {int(w)})", (1 << int(w)) - 1)
         if t == "stack_field":
             stack, fname = v
-            return f"p[{self.stack_field(stack, fname)}[p[{self.phv.stack_next[stack]}] - 1]]"
+            w = self.phv.widths[self.phv.field_slot([self.phv.stacks[stack][0], fname])] if self.phv.stacks.get(stack) else 0
+            src = f"p[{self.stack_field(stack, fname)}[p[{self.phv.stack_next[stack]}] - 1]]"
+            return self._bounded(src, (1 << w) - 1 if w else None)
         if t == "expression":
             if isinstance(v, dict) and "op" in v:
                 return self.op(v, parser)
             return self.expr(v, parser)
         raise Unsupported(f"operand type {t!r}")
+
+    def _bounded(self, src: str, bound: int | None) -> str:
+        if bound is not None:
+            self.bound[src] = bound
+        return src
+
+    def _bits(self, left: str, op: str, right: str) -> str:
+        """``left op right`` for a bitwise/shift/add op, with redundant masks left out."""
+        bl, br = self.bound.get(left), self.bound.get(right)
+        if op == "&":
+            # x & c with c covering every bit x can have is x
+            if br is not None and right.isdigit() and bl is not None and bl & ~br == 0:
+                return left
+            if bl is not None and left.isdigit() and br is not None and br & ~bl == 0:
+                return right
+            known = [b for b in (bl, br) if b is not None]
+            bound = None
+            if known:
+                bound = known[0] if len(known) == 1 else known[0] & known[1]
+            return self._bounded(f"({left} & {right})", bound)
+        src = f"({left} {_BIN[op]} {right})"
+        bound = None
+        if bl is not None and br is not None:
+            if op == "|":
+                bound = bl | br
+            elif op == "^":
+                bound = (1 << max(bl.bit_length(), br.bit_length())) - 1
+            elif op == "+":
+                bound = (1 << (bl + br).bit_length()) - 1
+            elif op == ">>" and right.isdigit():
+                bound = bl >> int(right)
+            elif op == "<<" and right.isdigit():
+                bound = bl << int(right)
+        return self._bounded(src, bound)
 
     def stack_field(self, stack: str, fname: str) -> str:
         if stack not in self.phv.stacks:
@@ -245,6 +286,8 @@ class Codegen:
         def sub(x: object) -> str:
             return self.expr(x, parser)
 
+        if op in ("&", "|", "^", "+", ">>", "<<"):
+            return self._bits(sub(left), op, sub(right))
         if op in _BIN:
             return f"({sub(left)} {_BIN[op]} {sub(right)})"
         if op in _CMP:
@@ -258,13 +301,15 @@ class Codegen:
         if op == "d2b":
             return f"({sub(right)} != 0)"
         if op == "b2d":
-            return f"(1 if {sub(right)} else 0)"
+            return self._bounded(f"(1 if {sub(right)} else 0)", 1)
         if op == "valid":
             if isinstance(right, dict) and right.get("type") == "header":
                 return f"(p[{self.phv.header(right.get('value')).valid}] != 0)"
             raise Unsupported("valid() of a non-header")
         if op == "?:":
-            return f"({sub(left)} if {sub(node.get('cond'))} else {sub(right)})"
+            lt, rt = sub(left), sub(right)
+            bl, br = self.bound.get(lt), self.bound.get(rt)
+            return self._bounded(f"({lt} if {sub(node.get('cond'))} else {rt})", bl | br if bl is not None and br is not None else None)
         if op in ("two_comp_mod", "sat_cast", "usat_cast"):
             fn = {"two_comp_mod": "_tcm", "sat_cast": "_sat", "usat_cast": "_usat"}[op]
             return f"{fn}({sub(left)}, {sub(right)})"
@@ -277,7 +322,13 @@ class Codegen:
     # ---- primitives --------------------------------------------------
     def assign(self, slot: int, src: str) -> str:
         w = self.phv.widths[slot]
-        return f"p[{slot}] = {src} & {(1 << w) - 1}" if w else f"p[{slot}] = {src}"
+        if not w:
+            return f"p[{slot}] = {src}"
+        m = (1 << w) - 1
+        b = self.bound.get(src)
+        if b is not None and b & ~m == 0:  # already within the field's width
+            return f"p[{slot}] = {src}"
+        return f"p[{slot}] = {src} & {m}"
 
     def assign_lines(self, slot: int, src: str) -> list[str]:
         """``assign`` plus, where a source may be synthesized, carrying the mark to ``slot``."""
