@@ -179,3 +179,27 @@ def test_local_pool_and_ray_give_the_same_parquet_bit_for_bit(tmp_path):
     assert a == (tmp_path / "ray" / "results.parquet").read_bytes()
     t = pq.read_table(tmp_path / "pool" / "results.parquet")
     assert t.num_rows == 20 and t["error"].null_count == 20
+
+
+def test_mean_ci_is_the_student_t_interval():
+    m, lo, hi = sw.mean_ci([1, 2, 3, 4, 5])
+    h = 2.7764451051977987 * (2.5 ** 0.5) / 5 ** 0.5  # t(0.975, 4 dof) · s / √n
+    assert m == 3 and lo == pytest.approx(3 - h) and hi == pytest.approx(3 + h)
+    assert sw.mean_ci([4.0]) == (4.0, 4.0, 4.0)
+
+
+def test_fig10_samples_through_the_sweep_equal_the_in_process_ones(tmp_path):
+    import numpy as np
+
+    from synapse_vmt.figures import fig10
+    from synapse_vmt.figures.simexp import Setup, collect, core_factory
+
+    setup = Setup(rules=50)
+    per = fig10.sweep_samples(setup, [400], 120_000.0, 50_000.0, [2], tmp_path, workers=2)
+    for n in fig10.PMU_COUNTS:
+        want = collect(lambda c: core_factory({**c, "seed": 2}), setup, n, 400, 120_000.0, 50_000.0)
+        got = per[2][(n, 400)]
+        assert len(want) > 3
+        np.testing.assert_array_equal(got.load_mpps, want.load_mpps)
+        np.testing.assert_array_equal(got.throughput_mpps, want.throughput_mpps)
+        np.testing.assert_array_equal(got.pmus, want.pmus)
