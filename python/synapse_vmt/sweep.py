@@ -37,6 +37,7 @@ gives the same file, bit for bit, on a local pool or on Ray.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -386,12 +387,13 @@ def _ray_init(address: str, workers: int | None):
 
 
 def run(grid: Grid, out: str | Path, workers: int | None = None, ray: str | None = None, quiet: bool = False,
-        on_point: Callable[[Point, dict], None] | None = None) -> dict[str, Any]:
+        on_point: Callable[[Point, dict], None] | None = None, pool: ProcessPoolExecutor | None = None) -> dict[str, Any]:
     """Runs every unfinished point of ``grid`` and writes ``out/results.parquet``.
 
     ``workers``: processes of the local pool (default: every core; 1 runs in
     this process). ``ray``: ``"auto"`` (a running cluster), an address, or
-    ``"local"`` (start a local Ray instance with ``workers`` CPUs). Returns
+    ``"local"`` (start a local Ray instance with ``workers`` CPUs). ``pool``:
+    an already started process pool to use instead (``workers`` is then ignored). Returns
     ``{"ran", "skipped", "failed", "points", "wall_s", "results"}``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -422,11 +424,11 @@ def run(grid: Grid, out: str | Path, workers: int | None = None, ray: str | None
                 ready, _ = r.wait(list(refs), num_returns=1)
                 for ref in ready:
                     done(refs.pop(ref), r.get(ref))
-        elif (workers or default_workers()) == 1 or len(pending) <= 1:
+        elif pool is None and ((workers or default_workers()) == 1 or len(pending) <= 1):
             for p in pending:
                 done(p, simulate(p.config, grid.windows))
         else:
-            with _pool(workers or default_workers()) as ex:
+            with contextlib.nullcontext(pool) if pool else _pool(workers or default_workers()) as ex:
                 futs = {ex.submit(simulate, p.config, grid.windows): p for p in pending}
                 while futs:
                     ready, _ = wait(list(futs), return_when=FIRST_COMPLETED)
@@ -539,3 +541,48 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
         return (m, m, m)
     h = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
     return (m, m - h, m + h)
+
+
+# ---------------------------------------------------------------- scaling
+
+
+def bench(grid: Grid, out: str | Path, workers: int = 2, quiet: bool = True) -> dict[str, Any]:
+    """Points per second on ``grid`` with 1 and ``workers`` local processes and
+    on a local Ray instance with ``workers`` CPUs, each on a fresh directory.
+    Workers are started and warmed up (imports, a tiny simulation each)
+    before the clock starts: that start-up is reported apart, as ``start_s``.
+    Also checks that the three ``results.parquet`` are identical."""
+    import shutil
+
+    out = Path(out)
+    tiny = build_grid([{}], fixed={"duration_ns": 20_000, "tables.0.rules.generate.count": 20, "traffic.flows": 50},
+                      seeds=[1]).points[0].config
+    runs: list[dict[str, Any]] = []
+
+    def timed(name: str, d: Path, start_s: float, **kw) -> None:
+        shutil.rmtree(d, ignore_errors=True)
+        r = run(grid, d, quiet=quiet, **kw)
+        runs.append({"run": name, "workers": kw.get("workers") or kw["pool"]._max_workers, "points": len(grid.points),
+                     "wall_s": r["wall_s"], "points_per_s": len(grid.points) / r["wall_s"], "start_s": start_s,
+                     "failed": r["failed"], "results": (d / "results.parquet").read_bytes()})
+
+    for w in sorted({1, workers}):
+        t0 = time.perf_counter()
+        with _pool(w) as ex:
+            list(ex.map(simulate, [tiny] * (2 * w)))  # start every worker and import everything
+            timed(f"{w} local worker{'s' if w > 1 else ''}", out / f"pool-{w}", time.perf_counter() - t0, pool=ex)
+    t0 = time.perf_counter()
+    r = _ray_init("local", workers)
+    try:
+        task = r.remote(num_cpus=1)(simulate)
+        r.get([task.remote(tiny) for _ in range(2 * workers)])
+        timed(f"Ray local, {workers} CPUs", out / "ray", time.perf_counter() - t0, ray="local", workers=workers)
+    finally:
+        r.shutdown()
+    base = runs[0]["points_per_s"]
+    for x in runs:
+        x["ratio_to_1_worker"] = x["points_per_s"] / base
+    same = all(x["results"] == runs[0]["results"] for x in runs)
+    for x in runs:
+        del x["results"]
+    return {"points": len(grid.points), "identical_results": same, "runs": runs}
