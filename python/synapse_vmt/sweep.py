@@ -419,8 +419,16 @@ def run(grid: Grid, out: str | Path, workers: int | None = None, ray: str | None
         if ray is not None:
             r = _ray_init(ray, workers)
             task = r.remote(num_cpus=1)(simulate)
-            refs = {task.remote(p.config, grid.windows): p for p in pending}
-            while refs:
+            # A bounded number in flight: the driver holds a few refs per CPU
+            # of the cluster, not one per point of a million-point sweep.
+            window = max(2, 2 * int(r.cluster_resources().get("CPU", 1)))
+            queue = iter(pending)
+            refs: dict = {}
+            while True:
+                for p in itertools.islice(queue, window - len(refs)):
+                    refs[task.remote(p.config, grid.windows)] = p
+                if not refs:
+                    break
                 ready, _ = r.wait(list(refs), num_returns=1)
                 for ref in ready:
                     done(refs.pop(ref), r.get(ref))
@@ -546,43 +554,50 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
 # ---------------------------------------------------------------- scaling
 
 
-def bench(grid: Grid, out: str | Path, workers: int = 2, quiet: bool = True) -> dict[str, Any]:
+def bench(grid: Grid, out: str | Path, workers: int = 2, rounds: int = 3, quiet: bool = True) -> dict[str, Any]:
     """Points per second on ``grid`` with 1 and ``workers`` local processes and
-    on a local Ray instance with ``workers`` CPUs, each on a fresh directory.
-    Workers are started and warmed up (imports, a tiny simulation each)
-    before the clock starts: that start-up is reported apart, as ``start_s``.
-    Also checks that the three ``results.parquet`` are identical."""
+    on a local Ray instance with ``workers`` CPUs. All three are started and
+    warmed up (imports, a tiny simulation per worker) first, their start-up
+    timed apart; then ``rounds`` rounds run the grid on each in turn, on a
+    fresh directory each time, so that a burst of other load on the machine
+    hits all three alike; the median round counts. Also checks that every
+    ``results.parquet`` is identical."""
     import shutil
+    import statistics
 
     out = Path(out)
     tiny = build_grid([{}], fixed={"duration_ns": 20_000, "tables.0.rules.generate.count": 20, "traffic.flows": 50},
                       seeds=[1]).points[0].config
-    runs: list[dict[str, Any]] = []
-
-    def timed(name: str, d: Path, start_s: float, **kw) -> None:
-        shutil.rmtree(d, ignore_errors=True)
-        r = run(grid, d, quiet=quiet, **kw)
-        runs.append({"run": name, "workers": kw.get("workers") or kw["pool"]._max_workers, "points": len(grid.points),
-                     "wall_s": r["wall_s"], "points_per_s": len(grid.points) / r["wall_s"], "start_s": start_s,
-                     "failed": r["failed"], "results": (d / "results.parquet").read_bytes()})
-
-    for w in sorted({1, workers}):
-        t0 = time.perf_counter()
-        with _pool(w) as ex:
+    with contextlib.ExitStack() as stack:
+        setups: list[tuple[str, dict[str, Any], float]] = []
+        for w in sorted({1, workers}):
+            t0 = time.perf_counter()
+            ex = stack.enter_context(_pool(w))
             list(ex.map(simulate, [tiny] * (2 * w)))  # start every worker and import everything
-            timed(f"{w} local worker{'s' if w > 1 else ''}", out / f"pool-{w}", time.perf_counter() - t0, pool=ex)
-    t0 = time.perf_counter()
-    r = _ray_init("local", workers)
-    try:
+            setups.append((f"{w} local worker{'s' if w > 1 else ''}", {"pool": ex}, time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        r = _ray_init("local", workers)
+        stack.callback(r.shutdown)
         task = r.remote(num_cpus=1)(simulate)
         r.get([task.remote(tiny) for _ in range(2 * workers)])
-        timed(f"Ray local, {workers} CPUs", out / "ray", time.perf_counter() - t0, ray="local", workers=workers)
-    finally:
-        r.shutdown()
-    base = runs[0]["points_per_s"]
+        setups.append((f"Ray local, {workers} CPUs", {"ray": "local", "workers": workers}, time.perf_counter() - t0))
+        walls: dict[str, list[float]] = {name: [] for name, _, _ in setups}
+        files = []
+        for k in range(rounds):
+            for j, (name, kw, _) in enumerate(setups):
+                d = out / f"run{j}"
+                shutil.rmtree(d, ignore_errors=True)
+                res = run(grid, d, quiet=quiet, **kw)
+                if res["failed"]:
+                    raise RuntimeError(f"{name}: {res['failed']} points failed (see {d}/points)")
+                walls[name].append(res["wall_s"])
+                files.append((d / "results.parquet").read_bytes())
+    runs = []
+    for (name, kw, start), w in zip(setups, walls.values()):
+        med = statistics.median(w)
+        runs.append({"run": name, "workers": kw.get("workers") or kw["pool"]._max_workers, "wall_s": med,
+                     "wall_s_rounds": w, "points_per_s": len(grid.points) / med, "start_s": start})
     for x in runs:
-        x["ratio_to_1_worker"] = x["points_per_s"] / base
-    same = all(x["results"] == runs[0]["results"] for x in runs)
-    for x in runs:
-        del x["results"]
-    return {"points": len(grid.points), "identical_results": same, "runs": runs}
+        x["ratio_to_1_worker"] = x["points_per_s"] / runs[0]["points_per_s"]
+    return {"points": len(grid.points), "rounds": rounds, "identical_results": all(f == files[0] for f in files),
+            "runs": runs}

@@ -60,7 +60,8 @@ BENCH_SEEDS = list(range(1, 9))
 
 def _bench(out: Path, grid: str | None, quiet: bool) -> None:
     """Points/s with 1 and 2 local workers and on local Ray with 2 CPUs (warm
-    workers), their ratio to one worker, and whether the results agree."""
+    workers, median of 3 interleaved rounds), their ratio to one worker, and
+    whether the results agree."""
     import json
     import os
     import platform
@@ -78,7 +79,8 @@ def _bench(out: Path, grid: str | None, quiet: bool) -> None:
                f"{res['load_average_after']:.1f} after; "
                f"results identical: {res['identical_results']}")
     for x in res["runs"]:
-        click.echo(f"  {x['run']:<18} {x['points_per_s']:6.3f} points/s  ({x['wall_s']:5.1f} s, start-up {x['start_s']:4.1f} s)"
+        rounds = ", ".join(f"{w:.1f}" for w in x["wall_s_rounds"])
+        click.echo(f"  {x['run']:<18} {x['points_per_s']:6.3f} points/s  (median of {rounds} s; start-up {x['start_s']:4.1f} s)"
                    f"  {x['ratio_to_1_worker']:5.2f}x one worker")
     click.echo(f"wrote {out / 'bench.json'}")
 
