@@ -69,6 +69,8 @@ def test_points_list_and_grid_combine_and_the_base_scenario_counts(tmp_path):
     "text, line, message",
     [
         ('seeds = [1]\nsed = 3\n', 2, "sed: unknown key"),
+        ('seeds = [1]\n\n[sweep]\nx = 1\n', 3, "sweep: unknown key"),
+        ('[grid.pmus]\ncount = [2, 4]\nblok = [1]\n', 3, "pmus.blok = 1: pmus.blok: unknown key"),
         ('seeds = [1]\n[grid]\n"pmus.count" = [2, 4\n', 3, ""),
         ('seeds = [1]\n[grid]\n"pmus.count" = [2, 4]\n"pmus.cout" = [1]\n', 4, "pmus.cout = 1: pmus.cout: unknown key"),
         ('[grid]\n"pmus.count" = [2, "many"]\n', 2, 'pmus.count = "many": pmus.count'),
@@ -155,6 +157,16 @@ def test_cli_sweep_writes_results_and_exits_1_on_a_failed_point(tmp_path):
     assert "2 points: ran 2" in r.stdout
     t = pq.read_table(tmp_path / "out" / "results.parquet")
     assert t.num_rows == 2 and t["seed"].to_pylist() == [1, 2]
+    # A rules file that is not there passes validation (paths are the
+    # simulator's to open) and fails its point only; `rules` is replaced whole.
+    (tmp_path / "g.toml").write_text(
+        GRID.replace('"pmus.block_size" = [64, 256]', "").replace("seeds = [1, 2]", "seeds = [1]")
+        + f'[[points]]\ntables.0.rules = {{ path = "{tmp_path / "nope.txt"}" }}\n[[points]]\n"pmus.block_size" = 64\n')
+    r = _cli("sweep", str(tmp_path / "g.toml"), "-o", str(tmp_path / "out2"), "-w", "2")
+    assert r.returncode == 1, r.stderr
+    rows = pq.read_table(tmp_path / "out2" / "results.parquet").to_pylist()
+    assert len(rows) == 4 and [x["error"] is None for x in rows] == [False, False, True, True]
+    assert "nope.txt" in rows[0]["error"] and "nope.txt" in r.stderr
 
 
 

@@ -103,12 +103,17 @@ def toml_literal(v: Any) -> str:
     raise TypeError(f"no TOML literal for {type(v).__name__}")
 
 
+#: Tables an override replaces whole rather than key by key: a table's rules
+#: are either generated or a file, so ``{path = ...}`` must replace ``generate``.
+WHOLE = ("rules",)
+
+
 def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     """``{"pmus": {"count": 2}}`` (TOML's bare dotted keys) → ``{"pmus.count": 2}``."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
-        if isinstance(v, dict):
+        if isinstance(v, dict) and k not in WHOLE:
             out.update(_flatten(v, key + "."))
         else:
             out[key] = v
@@ -146,7 +151,7 @@ class _Lines:
             for i in range(first, min(last, len(self.lines)) + 1):
                 if rx.search(self.lines[i - 1]):
                     return i
-        return first
+        return next((i for i, h in self.headers if h == dotted), first)  # a [table] of that name
 
 
 def _scenario_source(base: str | None) -> str:
@@ -196,7 +201,6 @@ def load_grid(path: str | Path) -> Grid:
     for k, vs in grid.items():
         if not isinstance(vs, list) or not vs:
             raise fail(where.key(k, "grid"), f"grid.{k}: expected a non-empty list of values")
-    lines: dict[tuple[str, int], tuple[str, int]] = {}  # for errors: (key, point) → (section, nth)
     listed = [_flatten(p) for p in points] or [{}]
     combos = [dict(zip(grid, vs)) for vs in itertools.product(*grid.values())] if grid else [{}]
     for k in grid:
@@ -246,14 +250,13 @@ def build_grid(rows: Iterable[tuple[int, dict[str, Any]] | dict[str, Any]], fixe
     if keys is None:
         keys = list(dict.fromkeys(k for _, r in rows for k in r))
     base = _scenario_source(scenario)
-    if seeds is None:
-        seeds = [load(scenario, [f"{k}={toml_literal(v)}" for k, v in fixed.items()]).seed]
+    load(scenario)  # the base scenario's own errors name its file, not the grid
     points: list[Point] = []
     for i, r in rows:
         ovr = {**fixed, **r}
         strs = [f"{k}={toml_literal(v)}" for k, v in ovr.items()]
         try:
-            load(scenario, strs)
+            scn = load(scenario, strs)
         except UserError as e:
             # The first override whose addition breaks the scenario is the one to blame.
             bad = next(iter(ovr), "")
@@ -267,8 +270,9 @@ def build_grid(rows: Iterable[tuple[int, dict[str, Any]] | dict[str, Any]], fixe
             if line_of is None:
                 raise UserError(f"{source}: {bad} = {toml_literal(ovr[bad]) if bad in ovr else ''}: {msg}") from None
             raise _PointError(line_of(bad, i), f"{bad} = {toml_literal(ovr[bad]) if bad in ovr else ''}: {msg}") from None
-        for s in seeds:
-            cfg = load(scenario, [*strs, f"seed={s}"]).sim_config()
+        cfg0 = scn.sim_config()
+        for s in ([scn.seed] if seeds is None else seeds):
+            cfg = {**cfg0, "seed": s}  # a validated int: as --set seed=s would give
             pid = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
             points.append(Point({k: r.get(k) for k in keys}, s, cfg, pid))
     return Grid(points, keys, windows, source)
