@@ -6,6 +6,7 @@
 
 use pyo3::prelude::*;
 
+mod hwmodel;
 mod rules;
 mod traffic;
 mod sim;
@@ -22,5 +23,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rules::register(m)?;
     traffic::register(m)?;
     sim::register(m)?;
+    hwmodel::register(m)?;
     Ok(())
 }
