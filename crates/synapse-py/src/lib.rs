@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod cost;
+mod hwmodel;
 mod rules;
 mod sim;
 mod traffic;
@@ -24,5 +25,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     traffic::register(m)?;
     sim::register(m)?;
     cost::register(m)?;
+    hwmodel::register(m)?;
     Ok(())
 }
