@@ -197,3 +197,18 @@ def test_reproduce_cpu_model_small(tmp_path, monkeypatch):
     assert "[cpu.fit.exact]" in text and "RMS relative error" in text
     rows = (tmp_path / "cpu_model.csv").read_text().splitlines()
     assert len(rows) == 1 + 4 * len(measure.grid(10, 200))
+
+
+def test_cost_command_counts_an_entries_file(tmp_path):
+    prog = write(tmp_path, _small_with_actions())
+    ents = tmp_path / "e.txt"
+    r = CliRunner().invoke(main, ["p4", "entries", "gen", str(prog), "--table", "fwd", "--count", "300", "--seed", "2",
+                                  "-o", str(ents)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["cost", str(prog), "--entries", str(ents), "--json", "--no-pmus"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert res["tables"]["fwd"]["entries"] == 300 and res["tables"]["acl"]["entries"] == 0
+    ents.write_text("table_add nosuch set 1 => 2\n")
+    r = CliRunner().invoke(main, ["cost", str(prog), "--entries", str(ents), "--no-pmus"])
+    assert r.exit_code == 2 and "e.txt:1" in r.output

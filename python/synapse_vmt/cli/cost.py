@@ -18,14 +18,10 @@ COLUMNS = ["name", "kind", "entries", "key_bits", "action_bits", "visits", "cpu_
 
 
 def _entry_counts(path: str, program: str) -> dict[str, int]:
-    try:
-        from synapse_vmt.p4.entries import load_entries
-    except ImportError:  # pragma: no cover - until the entries loader lands
-        raise UserError(f"{path}: reading table entries needs synapse_vmt.p4.entries") from None
-    from synapse_vmt.p4.bmv2 import read_bmv2
+    """Entries per table of an entries file (either format; validated against the program)."""
+    from synapse_vmt.p4.entries import load_entries
 
-    got = load_entries(path, read_bmv2(program))
-    return {name: len(t.entries) for name, t in got.items()}
+    return {name: len(t.entries) for name, t in load_entries(path, program).items()}
 
 
 def _print(res: dict) -> None:

@@ -117,14 +117,20 @@ def fit_series(series: str, points: list[Point], p: Params) -> dict:
             beyond = ~in_cache
             out["hyperbolic_points"] = int(beyond.sum())
             if beyond.sum() >= 3:
-                v0 = float(c[beyond].max()) * 1.2
+                # s < 0 (the cost rises towards v), u >= 0, and u, v bounded so the
+                # hyperbola cannot flatten into a line that extrapolates anywhere; start from the
+                # curve through the first and last points beyond the cache.
+                nb, cb = n[beyond], c[beyond]
+                v0 = float(cb.max()) * 1.2
+                u0 = float(nb.min())
+                s0 = (float(cb[0]) - v0) * (nb[0] + u0)
                 try:
-                    (s, u, v), _ = curve_fit(lambda x, s, u, v: cpu.hyperbolic_form(x, s, 1.0, u, v), n[beyond], c[beyond],
-                                             p0=(-v0 * n[beyond].min(), n[beyond].min(), v0), sigma=c[beyond],
+                    (s, u, v), _ = curve_fit(lambda x, s, u, v: cpu.hyperbolic_form(x, s, 1.0, u, v), nb, cb,
+                                             p0=(s0, u0, v0), sigma=cb, bounds=([-np.inf, 0.0, 0.0], [0.0, 10 * nb.max(), 10 * cb.max()]),
                                              maxfev=20000)
                     out.update(s=float(s), t=1.0, u=float(u), v=float(v))
-                    out["hyperbolic_error"] = _rms_rel(cpu.hyperbolic_form(n[beyond], s, 1.0, u, v), c[beyond])
-                except RuntimeError as e:  # no convergence: say so, keep the file's values
+                    out["hyperbolic_error"] = _rms_rel(cpu.hyperbolic_form(nb, s, 1.0, u, v), cb)
+                except (RuntimeError, ValueError) as e:  # no convergence: say so, keep the file's values
                     out["hyperbolic_error"] = None
                     out["hyperbolic_note"] = f"fit did not converge: {e}"
             pred = cpu.exact_cycles(n, {**p.cpu.fit.exact.values(), **{k: out[k] for k in "pqrstuv" if k in out}}, in_cache)

@@ -23,8 +23,7 @@ from synapse_vmt.cost import asic, cpu, vmt
 from synapse_vmt.cost.params import Params
 from synapse_vmt.errors import UserError
 from synapse_vmt.opt.problem import visit_ratios
-from synapse_vmt.p4.bmv2 import read_bmv2
-from synapse_vmt.p4.cfg import load_json
+from synapse_vmt.p4.bmv2 import read_program
 
 
 @dataclass
@@ -56,28 +55,16 @@ def _word_kinds(key) -> list[str]:
     return out
 
 
-def _action_bits(doc: dict) -> dict[str, int]:
-    """Widest action data of each table (sum of its action's parameter widths)."""
-    widths = {a["name"]: sum(int(r.get("bitwidth", 0)) for r in a.get("runtime_data", [])) for a in doc.get("actions", [])}
-    per_id = {a.get("id"): widths[a["name"]] for a in doc.get("actions", [])}
-    out = {}
-    for pl in doc.get("pipelines", []):
-        for t in pl.get("tables", []):
-            ids = t.get("action_ids") or []
-            out[t["name"]] = max((per_id.get(i, 0) for i in ids), default=0)
-    return out
-
-
 def program_cost(path: str | Path, p: Params, rate_mpps: float, entries: dict[str, int] | None = None,
                  hit_rate: float | None = None, latency_ns: float | None = None, block_size: int = 256,
                  pmus: bool = True, on_table=None) -> dict:
     """Costs of every keyed table of the BMv2 program at ``path`` and the totals."""
-    cfg = read_bmv2(path)
+    prog = read_program(path)
+    cfg = prog.cfg
     if not cfg.tables:
         raise UserError(f"{path}: the program has no keyed tables")
-    doc = load_json(path)
-    assert isinstance(doc, dict)
-    abits = _action_bits(doc)
+    # Action data an entry stores: the table's widest action.
+    abits = {name: max((sum(p.width for p in a.params) for a in t.actions), default=0) for name, t in prog.tables.items()}
     e, P = cfg.routing()
     visits = visit_ratios(e, P)
     target = p.synapse.target_hit_rate.value if hit_rate is None else hit_rate

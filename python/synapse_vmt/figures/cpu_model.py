@@ -49,13 +49,22 @@ def _grid(series: str, quick: bool) -> list[int]:
     return measure.grid(10, min(hi, 10_000 if quick else hi))
 
 
-def run(out: Path, quick: bool, quiet: bool = False, p: Params | None = None) -> dict:
-    from synapse_vmt.figures.common import progress_runner
+def _progress(total: int, quiet: bool):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    prog = Progress(TextColumn("measuring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("{task.description}"), console=Console(stderr=True, quiet=quiet), transient=True,
+                    disable=quiet)
+    task = prog.add_task("", total=total)
+    return prog, lambda desc: prog.update(task, advance=1, description=desc)
+
+
+def run(out: Path, quick: bool, quiet: bool = False, p: Params | None = None) -> dict:
     p = p or default_params()
     out.mkdir(parents=True, exist_ok=True)
     grids = {s: _grid(s, quick) for s in measure.SERIES}
-    prog, step = progress_runner(sum(len(g) for g in grids.values()), quiet)
+    prog, step = _progress(sum(len(g) for g in grids.values()), quiet)
     points, skipped, fits = [], {}, {}
     t0 = time.perf_counter()
     with prog:
