@@ -54,6 +54,7 @@ impl Simulator {
         self.draining = true;
         self.pmu_wake.fill(0);
         self.pmu_min_wake = 0;
+        self.pmu_active = super::build::active_all(self.pmus.len());
         // Leaving: members not wanted, and pending joins not wanted.
         for i in 0..self.pmus.len() {
             let p = i as u16;

@@ -228,6 +228,7 @@ impl Simulator {
                 oracle,
                 members,
                 pending: None,
+                release_free: 0,
                 win: Counters::default(),
                 total: Counters::default(),
                 edges: vec![0; n + 1],
@@ -267,14 +268,26 @@ impl Simulator {
             busy_cycles: 0,
             draining: false,
             fed: false,
+            isolated: edges.is_empty(),
+            until: 0,
             tables,
             walkers,
             pmu_wake: vec![0; pmus.len()],
             pmu_min_wake: 0,
+            pmu_active: active_all(pmus.len()),
             pmus,
             config,
         };
         sim.pull_arrival();
         Ok(sim)
     }
+}
+
+/// A bit set with the first `n` bits set.
+pub(super) fn active_all(n: usize) -> Vec<u64> {
+    let mut v = vec![u64::MAX; n.div_ceil(64)];
+    if n % 64 != 0 {
+        *v.last_mut().unwrap() = (1u64 << (n % 64)) - 1;
+    }
+    v
 }

@@ -95,6 +95,9 @@ struct Table {
     members: Vec<u16>,
     /// Routing decision of a head that could not move (next stage full).
     pending: Option<Next>,
+    /// The action unit released a run of answered PHVs ahead (one per
+    /// cycle, see `release`); it is busy until this cycle.
+    release_free: Cycle,
     win: Counters,
     total: Counters,
     /// Per window: PHVs to table j (index j) or exit (last index).
@@ -119,6 +122,10 @@ pub struct Simulator {
     /// At most the least of `pmu_wake`: before it, phase 3 and the wake-up
     /// scan skip the PMUs altogether.
     pmu_min_wake: Cycle,
+    /// Bit set of the PMUs whose `pmu_wake` is not `Cycle::MAX` (they hold
+    /// work or were touched): phase 3 and the wake-up scan visit only these,
+    /// in index order, instead of every PMU.
+    pmu_active: Vec<u64>,
     net: Network,
     bus: SharedBus,
     bus_rr: usize,
@@ -150,6 +157,11 @@ pub struct Simulator {
     draining: bool,
     /// Phase 7 of this cycle moved a PHV into a table's input FIFO.
     fed: bool,
+    /// No table feeds another (no edges): a table's releases cannot change
+    /// any other table's queues.
+    isolated: bool,
+    /// The end of the current [`Simulator::run_until`].
+    until: Cycle,
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ impl Simulator {
 
     /// Runs every cycle before `until`; afterwards `now() == until`.
     pub fn run_until(&mut self, until: Cycle) {
+        self.until = until;
         while self.now < until {
             while self.now >= self.window_end {
                 self.close_window();
