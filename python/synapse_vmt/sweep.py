@@ -383,10 +383,14 @@ def _ray_init(address: str, workers: int | None):
         raise UserError("--ray: Ray is not installed; pip install 'synapse-vmt[ray]'") from None
     if not ray.is_initialized():
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-        if address == "local":
-            ray.init(num_cpus=workers or default_workers(), **kw)
-        else:
-            ray.init(address=address, **kw)
+        try:
+            if address == "local":
+                ray.init(num_cpus=workers or default_workers(), **kw)
+            else:
+                ray.init(address=address, **kw)
+        except (ConnectionError, RuntimeError, ValueError) as e:  # no cluster there, a bad address
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UserError(f"--ray {address}: cannot connect to a Ray cluster: {first}") from None
     return ray
 
 
