@@ -258,8 +258,9 @@ def build_grid(rows: Iterable[tuple[int, dict[str, Any]] | dict[str, Any]], fixe
         try:
             scn = load(scenario, strs)
         except UserError as e:
-            # The first override whose addition breaks the scenario is the one to blame.
-            bad = next(iter(ovr), "")
+            # The first override whose addition breaks the scenario is the one to
+            # blame (there is one: the base scenario alone loaded).
+            bad = next(iter(ovr))
             for n in range(1, len(strs) + 1):
                 try:
                     load(scenario, strs[:n])
@@ -267,9 +268,10 @@ def build_grid(rows: Iterable[tuple[int, dict[str, Any]] | dict[str, Any]], fixe
                     bad = list(ovr)[n - 1]
                     break
             msg = str(e).removeprefix(f"{base}: ").removeprefix("--set ")
+            what = f"{bad} = {toml_literal(ovr[bad])}: {msg}"
             if line_of is None:
-                raise UserError(f"{source}: {bad} = {toml_literal(ovr[bad]) if bad in ovr else ''}: {msg}") from None
-            raise _PointError(line_of(bad, i), f"{bad} = {toml_literal(ovr[bad]) if bad in ovr else ''}: {msg}") from None
+                raise UserError(f"{source}: {what}") from None
+            raise _PointError(line_of(bad, i), what) from None
         cfg0 = scn.sim_config()
         for s in ([scn.seed] if seeds is None else seeds):
             cfg = {**cfg0, "seed": s}  # a validated int: as --set seed=s would give
