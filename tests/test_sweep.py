@@ -95,6 +95,11 @@ def test_bad_grid_is_one_line_naming_file_and_line(tmp_path, text, line, message
         assert msg.startswith(f"{p}:{line}: ") and message in msg, msg
 
 
+def test_build_grid_from_python_names_the_bad_override():
+    with pytest.raises(UserError, match=r"^<grid>: pmus\.count = -1: pmus\.count: "):
+        sw.build_grid([{"pmus.count": 2}, {"pmus.count": -1}], fixed={"duration_ns": 1000})
+
+
 def test_bad_grid_from_the_cli_exits_2_and_writes_nothing(tmp_path):
     (tmp_path / "g.toml").write_text('[grid]\n"pmus.nope" = [1]\n')
     r = _cli("sweep", str(tmp_path / "g.toml"), "-o", str(tmp_path / "out"))

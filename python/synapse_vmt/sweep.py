@@ -258,8 +258,9 @@ def build_grid(rows: Iterable[tuple[int, dict[str, Any]] | dict[str, Any]], fixe
         try:
             scn = load(scenario, strs)
         except UserError as e:
-            # The first override whose addition breaks the scenario is the one to blame.
-            bad = next(iter(ovr), "")
+            # The first override whose addition breaks the scenario is the one to
+            # blame (there is one: the base scenario alone loaded).
+            bad = next(iter(ovr))
             for n in range(1, len(strs) + 1):
                 try:
                     load(scenario, strs[:n])
@@ -267,9 +268,10 @@ def build_grid(rows: Iterable[tuple[int, dict[str, Any]] | dict[str, Any]], fixe
                     bad = list(ovr)[n - 1]
                     break
             msg = str(e).removeprefix(f"{base}: ").removeprefix("--set ")
+            what = f"{bad} = {toml_literal(ovr[bad])}: {msg}"
             if line_of is None:
-                raise UserError(f"{source}: {bad} = {toml_literal(ovr[bad]) if bad in ovr else ''}: {msg}") from None
-            raise _PointError(line_of(bad, i), f"{bad} = {toml_literal(ovr[bad]) if bad in ovr else ''}: {msg}") from None
+                raise UserError(f"{source}: {what}") from None
+            raise _PointError(line_of(bad, i), what) from None
         cfg0 = scn.sim_config()
         for s in ([scn.seed] if seeds is None else seeds):
             cfg = {**cfg0, "seed": s}  # a validated int: as --set seed=s would give
@@ -383,10 +385,14 @@ def _ray_init(address: str, workers: int | None):
         raise UserError("--ray: Ray is not installed; pip install 'synapse-vmt[ray]'") from None
     if not ray.is_initialized():
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-        if address == "local":
-            ray.init(num_cpus=workers or default_workers(), **kw)
-        else:
-            ray.init(address=address, **kw)
+        try:
+            if address == "local":
+                ray.init(num_cpus=workers or default_workers(), **kw)
+            else:
+                ray.init(address=address, **kw)
+        except (ConnectionError, RuntimeError, ValueError) as e:  # no cluster there, a bad address
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UserError(f"--ray {address}: cannot connect to a Ray cluster: {first}") from None
     return ray
 
 

@@ -1,13 +1,17 @@
 """Shared pieces of the simulator figures: run a figure's points × seeds
 through the sweep machinery (:mod:`synapse_vmt.sweep`) and reduce the seeds
-to a mean and a 95 % t-interval per point."""
+to a mean and a 95 % t-interval per point; or run one point in this process
+with a progress bar (figures that drive the simulator step by step)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from synapse_vmt.sweep import build_grid, hist_quantiles, mean_ci, run  # noqa: F401 - hist_quantiles re-exported
+from typing import Callable
+
+from synapse_vmt.scenario import Scenario, load
+from synapse_vmt.sweep import QUANTILES, build_grid, hist_quantiles, mean_ci, run
 
 #: Seeds per point: the full figures and ``--quick``.
 SEEDS, QUICK_SEEDS = 5, 2
@@ -56,3 +60,40 @@ def monotone(xs: list[float], increasing: bool, tol: float = 0.0) -> bool:
 def errbar(rows: list[dict], m: str) -> list[list[float]]:
     """matplotlib's ``yerr`` for a metric's interval around its mean."""
     return [[r[m] - r[f"{m}_lo"] for r in rows], [r[f"{m}_hi"] - r[m] for r in rows]]
+
+
+def run_point(scn: Scenario, table: str | None = None) -> dict[str, Any]:
+    """Runs one scenario to its end in this process; returns the table's
+    summary plus latency quantiles and the simulation speed."""
+    from synapse_vmt.sim import Simulation
+
+    sim = Simulation(scn)
+    summ = sim.run()
+    inv = sim.check_invariants()
+    if not inv["ok"]:
+        raise RuntimeError(f"simulator invariant violated: {inv}")
+    name = table or sim.table_names()[0]
+    t = dict(summ["tables"][name])
+    e, c = sim.latency_histogram(name)
+    for (col, _), v in zip(QUANTILES, hist_quantiles(e, c, [q for _, q in QUANTILES])):
+        t[col] = v
+    t["sim_keys_per_s"] = summ["sim_keys_per_s"]
+    return t
+
+
+def scenario(overrides: list[str]) -> Scenario:
+    return load(None, overrides)
+
+
+def progress_runner(total: int, quiet: bool) -> tuple[Any, Callable[[str], None]]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True, quiet=quiet), transient=True, disable=quiet)
+    task = prog.add_task("points", total=total)
+
+    def step(desc: str) -> None:
+        prog.update(task, advance=1, description=desc)
+
+    return prog, step

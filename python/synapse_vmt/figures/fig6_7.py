@@ -112,13 +112,13 @@ def _plot_fig6(path: Path, rows: list[dict], caps: list[int]) -> None:
             bp = ax[1, j].bxp(stats, positions=pos, widths=width * 0.9, showmeans=True, patch_artist=True,
                               manage_ticks=False)
             ax[1, j].errorbar(pos, [r["mean_latency_ns"] for r in s], yerr=errbar(s, "mean_latency_ns"), fmt="none",
-                              ecolor="k", capsize=2, lw=0.8)
+                              ecolor="crimson", capsize=3, lw=1.6, zorder=5)
             for patch in bp["boxes"]:
                 patch.set_facecolor(f"C{k}")
                 patch.set_alpha(0.6)
             ax[2, j].errorbar(xs, [r["hbm_gbps"] for r in s], yerr=errbar(s, "hbm_gbps"), fmt="o-", capsize=3,
                               label=f"block {b}")
-        for i, (title, ylab) in enumerate([("Hit rate", "hit rate"), ("Per-key latency (5/25/50/75/95 %, mean ▲)", "ns"),
+        for i, (title, ylab) in enumerate([("Hit rate", "hit rate"), ("Per-key latency (5/25/50/75/95 %; mean ▲, its 95 % in red)", "ns"),
                                            ("HBM bandwidth", "GB/s")]):
             a = ax[i, j]
             a.set_title(f"{title} — {d}")
