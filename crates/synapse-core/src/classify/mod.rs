@@ -101,6 +101,7 @@ impl BuildConfig {
         "ptree.spfac",
         "ptree.max_bytes",
         "ptree.simd",
+        "ptree.max_trees",
     ];
 
     /// Sets one parameter by its dotted name (`trie.stride`, `dtree.bucket`,
@@ -130,6 +131,7 @@ impl BuildConfig {
             "ptree.spfac" => self.ptree.spfac = num(key, value)?,
             "ptree.max_bytes" => self.ptree.max_bytes = num(key, value)?,
             "ptree.simd" => self.ptree.simd = num::<u8>(key, value)? != 0,
+            "ptree.max_trees" => self.ptree.max_trees = num(key, value)?,
             _ => return Err(format!("unknown build parameter {key:?} (expected one of: {})", Self::KEYS.join(", "))),
         }
         Ok(())

@@ -48,11 +48,13 @@ pub struct PTreeConfig {
     pub max_bytes: u64,
     /// Use the AVX2 kernels when the CPU has them (else scalar).
     pub simd: bool,
+    /// Most trees: the smallest partitions join the catch-all one beyond.
+    pub max_trees: usize,
 }
 
 impl Default for PTreeConfig {
     fn default() -> Self {
-        PTreeConfig { bucket: 16, max_depth: 16, spfac: 2.0, max_bytes: 512 << 20, simd: true }
+        PTreeConfig { bucket: 16, max_depth: 16, spfac: 2.0, max_bytes: 512 << 20, simd: true, max_trees: 4 }
     }
 }
 
@@ -77,20 +79,29 @@ pub struct PTreeStats {
 #[derive(Clone, Copy, Debug)]
 struct Tree {
     root: u32,
+    /// Inner levels on its deepest path: the lockstep walk takes this many
+    /// steps, a lane at a leaf staying there.
+    depth: u32,
     /// Index of the tree's best rule: a key already matched at or above it
     /// skips the tree.
     min_prio: u32,
 }
 
 type Box_ = [(u32, u32); MAX_FIELDS];
+/// Leaves built so far by their rules: the first block.
+type Leaves = std::collections::HashMap<Vec<u32>, u32>;
 
 /// The partitioned multi-way decision tree.
 pub struct PTree {
     nf: usize,
+    /// Leaf words: a field, or two fields of at most 16 bits packed
+    /// (`pairs` bit set) so a block compares them in one row pair.
+    words: Vec<(usize, Option<usize>)>,
+    pairs: u32,
     config: PTreeConfig,
     nodes: Vec<Node>,
-    /// Leaf blocks, `2 * nf + 1` rows each: (low, high) per field, then the
-    /// rule indices (`u32::MAX` in unused lanes).
+    /// Leaf blocks, `2 * words + 1` rows each: (low, high) per word, then
+    /// the rule indices (`u32::MAX` in unused lanes).
     rows: Vec<Row>,
     trees: Vec<Tree>,
     /// Rules that are not a box (index, rule), searched linearly.
@@ -113,8 +124,26 @@ impl PTree {
         }
         let nf = set.schema.len();
         let widths: Vec<u8> = set.schema.fields.iter().map(|f| f.bits).collect();
+        // Fields of at most 16 bits pair up into one word.
+        let mut words: Vec<(usize, Option<usize>)> = Vec::new();
+        let mut pending: Option<usize> = None;
+        for f in 0..nf {
+            if widths[f] > 16 {
+                words.push((f, None));
+            } else if let Some(a) = pending.take() {
+                words.push((a, Some(f)));
+            } else {
+                pending = Some(f);
+            }
+        }
+        if let Some(a) = pending {
+            words.push((a, None));
+        }
+        let pairs = words.iter().enumerate().filter(|(_, w)| w.1.is_some()).fold(0u32, |m, (i, _)| m | 1 << i);
         let mut t = PTree {
             nf,
+            words,
+            pairs,
             config: *config,
             nodes: Vec::new(),
             rows: Vec::new(),
@@ -166,23 +195,18 @@ impl PTree {
                 None => groups.push((small, vec![s])),
             }
         }
-        // Groups too small to pay for a tree walk join the catch-all group.
-        let floor = (slots.len() / 32).max(config.bucket);
-        let mut rest: Vec<u32> = Vec::new();
-        groups.retain(|(m, v)| {
-            if *m != 0 && v.len() < floor {
-                rest.extend_from_slice(v);
-                false
-            } else {
-                true
-            }
-        });
-        if !rest.is_empty() {
-            match groups.iter_mut().find(|(m, _)| *m == 0) {
-                Some((_, v)) => v.extend_from_slice(&rest),
-                None => groups.push((0, rest)),
-            }
+        // Groups too small to pay for a tree walk join the catch-all group
+        // (rules small on nothing), and so do the smallest beyond `max_trees`.
+        if !groups.iter().any(|(m, _)| *m == 0) {
+            groups.push((0, Vec::new()));
         }
+        groups.sort_by_key(|(m, v)| (*m != 0, v.len()));
+        let floor = (slots.len() / 32).max(config.bucket);
+        while groups.len() > 1 && (groups.len() > config.max_trees.max(1) || groups[1].1.len() < floor) {
+            let (_, v) = groups.remove(1);
+            groups[0].1.extend(v);
+        }
+        groups.retain(|(_, v)| !v.is_empty());
         for (_, v) in &mut groups {
             v.sort_unstable();
         }
@@ -195,11 +219,17 @@ impl PTree {
             b
         };
         let mut max_depth = 0;
+        let mut leaves = std::collections::HashMap::new();
+        // Block 0 matches nothing: empty leaves point at it, so the batch
+        // path reads a block from every leaf without a test.
+        t.nodes.push(empty_leaf());
+        t.make_leaf(0, Vec::new(), &boxes, &mut leaves)?;
+        t.nodes.clear();
         for (_, v) in groups {
             let root = t.nodes.len() as u32;
             t.nodes.push(empty_leaf());
-            t.trees.push(Tree { root, min_prio: v[0] });
-            let d = t.fill(root, v, full, 0, &boxes)?;
+            let d = t.fill(root, v.clone(), full, 0, &boxes, &mut leaves)?;
+            t.trees.push(Tree { root, depth: d as u32, min_prio: v[0] });
             max_depth = max_depth.max(d);
         }
         let leaves = t.nodes.iter().filter(|n| n.is_leaf()).count();
@@ -209,15 +239,21 @@ impl PTree {
             inner_nodes: t.nodes.len() - leaves,
             leaves,
             items: 0,
-            blocks: t.rows.len() / (2 * nf + 1),
+            blocks: t.rows.len() / t.stride(),
             max_depth,
             odd: t.odd.len(),
             bytes: t.bytes(),
             build_time: start.elapsed(),
             avx2: t.avx2,
         };
-        t.stats.items = t.rows.chunks(2 * nf + 1).map(|b| b[2 * nf].0.iter().filter(|&&x| x != u32::MAX).count()).sum();
+        let s = t.stride();
+        t.stats.items = t.rows.chunks(s).map(|b| b[s - 1].0.iter().filter(|&&x| x != u32::MAX).count()).sum();
         Ok(t)
+    }
+
+    /// Rows per leaf block.
+    fn stride(&self) -> usize {
+        2 * self.words.len() + 1
     }
 
     fn bytes(&self) -> u64 {
@@ -231,18 +267,18 @@ impl PTree {
 
     /// Builds the subtree at `idx` for `slots` (ascending rule indices, all
     /// overlapping `bx`); returns its depth.
-    fn fill(&mut self, idx: u32, mut slots: Vec<u32>, bx: Box_, depth: usize, boxes: &[Box_]) -> Result<usize, BuildError> {
+    fn fill(&mut self, idx: u32, mut slots: Vec<u32>, bx: Box_, depth: usize, boxes: &[Box_], leaves: &mut Leaves) -> Result<usize, BuildError> {
         let nf = self.nf;
         // Nothing after a rule covering the whole box can win there.
         if let Some(i) = slots.iter().position(|&s| (0..nf).all(|f| boxes[s as usize][f].0 <= bx[f].0 && bx[f].1 <= boxes[s as usize][f].1)) {
             slots.truncate(i + 1);
         }
         if slots.len() <= self.config.bucket || depth >= self.config.max_depth {
-            self.make_leaf(idx, &slots, boxes)?;
+            self.make_leaf(idx, slots, boxes, leaves)?;
             return Ok(depth);
         }
         let Some((f, th)) = self.choose(&slots, &bx, boxes) else {
-            self.make_leaf(idx, &slots, boxes)?;
+            self.make_leaf(idx, slots, boxes, leaves)?;
             return Ok(depth);
         };
         let base = self.nodes.len() as u32;
@@ -261,7 +297,7 @@ impl PTree {
             let mut cb = bx;
             cb[f] = (lo, hi);
             let child: Vec<u32> = slots.iter().copied().filter(|&s| boxes[s as usize][f].0 <= hi && lo <= boxes[s as usize][f].1).collect();
-            deepest = deepest.max(self.fill(base + c as u32, child, cb, depth + 1, boxes)?);
+            deepest = deepest.max(self.fill(base + c as u32, child, cb, depth + 1, boxes, leaves)?);
         }
         Ok(deepest)
     }
@@ -294,9 +330,9 @@ impl PTree {
             }
             pts.sort_unstable();
             pts.dedup();
-            // Widest fanout first; fewer thresholds when replication is
-            // over budget.
-            let mut k = NODE_THRESHOLDS.min(pts.len());
+            // Children of about half a bucket, at most a node's worth;
+            // fewer when replication is over budget.
+            let mut k = NODE_THRESHOLDS.min(pts.len()).min((2 * n).div_ceil(self.config.bucket).max(2) - 1);
             while k >= 1 {
                 let mut th: Vec<u32> = (0..k).map(|i| pts[((i + 1) * pts.len()) / (k + 1)]).collect();
                 th.dedup();
@@ -329,24 +365,43 @@ impl PTree {
         best.map(|(_, f, th)| (f, th))
     }
 
-    fn make_leaf(&mut self, idx: u32, slots: &[u32], boxes: &[Box_]) -> Result<(), BuildError> {
-        let nf = self.nf;
-        let first_block = (self.rows.len() / (2 * nf + 1)) as u32;
-        for chunk in slots.chunks(LANES) {
-            let at = self.rows.len();
-            for _ in 0..nf {
-                self.rows.push(Row([EMPTY_LO; LANES]));
-                self.rows.push(Row([EMPTY_HI; LANES]));
-            }
-            self.rows.push(Row([u32::MAX; LANES]));
-            for (l, &s) in chunk.iter().enumerate() {
-                for f in 0..nf {
-                    self.rows[at + 2 * f].0[l] = boxes[s as usize][f].0;
-                    self.rows[at + 2 * f + 1].0[l] = boxes[s as usize][f].1;
+    /// Makes `idx` a leaf of `slots`; leaves with the same rules share
+    /// their blocks.
+    fn make_leaf(&mut self, idx: u32, slots: Vec<u32>, boxes: &[Box_], leaves: &mut Leaves) -> Result<(), BuildError> {
+        let nw = self.words.len();
+        let stride = self.stride();
+        let first_block = match leaves.get(&slots) {
+            Some(&b) => b,
+            None => {
+                let first = (self.rows.len() / stride) as u32;
+                let empty = [];
+                let chunks = if slots.is_empty() && self.rows.is_empty() { vec![&empty[..]] } else { slots.chunks(LANES).collect() };
+                for chunk in chunks {
+                    let at = self.rows.len();
+                    for &(_, b) in &self.words {
+                        // A lane no key meets (both halves of a pair).
+                        let (lo, hi) = if b.is_some() { (simd::pack(EMPTY_LO, EMPTY_LO), EMPTY_HI) } else { (EMPTY_LO, EMPTY_HI) };
+                        self.rows.push(Row([lo; LANES]));
+                        self.rows.push(Row([hi; LANES]));
+                    }
+                    self.rows.push(Row([u32::MAX; LANES]));
+                    for (l, &s) in chunk.iter().enumerate() {
+                        let bx = &boxes[s as usize];
+                        for (w, &(a, b)) in self.words.iter().enumerate() {
+                            let (lo, hi) = match b {
+                                None => bx[a],
+                                Some(b) => (simd::pack(bx[a].0, bx[b].0), simd::pack(bx[a].1, bx[b].1)),
+                            };
+                            self.rows[at + 2 * w].0[l] = lo;
+                            self.rows[at + 2 * w + 1].0[l] = hi;
+                        }
+                        self.rows[at + 2 * nw].0[l] = s;
+                    }
                 }
-                self.rows[at + 2 * nf].0[l] = s;
+                leaves.insert(slots.clone(), first);
+                first
             }
-        }
+        };
         let mut n = empty_leaf();
         n.base = first_block;
         n.th[0] = slots.first().copied().unwrap_or(u32::MAX);
@@ -369,19 +424,32 @@ impl PTree {
         self.odd.iter().find(|(_, r)| r.matches(key)).map_or(u32::MAX, |(i, _)| *i)
     }
 
-    fn classify_scalar_or_simd(&self, keys: &[Key], out: &mut [i32]) {
+    /// The key's leaf words, as the blocks store the rules'.
+    #[inline(always)]
+    fn pack_key(&self, key: &Key) -> [u32; 8] {
+        let mut p = [0u32; 8];
+        for (w, &(a, b)) in self.words.iter().enumerate() {
+            p[w] = match b {
+                None => key.0[a],
+                Some(b) => simd::pack(key.0[a], key.0[b]),
+            };
+        }
+        p
+    }
+
+    fn classify_scalar_or_simd<const G: usize>(&self, keys: &[Key], out: &mut [i32]) {
         macro_rules! go {
             ($($nf:literal)*) => {
-                match self.nf {
+                match self.words.len() {
                     $($nf => {
                         #[cfg(target_arch = "x86_64")]
                         if self.avx2 {
                             // SAFETY: avx2 is set only when the CPU has AVX2.
-                            unsafe { batch_avx2::<$nf>(self, keys, out) };
+                            unsafe { batch_avx2::<$nf, G>(self, keys, out) };
                             return;
                         }
                         // SAFETY: the scalar kernels need nothing.
-                        unsafe { batch_scalar::<$nf>(self, keys, out) }
+                        unsafe { batch_scalar::<$nf, G>(self, keys, out) }
                     })*
                     _ => unreachable!("at most {MAX_FIELDS} fields"),
                 }
@@ -403,59 +471,86 @@ fn empty_leaf() -> Node {
 macro_rules! batch_fn {
     ($(#[$attr:meta])* fn $name:ident, $below:expr, $block:expr) => {
         $(#[$attr])*
-        unsafe fn $name<const NF: usize>(t: &PTree, keys: &[Key], out: &mut [i32]) {
-            let stride = 2 * NF + 1;
+        unsafe fn $name<const NW: usize, const GROUP: usize>(t: &PTree, keys: &[Key], out: &mut [i32]) {
+            let stride = 2 * NW + 1;
             let nodes = &t.nodes[..];
             let rows = &t.rows[..];
+            let pairs = t.pairs;
+            let mut kk = [[0u32; 8]; GROUP];
+            let mut pk = [[0u32; 8]; GROUP];
             for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+                // A short last group repeats its last key: every loop below
+                // runs over the whole group, unrolled and without checks.
                 let g = ks.len();
+                for l in 0..GROUP {
+                    kk[l] = ks[l.min(g - 1)].0;
+                    pk[l] = t.pack_key(&ks[l.min(g - 1)]);
+                }
                 let mut best = [u32::MAX; GROUP];
                 if !t.odd.is_empty() {
-                    for l in 0..g {
-                        best[l] = t.odd_best(&ks[l]);
+                    for l in 0..GROUP {
+                        best[l] = t.odd_best(&Key(kk[l]));
                     }
                 }
-                let mut cur = [0u32; GROUP];
                 for tree in &t.trees {
-                    for l in 0..g {
-                        cur[l] = tree.root;
+                    if best.iter().all(|&b| b <= tree.min_prio) {
+                        continue;
                     }
-                    // Down the tree in lockstep; a lane at a leaf stays.
-                    loop {
-                        let mut live = false;
-                        for l in 0..g {
+                    let mut cur = [tree.root; GROUP];
+                    // Down the tree in lockstep, without branches per lane:
+                    // a lane at a leaf stays there; the group stops when
+                    // every lane is at a leaf.
+                    for _ in 0..tree.depth {
+                        let mut inner = 0;
+                        for l in 0..GROUP {
                             let n = &nodes[cur[l] as usize];
-                            if !n.is_leaf() {
-                                let c = n.base + $below(n, ks[l].0[n.field()]);
-                                cur[l] = c;
-                                simd::prefetch(&nodes[c as usize]);
-                                live = true;
-                            }
+                            let c = n.base + $below(n, kk[l][n.field()]);
+                            cur[l] = if n.is_leaf() { cur[l] } else { c };
+                            let next = &nodes[cur[l] as usize];
+                            simd::prefetch(next);
+                            inner |= !next.info & LEAF;
                         }
-                        if !live {
+                        if inner == 0 {
                             break;
                         }
                     }
-                    for l in 0..g {
-                        let n = &nodes[cur[l] as usize];
-                        if n.th[0] < best[l] {
-                            simd::prefetch(&rows[n.base as usize * stride]);
-                        }
+                    for l in 0..GROUP {
+                        simd::prefetch(&rows[nodes[cur[l] as usize].base as usize * stride]);
                     }
-                    for l in 0..g {
+                    for l in 0..GROUP {
                         let n = &nodes[cur[l] as usize];
-                        if n.th[0] >= best[l] {
+                        let nb = n.th[1] as usize;
+                        let b0 = n.base as usize * stride;
+                        if nb <= 1 {
+                            // One block (or the empty block 0).
+                            let m = $block(&rows[b0..b0 + stride], &pk[l], pairs);
+                            let id = rows[b0 + 2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)];
+                            best[l] = best[l].min(if m == 0 { u32::MAX } else { id });
                             continue;
                         }
-                        let b0 = n.base as usize;
-                        for b in b0..b0 + n.th[1] as usize {
-                            let blk = &rows[b * stride..(b + 1) * stride];
-                            if blk[2 * NF].0[0] >= best[l] {
+                        if nb == 2 {
+                            // Both blocks (or the one twice, or the empty
+                            // block 0), without a branch on the outcome.
+                            let b1 = b0 + (nb == 2) as usize * stride;
+                            let m0 = $block(&rows[b0..b0 + stride], &pk[l], pairs);
+                            let m1 = $block(&rows[b1..b1 + stride], &pk[l], pairs);
+                            let m = m0 | m1 << LANES;
+                            let i = (m | 1 << (2 * LANES)).trailing_zeros() as usize;
+                            let a = rows[b0 + 2 * NW].0[i & (LANES - 1)];
+                            let b = rows[b1 + 2 * NW].0[i & (LANES - 1)];
+                            let id = if i < LANES { a } else { b };
+                            let id = if m == 0 { u32::MAX } else { id };
+                            best[l] = best[l].min(id);
+                            continue;
+                        }
+                        for b in 0..nb {
+                            let blk = &rows[b0 + b * stride..b0 + (b + 1) * stride];
+                            if blk[2 * NW].0[0] >= best[l] {
                                 break;
                             }
-                            let m = $block(blk, &ks[l].0);
+                            let m = $block(blk, &pk[l], pairs);
                             if m != 0 {
-                                best[l] = best[l].min(blk[2 * NF].0[m.trailing_zeros() as usize]);
+                                best[l] = best[l].min(blk[2 * NW].0[m.trailing_zeros() as usize]);
                                 break;
                             }
                         }
@@ -469,20 +564,20 @@ macro_rules! batch_fn {
     };
 }
 
-batch_fn!(#[inline(never)] fn batch_scalar, simd::below_scalar, simd::block_scalar::<NF>);
+batch_fn!(#[inline(never)] fn batch_scalar, simd::below_scalar, simd::block_scalar::<NW>);
 #[cfg(target_arch = "x86_64")]
-batch_fn!(#[target_feature(enable = "avx2,popcnt")] #[inline(never)] fn batch_avx2, simd::avx2::below, simd::avx2::block::<NF>);
+batch_fn!(#[target_feature(enable = "avx2,popcnt")] #[inline(never)] fn batch_avx2, simd::avx2::below, simd::avx2::block::<NW>);
 
 impl Classifier for PTree {
     fn classify(&self, key: &Key) -> Match {
         let mut out = [0i32; 1];
-        self.classify_scalar_or_simd(std::slice::from_ref(key), &mut out);
+        self.classify_scalar_or_simd::<1>(std::slice::from_ref(key), &mut out);
         (out[0] >= 0).then_some(out[0] as u32)
     }
 
     fn classify_batch(&self, keys: &[Key], out: &mut [i32]) {
         let n = keys.len().min(out.len());
-        self.classify_scalar_or_simd(&keys[..n], &mut out[..n]);
+        self.classify_scalar_or_simd::<GROUP>(&keys[..n], &mut out[..n]);
     }
 }
 
@@ -491,7 +586,9 @@ impl MemoryWalk for PTree {
     /// reads are dependent), then one read per leaf block searched (the
     /// block's rows, contiguous). Bank = level, as the ELU pipelines levels.
     fn walk(&self, key: &Key, accesses: &mut Vec<MemAccess>) -> Match {
-        let stride = 2 * self.nf + 1;
+        let stride = self.stride();
+        let nw = self.words.len();
+        let pk = self.pack_key(key);
         let block_bytes = (stride * std::mem::size_of::<Row>()) as u32;
         let rows_at = (self.nodes.len() * std::mem::size_of::<Node>()) as u64;
         let mut best = self.odd_best(key);
@@ -516,13 +613,13 @@ impl MemoryWalk for PTree {
             }
             for b in n.base as usize..(n.base + n.th[1]) as usize {
                 let blk = &self.rows[b * stride..(b + 1) * stride];
-                if blk[2 * self.nf].0[0] >= best {
+                if blk[2 * nw].0[0] >= best {
                     break;
                 }
                 accesses.push(MemAccess { bank: level + 1, addr: rows_at + (b * stride * 32) as u64, bytes: block_bytes });
-                let m = block_any(blk, key, self.nf);
+                let m = simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs);
                 if m != 0 {
-                    best = best.min(blk[2 * self.nf].0[m.trailing_zeros() as usize]);
+                    best = best.min(blk[2 * nw].0[m.trailing_zeros() as usize]);
                     break;
                 }
             }
@@ -537,17 +634,15 @@ impl MemoryWalk for PTree {
     }
 }
 
-/// [`simd::block_scalar`] for a run-time field count.
-fn block_any(rows: &[Row], key: &Key, nf: usize) -> u32 {
-    let mut m = (1u32 << LANES) - 1;
-    for f in 0..nf {
-        let mut b = 0;
-        for l in 0..LANES {
-            b |= (((rows[2 * f].0[l] <= key.0[f]) & (key.0[f] <= rows[2 * f + 1].0[l])) as u32) << l;
-        }
-        m &= b;
+/// A block's bound rows padded to eight words with rows every key meets,
+/// for [`simd::block_scalar`] at a run-time word count.
+fn padded(blk: &[Row], nw: usize) -> [Row; 16] {
+    let mut r = [Row([0; LANES]); 16];
+    r[..2 * nw].copy_from_slice(&blk[..2 * nw]);
+    for w in nw..8 {
+        r[2 * w + 1] = Row([u32::MAX; LANES]);
     }
-    m
+    r
 }
 
 impl super::Structure for PTree {

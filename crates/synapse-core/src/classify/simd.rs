@@ -66,19 +66,35 @@ pub fn below_scalar(n: &Node, k: u32) -> u32 {
     c
 }
 
-/// Lanes of the block `rows` (2 * NF + 1 rows) that `key` matches (scalar).
+/// Lanes of the block `rows` (2 * NW + 1 rows) that the packed key `key`
+/// matches (scalar). Word `w` is one 32-bit field, or when bit `w` of
+/// `pairs` is set two 16-bit fields side by side, each compared alone.
 #[inline(always)]
-pub fn block_scalar<const NF: usize>(rows: &[Row], key: &[u32; 8]) -> u32 {
+pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -> u32 {
     let mut m = (1u32 << LANES) - 1;
-    for f in 0..NF {
-        let (lo, hi, k) = (&rows[2 * f].0, &rows[2 * f + 1].0, key[f]);
+    for w in 0..NW {
+        let (lo, hi, k) = (&rows[2 * w].0, &rows[2 * w + 1].0, key[w]);
         let mut b = 0;
-        for l in 0..LANES {
-            b |= (((lo[l] <= k) & (k <= hi[l])) as u32) << l;
+        if pairs >> w & 1 == 0 {
+            for l in 0..LANES {
+                b |= (((lo[l] <= k) & (k <= hi[l])) as u32) << l;
+            }
+        } else {
+            let (kh, kl) = (k >> 16, k & 0xffff);
+            for l in 0..LANES {
+                let ok = (lo[l] >> 16 <= kh) & (kh <= hi[l] >> 16) & (lo[l] & 0xffff <= kl) & (kl <= hi[l] & 0xffff);
+                b |= (ok as u32) << l;
+            }
         }
         m &= b;
     }
     m
+}
+
+/// Packs two 16-bit values into one word as [`block_scalar`] reads it.
+#[inline(always)]
+pub fn pack(a: u32, b: u32) -> u32 {
+    a << 16 | (b & 0xffff)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -101,23 +117,33 @@ pub mod avx2 {
         }
     }
 
-    /// [`super::block_scalar`]: per field, `max(k, lo) == k` and
-    /// `min(k, hi) == k` (AVX2 has no unsigned compare).
+    /// [`super::block_scalar`]: per word, `max(k, lo) == k` and
+    /// `min(k, hi) == k` (AVX2 has no unsigned compare), in 16-bit lanes
+    /// for a pair of fields, whose two halves must then both hold. Only
+    /// bit 31 of a lane is read at the end.
     #[inline]
     #[target_feature(enable = "avx2")]
-    pub fn block<const NF: usize>(rows: &[Row], key: &[u32; 8]) -> u32 {
-        debug_assert!(rows.len() >= 2 * NF);
-        // SAFETY: rows holds at least 2 * NF aligned 32-byte rows.
+    pub fn block<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -> u32 {
+        assert!(rows.len() >= 2 * NW);
+        // SAFETY: rows holds at least 2 * NW aligned 32-byte rows.
         unsafe {
             let p = rows.as_ptr() as *const __m256i;
             let mut acc = _mm256_set1_epi32(-1);
-            for f in 0..NF {
-                let kv = _mm256_set1_epi32(key[f] as i32);
-                let lo = _mm256_load_si256(p.add(2 * f));
-                let hi = _mm256_load_si256(p.add(2 * f + 1));
-                let ge = _mm256_cmpeq_epi32(_mm256_max_epu32(kv, lo), kv);
-                let le = _mm256_cmpeq_epi32(_mm256_min_epu32(kv, hi), kv);
-                acc = _mm256_and_si256(acc, _mm256_and_si256(ge, le));
+            for w in 0..NW {
+                let kv = _mm256_set1_epi32(key[w] as i32);
+                let lo = _mm256_load_si256(p.add(2 * w));
+                let hi = _mm256_load_si256(p.add(2 * w + 1));
+                let ok = if pairs >> w & 1 == 0 {
+                    let ge = _mm256_cmpeq_epi32(_mm256_max_epu32(kv, lo), kv);
+                    let le = _mm256_cmpeq_epi32(_mm256_min_epu32(kv, hi), kv);
+                    _mm256_and_si256(ge, le)
+                } else {
+                    let ge = _mm256_cmpeq_epi16(_mm256_max_epu16(kv, lo), kv);
+                    let le = _mm256_cmpeq_epi16(_mm256_min_epu16(kv, hi), kv);
+                    let m = _mm256_and_si256(ge, le);
+                    _mm256_and_si256(m, _mm256_slli_epi32(m, 16))
+                };
+                acc = _mm256_and_si256(acc, ok);
             }
             _mm256_movemask_ps(_mm256_castsi256_ps(acc)) as u32 & ((1 << LANES) - 1)
         }
@@ -191,13 +217,30 @@ mod tests {
                     }
                 }
             }
-            prop_assert_eq!(block_scalar::<5>(&rows, &key), want);
+            prop_assert_eq!(block_scalar::<5>(&rows, &key, 0), want);
+            // Words 1 and 3 as pairs of 16-bit fields: each half alone.
+            let mut want_pairs = (1u32 << LANES) - 1;
+            for w in 0..5 {
+                for l in 0..LANES {
+                    let (lo, hi, k) = (rows[2 * w].0[l], rows[2 * w + 1].0[l], key[w]);
+                    let ok = if w % 2 == 1 {
+                        (lo >> 16..=hi >> 16).contains(&(k >> 16)) && (lo & 0xffff..=hi & 0xffff).contains(&(k & 0xffff))
+                    } else {
+                        (lo..=hi).contains(&k)
+                    };
+                    if !ok {
+                        want_pairs &= !(1 << l);
+                    }
+                }
+            }
+            prop_assert_eq!(block_scalar::<5>(&rows, &key, 0b01010), want_pairs);
             #[cfg(target_arch = "x86_64")]
             if has_avx2() {
                 // SAFETY: the CPU has AVX2 (checked above).
                 prop_assert_eq!(unsafe { avx2::below(&n, k) }, below_scalar(&n, k));
-                prop_assert_eq!(unsafe { avx2::block::<5>(&rows, &key) }, want);
-                prop_assert_eq!(unsafe { avx2::block::<2>(&rows, &key) }, block_scalar::<2>(&rows, &key));
+                prop_assert_eq!(unsafe { avx2::block::<5>(&rows, &key, 0) }, want);
+                prop_assert_eq!(unsafe { avx2::block::<5>(&rows, &key, 0b01010) }, want_pairs);
+                prop_assert_eq!(unsafe { avx2::block::<2>(&rows, &key, 0b10) }, block_scalar::<2>(&rows, &key, 0b10));
             }
         }
     }
