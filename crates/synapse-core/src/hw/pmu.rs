@@ -19,7 +19,7 @@
 use super::cam::{Cam, Lookup};
 use super::Cycle;
 use crate::classify::Match;
-use crate::rules::Key;
+use crate::rules::{Key, MAX_FIELDS};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -100,10 +100,10 @@ pub enum State {
 
 /// A lookup request from a VMU, tagged by its request producer.
 #[derive(Clone, Copy, Debug)]
-pub struct Request {
+pub struct Request<const N: usize = MAX_FIELDS> {
     pub table: u16,
     pub tag: u64,
-    pub key: Key,
+    pub key: Key<N>,
     /// Cycle it reaches Q_r (after the interconnect).
     pub at: Cycle,
 }
@@ -125,25 +125,26 @@ pub enum Response {
 
 /// A missed key on its way to the ELU.
 #[derive(Clone, Copy, Debug)]
-pub struct MissRequest {
+pub struct MissRequest<const N: usize = MAX_FIELDS> {
     pub table: u16,
     pub tag: u64,
-    pub key: Key,
+    pub key: Key<N>,
     /// The PMU to fill, or none for a table without PMUs (the VMU sends the
     /// key to the ELU itself).
     pub pmu: Option<u16>,
 }
 
-pub struct Pmu {
+/// A PMU whose CAM holds keys of `N` words (default: the 8-word [`Key`]).
+pub struct Pmu<const N: usize = MAX_FIELDS> {
     pub id: u16,
     pub t: Timing,
-    pub cam: Cam,
+    pub cam: Cam<N>,
     state: State,
-    q_r: VecDeque<Request>,
+    q_r: VecDeque<Request<N>>,
     /// CAM pipeline: (ready cycle, request, hit action or miss).
-    pipe: VecDeque<(Cycle, Request, Lookup, u32)>,
+    pipe: VecDeque<(Cycle, Request<N>, Lookup, u32)>,
     q_p: VecDeque<Response>,
-    q_m: VecDeque<MissRequest>,
+    q_m: VecDeque<MissRequest<N>>,
     next_issue: Cycle,
     /// Misses of this PMU at the ELU, not yet answered.
     outstanding: u32,
@@ -155,8 +156,8 @@ pub struct Pmu {
     pub stalls: u64,
 }
 
-impl Pmu {
-    pub fn new(id: u16, config: &Config) -> Pmu {
+impl<const N: usize> Pmu<N> {
+    pub fn new(id: u16, config: &Config) -> Pmu<N> {
         Pmu {
             id,
             t: Timing::from_config(config),
@@ -230,7 +231,7 @@ impl Pmu {
         self.q_r.len() < self.t.q_r
     }
     /// A request sent over the interconnect; it is usable from `req.at`.
-    pub fn accept(&mut self, req: Request) {
+    pub fn accept(&mut self, req: Request<N>) {
         debug_assert!(self.can_accept());
         self.q_r.push_back(req);
     }
@@ -320,16 +321,16 @@ impl Pmu {
         self.q_p.pop_front()
     }
     /// The PMU→ELU bus takes the head of Q_m.
-    pub fn peek_miss(&self) -> Option<&MissRequest> {
+    pub fn peek_miss(&self) -> Option<&MissRequest<N>> {
         self.q_m.front()
     }
-    pub fn pop_miss(&mut self) -> Option<MissRequest> {
+    pub fn pop_miss(&mut self) -> Option<MissRequest<N>> {
         self.q_m.pop_front()
     }
 
     /// The ELU's reply: fill the CAM (unless the PMU is draining away from
     /// that table) and forward the answer to the VMU.
-    pub fn fill(&mut self, miss: &MissRequest, action: Match) {
+    pub fn fill(&mut self, miss: &MissRequest<N>, action: Match) {
         self.outstanding -= 1;
         if let State::Associated { table } = self.state {
             if table == miss.table {
