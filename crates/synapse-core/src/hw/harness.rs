@@ -115,7 +115,7 @@ impl PmuStepper {
         if i.mq_ready {
             p.pop_miss();
         }
-        out.req_ready = p.can_accept();
+        out.req_ready = p.can_accept(now);
         if let Some((table, tag, key)) = i.req {
             if out.req_ready {
                 p.accept(Request {

@@ -19,7 +19,7 @@
 use super::cam::{Cam, Lookup};
 use super::Cycle;
 use crate::classify::Match;
-use crate::rules::Key;
+use crate::rules::{Key, MAX_FIELDS};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -100,10 +100,10 @@ pub enum State {
 
 /// A lookup request from a VMU, tagged by its request producer.
 #[derive(Clone, Copy, Debug)]
-pub struct Request {
+pub struct Request<const N: usize = MAX_FIELDS> {
     pub table: u16,
     pub tag: u64,
-    pub key: Key,
+    pub key: Key<N>,
     /// Cycle it reaches Q_r (after the interconnect).
     pub at: Cycle,
 }
@@ -125,25 +125,26 @@ pub enum Response {
 
 /// A missed key on its way to the ELU.
 #[derive(Clone, Copy, Debug)]
-pub struct MissRequest {
+pub struct MissRequest<const N: usize = MAX_FIELDS> {
     pub table: u16,
     pub tag: u64,
-    pub key: Key,
+    pub key: Key<N>,
     /// The PMU to fill, or none for a table without PMUs (the VMU sends the
     /// key to the ELU itself).
     pub pmu: Option<u16>,
 }
 
-pub struct Pmu {
+/// A PMU whose CAM holds keys of `N` words (default: the 8-word [`Key`]).
+pub struct Pmu<const N: usize = MAX_FIELDS> {
     pub id: u16,
     pub t: Timing,
-    pub cam: Cam,
+    pub cam: Cam<N>,
     state: State,
-    q_r: VecDeque<Request>,
+    q_r: VecDeque<Request<N>>,
     /// CAM pipeline: (ready cycle, request, hit action or miss).
-    pipe: VecDeque<(Cycle, Request, Lookup, u32)>,
+    pipe: VecDeque<(Cycle, Request<N>, Lookup, u32)>,
     q_p: VecDeque<Response>,
-    q_m: VecDeque<MissRequest>,
+    q_m: VecDeque<MissRequest<N>>,
     next_issue: Cycle,
     /// A request issued ahead by [`Pmu::accept`] still counts in Q_r before
     /// this cycle (its arrival), as it would have waited there.
@@ -158,8 +159,8 @@ pub struct Pmu {
     pub stalls: u64,
 }
 
-impl Pmu {
-    pub fn new(id: u16, config: &Config) -> Pmu {
+impl<const N: usize> Pmu<N> {
+    pub fn new(id: u16, config: &Config) -> Pmu<N> {
         Pmu {
             id,
             t: Timing::from_config(config),
@@ -243,7 +244,7 @@ impl Pmu {
     /// CAM searched now), its result due at `req.at + τ_c`, and it keeps
     /// counting in Q_r until `req.at`. This saves the simulator a stepped
     /// cycle per uncontended request; every observable result is unchanged.
-    pub fn accept(&mut self, req: Request) {
+    pub fn accept(&mut self, req: Request<N>) {
         debug_assert!(self.q_r.len() < self.t.q_r);
         if self.outstanding == 0
             && self.next_issue <= req.at
@@ -334,7 +335,7 @@ impl Pmu {
     /// Searches the CAM for `req` at cycle `at`: the result leaves the
     /// pipeline τ_c later; the next issue waits II_c.
     #[inline]
-    fn issue(&mut self, req: Request, at: Cycle) {
+    fn issue(&mut self, req: Request<N>, at: Cycle) {
         let (res, compared) = self.cam.lookup(&req.key);
         self.compares += compared as u64;
         match res {
@@ -354,16 +355,16 @@ impl Pmu {
         self.q_p.pop_front()
     }
     /// The PMU→ELU bus takes the head of Q_m.
-    pub fn peek_miss(&self) -> Option<&MissRequest> {
+    pub fn peek_miss(&self) -> Option<&MissRequest<N>> {
         self.q_m.front()
     }
-    pub fn pop_miss(&mut self) -> Option<MissRequest> {
+    pub fn pop_miss(&mut self) -> Option<MissRequest<N>> {
         self.q_m.pop_front()
     }
 
     /// The ELU's reply: fill the CAM (unless the PMU is draining away from
     /// that table) and forward the answer to the VMU.
-    pub fn fill(&mut self, miss: &MissRequest, action: Match) {
+    pub fn fill(&mut self, miss: &MissRequest<N>, action: Match) {
         self.outstanding -= 1;
         if let State::Associated { table } = self.state {
             if table == miss.table {
