@@ -431,8 +431,12 @@ def test_gen_ternary_and_range_in_classbench_manner():
             return "EM"
         return {(1024, 65535): "HI", (0, 1023): "LO"}.get((m.lo, m.hi), "AR")
 
+    # The port classes on a table whose exact host field keeps entries distinct
+    # (above, dropping repeated rules thins the commonest combinations).
+    ports = gen_table(_spec([("exact", "dst", ["ipv4", "dst"]), ("range", "sport", ["l4", "sport"]),
+                             ("range", "dport", ["l4", "dport"])], actions=(4, 5)), 3000, 2)
     for f, mix in (("l4.sport", SPORT_MIX), ("l4.dport", DPORT_MIX)):
-        c = [cls(e.matches[f]) for e in es]
+        c = [cls(e.matches[f]) for e in ports]
         for name, share in zip(("WC", "HI", "LO", "AR", "EM"), mix):
             assert abs(_share(c, name) - share) < 0.04, (f, name)
     # specific entries come first: the first tenth matches more bits than the last tenth
@@ -533,3 +537,12 @@ def test_gen_json_loads_the_same_entries_as_gen_cli(shared_data, tmp_path, name)
         assert [(e.matches, e.action, e.params, e.priority) for e in x[n].entries] == [
             (e.matches, e.action, e.params, e.priority) for e in y[n].entries
         ], n
+
+
+def test_gen_tables_keyed_on_the_same_field_share_hosts():
+    a = gen_table(_spec([("exact", "d", ["ipv4", "dst"])]), 200, 1)
+    b = gen_table(_spec([("exact", "d", ["ipv4", "dst"]), ("exact", "p", ["ipv4", "proto"])]), 200, 1)
+    c = gen_table(_spec([("exact", "s", ["ipv4", "src"])]), 200, 1)
+    da, db, dc = ({e.matches[f].value for e in x} for x, f in ((a, "ipv4.dst"), (b, "ipv4.dst"), (c, "ipv4.src")))
+    assert len(da & db) / len(da) > 0.3  # about half: both draw from one population of 2 * 200 + 16
+    assert len(da & dc) / len(da) < 0.05  # another field, another population
