@@ -10,8 +10,8 @@ How values are drawn, per key field (by width and name):
 
 - *exact*: from a population, distinct per key: IPv4 hosts in a few /16
   pools, IPv6 hosts in a few /48s, MACs under a few vendor OUIs (a population
-  of 2·count addresses per header field, shared by the tables keyed on that
-  field, so entries of consecutive tables agree on hosts), small ids
+  of 2·count addresses per key name, shared by the tables with a key of that
+  P4Runtime name, so entries of consecutive tables agree on hosts), small ids
   (``vrf``, ``bd``, ``ifindex``...: 1..max(4·count, 256)) for other fields of
   13–32 bits, any value for narrow fields (ports, flags, valid bits);
 - *lpm*: prefix lengths from the global BGP table's mix: IPv4 peaks at /24
@@ -240,7 +240,7 @@ class _Gen:
 
 @functools.lru_cache(maxsize=256)
 def population(seed: int, field: str, width: int, count: int) -> tuple[int, ...]:
-    """The addresses field ``field`` takes across the program's tables: twice
+    """The addresses key ``field`` (a P4Runtime key name) takes across the program's tables: twice
     as many as a table's entries (so two tables keyed on it share about half
     their keys), drawn like :class:`_Gen` draws hosts and MACs."""
     g = _Gen.__new__(_Gen)
@@ -295,7 +295,9 @@ def gen_table(t: TableSpec, count: int, seed: int) -> list[Entry]:
     budget = 50 * n + 1000
     while len(drafts) < n and budget > 0:
         budget -= 1
-        ms = _invalid_headers_zero({kf.field: g.match(kf) for kf, _ in fields}, fields)
+        # Values are drawn by the key's P4Runtime name (UPF's sessions_downlink
+        # and terminations_downlink both key on "ue_address", through different fields).
+        ms = _invalid_headers_zero({kf.field: g.match(KeyField(nm, kf.width, kf.match)) for kf, nm in fields}, fields)
         k = tuple(m.key() for m in ms.values())
         if k in seen:
             continue
