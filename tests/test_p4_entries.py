@@ -548,3 +548,39 @@ def test_gen_tables_with_the_same_key_name_share_hosts():
     assert min(da) > 1 << 24 and min(dc) > 1 << 24  # addresses, not small ids
     assert len(da & db) / len(da) > 0.3  # about half: both draw from one population of 2 * 200 + 16
     assert len(da & dc) / len(da) < 0.05  # another key name, another population
+
+
+def test_mangled_files_are_one_line_errors_never_tracebacks(tmp_path, prog):
+    """Random token swaps in the CLI file and random values in the JSON file:
+    each load succeeds or raises a one-line UserError."""
+    import random
+
+    rng = random.Random(0)
+    toks = CLI.split() + ["=>", "&&&", "->", "/", "0x", "::", "1.2.3.4", "-1", "9" * 30, "#", "a/b", "1->", "&&&1", "0b2"]
+    vals = [None, True, -1, "x", [], {}, [1], [1, 2, 3], "1.2.3.4", 2**200, 1.5, {"a": 1}]
+    p = prog
+    errors = 0
+    for i in range(600):
+        if i % 2:
+            lines = CLI.splitlines()
+            j = rng.randrange(len(lines))
+            t = lines[j].split() or ["x"]
+            t[rng.randrange(len(t))] = rng.choice(toks)
+            lines[j] = " ".join(t)
+            f = write(tmp_path, "\n".join(lines))
+        else:
+            doc = json.loads(json.dumps(JSON))
+            e = rng.choice(doc["table_entries"])
+            k = rng.choice(["table", "match", "action_name", "action_params", "priority", "default_action"])
+            inner = e.get(k) if k in ("match", "action_params") else None
+            if inner and rng.random() < 0.7:
+                inner[rng.choice(list(inner))] = rng.choice(vals)
+            else:
+                e[k] = rng.choice(vals)
+            f = write(tmp_path, doc, "e.json")
+        try:
+            load_entries(f, p)
+        except UserError as ex:
+            errors += 1
+            assert "\n" not in str(ex) and str(ex).startswith(str(f))
+    assert errors > 200  # most mangled files are wrong
