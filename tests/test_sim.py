@@ -149,6 +149,9 @@ def test_reproduce_quick_writes_outputs_and_the_paper_shapes_hold(tmp_path, fig,
     assert r.returncode == 0, r.stderr
     s = json.loads((out / "summary.json").read_text())
     assert len(s["points"]) == n_points
+    # Each point is a mean over --quick's 2 seeds, inside its 95 % interval.
+    assert s["seeds"] == [1, 2] and all(p["seeds"] == 2 and p["hit_rate_lo"] <= p["hit_rate"] <= p["hit_rate_hi"]
+                                        for p in s["points"])
     failed = [k for k, v in s["checks"].items() if not v]
     assert not failed, failed
     assert len((out / f"{fig}.csv").read_text().splitlines()) == n_points + 1

@@ -97,3 +97,16 @@ class Simulator:
     def config_json(self) -> str: ...
 
 def default_sim_config() -> str: ...
+
+# --- cost-model probes (crates/synapse-py/src/cost.rs) ---
+class CostTable:
+    """A software table of `entries` exact/lpm/ternary entries in structure
+    `algo`, with lookup keys that hit it (for the CPU cost model)."""
+
+    entries: int
+    bytes: int
+    def __init__(self, kind: str, algo: str, entries: int, seed: int = 1, keys: int = 65536,
+                 config: dict[str, str] | None = None) -> None: ...
+    def run(self, lookups: int) -> int: ...
+
+def structure_bytes(kinds: list[str], n: int, algo: str, seed: int = 1, config: dict[str, str] | None = None) -> int: ...

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from synapse_vmt.cli.cost import cost
 from synapse_vmt.cli.opt import opt
 from synapse_vmt.cli.p4 import p4
 from synapse_vmt.cli.reproduce import reproduce
 from synapse_vmt.cli.rules import classify, rules, trace
 from synapse_vmt.cli.run import run
+from synapse_vmt.cli.sweep import sweep
 from synapse_vmt.cli.traffic import traffic
 
 ALL: list = []
 ALL += [rules, trace, classify]
 ALL += [traffic]
 ALL += [run]  # the simulator's main job (cli/run.py)
+ALL += [sweep]  # many runs: overrides × seeds, local pool or Ray (cli/sweep.py)
 ALL += [p4, opt, reproduce]
+ALL += [cost]  # cost models: CPU, ASIC, Synapse (cli/cost.py)

@@ -44,15 +44,22 @@ def fig9(out: str, quick: bool, seed: int) -> None:
 @_out
 @_quick
 @_seed
-def fig10(out: str, quick: bool, seed: int) -> None:
+@click.option("--seeds", type=click.IntRange(min=1), default=None,
+              help="Traffic seeds from --seed on (default 5, 2 with --quick): mean and 95 % interval.")
+@click.option("-w", "--workers", type=click.IntRange(min=1), default=None, help="Local worker processes (default: every core).")
+@click.option("--ray", metavar="auto|ADDRESS|local", default=None, help="Run the points on Ray (see synapse sweep).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+def fig10(out: str, quick: bool, seed: int, seeds: int | None, workers: int | None, ray: str | None, quiet: bool) -> None:
     """VMT throughput vs offered load for 3, 4, 5 PMUs from the simulator, with the fitted USL (paper Fig. 10)."""
     from synapse_vmt.figures import fig10 as f
 
-    s = f.run(Path(out), quick, seed)
+    s = f.run(Path(out), quick, seed, seeds=seeds, workers=workers, ray=ray, quiet=quiet)
     fit = s["fit"]
-    click.echo(f"USL fit: R² {fit['r2']:.3f}, RMSE {fit['rmse_mpps']:.3g} Mpps over {fit['samples']} windows")
+    click.echo(f"USL fit: R² {fit['r2']:.3f}, RMSE {fit['rmse_mpps']:.3g} Mpps over {fit['samples']} windows, seeds {s['seeds']}")
     for n, d in s["per_pmus"].items():
-        click.echo(f"  {n} PMUs: capacity {d['capacity_mpps']:.4g} Mpps at {d['peak_load_mpps']:.4g} Mpps offered, R² {d['r2']:.3f}")
+        c = d["capacity_per_seed_mpps"]
+        click.echo(f"  {n} PMUs: capacity {d['capacity_mpps']:.4g} Mpps at {d['peak_load_mpps']:.4g} Mpps offered, R² {d['r2']:.3f}; "
+                   f"per seed {c['mean']:.4g} Mpps (95 % {c['lo']:.4g}..{c['hi']:.4g})")
     click.echo(f"wrote {out}/summary.json, fig10.csv, fig10.png")
 
 
@@ -80,10 +87,30 @@ def fig8(out: str, quick: bool, seed: int, period_ns: float | None, headroom: fl
     click.echo(f"wrote {out}/summary.json, fig8.csv, fig8.png")
 
 
+@click.command("cpu-model")
+@_out
+@_quick
+@click.option("-q", "--quiet", is_flag=True, help="no progress bar")
+def cpu_model(out: str, quick: bool, quiet: bool) -> None:
+    """Fit the seed's CPU model (p4-target-properties) on this machine: our
+    exact, LPM and ternary tables over 10 to 10^7 entries, one core."""
+    from synapse_vmt.figures import cpu_model as f
+
+    s = f.run(Path(out), quick, quiet)
+    for name, fit in s["fits"].items():
+        err = fit.get("error")
+        params = ", ".join(f"{k}={fit[k]:.4g}" for k in "pqrstuvab" if k in fit)
+        click.echo(f"{name:>14}: {params}  (RMS rel. error {'-' if err is None else f'{err:.1%}'})")
+    for name, sk in s["skipped"].items():
+        if sk:
+            click.echo(f"{name:>14}: skipped n={sk} (over the structure's memory budget)")
+    click.echo(f"wrote {out}/summary.json, cpu_model.csv, cpu_model.png, params-fit.toml")
+
+
 def _register() -> None:
     from synapse_vmt.figures.fig6_7 import COMMANDS
 
-    for cmd in [*COMMANDS, fig8, fig9, fig10]:
+    for cmd in [*COMMANDS, fig8, fig9, fig10, cpu_model]:
         reproduce.add_command(cmd)
 
 

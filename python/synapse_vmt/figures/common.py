@@ -1,49 +1,50 @@
-"""Shared pieces of the figure sweeps: run one scenario point, summarise its
-latency distribution, write the outputs."""
+"""Shared pieces of the simulator figures: run a figure's points × seeds
+through the sweep machinery (:mod:`synapse_vmt.sweep`) and reduce the seeds
+to a mean and a 95 % t-interval per point."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
-import numpy as np
+from synapse_vmt.sweep import build_grid, hist_quantiles, mean_ci, run  # noqa: F401 - hist_quantiles re-exported
 
-from synapse_vmt.scenario import Scenario, load
-from synapse_vmt.sim import Simulation
+#: Seeds per point: the full figures and ``--quick``.
+SEEDS, QUICK_SEEDS = 5, 2
 
 
-def hist_quantiles(edges: np.ndarray, counts: np.ndarray, qs=(0.05, 0.25, 0.5, 0.75, 0.95)) -> list[float]:
-    """Quantiles of a bucketed histogram (bucket midpoints)."""
-    n = counts.sum()
-    if n == 0:
-        return [float("nan")] * len(qs)
-    cum = np.cumsum(counts)
+def seed_list(first: int, n: int) -> list[int]:
+    return list(range(first, first + n))
+
+
+def sweep_points(points: list[dict[str, Any]], fixed: dict[str, Any], seeds: list[int], out: Path,
+                 workers: int | None = None, ray: str | None = None, quiet: bool = False, windows: bool = False):
+    """Runs ``points`` × ``seeds`` (resumable, in ``out``); returns the grid and
+    the results' rows. A failed point stops the figure: it cannot be drawn."""
+    g = build_grid(points, fixed=fixed, seeds=seeds, windows=windows)
+    r = run(g, out, workers=workers, ray=ray, quiet=quiet)
+    rows = r["results"].to_pylist()
+    bad = [x for x in rows if x["error"]]
+    if bad:
+        raise RuntimeError(f"{len(bad)} of {len(rows)} points failed, the first: {bad[0]['error']} (see {out}/points)")
+    return g, rows
+
+
+def over_seeds(rows: list[dict[str, Any]], keys: list[str], metrics: list[str]) -> list[dict[str, Any]]:
+    """One row per distinct ``keys`` (in order of first appearance): each
+    metric's mean over the seeds, and ``METRIC_lo``/``METRIC_hi`` its 95 %
+    t-interval, and ``seeds``, how many there were."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
     out = []
-    for q in qs:
-        b = int(np.searchsorted(cum, max(1, int(np.ceil(q * n)))))
-        lo, hi = edges[b], edges[b + 1]
-        out.append(float(lo if hi - lo <= edges[1] - edges[0] + 1e-9 else (lo + hi) / 2))
+    for key, rs in groups.items():
+        a: dict[str, Any] = dict(zip(keys, key))
+        a["seeds"] = len(rs)
+        for m in metrics:
+            a[m], a[f"{m}_lo"], a[f"{m}_hi"] = mean_ci([r[m] for r in rs])
+        out.append(a)
     return out
-
-
-def run_point(scn: Scenario, table: str | None = None) -> dict[str, Any]:
-    """Runs one scenario to its end; returns the table's summary plus
-    latency quantiles and the simulation speed."""
-    sim = Simulation(scn)
-    summ = sim.run()
-    inv = sim.check_invariants()
-    if not inv["ok"]:
-        raise RuntimeError(f"simulator invariant violated: {inv}")
-    name = table or sim.table_names()[0]
-    t = dict(summ["tables"][name])
-    e, c = sim.latency_histogram(name)
-    for q, v in zip(("p05", "p25", "p50", "p75", "p95"), hist_quantiles(e, c)):
-        t[f"lat_{q}_ns"] = v
-    t["sim_keys_per_s"] = summ["sim_keys_per_s"]
-    return t
-
-
-def scenario(overrides: list[str]) -> Scenario:
-    return load(None, overrides)
 
 
 def monotone(xs: list[float], increasing: bool, tol: float = 0.0) -> bool:
@@ -52,15 +53,6 @@ def monotone(xs: list[float], increasing: bool, tol: float = 0.0) -> bool:
     return all((b >= a - tol) if increasing else (b <= a + tol) for a, b in pairs)
 
 
-def progress_runner(total: int, quiet: bool) -> tuple[Any, Callable[[str], None]]:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True, quiet=quiet), transient=True, disable=quiet)
-    task = prog.add_task("points", total=total)
-
-    def step(desc: str) -> None:
-        prog.update(task, advance=1, description=desc)
-
-    return prog, step
+def errbar(rows: list[dict], m: str) -> list[list[float]]:
+    """matplotlib's ``yerr`` for a metric's interval around its mean."""
+    return [[r[m] - r[f"{m}_lo"] for r in rows], [r[f"{m}_hi"] - r[m] for r in rows]]

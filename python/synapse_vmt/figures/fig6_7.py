@@ -6,9 +6,12 @@
 - **Fig. 7**: throughput and HBM bandwidth against offered load for a VMT of
   3, 4 and 5 PMUs of 256 entries; load is raised by adding flows (§6).
 
-Each writes ``figN.csv``, ``figN.png`` and ``summary.json`` (the points plus
-the shape checks the paper's text states), ``--quick`` being a smaller sweep
-for tests.
+Each point runs for several seeds through the sweep machinery
+(:mod:`synapse_vmt.sweep`, resumable, on every core or on Ray; per seed in
+``sweep/results.parquet``). Each writes ``figN.csv``, ``figN.png`` and
+``summary.json``: per point the mean over the seeds and its 95 % t-interval
+(``METRIC_lo``, ``METRIC_hi``), and the shape checks the paper's text states,
+on the means. ``--quick`` is a smaller sweep with fewer seeds, for tests.
 """
 
 from __future__ import annotations
@@ -17,46 +20,53 @@ from pathlib import Path
 
 import click
 
-from synapse_vmt.figures.common import monotone, progress_runner, run_point, scenario
+from synapse_vmt.figures.common import QUICK_SEEDS, SEEDS, errbar, monotone, over_seeds, seed_list, sweep_points
 
 BLOCKS = [64, 128, 256, 512]
 DISTS = ["caida2019", "caida2018"]
 
 #: Fig. 6 workload: one ACL table of 1000 rules; the load and working set are
 #: set by the flows, which stay active for the whole run.
-FIG6_BASE = [
-    "tables.0.rules.generate.count=1000",
-    "tables.0.lookup_bits=10",
-    "traffic.mean_pkt_bytes=800",
-]
+FIG6_BASE = {
+    "tables.0.rules.generate.count": 1000,
+    "tables.0.lookup_bits": 10,
+    "traffic.mean_pkt_bytes": 800,
+}
+
+#: Per-point figures averaged over the seeds (each also gets a 95 % interval).
+FIG6_METRICS = ["hit_rate", "mean_latency_ns", "lat_p05_ns", "lat_p25_ns", "lat_p50_ns", "lat_p75_ns", "lat_p95_ns",
+                "p99_latency_ns", "hbm_gbps", "offered_mpps", "throughput_mpps", "keys"]
+FIG7_METRICS = ["offered_mpps", "throughput_mpps", "hit_rate", "hbm_gbps", "mean_latency_ns", "p99_latency_ns",
+                "drops", "keys"]
 
 
-def _fig6_grid(quick: bool) -> tuple[list[int], list[str]]:
+def _fig6_grid(quick: bool) -> tuple[list[int], dict]:
     # 3000 flows over 1 ms (about 64 Mpps, below the ELU's saturation): a
     # working set of the order of the capacities swept.
     if quick:
-        return [512, 1024, 2048], ["duration_ns=500000", "traffic.flows=1500", "traffic.flow_duration_ns=500000"]
-    return [512, 1024, 1536, 2048, 3072, 4096], ["duration_ns=1000000", "traffic.flows=3000",
-                                                 "traffic.flow_duration_ns=1000000"]
+        return [512, 1024, 2048], {"duration_ns": 500000, "traffic.flows": 1500, "traffic.flow_duration_ns": 500000}
+    return [512, 1024, 1536, 2048, 3072, 4096], {"duration_ns": 1000000, "traffic.flows": 3000,
+                                                 "traffic.flow_duration_ns": 1000000}
 
 
-def fig6(out: Path, quick: bool, quiet: bool = False) -> dict:
+def _cols(keys: list[str], metrics: list[str]) -> list[str]:
+    return [*keys, "seeds", *[c for m in metrics for c in (m, f"{m}_lo", f"{m}_hi")]]
+
+
+def fig6(out: Path, quick: bool, quiet: bool = False, seeds: int | None = None, seed: int = 1,
+         workers: int | None = None, ray: str | None = None) -> dict:
     from synapse_vmt import report  # matplotlib: loaded only when a figure is made
 
     caps, load_ovr = _fig6_grid(quick)
-    points = [(d, b, c) for d in DISTS for b in BLOCKS for c in caps if c >= b]
-    rows = []
-    prog, step = progress_runner(len(points), quiet)
-    with prog:
-        for d, b, c in points:
-            scn = scenario(FIG6_BASE + load_ovr + [f"traffic.dist={d}", f"pmus.block_size={b}", f"pmus.count={c // b}"])
-            r = run_point(scn)
-            rows.append({"dist": d, "block_size": b, "capacity": c, "pmus": c // b, **r})
-            step(f"fig6 {d} block {b} capacity {c}")
-    cols = ["dist", "block_size", "capacity", "pmus", "hit_rate", "mean_latency_ns", "lat_p05_ns", "lat_p25_ns",
-            "lat_p50_ns", "lat_p75_ns", "lat_p95_ns", "p99_latency_ns", "hbm_gbps", "offered_mpps",
-            "throughput_mpps", "keys"]
-    _write_csv(out / "fig6.csv", rows, cols)
+    pts = [(d, b, c) for d in DISTS for b in BLOCKS for c in caps if c >= b]
+    seeds_ = seed_list(seed, seeds or (QUICK_SEEDS if quick else SEEDS))
+    _, res = sweep_points([{"traffic.dist": d, "pmus.block_size": b, "pmus.count": c // b} for d, b, c in pts],
+                          {**FIG6_BASE, **load_ovr}, seeds_, out / "sweep", workers, ray, quiet)
+    for r in res:
+        r["dist"], r["block_size"] = r["traffic.dist"], r["pmus.block_size"]
+        r["pmus"], r["capacity"] = r["pmus.count"], r["pmus.count"] * r["pmus.block_size"]
+    rows = over_seeds(res, ["dist", "block_size", "capacity", "pmus"], FIG6_METRICS)
+    _write_csv(out / "fig6.csv", rows, _cols(["dist", "block_size", "capacity", "pmus"], FIG6_METRICS))
     checks = {}
     for d in DISTS:
         for b in BLOCKS:
@@ -73,8 +83,9 @@ def fig6(out: Path, quick: bool, quiet: bool = False) -> dict:
             if len(s) >= 2:
                 checks[f"{d}/capacity{c}: smaller blocks have a lower hit rate"] = s[0]["hit_rate"] <= s[-1]["hit_rate"] + 0.005
     _plot_fig6(out / "fig6.png", rows, caps)
-    summary = {"figure": "fig6", "quick": quick, "points": rows, "checks": checks,
-               "all_checks_pass": all(checks.values())}
+    summary = {"figure": "fig6", "quick": quick, "seeds": seeds_, "interval": "95 % Student t over the seeds",
+               "points": rows, "checks": checks, "all_checks_pass": all(checks.values()),
+               "per_seed": str(out / "sweep" / "results.parquet")}
     report.write_json(out / "summary.json", summary)
     return summary
 
@@ -85,22 +96,28 @@ def _plot_fig6(path: Path, rows: list[dict], caps: list[int]) -> None:
     plt = report.pyplot()
     fig, ax = plt.subplots(3, 2, figsize=(12, 11))
     width = 0.8 / len(BLOCKS)
+    n_seeds = max((r["seeds"] for r in rows), default=1)
     for j, d in enumerate(DISTS):
         for k, b in enumerate(BLOCKS):
             s = sorted((r for r in rows if r["dist"] == d and r["block_size"] == b), key=lambda r: r["capacity"])
             if not s:
                 continue
             xs = [caps.index(r["capacity"]) for r in s]
-            ax[0, j].plot(xs, [r["hit_rate"] for r in s], "o-", label=f"block {b}")
+            ax[0, j].errorbar(xs, [r["hit_rate"] for r in s], yerr=errbar(s, "hit_rate"), fmt="o-", capsize=3,
+                              label=f"block {b}")
+            # Boxes: the seeds' mean quantiles; the bar on the mean (▲) is its interval.
             stats = [{"med": r["lat_p50_ns"], "q1": r["lat_p25_ns"], "q3": r["lat_p75_ns"], "whislo": r["lat_p05_ns"],
                       "whishi": r["lat_p95_ns"], "mean": r["mean_latency_ns"], "fliers": []} for r in s]
             pos = [x - 0.4 + width * (k + 0.5) for x in xs]
             bp = ax[1, j].bxp(stats, positions=pos, widths=width * 0.9, showmeans=True, patch_artist=True,
                               manage_ticks=False)
+            ax[1, j].errorbar(pos, [r["mean_latency_ns"] for r in s], yerr=errbar(s, "mean_latency_ns"), fmt="none",
+                              ecolor="k", capsize=2, lw=0.8)
             for patch in bp["boxes"]:
                 patch.set_facecolor(f"C{k}")
                 patch.set_alpha(0.6)
-            ax[2, j].plot(xs, [r["hbm_gbps"] for r in s], "o-", label=f"block {b}")
+            ax[2, j].errorbar(xs, [r["hbm_gbps"] for r in s], yerr=errbar(s, "hbm_gbps"), fmt="o-", capsize=3,
+                              label=f"block {b}")
         for i, (title, ylab) in enumerate([("Hit rate", "hit rate"), ("Per-key latency (5/25/50/75/95 %, mean ▲)", "ns"),
                                            ("HBM bandwidth", "GB/s")]):
             a = ax[i, j]
@@ -112,6 +129,7 @@ def _plot_fig6(path: Path, rows: list[dict], caps: list[int]) -> None:
         ax[1, j].set_yscale("log")
         ax[0, j].legend(fontsize=8)
         ax[2, j].legend(fontsize=8)
+    fig.suptitle(f"mean over {n_seeds} seeds, bars: 95 % interval")
     fig.tight_layout()
     report.save_png(fig, path)
 
@@ -121,37 +139,33 @@ def _plot_fig6(path: Path, rows: list[dict], caps: list[int]) -> None:
 #: this seed owns 2 of the 1024 lookup-table entries, so 4 and 5 PMUs give
 #: the same curve (Fig. 6 keeps the single point: that imbalance is what
 #: makes small blocks lose at equal capacity).
-FIG7_BASE = [
-    "tables.0.rules.generate.count=1000",
-    "pmus.block_size=256",
-    "traffic.dist=caida2019",
-    "vmu.vnodes=8",
-]
+FIG7_BASE = {
+    "tables.0.rules.generate.count": 1000,
+    "pmus.block_size": 256,
+    "traffic.dist": "caida2019",
+    "vmu.vnodes": 8,
+}
 
 
-def _fig7_grid(quick: bool) -> tuple[list[int], list[int], list[str]]:
-    load = ["duration_ns=1000000", "traffic.flow_duration_ns=1000000"]
+def _fig7_grid(quick: bool) -> tuple[list[int], list[int], dict]:
+    load = {"duration_ns": 1000000, "traffic.flow_duration_ns": 1000000}
     if quick:
         return [3, 5], [500, 2000, 4000, 12000], load
     return [3, 4, 5], [250, 500, 1000, 2000, 3000, 4000, 5000, 6000, 8000, 12000, 16000], load
 
 
-def fig7(out: Path, quick: bool, quiet: bool = False) -> dict:
+def fig7(out: Path, quick: bool, quiet: bool = False, seeds: int | None = None, seed: int = 1,
+         workers: int | None = None, ray: str | None = None) -> dict:
     from synapse_vmt import report  # matplotlib: loaded only when a figure is made
 
     ns, flows, load_ovr = _fig7_grid(quick)
-    rows = []
-    prog, step = progress_runner(len(ns) * len(flows), quiet)
-    with prog:
-        for n in ns:
-            for f in flows:
-                scn = scenario(FIG7_BASE + load_ovr + [f"pmus.count={n}", f"traffic.flows={f}"])
-                r = run_point(scn)
-                rows.append({"pmus": n, "flows": f, **r})
-                step(f"fig7 {n} PMUs {f} flows")
-    cols = ["pmus", "flows", "offered_mpps", "throughput_mpps", "hit_rate", "hbm_gbps", "mean_latency_ns",
-            "p99_latency_ns", "drops", "keys"]
-    _write_csv(out / "fig7.csv", rows, cols)
+    seeds_ = seed_list(seed, seeds or (QUICK_SEEDS if quick else SEEDS))
+    _, res = sweep_points([{"pmus.count": n, "traffic.flows": f} for n in ns for f in flows],
+                          {**FIG7_BASE, **load_ovr}, seeds_, out / "sweep", workers, ray, quiet)
+    for r in res:
+        r["pmus"], r["flows"] = r["pmus.count"], r["traffic.flows"]
+    rows = over_seeds(res, ["pmus", "flows"], FIG7_METRICS)
+    _write_csv(out / "fig7.csv", rows, _cols(["pmus", "flows"], FIG7_METRICS))
     checks = {}
     peaks = {}
     for n in ns:
@@ -165,8 +179,9 @@ def fig7(out: Path, quick: bool, quiet: bool = False) -> dict:
         checks[f"{n} PMUs: HBM bandwidth rises with load"] = s[-1]["hbm_gbps"] > s[0]["hbm_gbps"]
     checks["saturation throughput grows with PMUs"] = monotone([peaks[n] for n in ns], True, 0.02 * max(peaks.values()))
     _plot_fig7(out / "fig7.png", rows, ns)
-    summary = {"figure": "fig7", "quick": quick, "points": rows, "peak_throughput_mpps": peaks, "checks": checks,
-               "all_checks_pass": all(checks.values())}
+    summary = {"figure": "fig7", "quick": quick, "seeds": seeds_, "interval": "95 % Student t over the seeds",
+               "points": rows, "peak_throughput_mpps": peaks, "checks": checks, "all_checks_pass": all(checks.values()),
+               "per_seed": str(out / "sweep" / "results.parquet")}
     report.write_json(out / "summary.json", summary)
     return summary
 
@@ -176,16 +191,21 @@ def _plot_fig7(path: Path, rows: list[dict], ns: list[int]) -> None:
 
     plt = report.pyplot()
     fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
+    n_seeds = max((r["seeds"] for r in rows), default=1)
     for n in ns:
         s = [r for r in rows if r["pmus"] == n]
         x = [r["offered_mpps"] for r in s]
-        ax[0].plot(x, [r["throughput_mpps"] for r in s], "o-", label=f"{n} PMUs × 256")
-        ax[1].plot(x, [r["hbm_gbps"] for r in s], "o-", label=f"{n} PMUs × 256")
+        xerr = errbar(s, "offered_mpps")
+        ax[0].errorbar(x, [r["throughput_mpps"] for r in s], yerr=errbar(s, "throughput_mpps"), xerr=xerr, fmt="o-",
+                       capsize=3, label=f"{n} PMUs × 256")
+        ax[1].errorbar(x, [r["hbm_gbps"] for r in s], yerr=errbar(s, "hbm_gbps"), xerr=xerr, fmt="o-", capsize=3,
+                       label=f"{n} PMUs × 256")
     ax[0].set(title="(a) VMT throughput", xlabel="input rate (Mpps)", ylabel="throughput (Mpps)")
     ax[1].set(title="(b) External memory bandwidth", xlabel="input rate (Mpps)", ylabel="GB/s")
     for a in ax:
         a.grid(alpha=0.3)
         a.legend()
+    fig.suptitle(f"mean over {n_seeds} seeds, bars: 95 % interval")
     fig.tight_layout()
     report.save_png(fig, path)
 
@@ -210,13 +230,19 @@ def _command(name: str, fn, doc: str) -> click.Command:
     @click.option("-o", "--output", type=click.Path(file_okay=False), default=f"results/{name}", show_default=True,
                   help="Output directory.")
     @click.option("--quick", is_flag=True, help="A smaller sweep (for tests).")
+    @click.option("--seeds", type=click.IntRange(min=1), default=None,
+                  help=f"Seeds per point (default {SEEDS}, {QUICK_SEEDS} with --quick): mean and 95 % interval.")
+    @click.option("--seed", default=1, show_default=True, help="The first seed.")
+    @click.option("-w", "--workers", type=click.IntRange(min=1), default=None, help="Local worker processes (default: every core).")
+    @click.option("--ray", metavar="auto|ADDRESS|local", default=None, help="Run the points on Ray (see synapse sweep).")
     @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
-    def cmd(output: str, quick: bool, quiet: bool) -> None:
-        s = fn(Path(output), quick, quiet)
+    def cmd(output: str, quick: bool, seeds: int | None, seed: int, workers: int | None, ray: str | None,
+            quiet: bool) -> None:
+        s = fn(Path(output), quick, quiet, seeds=seeds, seed=seed, workers=workers, ray=ray)
         if not quiet:
             for k, v in s["checks"].items():
                 click.echo(f"{'ok  ' if v else 'FAIL'} {k}")
-            click.echo(f"wrote {output}/{name}.csv, {name}.png, summary.json")
+            click.echo(f"wrote {output}/{name}.csv, {name}.png, summary.json (seeds {s['seeds']}; per seed: sweep/results.parquet)")
 
     return cmd
 

@@ -2,11 +2,14 @@
 //! matching rule of a [`RuleSet`](crate::rules::RuleSet), or none.
 //!
 //! [`linear::Linear`] is the oracle every other structure is checked against.
-//! The ELU's structures (trie, decision tree) implement the same trait so the
+//! The ELU's structures (trie, decision tree, exact-match hash table) implement the same trait so the
 //! simulator and the CLI can swap them by name.
 
 pub mod dtree;
+pub mod exact;
 pub mod linear;
+pub mod partition;
+pub mod simd;
 pub mod trie;
 
 #[cfg(test)]
@@ -74,6 +77,7 @@ pub trait Structure: MemoryWalk + Send + Sync {
 pub struct BuildConfig {
     pub trie: trie::TrieConfig,
     pub dtree: dtree::DTreeConfig,
+    pub ptree: partition::PTreeConfig,
 }
 
 impl BuildConfig {
@@ -92,6 +96,11 @@ impl BuildConfig {
         "facl.ls_engines",
         "facl.ls_depth",
         "facl.ls_modules",
+        "ptree.bucket",
+        "ptree.max_depth",
+        "ptree.spfac",
+        "ptree.max_bytes",
+        "ptree.simd",
     ];
 
     /// Sets one parameter by its dotted name (`trie.stride`, `dtree.bucket`,
@@ -116,6 +125,11 @@ impl BuildConfig {
             "facl.ls_engines" => f.ls_engines = num(key, value)?,
             "facl.ls_depth" => f.ls_depth = num(key, value)?,
             "facl.ls_modules" => f.ls_modules = num(key, value)?,
+            "ptree.bucket" => self.ptree.bucket = num(key, value)?,
+            "ptree.max_depth" => self.ptree.max_depth = num(key, value)?,
+            "ptree.spfac" => self.ptree.spfac = num(key, value)?,
+            "ptree.max_bytes" => self.ptree.max_bytes = num(key, value)?,
+            "ptree.simd" => self.ptree.simd = num::<u8>(key, value)? != 0,
             _ => return Err(format!("unknown build parameter {key:?} (expected one of: {})", Self::KEYS.join(", "))),
         }
         Ok(())
@@ -123,7 +137,7 @@ impl BuildConfig {
 }
 
 /// Names [`build`] accepts; the CLI offers exactly these.
-pub const ALGORITHMS: &[&str] = &["linear", "trie", "dtree"];
+pub const ALGORITHMS: &[&str] = &["linear", "trie", "dtree", "ptree", "exact"];
 
 /// Builds the classifier named `algo` over `set`. Adding a structure is one
 /// entry in [`ALGORITHMS`] and one match arm here.
@@ -133,6 +147,8 @@ pub fn build(algo: &str, set: &RuleSet) -> Result<Box<dyn Classifier + Send + Sy
         "linear" => Ok(Box::new(linear::Linear::new(set))),
         "trie" => Ok(Box::new(trie::Trie::build(set, &c.trie).map_err(|e| e.to_string())?)),
         "dtree" => Ok(Box::new(dtree::DTree::build(set, &c.dtree).map_err(|e| e.to_string())?)),
+        "ptree" => Ok(Box::new(partition::PTree::build(set, &c.ptree).map_err(|e| e.to_string())?)),
+        "exact" => Ok(Box::new(exact::Exact::build(set).map_err(|e| e.to_string())?)),
         _ => Err(format!("unknown classifier {algo:?} (expected one of: {})", ALGORITHMS.join(", "))),
     }
 }
@@ -144,6 +160,8 @@ pub fn build_structure(algo: &str, set: &RuleSet, config: &BuildConfig) -> Resul
         "linear" => Box::new(linear::Linear::new(set)),
         "trie" => Box::new(trie::Trie::build(set, &config.trie)?),
         "dtree" => Box::new(dtree::DTree::build(set, &config.dtree)?),
+        "ptree" => Box::new(partition::PTree::build(set, &config.ptree)?),
+        "exact" => Box::new(exact::Exact::build(set)?),
         _ => {
             return Err(BuildError::BadConfig(format!(
                 "unknown classifier {algo:?} (expected one of: {})",

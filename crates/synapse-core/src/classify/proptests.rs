@@ -5,6 +5,7 @@
 
 use super::dtree::{DTree, DTreeConfig};
 use super::linear::Linear;
+use super::partition::{PTree, PTreeConfig};
 use super::trie::{Trie, TrieConfig};
 use super::{build, build_structure, BuildConfig, Classifier, MemoryWalk};
 use crate::rules::{classbench, FieldMatch, Key, Rule, RuleSet, Schema};
@@ -83,6 +84,12 @@ fn check_all(set: &RuleSet, keys: &[Key], trie: &TrieConfig, dtree: &DTreeConfig
     let want: Vec<Option<u32>> = keys.iter().map(|k| lin.classify(k)).collect();
     let d = DTree::build(set, dtree).unwrap();
     let mut built: Vec<(&str, Box<dyn MemoryWalk>)> = vec![("dtree", Box::new(d))];
+    // The partitioned tree with the AVX2 kernels (when the CPU has them)
+    // and with the scalar ones, small buckets so the trees branch.
+    for simd in [true, false] {
+        let cfg = PTreeConfig { bucket: dtree.bucket, simd, ..Default::default() };
+        built.push((if simd { "ptree" } else { "ptree scalar" }, Box::new(PTree::build(set, &cfg).unwrap())));
+    }
     match Trie::build(set, trie) {
         Ok(t) => built.push(("trie", Box::new(t))),
         // A small random set can still blow a small budget (wildcards
@@ -209,7 +216,7 @@ fn real_classbench_1k_sets_equal_the_oracle() {
         // 16 MiB, which must fail cleanly rather than grow.
         let mut cfg = BuildConfig::default();
         cfg.trie = TrieConfig { stride: 4, max_bytes: 16 << 20 };
-        for algo in ["trie", "dtree"] {
+        for algo in ["trie", "dtree", "ptree"] {
             match build_structure(algo, &set, &cfg) {
                 Ok(c) => {
                     c.classify_batch(&keys, &mut out);
@@ -244,6 +251,13 @@ fn generated_10k_sets_equal_the_oracle() {
         let d = DTree::build(&set, &DTreeConfig::default()).unwrap();
         d.classify_batch(&keys, &mut out);
         assert!(out == want, "dtree differs from the oracle on generated {kind} 10K");
+        for simd in [true, false] {
+            let p = PTree::build(&set, &PTreeConfig { simd, ..Default::default() }).unwrap();
+            p.classify_batch(&keys, &mut out);
+            assert!(out == want, "ptree (simd {simd}) differs from the oracle on generated {kind} 10K");
+            let single: Vec<i32> = keys.iter().map(|k| p.classify(k).map_or(-1, |r| r as i32)).collect();
+            assert!(single == want, "ptree (simd {simd}) one at a time on generated {kind} 10K");
+        }
         // Set pruning on 10K multi-field rules is expected to blow a small
         // budget; when it fits, it must be exact.
         match Trie::build(&set, &TrieConfig { stride: 4, max_bytes: 8 << 20 }) {

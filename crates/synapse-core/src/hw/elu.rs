@@ -215,6 +215,11 @@ impl Elu {
         }
     }
 
+    /// ORB entry `slot`: `None` if free, else whether its lookup is done.
+    pub fn slot_state(&self, slot: usize) -> Option<bool> {
+        self.orb.get(slot)?.as_ref().map(|e| e.valid)
+    }
+
     /// The commit pointer: the oldest entry leaves once valid, in order.
     pub fn commit(&mut self) -> Option<(MissRequest, Match)> {
         if !self.head_valid() {

@@ -315,6 +315,10 @@ impl Pmu {
         self.next_issue = now + self.t.ii;
     }
 
+    /// The head of Q_p, left in place (a VMU that is not ready this cycle).
+    pub fn peek_response(&self) -> Option<&Response> {
+        self.q_p.front()
+    }
     /// The VMU takes the head of Q_p (one response per PMU per cycle).
     pub fn pop_response(&mut self) -> Option<Response> {
         self.q_p.pop_front()
