@@ -431,8 +431,12 @@ def test_gen_ternary_and_range_in_classbench_manner():
             return "EM"
         return {(1024, 65535): "HI", (0, 1023): "LO"}.get((m.lo, m.hi), "AR")
 
+    # The port classes on a table whose exact host field keeps entries distinct
+    # (above, dropping repeated rules thins the commonest combinations).
+    ports = gen_table(_spec([("exact", "dst", ["ipv4", "dst"]), ("range", "sport", ["l4", "sport"]),
+                             ("range", "dport", ["l4", "dport"])], actions=(4, 5)), 3000, 2)
     for f, mix in (("l4.sport", SPORT_MIX), ("l4.dport", DPORT_MIX)):
-        c = [cls(e.matches[f]) for e in es]
+        c = [cls(e.matches[f]) for e in ports]
         for name, share in zip(("WC", "HI", "LO", "AR", "EM"), mix):
             assert abs(_share(c, name) - share) < 0.04, (f, name)
     # specific entries come first: the first tenth matches more bits than the last tenth
@@ -533,3 +537,50 @@ def test_gen_json_loads_the_same_entries_as_gen_cli(shared_data, tmp_path, name)
         assert [(e.matches, e.action, e.params, e.priority) for e in x[n].entries] == [
             (e.matches, e.action, e.params, e.priority) for e in y[n].entries
         ], n
+
+
+def test_gen_tables_with_the_same_key_name_share_hosts():
+    a = gen_table(_spec([("exact", "ue_addr", ["ipv4", "dst"])]), 200, 1)
+    # another field under the same P4Runtime name (as UPF's sessions and terminations tables)
+    b = gen_table(_spec([("exact", "ue_addr", ["ipv4", "src"]), ("exact", "p", ["ipv4", "proto"])]), 200, 1)
+    c = gen_table(_spec([("exact", "n3_addr", ["ipv4", "dst"])]), 200, 1)
+    da, db, dc = ({e.matches[f].value for e in x} for x, f in ((a, "ipv4.dst"), (b, "ipv4.src"), (c, "ipv4.dst")))
+    assert min(da) > 1 << 24 and min(dc) > 1 << 24  # addresses, not small ids
+    assert len(da & db) / len(da) > 0.3  # about half: both draw from one population of 2 * 200 + 16
+    assert len(da & dc) / len(da) < 0.05  # another key name, another population
+
+
+def test_mangled_files_are_one_line_errors_never_tracebacks(tmp_path, prog):
+    """Random token swaps in the CLI file and random values in the JSON file:
+    each load succeeds or raises a one-line UserError."""
+    import random
+
+    rng = random.Random(0)
+    toks = CLI.split() + ["=>", "&&&", "->", "/", "0x", "::", "1.2.3.4", "-1", "9" * 30, "#", "a/b", "1->", "&&&1", "0b2"]
+    vals = [None, True, -1, "x", [], {}, [1], [1, 2, 3], "1.2.3.4", 2**200, 1.5, {"a": 1}]
+    p = prog
+    errors = 0
+    for i in range(600):
+        if i % 2:
+            lines = CLI.splitlines()
+            j = rng.randrange(len(lines))
+            t = lines[j].split() or ["x"]
+            t[rng.randrange(len(t))] = rng.choice(toks)
+            lines[j] = " ".join(t)
+            f = write(tmp_path, "\n".join(lines))
+        else:
+            doc = json.loads(json.dumps(JSON))
+            e = rng.choice(doc["table_entries"])
+            k = rng.choice(["table", "match", "action_name", "action_params", "priority", "default_action"])
+            inner = e.get(k) if k in ("match", "action_params") else None
+            if inner and rng.random() < 0.7:
+                inner[rng.choice(list(inner))] = rng.choice(vals)
+            else:
+                e[k] = rng.choice(vals)
+            f = write(tmp_path, doc, "e.json")
+        try:
+            load_entries(f, p)
+        except UserError as ex:
+            errors += 1
+            assert "\n" not in str(ex) and str(ex).startswith(str(f))
+    assert errors > 200  # most mangled files are wrong

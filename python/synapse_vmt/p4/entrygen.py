@@ -9,7 +9,9 @@ Deterministic: table T's entries depend only on (seed, T, count), so
 How values are drawn, per key field (by width and name):
 
 - *exact*: from a population, distinct per key: IPv4 hosts in a few /16
-  pools, IPv6 hosts in a few /48s, MACs under a few vendor OUIs, small ids
+  pools, IPv6 hosts in a few /48s, MACs under a few vendor OUIs (a population
+  of 2·count addresses per key name, shared by the tables with a key of that
+  P4Runtime name, so entries of consecutive tables agree on hosts), small ids
   (``vrf``, ``bd``, ``ifindex``...: 1..max(4·count, 256)) for other fields of
   13–32 bits, any value for narrow fields (ports, flags, valid bits);
 - *lpm*: prefix lengths from the global BGP table's mix: IPv4 peaks at /24
@@ -38,6 +40,7 @@ as often as ``NoAction``/drop/miss ones; parameters get values of their width
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 
@@ -74,6 +77,7 @@ def _short(name: str) -> str:
 class _Gen:
     def __init__(self, t: TableSpec, count: int, seed: int):
         self.t = t
+        self.seed = seed
         self.rng = random.Random(f"synapse-entries:{seed}:{t.name}")
         self.count = count
         self.pools: dict[tuple[str, int], list[int]] = {}
@@ -102,14 +106,13 @@ class _Gen:
         return self.rng.randint(1, hi) if hi >= 1 else 0
 
     def value(self, name: str, width: int) -> int:
-        """A value from the field's population (exact matches, parameters)."""
+        """A value from the field's population (exact and optional matches):
+        addresses come from a population per header field shared by every
+        table keyed on that field (:func:`population`), so that, as in a real
+        configuration, a host in one table is found in the next one too."""
         s = _short(name)
-        if width == 48:
-            return self.mac()
-        if width == 128:
-            return self.ipv6_host(name)
-        if width == 32 and _ADDR.search(s):
-            return self.ipv4_host(name)
+        if width in (48, 128) or (width == 32 and _ADDR.search(s)):
+            return self.rng.choice(population(self.seed, name, width, self.count))
         if width <= 12:
             return self.rng.getrandbits(width)
         if width <= 32:
@@ -150,13 +153,14 @@ class _Gen:
             else:
                 plen = self.rng.randint(8, w - 1) if w == 32 else self.rng.choice([32, 40, 48, 56])
             m = _prefix_mask(w, plen)
-            v = self.ipv4_host(kf.field) if w == 32 else self.ipv6_host(kf.field)
+            # host entries name the field's known hosts; wider prefixes anywhere in its pools
+            v = self.value(kf.field, w) if plen == w else self.ipv4_host(kf.field) if w == 32 else self.ipv6_host(kf.field)
             return Match("ternary", v & m, m)
         if w == 48:
             if r < 0.6:
                 return wildcard(kf)
             m = full if r < 0.95 else _prefix_mask(48, 24)
-            return Match("ternary", self.mac() & m, m)
+            return Match("ternary", self.value(kf.field, w) & m, m)
         if w == 8 and _PROTO.search(s):
             if r < 0.1:
                 return wildcard(kf)
@@ -234,6 +238,21 @@ class _Gen:
         return self.rng.randint(0, min(_full(width), 4095))
 
 
+@functools.lru_cache(maxsize=256)
+def population(seed: int, field: str, width: int, count: int) -> tuple[int, ...]:
+    """The addresses key ``field`` (a P4Runtime key name) takes across the program's tables: twice
+    as many as a table's entries (so two tables keyed on it share about half
+    their keys), drawn like :class:`_Gen` draws hosts and MACs."""
+    g = _Gen.__new__(_Gen)
+    g.rng = random.Random(f"synapse-population:{seed}:{field}:{width}")
+    g.pools = {}
+    out: set[int] = set()
+    size = min(2 * count + 16, 1 << min(width, 24))
+    while len(out) < size:
+        out.add(g.mac() if width == 48 else g.ipv6_host(field) if width == 128 else g.ipv4_host(field))
+    return tuple(sorted(out))
+
+
 def _invalid_headers_zero(ms: dict[str, Match], fields) -> dict[str, Match]:
     """An entry that matches a header as invalid (``h.$valid$`` == 0) matches
     its fields as BMv2 reads them then: 0 (exact) or anything (others)."""
@@ -276,7 +295,9 @@ def gen_table(t: TableSpec, count: int, seed: int) -> list[Entry]:
     budget = 50 * n + 1000
     while len(drafts) < n and budget > 0:
         budget -= 1
-        ms = _invalid_headers_zero({kf.field: g.match(kf) for kf, _ in fields}, fields)
+        # Values are drawn by the key's P4Runtime name (UPF's sessions_downlink
+        # and terminations_downlink both key on "ue_address", through different fields).
+        ms = _invalid_headers_zero({kf.field: g.match(KeyField(nm, kf.width, kf.match)) for kf, nm in fields}, fields)
         k = tuple(m.key() for m in ms.values())
         if k in seen:
             continue
