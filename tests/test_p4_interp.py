@@ -785,3 +785,43 @@ def test_const_entries_of_the_program_are_used(tmp_path):
     assert r.exit_code == 0, r.output
     # 10.9.9.9 hits the const 10/8 entry (ttl 1 -> 0: dropped by the conditional); 11.0.0.1 misses
     assert json.loads(r.output)["tables"][L] == {"lookups": 2, "matched": 1, "actions": {"MyIngress.set_nhop": 1, "MyIngress.drop": 1}}
+
+
+def test_malformed_programs_are_one_line_errors():
+    """Random damage to router.json (a key removed, a value of the wrong type): the program
+    compiles and runs, or fails with one UserError line naming the place; never another exception."""
+    import copy
+    import json
+
+    base = json.loads((DATA / "router.json").read_text())
+
+    def paths(o, pre=()):
+        yield pre
+        if isinstance(o, dict):
+            for k, v in o.items():
+                yield from paths(v, pre + (k,))
+        elif isinstance(o, list):
+            for i, v in enumerate(o):
+                yield from paths(v, pre + (i,))
+
+    where = [p for p in paths(base) if p]
+    rng = random.Random(8)
+    pk = [p for p, *_ in PACKETS]
+    n_err = 0
+    for _ in range(400):
+        doc = copy.deepcopy(base)
+        pth = rng.choice(where)
+        par = doc
+        for k in pth[:-1]:
+            par = par[k]
+        if rng.random() < 0.3:
+            par.pop(pth[-1])  # dict or list
+        else:
+            par[pth[-1]] = rng.choice([None, 1, -5, True, "x", "0x" + "f" * 40, [], {}, [None], {"op": "?"},
+                                       {"type": "field", "value": ["nope", "x"]}])
+        try:
+            Program(doc, "bad.json").run(pk, router_entries() if rng.random() < 0.5 else {})
+        except UserError as e:
+            assert "\n" not in str(e) and ": " in str(e)
+            n_err += 1
+    assert n_err > 100

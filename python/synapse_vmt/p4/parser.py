@@ -151,6 +151,8 @@ class ParserCompiler:
                 continue
             if ty not in ("hexstr", None):
                 raise Unsupported(f"transition of type {ty!r}")
+            if not parts:
+                self.fail(f"{where}.transitions[{ti}]", "a transition_key for a value transition")
             v = _hex(val)
             m = full if mask is None else _hex(mask)
             lines.append(f"if (k & {m}) == {v & m}: return {nxt}, pos")
