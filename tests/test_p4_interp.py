@@ -336,6 +336,10 @@ def test_read_pcap_and_pcapng(tmp_path, ng):
     f = tmp_path / ("a.pcapng" if ng else "a.pcap")
     _write_pcap(f, pk, ng)
     assert list(read_packets(f)) == pk
+    from synapse_vmt.p4.parser import read_frames
+
+    ts = [t for t, _ in read_frames(f)]
+    assert ts == pytest.approx([1.0 + i for i in range(len(pk))])
 
 
 def test_truncated_pcap_names_the_packet(tmp_path):
