@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import dpkt
+import numpy as np
 import pytest
 
 from synapse_vmt.errors import UserError
@@ -829,3 +830,19 @@ def test_malformed_programs_are_one_line_errors():
             assert "\n" not in str(e) and ": " in str(e)
             n_err += 1
     assert n_err > 100
+
+
+def test_table_keys_equal_key_words(upf, shared_data):
+    """The vectorised per-table word arrays equal encode_words step by step (48-bit MACs split in two words)."""
+    from synapse_vmt.p4.entries import load_entries
+
+    ents = load_entries(DATA / "upf-entries.txt", shared_data / "p4" / "up4-bmv2.json")
+    tr = upf.run(_mutants(5, 300) + [upf_uplink(1234), upf_downlink()] * 5, ents)
+    for ti, spec in enumerate(tr.tables):
+        pkt, words, entry = tr.table_keys(spec.name)
+        sel = [j for j in range(len(tr.step_table)) if tr.step_table[j] == ti]
+        assert words.shape == (len(sel), spec.words)
+        assert words.tolist() == [tr.key_words(j) for j in sel]
+        assert pkt.tolist() == [int(np.searchsorted(tr.pkt_start, j, side="right") - 1) for j in sel]
+        assert entry.tolist() == [int(tr.step_entry[j]) for j in sel]
+    assert tr.table_keys("PreQosPipe.Acl.acls")[1].shape[1] == 1 + 1 + 2 + 2 + 1 + 1 + 1 + 1 + 1 + 1

@@ -153,7 +153,19 @@ class Trace:
         sel = np.nonzero(self.step_table == ti)[0]
         pkt = np.searchsorted(self.pkt_start, sel, side="right") - 1
         spec = self.tables[ti]
-        words = np.array([encode_words(spec, self.step_keys[j]) for j in sel], dtype=np.uint32).reshape(len(sel), spec.words)
+        keys = [self.step_keys[j] for j in sel.tolist()]
+        words = np.empty((len(sel), spec.words), dtype=np.uint32)
+        col = 0
+        for i, k in enumerate(spec.key):
+            vals = [kk[i] for kk in keys]
+            n = (k.width + 31) // 32
+            if n == 1:
+                words[:, col] = np.array(vals, dtype=np.uint64) if vals else 0
+            else:
+                for w in range(n):
+                    sh = 32 * (n - 1 - w)
+                    words[:, col + w] = [(v >> sh) & 0xFFFFFFFF for v in vals]
+            col += n
         return pkt.astype(np.int64), words, self.step_entry[sel]
 
     @property
