@@ -474,6 +474,17 @@ def test_cli_interp_json_counts(tmp_path):
     assert "register_read" in r.output.splitlines()[-1]
     r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--pcap", str(f), "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["dropped"] == 12  # no entries: every lpm lookup misses -> drop
+    steps = tmp_path / "steps.csv"
+    r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--entries", str(DATA / "router-entries.txt"),
+                                  "--pcap", str(f), "--steps", str(steps)])
+    assert r.exit_code == 0, r.output
+    import csv
+
+    rows = list(csv.DictReader(steps.read_text().splitlines()))
+    got = [(r["table"], int(r["entry"]) >= 0, r["action"]) for r in rows if r["packet"] == "1"][:3]
+    assert got == [(L, True, "MyIngress.set_nhop"), (A, True, "MyIngress.permit"), (N, True, "MyIngress.set_dmac")]
+    assert [r["key"] for r in rows if r["packet"] == "1" and r["table"] == A] == ["0x50 0x11 0x7d0 0x1"]
+    assert sum(1 for r in rows if r["table"] == L) == 9
 
 
 def test_cli_interp_corrupt_pcap_exits_2(tmp_path):
