@@ -238,6 +238,40 @@ def _match_row(m: object, k: KeySpec, where: str) -> tuple[int, int, int]:
     raise UserError(f"{where}: expected a match kind among exact, lpm, ternary, range, optional; found {kind!r}")
 
 
+VECTOR_ROWS = 64  # tables with more entries than this are matched with numpy, a row per entry
+
+
+def first_match(spec: TableSpec, rows: list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]],
+                results: list, miss: object):
+    """k -> the result of the first row (lo, hi, mask per field) that ``k`` matches, else ``miss``.
+
+    Small tables are scanned in Python; larger ones compare the key's u32
+    words against every entry at once (per word ``lo <= key & mask <= hi``,
+    exact for exact/lpm/ternary/optional on any width and for ranges on fields
+    of at most 32 bits, the keys contract)."""
+    wide_range = any(k.match == "range" and k.width > 32 for k in spec.key)
+    if len(rows) <= VECTOR_ROWS or wide_range:
+        def scan(k):
+            for (lo, hi, m), res in zip(rows, results):
+                for x, l, h, mm in zip(k, lo, hi, m):
+                    if not (l <= (x & mm) <= h):
+                        break
+                else:
+                    return res
+            return miss
+        return scan
+    lo_w = np.array([encode_words(spec, r[0]) for r in rows], dtype=np.uint32)
+    hi_w = np.array([encode_words(spec, r[1]) for r in rows], dtype=np.uint32)
+    m_w = np.array([encode_words(spec, r[2]) for r in rows], dtype=np.uint32)
+
+    def vector(k):
+        kw = np.array(encode_words(spec, k), dtype=np.uint32) & m_w
+        ok = ((kw >= lo_w) & (kw <= hi_w)).all(axis=1)
+        i = int(ok.argmax())
+        return results[i] if ok[i] else miss
+    return vector
+
+
 class _Action:
     __slots__ = ("id", "name", "params", "widths", "fn", "body")
 
@@ -672,16 +706,10 @@ class Program:
             look = f"_LK{n}(k, _MISS{n})"
         else:
             memo: dict[tuple[int, ...], tuple] = {}
+            first = first_match(spec, rows, results, miss)
 
-            def scan(k, memo=memo, rows=rows, results=results, miss=miss):
-                r = miss
-                for (lo, hi, m), res in zip(rows, results):
-                    for x, l, h, mm in zip(k, lo, hi, m):
-                        if not (l <= (x & mm) <= h):
-                            break
-                    else:
-                        r = res
-                        break
+            def scan(k, memo=memo, first=first):
+                r = first(k)
                 if len(memo) >= MEMO_LIMIT:
                     memo.clear()
                 memo[k] = r
