@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from synapse_vmt.errors import UserError
 
+MAX_SHIFT = 4096  # the widest shift compiled (a larger constant is malformed input)
 DROP_PORT = 511  # BMv2 simple_switch's drop port (mark_to_drop sets egress_spec to it)
 
 
@@ -185,6 +186,7 @@ class Codegen:
         self.synth_slots: set[int] = set()
         self.deps: list[tuple[int, frozenset[int]]] = []
         self.maybe_synth = maybe_synth
+        self.n_params: int | None = None  # action data of the action being compiled (None: unchecked)
         # generated source -> an int whose set bits cover every bit the value
         # can have (known non-negative): lets redundant masks be left out
         self.bound: dict[str, int] = {}
@@ -221,8 +223,8 @@ class Codegen:
         if t == "bool":
             return "True" if v else "False"
         if t in ("runtime_data", "local"):
-            if not isinstance(v, int):
-                raise Unsupported(f"{t} {v!r}")
+            if type(v) is not int or v < 0 or (self.n_params is not None and v >= self.n_params):
+                raise UserError(f"{self.phv.path}: expected action data 0..{(self.n_params or 0) - 1}, found {t} {v!r}")
             return f"a[{v}]"
         if t == "lookahead":
             if not parser:
@@ -259,6 +261,8 @@ class Codegen:
             if known:
                 bound = known[0] if len(known) == 1 else known[0] & known[1]
             return self._bounded(f"({left} & {right})", bound)
+        if op in ("<<", ">>") and right.isdigit() and int(right) > MAX_SHIFT:
+            raise UserError(f"{self.phv.path}: expected a shift by at most {MAX_SHIFT} bits, found {right}")
         src = f"({left} {_BIN[op]} {right})"
         bound = None
         if bl is not None and br is not None:

@@ -81,6 +81,9 @@ from synapse_vmt.p4.cfg import load_json
 from synapse_vmt.p4.exprs import _SLOT_RE, DROP_PORT, Codegen, Phv, Unsupported, sat_cast, tcm, usat_cast
 from synapse_vmt.p4.parser import MAX_STATES, ParserCompiler, Reject, look
 
+# what a malformed program makes the compiler trip on: reported as one line naming the place
+_MALFORMED = (KeyError, TypeError, AttributeError, ValueError, IndexError, OverflowError)
+_RUNTIME = _MALFORMED + (NameError, ZeroDivisionError)
 MEMO_LIMIT = 1 << 20  # cached lookups per table before the cache starts over
 FRAME_CACHE = 1 << 16  # distinct frames remembered by Program.run
 
@@ -150,7 +153,19 @@ class Trace:
         sel = np.nonzero(self.step_table == ti)[0]
         pkt = np.searchsorted(self.pkt_start, sel, side="right") - 1
         spec = self.tables[ti]
-        words = np.array([encode_words(spec, self.step_keys[j]) for j in sel], dtype=np.uint32).reshape(len(sel), spec.words)
+        keys = [self.step_keys[j] for j in sel.tolist()]
+        words = np.empty((len(sel), spec.words), dtype=np.uint32)
+        col = 0
+        for i, k in enumerate(spec.key):
+            vals = [kk[i] for kk in keys]
+            n = (k.width + 31) // 32
+            if n == 1:
+                words[:, col] = np.array(vals, dtype=np.uint64) if vals else 0
+            else:
+                for w in range(n):
+                    sh = 32 * (n - 1 - w)
+                    words[:, col + w] = [(v >> sh) & 0xFFFFFFFF for v in vals]
+            col += n
         return pkt.astype(np.int64), words, self.step_entry[sel]
 
     @property
@@ -223,6 +238,40 @@ def _match_row(m: object, k: KeySpec, where: str) -> tuple[int, int, int]:
     raise UserError(f"{where}: expected a match kind among exact, lpm, ternary, range, optional; found {kind!r}")
 
 
+VECTOR_ROWS = 64  # tables with more entries than this are matched with numpy, a row per entry
+
+
+def first_match(spec: TableSpec, rows: list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]],
+                results: list, miss: object):
+    """k -> the result of the first row (lo, hi, mask per field) that ``k`` matches, else ``miss``.
+
+    Small tables are scanned in Python; larger ones compare the key's u32
+    words against every entry at once (per word ``lo <= key & mask <= hi``,
+    exact for exact/lpm/ternary/optional on any width and for ranges on fields
+    of at most 32 bits, the keys contract)."""
+    wide_range = any(k.match == "range" and k.width > 32 for k in spec.key)
+    if len(rows) <= VECTOR_ROWS or wide_range:
+        def scan(k):
+            for (lo, hi, m), res in zip(rows, results):
+                for x, l, h, mm in zip(k, lo, hi, m):
+                    if not (l <= (x & mm) <= h):
+                        break
+                else:
+                    return res
+            return miss
+        return scan
+    lo_w = np.array([encode_words(spec, r[0]) for r in rows], dtype=np.uint32)
+    hi_w = np.array([encode_words(spec, r[1]) for r in rows], dtype=np.uint32)
+    m_w = np.array([encode_words(spec, r[2]) for r in rows], dtype=np.uint32)
+
+    def vector(k):
+        kw = np.array(encode_words(spec, k), dtype=np.uint32) & m_w
+        ok = ((kw >= lo_w) & (kw <= hi_w)).all(axis=1)
+        i = int(ok.argmax())
+        return results[i] if ok[i] else miss
+    return vector
+
+
 class _Action:
     __slots__ = ("id", "name", "params", "widths", "fn", "body")
 
@@ -239,14 +288,23 @@ class Program:
         if not isinstance(doc, dict) or not isinstance(doc.get("pipelines"), list):
             raise UserError(f"{path}: top level: expected p4c BMv2 JSON with a list \"pipelines\"")
         self.doc, self.path = doc, path
-        self.phv = Phv.from_doc(doc, path)
-        self._compile_code(None)
-        if self.cg.synth_slots:  # again, carrying the synthesized mark through assignments
-            self._compile_code(self.cg.tainted_closure())
+        self._where = "header_types and headers"
+        try:
+            self.phv = Phv.from_doc(doc, path)
+            self._compile_code(None)
+            if self.cg.synth_slots:  # again, carrying the synthesized mark through assignments
+                self._compile_code(self.cg.tainted_closure())
+        except _MALFORMED as e:
+            raise self._malformed(e) from None
+
+    def _malformed(self, e: Exception) -> UserError:
+        what = f"{type(e).__name__}: {e}".replace("\n", " ")
+        return UserError(f"{self.path}: {self._where}: expected well-formed p4c BMv2 JSON ({what})")
 
     def _compile_code(self, maybe_synth: set[int] | None) -> None:
         doc, path = self.doc, self.path
         cg = self.cg = Codegen(self.phv, maybe_synth)
+        self._where = "parsers"
         self.pc = ParserCompiler(cg, doc, path)
         parser_src, self.init_state = self.pc.compile(doc)
 
@@ -254,10 +312,16 @@ class Program:
         self.actions: dict[int, _Action] = {}
         src = [parser_src]
         for i, a in enumerate(doc.get("actions", [])):
-            if not isinstance(a, dict) or not isinstance(a.get("id"), int) or not isinstance(a.get("name"), str):
-                raise UserError(f"{path}: actions[{i}]: expected an object with id and name")
+            self._where = f"actions[{i}]"
+            if not isinstance(a, dict) or type(a.get("id")) is not int or a["id"] < 0 or not isinstance(a.get("name"), str):
+                raise UserError(f"{path}: actions[{i}]: expected an object with an id (an integer >= 0) and a name")
+            self._where = f"actions[{i}] ({a['name']})"
             rd = a.get("runtime_data", [])
-            act = _Action(a["id"], a["name"], [r.get("name", f"p{j}") for j, r in enumerate(rd)], [int(r.get("bitwidth", 32)) for r in rd])
+            widths = [r.get("bitwidth", 32) for r in rd]
+            if not all(type(w) is int and w > 0 for w in widths):
+                raise UserError(f"{path}: {self._where}: expected runtime_data bitwidths as integers > 0")
+            act = _Action(a["id"], a["name"], [str(r.get("name", f"p{j}")) for j, r in enumerate(rd)], widths)
+            cg.n_params = len(rd)
             self.actions[a["id"]] = act
             act.body = cg.action(a["name"], a.get("primitives", []))
             src.append(f"def _a{a['id']}(p, a, T):\n{act.body}\n")
@@ -271,15 +335,22 @@ class Program:
         self.key_slots: dict[str, tuple[int, ...]] = {}
         self.cond_expr: dict[str, str | None] = {}
         self.unsupported_conds: dict[str, str] = {}
+        cg.n_params = 0
         for pi, pl in enumerate(doc["pipelines"]):
-            for t in pl.get("tables", []):
+            for ti, t in enumerate(pl.get("tables", [])):
+                self._where = f"pipelines[{pi}].tables[{ti}]"
+                if not isinstance(t.get("name"), str):
+                    raise UserError(f"{path}: {self._where}: expected an object with a name")
                 self.table_json[t["name"]] = (pi, t)
                 if t.get("key"):
                     spec, code, slots = self._key(t, pl.get("name", f"pipeline{pi}"))
                     self.tables.append(spec)
                     self.key_code[t["name"]] = code
                     self.key_slots[t["name"]] = slots
-            for c in pl.get("conditionals", []):
+            for ci, c in enumerate(pl.get("conditionals", [])):
+                self._where = f"pipelines[{pi}].conditionals[{ci}]"
+                if not isinstance(c.get("name"), str):
+                    raise UserError(f"{path}: {self._where}: expected an object with a name")
                 try:
                     self.cond_expr[c["name"]] = cg.expr(c.get("expression"))
                 except Unsupported as e:
@@ -292,8 +363,8 @@ class Program:
         }
         try:
             exec(compile("\n".join(src), f"<p4 {Path(path).name}>", "exec"), self.ns)
-        except (SyntaxError, RecursionError) as e:  # pragma: no cover - a codegen bug, not user input
-            raise RuntimeError(f"{path}: generated code does not compile: {e}") from e
+        except (SyntaxError, RecursionError) as e:  # a construct the code generator did not expect
+            raise UserError(f"{path}: expected p4c BMv2 JSON the interpreter can compile ({type(e).__name__}: {e})") from None
         for act in self.actions.values():
             # an action without primitives is not called at all
             act.fn = None if act.body.strip() == "pass" else self.ns[f"_a{act.id}"]
@@ -406,7 +477,10 @@ class Program:
         fallback: dict[str, int] = {}
         nd = [0]  # bumped by every fallback branch (random; a frame that took one is not cached)
         drawn: list[str] = []  # synthesized fields of the current frame (deterministic per frame: cached)
-        inits, N = self._bind(entries, seed, random.Random(seed), steps, synth, fallback, nd, drawn)
+        try:
+            inits, N = self._bind(entries, seed, random.Random(seed), steps, synth, fallback, nd, drawn)
+        except _MALFORMED as e:
+            raise self._malformed(e) from None
 
         tmpl = self.phv.template()
         PS, init_state = self.ns["_PS"], self.init_state
@@ -419,59 +493,63 @@ class Program:
         dropped: list[bool] = []
         cache: dict[bytes, tuple] = {}
         extend = steps.extend
-        for buf in packets:
-            start = len(steps)
-            pkt_start.append(start)
-            if frame_cache:
-                if not isinstance(buf, bytes):
-                    buf = bytes(buf)
-                hit = cache.get(buf)
-                if hit is not None:
-                    extend(hit[0])
-                    dropped.append(hit[1])
-                    if hit[2] is not None:
-                        rejects[hit[2]] += 1
-                    for f in hit[3]:
-                        synth[f] += 1
-                    continue
-                nd0 = nd[0]
-                if drawn:
-                    drawn.clear()
-            p = tmpl[:]
-            T: set[int] = set()
-            if s_port is not None:
-                p[s_port] = ingress_port
-            if s_len is not None:
-                p[s_len] = len(buf)
-            st, pos, guard = init_state, 0, 0
-            nm = None
-            try:
-                while st >= 0:
-                    st, pos = PS[st](p, buf, pos, T)
-                    guard += 1
-                    if guard > MAX_STATES:
-                        raise Reject(timeout)
-            except Reject as r:
-                code = r.args[0]
-                nm = perr_names.get(code, f"error {code}")
-                rejects[nm] = rejects.get(nm, 0) + 1
-                if s_perr is not None:
-                    p[s_perr] = code
-            drop = False
-            for pi, n in enumerate(inits):
-                while n >= 0:
-                    n = N[n](p, T)
-                if s_espec is not None and p[s_espec] == DROP_PORT and (s_mcast is None or p[s_mcast] == 0):
-                    # marked to drop in ingress: egress does not run; in egress: dropped at the end
-                    drop = True
-                    break
-                if pi == 0 and s_eport is not None and s_espec is not None:
-                    p[s_eport] = p[s_espec]
-            dropped.append(drop)
-            if frame_cache and nd[0] == nd0:
-                if len(cache) >= frame_cache:
-                    cache.clear()
-                cache[buf] = (steps[start:], drop, nm, tuple(drawn))
+        try:
+            for buf in packets:
+                start = len(steps)
+                pkt_start.append(start)
+                if frame_cache:
+                    if not isinstance(buf, bytes):
+                        buf = bytes(buf)
+                    hit = cache.get(buf)
+                    if hit is not None:
+                        extend(hit[0])
+                        dropped.append(hit[1])
+                        if hit[2] is not None:
+                            rejects[hit[2]] += 1
+                        for f in hit[3]:
+                            synth[f] += 1
+                        continue
+                    nd0 = nd[0]
+                    if drawn:
+                        drawn.clear()
+                p = tmpl[:]
+                T: set[int] = set()
+                if s_port is not None:
+                    p[s_port] = ingress_port
+                if s_len is not None:
+                    p[s_len] = len(buf)
+                st, pos, guard = init_state, 0, 0
+                nm = None
+                try:
+                    while st >= 0:
+                        st, pos = PS[st](p, buf, pos, T)
+                        guard += 1
+                        if guard > MAX_STATES:
+                            raise Reject(timeout)
+                except Reject as r:
+                    code = r.args[0]
+                    nm = perr_names.get(code, f"error {code}")
+                    rejects[nm] = rejects.get(nm, 0) + 1
+                    if s_perr is not None:
+                        p[s_perr] = code
+                drop = False
+                for pi, n in enumerate(inits):
+                    while n >= 0:
+                        n = N[n](p, T)
+                    if s_espec is not None and p[s_espec] == DROP_PORT and (s_mcast is None or p[s_mcast] == 0):
+                        # marked to drop in ingress: egress does not run; in egress: dropped at the end
+                        drop = True
+                        break
+                    if pi == 0 and s_eport is not None and s_espec is not None:
+                        p[s_eport] = p[s_espec]
+                dropped.append(drop)
+                if frame_cache and nd[0] == nd0:
+                    if len(cache) >= frame_cache:
+                        cache.clear()
+                    cache[buf] = (steps[start:], drop, nm, tuple(drawn))
+        except _RUNTIME as e:  # a construct of the program the interpreter cannot run on this frame
+            what = f"{type(e).__name__}: {e}".replace("\n", " ")
+            raise UserError(f"{self.path}: packet {len(dropped) + 1}: expected a program the interpreter can run on it ({what})") from None
         pkt_start.append(len(steps))
         unsupported = sorted(self.cg.unsupported) + [f"parser state {s}" for s in self.pc.unsupported_states] + [
             f"conditional {c}: {e}" for c, e in self.unsupported_conds.items()]
@@ -520,10 +598,12 @@ class Program:
         tails: dict[int, tuple] = {}
         for pi, pl in enumerate(self.doc["pipelines"]):
             inits.append(nid(pi, pl.get("init_table"), f"pipelines[{pi}].init_table"))
-            for t in pl.get("tables", []):
+            for ti, t in enumerate(pl.get("tables", [])):
+                self._where = f"pipelines[{pi}].tables[{ti}] ({t['name']})"
                 n = ids[(pi, t["name"])]
                 heads[n], tails[n] = self._table_src(n, pi, t, entries.get(t["name"]), tid, nid, ns, synth, seed, drawn)
-            for c in pl.get("conditionals", []):
+            for ci, c in enumerate(pl.get("conditionals", [])):
+                self._where = f"pipelines[{pi}].conditionals[{ci}] ({c['name']})"
                 n = ids[(pi, c["name"])]
                 w = f"conditional {c['name']}"
                 tn, fn = nid(pi, c.get("true_next"), w), nid(pi, c.get("false_next"), w)
@@ -626,16 +706,10 @@ class Program:
             look = f"_LK{n}(k, _MISS{n})"
         else:
             memo: dict[tuple[int, ...], tuple] = {}
+            first = first_match(spec, rows, results, miss)
 
-            def scan(k, memo=memo, rows=rows, results=results, miss=miss):
-                r = miss
-                for (lo, hi, m), res in zip(rows, results):
-                    for x, l, h, mm in zip(k, lo, hi, m):
-                        if not (l <= (x & mm) <= h):
-                            break
-                    else:
-                        r = res
-                        break
+            def scan(k, memo=memo, first=first):
+                r = first(k)
                 if len(memo) >= MEMO_LIMIT:
                     memo.clear()
                 memo[k] = r

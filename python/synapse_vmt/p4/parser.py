@@ -151,6 +151,8 @@ class ParserCompiler:
                 continue
             if ty not in ("hexstr", None):
                 raise Unsupported(f"transition of type {ty!r}")
+            if not parts:
+                self.fail(f"{where}.transitions[{ti}]", "a transition_key for a value transition")
             v = _hex(val)
             m = full if mask is None else _hex(mask)
             lines.append(f"if (k & {m}) == {v & m}: return {nxt}, pos")
@@ -201,6 +203,11 @@ def look(buf: bytes, pos: int, off: int, w: int, too_short: int = 1) -> int:
 def read_packets(path: str | Path) -> Iterator[bytes]:
     """Frames of a pcap or pcapng file, in order. A truncated or corrupt
     file raises a one-line UserError naming the packet number (1-based)."""
+    return (buf for _, buf in read_frames(path))
+
+
+def read_frames(path: str | Path) -> Iterator[tuple[float, bytes]]:
+    """(timestamp in seconds, frame) of each packet of a pcap or pcapng file."""
     import dpkt
 
     try:
@@ -219,11 +226,12 @@ def read_packets(path: str | Path) -> Iterator[bytes]:
             else:
                 dpkt.pcap.Reader(f)  # checks the file header and leaves f at the first record
                 little = magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1")
-                records = _pcap_records(f, dpkt.pcap.LEPktHdr if little else dpkt.pcap.PktHdr)
-            for n, (_, buf, caplen) in enumerate(records, 1):
+                nano = magic in (b"\xa1\xb2\x3c\x4d", b"\x4d\x3c\xb2\xa1")
+                records = _pcap_records(f, dpkt.pcap.LEPktHdr if little else dpkt.pcap.PktHdr, 1e9 if nano else 1e6)
+            for n, (ts, buf, caplen) in enumerate(records, 1):
                 if caplen is not None and len(buf) < caplen:
                     raise UserError(f"{path}: packet {n}: expected {caplen} bytes of packet data, the file ends after {len(buf)}")
-                yield bytes(buf)
+                yield ts, bytes(buf)
         except UserError:
             raise
         except (dpkt.NeedData, dpkt.UnpackError, ValueError, EOFError, struct.error) as e:
@@ -233,11 +241,11 @@ def read_packets(path: str | Path) -> Iterator[bytes]:
             raise UserError(f"{path}: packet {n + 1}: truncated or corrupt capture ({what})") from None
 
 
-def _pcap_records(f, hdr_cls) -> Iterator[tuple[float, bytes, int]]:
+def _pcap_records(f, hdr_cls, divisor: float) -> Iterator[tuple[float, bytes, int]]:
     size = hdr_cls.__hdr_len__
     while True:
         raw = f.read(size)
         if not raw:
             return
         hdr = hdr_cls(raw)  # NeedData when the record header itself is cut
-        yield 0.0, f.read(hdr.caplen), hdr.caplen
+        yield hdr.tv_sec + hdr.tv_usec / divisor, f.read(hdr.caplen), hdr.caplen
