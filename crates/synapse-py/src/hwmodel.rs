@@ -188,17 +188,38 @@ fn pmu_out<'py>(py: Python<'py>, o: &[PmuOut]) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
-/// `pmu_generate(config_json, gen_json) -> (stimulus, outputs)`: drives one
-/// PMU closed-loop with a fake ELU (knobs: `harness::PmuGen`).
+/// `pmu_generate(config_json, gen_json, stream_keys=None, stream_actions=None)
+/// -> (stimulus, outputs)`: drives one PMU closed-loop with a fake ELU
+/// (knobs: `harness::PmuGen`); with a stream, requests replay its keys in
+/// order and the ELU answers with its actions (-1 = no rule).
 #[pyfunction]
+#[pyo3(signature = (config_json, gen_json, stream_keys=None, stream_actions=None))]
 fn pmu_generate<'py>(
     py: Python<'py>,
     config_json: &str,
     gen_json: &str,
+    stream_keys: Option<PyReadonlyArray2<'py, u32>>,
+    stream_actions: Option<PyReadonlyArray1<'py, i64>>,
 ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
     let c: pmu::Config = serde_json::from_str(config_json).map_err(verr)?;
     let g: harness::PmuGen = serde_json::from_str(gen_json).map_err(verr)?;
-    let (s, o) = py.allow_threads(|| harness::gen_pmu(&c, &g));
+    let mut stream = Vec::new();
+    if let (Some(k), Some(a)) = (stream_keys, stream_actions) {
+        let (k, a) = (k.as_array(), a.as_array());
+        if k.nrows() != a.len() || k.ncols() > MAX_FIELDS {
+            return Err(verr(
+                "stream_keys must be (n, <=8) uint32 and stream_actions (n,) int64",
+            ));
+        }
+        for (r, &x) in k.rows().into_iter().zip(a.iter()) {
+            let mut key = Key::default();
+            for (w, v) in key.0.iter_mut().zip(r.iter()) {
+                *w = *v;
+            }
+            stream.push((key, act_in(x)));
+        }
+    }
+    let (s, o) = py.allow_threads(|| harness::gen_pmu_stream(&c, &g, &stream));
     Ok((pmu_stim_out(py, &s)?, pmu_out(py, &o)?))
 }
 

@@ -43,7 +43,30 @@ PMU_PROFILES: dict[str, tuple[dict, dict]] = {
         dict(block_size=8, latency_cycles=5, ii_cycles=2, q_r=4, q_p=4, q_m=3),
         dict(keys=14, tables=2, p_req=0.6, p_ctl=0.005),
     ),
+    # Keys in the order of a ClassBench trace (high Pareto locality) from a
+    # generated ACL set; the ELU answers with the rule the oracle matched.
+    "trace": (
+        dict(block_size=32, latency_cycles=2, ii_cycles=1, q_r=8, q_p=8, q_m=8),
+        dict(tables=1, p_req=0.9, p_ctl=0.0, elu_lat=[10, 60]),
+    ),
 }
+
+
+def classbench_stream(packets: int, seed: int, rules: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    """Keys of a ClassBench trace as 104-bit 5-tuples (src | dst << 32 |
+    sport << 64 | dport << 80 | proto << 96, as (n, 8) uint32 words) and the
+    index of the rule each matches (the linear oracle; -1 for none)."""
+    from synapse_vmt import _core
+
+    rs = _core.RuleSet.generate("acl", rules, seed)
+    tr = _core.Trace.generate(rs, packets, seed, 1.0, 1.0)
+    k = tr.keys().astype(np.uint32)
+    w = np.zeros((len(k), 8), np.uint32)
+    w[:, 0], w[:, 1] = k[:, 0], k[:, 1]
+    w[:, 2] = (k[:, 2] & 0xFFFF) | ((k[:, 3] & 0xFFFF) << 16)
+    w[:, 3] = k[:, 4] & 0xFF
+    acts = _core.Classifier(rs, "linear").classify(tr).astype(np.int64)
+    return w, acts
 
 
 #: ORB profiles: (orb_entries, lookup_slots, generator knobs ``harness::OrbGen``).
@@ -158,7 +181,11 @@ def cosim_pmu(profile: str = "random", cycles: int = 2000, seed: int = 1, key_bi
     cfg, gen = PMU_PROFILES[profile]
     gen = dict(gen, cycles=cycles, seed=seed, key_bits=key_bits, tag_bits=16)
     cfg = dict(cfg, count=1, clock_ratio=1.0)
-    stim, model = _core.pmu_generate(json.dumps(cfg), json.dumps(gen))
+    if profile == "trace":
+        keys, acts = classbench_stream(max(cycles, 1000), seed)
+        stim, model = _core.pmu_generate(json.dumps(cfg), json.dumps(gen), keys, acts)
+    else:
+        stim, model = _core.pmu_generate(json.dumps(cfg), json.dumps(gen))
     return compare_pmu(cfg, key_bits, stim, model, profile, keep, fill_slots=gen.get("elu_cap", 16) + cfg["q_m"])
 
 
