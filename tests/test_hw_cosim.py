@@ -35,6 +35,13 @@ def test_orb_rtl_matches_the_model(profile):
     assert r.compared > 50
 
 
+@pytest.mark.parametrize("profile", sorted(cosim.VMU_PROFILES))
+def test_vmu_rtl_matches_the_model(profile):
+    r = cosim.cosim_vmu(profile, cycles=1500, seed=3)
+    assert r.ok, r.mismatches
+    assert r.compared > 200
+
+
 def test_pmu_233_bit_keys():
     r = cosim.cosim_pmu("corner", cycles=800, seed=5, key_bits=233)
     assert r.ok, r.mismatches
@@ -61,7 +68,7 @@ def test_a_changed_response_or_a_late_one_is_caught():
 
 @pytest.mark.cosim_long
 @pytest.mark.skipif(not LONG, reason="long co-simulation: set SYNAPSE_COSIM_LONG=1")
-@pytest.mark.parametrize("unit", ["pmu", "orb"])
+@pytest.mark.parametrize("unit", ["pmu", "vmu", "orb"])
 def test_long_cosim(unit):
     for r in cosim.run(unit, cycles=50_000, seed=11):
         assert r.ok, (r.profile, r.mismatches)

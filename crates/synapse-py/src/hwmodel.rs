@@ -10,7 +10,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use synapse_core::classify::Match;
-use synapse_core::hw::harness::{self, OrbIn, OrbOut, PmuIn, PmuOut};
+use synapse_core::hw::harness::{self, OrbIn, OrbOut, PmuIn, PmuOut, VmuIn, VmuOut, VMU_PORTS};
 use synapse_core::hw::pmu::{self, Response};
 use synapse_core::rules::{Key, MAX_FIELDS};
 
@@ -188,17 +188,38 @@ fn pmu_out<'py>(py: Python<'py>, o: &[PmuOut]) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
-/// `pmu_generate(config_json, gen_json) -> (stimulus, outputs)`: drives one
-/// PMU closed-loop with a fake ELU (knobs: `harness::PmuGen`).
+/// `pmu_generate(config_json, gen_json, stream_keys=None, stream_actions=None)
+/// -> (stimulus, outputs)`: drives one PMU closed-loop with a fake ELU
+/// (knobs: `harness::PmuGen`); with a stream, requests replay its keys in
+/// order and the ELU answers with its actions (-1 = no rule).
 #[pyfunction]
+#[pyo3(signature = (config_json, gen_json, stream_keys=None, stream_actions=None))]
 fn pmu_generate<'py>(
     py: Python<'py>,
     config_json: &str,
     gen_json: &str,
+    stream_keys: Option<PyReadonlyArray2<'py, u32>>,
+    stream_actions: Option<PyReadonlyArray1<'py, i64>>,
 ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
     let c: pmu::Config = serde_json::from_str(config_json).map_err(verr)?;
     let g: harness::PmuGen = serde_json::from_str(gen_json).map_err(verr)?;
-    let (s, o) = py.allow_threads(|| harness::gen_pmu(&c, &g));
+    let mut stream = Vec::new();
+    if let (Some(k), Some(a)) = (stream_keys, stream_actions) {
+        let (k, a) = (k.as_array(), a.as_array());
+        if k.nrows() != a.len() || k.ncols() > MAX_FIELDS {
+            return Err(verr(
+                "stream_keys must be (n, <=8) uint32 and stream_actions (n,) int64",
+            ));
+        }
+        for (r, &x) in k.rows().into_iter().zip(a.iter()) {
+            let mut key = Key::default();
+            for (w, v) in key.0.iter_mut().zip(r.iter()) {
+                *w = *v;
+            }
+            stream.push((key, act_in(x)));
+        }
+    }
+    let (s, o) = py.allow_threads(|| harness::gen_pmu_stream(&c, &g, &stream));
     Ok((pmu_stim_out(py, &s)?, pmu_out(py, &o)?))
 }
 
@@ -307,10 +328,123 @@ fn orb_run<'py>(
     orb_out(py, &o)
 }
 
+fn vmu_stim_in(d: &Bound<'_, PyDict>) -> PyResult<Vec<VmuIn>> {
+    let phv_valid = col(d, "phv_valid", None)?;
+    let n = phv_valid.len();
+    let c = |name: &str| col(d, name, Some(n));
+    let (phv_hash, req_ready, rel_ready) = (c("phv_hash")?, c("req_ready")?, c("rel_ready")?);
+    let (lut_we, lut_addr, lut_data) = (c("lut_we")?, c("lut_addr")?, c("lut_data")?);
+    let mut ports = Vec::new();
+    for p in 0..VMU_PORTS {
+        ports.push((
+            c(&format!("rsp{p}_valid"))?,
+            c(&format!("rsp{p}_miss"))?,
+            c(&format!("rsp{p}_tag"))?,
+            c(&format!("rsp{p}_act"))?,
+        ));
+    }
+    Ok((0..n)
+        .map(|i| {
+            let mut rsp = [None; VMU_PORTS];
+            for (p, (v, m, t, a)) in ports.iter().enumerate() {
+                rsp[p] = (v[i] != 0).then_some((t[i] as u64, m[i] != 0, act_in(a[i])));
+            }
+            VmuIn {
+                phv: (phv_valid[i] != 0).then_some(phv_hash[i] as u32),
+                req_ready: req_ready[i] != 0,
+                rsp,
+                rel_ready: rel_ready[i] != 0,
+                lut: (lut_we[i] != 0).then_some((lut_addr[i] as u32, lut_data[i] as u16)),
+            }
+        })
+        .collect())
+}
+
+fn vmu_stim_out<'py>(py: Python<'py>, s: &[VmuIn]) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new_bound(py);
+    let put = |name: &str, f: &dyn Fn(&VmuIn) -> i64| -> PyResult<()> {
+        d.set_item(
+            name,
+            s.iter().map(f).collect::<Vec<i64>>().into_pyarray_bound(py),
+        )
+    };
+    put("phv_valid", &|i| i.phv.is_some() as i64)?;
+    put("phv_hash", &|i| i.phv.unwrap_or(0) as i64)?;
+    put("req_ready", &|i| i.req_ready as i64)?;
+    put("rel_ready", &|i| i.rel_ready as i64)?;
+    put("lut_we", &|i| i.lut.is_some() as i64)?;
+    put("lut_addr", &|i| i.lut.map_or(0, |l| l.0 as i64))?;
+    put("lut_data", &|i| i.lut.map_or(0, |l| l.1 as i64))?;
+    for p in 0..VMU_PORTS {
+        put(&format!("rsp{p}_valid"), &|i| i.rsp[p].is_some() as i64)?;
+        put(&format!("rsp{p}_miss"), &|i| {
+            i.rsp[p].map_or(0, |r| r.1 as i64)
+        })?;
+        put(&format!("rsp{p}_tag"), &|i| {
+            i.rsp[p].map_or(0, |r| r.0 as i64)
+        })?;
+        put(&format!("rsp{p}_act"), &|i| {
+            i.rsp[p].map_or(-1, |r| act_out(r.2))
+        })?;
+    }
+    Ok(d)
+}
+
+fn vmu_out<'py>(py: Python<'py>, o: &[VmuOut]) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new_bound(py);
+    let put = |name: &str, f: &dyn Fn(&VmuOut) -> i64| -> PyResult<()> {
+        d.set_item(
+            name,
+            o.iter().map(f).collect::<Vec<i64>>().into_pyarray_bound(py),
+        )
+    };
+    put("phv_ready", &|x| x.phv_ready as i64)?;
+    put("req_valid", &|x| x.req.is_some() as i64)?;
+    put("req_pmu", &|x| x.req.map_or(0, |r| r.0 as i64))?;
+    put("req_tag", &|x| x.req.map_or(0, |r| r.1 as i64))?;
+    put("direct_valid", &|x| x.direct.is_some() as i64)?;
+    put("direct_tag", &|x| x.direct.map_or(0, |t| t as i64))?;
+    put("rel_valid", &|x| x.rel.is_some() as i64)?;
+    put("rel_tag", &|x| x.rel.map_or(0, |r| r.0 as i64))?;
+    put("rel_act", &|x| x.rel.map_or(-1, |r| act_out(r.1)))?;
+    put("rel_via", &|x| x.rel.map_or(0, |r| r.2 as i64))?;
+    Ok(d)
+}
+
+/// `vmu_generate(lookup_bits, phv_fifo, gen_json) -> (stimulus, outputs)`.
+#[pyfunction]
+fn vmu_generate<'py>(
+    py: Python<'py>,
+    lookup_bits: u32,
+    phv_fifo: u32,
+    gen_json: &str,
+) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+    let g: harness::VmuGen = serde_json::from_str(gen_json).map_err(verr)?;
+    let (s, o) = py.allow_threads(|| harness::gen_vmu(lookup_bits, phv_fifo, &g));
+    Ok((vmu_stim_out(py, &s)?, vmu_out(py, &o)?))
+}
+
+/// `vmu_run(lookup_bits, phv_fifo, stimulus) -> outputs`.
+#[pyfunction]
+fn vmu_run<'py>(
+    py: Python<'py>,
+    lookup_bits: u32,
+    phv_fifo: u32,
+    stimulus: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let s = vmu_stim_in(stimulus)?;
+    let o = py
+        .allow_threads(|| harness::run_vmu(lookup_bits, phv_fifo, &s))
+        .map_err(verr)?;
+    vmu_out(py, &o)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pmu_generate, m)?)?;
     m.add_function(wrap_pyfunction!(pmu_run, m)?)?;
     m.add_function(wrap_pyfunction!(orb_generate, m)?)?;
     m.add_function(wrap_pyfunction!(orb_run, m)?)?;
+    m.add_function(wrap_pyfunction!(vmu_generate, m)?)?;
+    m.add_function(wrap_pyfunction!(vmu_run, m)?)?;
     Ok(())
 }

@@ -43,7 +43,30 @@ PMU_PROFILES: dict[str, tuple[dict, dict]] = {
         dict(block_size=8, latency_cycles=5, ii_cycles=2, q_r=4, q_p=4, q_m=3),
         dict(keys=14, tables=2, p_req=0.6, p_ctl=0.005),
     ),
+    # Keys in the order of a ClassBench trace (high Pareto locality) from a
+    # generated ACL set; the ELU answers with the rule the oracle matched.
+    "trace": (
+        dict(block_size=32, latency_cycles=2, ii_cycles=1, q_r=8, q_p=8, q_m=8),
+        dict(tables=1, p_req=0.9, p_ctl=0.0, elu_lat=[10, 60]),
+    ),
 }
+
+
+def classbench_stream(packets: int, seed: int, rules: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    """Keys of a ClassBench trace as 104-bit 5-tuples (src | dst << 32 |
+    sport << 64 | dport << 80 | proto << 96, as (n, 8) uint32 words) and the
+    index of the rule each matches (the linear oracle; -1 for none)."""
+    from synapse_vmt import _core
+
+    rs = _core.RuleSet.generate("acl", rules, seed)
+    tr = _core.Trace.generate(rs, packets, seed, 1.0, 1.0)
+    k = tr.keys().astype(np.uint32)
+    w = np.zeros((len(k), 8), np.uint32)
+    w[:, 0], w[:, 1] = k[:, 0], k[:, 1]
+    w[:, 2] = (k[:, 2] & 0xFFFF) | ((k[:, 3] & 0xFFFF) << 16)
+    w[:, 3] = k[:, 4] & 0xFF
+    acts = _core.Classifier(rs, "linear").classify(tr).astype(np.int64)
+    return w, acts
 
 
 #: ORB profiles: (orb_entries, lookup_slots, generator knobs ``harness::OrbGen``).
@@ -54,6 +77,17 @@ ORB_PROFILES: dict[str, tuple[int, int, dict]] = {
     "full": (4, 2, dict(p_miss=0.9, lat=[1, 60])),
     "wide": (16, 16, dict(p_miss=0.8, lat=[1, 6])),
 }
+
+
+#: VMU profiles: (lookup bits, PHV window, generator knobs ``harness::VmuGen``).
+#: ``full``: a window of 4 with a slow next stage and a busy interconnect;
+#: ``direct``: most entries invalid, so keys go to the ELU and park at once.
+VMU_PROFILES: dict[str, tuple[int, int, dict]] = {
+    "random": (5, 8, dict()),
+    "full": (3, 4, dict(p_rel_ready=0.4, p_req_ready=0.5, p_phv=0.9, fill_lat=[5, 80])),
+    "direct": (6, 16, dict(p_invalid=0.6, p_lut=0.1, p_hit=0.3)),
+}
+VMU_PORTS = 2
 
 
 @dataclass
@@ -147,7 +181,11 @@ def cosim_pmu(profile: str = "random", cycles: int = 2000, seed: int = 1, key_bi
     cfg, gen = PMU_PROFILES[profile]
     gen = dict(gen, cycles=cycles, seed=seed, key_bits=key_bits, tag_bits=16)
     cfg = dict(cfg, count=1, clock_ratio=1.0)
-    stim, model = _core.pmu_generate(json.dumps(cfg), json.dumps(gen))
+    if profile == "trace":
+        keys, acts = classbench_stream(max(cycles, 1000), seed)
+        stim, model = _core.pmu_generate(json.dumps(cfg), json.dumps(gen), keys, acts)
+    else:
+        stim, model = _core.pmu_generate(json.dumps(cfg), json.dumps(gen))
     return compare_pmu(cfg, key_bits, stim, model, profile, keep, fill_slots=gen.get("elu_cap", 16) + cfg["q_m"])
 
 
@@ -255,6 +293,67 @@ def compare_orb(entries: int, slots: int, key_bits: int, stim: dict, model: dict
     return res
 
 
+def cosim_vmu(profile: str = "random", cycles: int = 2000, seed: int = 1,
+              keep: Path | None = None) -> CosimResult:
+    """Generates a VMU stimulus with the model and replays it into the RTL."""
+    from synapse_vmt import _core
+
+    if profile not in VMU_PROFILES:
+        raise UserError(f"unknown VMU profile {profile!r} (expected one of {sorted(VMU_PROFILES)})")
+    bits, fifo, gen = VMU_PROFILES[profile]
+    gen = dict(gen, cycles=cycles, seed=seed)
+    stim, model = _core.vmu_generate(bits, fifo, json.dumps(gen))
+    return compare_vmu(bits, fifo, stim, model, profile, keep)
+
+
+def compare_vmu(bits: int, fifo: int, stim: dict, model: dict, profile: str = "stream",
+                keep: Path | None = None) -> CosimResult:
+    n = len(stim["phv_valid"])
+    tw, aw = 32, 32
+    params = dict(BITS=bits, FIFO=fifo, PMU_W=16, TAG_W=tw, ACT_W=aw, PORTS=VMU_PORTS)
+    ints = lambda k: [int(x) for x in stim[k]]  # noqa: E731
+
+    def pack(name: str, width: int, f=lambda x: x) -> list[int]:
+        cols = [ints(f"rsp{p}_{name}") for p in range(VMU_PORTS)]
+        return [sum(f(cols[p][c]) << (p * width) for p in range(VMU_PORTS)) for c in range(n)]
+
+    inputs = {
+        "phv_valid": ints("phv_valid"), "phv_hash": ints("phv_hash"),
+        "req_ready": ints("req_ready"), "rel_ready": ints("rel_ready"),
+        "lut_we": ints("lut_we"), "lut_addr": ints("lut_addr"), "lut_data": ints("lut_data"),
+        "rsp_valid": pack("valid", 1), "rsp_miss": pack("miss", 1),
+        "rsp_tag": pack("tag", tw),
+        "rsp_act_v": pack("act", 1, lambda a: int(a >= 0)),
+        "rsp_act": pack("act", aw, lambda a: max(a, 0)),
+    }
+    outputs = ["phv_ready", "req_valid", "req_pmu", "req_tag", "direct_valid", "direct_tag",
+               "rel_valid", "rel_tag", "rel_act_v", "rel_act", "rel_via"]
+    work = Path(tempfile.mkdtemp(prefix="synapse-cosim-")) if keep is None else keep
+    try:
+        rtl = _simulate("synapse_vmu", params, inputs, outputs, [], work)
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    res = CosimResult("vmu", profile, n)
+    d = _Diff(res)
+    m = {k: [int(x) for x in v] for k, v in model.items()}
+    for c in range(n):
+        d.check(c, "PHV taken", m["phv_ready"][c], rtl["phv_ready"][c])
+        if d.check(c, "request valid", m["req_valid"][c], rtl["req_valid"][c]) and m["req_valid"][c]:
+            res.compared += 1
+            d.check(c, "request (pmu, tag)", (m["req_pmu"][c], m["req_tag"][c]),
+                    (rtl["req_pmu"][c], rtl["req_tag"][c]))
+        if d.check(c, "direct valid", m["direct_valid"][c], rtl["direct_valid"][c]) and m["direct_valid"][c]:
+            res.compared += 1
+            d.check(c, "direct tag", m["direct_tag"][c], rtl["direct_tag"][c])
+        if d.check(c, "release valid", m["rel_valid"][c], rtl["rel_valid"][c]) and m["rel_valid"][c]:
+            res.compared += 1
+            ract = rtl["rel_act"][c] if rtl["rel_act_v"][c] else -1
+            d.check(c, "release (tag, action, via miss)", (m["rel_tag"][c], m["rel_act"][c], m["rel_via"][c]),
+                    (rtl["rel_tag"][c], ract, rtl["rel_via"][c]))
+    return res
+
+
 def stimulus_digest(stim: dict) -> str:
     h = hashlib.sha256()
     for k in sorted(stim):
@@ -271,6 +370,8 @@ def run(unit: str = "pmu", cycles: int = 2000, seed: int = 1) -> list[CosimResul
     os.environ.setdefault("COCOTB_REDUCED_LOG_FMT", "1")
     if unit == "pmu":
         return [cosim_pmu(p, cycles, seed + i) for i, p in enumerate(PMU_PROFILES)]
+    if unit == "vmu":
+        return [cosim_vmu(p, cycles, seed + i) for i, p in enumerate(VMU_PROFILES)]
     if unit == "orb":
         return [cosim_orb(p, cycles, seed + i) for i, p in enumerate(ORB_PROFILES)]
     raise UserError(f"unknown unit {unit!r} (expected pmu, vmu or orb)")

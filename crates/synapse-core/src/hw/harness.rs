@@ -209,10 +209,29 @@ fn random_key(rng: &mut impl Rng, bits: u32) -> Key {
 /// Drives the model closed-loop; returns the stimulus and the model's
 /// outputs (which [`run_pmu`] reproduces from the stimulus alone).
 pub fn gen_pmu(config: &Config, g: &PmuGen) -> (Vec<PmuIn>, Vec<PmuOut>) {
+    gen_pmu_stream(config, g, &[])
+}
+
+/// As [`gen_pmu`], but requests take their keys in the order of `stream`
+/// (a recorded key sequence, e.g. a ClassBench trace; it wraps around) and
+/// the fake ELU answers each key with its action there (e.g. the rule the
+/// classifier matched). An empty stream draws keys from a random pool.
+pub fn gen_pmu_stream(
+    config: &Config,
+    g: &PmuGen,
+    stream: &[(Key, Match)],
+) -> (Vec<PmuIn>, Vec<PmuOut>) {
     let mut rng = rand_pcg::Pcg64::seed_from_u64(g.seed);
+    let stream: Vec<(Key, Match)> = stream
+        .iter()
+        .map(|(k, a)| (mask_key(k, g.key_bits), *a))
+        .collect();
+    let answers: std::collections::HashMap<Key, Match> = stream.iter().copied().collect();
+    let mut next_key = 0usize;
     let pool: Vec<Key> = (0..g.keys.max(1))
         .map(|_| random_key(&mut rng, g.key_bits))
         .collect();
+    let answer = |k: &Key| answers.get(k).copied().unwrap_or_else(|| elu_action(k));
     let mut s = PmuStepper::new(config, g.key_bits);
     let (mut stim, mut outs) = (Vec::with_capacity(g.cycles), Vec::with_capacity(g.cycles));
     let mut elu: VecDeque<(Cycle, MissRequest)> = VecDeque::new();
@@ -253,7 +272,7 @@ pub fn gen_pmu(config: &Config, g: &PmuGen) -> (Vec<PmuIn>, Vec<PmuOut>) {
         if let Some(&(due, m)) = elu.front() {
             if due <= now {
                 elu.pop_front();
-                i.fill = Some((m.table, m.tag, m.key, elu_action(&m.key)));
+                i.fill = Some((m.table, m.tag, m.key, answer(&m.key)));
             }
         }
         if rng.gen_range(0..g.burst.max(1)) == 0 {
@@ -271,7 +290,12 @@ pub fn gen_pmu(config: &Config, g: &PmuGen) -> (Vec<PmuIn>, Vec<PmuOut>) {
         let assoc = if now == 0 { Some(i.ctl_tbl) } else { assoc };
         if let Some(table) = assoc {
             if pending.is_none() && rng.gen::<f64>() < g.p_req {
-                let key = pool[rng.gen_range(0..pool.len())];
+                let key = if stream.is_empty() {
+                    pool[rng.gen_range(0..pool.len())]
+                } else {
+                    next_key += 1;
+                    stream[(next_key - 1) % stream.len()].0
+                };
                 pending = Some((table, tag, key));
                 tag = (tag + 1) & tag_mask;
             }

@@ -208,35 +208,48 @@ module synapse_pmu #(
     wire [ACT_W-1:0] l_act = l_fill_slot ? fill_act : act_mem[lidx];
 
     // --------------------------------------------- LRU list: two updates
-    reg [N*PW-1:0] nx_n, pv_n;
-    reg [PW-1:0] hd_n, tl_n, x, p, n;
-    reg op_en, op_ins;
-    integer op;
-    always @* begin
-        nx_n = nx; pv_n = pv; hd_n = hd; tl_n = tl;
-        for (op = 0; op < 2; op = op + 1) begin
-            if (op == 0) begin
-                op_en = fill_do; op_ins = f_new; x = fj;
-            end else begin
-                op_en = issue && lhit; op_ins = 1'b0; x = {1'b0, lidx};
-            end
-            p = pv_n[x*PW +: PW];
-            n = nx_n[x*PW +: PW];
-            if (op_en && op_ins) begin
-                pv_n[x*PW +: PW] = NIL;
-                nx_n[x*PW +: PW] = hd_n;
-                if (hd_n != NIL) pv_n[hd_n*PW +: PW] = x; else tl_n = x;
-                hd_n = x;
-            end else if (op_en && x != hd_n) begin
-                nx_n[p*PW +: PW] = n;
-                if (n == NIL) tl_n = p; else pv_n[n*PW +: PW] = p;
-                pv_n[x*PW +: PW] = NIL;
-                nx_n[x*PW +: PW] = hd_n;
-                pv_n[hd_n*PW +: PW] = x;
-                hd_n = x;
-            end
-        end
-    end
+    // Move-to-front of the filled slot (op 1), then of the slot the lookup
+    // hit (op 2), as sequential code would do them. Written as write ports
+    // (index, value, enable) so each entry's next value is a small priority
+    // mux: op 2 reads the list as op 1 left it by forwarding op 1's writes.
+    wire [PW-1:0] x1 = fj;
+    wire [PW-1:0] p1 = pv[x1*PW +: PW];
+    wire [PW-1:0] n1 = nx[x1*PW +: PW];
+    wire i1 = f_new;                                   // insert a new slot
+    wire m1 = fill_do && !f_new && x1 != hd;           // move an old one
+    wire w1_1 = m1;                                    // nx[p1] = n1
+    wire w2_1 = m1 && n1 != NIL;                       // pv[n1] = p1
+    wire w34_1 = m1 || i1;                             // pv[x1] = NIL, nx[x1] = hd
+    wire w5_1 = w34_1 && hd != NIL;                    // pv[hd] = x1
+    wire [PW-1:0] hd1 = w34_1 ? x1 : hd;
+    wire [PW-1:0] tl1 = (m1 && n1 == NIL) ? p1 : (i1 && hd == NIL) ? x1 : tl;
+
+    wire [PW-1:0] x2 = {1'b0, lidx};
+    wire [PW-1:0] p2 = (w5_1 && x2 == hd) ? x1 : (w34_1 && x2 == x1) ? NIL
+                     : (w2_1 && x2 == n1) ? p1 : pv[x2*PW +: PW];
+    wire [PW-1:0] n2 = (w34_1 && x2 == x1) ? hd : (w1_1 && x2 == p1) ? n1 : nx[x2*PW +: PW];
+    wire m2 = issue && lhit && x2 != hd1;
+    wire w2_2 = m2 && n2 != NIL;
+    wire [PW-1:0] hd_n = m2 ? x2 : hd1;
+    wire [PW-1:0] tl_n = (m2 && n2 == NIL) ? p2 : tl1;
+
+    wire [N*PW-1:0] nx_n, pv_n;
+    generate for (g = 0; g < N; g = g + 1) begin : lru
+        assign nx_n[g*PW +: PW] =
+              (m2 && x2 == g) ? hd1
+            : (m2 && p2 == g) ? n2
+            : (w34_1 && x1 == g) ? hd
+            : (w1_1 && p1 == g) ? n1
+            : nx[g*PW +: PW];
+        assign pv_n[g*PW +: PW] =
+              (m2 && hd1 == g) ? x2
+            : (m2 && x2 == g) ? NIL
+            : (w2_2 && n2 == g) ? p2
+            : (w5_1 && hd == g) ? x1
+            : (w34_1 && x1 == g) ? NIL
+            : (w2_1 && n1 == g) ? p1
+            : pv[g*PW +: PW];
+    end endgenerate
 
     // -------------------------------------------- queue outputs (bypass)
     wire [1:0] ret_kind = p_hit[TAU] ? 2'd1 : 2'd2;

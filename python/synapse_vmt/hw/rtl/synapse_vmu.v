@@ -61,6 +61,8 @@ module synapse_vmu #(
     reg [TAG_W-1:0] base;
     reg [FW:0] cnt;
     integer k;
+    // Power-up contents (a BRAM init): every entry invalid, as the model's.
+    initial for (k = 0; k < (1 << BITS); k = k + 1) lut[k] = INVALID;
 
     // Responses that touch the head this cycle (bypass for the release).
     reg head_res, head_park, head_av;
