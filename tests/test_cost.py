@@ -105,8 +105,12 @@ def test_structure_bytes_follow_the_hash_layout():
     for n in (10, 1000, 5000):
         buckets = 1 << math.ceil(math.log2(math.ceil(2 * n / 4)))
         assert _core.structure_bytes(["exact"] * 3, n, "exact") == buckets * 64
-    with pytest.raises(ValueError, match="words"):
-        _core.structure_bytes(["exact"] * 9, 10, "exact")
+    # 24 words + rule: two lines per bucket, one slot; 2n slots.
+    n = 1000
+    assert _core.structure_bytes(["exact"] * 24, n, "exact") == (1 << math.ceil(math.log2(2 * n))) * 2 * 64
+    assert _core.structure_bytes(["ternary"] * 12, 200, "dtree") > 0
+    with pytest.raises(ValueError, match="32"):
+        _core.structure_bytes(["exact"] * 33, 10, "exact")
     assert vmt.elu_structure(["exact", "exact"]) == "exact"
     assert vmt.elu_structure(["lpm"]) == "trie"
     assert vmt.elu_structure(["exact", "ternary"]) == "dtree"

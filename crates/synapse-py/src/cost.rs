@@ -8,8 +8,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
-use synapse_core::classify::{build_structure, BuildConfig, BuildError, Structure};
-use synapse_core::rules::{FieldMatch, Key, Rule, RuleSet, Schema};
+use synapse_core::classify::{build_structure, AnyStructure, BuildConfig, BuildError, Structure};
+use synapse_core::rules::{AnyRuleSet, FieldMatch, FieldSpec, Key, MatchKind, Rule, RuleSet, Schema};
 use synapse_core::workload::seed::Params;
 use synapse_core::workload::{rulegen, tracegen};
 
@@ -176,12 +176,8 @@ impl PyCostTable {
 /// the given match kinds (`exact`, `lpm`, `ternary`, `range`, `optional`),
 /// drawn as ClassBench draws its fields (prefixes with a BGP length mix,
 /// half-wildcarded ternaries, port-range classes), then ordered most
-/// specific first.
-fn shaped_table(kinds: &[String], n: usize, seed: u64) -> PyResult<RuleSet> {
-    use synapse_core::rules::{FieldSpec, MatchKind, MAX_FIELDS};
-    if kinds.is_empty() || kinds.len() > MAX_FIELDS {
-        return Err(PyValueError::new_err(format!("a key of {} words (supported: 1 to {MAX_FIELDS})", kinds.len())));
-    }
+/// specific first; at the narrowest compiled key width that holds it.
+fn shaped_table(kinds: &[String], n: usize, seed: u64) -> PyResult<AnyRuleSet> {
     let mut rng = Pcg64::seed_from_u64(seed);
     let total: u32 = LPM_LENGTHS.iter().map(|&(_, w)| w).sum();
     let mut fields = Vec::new();
@@ -189,9 +185,9 @@ fn shaped_table(kinds: &[String], n: usize, seed: u64) -> PyResult<RuleSet> {
         let kind = MatchKind::parse(k).ok_or_else(|| PyValueError::new_err(format!("unknown match kind {k:?}")))?;
         fields.push(FieldSpec { name: format!("w{}", fields.len()), bits: 32, kind });
     }
-    let mut rules: Vec<Rule> = (0..n as u32)
-        .map(|i| {
-            let f: Vec<FieldMatch> = fields
+    let mut rules: Vec<Vec<FieldMatch>> = (0..n)
+        .map(|_| {
+            fields
                 .iter()
                 .map(|spec| match spec.kind {
                     MatchKind::Exact => FieldMatch::exact(rng.gen()),
@@ -219,13 +215,14 @@ fn shaped_table(kinds: &[String], n: usize, seed: u64) -> PyResult<RuleSet> {
                         }
                     },
                 })
-                .collect();
-            Rule::new(&f, i, i)
+                .collect()
         })
         .collect();
     // Most specific first, as generated ClassBench sets are ordered.
-    rules.sort_by_key(|r| std::cmp::Reverse(r.fields.iter().map(|f| f.mask.count_ones()).sum::<u32>()));
-    Ok(RuleSet::new(Schema { fields }, rules))
+    rules.sort_by_key(|r| std::cmp::Reverse(r.iter().map(|f| f.mask.count_ones()).sum::<u32>()));
+    let flat = |g: fn(&FieldMatch) -> u32| rules.iter().flatten().map(g).collect::<Vec<u32>>();
+    let (lo, hi, mask) = (flat(|f| f.lo), flat(|f| f.hi), flat(|f| f.mask));
+    AnyRuleSet::from_words("stand-in", Schema { fields }, &lo, &hi, &mask).map_err(PyValueError::new_err)
 }
 
 /// Bytes of off-chip memory the ELU's structure `algo` takes for `n`
@@ -246,7 +243,7 @@ fn structure_bytes(
         cfg.set(&k, &v).map_err(PyValueError::new_err)?;
     }
     let set = shaped_table(&kinds, n, seed)?;
-    py.allow_threads(|| build_structure(algo, &set, &cfg).map(|s| s.memory_bytes())).map_err(|e| match e {
+    py.allow_threads(|| AnyStructure::build(algo, &set, &cfg).map(|s| s.memory_bytes())).map_err(|e| match e {
         BuildError::OverBudget { .. } => pyo3::exceptions::PyMemoryError::new_err(e.to_string()),
         _ => PyValueError::new_err(e.to_string()),
     })

@@ -176,7 +176,7 @@ pub fn build_structure(algo: &str, set: &RuleSet, config: &BuildConfig) -> Resul
 
 /// Names [`build_structure_n`] accepts: the structures built for keys of
 /// any width.
-pub const WIDE_ALGORITHMS: &[&str] = &["linear", "trie", "dtree"];
+pub const WIDE_ALGORITHMS: &[&str] = &["linear", "trie", "dtree", "exact"];
 
 /// [`build_structure`] for keys of `N` words (P4 tables wider than the
 /// 5-tuple); the algorithms of [`WIDE_ALGORITHMS`].
@@ -185,6 +185,7 @@ pub fn build_structure_n<const N: usize>(algo: &str, set: &RuleSet<N>, config: &
         "linear" => Box::new(linear::Linear::new(set)),
         "trie" => Box::new(trie::Trie::build(set, &config.trie)?),
         "dtree" => Box::new(dtree::DTree::build(set, &config.dtree)?),
+        "exact" => Box::new(exact::Exact::build(set)?),
         _ => {
             return Err(BuildError::BadConfig(format!(
                 "unknown classifier {algo:?} (expected one of: {})",
@@ -245,6 +246,15 @@ impl AnyStructure {
             AnyStructure::W8(_) => 8,
             AnyStructure::W16(_) => 16,
             AnyStructure::W32(_) => 32,
+        }
+    }
+
+    /// Bytes the structure takes in off-chip memory.
+    pub fn memory_bytes(&self) -> u64 {
+        match self {
+            AnyStructure::W8(s) => s.memory_bytes(),
+            AnyStructure::W16(s) => s.memory_bytes(),
+            AnyStructure::W32(s) => s.memory_bytes(),
         }
     }
 
