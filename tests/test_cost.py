@@ -17,7 +17,7 @@ from synapse_vmt.cli import main
 from synapse_vmt.cost import asic, cpu, measure, vmt
 from synapse_vmt.cost.params import default_params, load_params
 from synapse_vmt.errors import UserError
-from test_p4_cfg import SMALL, write
+from test_p4_cfg import SMALL, table, write
 
 P = default_params()
 
@@ -100,19 +100,23 @@ def test_cost_tables_hit_and_agree():
         _core.CostTable("hash", "exact", 10)
 
 
-def test_structure_bytes_follow_the_hash_layout():
-    # 3 words + rule = 16-byte records, 4 per 64-byte bucket; 2n slots.
-    for n in (10, 1000, 5000):
-        buckets = 1 << math.ceil(math.log2(math.ceil(2 * n / 4)))
-        assert _core.structure_bytes(["exact"] * 3, n, "exact") == buckets * 64
-    # 24 words + rule: two lines per bucket, one slot; 2n slots.
-    n = 1000
-    assert _core.structure_bytes(["exact"] * 24, n, "exact") == (1 << math.ceil(math.log2(2 * n))) * 2 * 64
-    assert _core.structure_bytes(["ternary"] * 12, 200, "dtree") > 0
-    with pytest.raises(ValueError, match="32"):
-        _core.structure_bytes(["exact"] * 33, 10, "exact")
-    assert vmt.elu_structure(["exact", "exact"]) == "exact"
-    assert vmt.elu_structure(["lpm"]) == "trie"
+def test_hbm_bytes_are_the_elu_structure_over_the_entries(tmp_path):
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.entrygen import gen_table
+
+    doc = _small_with_actions()
+    doc["pipelines"][0]["tables"].append(table("ex", [("exact", ["ip", "src"]), ("exact", ["ip", "proto"])], {"drop": None}))
+    doc["pipelines"][0]["tables"][-1]["action_ids"] = [1]
+    prog = read_program(write(tmp_path, doc))
+    ex = prog.tables["ex"]
+    ents = gen_table(ex, 500, 3)
+    got, algo = vmt.hbm_bytes(ex, ents)
+    # 2 words + rule: 12-byte records, 5 per 64-byte line; 2n slots.
+    assert algo == "exact" and got == (1 << math.ceil(math.log2(math.ceil(2 * len(ents) / 5)))) * 64
+    fwd = prog.tables["fwd"]
+    got, algo = vmt.hbm_bytes(fwd, gen_table(fwd, 300, 3))
+    assert algo == "trie" and got > 0
+    assert vmt.hbm_bytes(fwd, []) == (0, "trie")
     assert vmt.elu_structure(["exact", "ternary"]) == "dtree"
 
 

@@ -8,8 +8,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
-use synapse_core::classify::{build_structure, AnyStructure, BuildConfig, BuildError, Structure};
-use synapse_core::rules::{AnyRuleSet, FieldMatch, FieldSpec, Key, MatchKind, Rule, RuleSet, Schema};
+use synapse_core::classify::{build_structure, BuildConfig, BuildError, Structure};
+use synapse_core::rules::{FieldMatch, Key, Rule, RuleSet, Schema};
 use synapse_core::workload::seed::Params;
 use synapse_core::workload::{rulegen, tracegen};
 
@@ -172,85 +172,7 @@ impl PyCostTable {
     }
 }
 
-/// A stand-in rule set shaped like a P4 table: `n` rules over key words of
-/// the given match kinds (`exact`, `lpm`, `ternary`, `range`, `optional`),
-/// drawn as ClassBench draws its fields (prefixes with a BGP length mix,
-/// half-wildcarded ternaries, port-range classes), then ordered most
-/// specific first; at the narrowest compiled key width that holds it.
-fn shaped_table(kinds: &[String], n: usize, seed: u64) -> PyResult<AnyRuleSet> {
-    let mut rng = Pcg64::seed_from_u64(seed);
-    let total: u32 = LPM_LENGTHS.iter().map(|&(_, w)| w).sum();
-    let mut fields = Vec::new();
-    for k in kinds {
-        let kind = MatchKind::parse(k).ok_or_else(|| PyValueError::new_err(format!("unknown match kind {k:?}")))?;
-        fields.push(FieldSpec { name: format!("w{}", fields.len()), bits: 32, kind });
-    }
-    let mut rules: Vec<Vec<FieldMatch>> = (0..n)
-        .map(|_| {
-            fields
-                .iter()
-                .map(|spec| match spec.kind {
-                    MatchKind::Exact => FieldMatch::exact(rng.gen()),
-                    MatchKind::Lpm => {
-                        let mut u = rng.gen_range(0..total);
-                        let len = LPM_LENGTHS.iter().find(|&&(_, w)| if u < w { true } else { u -= w; false }).unwrap().0;
-                        FieldMatch::prefix(rng.gen(), len, 32)
-                    }
-                    MatchKind::Ternary | MatchKind::Optional => {
-                        if rng.gen_bool(0.5) {
-                            FieldMatch::ANY
-                        } else if spec.kind == MatchKind::Optional {
-                            FieldMatch::exact(rng.gen())
-                        } else {
-                            FieldMatch::prefix(rng.gen(), rng.gen_range(1..=32), 32)
-                        }
-                    }
-                    MatchKind::Range => match rng.gen_range(0..4) {
-                        0 => FieldMatch::ANY,
-                        1 => FieldMatch::range(0, 1023),
-                        2 => FieldMatch::range(1024, 65535),
-                        _ => {
-                            let lo = rng.gen_range(0..65535u32);
-                            FieldMatch::range(lo, (lo + rng.gen_range(0..64)).min(65535))
-                        }
-                    },
-                })
-                .collect()
-        })
-        .collect();
-    // Most specific first, as generated ClassBench sets are ordered.
-    rules.sort_by_key(|r| std::cmp::Reverse(r.iter().map(|f| f.mask.count_ones()).sum::<u32>()));
-    let flat = |g: fn(&FieldMatch) -> u32| rules.iter().flatten().map(g).collect::<Vec<u32>>();
-    let (lo, hi, mask) = (flat(|f| f.lo), flat(|f| f.hi), flat(|f| f.mask));
-    AnyRuleSet::from_words("stand-in", Schema { fields }, &lo, &hi, &mask).map_err(PyValueError::new_err)
-}
-
-/// Bytes of off-chip memory the ELU's structure `algo` takes for `n`
-/// entries of a table whose key words have match kinds `kinds`; raises
-/// `MemoryError` when over its build budget.
-#[pyfunction]
-#[pyo3(signature = (kinds, n, algo, seed=1, config=None))]
-fn structure_bytes(
-    py: Python<'_>,
-    kinds: Vec<String>,
-    n: usize,
-    algo: &str,
-    seed: u64,
-    config: Option<std::collections::HashMap<String, String>>,
-) -> PyResult<u64> {
-    let mut cfg = BuildConfig::default();
-    for (k, v) in config.unwrap_or_default() {
-        cfg.set(&k, &v).map_err(PyValueError::new_err)?;
-    }
-    let set = shaped_table(&kinds, n, seed)?;
-    py.allow_threads(|| AnyStructure::build(algo, &set, &cfg).map(|s| s.memory_bytes())).map_err(|e| match e {
-        BuildError::OverBudget { .. } => pyo3::exceptions::PyMemoryError::new_err(e.to_string()),
-        _ => PyValueError::new_err(e.to_string()),
-    })
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCostTable>()?;
-    m.add_function(wrap_pyfunction!(structure_bytes, m)?)?;
     Ok(())
 }

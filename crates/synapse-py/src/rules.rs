@@ -326,6 +326,12 @@ impl PyClassifier {
     }
 
     /// Build statistics as (name, value) pairs, in print order.
+    /// Bytes the structure takes in off-chip memory (what the ELU walks).
+    #[getter]
+    fn memory_bytes(&self) -> u64 {
+        self.inner.memory_bytes()
+    }
+
     fn stats(&self) -> Vec<(String, String)> {
         self.inner.stats().into_iter().map(|(k, v)| (k.to_string(), v)).collect()
     }

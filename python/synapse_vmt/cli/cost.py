@@ -17,11 +17,11 @@ COLUMNS = ["name", "kind", "entries", "key_bits", "action_bits", "visits", "cpu_
            "asic_sram_blocks", "asic_tcam_blocks", "synapse_pmus", "synapse_hit_rate", "hbm_bytes", "elu_structure"]
 
 
-def _entry_counts(path: str, program: str) -> dict[str, int]:
-    """Entries per table of an entries file (either format; validated against the program)."""
+def _entries(path: str, program: str) -> dict[str, list]:
+    """Each table's entries of an entries file (either format; validated against the program)."""
     from synapse_vmt.p4.entries import load_entries
 
-    return {name: len(t.entries) for name, t in load_entries(path, program).items()}
+    return {name: t.entries for name, t in load_entries(path, program).items()}
 
 
 def _print(res: dict) -> None:
@@ -89,7 +89,7 @@ def plot(res: dict, path: Path, top: int = 40) -> None:
 @click.command("cost")
 @click.argument("program", type=click.Path(dir_okay=False))
 @click.option("--entries", "entries_file", type=click.Path(dir_okay=False),
-              help="table entries (simple_switch_CLI or P4 runtime JSON); default: every table at its max_size")
+              help="table entries (simple_switch_CLI or P4 runtime JSON); default: max_size entries per table drawn as `synapse p4 entries gen` does")
 @click.option("--rate-mpps", type=float, default=100.0, show_default=True, help="packet rate into the program")
 @click.option("--hit-rate", type=click.FloatRange(0.0, 1.0), default=None, help="PMU target hit rate (default from params)")
 @click.option("--slo-latency-ns", type=click.FloatRange(min=0.0), default=None, help="PMU target mean match latency")
@@ -108,7 +108,7 @@ def cost(program, entries_file, rate_mpps, hit_rate, slo_latency_ns, block_size,
     if rate_mpps <= 0:
         raise UserError(f"--rate-mpps: expected a positive rate, got {rate_mpps}")
     p = load_params(params_file)
-    counts = _entry_counts(entries_file, program) if entries_file else None
+    counts = _entries(entries_file, program) if entries_file else None
     res = program_cost(program, p, rate_mpps, counts, hit_rate, slo_latency_ns, block_size, pmus=not no_pmus)
     if output:
         from synapse_vmt.report import write_json

@@ -1,7 +1,7 @@
 """A P4 program's cost on three targets, per table and in total.
 
-For each keyed table of a BMv2 program: its entries ``n`` (from an entries
-file, else its declared ``max_size``), key and action-data widths, match
+For each keyed table of a BMv2 program: its entries (from an entries file,
+else ``max_size`` entries drawn as ``synapse p4 entries gen`` draws them), key and action-data widths, match
 class (:func:`synapse_vmt.cost.cpu.kind_of`) and visit ratio (the share of
 packets that reach it, from the program's CFG: every branch equally likely,
 as ``synapse p4 cfg`` assumes). Then
@@ -10,7 +10,8 @@ as ``synapse p4 cfg`` assumes). Then
   are ``base + sum(visits x cycles)``, packets/s per core ``clock / cycles``;
 - **ASIC** (:mod:`.asic`): SRAM and TCAM blocks and whether the program fits;
 - **Synapse** (:mod:`.vmt`): PMUs for the target hit rate at the table's rate
-  (``rate x visits``) and HBM bytes of the ELU's structure.
+  (``rate x visits``) and HBM bytes of the ELU's structure built over those
+  entries.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from synapse_vmt.cost.params import Params
 from synapse_vmt.errors import UserError
 from synapse_vmt.opt.problem import visit_ratios
 from synapse_vmt.p4.bmv2 import read_program
+from synapse_vmt.p4.entrygen import gen_table
 
 
 @dataclass
@@ -46,18 +48,9 @@ class TableCost:
         return asdict(self)
 
 
-def _word_kinds(key) -> list[str]:
-    """Match kind per 32-bit key word (a w-bit field is ceil(w/32) words)."""
-    out = []
-    for k in key:
-        m = k.match if k.match in ("exact", "lpm", "ternary", "range", "optional") else "exact"
-        out += [m] * max(1, math.ceil(k.width / 32))
-    return out
-
-
-def program_cost(path: str | Path, p: Params, rate_mpps: float, entries: dict[str, int] | None = None,
+def program_cost(path: str | Path, p: Params, rate_mpps: float, entries: dict[str, list] | None = None,
                  hit_rate: float | None = None, latency_ns: float | None = None, block_size: int = 256,
-                 pmus: bool = True, on_table=None) -> dict:
+                 pmus: bool = True, on_table=None, seed: int = 1) -> dict:
     """Costs of every keyed table of the BMv2 program at ``path`` and the totals."""
     prog = read_program(path)
     cfg = prog.cfg
@@ -71,8 +64,10 @@ def program_cost(path: str | Path, p: Params, rate_mpps: float, entries: dict[st
     rows = []
     unmet: dict[str, str] = {}
     for t, v in zip(cfg.tables, visits):
-        n = int(entries.get(t.name, 0)) if entries is not None else t.max_size
-        kinds = _word_kinds(t.key)
+        spec = prog.tables[t.name]
+        # The user's entries, else entries drawn as `synapse p4 entries gen` draws them, up to max_size.
+        ents = entries.get(t.name, []) if entries is not None else gen_table(spec, t.max_size, seed)
+        n = len(ents)
         kind = cpu.kind_of([k.match for k in t.key])
         key_bytes = math.ceil(t.key_bits / 8)
         a = asic.table_cost(kind, n, t.key_bits, abits.get(t.name, 0), p)
@@ -81,7 +76,7 @@ def program_cost(path: str | Path, p: Params, rate_mpps: float, entries: dict[st
         if pmus and pt is None and top is not None:
             unmet[t.name] = (f"at {top.pmus} PMUs: hit rate {top.hit_rate:.3f}, mean latency {top.mean_latency_ns:.0f} ns, "
                              f"{top.carried:.0%} of {rate_mpps * float(v):.3g} Mpps carried (the ELU bounds a VMT's miss rate)")
-        hbm, algo = vmt.hbm_bytes(kinds, n)
+        hbm, algo = vmt.hbm_bytes(spec, ents)
         rows.append(TableCost(
             name=t.name, kind=kind, entries=n, key_bits=t.key_bits, action_bits=abits.get(t.name, 0), visits=float(v),
             cpu_cycles_per_packet=cpu.table_cycles(kind, n, key_bytes, p) if n > 0 else 0.0,

@@ -110,24 +110,36 @@ def pmus_needed(mpps: float, hit_rate: float, latency_ns: float | None, block_si
     return best, top
 
 
-def elu_structure(kinds_per_word: list[str]) -> str:
-    """The ELU structure a table's entries are kept in."""
-    if all(k == "exact" for k in kinds_per_word):
+def elu_structure(word_kinds: list[str]) -> str:
+    """The ELU structure a table's entries are kept in: the hash table for
+    exact keys, the trie for a single LPM word, the decision tree otherwise."""
+    if all(k == "exact" for k in word_kinds):
         return "exact"
-    if kinds_per_word.count("lpm") == 1 and all(k in ("lpm", "exact") for k in kinds_per_word) and len(kinds_per_word) == 1:
+    if word_kinds == ["lpm"]:
         return "trie"
     return "dtree"
 
 
-def hbm_bytes(kinds_per_word: list[str], entries: int, seed: int = 1) -> tuple[int | None, str]:
-    """(bytes, structure) of the ELU's structure for ``entries`` entries; bytes
-    is None (with the reason in place of the structure) when it cannot be built."""
-    algo = elu_structure(kinds_per_word)
-    if entries <= 0:
+def hbm_bytes(table, entries: list) -> tuple[int | None, str]:
+    """(bytes, structure) of the ELU's structure built over ``entries`` (a
+    :class:`~synapse_vmt.p4.bmv2.TableSpec`'s entries in match order), at the
+    table's key layout; bytes is None, with the reason in place of the
+    structure, when it cannot be built."""
+    from synapse_vmt.p4.keys import KeyLayout
+
+    layout = KeyLayout.from_table(table.info)
+    algo = elu_structure(layout.word_kinds())
+    if not entries:
         return 0, algo
     try:
-        return int(_core.structure_bytes(kinds_per_word, entries, algo, seed)), algo
-    except MemoryError:
-        return None, f"{algo} over its memory budget"
-    except ValueError as e:
-        return None, str(e)
+        rs = layout.rule_set(*layout.rule_arrays(entries))
+    except Exception as e:  # a key the layout cannot hold (e.g. over 32 words)
+        return None, str(e).splitlines()[0]
+    for a in ([algo, "dtree"] if algo == "exact" else [algo]):
+        try:
+            return int(_core.Classifier(rs, a, {"trie.max_bytes": str(1 << 30)} if a == "trie" else None).memory_bytes), a
+        except MemoryError:
+            return None, f"{a} over its memory budget"
+        except ValueError as e:
+            err = str(e)  # e.g. an exact table whose entries wildcard an invalid header: try the tree
+    return None, err
