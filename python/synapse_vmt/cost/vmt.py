@@ -135,11 +135,18 @@ def hbm_bytes(table, entries: list) -> tuple[int | None, str]:
         rs = layout.rule_set(*layout.rule_arrays(entries))
     except Exception as e:  # a key the layout cannot hold (e.g. over 32 words)
         return None, str(e).splitlines()[0]
-    for a in ([algo, "dtree"] if algo == "exact" else [algo]):
+    # Fallbacks, as the ELU would take them: an exact table whose entries
+    # wildcard a field goes to the tree; a tree over its memory budget to the
+    # linear scan (which always fits, at n reads per miss).
+    tried, err = [], ""
+    for a in [algo, "dtree", "linear"] if algo == "exact" else [algo, "linear"]:
         try:
-            return int(_core.Classifier(rs, a, {"trie.max_bytes": str(1 << 30)} if a == "trie" else None).memory_bytes), a
+            cfg = {"trie.max_bytes": str(1 << 30)} if a == "trie" else None
+            b = int(_core.Classifier(rs, a, cfg).memory_bytes)
+            return b, a if not tried else f"{a} ({'; '.join(tried)})"
         except MemoryError:
-            return None, f"{a} over its memory budget"
+            tried.append(f"{a} over its memory budget")
         except ValueError as e:
-            err = str(e)  # e.g. an exact table whose entries wildcard an invalid header: try the tree
-    return None, err
+            msg = str(e).splitlines()[0]
+            tried.append(f"{a} over its memory budget" if "memory budget" in msg else f"{a}: {msg}")
+    return None, "; ".join(tried)
