@@ -229,6 +229,8 @@ impl Simulator {
                 members,
                 pending: None,
                 release_free: 0,
+                blocked: false,
+                stall_from: 0,
                 win: Counters::default(),
                 total: Counters::default(),
                 edges: vec![0; n + 1],

@@ -98,6 +98,11 @@ struct Table {
     /// The action unit released a run of answered PHVs ahead (one per
     /// cycle, see `release`); it is busy until this cycle.
     release_free: Cycle,
+    /// The input head waits for room in the full PHV buffer, which only a
+    /// release (at a stepped cycle) makes: cycles from `stall_from` on are
+    /// not stepped for it, and their stalls are added at the next step.
+    blocked: bool,
+    stall_from: Cycle,
     win: Counters,
     total: Counters,
     /// Per window: PHVs to table j (index j) or exit (last index).

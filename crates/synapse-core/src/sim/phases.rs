@@ -99,8 +99,8 @@ impl Simulator {
                 .tick(now, &mut self.hbm, &self.walkers, &mut |c, s| {
                     engine.schedule(c, Ev::MemDone(s))
                 });
-            busy |= self.elu.has_work();
         }
+        let elu_wake = self.elu.next_event(now);
         // 7. Tables: release, then request.
         let nt = self.tables.len();
         self.fed = false;
@@ -109,8 +109,12 @@ impl Simulator {
             let ti = (now as usize + k) % nt;
             self.release(now, ti);
             self.request(now, ti);
-            let t = &self.tables[ti];
-            busy |= !t.input.is_empty();
+            let t = &mut self.tables[ti];
+            // A head waiting for room in the PHV buffer needs no step until
+            // a release; any other waiting head retries next cycle.
+            t.blocked = !t.input.is_empty() && !t.vmu.has_room();
+            t.stall_from = soon;
+            busy |= !t.input.is_empty() && !t.blocked;
             if t.vmu.head_ready() {
                 // Released next cycle, or once a run released ahead is out.
                 table_wake = table_wake.min(t.release_free.max(soon));
@@ -164,7 +168,7 @@ impl Simulator {
             }
             self.pmu_min_wake = wake;
         }
-        self.pmu_min_wake.min(table_wake)
+        self.pmu_min_wake.min(table_wake).min(elu_wake)
     }
 
     /// A PMU changed from outside its tick: tick it at the next stepped cycle.
