@@ -277,6 +277,7 @@ impl Simulator {
             pmu_wake: vec![0; pmus.len()],
             pmu_min_wake: 0,
             pmu_active: active_all(pmus.len()),
+            pmu_qm: vec![0; pmus.len().div_ceil(64)],
             pmus,
             config,
         };

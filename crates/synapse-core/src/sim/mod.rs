@@ -131,6 +131,8 @@ pub struct Simulator {
     /// work or were touched): phase 3 and the wake-up scan visit only these,
     /// in index order, instead of every PMU.
     pmu_active: Vec<u64>,
+    /// Bit set of the PMUs with a miss in Q_m, waiting for the bus.
+    pmu_qm: Vec<u64>,
     net: Network,
     bus: SharedBus,
     bus_rr: usize,
