@@ -27,6 +27,14 @@
 //! change nothing. Results are bit-identical to ticking every PMU
 //! (`cargo run --release -p synapse-core --example simgolden`).
 //!
+//! Fewer cycles need a step: a request to an idle PMU with no miss at the
+//! ELU is issued ahead ([`Pmu::accept`]); a run of answered PHVs behind a
+//! released head leaves ahead, each counted at its own cycle, while nothing
+//! can read the table's PHV buffer (`release_ahead`); a head waiting for
+//! room in a full PHV buffer, a miss waiting in Q_m for the bus and an ELU
+//! waiting on memory do not force a step (the skipped cycles' stalls are
+//! added at the next step, and the clock stops at each window end).
+//!
 //! Where things are: `build.rs` builds a simulator from a [`Config`];
 //! `run.rs` is the clock (phase 1, idle jumps, window closing); `phases.rs`
 //! is one stepped cycle (phases 2–8); `api.rs` is what the embedding reads
