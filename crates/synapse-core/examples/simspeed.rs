@@ -1,10 +1,18 @@
 //! Simulated keys per second on the default scenario:
-//! `cargo run --release -p synapse-core --example simspeed [duration_us] [flows]`
+//! `cargo run --release -p synapse-core --example simspeed [duration_us] [flows] [flow_duration_us]`
+//! (the flows last the whole run unless `flow_duration_us` is given), or
+//! `... --example simspeed SCENARIO.json` for a scenario as `synapse run`
+//! passes it to the core.
 use std::time::Instant;
 use synapse_core::sim::{config::Traffic, Config, Simulator};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
+    if let Some(path) = a.get(1).filter(|p| p.ends_with(".json")) {
+        // A scenario as `synapse` passes it to the core (see benches/sim.rs).
+        let c: Config = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        return measure(c);
+    }
     let dur_us: f64 = a.get(1).map_or(1000.0, |x| x.parse().unwrap());
     let mut c = Config {
         duration_ns: dur_us * 1000.0,
@@ -18,9 +26,13 @@ fn main() {
         } = &mut c.traffic
         {
             *flows = f.parse().unwrap();
-            *flow_duration_ns = dur_us * 1000.0;
+            *flow_duration_ns = a.get(3).map_or(dur_us, |x| x.parse().unwrap()) * 1000.0;
         }
     }
+    measure(c)
+}
+
+fn measure(c: Config) {
     let t0 = Instant::now();
     let mut s = Simulator::new(c.clone()).unwrap();
     let t1 = Instant::now();

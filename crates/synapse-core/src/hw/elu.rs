@@ -122,6 +122,23 @@ impl Elu {
     pub fn is_empty(&self) -> bool {
         self.len == 0 && self.miss_q.is_empty()
     }
+    /// The next cycle after `now` at which [`Elu::tick`] or [`Elu::commit`]
+    /// can change something by itself (`Cycle::MAX` if none): memory
+    /// completions, enqueues and commits happen at stepped cycles, after
+    /// which this is asked again. A miss waiting for a full ORB waits for a
+    /// commit, an entry waiting for a lookup slot for a completion.
+    pub fn next_event(&self, now: Cycle) -> Cycle {
+        let soon = now + 1;
+        if self.head_valid()
+            || (self.issued < self.len && self.walking < self.config.lookup_slots.max(1) as usize)
+        {
+            return soon;
+        }
+        match self.miss_q.front() {
+            Some(&(ready, _)) if self.len < self.orb.len() => ready.max(soon),
+            _ => Cycle::MAX,
+        }
+    }
     /// Work this cycle that is not waiting on memory.
     pub fn has_work(&self) -> bool {
         !self.miss_q.is_empty()

@@ -155,7 +155,8 @@ pub struct Pmu<const N: usize = MAX_FIELDS> {
     pub hits: u64,
     pub misses: u64,
     pub compares: u64,
-    /// Cycles a ready request could not issue because Q_p or Q_m was full.
+    /// Ticks at which a ready request could not issue because Q_p or Q_m
+    /// was full (the simulator skips ticks while an issue stays blocked).
     pub stalls: u64,
 }
 
@@ -264,9 +265,13 @@ impl<const N: usize> Pmu<N> {
         self.q_r.is_empty() && self.pipe.is_empty() && self.q_p.is_empty() && self.q_m.is_empty()
     }
     /// The next cycle after `now` at which [`Pmu::tick`] can change
-    /// something, or `None` if it holds no work (ELU replies aside).
+    /// something, or `None` if it holds no work (ELU replies aside). A miss
+    /// waiting in Q_m needs no tick: the bus takes it (and the simulator
+    /// then asks again); an issue blocked by full Q_p / Q_m waits for a
+    /// retirement or a pop. (Ticks skipped while blocked would only have
+    /// counted [`Pmu::stalls`].)
     pub fn next_event(&self, now: Cycle) -> Option<Cycle> {
-        if !self.q_p.is_empty() || !self.q_m.is_empty() {
+        if !self.q_p.is_empty() {
             return Some(now + 1);
         }
         let mut t = Cycle::MAX;
@@ -274,9 +279,17 @@ impl<const N: usize> Pmu<N> {
             t = ready;
         }
         if let Some(h) = self.q_r.front() {
-            t = t.min(h.at.max(self.next_issue));
+            if !self.issue_blocked() {
+                t = t.min(h.at.max(self.next_issue));
+            }
         }
         (t != Cycle::MAX).then(|| t.max(now + 1))
+    }
+    /// Q_p or Q_m could not take what the pipeline may produce.
+    #[inline]
+    fn issue_blocked(&self) -> bool {
+        let inflight = self.pipe.len();
+        inflight + self.q_p.len() >= self.t.q_p || inflight + self.q_m.len() >= self.t.q_m
     }
     pub fn outstanding(&self) -> u32 {
         self.outstanding
@@ -323,8 +336,7 @@ impl<const N: usize> Pmu<N> {
         if head.at > now || self.next_issue > now || self.is_free() {
             return;
         }
-        let inflight = self.pipe.len();
-        if inflight + self.q_p.len() >= self.t.q_p || inflight + self.q_m.len() >= self.t.q_m {
+        if self.issue_blocked() {
             self.stalls += 1;
             return;
         }

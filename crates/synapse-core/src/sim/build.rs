@@ -229,6 +229,8 @@ impl Simulator {
                 members,
                 pending: None,
                 release_free: 0,
+                blocked: false,
+                stall_from: 0,
                 win: Counters::default(),
                 total: Counters::default(),
                 edges: vec![0; n + 1],
@@ -275,6 +277,7 @@ impl Simulator {
             pmu_wake: vec![0; pmus.len()],
             pmu_min_wake: 0,
             pmu_active: active_all(pmus.len()),
+            pmu_qm: vec![0; pmus.len().div_ceil(64)],
             pmus,
             config,
         };

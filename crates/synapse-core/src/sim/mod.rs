@@ -27,6 +27,14 @@
 //! change nothing. Results are bit-identical to ticking every PMU
 //! (`cargo run --release -p synapse-core --example simgolden`).
 //!
+//! Fewer cycles need a step: a request to an idle PMU with no miss at the
+//! ELU is issued ahead ([`Pmu::accept`]); a run of answered PHVs behind a
+//! released head leaves ahead, each counted at its own cycle, while nothing
+//! can read the table's PHV buffer (`release_ahead`); a head waiting for
+//! room in a full PHV buffer, a miss waiting in Q_m for the bus and an ELU
+//! waiting on memory do not force a step (the skipped cycles' stalls are
+//! added at the next step, and the clock stops at each window end).
+//!
 //! Where things are: `build.rs` builds a simulator from a [`Config`];
 //! `run.rs` is the clock (phase 1, idle jumps, window closing); `phases.rs`
 //! is one stepped cycle (phases 2–8); `api.rs` is what the embedding reads
@@ -98,6 +106,11 @@ struct Table {
     /// The action unit released a run of answered PHVs ahead (one per
     /// cycle, see `release`); it is busy until this cycle.
     release_free: Cycle,
+    /// The input head waits for room in the full PHV buffer, which only a
+    /// release (at a stepped cycle) makes: cycles from `stall_from` on are
+    /// not stepped for it, and their stalls are added at the next step.
+    blocked: bool,
+    stall_from: Cycle,
     win: Counters,
     total: Counters,
     /// Per window: PHVs to table j (index j) or exit (last index).
@@ -126,6 +139,8 @@ pub struct Simulator {
     /// work or were touched): phase 3 and the wake-up scan visit only these,
     /// in index order, instead of every PMU.
     pmu_active: Vec<u64>,
+    /// Bit set of the PMUs with a miss in Q_m, waiting for the bus.
+    pmu_qm: Vec<u64>,
     net: Network,
     bus: SharedBus,
     bus_rr: usize,

@@ -28,7 +28,6 @@ impl Simulator {
         // response network.
         let soon = now + 1;
         let mut busy = false;
-        let mut misses_waiting = false;
         if self.pmu_min_wake <= now {
             let mut min_wake = Cycle::MAX;
             for wi in 0..self.pmu_active.len() {
@@ -49,7 +48,9 @@ impl Simulator {
                         continue;
                     }
                     p.tick(now);
-                    misses_waiting |= p.q_m_len() > 0;
+                    if p.q_m_len() > 0 {
+                        self.pmu_qm[wi] |= 1u64 << b;
+                    }
                     if let Some(r) = p.pop_response() {
                         self.respond(now, r);
                     }
@@ -66,6 +67,7 @@ impl Simulator {
         }
         // 5. PMU → ELU bus: one miss per cycle, round robin over the PMUs and
         // the VMUs' direct path (last).
+        let misses_waiting = self.pmu_qm.iter().any(|&w| w != 0);
         if (misses_waiting || !self.direct.is_empty())
             && self.elu.can_enqueue()
             && self.bus.can_send(now, 0)
@@ -77,6 +79,9 @@ impl Simulator {
                     let m = self.pmus[i].pop_miss();
                     if m.is_some() {
                         self.touch_pmu(i);
+                        if self.pmus[i].q_m_len() == 0 {
+                            self.pmu_qm[i / 64] &= !(1u64 << (i % 64));
+                        }
                     }
                     m
                 } else {
@@ -99,8 +104,16 @@ impl Simulator {
                 .tick(now, &mut self.hbm, &self.walkers, &mut |c, s| {
                     engine.schedule(c, Ev::MemDone(s))
                 });
-            busy |= self.elu.has_work();
         }
+        let elu_wake = self.elu.next_event(now);
+        // Misses waiting in Q_m move on the next cycle if the ELU's miss
+        // queue has room (the bus takes one per cycle); otherwise once the
+        // ELU, at one of its own steps, takes its head.
+        let bus_wake = if self.elu.can_enqueue() && self.pmu_qm.iter().any(|&w| w != 0) {
+            soon
+        } else {
+            Cycle::MAX
+        };
         // 7. Tables: release, then request.
         let nt = self.tables.len();
         self.fed = false;
@@ -109,8 +122,12 @@ impl Simulator {
             let ti = (now as usize + k) % nt;
             self.release(now, ti);
             self.request(now, ti);
-            let t = &self.tables[ti];
-            busy |= !t.input.is_empty();
+            let t = &mut self.tables[ti];
+            // A head waiting for room in the PHV buffer needs no step until
+            // a release; any other waiting head retries next cycle.
+            t.blocked = !t.input.is_empty() && !t.vmu.has_room();
+            t.stall_from = soon;
+            busy |= !t.input.is_empty() && !t.blocked;
             if t.vmu.head_ready() {
                 // Released next cycle, or once a run released ahead is out.
                 table_wake = table_wake.min(t.release_free.max(soon));
@@ -164,7 +181,10 @@ impl Simulator {
             }
             self.pmu_min_wake = wake;
         }
-        self.pmu_min_wake.min(table_wake)
+        self.pmu_min_wake
+            .min(table_wake)
+            .min(elu_wake)
+            .min(bus_wake)
     }
 
     /// A PMU changed from outside its tick: tick it at the next stepped cycle.

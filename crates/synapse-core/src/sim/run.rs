@@ -24,6 +24,7 @@ impl Simulator {
     pub fn run_until(&mut self, until: Cycle) {
         self.until = until;
         while self.now < until {
+            self.count_skipped_stalls();
             while self.now >= self.window_end {
                 self.close_window();
             }
@@ -50,7 +51,9 @@ impl Simulator {
             self.now = if wake <= now + 1 {
                 now + 1
             } else {
-                let mut next = until.min(wake);
+                // Stop at the window's end: stalls of skipped cycles are
+                // counted in their own window.
+                let mut next = until.min(wake).min(self.window_end);
                 if let Some((c, _)) = self.next_arrival {
                     next = next.min(c);
                 }
@@ -60,8 +63,21 @@ impl Simulator {
                 next.max(now + 1)
             };
         }
+        self.count_skipped_stalls();
         while self.window_end <= until {
             self.close_window();
+        }
+    }
+
+    /// Counts a stall for every cycle skipped while a table's input head
+    /// waited for room in its PHV buffer (as a stepped cycle would have).
+    fn count_skipped_stalls(&mut self) {
+        let now = self.now;
+        for t in &mut self.tables {
+            if t.blocked {
+                t.win.stalls += now - t.stall_from;
+                t.stall_from = now;
+            }
         }
     }
 
