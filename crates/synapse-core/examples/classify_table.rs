@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo run --release -p synapse-core --example classify_table -- \
-//!     [--algos linear,trie,dtree] [--secs 1] [--stride 8] [--budget-mb 1024] [--stats] \
+//!     [--algos linear,trie,dtree,ptree] [--secs 1] [--stride 8] [--budget-mb 1024] [--set KEY=VALUE] [--stats] \
 //!     RULES[:TRACE] ...
 //! ```
 //!
@@ -86,6 +86,11 @@ fn main() {
                 let mb: u64 = val("--budget-mb").parse().unwrap_or_else(|_| die("--budget-mb: expected MiB".into()));
                 cfg.trie.max_bytes = mb << 20;
                 cfg.dtree.max_bytes = mb << 20;
+            }
+            "--set" => {
+                let kv = val("--set");
+                let (k, v) = kv.split_once('=').unwrap_or_else(|| die(format!("--set: expected KEY=VALUE, found {kv:?}")));
+                cfg.set(k, v).unwrap_or_else(|e| die(format!("--set: {e}")));
             }
             "--stats" => stats = true,
             "--write" => write = Some(val("--write").into()),
@@ -182,6 +187,17 @@ fn main() {
                 sample.len()
             );
             if stats {
+                // Memory reads per lookup as the ELU would make them.
+                let mut acc = Vec::new();
+                let (mut reads, mut bytes) = (0usize, 0u64);
+                for k in sample {
+                    acc.clear();
+                    c.walk(k, &mut acc);
+                    reads += acc.len();
+                    bytes += acc.iter().map(|a| a.bytes as u64).sum::<u64>();
+                }
+                let n = sample.len().max(1) as f64;
+                eprintln!("  {name} {algo}: reads per lookup = {:.2} ({:.0} bytes)", reads as f64 / n, bytes as f64 / n);
                 for (k, v) in c.stats() {
                     eprintln!("  {name} {algo}: {k} = {v}");
                 }

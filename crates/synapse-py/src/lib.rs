@@ -6,9 +6,11 @@
 
 use pyo3::prelude::*;
 
+mod cost;
+mod hwmodel;
 mod rules;
-mod traffic;
 mod sim;
+mod traffic;
 
 /// The crate version, so Python can check it loaded the matching build.
 #[pyfunction]
@@ -22,5 +24,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rules::register(m)?;
     traffic::register(m)?;
     sim::register(m)?;
+    cost::register(m)?;
+    hwmodel::register(m)?;
     Ok(())
 }

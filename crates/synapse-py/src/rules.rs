@@ -4,14 +4,15 @@
 //! `ValueError`) whose message is `file:line: what was expected`.
 
 use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray1, PyArray2};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::fmt::Write as _;
 use synapse_core::classify;
 use synapse_core::rules::classbench::{self, TraceEntry};
-use synapse_core::rules::{Key, RuleSet};
+use synapse_core::classify::AnyStructure;
+use synapse_core::rules::{AnyRuleSet, FieldSpec, Key, MatchKind, RuleSet, Schema};
 use synapse_core::workload::seed::{Params, PortClass};
 use synapse_core::workload::{rulegen, stats, tracegen};
 
@@ -26,10 +27,26 @@ fn parse_err(e: synapse_core::rules::ParseError) -> PyErr {
     ParseError::new_err(e.to_string())
 }
 
-/// A ClassBench 5-tuple rule set in priority order (index 0 wins).
+/// A rule set in priority order (index 0 wins): a ClassBench 5-tuple set
+/// (`inner`), or a P4 table's set of any key width from
+/// [`PyRuleSet::from_arrays`] (`wide`; `inner` is then empty).
 #[pyclass(name = "RuleSet", module = "synapse_vmt._core", frozen)]
 pub struct PyRuleSet {
     pub inner: RuleSet,
+    pub wide: Option<AnyRuleSet>,
+}
+
+impl PyRuleSet {
+    fn five_tuple_only(&self, what: &str) -> PyResult<()> {
+        match self.wide {
+            Some(_) => Err(PyValueError::new_err(format!("{what} is for ClassBench 5-tuple rule sets, not a set from from_arrays"))),
+            None => Ok(()),
+        }
+    }
+}
+
+fn flat(a: &PyReadonlyArray2<'_, u32>) -> Vec<u32> {
+    a.as_array().iter().copied().collect()
 }
 
 fn keys_array<'py>(py: Python<'py>, keys: impl ExactSizeIterator<Item = Key>, cols: usize) -> Bound<'py, PyArray2<u32>> {
@@ -47,7 +64,7 @@ impl PyRuleSet {
     #[staticmethod]
     fn parse(py: Python<'_>, text: &str, file: &str) -> PyResult<Self> {
         let set = py.allow_threads(|| classbench::parse_rules(text, file)).map_err(parse_err)?;
-        Ok(PyRuleSet { inner: set })
+        Ok(PyRuleSet { inner: set, wide: None })
     }
 
     /// Generates `count` rules of a built-in type (`acl`, `fw`, `ipc`) or,
@@ -72,20 +89,82 @@ impl PyRuleSet {
             })?,
         };
         let set = py.allow_threads(|| rulegen::generate_smoothed(&params, count, seed, smoothness));
-        Ok(PyRuleSet { inner: set })
+        Ok(PyRuleSet { inner: set, wide: None })
+    }
+
+    /// A rule set from per-word arrays (uint32, n_rules x n_words, row 0
+    /// wins): word w of rule r matches a key word k when
+    /// `lo[r, w] <= k & mask[r, w] <= hi[r, w]`. `widths` (bits per word,
+    /// default 32) and `kinds` (`exact`, `lpm`, `ternary`, `range`,
+    /// `optional` per word, default ternary) guide the trie and the tree.
+    /// More than 32 words is an error naming the table `name`.
+    #[staticmethod]
+    #[pyo3(signature = (lo, hi, mask, widths=None, kinds=None, name="<rules>"))]
+    fn from_arrays(
+        py: Python<'_>,
+        lo: PyReadonlyArray2<'_, u32>,
+        hi: PyReadonlyArray2<'_, u32>,
+        mask: PyReadonlyArray2<'_, u32>,
+        widths: Option<Vec<u8>>,
+        kinds: Option<Vec<String>>,
+        name: &str,
+    ) -> PyResult<Self> {
+        let shape = lo.shape().to_vec();
+        if hi.shape() != shape.as_slice() || mask.shape() != shape.as_slice() {
+            return Err(PyValueError::new_err(format!(
+                "table {name}: lo, hi and mask must have one shape, found {:?}, {:?}, {:?}",
+                shape,
+                hi.shape(),
+                mask.shape()
+            )));
+        }
+        let nw = shape[1];
+        synapse_core::rules::words_for(name, nw).map_err(PyValueError::new_err)?;
+        let widths = widths.unwrap_or_else(|| vec![32; nw]);
+        let kinds = kinds.unwrap_or_else(|| vec!["ternary".into(); nw]);
+        if widths.len() != nw || kinds.len() != nw {
+            return Err(PyValueError::new_err(format!(
+                "table {name}: expected {nw} widths and kinds (one per word), found {} and {}",
+                widths.len(),
+                kinds.len()
+            )));
+        }
+        let mut fields = Vec::with_capacity(nw);
+        for (w, (&bits, kind)) in widths.iter().zip(&kinds).enumerate() {
+            if !(1..=32).contains(&bits) {
+                return Err(PyValueError::new_err(format!("table {name}: word {w}: expected a width of 1..32 bits, found {bits}")));
+            }
+            let kind = MatchKind::parse(kind).ok_or_else(|| {
+                PyValueError::new_err(format!("table {name}: word {w}: expected a match kind (exact, lpm, ternary, range, optional), found {kind:?}"))
+            })?;
+            fields.push(FieldSpec { name: format!("w{w}"), bits, kind });
+        }
+        let (lo, hi, mask) = (flat(&lo), flat(&hi), flat(&mask));
+        let set = py
+            .allow_threads(|| AnyRuleSet::from_words(name, Schema { fields }, &lo, &hi, &mask))
+            .map_err(PyValueError::new_err)?;
+        Ok(PyRuleSet { inner: RuleSet::new(Schema { fields: vec![] }, vec![]), wide: Some(set) })
     }
 
     fn __len__(&self) -> usize {
-        self.inner.len()
+        self.wide.as_ref().map_or(self.inner.len(), |w| w.len())
+    }
+
+    /// Key words of the set (5 for ClassBench).
+    #[getter]
+    fn words(&self) -> usize {
+        self.wide.as_ref().map_or(5, |w| w.words())
     }
 
     /// The set in the ClassBench filter format, one line per rule.
     fn format(&self) -> PyResult<String> {
+        self.five_tuple_only("format")?;
         classbench::format_rules(&self.inner).map_err(PyValueError::new_err)
     }
 
     /// The distributions `synapse rules stats` prints, as a dict.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.five_tuple_only("stats")?;
         let s = stats::stats(&self.inner);
         let d = PyDict::new_bound(py);
         d.set_item("rules", s.rules)?;
@@ -111,10 +190,12 @@ impl PyRuleSet {
 
     /// `n` flow keys drawn from the rules (ClassBench-like skew): a uint32
     /// array of shape (n, 5) and the uint32 index of each key's rule.
-    fn flow_keys<'py>(&self, py: Python<'py>, n: usize, seed: u64) -> (Bound<'py, PyArray2<u32>>, Bound<'py, PyArray1<u32>>) {
+    #[allow(clippy::type_complexity)]
+    fn flow_keys<'py>(&self, py: Python<'py>, n: usize, seed: u64) -> PyResult<(Bound<'py, PyArray2<u32>>, Bound<'py, PyArray1<u32>>)> {
+        self.five_tuple_only("flow_keys")?;
         let fk = py.allow_threads(|| tracegen::flow_keys(&self.inner, n, seed));
         let rules: Vec<u32> = fk.iter().map(|x| x.1).collect();
-        (keys_array(py, fk.into_iter().map(|x| x.0), 5), PyArray1::from_vec_bound(py, rules))
+        Ok((keys_array(py, fk.into_iter().map(|x| x.0), 5), PyArray1::from_vec_bound(py, rules)))
     }
 }
 
@@ -137,6 +218,7 @@ impl PyTrace {
     #[staticmethod]
     #[pyo3(signature = (rules, packets, seed, a=1.0, b=0.1))]
     fn generate(py: Python<'_>, rules: &PyRuleSet, packets: usize, seed: u64, a: f64, b: f64) -> PyResult<Self> {
+        rules.five_tuple_only("Trace.generate")?;
         let pareto = tracegen::Pareto::new(a, b).map_err(PyValueError::new_err)?;
         let entries = py.allow_threads(|| tracegen::generate(&rules.inner, packets, pareto, seed));
         Ok(PyTrace { entries })
@@ -178,9 +260,12 @@ impl PyTrace {
 /// A classifier built by name over a rule set.
 #[pyclass(name = "Classifier", module = "synapse_vmt._core", frozen)]
 pub struct PyClassifier {
-    inner: Box<dyn classify::Structure>,
+    inner: AnyStructure,
     #[pyo3(get)]
     algo: String,
+    /// Key words of the rule set.
+    #[pyo3(get)]
+    words: usize,
 }
 
 #[pymethods]
@@ -198,24 +283,46 @@ impl PyClassifier {
         }
         let config = cfg;
         let inner = py
-            .allow_threads(|| classify::build_structure(algo, &rules.inner, &config))
+            .allow_threads(|| match &rules.wide {
+                Some(w) => AnyStructure::build(algo, w, &config),
+                None => classify::build_structure(algo, &rules.inner, &config).map(AnyStructure::W8),
+            })
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(PyClassifier { inner, algo: algo.to_string() })
+        Ok(PyClassifier { inner, algo: algo.to_string(), words: rules.words() })
+    }
+
+    /// Classifies keys given as a uint32 array (n x words): an int32 array,
+    /// the index of the first matching rule or -1.
+    fn classify_keys<'py>(&self, py: Python<'py>, keys: PyReadonlyArray2<'py, u32>) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        let (n, w) = (keys.shape()[0], keys.shape()[1]);
+        if w != self.words {
+            return Err(PyValueError::new_err(format!("expected keys of {} words (columns), found {w}", self.words)));
+        }
+        let flat = flat(&keys);
+        let out = py.allow_threads(|| {
+            let mut out = vec![-1i32; n];
+            self.inner.classify_words(&flat, w, &mut out);
+            out
+        });
+        Ok(PyArray1::from_vec_bound(py, out))
     }
 
     /// Classifies the headers `start..stop` of `trace` (all by default): an
     /// int32 array, the index of the first matching rule or -1.
     #[pyo3(signature = (trace, start=0, stop=None))]
-    fn classify<'py>(&self, py: Python<'py>, trace: &PyTrace, start: usize, stop: Option<usize>) -> Bound<'py, PyArray1<i32>> {
+    fn classify<'py>(&self, py: Python<'py>, trace: &PyTrace, start: usize, stop: Option<usize>) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        let AnyStructure::W8(inner) = &self.inner else {
+            return Err(PyValueError::new_err("a ClassBench trace has 5-tuple keys: use classify_keys for a wide rule set"));
+        };
         let stop = stop.unwrap_or(trace.entries.len()).min(trace.entries.len());
         let start = start.min(stop);
         let out = py.allow_threads(|| {
             let keys: Vec<Key> = trace.entries[start..stop].iter().map(|e| e.key).collect();
             let mut out = vec![-1i32; keys.len()];
-            self.inner.classify_batch(&keys, &mut out);
+            inner.classify_batch(&keys, &mut out);
             out
         });
-        PyArray1::from_vec_bound(py, out)
+        Ok(PyArray1::from_vec_bound(py, out))
     }
 
     /// Build statistics as (name, value) pairs, in print order.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from synapse_vmt.cli.cost import cost
+from synapse_vmt.cli.hw import hw
 from synapse_vmt.cli.opt import opt
 from synapse_vmt.cli.p4 import p4
 from synapse_vmt.cli.reproduce import reproduce
@@ -16,3 +18,5 @@ ALL += [traffic]
 ALL += [run]  # the simulator's main job (cli/run.py)
 ALL += [sweep]  # many runs: overrides × seeds, local pool or Ray (cli/sweep.py)
 ALL += [p4, opt, reproduce]
+ALL += [cost]  # cost models: CPU, ASIC, Synapse (cli/cost.py)
+ALL += [hw]  # RTL co-simulation and synthesis (cli/hw.py)

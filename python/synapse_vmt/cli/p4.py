@@ -37,3 +37,157 @@ def cfg_cmd(program: str, output: str | None) -> None:
     if output:
         cfg.save(output)
         click.echo(f"wrote {output}")
+
+
+@p4.group("entries")
+def entries() -> None:
+    """Table entries: simple_switch_CLI commands or the P4 tutorials' runtime JSON."""
+
+
+@entries.command("check")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path(dir_okay=False))
+def entries_check(program: str, file: str) -> None:
+    """Load FILE's entries for PROGRAM (p4c BMv2 JSON), validate every one
+    against the program and print the entries per table."""
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.entries import load_entries
+
+    prog = read_program(program)
+    got = load_entries(file, prog)
+    w = max(len(n) for n in got)
+    total = 0
+    for name, te in got.items():
+        t = prog.tables[name]
+        total += len(te.entries)
+        dflt = f"  default {te.default[0]}" if te.default else ""
+        click.echo(f"  {name:<{w}}  {t.match_type:<7}  {len(te.entries):>6} / {t.info.max_size:<6}{dflt}")
+    empty = sum(1 for te in got.values() if not te.entries)
+    click.echo(f"{total} entries in {len(got) - empty} of {len(got)} tables ({file})")
+
+
+@entries.command("gen")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--table", "tables", multiple=True, help="only this table (repeatable; default: every keyed table)")
+@click.option("--count", type=click.IntRange(min=0), required=True, help="entries per table (capped by max_size and the key space)")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["cli", "json"]), default="cli", show_default=True,
+              help="simple_switch_CLI commands or the P4 tutorials' runtime JSON")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="the file to write")
+def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, fmt: str, output: str) -> None:
+    """Write realistic entries for PROGRAM's tables as simple_switch_CLI
+    commands (exact keys from a population, LPM with the BGP prefix-length
+    mix, ternary and range in ClassBench's manner). Same seed, same file."""
+    import json
+
+    from synapse_vmt.errors import UserError, atomic_write
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.entries import format_cli, format_json
+    from synapse_vmt.p4.entrygen import gen_table
+
+    prog = read_program(program)
+    chosen = []
+    for n in tables:
+        t = prog.table(n)
+        if t is None:
+            raise UserError(f"--table {n}: expected a keyed table of {program}")
+        chosen.append(t)
+    chosen = chosen or list(prog.tables.values())
+    opts = "".join(f" --table {t.name}" for t in chosen) if tables else ""
+    lines = [f"# synapse p4 entries gen {program}{opts} --count {count} --seed {seed}"]
+    total = 0
+    members: dict = {}  # action profile -> member handles, shared by its tables
+    items: list = []
+    for t in chosen:
+        es = gen_table(t, count, seed)
+        total += len(es)
+        lines.append(f"# {t.name}: {len(es)} entries ({t.match_type}, max_size {t.info.max_size})")
+        if fmt == "cli":
+            lines += format_cli(t, es, members)
+        else:
+            items += format_json(t, es)
+    with atomic_write(output) as f:
+        if fmt == "cli":
+            f.write("\n".join(lines) + "\n")
+        else:
+            json.dump({"target": "bmv2", "bmv2_json": program, "table_entries": items}, f, indent=1)
+            f.write("\n")
+    click.echo(f"wrote {total} entries for {len(chosen)} tables to {output}")
+
+
+@p4.command("interp")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--pcap", "pcap", type=click.Path(dir_okay=False), required=True, help="the packets (pcap or pcapng)")
+@click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="table entries (simple_switch_CLI commands or runtime JSON); none: every lookup misses")
+@click.option("--ingress-port", type=click.IntRange(min=0), default=0, show_default=True, help="standard_metadata.ingress_port of every packet")
+@click.option("--seed", type=int, default=1, show_default=True, help="seeds the fallback branches and synthesized fields")
+@click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
+@click.option("--steps", "steps_file", type=click.Path(dir_okay=False),
+              help="write every table visit as CSV: packet, table, entry (-1: miss), action, key (hex field values)")
+def interp_cmd(program: str, pcap: str, entries_file: str | None, ingress_port: int, seed: int, as_json: bool,
+               steps_file: str | None) -> None:
+    """Run the packets of a capture through PROGRAM (p4c BMv2 JSON): its own
+    parser, then its pipelines with the entries; print per keyed table the
+    lookups, the entries matched and the actions run, and name what the run
+    could not compute (synthesized key fields, fallback branches, parser rejects)."""
+    import json
+    import time
+
+    from synapse_vmt.p4.interp import Program
+    from synapse_vmt.p4.parser import read_packets
+
+    prog = Program.load(program)
+    import os
+
+    from synapse_vmt.p4.entries import load_entries
+
+    # no file: still the program's own const entries and default actions
+    got = load_entries(entries_file or os.devnull, program)
+    t0 = time.process_time()
+    # streamed: a capture larger than memory runs too (only the trace is kept)
+    trace = prog.run(read_packets(pcap), got, seed=seed, ingress_port=ingress_port)
+    cpu = time.process_time() - t0
+    summary = trace.summary()
+    if steps_file:
+        write_steps(trace, steps_file)
+    if as_json:
+        click.echo(json.dumps(summary, indent=1))
+        return
+    click.echo(format_interp(summary, cpu))
+
+
+def format_interp(s: dict, cpu_s: float | None = None) -> str:
+    # the rate includes binding the entries: only meaningful on a real capture
+    rate = f", {s['packets'] / cpu_s:,.0f} packets/s (CPU time, reading included)" if cpu_s and s["packets"] >= 1000 else ""
+    lines = [f"{s['packets']} packets, {s['dropped']} dropped{rate}"]
+    w = max((len(n) for n in s["tables"]), default=5)
+    lines.append(f"  {'table':<{w}}  {'lookups':>8}  {'matched':>8}  actions")
+    for name, c in s["tables"].items():
+        acts = ", ".join(f"{a or '(none)'}={n}" for a, n in sorted(c["actions"].items()))
+        lines.append(f"  {name:<{w}}  {c['lookups']:>8}  {c['matched']:>8}  {acts}")
+    for key, label in (("parser_rejects", "parser rejects"), ("synthesized_fields", "synthesized fields"),
+                       ("fallback_branches", "fallback branches")):
+        items = s[key]
+        lines.append(f"{label}: " + (", ".join(f"{k}={v}" for k, v in items.items()) if items else "none"))
+    if s["unsupported"]:
+        lines.append("not executed (no-ops): " + ", ".join(s["unsupported"]))
+    return "\n".join(lines)
+
+
+def write_steps(trace, path: str) -> None:
+    """Every table visit of ``trace``, one CSV row each, in packet then visit order."""
+    import csv
+
+    from synapse_vmt.errors import atomic_write
+
+    names = [t.name for t in trace.tables]
+    with atomic_write(path) as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["packet", "table", "entry", "action", "key"])
+        starts = trace.pkt_start.tolist()
+        tables, entries, actions = trace.step_table.tolist(), trace.step_entry.tolist(), trace.step_action.tolist()
+        for pkt in range(trace.n_packets):
+            for j in range(starts[pkt], starts[pkt + 1]):
+                a = actions[j]
+                key = " ".join(hex(v) for v in trace.step_keys[j])
+                w.writerow([pkt, names[tables[j]], entries[j], trace.actions[a] if a >= 0 else "", key])

@@ -87,10 +87,30 @@ def fig8(out: str, quick: bool, seed: int, period_ns: float | None, headroom: fl
     click.echo(f"wrote {out}/summary.json, fig8.csv, fig8.png")
 
 
+@click.command("cpu-model")
+@_out
+@_quick
+@click.option("-q", "--quiet", is_flag=True, help="no progress bar")
+def cpu_model(out: str, quick: bool, quiet: bool) -> None:
+    """Fit the seed's CPU model (p4-target-properties) on this machine: our
+    exact, LPM and ternary tables over 10 to 10^7 entries, one core."""
+    from synapse_vmt.figures import cpu_model as f
+
+    s = f.run(Path(out), quick, quiet)
+    for name, fit in s["fits"].items():
+        err = fit.get("error")
+        params = ", ".join(f"{k}={fit[k]:.4g}" for k in "pqrstuvab" if k in fit)
+        click.echo(f"{name:>14}: {params}  (RMS rel. error {'-' if err is None else f'{err:.1%}'})")
+    for name, sk in s["skipped"].items():
+        if sk:
+            click.echo(f"{name:>14}: skipped n={sk} (over the structure's memory budget)")
+    click.echo(f"wrote {out}/summary.json, cpu_model.csv, cpu_model.png, params-fit.toml")
+
+
 def _register() -> None:
     from synapse_vmt.figures.fig6_7 import COMMANDS
 
-    for cmd in [*COMMANDS, fig8, fig9, fig10]:
+    for cmd in [*COMMANDS, fig8, fig9, fig10, cpu_model]:
         reproduce.add_command(cmd)
 
 

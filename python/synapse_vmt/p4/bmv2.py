@@ -16,11 +16,25 @@ route PHVs, so they are folded away: an edge i -> j says a PHV leaving table i
 can reach table j through them. The probability on each edge assumes every
 branch equally likely (each action of a table, hit/miss, each side of an
 ``if``); the runtime optimizer measures the real shares from counters.
+The shares are summed as exact fractions and rounded once, so a table's edges
+never add up to more than 1 and no ``p`` exceeds 1 (floating-point sums of
+many branches used to give 1.0000000000000002, which the CFG reader rejects).
+
+:func:`read_program` reads, besides the CFG, what a control plane needs to
+write entries (:class:`TableSpec`): each keyed table's key names as P4Runtime
+and the tutorials' JSON files spell them (BMv2 ``key[].name``), its actions
+(``actions[]``: ``name``, ``id``, ``runtime_data`` = parameters with their
+``bitwidth``; a table lists its own by ``action_ids``, since p4c gives several
+actions the same name), its default entry and whether that is const.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+from dataclasses import dataclass
+from functools import cached_property
+from fractions import Fraction
 from pathlib import Path
 
 from synapse_vmt.errors import UserError
@@ -139,15 +153,15 @@ class _Reader:
         if len(set(names)) != len(names):
             self.fail("pipelines", "distinct table names across pipelines")
 
-        memo: dict[tuple[int, str | None], dict[str | None, float]] = {}
+        memo: dict[tuple[int, str | None], dict[str | None, Fraction]] = {}
         active: set[tuple[int, str | None]] = set()
 
-        def dist(pi: int, node: str | None) -> dict[str | None, float]:
+        def dist(pi: int, node: str | None) -> dict[str | None, Fraction]:
             """Where a PHV arriving at ``node`` goes first: real table or EXIT, with probability."""
             if node is None:
                 if pi + 1 < len(pipes):
                     return dist(pi + 1, pipes[pi + 1].get("init_table"))
-                return {EXIT: 1.0}
+                return {EXIT: Fraction(1)}
             key = (pi, node)
             if key in memo:
                 return memo[key]
@@ -157,13 +171,13 @@ class _Reader:
                 self.fail(f"pipelines[{pi}]", f"an acyclic control flow, {node!r} is on a cycle")
             kind, obj = nodes[pi][node]
             if kind == "table" and obj["key"]:
-                return {node: 1.0}
+                return {node: Fraction(1)}
             active.add(key)
             if kind == "cond":
                 branches = [obj["true_next"], obj["false_next"]]
             else:
                 branches = self.branches(obj)
-            out: dict[str | None, float] = defaultdict(float)
+            out: dict[str | None, Fraction] = defaultdict(Fraction)
             for b in branches:
                 for tgt, pr in dist(pi, b).items():
                     out[tgt] += pr / len(branches)
@@ -176,15 +190,15 @@ class _Reader:
         for t in real:
             pi = pipe_of[t.name]
             obj = nodes[pi][t.name][1]
-            out: dict[str | None, float] = defaultdict(float)
+            out: dict[str | None, Fraction] = defaultdict(Fraction)
             br = self.branches(obj)
             for b in br:
                 for tgt, pr in dist(pi, b).items():
                     out[tgt] += pr / len(br)
-            for tgt, pr in out.items():
+            for tgt, pr in _probs(out).items():
                 if tgt is not EXIT:
                     edges.append(Edge(t.name, tgt, pr))
-        entry = {k: v for k, v in dist(0, pipes[0].get("init_table")).items() if k is not EXIT}
+        entry = {k: v for k, v in _probs(dist(0, pipes[0].get("init_table"))).items() if k is not EXIT}
         program = self.doc.get("program", "")
         return Cfg(real, entry, edges, program if isinstance(program, str) else "")
 
@@ -197,6 +211,179 @@ class _Reader:
         return [t.get("base_default_next")]
 
 
+def _probs(exact: dict[str | None, Fraction]) -> dict[str | None, float]:
+    """Exact shares (summing to at most 1) as floats that also sum to at most 1:
+    each is rounded once, then the largest gives back the few ulps of excess
+    rounding may add up to."""
+    out = {k: float(v) for k, v in exact.items()}
+    while out and math.fsum(out.values()) > 1.0:
+        k = max(out, key=lambda x: out[x])
+        out[k] = math.nextafter(out[k], 0.0)
+    return out
+
+
 def read_bmv2(path: str | Path) -> Cfg:
     """Parse p4c's BMv2 JSON at ``path`` into tables and a folded CFG."""
     return _Reader(load_json(path), str(path)).read()
+
+
+# --- Tables as the control plane sees them: key names, actions, defaults ---
+
+
+@dataclass(frozen=True)
+class ActionParam:
+    """One parameter of an action (BMv2 ``runtime_data``): name and width in bits."""
+
+    name: str
+    width: int
+
+
+@dataclass(frozen=True)
+class ActionInfo:
+    """An action a table can run: its BMv2 name and id and its parameters in order."""
+
+    name: str
+    id: int
+    params: tuple[ActionParam, ...]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A keyed table with what entries need: the key (``info.key``, in key
+    order, with ``key_names`` the P4Runtime names of the same fields), the
+    actions it allows, its default action and whether that default is const.
+    ``kind`` is BMv2's ``type``: ``simple``, or ``indirect``/``indirect_ws``
+    for tables behind an action profile/selector (their entries are read
+    here as direct ones: the action is what matters for a match table)."""
+
+    info: TableInfo
+    key_names: tuple[str, ...]
+    actions: tuple[ActionInfo, ...]
+    default: tuple[str, dict[str, int]] | None
+    default_const: bool
+    kind: str = "simple"
+    #: The action profile/selector an indirect table draws its actions from
+    #: (tables can share one), else None.
+    action_profile: str | None = None
+    #: The program's own entries (P4_16 ``const entries``; BMv2 ``entries``,
+    #: raw JSON): such a table takes no entries from the control plane.
+    const_entries: tuple = ()
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @cached_property
+    def match_type(self) -> str:
+        """BMv2's table match type: ``ternary`` if any field is ternary, range
+        or optional (entries then need a priority), else ``lpm`` if a field is
+        lpm, else ``exact``."""
+        kinds = {k.match for k in self.info.key}
+        if kinds & {"ternary", "range", "optional"}:
+            return "ternary"
+        return "lpm" if "lpm" in kinds else "exact"
+
+    @cached_property
+    def match_fields(self) -> tuple[tuple[KeyField, str], ...]:
+        """The key fields an entry gives a value for (``selector`` fields are
+        hashed, not matched), each with its P4Runtime name."""
+        return tuple((kf, nm) for kf, nm in zip(self.info.key, self.key_names) if kf.match != "selector")
+
+    @property
+    def needs_priority(self) -> bool:
+        return self.match_type == "ternary"
+
+    def action(self, name: str) -> ActionInfo | None:
+        """The table's action called ``name``, or by an unambiguous short name
+        (``set_port`` for ``PreQosPipe.Acl.set_port``)."""
+        return resolve_name(name, {a.name: a for a in self.actions})
+
+
+@dataclass
+class P4Program:
+    """A p4c BMv2 program: its CFG and its keyed tables (in CFG order)."""
+
+    path: str
+    cfg: Cfg
+    tables: dict[str, TableSpec]
+
+    def table(self, name: str) -> TableSpec | None:
+        """The table ``name`` (BMv2 full name, or a short name that is unambiguous)."""
+        return resolve_name(name, self.tables)
+
+
+def resolve_name(name: str, by_name: dict):
+    """``by_name[name]``, else the single value whose name ends with ``.name``
+    (p4runtime-shell's short names); None when absent or ambiguous."""
+    if name in by_name:
+        return by_name[name]
+    hits = [v for k, v in by_name.items() if k.endswith("." + name)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _hex_int(x: object) -> int | None:
+    if isinstance(x, int) and not isinstance(x, bool):
+        return x
+    if isinstance(x, str):
+        try:
+            return int(x, 16)
+        except ValueError:
+            return None
+    return None
+
+
+def _read_tables(r: _Reader, cfg: Cfg) -> dict[str, TableSpec]:
+    actions: dict[int, ActionInfo] = {}
+    raw_actions = r.doc.get("actions", [])
+    if not isinstance(raw_actions, list):
+        r.fail("actions", "a list of actions")
+    for i, a in enumerate(raw_actions):
+        w = f"actions[{i}]"
+        if not isinstance(a, dict) or not isinstance(a.get("name"), str) or not isinstance(a.get("id"), int):
+            r.fail(w, "an object with name and id")
+        params = []
+        for j, p in enumerate(a.get("runtime_data", [])):
+            if not isinstance(p, dict) or not isinstance(p.get("name"), str) or not isinstance(p.get("bitwidth"), int):
+                r.fail(f"{w}.runtime_data[{j}] ({a['name']})", "an object with name and bitwidth")
+            params.append(ActionParam(p["name"], p["bitwidth"]))
+        actions[a["id"]] = ActionInfo(a["name"], a["id"], tuple(params))
+    info = {t.name: t for t in cfg.tables}
+    out: dict[str, TableSpec] = {}
+    for pi, p in enumerate(r.doc["pipelines"]):
+        for ti, t in enumerate(p["tables"]):
+            if t["name"] not in info:
+                continue
+            wt = f"pipelines[{pi}].tables[{ti}] ({t['name']})"
+            ids = t.get("action_ids", [])
+            if not isinstance(ids, list) or not all(isinstance(x, int) and x in actions for x in ids):
+                r.fail(wt, "action_ids naming actions of the program")
+            tacts = tuple(actions[x] for x in ids)
+            default = None
+            const = False
+            de = t.get("default_entry")
+            if isinstance(de, dict) and de.get("action_id") in actions:
+                act = actions[de["action_id"]]
+                data = de.get("action_data", [])
+                vals = [_hex_int(x) for x in data] if isinstance(data, list) else [None]
+                if len(vals) != len(act.params) or any(v is None for v in vals):
+                    r.fail(f"{wt}.default_entry", f"action_data: {len(act.params)} hex values for {act.name}")
+                default = (act.name, {pa.name: v for pa, v in zip(act.params, vals)})
+                const = bool(de.get("action_const")) or bool(de.get("action_entry_const"))
+            names = tuple(
+                k.get("name") if isinstance(k.get("name"), str) else kf.field for k, kf in zip(t["key"], info[t["name"]].key)
+            )
+            kind = str(t.get("type", "simple"))
+            prof = t.get("action_profile") if kind != "simple" and isinstance(t.get("action_profile"), str) else None
+            ents = t.get("entries") or []
+            if not isinstance(ents, list):
+                r.fail(f"{wt}.entries", "a list of match-action entries")
+            out[t["name"]] = TableSpec(info[t["name"]], names, tacts, default, const, kind, prof, tuple(ents))
+    return {n: out[n] for n in info}
+
+
+def read_program(path: str | Path) -> P4Program:
+    """Read p4c's BMv2 JSON at ``path``: the CFG plus every keyed table's
+    key names, actions (with parameter widths) and default entry."""
+    r = _Reader(load_json(path), str(path))
+    cfg = r.read()
+    return P4Program(str(path), cfg, _read_tables(r, cfg))

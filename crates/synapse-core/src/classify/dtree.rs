@@ -127,10 +127,10 @@ struct Tree {
     /// No rule of the tree has a smaller priority index (a lower bound).
     min_prio: u32,
     /// Which address fields its rules are small on (bit f = field f).
-    small: u8,
+    small: u32,
 }
 
-type Box_ = [(u32, u32); MAX_FIELDS];
+type Box_<const N: usize> = [(u32, u32); N];
 
 /// Where Algorithm 1 and the LS packing put the structure.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -178,8 +178,8 @@ pub struct DTreeStats {
     pub facl: FaclStats,
 }
 
-/// A FACL-style decision-tree classifier.
-pub struct DTree {
+/// A FACL-style decision-tree classifier over keys of `N` words.
+pub struct DTree<const N: usize = MAX_FIELDS> {
     nf: usize,
     widths: Vec<u8>,
     config: DTreeConfig,
@@ -191,8 +191,8 @@ pub struct DTree {
     trees: Vec<Tree>,
     /// Every rule ever added, by slot: the rule, its bounding box, whether
     /// the box is exact (no partial-mask field), its tree.
-    rules: Vec<Rule>,
-    boxes: Vec<Box_>,
+    rules: Vec<Rule<N>>,
+    boxes: Vec<Box_<N>>,
     exact: Vec<bool>,
     slot_tree: Vec<u32>,
     /// Slots in priority order (the rule set as it is now).
@@ -218,17 +218,17 @@ fn bounding(fm: &FieldMatch, bits: u8) -> ((u32, u32), bool) {
     }
 }
 
-fn intersects(a: &Box_, b: &Box_, nf: usize) -> bool {
+fn intersects<const N: usize>(a: &Box_<N>, b: &Box_<N>, nf: usize) -> bool {
     (0..nf).all(|f| a[f].0 <= b[f].1 && b[f].0 <= a[f].1)
 }
 
-fn covers(rule: &Box_, bx: &Box_, nf: usize) -> bool {
+fn covers<const N: usize>(rule: &Box_<N>, bx: &Box_<N>, nf: usize) -> bool {
     (0..nf).all(|f| rule[f].0 <= bx[f].0 && bx[f].1 <= rule[f].1)
 }
 
-impl DTree {
+impl<const N: usize> DTree<N> {
     /// Builds the trees of `set` and maps them onto FACL's engines.
-    pub fn build(set: &RuleSet, config: &DTreeConfig) -> Result<DTree, BuildError> {
+    pub fn build(set: &RuleSet<N>, config: &DTreeConfig) -> Result<DTree<N>, BuildError> {
         let start = std::time::Instant::now();
         if config.bucket == 0 || config.max_cut_bits == 0 || config.max_cut_bits > 16 || config.spfac < 1.0 {
             return Err(BuildError::BadConfig(format!(
@@ -265,7 +265,7 @@ impl DTree {
             stats: DTreeStats::default(),
             cut_fields,
         };
-        let mut subsets: Vec<(u8, Vec<u32>)> = Vec::new();
+        let mut subsets: Vec<(u32, Vec<u32>)> = Vec::new();
         let full = t.full_box();
         for r in &set.rules {
             let slot = t.add_slot(r);
@@ -301,16 +301,16 @@ impl DTree {
         Ok(t)
     }
 
-    fn full_box(&self) -> Box_ {
-        let mut bx = [(0u32, 0u32); MAX_FIELDS];
+    fn full_box(&self) -> Box_<N> {
+        let mut bx = [(0u32, 0u32); N];
         for f in 0..self.nf {
             bx[f] = (0, width_mask(self.widths[f]));
         }
         bx
     }
 
-    fn add_slot(&mut self, r: &Rule) -> u32 {
-        let mut bx = [(0u32, 0u32); MAX_FIELDS];
+    fn add_slot(&mut self, r: &Rule<N>) -> u32 {
+        let mut bx = [(0u32, 0u32); N];
         let mut exact = true;
         for f in 0..self.nf {
             let (b, e) = bounding(&r.fields[f], self.widths[f]);
@@ -325,9 +325,9 @@ impl DTree {
     }
 
     /// CutSplit's partition: bit f set when the rule is small on field f.
-    fn small_mask(&self, slot: u32) -> u8 {
+    fn small_mask(&self, slot: u32) -> u32 {
         let bx = &self.boxes[slot as usize];
-        let mut m = 0u8;
+        let mut m = 0u32;
         for &f in &self.cut_fields {
             let size = (bx[f].1 - bx[f].0) as u64 + 1;
             if size <= 1u64 << (self.widths[f] / 2) {
@@ -377,7 +377,7 @@ impl DTree {
 
     /// Builds the subtree at node `idx` for `slots` (priority order, all
     /// overlapping `bx`).
-    fn fill(&mut self, idx: u32, mut slots: Vec<u32>, bx: Box_, depth: usize, cutting: bool, small: u8, prio_of: &[u32]) -> Result<(), BuildError> {
+    fn fill(&mut self, idx: u32, mut slots: Vec<u32>, bx: Box_<N>, depth: usize, cutting: bool, small: u32, prio_of: &[u32]) -> Result<(), BuildError> {
         let nf = self.nf;
         // Nothing after a rule that covers the whole box can win.
         if let Some(i) = slots.iter().position(|&s| self.exact[s as usize] && covers(&self.boxes[s as usize], &bx, nf)) {
@@ -433,7 +433,7 @@ impl DTree {
 
     /// The cut with the most children whose replication stays within
     /// `spfac`: (field, bits, box low, log2 of box width).
-    fn choose_cut(&self, slots: &[u32], bx: &Box_, small: u8) -> Option<(usize, u32, u32, u32)> {
+    fn choose_cut(&self, slots: &[u32], bx: &Box_<N>, small: u32) -> Option<(usize, u32, u32, u32)> {
         let n = slots.len() as f64;
         let mut best: Option<(usize, u32, u32, u32, u64)> = None;
         for &f in &self.cut_fields {
@@ -468,7 +468,7 @@ impl DTree {
     }
 
     /// HyperSplit: the (field, threshold) minimising the larger side.
-    fn choose_split(&self, slots: &[u32], bx: &Box_) -> Option<(usize, u32)> {
+    fn choose_split(&self, slots: &[u32], bx: &Box_<N>) -> Option<(usize, u32)> {
         let n = slots.len();
         let mut best: Option<((usize, usize), usize, u32)> = None;
         let mut los = Vec::with_capacity(n);
@@ -501,7 +501,7 @@ impl DTree {
     }
 
     #[inline(always)]
-    fn item_matches(&self, i: usize, key: &Key) -> bool {
+    fn item_matches(&self, i: usize, key: &Key<N>) -> bool {
         let it = &self.items[i * self.stride + 1..(i + 1) * self.stride];
         for f in 0..self.nf {
             let x = key.0[f] & it[3 * f + 2];
@@ -513,7 +513,7 @@ impl DTree {
     }
 
     #[inline(always)]
-    fn leaf_of(&self, root: u32, key: &Key) -> &Node {
+    fn leaf_of(&self, root: u32, key: &Key<N>) -> &Node {
         let mut n = &self.nodes[root as usize];
         // One step serves both inner ops without a data-dependent branch:
         // a cut adds its key bits (and `key > MAX` is false), a split adds
@@ -527,7 +527,7 @@ impl DTree {
 
     /// Best priority index in a leaf below `best`, else `best`.
     #[inline(always)]
-    fn search_leaf(&self, leaf: &Node, key: &Key, best: u32) -> u32 {
+    fn search_leaf(&self, leaf: &Node, key: &Key<N>, best: u32) -> u32 {
         match self.nf {
             5 => self.search_leaf_n::<5>(leaf, key, best),
             _ => {
@@ -547,7 +547,7 @@ impl DTree {
 
     /// [`DTree::search_leaf`] for `NF` fields, unrolled by the compiler.
     #[inline(always)]
-    fn search_leaf_n<const NF: usize>(&self, leaf: &Node, key: &Key, best: u32) -> u32 {
+    fn search_leaf_n<const NF: usize>(&self, leaf: &Node, key: &Key<N>, best: u32) -> u32 {
         let s = 1 + 3 * NF;
         let start = leaf.base as usize * s;
         let items = &self.items[start..start + leaf.count as usize * s];
@@ -581,12 +581,12 @@ impl DTree {
     }
 
     /// The rule set as it is now (after updates), in priority order.
-    pub fn rule_set(&self) -> RuleSet {
+    pub fn rule_set(&self) -> RuleSet<N> {
         RuleSet::new(self.schema.clone(), self.order.iter().map(|&s| self.rules[s as usize]).collect())
     }
 
     /// Visits the leaves of `tree` whose boxes overlap `slot`'s box.
-    fn leaves_overlapping(&self, slot: u32, tree: usize) -> Vec<(u32, Box_, usize)> {
+    fn leaves_overlapping(&self, slot: u32, tree: usize) -> Vec<(u32, Box_<N>, usize)> {
         let rb = self.boxes[slot as usize];
         let mut out = Vec::new();
         if !intersects(&rb, &self.full_box(), self.nf) || tree >= self.trees.len() {
@@ -631,7 +631,7 @@ impl DTree {
 
     /// Inserts `rule` at priority position `pos` (0 = highest; later rules
     /// move down one), without rebuilding the trees.
-    pub fn insert(&mut self, pos: usize, rule: Rule) -> Result<(), BuildError> {
+    pub fn insert(&mut self, pos: usize, rule: Rule<N>) -> Result<(), BuildError> {
         if pos > self.order.len() {
             return Err(BuildError::BadConfig(format!("cannot insert at {pos}: only {} rules", self.order.len())));
         }
@@ -672,7 +672,7 @@ impl DTree {
         Ok(())
     }
 
-    fn leaf_insert(&mut self, leaf: u32, slot: u32, pos: u32, bx: Box_, depth: usize, small: u8) -> Result<(), BuildError> {
+    fn leaf_insert(&mut self, leaf: u32, slot: u32, pos: u32, bx: Box_<N>, depth: usize, small: u32) -> Result<(), BuildError> {
         let n = self.nodes[leaf as usize];
         let limit = 4 * self.config.bucket;
         if n.count as usize >= limit && depth < self.config.max_depth {
@@ -909,9 +909,9 @@ impl DTree {
     }
 }
 
-impl Classifier for DTree {
+impl<const N: usize> Classifier<N> for DTree<N> {
     #[inline]
-    fn classify(&self, key: &Key) -> Match {
+    fn classify(&self, key: &Key<N>) -> Match {
         let mut best = u32::MAX;
         for t in &self.trees {
             if t.min_prio >= best {
@@ -923,7 +923,7 @@ impl Classifier for DTree {
         (best != u32::MAX).then_some(best)
     }
 
-    fn classify_batch(&self, keys: &[Key], out: &mut [i32]) {
+    fn classify_batch(&self, keys: &[Key<N>], out: &mut [i32]) {
         // A structure that fits in the caches runs fastest one key at a
         // time; a larger one gains from overlapping the misses of a group.
         if self.stats.bytes < LOCKSTEP_BYTES {
@@ -971,12 +971,12 @@ impl Classifier for DTree {
     }
 }
 
-impl MemoryWalk for DTree {
+impl<const N: usize> MemoryWalk<N> for DTree<N> {
     /// Every tree is walked (the hardware searches them all): one node read
     /// per level from the node's DT layer (bank = layer), then one parallel
     /// LS read per `ls_engines` rules of the leaf from bank `layers`; an
     /// empty leaf skips the linear search (FACL §III-F3).
-    fn walk(&self, key: &Key, accesses: &mut Vec<MemAccess>) -> Match {
+    fn walk(&self, key: &Key<N>, accesses: &mut Vec<MemAccess>) -> Match {
         let fc = self.config.facl;
         let ls_bank = (fc.dt_modules * fc.dt_layers) as u16;
         let m = fc.ls_engines as u64;
@@ -1010,7 +1010,7 @@ impl MemoryWalk for DTree {
     }
 }
 
-impl super::Structure for DTree {
+impl<const N: usize> super::Structure<N> for DTree<N> {
     fn stats(&self) -> Vec<(&'static str, String)> {
         let s = &self.stats;
         let f = &s.facl;

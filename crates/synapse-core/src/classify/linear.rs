@@ -2,21 +2,21 @@
 //! per key; the brute-force oracle of every other classifier.
 
 use super::{Classifier, Match, MemAccess, MemoryWalk};
-use crate::rules::{Key, Rule, RuleSet};
+use crate::rules::{Key, Rule, RuleSet, MAX_FIELDS};
 
-pub struct Linear {
-    rules: Vec<Rule>,
+pub struct Linear<const N: usize = MAX_FIELDS> {
+    rules: Vec<Rule<N>>,
 }
 
-impl Linear {
-    pub fn new(set: &RuleSet) -> Linear {
+impl<const N: usize> Linear<N> {
+    pub fn new(set: &RuleSet<N>) -> Linear<N> {
         Linear { rules: set.rules.clone() }
     }
 }
 
-impl Classifier for Linear {
+impl<const N: usize> Classifier<N> for Linear<N> {
     #[inline]
-    fn classify(&self, key: &Key) -> Match {
+    fn classify(&self, key: &Key<N>) -> Match {
         self.rules.iter().position(|r| r.matches(key)).map(|i| i as u32)
     }
 }
@@ -27,10 +27,10 @@ pub const RULE_BYTES: u32 = 64;
 /// Bytes read per burst when scanning the rule array.
 pub const BURST_BYTES: u32 = 64;
 
-impl MemoryWalk for Linear {
+impl<const N: usize> MemoryWalk<N> for Linear<N> {
     /// A linear scan reads the rule array burst by burst up to the first
     /// match (or to the end on a miss), all from bank 0.
-    fn walk(&self, key: &Key, accesses: &mut Vec<MemAccess>) -> Match {
+    fn walk(&self, key: &Key<N>, accesses: &mut Vec<MemAccess>) -> Match {
         let m = self.classify(key);
         let scanned = m.map_or(self.rules.len() as u64, |i| i as u64 + 1);
         let per_burst = (BURST_BYTES / RULE_BYTES).max(1) as u64;

@@ -2,26 +2,30 @@
 //! matching rule of a [`RuleSet`](crate::rules::RuleSet), or none.
 //!
 //! [`linear::Linear`] is the oracle every other structure is checked against.
-//! The ELU's structures (trie, decision tree) implement the same trait so the
+//! The ELU's structures (trie, decision tree, exact-match hash table) implement the same trait so the
 //! simulator and the CLI can swap them by name.
 
 pub mod dtree;
+pub mod exact;
 pub mod linear;
+pub mod partition;
+pub mod simd;
 pub mod trie;
 
 #[cfg(test)]
 mod proptests;
 
-use crate::rules::{Key, RuleSet};
+use crate::rules::{Key, RuleSet, MAX_FIELDS};
 
 /// Answer of a classifier: the 0-based rule index, or `None` for no match.
 pub type Match = Option<u32>;
 
-pub trait Classifier {
-    fn classify(&self, key: &Key) -> Match;
+/// A classifier of keys of `N` words (default: the 8-word [`Key`]).
+pub trait Classifier<const N: usize = MAX_FIELDS> {
+    fn classify(&self, key: &Key<N>) -> Match;
 
     /// Classifies a batch; `out[i]` is the rule index or -1 for no match.
-    fn classify_batch(&self, keys: &[Key], out: &mut [i32]) {
+    fn classify_batch(&self, keys: &[Key<N>], out: &mut [i32]) {
         for (k, o) in keys.iter().zip(out.iter_mut()) {
             *o = self.classify(k).map_or(-1, |r| r as i32);
         }
@@ -40,9 +44,9 @@ pub struct MemAccess {
 /// A classifier whose data sits in off-chip memory: the ELU walks it and the
 /// simulator charges every access to the HBM model. The accesses of one
 /// lookup are dependent (each needs the previous one's answer), in order.
-pub trait MemoryWalk: Classifier {
+pub trait MemoryWalk<const N: usize = MAX_FIELDS>: Classifier<N> {
     /// Classifies `key`, appending the memory reads it makes to `accesses`.
-    fn walk(&self, key: &Key, accesses: &mut Vec<MemAccess>) -> Match;
+    fn walk(&self, key: &Key<N>, accesses: &mut Vec<MemAccess>) -> Match;
     /// Bytes the structure occupies in off-chip memory.
     fn memory_bytes(&self) -> u64;
 }
@@ -64,7 +68,7 @@ pub enum BuildError {
 
 /// A lookup structure built by name ([`build_structure`]): classifies,
 /// walks memory, and describes itself.
-pub trait Structure: MemoryWalk + Send + Sync {
+pub trait Structure<const N: usize = MAX_FIELDS>: MemoryWalk<N> + Send + Sync {
     /// Build statistics as (name, value) rows, for printing.
     fn stats(&self) -> Vec<(&'static str, String)>;
 }
@@ -74,6 +78,7 @@ pub trait Structure: MemoryWalk + Send + Sync {
 pub struct BuildConfig {
     pub trie: trie::TrieConfig,
     pub dtree: dtree::DTreeConfig,
+    pub ptree: partition::PTreeConfig,
 }
 
 impl BuildConfig {
@@ -92,6 +97,12 @@ impl BuildConfig {
         "facl.ls_engines",
         "facl.ls_depth",
         "facl.ls_modules",
+        "ptree.bucket",
+        "ptree.max_depth",
+        "ptree.spfac",
+        "ptree.max_bytes",
+        "ptree.simd",
+        "ptree.max_trees",
     ];
 
     /// Sets one parameter by its dotted name (`trie.stride`, `dtree.bucket`,
@@ -116,6 +127,12 @@ impl BuildConfig {
             "facl.ls_engines" => f.ls_engines = num(key, value)?,
             "facl.ls_depth" => f.ls_depth = num(key, value)?,
             "facl.ls_modules" => f.ls_modules = num(key, value)?,
+            "ptree.bucket" => self.ptree.bucket = num(key, value)?,
+            "ptree.max_depth" => self.ptree.max_depth = num(key, value)?,
+            "ptree.spfac" => self.ptree.spfac = num(key, value)?,
+            "ptree.max_bytes" => self.ptree.max_bytes = num(key, value)?,
+            "ptree.simd" => self.ptree.simd = num::<u8>(key, value)? != 0,
+            "ptree.max_trees" => self.ptree.max_trees = num(key, value)?,
             _ => return Err(format!("unknown build parameter {key:?} (expected one of: {})", Self::KEYS.join(", "))),
         }
         Ok(())
@@ -123,7 +140,7 @@ impl BuildConfig {
 }
 
 /// Names [`build`] accepts; the CLI offers exactly these.
-pub const ALGORITHMS: &[&str] = &["linear", "trie", "dtree"];
+pub const ALGORITHMS: &[&str] = &["linear", "trie", "dtree", "ptree", "exact"];
 
 /// Builds the classifier named `algo` over `set`. Adding a structure is one
 /// entry in [`ALGORITHMS`] and one match arm here.
@@ -133,6 +150,8 @@ pub fn build(algo: &str, set: &RuleSet) -> Result<Box<dyn Classifier + Send + Sy
         "linear" => Ok(Box::new(linear::Linear::new(set))),
         "trie" => Ok(Box::new(trie::Trie::build(set, &c.trie).map_err(|e| e.to_string())?)),
         "dtree" => Ok(Box::new(dtree::DTree::build(set, &c.dtree).map_err(|e| e.to_string())?)),
+        "ptree" => Ok(Box::new(partition::PTree::build(set, &c.ptree).map_err(|e| e.to_string())?)),
+        "exact" => Ok(Box::new(exact::Exact::build(set).map_err(|e| e.to_string())?)),
         _ => Err(format!("unknown classifier {algo:?} (expected one of: {})", ALGORITHMS.join(", "))),
     }
 }
@@ -144,6 +163,8 @@ pub fn build_structure(algo: &str, set: &RuleSet, config: &BuildConfig) -> Resul
         "linear" => Box::new(linear::Linear::new(set)),
         "trie" => Box::new(trie::Trie::build(set, &config.trie)?),
         "dtree" => Box::new(dtree::DTree::build(set, &config.dtree)?),
+        "ptree" => Box::new(partition::PTree::build(set, &config.ptree)?),
+        "exact" => Box::new(exact::Exact::build(set)?),
         _ => {
             return Err(BuildError::BadConfig(format!(
                 "unknown classifier {algo:?} (expected one of: {})",
@@ -153,9 +174,85 @@ pub fn build_structure(algo: &str, set: &RuleSet, config: &BuildConfig) -> Resul
     })
 }
 
-impl Structure for linear::Linear {
+/// Names [`build_structure_n`] accepts: the structures built for keys of
+/// any width.
+pub const WIDE_ALGORITHMS: &[&str] = &["linear", "trie", "dtree"];
+
+/// [`build_structure`] for keys of `N` words (P4 tables wider than the
+/// 5-tuple); the algorithms of [`WIDE_ALGORITHMS`].
+pub fn build_structure_n<const N: usize>(algo: &str, set: &RuleSet<N>, config: &BuildConfig) -> Result<Box<dyn Structure<N>>, BuildError> {
+    Ok(match algo {
+        "linear" => Box::new(linear::Linear::new(set)),
+        "trie" => Box::new(trie::Trie::build(set, &config.trie)?),
+        "dtree" => Box::new(dtree::DTree::build(set, &config.dtree)?),
+        _ => {
+            return Err(BuildError::BadConfig(format!(
+                "unknown classifier {algo:?} (expected one of: {})",
+                WIDE_ALGORITHMS.join(", ")
+            )))
+        }
+    })
+}
+
+impl<const N: usize> Structure<N> for linear::Linear<N> {
     fn stats(&self) -> Vec<(&'static str, String)> {
         let bytes = self.memory_bytes();
         vec![("rules", (bytes / linear::RULE_BYTES as u64).to_string()), ("bytes", bytes.to_string())]
+    }
+}
+
+/// A structure over a rule set of any compiled key width.
+pub enum AnyStructure {
+    W8(Box<dyn Structure<8>>),
+    W16(Box<dyn Structure<16>>),
+    W32(Box<dyn Structure<32>>),
+}
+
+impl AnyStructure {
+    /// Builds `algo` over `set` at the set's width.
+    pub fn build(algo: &str, set: &crate::rules::AnyRuleSet, config: &BuildConfig) -> Result<AnyStructure, BuildError> {
+        use crate::rules::AnyRuleSet as A;
+        Ok(match set {
+            A::W8(s) => AnyStructure::W8(build_structure(algo, s, config)?),
+            A::W16(s) => AnyStructure::W16(build_structure_n(algo, s, config)?),
+            A::W32(s) => AnyStructure::W32(build_structure_n(algo, s, config)?),
+        })
+    }
+
+    /// Classifies keys given as rows of `words` words (`flat.len()` a
+    /// multiple of `words`, `words` at most the structure's width; missing
+    /// words are zero) into `out` (-1: no match).
+    pub fn classify_words(&self, flat: &[u32], words: usize, out: &mut [i32]) {
+        fn run<const N: usize>(s: &dyn Structure<N>, flat: &[u32], words: usize, out: &mut [i32]) {
+            const CHUNK: usize = 1024;
+            let mut keys = Vec::with_capacity(CHUNK);
+            for (rows, o) in flat.chunks(CHUNK * words.max(1)).zip(out.chunks_mut(CHUNK)) {
+                keys.clear();
+                keys.extend(rows.chunks_exact(words.max(1)).map(|r| Key::<N>::from_words(&r[..words])));
+                s.classify_batch(&keys, o);
+            }
+        }
+        match self {
+            AnyStructure::W8(s) => run(s.as_ref(), flat, words, out),
+            AnyStructure::W16(s) => run(s.as_ref(), flat, words, out),
+            AnyStructure::W32(s) => run(s.as_ref(), flat, words, out),
+        }
+    }
+
+    /// Key words the structure takes at most.
+    pub fn width(&self) -> usize {
+        match self {
+            AnyStructure::W8(_) => 8,
+            AnyStructure::W16(_) => 16,
+            AnyStructure::W32(_) => 32,
+        }
+    }
+
+    pub fn stats(&self) -> Vec<(&'static str, String)> {
+        match self {
+            AnyStructure::W8(s) => s.stats(),
+            AnyStructure::W16(s) => s.stats(),
+            AnyStructure::W32(s) => s.stats(),
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 use super::dtree::{DTree, DTreeConfig};
 use super::linear::Linear;
+use super::partition::{PTree, PTreeConfig};
 use super::trie::{Trie, TrieConfig};
 use super::{build, build_structure, BuildConfig, Classifier, MemoryWalk};
 use crate::rules::{classbench, FieldMatch, Key, Rule, RuleSet, Schema};
@@ -83,6 +84,12 @@ fn check_all(set: &RuleSet, keys: &[Key], trie: &TrieConfig, dtree: &DTreeConfig
     let want: Vec<Option<u32>> = keys.iter().map(|k| lin.classify(k)).collect();
     let d = DTree::build(set, dtree).unwrap();
     let mut built: Vec<(&str, Box<dyn MemoryWalk>)> = vec![("dtree", Box::new(d))];
+    // The partitioned tree with the AVX2 kernels (when the CPU has them)
+    // and with the scalar ones, small buckets so the trees branch.
+    for simd in [true, false] {
+        let cfg = PTreeConfig { bucket: dtree.bucket, simd, ..Default::default() };
+        built.push((if simd { "ptree" } else { "ptree scalar" }, Box::new(PTree::build(set, &cfg).unwrap())));
+    }
     match Trie::build(set, trie) {
         Ok(t) => built.push(("trie", Box::new(t))),
         // A small random set can still blow a small budget (wildcards
@@ -209,7 +216,7 @@ fn real_classbench_1k_sets_equal_the_oracle() {
         // 16 MiB, which must fail cleanly rather than grow.
         let mut cfg = BuildConfig::default();
         cfg.trie = TrieConfig { stride: 4, max_bytes: 16 << 20 };
-        for algo in ["trie", "dtree"] {
+        for algo in ["trie", "dtree", "ptree"] {
             match build_structure(algo, &set, &cfg) {
                 Ok(c) => {
                     c.classify_batch(&keys, &mut out);
@@ -244,6 +251,13 @@ fn generated_10k_sets_equal_the_oracle() {
         let d = DTree::build(&set, &DTreeConfig::default()).unwrap();
         d.classify_batch(&keys, &mut out);
         assert!(out == want, "dtree differs from the oracle on generated {kind} 10K");
+        for simd in [true, false] {
+            let p = PTree::build(&set, &PTreeConfig { simd, ..Default::default() }).unwrap();
+            p.classify_batch(&keys, &mut out);
+            assert!(out == want, "ptree (simd {simd}) differs from the oracle on generated {kind} 10K");
+            let single: Vec<i32> = keys.iter().map(|k| p.classify(k).map_or(-1, |r| r as i32)).collect();
+            assert!(single == want, "ptree (simd {simd}) one at a time on generated {kind} 10K");
+        }
         // Set pruning on 10K multi-field rules is expected to blow a small
         // budget; when it fits, it must be exact.
         match Trie::build(&set, &TrieConfig { stride: 4, max_bytes: 8 << 20 }) {
@@ -272,4 +286,264 @@ fn generated_100k_dtree_stays_bounded_and_trie_refuses() {
     assert!(matches!(DTree::build(&set, &tight), Err(super::BuildError::OverBudget { .. })));
     let e = Trie::build(&set, &TrieConfig { stride: 8, max_bytes: 16 << 20 }).err().expect("over budget");
     assert!(matches!(e, super::BuildError::OverBudget { budget, .. } if budget == 16 << 20), "{e}");
+}
+
+/// Wide keys: P4-like fields of 1 to 128 bits split into 32-bit words (most
+/// significant first), every match kind; the rules are built per field and
+/// split per word as `python/synapse_vmt/p4/keys.py` does.
+mod wide {
+    use super::*;
+    use crate::rules::{width_mask, FieldSpec, MatchKind};
+
+    /// (bits, kind) of each field; a 12-word key (UPF's ACL: 233 bits) and
+    /// a 24-word one (switch's ipv6_acl).
+    pub(super) const UPF_LIKE: &[(u32, MatchKind)] = &[
+        (128, MatchKind::Lpm),
+        (48, MatchKind::Exact),
+        (16, MatchKind::Range),
+        (8, MatchKind::Ternary),
+        (64, MatchKind::Ternary),
+        (1, MatchKind::Exact),
+        (32, MatchKind::Optional),
+    ];
+    pub(super) const SWITCH_LIKE: &[(u32, MatchKind)] = &[
+        (128, MatchKind::Lpm),
+        (48, MatchKind::Exact),
+        (16, MatchKind::Range),
+        (8, MatchKind::Ternary),
+        (64, MatchKind::Ternary),
+        (1, MatchKind::Exact),
+        (32, MatchKind::Optional),
+        (128, MatchKind::Ternary),
+        (128, MatchKind::Lpm),
+        (64, MatchKind::Exact),
+        (32, MatchKind::Range),
+        (8, MatchKind::Optional),
+    ];
+
+    fn words(bits: u32) -> usize {
+        bits.div_ceil(32) as usize
+    }
+
+    pub(super) fn schema(fields: &[(u32, MatchKind)]) -> Schema {
+        let mut out = Vec::new();
+        for (i, &(bits, kind)) in fields.iter().enumerate() {
+            let n = words(bits);
+            for w in 0..n {
+                let b = if w == 0 { bits - 32 * (n as u32 - 1) } else { 32 };
+                out.push(FieldSpec { name: format!("f{i}[{w}]"), bits: b as u8, kind });
+            }
+        }
+        Schema { fields: out }
+    }
+
+    fn full(bits: u32) -> u128 {
+        if bits == 128 { u128::MAX } else { (1u128 << bits) - 1 }
+    }
+
+    /// `value`/`mask` of a `bits`-wide field as per-word ternaries.
+    fn split(value: u128, mask: u128, bits: u32, exact: bool) -> Vec<FieldMatch> {
+        let n = words(bits);
+        (0..n)
+            .map(|w| {
+                let sh = 32 * (n - 1 - w);
+                let wb = if w == 0 { bits - 32 * (n as u32 - 1) } else { 32 };
+                let (v, m) = ((value >> sh) as u32, (mask >> sh) as u32 & width_mask(wb as u8));
+                if exact && m == width_mask(wb as u8) {
+                    FieldMatch::exact(v & m)
+                } else {
+                    FieldMatch::ternary(v, m)
+                }
+            })
+            .collect()
+    }
+
+    /// One field's match from random draws: values from a small pool so
+    /// that rules overlap; `sel` picks wildcard / specific forms.
+    fn field(bits: u32, kind: MatchKind, pool: u128, sel: u32, len_draw: u32, lo_hi: (u32, u32)) -> Vec<FieldMatch> {
+        let f = full(bits);
+        let v = pool & f;
+        match kind {
+            MatchKind::Exact => split(v, f, bits, true),
+            MatchKind::Optional if sel % 3 == 0 => split(0, 0, bits, false),
+            MatchKind::Optional => split(v, f, bits, true),
+            MatchKind::Lpm => {
+                let lens = [0, 1, 8, 16, 31, 32, 33, 48, 64, 95, 96, 127, 128];
+                let len = lens[len_draw as usize % lens.len()].min(bits);
+                let m = f & !full(bits - len);
+                split(v & m, m, bits, false)
+            }
+            MatchKind::Ternary => {
+                // A prefix, a wildcard, or a mask with a few holes (the trie
+                // expands those; more holes would be refused).
+                let m = match sel % 4 {
+                    0 => 0,
+                    1 => f,
+                    2 => f & !(((len_draw as u128) & 0x7) << (bits.saturating_sub(8) / 2)),
+                    _ => f & !full(bits - len_draw % (bits + 1)),
+                };
+                split(v & m, m, bits, false)
+            }
+            MatchKind::Range => {
+                let w = width_mask(bits as u8);
+                let (a, b) = (lo_hi.0 & w, lo_hi.1 & w);
+                vec![FieldMatch::range(a.min(b), a.max(b))]
+            }
+        }
+    }
+
+    pub(super) fn rules<const N: usize>(fields: &'static [(u32, MatchKind)], max: usize) -> impl Strategy<Value = Vec<Rule<N>>> {
+        let pools = vec![0u128, 1, 0xfe80 << 112, (0xfe80u128 << 112) | 0xdead_beef, u128::MAX, 0x2001_0db8u128 << 96, 80, 0x8000_0000];
+        let one = prop::collection::vec(
+            (prop::sample::select(pools), any::<u32>(), any::<u32>(), prop::sample::select(vec![0u32, 1, 79, 80, 1023, 65535, u32::MAX]), prop::sample::select(vec![0u32, 80, 1024, 65534, u32::MAX])),
+            fields.len(),
+        )
+        .prop_map(move |draws| {
+            let mut fm = Vec::new();
+            for (&(bits, kind), &(pool, sel, len, a, b)) in fields.iter().zip(&draws) {
+                fm.extend(field(bits, kind, pool, sel, len, (a, b)));
+            }
+            Rule::<N>::new(&fm, 0, 0)
+        });
+        prop::collection::vec(one, 0..max)
+    }
+
+    /// Keys at rules' word bounds, next to them, and arbitrary.
+    pub(super) fn keys<const N: usize>(set: &RuleSet<N>, seeds: &[(u32, u32)]) -> Vec<Key<N>> {
+        let nw = set.schema.len();
+        seeds
+            .iter()
+            .map(|&(a, b)| {
+                let mut k = [0u32; N];
+                let base = (!set.is_empty()).then(|| &set.rules[a as usize % set.len()]);
+                for w in 0..nw {
+                    let bits = set.schema.fields[w].bits;
+                    let wm = width_mask(bits);
+                    let h = a.wrapping_mul(0x9e37_79b9).wrapping_add(b.rotate_left(w as u32 * 5));
+                    k[w] = match base {
+                        Some(r) if h % 8 != 0 => {
+                            let fm = r.fields[w];
+                            let (lo, hi) = fm.as_range(bits).unwrap_or((fm.lo & fm.mask, (fm.lo & fm.mask) | (!fm.mask & wm)));
+                            match (h >> 4) % 6 {
+                                0 => lo,
+                                1 => hi.min(wm),
+                                2 => lo.wrapping_sub(1) & wm,
+                                3 => hi.wrapping_add(1) & wm,
+                                4 => (fm.lo & fm.mask) | (h & !fm.mask & wm),
+                                _ => lo + (hi.min(wm) - lo) / 2,
+                            }
+                        }
+                        _ => h & wm,
+                    };
+                }
+                Key(k)
+            })
+            .collect()
+    }
+
+    pub(super) fn check<const N: usize>(set: &RuleSet<N>, keys: &[Key<N>], trie: &TrieConfig, dtree: &DTreeConfig) {
+        let lin = Linear::new(set);
+        let want: Vec<Option<u32>> = keys.iter().map(|k| lin.classify(k)).collect();
+        let mut built: Vec<(&str, Box<dyn MemoryWalk<N>>)> = vec![("dtree", Box::new(DTree::build(set, dtree).unwrap()))];
+        match Trie::build(set, trie) {
+            Ok(t) => built.push(("trie", Box::new(t))),
+            Err(e) => assert!(matches!(e, super::super::BuildError::OverBudget { .. }), "{e}"),
+        }
+        let mut out = vec![0i32; keys.len()];
+        let want_i: Vec<i32> = want.iter().map(|w| w.map_or(-1, |r| r as i32)).collect();
+        let mut acc = Vec::new();
+        for (name, c) in &built {
+            for (k, w) in keys.iter().zip(&want) {
+                assert_eq!(c.classify(k), *w, "{name} on {k:?}");
+                acc.clear();
+                assert_eq!(c.walk(k, &mut acc), *w, "{name} walk on {k:?}");
+            }
+            c.classify_batch(keys, &mut out);
+            assert_eq!(out, want_i, "{name} batch");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn wide_12_word_keys_trie_and_dtree_equal_the_oracle(
+        rules in wide::rules::<16>(wide::UPF_LIKE, 40),
+        seeds in prop::collection::vec(any::<(u32, u32)>(), 1..150),
+        stride in 2u8..=8,
+        bucket in 1usize..6,
+    ) {
+        let set = RuleSet::new(wide::schema(wide::UPF_LIKE), rules);
+        prop_assert_eq!(set.schema.len(), 12);
+        let keys = wide::keys(&set, &seeds);
+        wide::check(&set, &keys, &TrieConfig { stride, max_bytes: 1 << 20 }, &DTreeConfig { bucket, ..Default::default() });
+    }
+
+    #[test]
+    fn wide_24_word_keys_trie_and_dtree_equal_the_oracle(
+        rules in wide::rules::<32>(wide::SWITCH_LIKE, 40),
+        seeds in prop::collection::vec(any::<(u32, u32)>(), 1..150),
+        stride in 2u8..=8,
+        bucket in 1usize..6,
+    ) {
+        let set = RuleSet::new(wide::schema(wide::SWITCH_LIKE), rules);
+        prop_assert_eq!(set.schema.len(), 24);
+        let keys = wide::keys(&set, &seeds);
+        wide::check(&set, &keys, &TrieConfig { stride, max_bytes: 1 << 20 }, &DTreeConfig { bucket, ..Default::default() });
+    }
+
+    #[test]
+    fn wide_dtree_updates_equal_the_oracle(
+        rules in wide::rules::<16>(wide::UPF_LIKE, 30),
+        ops in prop::collection::vec((any::<bool>(), any::<usize>(), any::<usize>()), 1..20),
+        seeds in prop::collection::vec(any::<(u32, u32)>(), 1..80),
+    ) {
+        let set = RuleSet::new(wide::schema(wide::UPF_LIKE), rules.clone());
+        let mut d = DTree::build(&set, &DTreeConfig { bucket: 2, ..Default::default() }).unwrap();
+        let mut cur = rules.clone();
+        for (ins, at, from) in ops {
+            if (ins || cur.is_empty()) && !rules.is_empty() {
+                let at = at % (cur.len() + 1);
+                let r = rules[from % rules.len()];
+                d.insert(at, r).unwrap();
+                cur.insert(at, r);
+            } else if !cur.is_empty() {
+                let at = at % cur.len();
+                d.delete(at).unwrap();
+                cur.remove(at);
+            }
+        }
+        let now = RuleSet::new(wide::schema(wide::UPF_LIKE), cur);
+        let lin = Linear::new(&now);
+        for k in wide::keys(&now, &seeds) {
+            prop_assert_eq!(d.classify(&k), lin.classify(&k));
+        }
+    }
+}
+
+#[test]
+fn wide_structures_build_by_name_and_an_unknown_name_is_refused() {
+    use super::{build_structure_n, AnyStructure};
+    use crate::rules::AnyRuleSet;
+    let schema = wide::schema(wide::SWITCH_LIKE);
+    let n = schema.len();
+    // Two rules: word 23 exact 7, else everything; the second matches all.
+    let mut lo = vec![0u32; 2 * n];
+    let mut hi = vec![0u32; 2 * n];
+    let mut mask = vec![0u32; 2 * n];
+    (lo[n - 1], hi[n - 1], mask[n - 1]) = (7, 7, u32::MAX);
+    let any = AnyRuleSet::from_words("t", schema, &lo, &hi, &mask).unwrap();
+    for algo in super::WIDE_ALGORITHMS {
+        let s = AnyStructure::build(algo, &any, &BuildConfig::default()).unwrap();
+        assert_eq!(s.width(), 32);
+        let mut keys = vec![0u32; 3 * n];
+        keys[n - 1] = 7;
+        keys[2 * n - 1] = 8;
+        let mut out = [9i32; 3];
+        s.classify_words(&keys, n, &mut out);
+        assert_eq!(out, [0, 1, 1], "{algo}");
+    }
+    let AnyRuleSet::W32(set) = any else { unreachable!() };
+    assert!(build_structure_n("rte_acl", &set, &BuildConfig::default()).err().unwrap().to_string().contains("unknown classifier"));
 }

@@ -30,7 +30,7 @@
 //! swaps them (ping-pong), as an FPGA would.
 
 use super::{BuildError, Classifier, Match, MemAccess, MemoryWalk};
-use crate::rules::{prefix_mask, width_mask, FieldMatch, Key, Rule, RuleSet, Schema};
+use crate::rules::{prefix_mask, width_mask, FieldMatch, Key, Rule, RuleSet, Schema, MAX_FIELDS};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -101,15 +101,15 @@ pub struct TrieStats {
     pub mean_depth: f64,
 }
 
-/// A multibit set-pruning trie.
-pub struct Trie {
+/// A multibit set-pruning trie over keys of `N` words.
+pub struct Trie<const N: usize = MAX_FIELDS> {
     /// All levels back to back; level `i` starts at `level_base[i]`.
     entries: Vec<Entry>,
     level_base: Vec<u32>,
     /// The root pointer (a register in hardware, not a memory read).
     root: Entry,
     stats: TrieStats,
-    rules: Vec<Rule>,
+    rules: Vec<Rule<N>>,
     schema: Schema,
     config: TrieConfig,
 }
@@ -173,7 +173,7 @@ pub fn range_to_prefixes(lo: u32, hi: u32, bits: u8) -> Vec<(u32, u8)> {
     out
 }
 
-struct Builder<'a> {
+struct Builder {
     widths: Vec<u8>,
     /// Expanded prefixes of rule r, field f: `prefixes[r * nf + f]`.
     prefixes: Vec<Vec<(u32, u8)>>,
@@ -185,10 +185,9 @@ struct Builder<'a> {
     memo_bytes: u64,
     bytes: u64,
     budget: u64,
-    _set: &'a RuleSet,
 }
 
-impl Builder<'_> {
+impl Builder {
     fn nf(&self) -> usize {
         self.widths.len()
     }
@@ -275,9 +274,9 @@ impl Builder<'_> {
     }
 }
 
-impl Trie {
+impl<const N: usize> Trie<N> {
     /// Builds the trie of `set` (rule expansion, then set pruning).
-    pub fn build(set: &RuleSet, config: &TrieConfig) -> Result<Trie, BuildError> {
+    pub fn build(set: &RuleSet<N>, config: &TrieConfig) -> Result<Trie<N>, BuildError> {
         let start = std::time::Instant::now();
         if !(1..=16).contains(&config.stride) {
             return Err(BuildError::BadConfig(format!("trie stride must be 1..16, got {}", config.stride)));
@@ -313,7 +312,6 @@ impl Trie {
             memo_bytes: 0,
             bytes: 0,
             budget: config.max_bytes,
-            _set: set,
         };
         let root = if nf == 0 {
             if set.is_empty() { Entry::MISS } else { Entry::found(0) }
@@ -421,7 +419,7 @@ impl Trie {
 
     /// Inserts `rule` at priority position `pos` (0 = highest). Rebuilds:
     /// see the module documentation for why the trie has no local update.
-    pub fn insert(&mut self, pos: usize, rule: Rule) -> Result<(), BuildError> {
+    pub fn insert(&mut self, pos: usize, rule: Rule<N>) -> Result<(), BuildError> {
         let mut rules = self.rules.clone();
         rules.insert(pos.min(rules.len()), rule);
         *self = Trie::build(&RuleSet::new(self.schema.clone(), rules), &self.config)?;
@@ -440,9 +438,9 @@ impl Trie {
     }
 }
 
-impl Classifier for Trie {
+impl<const N: usize> Classifier<N> for Trie<N> {
     #[inline]
-    fn classify(&self, key: &Key) -> Match {
+    fn classify(&self, key: &Key<N>) -> Match {
         let mut e = self.root;
         loop {
             match e.kind {
@@ -456,7 +454,7 @@ impl Classifier for Trie {
         }
     }
 
-    fn classify_batch(&self, keys: &[Key], out: &mut [i32]) {
+    fn classify_batch(&self, keys: &[Key<N>], out: &mut [i32]) {
         // Walk several keys in lockstep so their independent reads overlap.
         const LANES: usize = 8;
         let mut kc = keys.chunks_exact(LANES);
@@ -486,9 +484,9 @@ impl Classifier for Trie {
     }
 }
 
-impl MemoryWalk for Trie {
+impl<const N: usize> MemoryWalk<N> for Trie<N> {
     /// One read of one 8-byte entry per level, level `i` in bank `i`.
-    fn walk(&self, key: &Key, accesses: &mut Vec<MemAccess>) -> Match {
+    fn walk(&self, key: &Key<N>, accesses: &mut Vec<MemAccess>) -> Match {
         let mut e = self.root;
         let mut level = 0usize;
         loop {
@@ -514,7 +512,7 @@ impl MemoryWalk for Trie {
     }
 }
 
-impl super::Structure for Trie {
+impl<const N: usize> super::Structure<N> for Trie<N> {
     fn stats(&self) -> Vec<(&'static str, String)> {
         let s = &self.stats;
         let per_rule = if s.rules == 0 { 0.0 } else { s.bytes as f64 / s.rules as f64 };

@@ -9,14 +9,14 @@
 
 use super::FastBuild;
 use crate::classify::Match;
-use crate::rules::Key;
+use crate::rules::{Key, MAX_FIELDS};
 use std::collections::HashMap;
 
 const NIL: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
-struct Slot {
-    key: Key,
+struct Slot<const N: usize> {
+    key: Key<N>,
     action: Match,
     prev: u32,
     next: u32,
@@ -29,18 +29,19 @@ pub enum Lookup {
     Miss,
 }
 
-pub struct Cam {
+/// A CAM of keys of `N` words (default: the 8-word [`Key`]).
+pub struct Cam<const N: usize = MAX_FIELDS> {
     capacity: u32,
-    slots: Vec<Slot>,
-    map: HashMap<Key, u32, FastBuild>,
+    slots: Vec<Slot<N>>,
+    map: HashMap<Key<N>, u32, FastBuild>,
     /// Most recently used.
     head: u32,
     /// Least recently used: the next victim.
     tail: u32,
 }
 
-impl Cam {
-    pub fn new(capacity: u32) -> Cam {
+impl<const N: usize> Cam<N> {
+    pub fn new(capacity: u32) -> Cam<N> {
         Cam {
             capacity,
             slots: Vec::with_capacity(capacity as usize),
@@ -89,7 +90,7 @@ impl Cam {
 
     /// Searches `key`; a hit becomes the most recently used entry. Returns
     /// the result and the number of entries compared.
-    pub fn lookup(&mut self, key: &Key) -> (Lookup, u32) {
+    pub fn lookup(&mut self, key: &Key<N>) -> (Lookup, u32) {
         let compared = self.len();
         match self.map.get(key) {
             Some(&i) => {
@@ -109,13 +110,13 @@ impl Cam {
     }
 
     /// Whether `key` is cached, without touching recency.
-    pub fn contains(&self, key: &Key) -> bool {
+    pub fn contains(&self, key: &Key<N>) -> bool {
         self.map.contains_key(key)
     }
 
     /// Fills `key → action` as the most recent entry, evicting the least
     /// recently used one when full. Returns the evicted key.
-    pub fn insert(&mut self, key: Key, action: Match) -> Option<Key> {
+    pub fn insert(&mut self, key: Key<N>, action: Match) -> Option<Key<N>> {
         if self.capacity == 0 {
             return None;
         }
@@ -160,7 +161,7 @@ impl Cam {
     }
 
     /// Keys from most to least recently used (for tests and inspection).
-    pub fn keys_by_recency(&self) -> Vec<Key> {
+    pub fn keys_by_recency(&self) -> Vec<Key<N>> {
         let mut out = Vec::with_capacity(self.map.len());
         let mut i = self.head;
         while i != NIL {
@@ -205,6 +206,26 @@ mod tests {
         c.clear();
         assert!(c.is_empty());
         assert_eq!(c.lookup(&k(1)), (Lookup::Miss, 0));
+    }
+
+    #[test]
+    fn wide_keys_differing_in_any_word_are_distinct_entries() {
+        // A 24-word key (switch's ipv6_acl): keys equal but for one word
+        // must not alias, whichever word it is.
+        let mut c: Cam<32> = Cam::new(64);
+        let base = Key::<32>::from_words(&[0xdead_beef; 24]);
+        c.insert(base, Some(0));
+        for w in 0..24 {
+            let mut k = base;
+            k.0[w] ^= 1;
+            assert_eq!(c.lookup(&k).0, Lookup::Miss, "word {w}");
+            c.insert(k, Some(w as u32 + 1));
+        }
+        assert_eq!(c.len(), 25);
+        assert_eq!(c.lookup(&base).0, Lookup::Hit { action: Some(0) });
+        let mut k = base;
+        k.0[23] ^= 1;
+        assert_eq!(c.lookup(&k).0, Lookup::Hit { action: Some(24) });
     }
 
     #[test]

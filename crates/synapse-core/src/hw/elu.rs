@@ -116,6 +116,12 @@ impl Elu {
     pub fn orb_len(&self) -> usize {
         self.len
     }
+    /// No miss queued or in the ORB: [`Elu::tick`] and [`Elu::commit`] do
+    /// nothing.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0 && self.miss_q.is_empty()
+    }
     /// Work this cycle that is not waiting on memory.
     pub fn has_work(&self) -> bool {
         !self.miss_q.is_empty()
@@ -213,6 +219,11 @@ impl Elu {
                 self.scratch = acc;
             }
         }
+    }
+
+    /// ORB entry `slot`: `None` if free, else whether its lookup is done.
+    pub fn slot_state(&self, slot: usize) -> Option<bool> {
+        self.orb.get(slot)?.as_ref().map(|e| e.valid)
     }
 
     /// The commit pointer: the oldest entry leaves once valid, in order.

@@ -6,6 +6,7 @@
 
 pub mod cam;
 pub mod elu;
+pub mod harness;
 pub mod hbm;
 pub mod interconnect;
 pub mod pmu;

@@ -19,7 +19,7 @@
 use super::cam::{Cam, Lookup};
 use super::Cycle;
 use crate::classify::Match;
-use crate::rules::Key;
+use crate::rules::{Key, MAX_FIELDS};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -100,10 +100,10 @@ pub enum State {
 
 /// A lookup request from a VMU, tagged by its request producer.
 #[derive(Clone, Copy, Debug)]
-pub struct Request {
+pub struct Request<const N: usize = MAX_FIELDS> {
     pub table: u16,
     pub tag: u64,
-    pub key: Key,
+    pub key: Key<N>,
     /// Cycle it reaches Q_r (after the interconnect).
     pub at: Cycle,
 }
@@ -125,26 +125,30 @@ pub enum Response {
 
 /// A missed key on its way to the ELU.
 #[derive(Clone, Copy, Debug)]
-pub struct MissRequest {
+pub struct MissRequest<const N: usize = MAX_FIELDS> {
     pub table: u16,
     pub tag: u64,
-    pub key: Key,
+    pub key: Key<N>,
     /// The PMU to fill, or none for a table without PMUs (the VMU sends the
     /// key to the ELU itself).
     pub pmu: Option<u16>,
 }
 
-pub struct Pmu {
+/// A PMU whose CAM holds keys of `N` words (default: the 8-word [`Key`]).
+pub struct Pmu<const N: usize = MAX_FIELDS> {
     pub id: u16,
     pub t: Timing,
-    pub cam: Cam,
+    pub cam: Cam<N>,
     state: State,
-    q_r: VecDeque<Request>,
+    q_r: VecDeque<Request<N>>,
     /// CAM pipeline: (ready cycle, request, hit action or miss).
-    pipe: VecDeque<(Cycle, Request, Lookup, u32)>,
+    pipe: VecDeque<(Cycle, Request<N>, Lookup, u32)>,
     q_p: VecDeque<Response>,
-    q_m: VecDeque<MissRequest>,
+    q_m: VecDeque<MissRequest<N>>,
     next_issue: Cycle,
+    /// A request issued ahead by [`Pmu::accept`] still counts in Q_r before
+    /// this cycle (its arrival), as it would have waited there.
+    ahead_until: Cycle,
     /// Misses of this PMU at the ELU, not yet answered.
     outstanding: u32,
     // Counters.
@@ -155,8 +159,8 @@ pub struct Pmu {
     pub stalls: u64,
 }
 
-impl Pmu {
-    pub fn new(id: u16, config: &Config) -> Pmu {
+impl<const N: usize> Pmu<N> {
+    pub fn new(id: u16, config: &Config) -> Pmu<N> {
         Pmu {
             id,
             t: Timing::from_config(config),
@@ -167,6 +171,7 @@ impl Pmu {
             q_p: VecDeque::new(),
             q_m: VecDeque::new(),
             next_issue: 0,
+            ahead_until: 0,
             outstanding: 0,
             hits: 0,
             misses: 0,
@@ -225,17 +230,36 @@ impl Pmu {
         None
     }
 
-    /// Q_r has room for one more request (counting those on the network).
-    pub fn can_accept(&self) -> bool {
-        self.q_r.len() < self.t.q_r
+    /// Q_r has room at `now` for one more request (counting those on the
+    /// network).
+    #[inline]
+    pub fn can_accept(&self, now: Cycle) -> bool {
+        self.q_r.len() + usize::from(now < self.ahead_until) < self.t.q_r
     }
     /// A request sent over the interconnect; it is usable from `req.at`.
-    pub fn accept(&mut self, req: Request) {
-        debug_assert!(self.can_accept());
+    ///
+    /// When the PMU holds no work and no miss at the ELU, nothing can
+    /// change its CAM or queues before `req.at`, so the request would issue
+    /// exactly at `req.at` with the same CAM answer: it is issued now (the
+    /// CAM searched now), its result due at `req.at + τ_c`, and it keeps
+    /// counting in Q_r until `req.at`. This saves the simulator a stepped
+    /// cycle per uncontended request; every observable result is unchanged.
+    pub fn accept(&mut self, req: Request<N>) {
+        debug_assert!(self.q_r.len() < self.t.q_r);
+        if self.outstanding == 0
+            && self.next_issue <= req.at
+            && self.is_idle()
+            && matches!(self.state, State::Associated { .. })
+        {
+            self.ahead_until = req.at;
+            self.issue(req, req.at);
+            return;
+        }
         self.q_r.push_back(req);
     }
 
     /// Nothing queued or in the CAM pipeline.
+    #[inline]
     pub fn is_idle(&self) -> bool {
         self.q_r.is_empty() && self.pipe.is_empty() && self.q_p.is_empty() && self.q_m.is_empty()
     }
@@ -305,31 +329,42 @@ impl Pmu {
             return;
         }
         let req = self.q_r.pop_front().unwrap();
+        self.issue(req, now);
+    }
+
+    /// Searches the CAM for `req` at cycle `at`: the result leaves the
+    /// pipeline τ_c later; the next issue waits II_c.
+    #[inline]
+    fn issue(&mut self, req: Request<N>, at: Cycle) {
         let (res, compared) = self.cam.lookup(&req.key);
         self.compares += compared as u64;
         match res {
             Lookup::Hit { .. } => self.hits += 1,
             Lookup::Miss => self.misses += 1,
         }
-        self.pipe.push_back((now + self.t.tau, req, res, compared));
-        self.next_issue = now + self.t.ii;
+        self.pipe.push_back((at + self.t.tau, req, res, compared));
+        self.next_issue = at + self.t.ii;
     }
 
+    /// The head of Q_p, left in place (a VMU that is not ready this cycle).
+    pub fn peek_response(&self) -> Option<&Response> {
+        self.q_p.front()
+    }
     /// The VMU takes the head of Q_p (one response per PMU per cycle).
     pub fn pop_response(&mut self) -> Option<Response> {
         self.q_p.pop_front()
     }
     /// The PMU→ELU bus takes the head of Q_m.
-    pub fn peek_miss(&self) -> Option<&MissRequest> {
+    pub fn peek_miss(&self) -> Option<&MissRequest<N>> {
         self.q_m.front()
     }
-    pub fn pop_miss(&mut self) -> Option<MissRequest> {
+    pub fn pop_miss(&mut self) -> Option<MissRequest<N>> {
         self.q_m.pop_front()
     }
 
     /// The ELU's reply: fill the CAM (unless the PMU is draining away from
     /// that table) and forward the answer to the VMU.
-    pub fn fill(&mut self, miss: &MissRequest, action: Match) {
+    pub fn fill(&mut self, miss: &MissRequest<N>, action: Match) {
         self.outstanding -= 1;
         if let State::Associated { table } = self.state {
             if table == miss.table {
@@ -434,15 +469,123 @@ mod tests {
         for t in 0..3 {
             p.accept(req(t, t as u32, 0));
         }
-        let mut issued_at = Vec::new();
-        for now in 0..10 {
-            let before = p.q_r_len();
+        // Answers leave τ_c = 2 after each issue.
+        let mut answered_at = Vec::new();
+        for now in 0..12 {
             p.tick(now);
-            if p.q_r_len() < before {
-                issued_at.push(now);
+            if p.pop_response().is_some() {
+                answered_at.push(now);
             }
         }
-        assert_eq!(issued_at, vec![0, 3, 6]);
+        assert_eq!(answered_at, vec![2, 5, 8]);
+    }
+
+    /// Replays `reqs` (arrival cycle = accept cycle + 3) and optional ELU
+    /// fills on a PMU, cycle by cycle; returns (cycle, response) in order.
+    fn replay(
+        p: &mut Pmu,
+        reqs: &[(Cycle, u64, u32)],
+        fills: &[(Cycle, u32)],
+    ) -> Vec<(Cycle, Response)> {
+        let mut out = Vec::new();
+        for now in 0..40 {
+            for &(c, k) in fills {
+                if c == now {
+                    let m = p.pop_miss().or_else(|| {
+                        Some(MissRequest {
+                            table: 0,
+                            tag: 99,
+                            key: Key::five_tuple(k, 0, 0, 0, 0),
+                            pmu: Some(0),
+                        })
+                    });
+                    p.fill(&m.unwrap(), Some(k));
+                }
+            }
+            for &(c, tag, k) in reqs {
+                if c == now {
+                    assert!(p.can_accept(now));
+                    p.accept(req(tag, k, now + 3));
+                }
+            }
+            p.tick(now);
+            if let Some(r) = p.pop_response() {
+                out.push((now, r));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn request_issued_ahead_answers_as_if_it_had_waited_in_q_r() {
+        // The same requests on a PMU that issues ahead (idle at accept) and
+        // on one that cannot (a miss outstanding at the ELU, never filled):
+        // the same answers at the same cycles.
+        let reqs = [(0, 0, 7), (1, 1, 8), (9, 2, 7), (20, 3, 9)];
+        let mut a = Pmu::new(0, &cfg());
+        a.associate(0);
+        a.cam.insert(Key::five_tuple(7, 0, 0, 0, 0), Some(3));
+        let ahead = replay(&mut a, &reqs, &[]);
+        let mut b = Pmu::new(0, &cfg());
+        b.associate(0);
+        b.cam.insert(Key::five_tuple(7, 0, 0, 0, 0), Some(3));
+        b.outstanding = 1;
+        let waited = replay(&mut b, &reqs, &[]);
+        assert_eq!(ahead, waited);
+        assert_eq!(
+            ahead[0],
+            (
+                5,
+                Response::Hit {
+                    table: 0,
+                    tag: 0,
+                    action: Some(3),
+                    compared: 1
+                }
+            )
+        );
+        // The answer of a request issued ahead is due at its arrival + τ_c.
+        assert_eq!(
+            ahead
+                .iter()
+                .filter(|(_, r)| matches!(r, Response::Hit { .. }))
+                .count(),
+            2
+        );
+    }
+
+    #[test]
+    fn request_issued_ahead_still_counts_in_q_r_until_it_arrives() {
+        let mut c = cfg();
+        c.q_r = 1;
+        let mut p = Pmu::new(0, &c);
+        p.associate(0);
+        p.accept(req(0, 1, 5));
+        assert!(!p.can_accept(4), "Q_r holds the request until cycle 5");
+        assert!(p.can_accept(5));
+    }
+
+    #[test]
+    fn no_issue_ahead_while_a_fill_may_change_the_cam() {
+        // A miss of key 4 is at the ELU; its fill comes at cycle 2, before
+        // the request for key 4 (accepted at 0) reaches Q_r at 3: it hits.
+        let mut p = Pmu::new(0, &cfg());
+        p.associate(0);
+        p.accept(req(0, 4, 0));
+        for now in 0..3 {
+            p.tick(now);
+        }
+        assert!(matches!(p.pop_response(), Some(Response::Miss { .. })));
+        let out = replay(&mut p, &[(0, 1, 4)], &[(2, 4)]);
+        assert_eq!(
+            out.last().unwrap().1,
+            Response::Hit {
+                table: 0,
+                tag: 1,
+                action: Some(4),
+                compared: 1
+            }
+        );
     }
 
     #[test]

@@ -92,6 +92,10 @@ impl LookupTable {
     pub fn get(&self, index: usize) -> u16 {
         self.entries[index]
     }
+    /// The CPU writes one entry (a single-port table, one write a cycle).
+    pub fn set(&mut self, index: usize, pmu: u16) {
+        self.entries[index] = pmu;
+    }
     /// Ring position of entry `i`: entries are spread evenly over the ring.
     fn position(&self, i: usize) -> u32 {
         ((i as u64) << (32 - self.bits)) as u32

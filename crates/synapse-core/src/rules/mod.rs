@@ -11,17 +11,67 @@
 //! A [`RuleSet`] is in priority order: index 0 wins over every later rule
 //! (ClassBench's "first matching line wins"). Classifiers answer with that
 //! index.
+//!
+//! **Width.** Keys, rules, rule sets, classifiers and the CAM are generic over
+//! the number of key words `N`, defaulting to [`MAX_FIELDS`] (8): code that
+//! says `Key` means the 8-word key, so the 5-tuple paths compile to what they
+//! always did. P4 tables with wider keys (a field of `w` bits takes
+//! `ceil(w/32)` words, most significant first) use `N` = 16 or 32, chosen
+//! at build time by [`words_for`]; [`AnyRuleSet`] and [`with_width!`]
+//! dispatch to those monomorphized instances. More than [`MAX_WORDS`] words
+//! is an error naming the table.
 
 pub mod classbench;
 
 use std::fmt;
 
-/// Most fields a key can have. ClassBench's 5-tuple uses five.
+/// Words of the default key: most fields a 5-tuple-style key can have.
+/// ClassBench's 5-tuple uses five.
 pub const MAX_FIELDS: usize = 8;
 
+/// Most words any key can have (1024 bits).
+pub const MAX_WORDS: usize = 32;
+
+/// The key widths (in words) that are compiled: a table of `n` words uses
+/// the first one at least `n`.
+pub const KEY_WIDTHS: [usize; 3] = [MAX_FIELDS, 16, MAX_WORDS];
+
+/// The compiled key width for a table of `words` words, or an error naming
+/// `table` when it is wider than [`MAX_WORDS`].
+pub fn words_for(table: &str, words: usize) -> Result<usize, String> {
+    KEY_WIDTHS.iter().copied().find(|&w| w >= words).ok_or_else(|| {
+        format!(
+            "table {table}: key of {words} 32-bit words is wider than the supported {MAX_WORDS} words ({} bits)",
+            32 * MAX_WORDS
+        )
+    })
+}
+
 /// The fields of one lookup, in schema order; unused words are zero.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Debug)]
-pub struct Key(pub [u32; MAX_FIELDS]);
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct Key<const N: usize = MAX_FIELDS>(pub [u32; N]);
+
+/// The all-zero 8-word key (only the default width, so that
+/// `Key::default()` needs no annotation; any width has [`Key::zeroed`]).
+impl Default for Key {
+    fn default() -> Self {
+        Key([0; MAX_FIELDS])
+    }
+}
+
+impl<const N: usize> Key<N> {
+    /// The all-zero key.
+    pub const fn zeroed() -> Key<N> {
+        Key([0; N])
+    }
+
+    /// A key from its first words (the rest zero); `words.len() <= N`.
+    pub fn from_words(words: &[u32]) -> Key<N> {
+        let mut k = [0u32; N];
+        k[..words.len()].copy_from_slice(words);
+        Key(k)
+    }
+}
 
 impl Key {
     /// A ClassBench 5-tuple key: source, destination, ports, protocol.
@@ -198,35 +248,37 @@ pub struct Flags {
 /// A rule: one [`FieldMatch`] per schema field (the rest are [`FieldMatch::ANY`]),
 /// a P4 priority (larger wins; for ClassBench files, `len - line`), and an action.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct Rule {
-    pub fields: [FieldMatch; MAX_FIELDS],
+pub struct Rule<const N: usize = MAX_FIELDS> {
+    pub fields: [FieldMatch; N],
     pub priority: u32,
     pub action: u32,
     pub flags: Option<Flags>,
 }
 
-impl Rule {
-    pub fn new(fields: &[FieldMatch], priority: u32, action: u32) -> Rule {
-        let mut f = [FieldMatch::ANY; MAX_FIELDS];
+impl<const N: usize> Rule<N> {
+    /// A rule matching its first fields with `fields` (`fields.len() <= N`),
+    /// the rest with [`FieldMatch::ANY`].
+    pub fn new(fields: &[FieldMatch], priority: u32, action: u32) -> Rule<N> {
+        let mut f = [FieldMatch::ANY; N];
         f[..fields.len()].copy_from_slice(fields);
         Rule { fields: f, priority, action, flags: None }
     }
 
     #[inline(always)]
-    pub fn matches(&self, key: &Key) -> bool {
+    pub fn matches(&self, key: &Key<N>) -> bool {
         self.fields.iter().zip(key.0.iter()).all(|(f, &k)| f.matches(k))
     }
 }
 
 /// Rules in priority order (index 0 first) over one schema.
 #[derive(Clone, PartialEq, Eq, Debug)]
-pub struct RuleSet {
+pub struct RuleSet<const N: usize = MAX_FIELDS> {
     pub schema: Schema,
-    pub rules: Vec<Rule>,
+    pub rules: Vec<Rule<N>>,
 }
 
-impl RuleSet {
-    pub fn new(schema: Schema, rules: Vec<Rule>) -> RuleSet {
+impl<const N: usize> RuleSet<N> {
+    pub fn new(schema: Schema, rules: Vec<Rule<N>>) -> RuleSet<N> {
         RuleSet { schema, rules }
     }
     pub fn len(&self) -> usize {
@@ -234,6 +286,85 @@ impl RuleSet {
     }
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+}
+
+impl<const N: usize> RuleSet<N> {
+    /// A rule set from flat per-word arrays, `n_rules x schema.len()` each,
+    /// row-major, row 0 winning: word `w` of rule `r` matches when
+    /// `lo <= key & mask <= hi`. `table` names the set in errors.
+    pub fn from_words(table: &str, schema: Schema, lo: &[u32], hi: &[u32], mask: &[u32]) -> Result<RuleSet<N>, String> {
+        let nw = schema.len();
+        if nw > N {
+            return Err(format!("table {table}: key of {nw} words does not fit in {N} words"));
+        }
+        if lo.len() != hi.len() || lo.len() != mask.len() || (nw == 0 && !lo.is_empty()) || (nw > 0 && lo.len() % nw != 0) {
+            return Err(format!(
+                "table {table}: lo, hi and mask must have the same shape (rules x {nw} words), found {}, {}, {} values",
+                lo.len(),
+                hi.len(),
+                mask.len()
+            ));
+        }
+        let n = if nw == 0 { 0 } else { lo.len() / nw };
+        let rules = (0..n)
+            .map(|r| {
+                let mut f = [FieldMatch::ANY; N];
+                for w in 0..nw {
+                    let i = r * nw + w;
+                    f[w] = FieldMatch { lo: lo[i], hi: hi[i], mask: mask[i] };
+                }
+                Rule { fields: f, priority: (n - r) as u32, action: r as u32, flags: None }
+            })
+            .collect();
+        Ok(RuleSet { schema, rules })
+    }
+}
+
+/// A rule set of any compiled key width ([`KEY_WIDTHS`]); [`with_width!`]
+/// runs generic code on the set inside.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum AnyRuleSet {
+    W8(RuleSet<8>),
+    W16(RuleSet<16>),
+    W32(RuleSet<32>),
+}
+
+/// Runs `$body` with `$set` bound to the typed set inside an [`AnyRuleSet`]
+/// (or any enum with the variants `W8`, `W16`, `W32`), once per width.
+#[macro_export]
+macro_rules! with_width {
+    ($any:expr, $set:ident => $body:expr) => {
+        match $any {
+            $crate::rules::AnyRuleSet::W8($set) => $body,
+            $crate::rules::AnyRuleSet::W16($set) => $body,
+            $crate::rules::AnyRuleSet::W32($set) => $body,
+        }
+    };
+}
+
+impl AnyRuleSet {
+    /// [`RuleSet::from_words`] at the narrowest compiled width that holds
+    /// `schema.len()` words; wider than [`MAX_WORDS`] is an error naming `table`.
+    pub fn from_words(table: &str, schema: Schema, lo: &[u32], hi: &[u32], mask: &[u32]) -> Result<AnyRuleSet, String> {
+        Ok(match words_for(table, schema.len())? {
+            8 => AnyRuleSet::W8(RuleSet::from_words(table, schema, lo, hi, mask)?),
+            16 => AnyRuleSet::W16(RuleSet::from_words(table, schema, lo, hi, mask)?),
+            _ => AnyRuleSet::W32(RuleSet::from_words(table, schema, lo, hi, mask)?),
+        })
+    }
+    pub fn schema(&self) -> &Schema {
+        with_width!(self, s => &s.schema)
+    }
+    /// Key words of the table (not the compiled width).
+    pub fn words(&self) -> usize {
+        self.schema().len()
+    }
+    pub fn len(&self) -> usize {
+        with_width!(self, s => s.len())
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -289,6 +420,26 @@ mod tests {
         assert!(t.matches(0x03));
         assert!(!t.matches(0x04));
         assert_eq!(t.as_range(8), None);
+    }
+
+    #[test]
+    fn key_widths_and_the_limit_error_names_the_table() {
+        assert_eq!(words_for("t", 5), Ok(8));
+        assert_eq!(words_for("t", 9), Ok(16));
+        assert_eq!(words_for("t", 24), Ok(32));
+        assert_eq!(words_for("t", 32), Ok(32));
+        let e = words_for("ingress.acl", 33).unwrap_err();
+        assert!(e.contains("ingress.acl") && e.contains("33"), "{e}");
+        let schema = |n| Schema { fields: (0..n).map(|i| FieldSpec { name: format!("w{i}"), bits: 32, kind: MatchKind::Exact }).collect() };
+        let e = AnyRuleSet::from_words("ingress.wide", schema(33), &[0; 33], &[0; 33], &[0; 33]).unwrap_err();
+        assert!(e.contains("ingress.wide"), "{e}");
+        let set = AnyRuleSet::from_words("t", schema(12), &[7; 24], &[9; 24], &[u32::MAX; 24]).unwrap();
+        assert!(matches!(set, AnyRuleSet::W16(_)));
+        assert_eq!((set.len(), set.words()), (2, 12));
+        assert!(AnyRuleSet::from_words("t", schema(12), &[7; 23], &[9; 23], &[0; 23]).is_err());
+        let AnyRuleSet::W16(s) = set else { unreachable!() };
+        assert!(s.rules[0].matches(&Key::from_words(&[8; 12])));
+        assert!(!s.rules[0].matches(&Key::from_words(&[8; 11])));
     }
 
     #[test]

@@ -326,7 +326,7 @@ fn firewall_rules_over_the_trie_budget_run_on_the_decision_tree() {
     );
     let mut small = crate::classify::BuildConfig::default();
     small.trie.max_bytes = 1 << 20;
-    let e = match super::build_walker(crate::hw::elu::Algo::Trie, &set, "fw", &small) {
+    let e = match super::build::build_walker(crate::hw::elu::Algo::Trie, &set, "fw", &small) {
         Err(e) => e.to_string(),
         Ok(_) => panic!("the trie must refuse this fw set"),
     };

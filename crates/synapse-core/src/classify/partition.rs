@@ -1,0 +1,729 @@
+//! A partitioned multi-way decision tree ("ptree"): the software classifier
+//! that competes with DPDK's rte_acl, and an HBM-shaped walk for the ELU.
+//!
+//! **Partition (CutSplit).** Rules are grouped by which address fields they
+//! are *small* on (a range at most `2^(bits/2)` wide); each group gets its
+//! own tree, so a rule wildcarded on the source never replicates across
+//! source cuts. Tiny groups join the group of rules small on nothing. A
+//! lookup walks the trees in order of their best rule and skips a tree
+//! whose best rule cannot beat the answer so far.
+//!
+//! **Nodes sized to a line.** An inner node holds up to 14 sorted
+//! thresholds on one field in one 64-byte line (one cache line, one HBM
+//! burst): the child is the number of thresholds below the key, found with
+//! two AVX2 compares. Up to 15 children per node make the trees 3-4 levels
+//! deep where a binary split tree (HyperSplit) is 15-20: fewer dependent
+//! reads per lookup. Thresholds are chosen at quantiles of the rules' edges
+//! in the node's box, on the field that gives the smallest largest child
+//! while replication stays under `spfac`.
+//!
+//! **Leaves in SIMD blocks.** A leaf holds at most `bucket` rules in priority
+//! order, eight per block as a structure of arrays (low bounds, high bounds,
+//! rule index); one AVX2 pass tests a key against eight rules and the
+//! first set lane is the best match ([`super::simd`]).
+//!
+//! **Batches.** [`Classifier::classify_batch`] walks groups of keys down a
+//! tree in lockstep and prefetches each next node and leaf, so the memory
+//! latencies of independent keys overlap (what rte_acl does with its
+//! multi-trie walk).
+//!
+//! Rules with a non-contiguous ternary field (not a range) are kept aside
+//! and searched linearly; ClassBench sets have none.
+
+use super::simd::{self, Node, Row, BIAS, EMPTY_HI, EMPTY_LO, LANES, LEAF, NODE_THRESHOLDS};
+use super::{BuildError, Classifier, Match, MemAccess, MemoryWalk};
+use crate::rules::{width_mask, Key, MatchKind, Rule, RuleSet, MAX_FIELDS};
+use std::time::Duration;
+
+/// Build parameters of the partitioned tree.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PTreeConfig {
+    /// Most rules in a leaf.
+    pub bucket: usize,
+    /// Deepest node; a node this deep becomes a leaf whatever its size.
+    pub max_depth: usize,
+    /// A node's children may hold up to `spfac` times its rules in total.
+    pub spfac: f64,
+    /// Most bytes the structure may take.
+    pub max_bytes: u64,
+    /// Use the AVX2 kernels when the CPU has them (else scalar).
+    pub simd: bool,
+    /// Most trees: the smallest partitions join the catch-all one beyond.
+    pub max_trees: usize,
+}
+
+impl Default for PTreeConfig {
+    fn default() -> Self {
+        PTreeConfig { bucket: 16, max_depth: 16, spfac: 2.0, max_bytes: 512 << 20, simd: true, max_trees: 4 }
+    }
+}
+
+/// Build statistics.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PTreeStats {
+    pub rules: usize,
+    pub trees: usize,
+    pub inner_nodes: usize,
+    pub leaves: usize,
+    /// Leaf rule items (a rule counts once per leaf holding it).
+    pub items: usize,
+    pub blocks: usize,
+    pub max_depth: usize,
+    /// Rules searched linearly (non-range ternaries).
+    pub odd: usize,
+    pub bytes: u64,
+    pub build_time: Duration,
+    pub avx2: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Tree {
+    root: u32,
+    /// Inner levels on its deepest path: the lockstep walk takes this many
+    /// steps, a lane at a leaf staying there.
+    depth: u32,
+    /// Index of the tree's best rule: a key already matched at or above it
+    /// skips the tree.
+    min_prio: u32,
+}
+
+type Box_ = [(u32, u32); MAX_FIELDS];
+/// Leaves built so far by their rules: the first block.
+type Leaves = std::collections::HashMap<Vec<u32>, u32>;
+
+/// The partitioned multi-way decision tree.
+pub struct PTree {
+    nf: usize,
+    /// Leaf words: a field, or two fields of at most 16 bits packed
+    /// (`pairs` bit set) so a block compares them in one row pair.
+    words: Vec<(usize, Option<usize>)>,
+    pairs: u32,
+    config: PTreeConfig,
+    nodes: Vec<Node>,
+    /// Leaf blocks, `2 * words + 1` rows each: (low, high) per word, then
+    /// the rule indices (`u32::MAX` in unused lanes).
+    rows: Vec<Row>,
+    trees: Vec<Tree>,
+    /// Rules that are not a box (index, rule), searched linearly.
+    odd: Vec<(u32, Rule)>,
+    avx2: bool,
+    stats: PTreeStats,
+}
+
+/// Lookups per group walked in lockstep by the batch path.
+const GROUP: usize = 16;
+
+impl PTree {
+    pub fn build(set: &RuleSet, config: &PTreeConfig) -> Result<PTree, BuildError> {
+        let start = std::time::Instant::now();
+        if config.bucket == 0 || config.spfac < 1.0 || config.max_depth == 0 {
+            return Err(BuildError::BadConfig(format!(
+                "ptree needs bucket >= 1, spfac >= 1, max_depth >= 1 (got {}, {}, {})",
+                config.bucket, config.spfac, config.max_depth
+            )));
+        }
+        let nf = set.schema.len();
+        let widths: Vec<u8> = set.schema.fields.iter().map(|f| f.bits).collect();
+        // Fields of at most 16 bits pair up into one word.
+        let mut words: Vec<(usize, Option<usize>)> = Vec::new();
+        let mut pending: Option<usize> = None;
+        for f in 0..nf {
+            if widths[f] > 16 {
+                words.push((f, None));
+            } else if let Some(a) = pending.take() {
+                words.push((a, Some(f)));
+            } else {
+                pending = Some(f);
+            }
+        }
+        if let Some(a) = pending {
+            words.push((a, None));
+        }
+        let pairs = words.iter().enumerate().filter(|(_, w)| w.1.is_some()).fold(0u32, |m, (i, _)| m | 1 << i);
+        let mut t = PTree {
+            nf,
+            words,
+            pairs,
+            config: *config,
+            nodes: Vec::new(),
+            rows: Vec::new(),
+            trees: Vec::new(),
+            odd: Vec::new(),
+            avx2: config.simd && simd::has_avx2(),
+            stats: PTreeStats::default(),
+        };
+        // Boxes of the rules that are boxes; an empty box matches nothing.
+        let mut boxes: Vec<Box_> = Vec::with_capacity(set.len());
+        let mut slots: Vec<u32> = Vec::new();
+        'rules: for (i, r) in set.rules.iter().enumerate() {
+            let mut bx = [(0u32, 0u32); MAX_FIELDS];
+            for f in 0..nf {
+                let w = width_mask(widths[f]);
+                match r.fields[f].as_range(widths[f]) {
+                    Some((lo, hi)) => {
+                        let hi = hi.min(w);
+                        if lo > hi {
+                            boxes.push(bx);
+                            continue 'rules;
+                        }
+                        bx[f] = (lo, hi);
+                    }
+                    None => {
+                        t.odd.push((i as u32, *r));
+                        boxes.push(bx);
+                        continue 'rules;
+                    }
+                }
+            }
+            boxes.push(bx);
+            slots.push(i as u32);
+        }
+        // CutSplit partition on the first two address fields.
+        let cut_fields: Vec<usize> =
+            (0..nf).filter(|&f| set.schema.fields[f].kind == MatchKind::Lpm && widths[f] >= 8).take(2).collect();
+        let mut groups: Vec<(u8, Vec<u32>)> = Vec::new();
+        for &s in &slots {
+            let bx = &boxes[s as usize];
+            let mut small = 0u8;
+            for &f in &cut_fields {
+                if ((bx[f].1 - bx[f].0) as u64) < 1u64 << (widths[f] / 2) {
+                    small |= 1 << f;
+                }
+            }
+            match groups.iter_mut().find(|(m, _)| *m == small) {
+                Some((_, v)) => v.push(s),
+                None => groups.push((small, vec![s])),
+            }
+        }
+        // Groups too small to pay for a tree walk join the catch-all group
+        // (rules small on nothing), and so do the smallest beyond `max_trees`.
+        if !groups.iter().any(|(m, _)| *m == 0) {
+            groups.push((0, Vec::new()));
+        }
+        groups.sort_by_key(|(m, v)| (*m != 0, v.len()));
+        let floor = (slots.len() / 32).max(config.bucket);
+        while groups.len() > 1 && (groups.len() > config.max_trees.max(1) || groups[1].1.len() < floor) {
+            let (_, v) = groups.remove(1);
+            groups[0].1.extend(v);
+        }
+        groups.retain(|(_, v)| !v.is_empty());
+        for (_, v) in &mut groups {
+            v.sort_unstable();
+        }
+        groups.sort_by_key(|(_, v)| v[0]);
+        let full = {
+            let mut b = [(0u32, 0u32); MAX_FIELDS];
+            for f in 0..nf {
+                b[f] = (0, width_mask(widths[f]));
+            }
+            b
+        };
+        let mut max_depth = 0;
+        let mut leaves = std::collections::HashMap::new();
+        // Block 0 matches nothing: empty leaves point at it, so the batch
+        // path reads a block from every leaf without a test.
+        t.nodes.push(empty_leaf());
+        t.make_leaf(0, Vec::new(), &boxes, &mut leaves)?;
+        t.nodes.clear();
+        for (_, v) in groups {
+            let root = t.nodes.len() as u32;
+            t.nodes.push(empty_leaf());
+            let d = t.fill(root, v.clone(), full, 0, &boxes, &mut leaves)?;
+            t.trees.push(Tree { root, depth: d as u32, min_prio: v[0] });
+            max_depth = max_depth.max(d);
+        }
+        let leaves = t.nodes.iter().filter(|n| n.is_leaf()).count();
+        t.stats = PTreeStats {
+            rules: set.len(),
+            trees: t.trees.len(),
+            inner_nodes: t.nodes.len() - leaves,
+            leaves,
+            items: 0,
+            blocks: t.rows.len() / t.stride(),
+            max_depth,
+            odd: t.odd.len(),
+            bytes: t.bytes(),
+            build_time: start.elapsed(),
+            avx2: t.avx2,
+        };
+        let s = t.stride();
+        t.stats.items = t.rows.chunks(s).map(|b| b[s - 1].0.iter().filter(|&&x| x != u32::MAX).count()).sum();
+        Ok(t)
+    }
+
+    /// Rows per leaf block.
+    fn stride(&self) -> usize {
+        2 * self.words.len() + 1
+    }
+
+    fn bytes(&self) -> u64 {
+        (self.nodes.len() * std::mem::size_of::<Node>() + self.rows.len() * std::mem::size_of::<Row>()) as u64
+            + self.odd.len() as u64 * super::linear::RULE_BYTES as u64
+    }
+
+    pub fn stats(&self) -> &PTreeStats {
+        &self.stats
+    }
+
+    /// Builds the subtree at `idx` for `slots` (ascending rule indices, all
+    /// overlapping `bx`); returns its depth.
+    fn fill(&mut self, idx: u32, mut slots: Vec<u32>, bx: Box_, depth: usize, boxes: &[Box_], leaves: &mut Leaves) -> Result<usize, BuildError> {
+        let nf = self.nf;
+        // Nothing after a rule covering the whole box can win there.
+        if let Some(i) = slots.iter().position(|&s| (0..nf).all(|f| boxes[s as usize][f].0 <= bx[f].0 && bx[f].1 <= boxes[s as usize][f].1)) {
+            slots.truncate(i + 1);
+        }
+        if slots.len() <= self.config.bucket || depth >= self.config.max_depth {
+            self.make_leaf(idx, slots, boxes, leaves)?;
+            return Ok(depth);
+        }
+        let Some((f, th)) = self.choose(&slots, &bx, boxes) else {
+            self.make_leaf(idx, slots, boxes, leaves)?;
+            return Ok(depth);
+        };
+        let base = self.nodes.len() as u32;
+        let nc = th.len() + 1;
+        self.nodes.extend(std::iter::repeat(empty_leaf()).take(nc));
+        let mut node = Node { th: [u32::MAX ^ BIAS; NODE_THRESHOLDS], base, info: f as u32 };
+        for (i, &x) in th.iter().enumerate() {
+            node.th[i] = x ^ BIAS;
+        }
+        self.nodes[idx as usize] = node;
+        self.check_budget()?;
+        let mut deepest = depth;
+        for c in 0..nc {
+            let lo = if c == 0 { bx[f].0 } else { th[c - 1] + 1 };
+            let hi = if c == th.len() { bx[f].1 } else { th[c] };
+            let mut cb = bx;
+            cb[f] = (lo, hi);
+            let child: Vec<u32> = slots.iter().copied().filter(|&s| boxes[s as usize][f].0 <= hi && lo <= boxes[s as usize][f].1).collect();
+            deepest = deepest.max(self.fill(base + c as u32, child, cb, depth + 1, boxes, leaves)?);
+        }
+        Ok(deepest)
+    }
+
+    /// The field and thresholds (ascending, strictly inside the box) whose
+    /// largest child is smallest, with total replication within `spfac`.
+    fn choose(&self, slots: &[u32], bx: &Box_, boxes: &[Box_]) -> Option<(usize, Vec<u32>)> {
+        let n = slots.len();
+        let mut best: Option<((usize, usize), usize, Vec<u32>)> = None;
+        let mut pts = Vec::with_capacity(2 * n);
+        let mut count = vec![0i64; NODE_THRESHOLDS + 2];
+        for f in 0..self.nf {
+            let (blo, bhi) = bx[f];
+            if blo == bhi {
+                continue;
+            }
+            // Candidate thresholds: every rule edge inside the box.
+            pts.clear();
+            for &s in slots {
+                let (l, h) = boxes[s as usize][f];
+                if l > blo {
+                    pts.push(l - 1);
+                }
+                if h < bhi {
+                    pts.push(h);
+                }
+            }
+            if pts.is_empty() {
+                continue;
+            }
+            pts.sort_unstable();
+            pts.dedup();
+            // Children of about half a bucket, at most a node's worth;
+            // fewer when replication is over budget.
+            let mut k = NODE_THRESHOLDS.min(pts.len()).min((2 * n).div_ceil(self.config.bucket).max(2) - 1);
+            while k >= 1 {
+                let mut th: Vec<u32> = (0..k).map(|i| pts[((i + 1) * pts.len()) / (k + 1)]).collect();
+                th.dedup();
+                count[..th.len() + 2].iter_mut().for_each(|c| *c = 0);
+                let mut total = 0usize;
+                for &s in slots {
+                    let (l, h) = boxes[s as usize][f];
+                    let a = th.partition_point(|&t| t < l.max(blo));
+                    let b = th.partition_point(|&t| t < h.min(bhi));
+                    count[a] += 1;
+                    count[b + 1] -= 1;
+                    total += b - a + 1;
+                }
+                let (mut run, mut max) = (0i64, 0i64);
+                for c in &count[..=th.len()] {
+                    run += c;
+                    max = max.max(run);
+                }
+                let max = max as usize;
+                if (total as f64) <= self.config.spfac * n as f64 && max < n {
+                    let cost = (max, total);
+                    if best.as_ref().map_or(true, |b| cost < b.0) {
+                        best = Some((cost, f, th));
+                    }
+                    break;
+                }
+                k /= 2;
+            }
+        }
+        best.map(|(_, f, th)| (f, th))
+    }
+
+    /// Makes `idx` a leaf of `slots`; leaves with the same rules share
+    /// their blocks.
+    fn make_leaf(&mut self, idx: u32, slots: Vec<u32>, boxes: &[Box_], leaves: &mut Leaves) -> Result<(), BuildError> {
+        let nw = self.words.len();
+        let stride = self.stride();
+        let first_block = match leaves.get(&slots) {
+            Some(&b) => b,
+            None => {
+                let first = (self.rows.len() / stride) as u32;
+                let empty = [];
+                let chunks = if slots.is_empty() && self.rows.is_empty() { vec![&empty[..]] } else { slots.chunks(LANES).collect() };
+                for chunk in chunks {
+                    let at = self.rows.len();
+                    for &(_, b) in &self.words {
+                        // A lane no key meets (both halves of a pair).
+                        let (lo, hi) = if b.is_some() { (simd::pack(EMPTY_LO, EMPTY_LO), EMPTY_HI) } else { (EMPTY_LO, EMPTY_HI) };
+                        self.rows.push(Row([lo; LANES]));
+                        self.rows.push(Row([hi; LANES]));
+                    }
+                    self.rows.push(Row([u32::MAX; LANES]));
+                    for (l, &s) in chunk.iter().enumerate() {
+                        let bx = &boxes[s as usize];
+                        for (w, &(a, b)) in self.words.iter().enumerate() {
+                            let (lo, hi) = match b {
+                                None => bx[a],
+                                Some(b) => (simd::pack(bx[a].0, bx[b].0), simd::pack(bx[a].1, bx[b].1)),
+                            };
+                            self.rows[at + 2 * w].0[l] = lo;
+                            self.rows[at + 2 * w + 1].0[l] = hi;
+                        }
+                        self.rows[at + 2 * nw].0[l] = s;
+                    }
+                }
+                leaves.insert(slots.clone(), first);
+                first
+            }
+        };
+        let mut n = empty_leaf();
+        n.base = first_block;
+        n.th[0] = slots.first().copied().unwrap_or(u32::MAX);
+        n.th[1] = slots.len().div_ceil(LANES) as u32;
+        self.nodes[idx as usize] = n;
+        self.check_budget()
+    }
+
+    fn check_budget(&self) -> Result<(), BuildError> {
+        let b = self.bytes();
+        if b > self.config.max_bytes {
+            return Err(BuildError::OverBudget { what: "partitioned tree", bytes: b, budget: self.config.max_bytes });
+        }
+        Ok(())
+    }
+
+    /// The best (smallest) rule index among the odd rules matching `key`.
+    #[inline]
+    fn odd_best(&self, key: &Key) -> u32 {
+        self.odd.iter().find(|(_, r)| r.matches(key)).map_or(u32::MAX, |(i, _)| *i)
+    }
+
+    /// The key's leaf words, as the blocks store the rules'.
+    #[inline(always)]
+    fn pack_key(&self, key: &Key) -> [u32; 8] {
+        let mut p = [0u32; 8];
+        for (w, &(a, b)) in self.words.iter().enumerate() {
+            p[w] = match b {
+                None => key.0[a],
+                Some(b) => simd::pack(key.0[a], key.0[b]),
+            };
+        }
+        p
+    }
+
+    fn classify_scalar_or_simd<const G: usize>(&self, keys: &[Key], out: &mut [i32]) {
+        macro_rules! go {
+            ($($nf:literal)*) => {
+                match self.words.len() {
+                    $($nf => {
+                        #[cfg(target_arch = "x86_64")]
+                        if self.avx2 {
+                            // SAFETY: avx2 is set only when the CPU has AVX2.
+                            unsafe { batch_avx2::<$nf, G>(self, keys, out) };
+                            return;
+                        }
+                        // SAFETY: the scalar kernels need nothing.
+                        unsafe { batch_scalar::<$nf, G>(self, keys, out) }
+                    })*
+                    _ => unreachable!("at most {MAX_FIELDS} fields"),
+                }
+            };
+        }
+        go!(0 1 2 3 4 5 6 7 8)
+    }
+}
+
+fn empty_leaf() -> Node {
+    let mut th = [0u32; NODE_THRESHOLDS];
+    th[0] = u32::MAX;
+    Node { th, base: 0, info: LEAF }
+}
+
+/// The batch lookup, written once and compiled twice: with the scalar
+/// kernels, and inside an AVX2 function with the AVX2 ones (so they
+/// inline).
+macro_rules! batch_fn {
+    ($(#[$attr:meta])* fn $name:ident, $below:expr, $block:expr) => {
+        $(#[$attr])*
+        unsafe fn $name<const NW: usize, const GROUP: usize>(t: &PTree, keys: &[Key], out: &mut [i32]) {
+            let stride = 2 * NW + 1;
+            let nodes = &t.nodes[..];
+            let rows = &t.rows[..];
+            let pairs = t.pairs;
+            let mut kk = [[0u32; 8]; GROUP];
+            let mut pk = [[0u32; 8]; GROUP];
+            for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+                // A short last group repeats its last key: every loop below
+                // runs over the whole group, unrolled and without checks.
+                let g = ks.len();
+                for l in 0..GROUP {
+                    kk[l] = ks[l.min(g - 1)].0;
+                    pk[l] = t.pack_key(&ks[l.min(g - 1)]);
+                }
+                let mut best = [u32::MAX; GROUP];
+                if !t.odd.is_empty() {
+                    for l in 0..GROUP {
+                        best[l] = t.odd_best(&Key(kk[l]));
+                    }
+                }
+                for tree in &t.trees {
+                    if best.iter().all(|&b| b <= tree.min_prio) {
+                        continue;
+                    }
+                    let mut cur = [tree.root; GROUP];
+                    // Down the tree in lockstep, without branches per lane:
+                    // a lane at a leaf stays there; the group stops when
+                    // every lane is at a leaf.
+                    for _ in 0..tree.depth {
+                        let mut inner = 0;
+                        for l in 0..GROUP {
+                            let n = &nodes[cur[l] as usize];
+                            let c = n.base + $below(n, kk[l][n.field()]);
+                            cur[l] = if n.is_leaf() { cur[l] } else { c };
+                            let next = &nodes[cur[l] as usize];
+                            simd::prefetch(next);
+                            inner |= !next.info & LEAF;
+                        }
+                        if inner == 0 {
+                            break;
+                        }
+                    }
+                    for l in 0..GROUP {
+                        simd::prefetch(&rows[nodes[cur[l] as usize].base as usize * stride]);
+                    }
+                    for l in 0..GROUP {
+                        let n = &nodes[cur[l] as usize];
+                        let nb = n.th[1] as usize;
+                        let b0 = n.base as usize * stride;
+                        if nb <= 1 {
+                            // One block (or the empty block 0).
+                            let m = $block(&rows[b0..b0 + stride], &pk[l], pairs);
+                            let id = rows[b0 + 2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)];
+                            best[l] = best[l].min(if m == 0 { u32::MAX } else { id });
+                            continue;
+                        }
+                        if nb == 2 {
+                            // Both blocks (or the one twice, or the empty
+                            // block 0), without a branch on the outcome.
+                            let b1 = b0 + (nb == 2) as usize * stride;
+                            let m0 = $block(&rows[b0..b0 + stride], &pk[l], pairs);
+                            let m1 = $block(&rows[b1..b1 + stride], &pk[l], pairs);
+                            let m = m0 | m1 << LANES;
+                            let i = (m | 1 << (2 * LANES)).trailing_zeros() as usize;
+                            let a = rows[b0 + 2 * NW].0[i & (LANES - 1)];
+                            let b = rows[b1 + 2 * NW].0[i & (LANES - 1)];
+                            let id = if i < LANES { a } else { b };
+                            let id = if m == 0 { u32::MAX } else { id };
+                            best[l] = best[l].min(id);
+                            continue;
+                        }
+                        for b in 0..nb {
+                            let blk = &rows[b0 + b * stride..b0 + (b + 1) * stride];
+                            if blk[2 * NW].0[0] >= best[l] {
+                                break;
+                            }
+                            let m = $block(blk, &pk[l], pairs);
+                            if m != 0 {
+                                best[l] = best[l].min(blk[2 * NW].0[m.trailing_zeros() as usize]);
+                                break;
+                            }
+                        }
+                    }
+                }
+                for l in 0..g {
+                    os[l] = if best[l] == u32::MAX { -1 } else { best[l] as i32 };
+                }
+            }
+        }
+    };
+}
+
+batch_fn!(#[inline(never)] fn batch_scalar, simd::below_scalar, simd::block_scalar::<NW>);
+#[cfg(target_arch = "x86_64")]
+batch_fn!(#[target_feature(enable = "avx2,popcnt")] #[inline(never)] fn batch_avx2, simd::avx2::below, simd::avx2::block::<NW>);
+
+impl Classifier for PTree {
+    fn classify(&self, key: &Key) -> Match {
+        let mut out = [0i32; 1];
+        self.classify_scalar_or_simd::<1>(std::slice::from_ref(key), &mut out);
+        (out[0] >= 0).then_some(out[0] as u32)
+    }
+
+    fn classify_batch(&self, keys: &[Key], out: &mut [i32]) {
+        let n = keys.len().min(out.len());
+        self.classify_scalar_or_simd::<GROUP>(&keys[..n], &mut out[..n]);
+    }
+}
+
+impl MemoryWalk for PTree {
+    /// Per tree not skipped: one 64-byte read per node on the path (the
+    /// reads are dependent), then one read per leaf block searched (the
+    /// block's rows, contiguous). Bank = level, as the ELU pipelines levels.
+    fn walk(&self, key: &Key, accesses: &mut Vec<MemAccess>) -> Match {
+        let stride = self.stride();
+        let nw = self.words.len();
+        let pk = self.pack_key(key);
+        let block_bytes = (stride * std::mem::size_of::<Row>()) as u32;
+        let rows_at = (self.nodes.len() * std::mem::size_of::<Node>()) as u64;
+        let mut best = self.odd_best(key);
+        for tree in &self.trees {
+            if tree.min_prio >= best {
+                continue;
+            }
+            let mut i = tree.root;
+            let mut level = 0u16;
+            loop {
+                accesses.push(MemAccess { bank: level, addr: i as u64 * 64, bytes: 64 });
+                let n = &self.nodes[i as usize];
+                if n.is_leaf() {
+                    break;
+                }
+                i = n.base + simd::below_scalar(n, key.0[n.field()]);
+                level += 1;
+            }
+            let n = &self.nodes[i as usize];
+            if n.th[0] >= best {
+                continue;
+            }
+            for b in n.base as usize..(n.base + n.th[1]) as usize {
+                let blk = &self.rows[b * stride..(b + 1) * stride];
+                if blk[2 * nw].0[0] >= best {
+                    break;
+                }
+                accesses.push(MemAccess { bank: level + 1, addr: rows_at + (b * stride * 32) as u64, bytes: block_bytes });
+                let m = simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs);
+                if m != 0 {
+                    best = best.min(blk[2 * nw].0[m.trailing_zeros() as usize]);
+                    break;
+                }
+            }
+        }
+        let want = self.classify(key);
+        debug_assert_eq!(want, (best != u32::MAX).then_some(best));
+        want
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        self.stats.bytes
+    }
+}
+
+/// A block's bound rows padded to eight words with rows every key meets,
+/// for [`simd::block_scalar`] at a run-time word count.
+fn padded(blk: &[Row], nw: usize) -> [Row; 16] {
+    let mut r = [Row([0; LANES]); 16];
+    r[..2 * nw].copy_from_slice(&blk[..2 * nw]);
+    for w in nw..8 {
+        r[2 * w + 1] = Row([u32::MAX; LANES]);
+    }
+    r
+}
+
+impl super::Structure for PTree {
+    fn stats(&self) -> Vec<(&'static str, String)> {
+        let s = &self.stats;
+        let per_rule = if s.rules == 0 { 0.0 } else { s.bytes as f64 / s.rules as f64 };
+        vec![
+            ("rules", s.rules.to_string()),
+            ("build_ms", format!("{:.1}", s.build_time.as_secs_f64() * 1e3)),
+            ("trees", s.trees.to_string()),
+            ("inner nodes", s.inner_nodes.to_string()),
+            ("leaves", s.leaves.to_string()),
+            ("leaf rule items", s.items.to_string()),
+            ("leaf blocks", s.blocks.to_string()),
+            ("max depth", s.max_depth.to_string()),
+            ("rules searched linearly", s.odd.to_string()),
+            ("bytes", s.bytes.to_string()),
+            ("bytes per rule", format!("{per_rule:.1}")),
+            ("kernels", if s.avx2 { "avx2".into() } else { "scalar".into() }),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::linear::Linear;
+    use crate::rules::{FieldMatch, Schema};
+
+    fn rule(src: (u32, u8), dst: (u32, u8), dport: (u32, u32)) -> Rule {
+        Rule::new(
+            &[FieldMatch::prefix(src.0, src.1, 32), FieldMatch::prefix(dst.0, dst.1, 32), FieldMatch::ANY, FieldMatch::range(dport.0, dport.1), FieldMatch::ANY],
+            0,
+            0,
+        )
+    }
+
+    #[test]
+    fn wide_nodes_shallow_trees_and_both_kernels_equal_the_oracle() {
+        let mut rules = Vec::new();
+        for i in 0..600u32 {
+            rules.push(rule((0x0a00_0000 | (i * 7919) << 8, 24), (0xc0a8_0000 | i, 32), (i * 10 % 60000, i * 10 % 60000 + 50)));
+        }
+        for i in 0..50u32 {
+            rules.push(rule((0, 0), (i << 24, 8), (0, 65535)));
+        }
+        rules.push(rule((0, 0), (0, 0), (0, 65535)));
+        let set = RuleSet::new(Schema::five_tuple(), rules);
+        let lin = Linear::new(&set);
+        let keys: Vec<Key> = (0..3000u32)
+            .map(|i| Key::five_tuple(0x0a00_0005 | ((i % 700) * 7919) << 8, 0xc0a8_0000 | (i % 650), 0, (i * 10 % 60000 + i % 70) as u16, 6))
+            .collect();
+        for simd in [false, true] {
+            let t = PTree::build(&set, &PTreeConfig { simd, ..Default::default() }).unwrap();
+            assert!(t.stats().max_depth <= 4, "depth {}", t.stats().max_depth);
+            assert!(t.stats().trees >= 2);
+            let mut out = vec![0; keys.len()];
+            t.classify_batch(&keys, &mut out);
+            let mut acc = Vec::new();
+            for (k, o) in keys.iter().zip(&out) {
+                let w = lin.classify(k);
+                assert_eq!(*o, w.map_or(-1, |r| r as i32));
+                assert_eq!(t.classify(k), w);
+                acc.clear();
+                assert_eq!(t.walk(k, &mut acc), w);
+                assert!(acc.len() <= 3 * (t.stats().max_depth + 2), "{} reads", acc.len());
+            }
+        }
+    }
+
+    #[test]
+    fn a_non_range_ternary_is_searched_aside_and_budget_refuses() {
+        let mut odd = rule((0, 0), (0, 0), (0, 65535));
+        odd.fields[4] = FieldMatch::ternary(0x04, 0x0c);
+        let set = RuleSet::new(Schema::five_tuple(), vec![rule((1 << 24, 8), (0, 0), (80, 80)), odd]);
+        let t = PTree::build(&set, &PTreeConfig::default()).unwrap();
+        assert_eq!(t.stats().odd, 1);
+        assert_eq!(t.classify(&Key::five_tuple(1 << 24, 0, 0, 80, 0)), Some(0));
+        assert_eq!(t.classify(&Key::five_tuple(0, 0, 0, 80, 0x05)), Some(1));
+        assert_eq!(t.classify(&Key::five_tuple(0, 0, 0, 80, 0x08)), None);
+        let tight = PTreeConfig { max_bytes: 64, ..Default::default() };
+        assert!(matches!(PTree::build(&set, &tight), Err(BuildError::OverBudget { .. })));
+    }
+}

@@ -1,0 +1,247 @@
+//! The two inner loops of [`super::partition::PTree`], each as a scalar
+//! function and an AVX2 one (`std::arch`), chosen once at build time with
+//! `is_x86_feature_detected!` so the same binary runs on any x86-64 (and
+//! the scalar code everywhere else).
+//!
+//! * **Leaf block**: eight rules side by side (structure of arrays: one row of
+//!   eight lower bounds and one of eight upper bounds per field, then a row
+//!   of rule indices). A key is tested against all eight in one pass,
+//!   branch-free; the answer is a bit per lane.
+//! * **Node**: up to [`NODE_THRESHOLDS`] sorted thresholds on one field in
+//!   one 64-byte line; the child is the number of thresholds below the key.
+
+/// Rules per leaf block (one AVX2 register of 32-bit lanes).
+pub const LANES: usize = 8;
+/// Thresholds per node: 14, so a node's thresholds, child base and header
+/// fill one 64-byte cache line (and one HBM burst).
+pub const NODE_THRESHOLDS: usize = 14;
+/// Thresholds are stored with the sign bit flipped so AVX2's signed
+/// compare orders them as unsigned.
+pub const BIAS: u32 = 0x8000_0000;
+
+/// One row of a leaf block: a bound (or rule index) per lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(32))]
+pub struct Row(pub [u32; LANES]);
+
+/// A row that no key satisfies as lower bound (with [`EMPTY_HI`] as upper).
+pub const EMPTY_LO: u32 = 1;
+pub const EMPTY_HI: u32 = 0;
+
+/// A tree node: one cache line.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+pub struct Node {
+    /// Inner: sorted thresholds `^ BIAS`, unused ones `u32::MAX ^ BIAS`
+    /// (no key is above them). Leaf: `th[0]` = its first (best) rule
+    /// index or `u32::MAX` when empty, `th[1]` = its number of blocks.
+    pub th: [u32; NODE_THRESHOLDS],
+    /// Inner: index of child 0 (children are contiguous). Leaf: first block.
+    pub base: u32,
+    /// Bit 31: leaf. Bits 0..8: the field an inner node tests.
+    pub info: u32,
+}
+
+pub const LEAF: u32 = 1 << 31;
+
+impl Node {
+    #[inline(always)]
+    pub fn is_leaf(&self) -> bool {
+        self.info & LEAF != 0
+    }
+    #[inline(always)]
+    pub fn field(&self) -> usize {
+        (self.info & 0xff) as usize
+    }
+}
+
+/// Number of thresholds of `n` below `k` (scalar).
+#[inline(always)]
+pub fn below_scalar(n: &Node, k: u32) -> u32 {
+    let kb = k ^ BIAS;
+    let mut c = 0;
+    for &t in &n.th {
+        c += ((t as i32) < (kb as i32)) as u32;
+    }
+    c
+}
+
+/// Lanes of the block `rows` (2 * NW + 1 rows) that the packed key `key`
+/// matches (scalar). Word `w` is one 32-bit field, or when bit `w` of
+/// `pairs` is set two 16-bit fields side by side, each compared alone.
+#[inline(always)]
+pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -> u32 {
+    let mut m = (1u32 << LANES) - 1;
+    for w in 0..NW {
+        let (lo, hi, k) = (&rows[2 * w].0, &rows[2 * w + 1].0, key[w]);
+        let mut b = 0;
+        if pairs >> w & 1 == 0 {
+            for l in 0..LANES {
+                b |= (((lo[l] <= k) & (k <= hi[l])) as u32) << l;
+            }
+        } else {
+            let (kh, kl) = (k >> 16, k & 0xffff);
+            for l in 0..LANES {
+                let ok = (lo[l] >> 16 <= kh) & (kh <= hi[l] >> 16) & (lo[l] & 0xffff <= kl) & (kl <= hi[l] & 0xffff);
+                b |= (ok as u32) << l;
+            }
+        }
+        m &= b;
+    }
+    m
+}
+
+/// Packs two 16-bit values into one word as [`block_scalar`] reads it.
+#[inline(always)]
+pub fn pack(a: u32, b: u32) -> u32 {
+    a << 16 | (b & 0xffff)
+}
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2 {
+    use super::{Node, Row, BIAS, LANES};
+    use std::arch::x86_64::*;
+
+    /// [`super::below_scalar`] with two 8-lane compares.
+    #[inline]
+    #[target_feature(enable = "avx2,popcnt")]
+    pub fn below(n: &Node, k: u32) -> u32 {
+        // SAFETY: a Node is 64 bytes, 64-aligned: two aligned 32-byte loads.
+        unsafe {
+            let kv = _mm256_set1_epi32((k ^ BIAS) as i32);
+            let p = n as *const Node as *const __m256i;
+            let a = _mm256_cmpgt_epi32(kv, _mm256_load_si256(p));
+            let b = _mm256_cmpgt_epi32(kv, _mm256_load_si256(p.add(1)));
+            let m = _mm256_movemask_ps(_mm256_castsi256_ps(a)) as u32 | (_mm256_movemask_ps(_mm256_castsi256_ps(b)) as u32) << 8;
+            (m & 0x3fff).count_ones()
+        }
+    }
+
+    /// [`super::block_scalar`]: per word, `max(k, lo) == k` and
+    /// `min(k, hi) == k` (AVX2 has no unsigned compare), in 16-bit lanes
+    /// for a pair of fields, whose two halves must then both hold. Only
+    /// bit 31 of a lane is read at the end.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub fn block<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -> u32 {
+        assert!(rows.len() >= 2 * NW);
+        // SAFETY: rows holds at least 2 * NW aligned 32-byte rows.
+        unsafe {
+            let p = rows.as_ptr() as *const __m256i;
+            let mut acc = _mm256_set1_epi32(-1);
+            for w in 0..NW {
+                let kv = _mm256_set1_epi32(key[w] as i32);
+                let lo = _mm256_load_si256(p.add(2 * w));
+                let hi = _mm256_load_si256(p.add(2 * w + 1));
+                let ok = if pairs >> w & 1 == 0 {
+                    let ge = _mm256_cmpeq_epi32(_mm256_max_epu32(kv, lo), kv);
+                    let le = _mm256_cmpeq_epi32(_mm256_min_epu32(kv, hi), kv);
+                    _mm256_and_si256(ge, le)
+                } else {
+                    let ge = _mm256_cmpeq_epi16(_mm256_max_epu16(kv, lo), kv);
+                    let le = _mm256_cmpeq_epi16(_mm256_min_epu16(kv, hi), kv);
+                    let m = _mm256_and_si256(ge, le);
+                    _mm256_and_si256(m, _mm256_slli_epi32(m, 16))
+                };
+                acc = _mm256_and_si256(acc, ok);
+            }
+            _mm256_movemask_ps(_mm256_castsi256_ps(acc)) as u32 & ((1 << LANES) - 1)
+        }
+    }
+}
+
+/// Whether this CPU runs the AVX2 kernels.
+pub fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("popcnt")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Hints the cache to fetch the line at `p` (no effect off x86-64).
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn node(th: &[u32]) -> Node {
+        let mut n = Node { th: [u32::MAX ^ BIAS; NODE_THRESHOLDS], base: 7, info: 3 };
+        for (i, &t) in th.iter().enumerate() {
+            n.th[i] = t ^ BIAS;
+        }
+        n
+    }
+
+    proptest! {
+        #[test]
+        fn node_and_block_kernels_agree_with_plain_comparisons(
+            mut th in proptest::collection::vec(any::<u32>(), 0..=NODE_THRESHOLDS),
+            k in any::<u32>(),
+            bounds in proptest::collection::vec((any::<u32>(), any::<u32>()), 5 * LANES),
+            key in proptest::array::uniform8(any::<u32>()),
+            pick in proptest::collection::vec(any::<bool>(), 5 * LANES),
+        ) {
+            th.sort_unstable();
+            let n = node(&th);
+            let want = th.iter().filter(|&&t| t < k).count() as u32;
+            prop_assert_eq!(below_scalar(&n, k), want);
+            // Rows with some bounds around the key so lanes do match.
+            let mut rows = vec![Row([0; LANES]); 11];
+            let mut want = (1u32 << LANES) - 1;
+            for f in 0..5 {
+                for l in 0..LANES {
+                    let (mut lo, mut hi) = bounds[f * LANES + l];
+                    if pick[f * LANES + l] {
+                        lo = key[f].saturating_sub(lo % 3);
+                        hi = key[f].saturating_add(hi % 3);
+                    }
+                    rows[2 * f].0[l] = lo;
+                    rows[2 * f + 1].0[l] = hi;
+                    if !(lo <= key[f] && key[f] <= hi) {
+                        want &= !(1 << l);
+                    }
+                }
+            }
+            prop_assert_eq!(block_scalar::<5>(&rows, &key, 0), want);
+            // Words 1 and 3 as pairs of 16-bit fields: each half alone.
+            let mut want_pairs = (1u32 << LANES) - 1;
+            for w in 0..5 {
+                for l in 0..LANES {
+                    let (lo, hi, k) = (rows[2 * w].0[l], rows[2 * w + 1].0[l], key[w]);
+                    let ok = if w % 2 == 1 {
+                        (lo >> 16..=hi >> 16).contains(&(k >> 16)) && (lo & 0xffff..=hi & 0xffff).contains(&(k & 0xffff))
+                    } else {
+                        (lo..=hi).contains(&k)
+                    };
+                    if !ok {
+                        want_pairs &= !(1 << l);
+                    }
+                }
+            }
+            prop_assert_eq!(block_scalar::<5>(&rows, &key, 0b01010), want_pairs);
+            #[cfg(target_arch = "x86_64")]
+            if has_avx2() {
+                // SAFETY: the CPU has AVX2 (checked above).
+                prop_assert_eq!(unsafe { avx2::below(&n, k) }, below_scalar(&n, k));
+                prop_assert_eq!(unsafe { avx2::block::<5>(&rows, &key, 0) }, want);
+                prop_assert_eq!(unsafe { avx2::block::<5>(&rows, &key, 0b01010) }, want_pairs);
+                prop_assert_eq!(unsafe { avx2::block::<2>(&rows, &key, 0b10) }, block_scalar::<2>(&rows, &key, 0b10));
+            }
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! What the embedding (the Python binding, the CLI, tests) reads and
+//! changes between runs: clocks, per-window counters, PMU assignment,
+//! summaries, invariants and queue depths.
+
+use super::*;
+
+impl Simulator {
+    pub fn now(&self) -> Cycle {
+        self.now
+    }
+    pub fn now_ns(&self) -> f64 {
+        self.now as f64 * self.cycle_ps / 1000.0
+    }
+    pub fn cycle_ns(&self) -> f64 {
+        self.cycle_ps / 1000.0
+    }
+    pub fn table_names(&self) -> Vec<String> {
+        self.tables.iter().map(|t| t.name.clone()).collect()
+    }
+    /// Keys (table lookups) completed so far.
+    pub fn keys_done(&self) -> u64 {
+        self.keys_done
+    }
+
+    /// Completed window rows since the last call.
+    pub fn take_windows(&mut self) -> Vec<WindowRow> {
+        std::mem::take(&mut self.rows)
+    }
+    /// Completed routing counts since the last call.
+    pub fn take_edges(&mut self) -> Vec<EdgeRow> {
+        std::mem::take(&mut self.edge_rows)
+    }
+    pub fn window_cycles(&self) -> Cycle {
+        self.window
+    }
+
+    /// Gives `table` exactly the PMUs `pmus`. PMUs it loses drain (transient)
+    /// and become free; PMUs it gains join at once if free, or after draining
+    /// from their current table. Only the affected lookup-table entries change.
+    pub fn assign(&mut self, table: &str, pmus: &[u32]) -> Result<(), SimError> {
+        let Some(ti) = self.tables.iter().position(|t| t.name == table) else {
+            return err(format!("assign: no table named {table:?}"));
+        };
+        let t16 = ti as u16;
+        for &p in pmus {
+            if p as usize >= self.pmus.len() {
+                return err(format!(
+                    "assign: PMU {p} does not exist (pmus.count = {})",
+                    self.pmus.len()
+                ));
+            }
+        }
+        let want: Vec<u16> = pmus.iter().map(|&p| p as u16).collect();
+        self.draining = true;
+        self.pmu_wake.fill(0);
+        self.pmu_min_wake = 0;
+        self.pmu_active = super::build::active_all(self.pmus.len());
+        // Leaving: members not wanted, and pending joins not wanted.
+        for i in 0..self.pmus.len() {
+            let p = i as u16;
+            if want.contains(&p) {
+                continue;
+            }
+            match self.pmus[i].state() {
+                State::Associated { table } if table == t16 => {
+                    self.remove_member(ti, p);
+                    self.pmus[i].leave(None);
+                }
+                State::Transient {
+                    table,
+                    next: Some(n),
+                } if n == t16 => {
+                    self.pmus[i].leave(None);
+                    let _ = table;
+                }
+                _ => {}
+            }
+        }
+        // Joining.
+        for &p in &want {
+            let i = p as usize;
+            match self.pmus[i].state() {
+                State::Free => {
+                    self.pmus[i].associate(t16);
+                    self.tables[ti].vmu.add_pmu(p);
+                    self.tables[ti].members.push(p);
+                }
+                State::Associated { table } if table == t16 => {}
+                State::Associated { table } => {
+                    self.remove_member(table as usize, p);
+                    self.pmus[i].leave(Some(t16));
+                }
+                State::Transient { .. } => self.pmus[i].leave(Some(t16)),
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_member(&mut self, ti: usize, p: u16) {
+        let t = &mut self.tables[ti];
+        t.members.retain(|&m| m != p);
+        t.vmu.remove_pmu(p);
+    }
+
+    /// (id, state, table name, channel) of every PMU.
+    pub fn pmu_states(&self) -> Vec<(u32, &'static str, Option<String>, u32)> {
+        self.pmus
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let (s, t) = match p.state() {
+                    State::Free => ("free", None),
+                    State::Associated { table } => ("associated", Some(table)),
+                    State::Transient { table, .. } => ("transient", Some(table)),
+                };
+                (
+                    i as u32,
+                    s,
+                    t.map(|t| self.tables[t as usize].name.clone()),
+                    self.net.channel(i) as u32,
+                )
+            })
+            .collect()
+    }
+
+    /// Totals per table so far (closed windows plus the open one).
+    pub fn totals(&self) -> Vec<Counters> {
+        self.tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut c = t.total.clone();
+                let mut w = t.win.clone();
+                w.hbm_bytes = self.elu.bytes[i] - t.hbm_seen;
+                w.reordered = t.vmu.reordered - t.reordered_seen;
+                c.merge(&w);
+                c
+            })
+            .collect()
+    }
+
+    /// The summary of issue #4: per table hit rate, latency, HBM bandwidth,
+    /// offered load and throughput over the time simulated so far.
+    pub fn summary(&self) -> Vec<(String, TableSummary)> {
+        let ns = self.now_ns().max(1e-9);
+        let cyc = self.cycle_ns();
+        self.totals()
+            .into_iter()
+            .zip(&self.tables)
+            .map(|(c, t)| {
+                let looked = c.hits + c.misses;
+                (
+                    t.name.clone(),
+                    TableSummary {
+                        hit_rate: if looked > 0 {
+                            c.hits as f64 / looked as f64
+                        } else {
+                            0.0
+                        },
+                        mean_latency_ns: if c.lat.total() > 0 {
+                            c.lat_sum as f64 / c.lat.total() as f64 * cyc
+                        } else {
+                            0.0
+                        },
+                        mean_sojourn_ns: if c.processed > 0 {
+                            c.sojourn_sum as f64 / c.processed as f64 * cyc
+                        } else {
+                            0.0
+                        },
+                        p99_latency_ns: c.lat.quantile(0.99) * cyc,
+                        hbm_gbps: c.hbm_bytes as f64 / ns,
+                        offered_mpps: c.arrived as f64 / ns * 1000.0,
+                        throughput_mpps: c.processed as f64 / ns * 1000.0,
+                        keys: c.processed,
+                        drops: c.drops,
+                        misses: c.misses,
+                        hits: c.hits,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Per-key latency histogram of a table: (bucket lower edges in ns, counts).
+    pub fn latency_histogram(&self, table: &str) -> Result<(Vec<f64>, Vec<u64>), SimError> {
+        let Some(i) = self.tables.iter().position(|t| t.name == table) else {
+            return err(format!("no table named {table:?}"));
+        };
+        let c = &self.totals()[i];
+        let last = c
+            .lat
+            .counts
+            .iter()
+            .rposition(|&x| x > 0)
+            .map_or(0, |x| x + 1);
+        let edges = (0..=last)
+            .map(|b| LogHist::lower(b) as f64 * self.cycle_ns())
+            .collect();
+        Ok((edges, c.lat.counts[..last].to_vec()))
+    }
+
+    /// Checks that every PHV left exactly once with the oracle's action.
+    pub fn check_invariants(&self) -> Invariants {
+        let in_flight: u64 = self
+            .tables
+            .iter()
+            .map(|t| (t.input.len() + t.vmu.occupancy()) as u64)
+            .sum();
+        let exited: u64 = self.exited_bits.iter().map(|w| w.count_ones() as u64).sum();
+        Invariants {
+            created: self.created,
+            exited,
+            dropped: self.dropped,
+            in_flight,
+            lost: self.created as i64 - exited as i64 - self.dropped as i64 - in_flight as i64,
+            duplicates: self.duplicates,
+            wrong_action: self.wrong_action,
+        }
+    }
+
+    /// Occupancy of the queues, for inspection.
+    pub fn queue_depths(&self) -> QueueDepths {
+        QueueDepths {
+            input: self.tables.iter().map(|t| t.input.len()).collect(),
+            phv_fifo: self.tables.iter().map(|t| t.vmu.occupancy()).collect(),
+            q_r: self.pmus.iter().map(|p| p.q_r_len()).collect(),
+            q_m: self.pmus.iter().map(|p| p.q_m_len()).collect(),
+            miss_queue: self.elu.miss_queue_len(),
+            orb: self.elu.orb_len(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableSummary {
+    pub hit_rate: f64,
+    /// Per-key match latency (request → answer).
+    pub mean_latency_ns: f64,
+    /// Time in the table (arrival → release, in order).
+    pub mean_sojourn_ns: f64,
+    pub p99_latency_ns: f64,
+    pub hbm_gbps: f64,
+    pub offered_mpps: f64,
+    pub throughput_mpps: f64,
+    pub keys: u64,
+    pub drops: u64,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invariants {
+    pub created: u64,
+    pub exited: u64,
+    pub dropped: u64,
+    pub in_flight: u64,
+    /// created − exited − dropped − in flight: must be 0.
+    pub lost: i64,
+    pub duplicates: u64,
+    pub wrong_action: u64,
+}
+
+impl Invariants {
+    pub fn ok(&self) -> bool {
+        self.lost == 0 && self.duplicates == 0 && self.wrong_action == 0
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct QueueDepths {
+    pub input: Vec<usize>,
+    pub phv_fifo: Vec<usize>,
+    pub q_r: Vec<usize>,
+    pub q_m: Vec<usize>,
+    pub miss_queue: usize,
+    pub orb: usize,
+}

@@ -1,0 +1,293 @@
+//! Building a [`Simulator`] from a [`Config`]: the rule sets, the traffic,
+//! the ELU's structures, the VMUs and the PMUs given to each table.
+
+use super::*;
+
+/// Builds the ELU's structure for a rule set through the classifier
+/// registry (the multibit trie, or the linear scan).
+pub(super) fn build_walker(
+    algo: Algo,
+    set: &RuleSet,
+    table: &str,
+    build: &crate::classify::BuildConfig,
+) -> Result<Box<dyn MemoryWalk + Send>, SimError> {
+    let name = match algo {
+        Algo::Trie => "trie",
+        Algo::Linear => "linear",
+        Algo::Dtree => "dtree",
+    };
+    let s = crate::classify::build_structure(name, set, build).map_err(|e| match e {
+        // One line that says what to do in a scenario (the classify
+        // command's advice names its own build parameters).
+        crate::classify::BuildError::OverBudget {
+            what,
+            bytes,
+            budget,
+        } => SimError(format!(
+            "config: table {table:?}: the ELU's {what} needs more than its memory budget of \
+                 {budget} bytes (stopped at {bytes}) for these {} rules; use the decision tree: \
+                 --set elu.algo=dtree",
+            set.rules.len()
+        )),
+        e => SimError(format!(
+            "config: table {table:?}: building the ELU's {name}: {e}"
+        )),
+    })?;
+    Ok(s)
+}
+
+impl Simulator {
+    /// Builds a simulator from a JSON configuration (see [`Config`]).
+    pub fn from_json(json: &str) -> Result<Simulator, SimError> {
+        let c: Config = serde_json::from_str(json).map_err(|e| SimError(format!("config: {e}")))?;
+        Simulator::new(c)
+    }
+
+    /// Builds the rule sets, the traffic and the hardware of `config`.
+    pub fn new(config: Config) -> Result<Simulator, SimError> {
+        let mut sets = Vec::new();
+        for t in &config.tables {
+            let set = match &t.rules {
+                config::Rules::Path { path } => {
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| SimError(format!("{path}: {e}")))?;
+                    crate::rules::classbench::parse_rules(&text, path)
+                        .map_err(|e| SimError(e.to_string()))?
+                }
+                config::Rules::Generate { generate } => {
+                    let params = crate::workload::seed::Params::builtin(&generate.kind).ok_or_else(|| {
+                        SimError(format!("config: table {:?}: unknown rule type {:?} (expected acl, fw or ipc)", t.name, generate.kind))
+                    })?;
+                    crate::workload::rulegen::generate(
+                        &params,
+                        generate.count as usize,
+                        generate.seed,
+                    )
+                }
+            };
+            sets.push(set);
+        }
+        let dur_ps = (config.duration_ns * 1000.0) as u64;
+        let (src, flow_keys): (Source, Vec<Vec<Key>>) = match &config.traffic {
+            config::Traffic::Flows {
+                dist,
+                flows,
+                mean_pkt_bytes,
+                flow_duration_ns,
+                profile,
+                max_bytes,
+            } => {
+                use crate::workload::{flowsize::FlowSizeDist, profile::Profile, traffic};
+                let terr = |e: String| SimError(format!("config: traffic: {e}"));
+                let mut d = FlowSizeDist::from_spec(dist).map_err(|e| terr(e.to_string()))?;
+                if *max_bytes > 0.0 {
+                    d = d.truncated(*max_bytes).map_err(|e| terr(e.to_string()))?;
+                }
+                let prof = Profile::builtin(profile).map_err(|e| terr(e.to_string()))?;
+                let tc = traffic::TrafficConfig {
+                    dist: d,
+                    flows: *flows,
+                    duration_ps: dur_ps.max(1),
+                    flow_duration_ps: ((*flow_duration_ns * 1000.0) as u64).max(1),
+                    mean_pkt_bytes: *mean_pkt_bytes,
+                    profile: Some(prof),
+                    seed: config.seed,
+                };
+                let src = traffic::Traffic::new(&tc).map_err(|e| terr(e.to_string()))?;
+                let src = src.map(|a| Arrival {
+                    t_ps: a.t_ps,
+                    flow: a.flow,
+                });
+                let keys = sets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        source::keys_for(s, *flows as usize, config.seed ^ (0x1000 + i as u64))
+                    })
+                    .collect();
+                (Box::new(src), keys)
+            }
+            config::Traffic::Trace { path, rate_mpps } => {
+                let text =
+                    std::fs::read_to_string(path).map_err(|e| SimError(format!("{path}: {e}")))?;
+                let trace = crate::rules::classbench::parse_trace(&text, path)
+                    .map_err(|e| SimError(e.to_string()))?;
+                let mut ids = std::collections::HashMap::new();
+                let mut keys = Vec::new();
+                let flows: Vec<u32> = trace
+                    .iter()
+                    .map(|e| {
+                        *ids.entry(e.key).or_insert_with(|| {
+                            keys.push(e.key);
+                            keys.len() as u32 - 1
+                        })
+                    })
+                    .collect();
+                (
+                    Box::new(source::Replay::new(flows, *rate_mpps)),
+                    vec![keys; sets.len()],
+                )
+            }
+        };
+        Simulator::build(config, sets, flow_keys, src)
+    }
+
+    /// Builds from explicit rule sets, per-table flow keys and an arrival
+    /// stream (tests and embedding); the config's rules and traffic are ignored.
+    pub fn build(
+        config: Config,
+        sets: Vec<RuleSet>,
+        flow_keys: Vec<Vec<Key>>,
+        source: Source,
+    ) -> Result<Simulator, SimError> {
+        if config.tables.is_empty() {
+            return err("config: at least one table is needed");
+        }
+        if !(config.clock_mhz > 0.0) || !(config.window_ns > 0.0) {
+            return err("config: clock_mhz and window_ns must be > 0");
+        }
+        if config.pmus.count > u16::MAX as u32 - 1 {
+            return err("config: pmus.count too large");
+        }
+        let n = config.tables.len();
+        let idx = |name: &str| -> Result<u16, SimError> {
+            config
+                .tables
+                .iter()
+                .position(|t| t.name == name)
+                .map(|i| i as u16)
+                .ok_or_else(|| SimError(format!("config: no table named {name:?}")))
+        };
+        for (i, t) in config.tables.iter().enumerate() {
+            if config.tables[..i].iter().any(|u| u.name == t.name) {
+                return err(format!("config: table name {:?} used twice", t.name));
+            }
+        }
+        let edges: Vec<(u16, u16, f64)> = config
+            .edges
+            .iter()
+            .map(|e| Ok((idx(&e.src)?, idx(&e.dst)?, e.p)))
+            .collect::<Result<_, SimError>>()?;
+        let entry: Vec<(u16, f64)> = if config.entry.is_empty() {
+            vec![(0, 1.0)]
+        } else {
+            config
+                .entry
+                .iter()
+                .map(|(k, v)| Ok((idx(k)?, *v)))
+                .collect::<Result<_, SimError>>()?
+        };
+        let cfg = Cfg::new(n, &edges, &entry).map_err(|e| SimError(format!("config: {e}")))?;
+        let pmu_count = config.pmus.count as usize;
+        let mut pmus: Vec<Pmu> = (0..pmu_count)
+            .map(|i| Pmu::new(i as u16, &config.pmus))
+            .collect();
+        let mut walkers = Vec::new();
+        let mut tables = Vec::new();
+        for (i, (t, set)) in config.tables.iter().zip(&sets).enumerate() {
+            let keys = flow_keys[i].clone();
+            let lin = Linear::new(set);
+            let oracle: Vec<Match> = keys.iter().map(|k| lin.classify(k)).collect();
+            walkers.push(build_walker(
+                config.elu.algo,
+                set,
+                &t.name,
+                &crate::classify::BuildConfig::default(),
+            )?);
+            let words = set.schema.len().max(1);
+            let mut vmu = Vmu::new(
+                i as u16,
+                words,
+                t.lookup_bits,
+                config.vmu.vnodes,
+                t.phv_fifo,
+                config.seed as u32 ^ i as u32,
+            );
+            let mut members = Vec::new();
+            for &p in &t.pmus {
+                if p as usize >= pmu_count {
+                    return err(format!(
+                        "config: table {:?} names PMU {p}, but pmus.count is {pmu_count}",
+                        t.name
+                    ));
+                }
+                if !pmus[p as usize].is_free() {
+                    return err(format!("config: PMU {p} is given to two tables"));
+                }
+                pmus[p as usize].associate(i as u16);
+                vmu.add_pmu(p as u16);
+                members.push(p as u16);
+            }
+            let lut_index = keys.iter().map(|k| vmu.index(k) as u32).collect();
+            tables.push(Table {
+                name: t.name.clone(),
+                vmu,
+                lut_index,
+                input: VecDeque::new(),
+                keys,
+                oracle,
+                members,
+                pending: None,
+                release_free: 0,
+                win: Counters::default(),
+                total: Counters::default(),
+                edges: vec![0; n + 1],
+                hbm_seen: 0,
+                reordered_seen: 0,
+            });
+        }
+        let cycle_ps = 1e6 / config.clock_mhz;
+        let window = ((config.window_ns * 1000.0 / cycle_ps).round() as Cycle).max(1);
+        let mut sim = Simulator {
+            cycle_ps,
+            now: 0,
+            net: Network::new(config.interconnect.clone(), pmu_count),
+            bus: SharedBus::new(1),
+            bus_rr: 0,
+            direct: VecDeque::new(),
+            elu: Elu::new(config.elu.clone(), n, config.clock_mhz),
+            hbm: Hbm::new(config.hbm.clone()),
+            engine: Engine::new(),
+            cfg,
+            source,
+            next_arrival: None,
+            rng: Pcg64::seed_from_u64(config.seed ^ 0xC0FFEE),
+            stage_fifo: config.pipeline.stage_fifo.max(1) as usize,
+            vmu_latency: config.vmu.latency_cycles as Cycle
+                + config.interconnect.latency_cycles as Cycle,
+            window,
+            window_end: window,
+            rows: Vec::new(),
+            edge_rows: Vec::new(),
+            created: 0,
+            dropped: 0,
+            exited_bits: Vec::new(),
+            duplicates: 0,
+            wrong_action: 0,
+            keys_done: 0,
+            busy_cycles: 0,
+            draining: false,
+            fed: false,
+            isolated: edges.is_empty(),
+            until: 0,
+            tables,
+            walkers,
+            pmu_wake: vec![0; pmus.len()],
+            pmu_min_wake: 0,
+            pmu_active: active_all(pmus.len()),
+            pmus,
+            config,
+        };
+        sim.pull_arrival();
+        Ok(sim)
+    }
+}
+
+/// A bit set with the first `n` bits set.
+pub(super) fn active_all(n: usize) -> Vec<u64> {
+    let mut v = vec![u64::MAX; n.div_ceil(64)];
+    if n % 64 != 0 {
+        *v.last_mut().unwrap() = (1u64 << (n % 64)) - 1;
+    }
+    v
+}

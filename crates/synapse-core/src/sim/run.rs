@@ -1,0 +1,123 @@
+//! The clock: advances simulated time, delivers memory completions and
+//! packet arrivals due now, steps busy cycles ([`Simulator::tick`], in
+//! `phases.rs`) and jumps over idle ones, and closes the counter windows.
+
+use super::*;
+
+impl Simulator {
+    pub(super) fn pull_arrival(&mut self) {
+        self.next_arrival = self.source.next().map(|a| {
+            (
+                crate::hw::ceil_cycles((a.t_ps as f64 / self.cycle_ps) - 1e-9),
+                a,
+            )
+        });
+    }
+
+    /// Advances simulated time to `t_ns` (never back).
+    pub fn run_until_ns(&mut self, t_ns: f64) {
+        let until = (t_ns * 1000.0 / self.cycle_ps).floor().max(0.0) as Cycle;
+        self.run_until(until);
+    }
+
+    /// Runs every cycle before `until`; afterwards `now() == until`.
+    pub fn run_until(&mut self, until: Cycle) {
+        self.until = until;
+        while self.now < until {
+            while self.now >= self.window_end {
+                self.close_window();
+            }
+            let now = self.now;
+            while let Some((_, ev)) = self.engine.pop_until(now) {
+                match ev {
+                    Ev::MemDone(slot) => {
+                        let engine = &mut self.engine;
+                        self.elu.access_done(now, slot, &mut self.hbm, &mut |c, s| {
+                            engine.schedule(c, Ev::MemDone(s))
+                        });
+                    }
+                }
+            }
+            while let Some((c, a)) = self.next_arrival {
+                if c > now {
+                    break;
+                }
+                self.arrive(now, a);
+                self.pull_arrival();
+            }
+            let wake = self.tick(now);
+            self.busy_cycles += 1;
+            self.now = if wake <= now + 1 {
+                now + 1
+            } else {
+                let mut next = until.min(wake);
+                if let Some((c, _)) = self.next_arrival {
+                    next = next.min(c);
+                }
+                if let Some(c) = self.engine.peek() {
+                    next = next.min(c);
+                }
+                next.max(now + 1)
+            };
+        }
+        while self.window_end <= until {
+            self.close_window();
+        }
+    }
+
+    fn arrive(&mut self, now: Cycle, a: Arrival) {
+        let t = match self.cfg.single_entry() {
+            Some(t) => t,
+            None => {
+                let u: f64 = self.rng.gen();
+                self.cfg.entry(u)
+            }
+        };
+        let id = self.created;
+        self.created += 1;
+        let table = &mut self.tables[t as usize];
+        table.win.arrived += 1;
+        if table.input.len() >= self.stage_fifo {
+            table.win.drops += 1;
+            self.dropped += 1;
+            return;
+        }
+        table.input.push_back(Phv {
+            id,
+            flow: a.flow,
+            arrived: now,
+        });
+    }
+
+    fn close_window(&mut self) {
+        let end = self.window_end;
+        let nt = self.tables.len();
+        for (i, t) in self.tables.iter_mut().enumerate() {
+            let mut c = std::mem::take(&mut t.win);
+            c.hbm_bytes = self.elu.bytes[i] - t.hbm_seen;
+            t.hbm_seen = self.elu.bytes[i];
+            c.reordered = t.vmu.reordered - t.reordered_seen;
+            t.reordered_seen = t.vmu.reordered;
+            t.total.merge(&c);
+            for (d, cnt) in t.edges.iter_mut().enumerate() {
+                if *cnt > 0 {
+                    let dst = if d == nt { -1 } else { d as i32 };
+                    self.edge_rows.push(EdgeRow {
+                        end,
+                        src: i as u16,
+                        dst,
+                        count: *cnt,
+                    });
+                    *cnt = 0;
+                }
+            }
+            self.rows.push(WindowRow {
+                end,
+                table: i as u16,
+                pmus: t.members.len() as u32,
+                c,
+            });
+        }
+        self.window_end += self.window;
+    }
+}

@@ -1,0 +1,92 @@
+"""``synapse hw ...``: the RTL of the PMU, the VMU and the ORB: co-simulation
+against the model and yosys resource estimates."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+
+import click
+
+from synapse_vmt.errors import UserError
+
+
+@click.group("hw")
+def hw() -> None:
+    """RTL of the PMU, VMU and ORB: co-simulation and synthesis estimates."""
+
+
+@hw.command("cosim")
+@click.option("--unit", type=click.Choice(["pmu", "vmu", "orb", "all"]), default="all", show_default=True)
+@click.option("--cycles", type=click.IntRange(1), default=2000, show_default=True,
+              help="cycles per stimulus profile")
+@click.option("--seed", type=int, default=1, show_default=True)
+def cosim_cmd(unit: str, cycles: int, seed: int) -> None:
+    """Drive the RTL (Icarus Verilog, via cocotb) and the Rust model with the
+    same stimulus, every profile of UNIT, and compare every response and its
+    cycle. Exit 1 on any difference."""
+    from synapse_vmt.hw import cosim
+
+    units = ["pmu", "vmu", "orb"] if unit == "all" else [unit]
+    bad = 0
+    total = 0
+    for u in units:
+        for r in cosim.run(u, cycles=cycles, seed=seed):
+            total += r.compared
+            state = "agree" if r.ok else f"DIFFER ({len(r.mismatches)} listed)"
+            click.echo(f"{r.unit} {r.profile:<7} {r.cycles} cycles, {r.compared} responses compared: {state}")
+            for m in r.mismatches:
+                click.echo(f"    {m}")
+            bad += not r.ok
+    click.echo(f"{total} responses compared; " + ("all agree" if not bad else f"{bad} runs differ"))
+    if bad:
+        sys.exit(1)
+
+
+def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...]):
+    from synapse_vmt.hw import synth
+
+    if not units and not sizes and not keys:
+        return synth.DEFAULT_POINTS
+    units = units or ("pmu",)
+    pts = []
+    for u in units:
+        if u == "vmu":
+            pts.append(("vmu", 1024, 0))
+            continue
+        for k in keys or synth.KEY_WIDTHS:
+            for n in sizes or (synth.PMU_SIZES if u == "pmu" else (64,)):
+                pts.append((u, n, k))
+    return pts
+
+
+@hw.command("synth")
+@click.option("--unit", "units", multiple=True, type=click.Choice(["pmu", "vmu", "orb"]),
+              help="units to synthesize (repeatable; default: the README table)")
+@click.option("--entries", "sizes", multiple=True, type=click.IntRange(2), help="entries (repeatable)")
+@click.option("--key-bits", "keys", multiple=True, type=click.IntRange(1), help="key width (repeatable)")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default="results/hw_synth.csv",
+              show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
+@click.option("--no-cache", is_flag=True, help="synthesize again even if cached")
+def synth_cmd(units, sizes, keys, csv_path: str, as_json: bool, no_cache: bool) -> None:
+    """Synthesize the RTL with yosys (synth_xilinx, UltraScale+) and print LUTs,
+    flip-flops, BRAM/URAM and logic depth per design point; write the CSV.
+    Estimates of yosys, not vendor place-and-route. Cached by RTL hash."""
+    from synapse_vmt.hw import synth
+
+    rows = []
+    for u, n, k in _points(units, sizes, keys):
+        if not as_json:
+            click.echo(f"synthesizing {u} entries={n} key_bits={k} ...", err=True)
+        try:
+            rows.append(synth.synth_one(u, n, k, use_cache=not no_cache))
+        except RuntimeError as e:
+            raise UserError(str(e)) from None
+    synth.write_csv(rows, csv_path)
+    if as_json:
+        click.echo(json.dumps([{k: v for k, v in asdict(r).items() if k != "cached"} for r in rows], indent=2))
+    else:
+        click.echo(synth.table(rows))
+        click.echo(f"wrote {csv_path} (yosys estimates, not vendor place-and-route)")

@@ -1,0 +1,377 @@
+"""Co-simulation of the RTL (``rtl/*.v``) against the Rust model.
+
+The model makes the stimulus: a closed-loop run of one unit with a fake ELU
+(``_core.pmu_generate``), whose per-cycle inputs are replayed into the RTL
+by cocotb under Icarus Verilog (``tb.py``). Every cycle's outputs are
+compared: each response's presence, fields and cycle, each miss sent to the
+ELU, Q_r's ready and the state machine. Nothing is tolerated: a difference
+is a failure, reported at its first cycle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from synapse_vmt.errors import UserError
+
+RTL_DIR = Path(__file__).resolve().parent / "rtl"
+
+#: Stimulus profiles: model parameters (``pmu.Config``) and generator knobs
+#: (``harness::PmuGen``). ``random`` is a loaded cache; ``corner`` a tiny CAM
+#: (LRU churn on every miss), queues of two that fill and stall, bursty
+#: back-pressure from the VMU and the ELU bus, and frequent reassignment
+#: (leave / re-leave while transient); ``slow`` a CAM with II_c = 2, τ_c = 5.
+PMU_PROFILES: dict[str, tuple[dict, dict]] = {
+    "random": (
+        dict(block_size=16, latency_cycles=2, ii_cycles=1, q_r=8, q_p=8, q_m=8),
+        dict(keys=40, tables=3, p_req=0.8, p_ctl=0.002),
+    ),
+    "corner": (
+        dict(block_size=4, latency_cycles=3, ii_cycles=1, q_r=2, q_p=2, q_m=2),
+        dict(keys=7, tables=2, p_req=0.9, p_rsp_ready=0.5, p_mq_ready=0.4, burst=16,
+             elu_lat=[1, 60], elu_cap=6, p_ctl=0.02),
+    ),
+    "slow": (
+        dict(block_size=8, latency_cycles=5, ii_cycles=2, q_r=4, q_p=4, q_m=3),
+        dict(keys=14, tables=2, p_req=0.6, p_ctl=0.005),
+    ),
+    # Keys in the order of a ClassBench trace (high Pareto locality) from a
+    # generated ACL set; the ELU answers with the rule the oracle matched.
+    "trace": (
+        dict(block_size=32, latency_cycles=2, ii_cycles=1, q_r=8, q_p=8, q_m=8),
+        dict(tables=1, p_req=0.9, p_ctl=0.0, elu_lat=[10, 60]),
+    ),
+}
+
+
+def classbench_stream(packets: int, seed: int, rules: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    """Keys of a ClassBench trace as 104-bit 5-tuples (src | dst << 32 |
+    sport << 64 | dport << 80 | proto << 96, as (n, 8) uint32 words) and the
+    index of the rule each matches (the linear oracle; -1 for none)."""
+    from synapse_vmt import _core
+
+    rs = _core.RuleSet.generate("acl", rules, seed)
+    tr = _core.Trace.generate(rs, packets, seed, 1.0, 1.0)
+    k = tr.keys().astype(np.uint32)
+    w = np.zeros((len(k), 8), np.uint32)
+    w[:, 0], w[:, 1] = k[:, 0], k[:, 1]
+    w[:, 2] = (k[:, 2] & 0xFFFF) | ((k[:, 3] & 0xFFFF) << 16)
+    w[:, 3] = k[:, 4] & 0xFF
+    acts = _core.Classifier(rs, "linear").classify(tr).astype(np.int64)
+    return w, acts
+
+
+#: ORB profiles: (orb_entries, lookup_slots, generator knobs ``harness::OrbGen``).
+#: ``full``: a small ORB that fills (the miss queue waits) with few lookup
+#: slots and long, scattered lookups, so replies wait at the commit pointer.
+ORB_PROFILES: dict[str, tuple[int, int, dict]] = {
+    "random": (8, 4, dict(p_miss=0.5, lat=[1, 30])),
+    "full": (4, 2, dict(p_miss=0.9, lat=[1, 60])),
+    "wide": (16, 16, dict(p_miss=0.8, lat=[1, 6])),
+}
+
+
+#: VMU profiles: (lookup bits, PHV window, generator knobs ``harness::VmuGen``).
+#: ``full``: a window of 4 with a slow next stage and a busy interconnect;
+#: ``direct``: most entries invalid, so keys go to the ELU and park at once.
+VMU_PROFILES: dict[str, tuple[int, int, dict]] = {
+    "random": (5, 8, dict()),
+    "full": (3, 4, dict(p_rel_ready=0.4, p_req_ready=0.5, p_phv=0.9, fill_lat=[5, 80])),
+    "direct": (6, 16, dict(p_invalid=0.6, p_lut=0.1, p_hit=0.3)),
+}
+VMU_PORTS = 2
+
+
+@dataclass
+class CosimResult:
+    unit: str
+    profile: str
+    cycles: int
+    compared: int = 0
+    mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+def have_tools() -> str | None:
+    """Why a co-simulation cannot run here, or None."""
+    if shutil.which("iverilog") is None or shutil.which("vvp") is None:
+        return "iverilog (Icarus Verilog) is not installed"
+    try:
+        import cocotb_tools.runner  # noqa: F401
+    except ImportError:
+        return "cocotb is not installed (pip install 'synapse-vmt[hw]')"
+    return None
+
+
+def key_ints(words: np.ndarray) -> list[int]:
+    """(n, 8) uint32 key words, word 0 lowest → Python ints."""
+    out = []
+    for row in words.astype(np.uint64):
+        v = 0
+        for i, w in enumerate(row):
+            v |= int(w) << (32 * i)
+        out.append(v)
+    return out
+
+
+def _simulate(top: str, params: dict, inputs: dict, outputs: list[str], late: list[str],
+              workdir: Path) -> dict[str, list[int]]:
+    from cocotb_tools.runner import get_runner
+
+    runner = get_runner("icarus")
+    build = workdir / "build"
+    runner.build(
+        sources=[RTL_DIR / f"{top}.v"],
+        hdl_toplevel=top,
+        parameters=params,
+        build_dir=build,
+        always=True,
+        timescale=("1ns", "1ps"),
+        log_file=workdir / "build.log",
+    )
+    stim = workdir / "stim.json"
+    out = workdir / "out.json"
+    stim.write_text(json.dumps({"inputs": inputs, "outputs": outputs, "late": late}))
+    runner.test(
+        test_module="synapse_vmt.hw.tb",
+        hdl_toplevel=top,
+        build_dir=build,
+        test_dir=workdir,
+        extra_env={"SYNAPSE_COSIM_IN": str(stim), "SYNAPSE_COSIM_OUT": str(out)},
+        log_file=workdir / "sim.log",
+    )
+    if not out.exists():
+        tail = (workdir / "sim.log").read_text()[-2000:] if (workdir / "sim.log").exists() else ""
+        raise RuntimeError(f"the RTL simulation wrote no outputs:\n{tail}")
+    return json.loads(out.read_text())
+
+
+class _Diff:
+    def __init__(self, res: CosimResult, limit: int = 10):
+        self.res, self.limit = res, limit
+
+    def check(self, cycle: int, what: str, model, rtl) -> bool:
+        if model == rtl:
+            return True
+        if len(self.res.mismatches) < self.limit:
+            self.res.mismatches.append(f"cycle {cycle}: {what}: model {model}, rtl {rtl}")
+        elif len(self.res.mismatches) == self.limit:
+            self.res.mismatches.append("... (more differences not listed)")
+        return False
+
+
+def cosim_pmu(profile: str = "random", cycles: int = 2000, seed: int = 1, key_bits: int = 104,
+              keep: Path | None = None) -> CosimResult:
+    """Generates a PMU stimulus with the model and replays it into the RTL."""
+    from synapse_vmt import _core
+
+    if profile not in PMU_PROFILES:
+        raise UserError(f"unknown PMU profile {profile!r} (expected one of {sorted(PMU_PROFILES)})")
+    cfg, gen = PMU_PROFILES[profile]
+    gen = dict(gen, cycles=cycles, seed=seed, key_bits=key_bits, tag_bits=16)
+    cfg = dict(cfg, count=1, clock_ratio=1.0)
+    if profile == "trace":
+        keys, acts = classbench_stream(max(cycles, 1000), seed)
+        stim, model = _core.pmu_generate(json.dumps(cfg), json.dumps(gen), keys, acts)
+    else:
+        stim, model = _core.pmu_generate(json.dumps(cfg), json.dumps(gen))
+    return compare_pmu(cfg, key_bits, stim, model, profile, keep, fill_slots=gen.get("elu_cap", 16) + cfg["q_m"])
+
+
+def compare_pmu(cfg: dict, key_bits: int, stim: dict, model: dict, profile: str = "stream",
+                keep: Path | None = None, fill_slots: int = 64) -> CosimResult:
+    """Replays ``stim`` into the RTL PMU and compares with ``model`` outputs."""
+    n = len(stim["ctl_op"])
+    params = dict(N=cfg["block_size"], KEY_W=key_bits, TAG_W=16, TBL_W=8, ACT_W=32,
+                  TAU=cfg["latency_cycles"], II=cfg["ii_cycles"], QR=cfg["q_r"], QP=cfg["q_p"],
+                  QM=cfg["q_m"], FILL_SLOTS=fill_slots)
+    ints = lambda k: [int(x) for x in stim[k]]  # noqa: E731
+    fact = ints("fill_act")
+    inputs = {
+        "ctl_op": ints("ctl_op"), "ctl_tbl": ints("ctl_tbl"), "ctl_next_v": ints("ctl_next_v"),
+        "req_valid": ints("req_valid"), "req_tbl": ints("req_tbl"), "req_tag": ints("req_tag"),
+        "req_key": key_ints(stim["req_key"]),
+        "fill_valid": ints("fill_valid"), "fill_tbl": ints("fill_tbl"), "fill_tag": ints("fill_tag"),
+        "fill_key": key_ints(stim["fill_key"]),
+        "fill_act_v": [int(a >= 0) for a in fact], "fill_act": [max(a, 0) for a in fact],
+        "rsp_ready": ints("rsp_ready"), "mq_ready": ints("mq_ready"),
+    }
+    outputs = ["req_ready", "rsp_valid", "rsp_kind", "rsp_tbl", "rsp_tag", "rsp_act_v", "rsp_act",
+               "rsp_cmp", "mq_valid", "mq_tbl", "mq_tag", "mq_key"]
+    late = ["state", "state_tbl", "overflow"]
+    work = Path(tempfile.mkdtemp(prefix="synapse-cosim-")) if keep is None else keep
+    try:
+        rtl = _simulate("synapse_pmu", params, inputs, outputs, late, work)
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    res = CosimResult("pmu", profile, n)
+    d = _Diff(res)
+    mkey = key_ints(model["mq_key"])
+    for c in range(n):
+        d.check(c, "Q_r ready", int(model["req_ready"][c]), rtl["req_ready"][c])
+        kind = int(model["rsp_kind"][c])
+        if d.check(c, "response valid", int(kind != 0), rtl["rsp_valid"][c]) and kind:
+            res.compared += 1
+            ract = rtl["rsp_act"][c] if rtl["rsp_act_v"][c] else -1
+            got = (rtl["rsp_kind"][c], rtl["rsp_tbl"][c], rtl["rsp_tag"][c], ract, rtl["rsp_cmp"][c])
+            want = (kind, int(model["rsp_tbl"][c]), int(model["rsp_tag"][c]), int(model["rsp_act"][c]),
+                    int(model["rsp_cmp"][c]))
+            d.check(c, "response (kind, table, tag, action, compared)", want, got)
+        mv = int(model["mq_valid"][c])
+        if d.check(c, "miss valid", mv, rtl["mq_valid"][c]) and mv:
+            res.compared += 1
+            d.check(c, "miss (table, tag, key)",
+                    (int(model["mq_tbl"][c]), int(model["mq_tag"][c]), mkey[c]),
+                    (rtl["mq_tbl"][c], rtl["mq_tag"][c], rtl["mq_key"][c]))
+        st = int(model["state"][c])
+        d.check(c, "state", (st, int(model["state_tbl"][c]) if st else 0),
+                (rtl["state"][c], rtl["state_tbl"][c] if rtl["state"][c] else 0))
+    d.check(n, "Q_p overflow flag", 0, rtl["overflow"][-1] if rtl["overflow"] else 0)
+    return res
+
+
+def cosim_orb(profile: str = "random", cycles: int = 2000, seed: int = 1, key_bits: int = 104,
+              keep: Path | None = None) -> CosimResult:
+    """Generates an ORB stimulus with the model and replays it into the RTL."""
+    from synapse_vmt import _core
+
+    if profile not in ORB_PROFILES:
+        raise UserError(f"unknown ORB profile {profile!r} (expected one of {sorted(ORB_PROFILES)})")
+    entries, slots, gen = ORB_PROFILES[profile]
+    gen = dict(gen, cycles=cycles, seed=seed, key_bits=key_bits, tag_bits=16)
+    stim, model = _core.orb_generate(entries, slots, json.dumps(gen))
+    return compare_orb(entries, slots, key_bits, stim, model, profile, keep)
+
+
+def compare_orb(entries: int, slots: int, key_bits: int, stim: dict, model: dict,
+                profile: str = "stream", keep: Path | None = None) -> CosimResult:
+    n = len(stim["in_valid"])
+    params = dict(N=entries, SLOTS=slots, KEY_W=key_bits, TAG_W=16, TBL_W=8, ACT_W=32)
+    ints = lambda k: [int(x) for x in stim[k]]  # noqa: E731
+    dact = ints("done_act")
+    inputs = {
+        "in_valid": ints("in_valid"), "in_tbl": ints("in_tbl"), "in_tag": ints("in_tag"),
+        "in_key": key_ints(stim["in_key"]),
+        "done_valid": ints("done_valid"), "done_slot": ints("done_slot"),
+        "done_act_v": [int(a >= 0) for a in dact], "done_act": [max(a, 0) for a in dact],
+    }
+    outputs = ["in_ready", "iss_valid", "iss_slot", "cm_valid", "cm_tbl", "cm_tag", "cm_key",
+               "cm_act_v", "cm_act"]
+    work = Path(tempfile.mkdtemp(prefix="synapse-cosim-")) if keep is None else keep
+    try:
+        rtl = _simulate("synapse_orb", params, inputs, outputs, [], work)
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    res = CosimResult("orb", profile, n)
+    d = _Diff(res)
+    mkey = key_ints(model["cm_key"])
+    for c in range(n):
+        d.check(c, "ORB ready", int(model["in_ready"][c]), rtl["in_ready"][c])
+        iv = int(model["iss_valid"][c])
+        if d.check(c, "issue valid", iv, rtl["iss_valid"][c]) and iv:
+            d.check(c, "issued entry", int(model["iss_slot"][c]), rtl["iss_slot"][c])
+        cv = int(model["cm_valid"][c])
+        if d.check(c, "reply valid", cv, rtl["cm_valid"][c]) and cv:
+            res.compared += 1
+            ract = rtl["cm_act"][c] if rtl["cm_act_v"][c] else -1
+            d.check(c, "reply (table, tag, key, action)",
+                    (int(model["cm_tbl"][c]), int(model["cm_tag"][c]), mkey[c], int(model["cm_act"][c])),
+                    (rtl["cm_tbl"][c], rtl["cm_tag"][c], rtl["cm_key"][c], ract))
+    return res
+
+
+def cosim_vmu(profile: str = "random", cycles: int = 2000, seed: int = 1,
+              keep: Path | None = None) -> CosimResult:
+    """Generates a VMU stimulus with the model and replays it into the RTL."""
+    from synapse_vmt import _core
+
+    if profile not in VMU_PROFILES:
+        raise UserError(f"unknown VMU profile {profile!r} (expected one of {sorted(VMU_PROFILES)})")
+    bits, fifo, gen = VMU_PROFILES[profile]
+    gen = dict(gen, cycles=cycles, seed=seed)
+    stim, model = _core.vmu_generate(bits, fifo, json.dumps(gen))
+    return compare_vmu(bits, fifo, stim, model, profile, keep)
+
+
+def compare_vmu(bits: int, fifo: int, stim: dict, model: dict, profile: str = "stream",
+                keep: Path | None = None) -> CosimResult:
+    n = len(stim["phv_valid"])
+    tw, aw = 32, 32
+    params = dict(BITS=bits, FIFO=fifo, PMU_W=16, TAG_W=tw, ACT_W=aw, PORTS=VMU_PORTS)
+    ints = lambda k: [int(x) for x in stim[k]]  # noqa: E731
+
+    def pack(name: str, width: int, f=lambda x: x) -> list[int]:
+        cols = [ints(f"rsp{p}_{name}") for p in range(VMU_PORTS)]
+        return [sum(f(cols[p][c]) << (p * width) for p in range(VMU_PORTS)) for c in range(n)]
+
+    inputs = {
+        "phv_valid": ints("phv_valid"), "phv_hash": ints("phv_hash"),
+        "req_ready": ints("req_ready"), "rel_ready": ints("rel_ready"),
+        "lut_we": ints("lut_we"), "lut_addr": ints("lut_addr"), "lut_data": ints("lut_data"),
+        "rsp_valid": pack("valid", 1), "rsp_miss": pack("miss", 1),
+        "rsp_tag": pack("tag", tw),
+        "rsp_act_v": pack("act", 1, lambda a: int(a >= 0)),
+        "rsp_act": pack("act", aw, lambda a: max(a, 0)),
+    }
+    outputs = ["phv_ready", "req_valid", "req_pmu", "req_tag", "direct_valid", "direct_tag",
+               "rel_valid", "rel_tag", "rel_act_v", "rel_act", "rel_via"]
+    work = Path(tempfile.mkdtemp(prefix="synapse-cosim-")) if keep is None else keep
+    try:
+        rtl = _simulate("synapse_vmu", params, inputs, outputs, [], work)
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    res = CosimResult("vmu", profile, n)
+    d = _Diff(res)
+    m = {k: [int(x) for x in v] for k, v in model.items()}
+    for c in range(n):
+        d.check(c, "PHV taken", m["phv_ready"][c], rtl["phv_ready"][c])
+        if d.check(c, "request valid", m["req_valid"][c], rtl["req_valid"][c]) and m["req_valid"][c]:
+            res.compared += 1
+            d.check(c, "request (pmu, tag)", (m["req_pmu"][c], m["req_tag"][c]),
+                    (rtl["req_pmu"][c], rtl["req_tag"][c]))
+        if d.check(c, "direct valid", m["direct_valid"][c], rtl["direct_valid"][c]) and m["direct_valid"][c]:
+            res.compared += 1
+            d.check(c, "direct tag", m["direct_tag"][c], rtl["direct_tag"][c])
+        if d.check(c, "release valid", m["rel_valid"][c], rtl["rel_valid"][c]) and m["rel_valid"][c]:
+            res.compared += 1
+            ract = rtl["rel_act"][c] if rtl["rel_act_v"][c] else -1
+            d.check(c, "release (tag, action, via miss)", (m["rel_tag"][c], m["rel_act"][c], m["rel_via"][c]),
+                    (rtl["rel_tag"][c], ract, rtl["rel_via"][c]))
+    return res
+
+
+def stimulus_digest(stim: dict) -> str:
+    h = hashlib.sha256()
+    for k in sorted(stim):
+        h.update(k.encode())
+        h.update(np.ascontiguousarray(stim[k]).tobytes())
+    return h.hexdigest()[:16]
+
+
+def run(unit: str = "pmu", cycles: int = 2000, seed: int = 1) -> list[CosimResult]:
+    """Every profile of ``unit`` (``synapse hw cosim``)."""
+    why = have_tools()
+    if why:
+        raise UserError(f"cannot co-simulate: {why}")
+    os.environ.setdefault("COCOTB_REDUCED_LOG_FMT", "1")
+    if unit == "pmu":
+        return [cosim_pmu(p, cycles, seed + i) for i, p in enumerate(PMU_PROFILES)]
+    if unit == "vmu":
+        return [cosim_vmu(p, cycles, seed + i) for i, p in enumerate(VMU_PROFILES)]
+    if unit == "orb":
+        return [cosim_orb(p, cycles, seed + i) for i, p in enumerate(ORB_PROFILES)]
+    raise UserError(f"unknown unit {unit!r} (expected pmu, vmu or orb)")

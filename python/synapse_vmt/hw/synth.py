@@ -1,0 +1,144 @@
+"""Resource estimates of the RTL with yosys (``synapse hw synth``).
+
+Each design point (unit, entries, key bits) is synthesized with
+``synth_xilinx -family xcup`` (UltraScale+, the U50's family) for LUTs,
+flip-flops, BRAM and URAM, and its logic depth is the longest path in
+cells (``ltp -noff``, flip-flops cut). These are yosys estimates of a
+flat netlist, not vendor place-and-route: no timing closure, no packing.
+Results are cached by the hash of the RTL file, the parameters and the
+yosys version, so a rerun only synthesizes what changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from synapse_vmt.errors import UserError, atomic_write
+from synapse_vmt.hw.cosim import RTL_DIR
+
+#: (unit, entries, key bits) -> (top module, parameters).
+def design(unit: str, entries: int, key_bits: int) -> tuple[str, dict]:
+    if unit == "pmu":
+        return "synapse_pmu", dict(N=entries, KEY_W=key_bits, TAU=2, II=1, QR=16, QP=16, QM=16,
+                                   FILL_SLOTS=64)
+    if unit == "orb":
+        return "synapse_orb", dict(N=entries, SLOTS=8, KEY_W=key_bits)
+    if unit == "vmu":
+        # entries = lookup-table entries (2^BITS); the key is hashed upstream.
+        bits = max(1, entries.bit_length() - 1)
+        return "synapse_vmu", dict(BITS=bits, FIFO=64)
+    raise UserError(f"unknown unit {unit!r} (expected pmu, vmu or orb)")
+
+
+#: The table the README shows: the PMU at four sizes and two key widths
+#: (104-bit 5-tuple, 233-bit UPF ACL), the ORB and the VMU at their defaults.
+PMU_SIZES = (64, 128, 256, 512)
+KEY_WIDTHS = (104, 233)
+DEFAULT_POINTS = [("pmu", n, k) for k in KEY_WIDTHS for n in PMU_SIZES] + [
+    ("orb", 64, 104), ("orb", 64, 233), ("vmu", 1024, 0)]
+
+
+@dataclass
+class Row:
+    unit: str
+    entries: int
+    key_bits: int
+    luts: int
+    ffs: int
+    bram: float
+    uram: int
+    depth: int
+    seconds: float
+    cached: bool = False
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "synapse-vmt" / "synth"
+
+
+def yosys_version() -> str:
+    if shutil.which("yosys") is None:
+        raise UserError("yosys is not installed (apt-get install yosys)")
+    return subprocess.run(["yosys", "-V"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _key(top: str, params: dict) -> str:
+    h = hashlib.sha256()
+    h.update((RTL_DIR / f"{top}.v").read_bytes())
+    h.update(json.dumps(params, sort_keys=True).encode())
+    h.update(yosys_version().encode())
+    h.update(b"synth_xilinx -family xcup -flatten; ltp -noff")
+    return h.hexdigest()[:20]
+
+
+def parse_stat(stat: dict) -> tuple[int, int, float, int]:
+    """LUTs, FFs, BRAM (36 Kb blocks), URAM from ``stat -json`` cells."""
+    cells: dict[str, int] = stat["design"]["num_cells_by_type"]
+    luts = sum(n for c, n in cells.items() if re.fullmatch(r"LUT[1-6]", c))
+    # LUTRAM cells hold state in LUTs: count them as LUTs too.
+    luts += sum(n for c, n in cells.items() if re.fullmatch(r"RAM\d+[MSX]\d*.*|SRL\w*", c))
+    ffs = sum(n for c, n in cells.items() if re.fullmatch(r"FD[CPRS]E?(_1)?", c))
+    bram = sum(n for c, n in cells.items() if c.startswith("RAMB36")) + 0.5 * sum(
+        n for c, n in cells.items() if c.startswith("RAMB18"))
+    uram = sum(n for c, n in cells.items() if c.startswith("URAM"))
+    return luts, ffs, bram, uram
+
+
+def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True) -> Row:
+    top, params = design(unit, entries, key_bits)
+    key = _key(top, params)
+    cached = cache_dir() / f"{key}.json"
+    if use_cache and cached.exists():
+        return Row(**{**json.loads(cached.read_text()), "cached": True})
+    sets = " ".join(f"-set {k} {v}" for k, v in params.items())
+    with tempfile.TemporaryDirectory(prefix="synapse-synth-") as d:
+        script = Path(d) / "run.ys"
+        script.write_text(
+            f"read_verilog {RTL_DIR / f'{top}.v'}\n"
+            f"chparam {sets} {top}\n"
+            f"synth_xilinx -top {top} -family xcup -flatten\n"
+            f"tee -q -o {d}/stat.json stat -json\n"
+            f"tee -q -o {d}/ltp.txt ltp -noff\n")
+        t0 = time.perf_counter()
+        p = subprocess.run(["yosys", "-q", "-l", f"{d}/log.txt", str(script)], capture_output=True, text=True)
+        secs = time.perf_counter() - t0
+        if p.returncode != 0:
+            log = Path(f"{d}/log.txt")
+            tail = log.read_text()[-1500:] if log.exists() else p.stderr[-1500:]
+            raise RuntimeError(f"yosys failed on {top} {params}:\n{tail}")
+        luts, ffs, bram, uram = parse_stat(json.loads(Path(f"{d}/stat.json").read_text()))
+        m = re.search(r"Longest topological path in \S+ \(length=(\d+)\)", Path(f"{d}/ltp.txt").read_text())
+        depth = int(m.group(1)) if m else -1
+    row = Row(unit, entries, key_bits, luts, ffs, bram, uram, depth, round(secs, 1))
+    with atomic_write(cached) as f:
+        json.dump(asdict(row), f)
+    return row
+
+
+def write_csv(rows: list[Row], path: str | os.PathLike) -> None:
+    import csv
+
+    with atomic_write(path) as f:
+        w = csv.writer(f)
+        w.writerow(["unit", "entries", "key_bits", "luts", "ffs", "bram", "uram", "depth", "seconds"])
+        for r in rows:
+            w.writerow([r.unit, r.entries, r.key_bits, r.luts, r.ffs, r.bram, r.uram, r.depth, r.seconds])
+
+
+def table(rows: list[Row]) -> str:
+    head = f"{'unit':<5} {'entries':>7} {'key':>4} {'LUTs':>8} {'FFs':>8} {'BRAM36':>6} {'URAM':>4} {'depth':>5} {'s':>7}"
+    lines = [head]
+    for r in rows:
+        lines.append(f"{r.unit:<5} {r.entries:>7} {r.key_bits:>4} {r.luts:>8} {r.ffs:>8} {r.bram:>6g} "
+                     f"{r.uram:>4} {r.depth:>5} {r.seconds:>7.1f}{' (cached)' if r.cached else ''}")
+    return "\n".join(lines)

@@ -1,0 +1,810 @@
+"""Table entries of a P4 program, read from the files P4 users have.
+
+Two formats, told apart by their first non-blank character (``{`` is JSON):
+
+(a) ``simple_switch_CLI`` commands, one per line (``#`` starts a comment)::
+
+        table_add TABLE ACTION MATCH... => PARAMS... [PRIORITY]
+        table_set_default TABLE ACTION PARAMS...
+
+    A match is written per key field, in key order: ``V`` (exact, optional),
+    ``V/LEN`` (lpm), ``V&&&MASK`` (ternary, optional), ``LO->HI`` (range).
+    Values are decimal, ``0x`` hex, ``0b`` binary, IPv4 ``10.0.0.1``, IPv6
+    ``2001:db8::1`` or MAC ``00:11:22:33:44:55``. Tables with a ternary, range
+    or optional field need the trailing PRIORITY (BMv2: lower wins). Tables
+    behind an action profile or selector also take the CLI's member and group
+    commands (``table_indirect_create_member``, ``..._create_group``,
+    ``..._add_member_to_group``, ``table_indirect_add[_with_group]``,
+    ``table_indirect_set_default[_with_group]`` and their ``act_prof_*``
+    forms; handles count from 0 per profile, as BMv2 gives them); an entry
+    pointing at a group keeps the action of the group's first member (the
+    selector's per-packet choice is not modelled). ``table_add`` is accepted
+    on such tables too. Commands that do not write table entries
+    (``mirroring_add``, ``mc_*``, ``register_*``, ``counter_*``, ``meter_*``,
+    ``table_dump``...) are skipped; ``table_delete``/``table_modify`` and the
+    like are errors.
+
+(b) The P4 tutorials' runtime JSON (``p4runtime_lib``)::
+
+        {"table_entries": [{"table": T, "match": {FIELD: V | [V, LEN] | [V, MASK] | [LO, HI]},
+                            "action_name": A, "action_params": {P: V}, "priority": N},
+                           {"table": T, "default_action": true, "action_name": A, "action_params": {}}]}
+
+    FIELD is the key's P4Runtime name (``hdr.ipv4.dstAddr``; BMv2's
+    ``key[].name``) or its ``header.field``. As in P4Runtime, a ternary, lpm,
+    range or optional field left out is a wildcard; priorities follow
+    P4Runtime (higher wins) and must be >= 1.
+
+Table and action names are BMv2's full names (``PreQosPipe.sessions_uplink``)
+or short names when unambiguous (``sessions_uplink``).
+
+**Priorities are normalised to P4Runtime's convention: a larger number wins.**
+A CLI priority ``p`` (BMv2: smaller wins) is stored as ``PRIO_MAX - p``;
+:func:`format_cli` writes it back as ``p``. Within a table
+(:class:`TableEntries`) entries are in match order, index 0 first: ternary
+tables by priority, then file order; lpm tables by prefix length, longest
+first, then file order; exact tables in file order (their keys are unique).
+
+Everything is checked against the program (:class:`~synapse_vmt.p4.bmv2.P4Program`):
+unknown table, field or action (or an action the table does not allow),
+the number of match fields and action parameters, a value wider than its
+field or parameter, a missing priority, a duplicate key, more entries than
+``max_size``, a const default action, entries for a table with ``const
+entries`` (those are read from the program and kept). Each is a one-line
+:class:`~synapse_vmt.errors.UserError` naming ``file:line`` (CLI) or
+``file: entry N`` (JSON, N counted from 0 in ``table_entries``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from synapse_vmt.errors import UserError, read_text
+from synapse_vmt.p4.bmv2 import ActionInfo, P4Program, TableSpec, read_program
+from synapse_vmt.p4.cfg import KeyField
+
+#: Largest priority; a CLI priority p is stored as PRIO_MAX - p (see the module doc).
+PRIO_MAX = 2**31 - 1
+
+#: CLI commands that do not touch table entries: skipped.
+CLI_IGNORED = re.compile(
+    r"^(mirroring_\w+|mc_\w+|register_\w+|counter_\w+|meter_\w+|set_queue_\w+|port_\w+|"
+    r"show_\w+|get_time_\w+|switch_info|serialize_state|load_new_config_file|swap_configs|help|"
+    r"table_(dump\w*|info|num_entries|show_actions|get\w*)|act_prof_(dump\w*|show\w*))$"
+)
+#: Entry commands of the CLI that this reader does not support (an error, not skipped).
+CLI_UNSUPPORTED = re.compile(r"^(table_\w+|act_prof_\w+)$")
+
+
+@dataclass(frozen=True)
+class Match:
+    """How one key field matches (the P4 view). Per ``kind``:
+
+    - ``exact``: ``value``;
+    - ``lpm``: ``value`` (bits past the prefix cleared), ``prefix_len``, and
+      ``mask`` the prefix's mask;
+    - ``ternary``: ``value & mask``, ``mask``;
+    - ``range``: ``lo``, ``hi`` (inclusive), ``value == lo``;
+    - ``optional``: ``value`` and ``mask`` all ones, or 0 and 0 (wildcard).
+    """
+
+    kind: str
+    value: int
+    mask: int | None = None
+    prefix_len: int | None = None
+    lo: int | None = None
+    hi: int | None = None
+
+    def matches(self, v: int) -> bool:
+        """Does a packet whose field holds ``v`` match?"""
+        if self.kind == "exact":
+            return v == self.value
+        if self.kind == "range":
+            assert self.lo is not None and self.hi is not None
+            return self.lo <= v <= self.hi
+        assert self.mask is not None
+        return v & self.mask == self.value
+
+    def key(self) -> tuple:
+        return (self.kind, self.value, self.mask, self.lo, self.hi)
+
+
+def sample_value(m: Match, width: int, rng) -> int:
+    """A field value that ``m`` matches, drawn with ``rng`` (a
+    ``random.Random``): bits outside an lpm/ternary mask are random, a range
+    gives any value in [lo, hi]."""
+    if m.kind == "exact":
+        return m.value
+    if m.kind == "range":
+        assert m.lo is not None and m.hi is not None
+        return rng.randint(m.lo, m.hi)
+    assert m.mask is not None
+    return m.value | (rng.getrandbits(width) & ~m.mask & _full(width))
+
+
+def sample_key(entry: Entry, table: TableSpec, rng) -> dict[str, int]:
+    """Key field values (by ``header.field``) that hit ``entry``: traffic
+    drawn from a table's entries. (A higher-priority entry may still win.)"""
+    return {kf.field: sample_value(entry.matches[kf.field], kf.width, rng) for kf, _ in match_fields(table)}
+
+
+def wildcard(kf: KeyField) -> Match:
+    """The match-anything Match of a non-exact field (P4Runtime: field omitted)."""
+    if kf.match == "lpm":
+        return Match("lpm", 0, 0, 0)
+    if kf.match == "range":
+        return Match("range", 0, lo=0, hi=(1 << kf.width) - 1)
+    return Match(kf.match, 0, 0)
+
+
+@dataclass
+class Entry:
+    """One table entry: a Match per key field (keyed by ``header.field``, in
+    key order), the action, its parameters by name, the priority (normalised:
+    larger wins; None for exact and lpm tables) and where it was written."""
+
+    table: str
+    matches: dict[str, Match]
+    action: str
+    params: dict[str, int]
+    priority: int | None
+    source: str
+
+    def matches_key(self, values: dict[str, int]) -> bool:
+        """Does a packet whose key fields hold ``values`` match this entry?"""
+        return all(m.matches(values[f]) for f, m in self.matches.items())
+
+    def key(self) -> tuple:
+        return tuple(m.key() for m in self.matches.values()) + (self.priority,)
+
+
+@dataclass
+class TableEntries:
+    """A table's entries in match order (index 0 wins) and its default action
+    (the file's ``table_set_default``, else the program's default entry)."""
+
+    table: str
+    entries: list[Entry] = field(default_factory=list)
+    default: tuple[str, dict[str, int]] | None = None
+
+    def lookup(self, values: dict[str, int]) -> Entry | None:
+        """The entry a packet with these key values hits (a linear oracle)."""
+        for e in self.entries:
+            if e.matches_key(values):
+                return e
+        return None
+
+
+# --- values ---
+
+_MAC = re.compile(r"^[0-9a-fA-F]{1,2}([:-][0-9a-fA-F]{1,2}){5}$")
+_IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+
+
+def parse_value(text: object) -> int:
+    """A value as the CLI and the tutorials write it: an int, or a string in
+    decimal, 0x hex, 0b binary, IPv4, IPv6 or MAC notation. ValueError if not."""
+    if isinstance(text, bool):
+        raise ValueError(f"a number or address, found {text!r}")
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError(f"a non-negative value, found {text}")
+        return text
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"a number or address, found {text!r}")
+    s = text.strip()
+    if s.isdigit():  # the common case first; also takes leading zeros ("010"), as the CLI does
+        return int(s)
+    if s[:2] in ("0x", "0X", "0b", "0B"):
+        try:
+            return int(s, 0)
+        except ValueError:
+            raise ValueError(f"a number (decimal, 0x hex, 0b binary) or an address, found {s!r}") from None
+    if _MAC.match(s):
+        return int("".join(p.zfill(2) for p in re.split("[:-]", s)), 16)
+    if _IPV4.match(s):
+        try:
+            return int(ipaddress.IPv4Address(s))
+        except ValueError:
+            raise ValueError(f"an IPv4 address, found {s!r}") from None
+    if ":" in s:
+        try:
+            return int(ipaddress.IPv6Address(s))
+        except ValueError:
+            raise ValueError(f"an IPv6 or MAC address, found {s!r}") from None
+    try:
+        v = int(s, 0)
+    except ValueError:
+        try:  # int(.., 0) rejects leading zeros ("010"), the CLI's int() does not
+            v = int(s, 10)
+        except ValueError:
+            raise ValueError(f"a number (decimal, 0x hex, 0b binary) or an address, found {s!r}") from None
+    if v < 0:
+        raise ValueError(f"a non-negative value, found {s!r}")
+    return v
+
+
+def _full(width: int) -> int:
+    return (1 << width) - 1
+
+
+def _prefix_mask(width: int, plen: int) -> int:
+    return _full(width) ^ _full(width - plen)
+
+
+# --- validation shared by both formats ---
+
+
+def _hx(where: str, x: object) -> object:
+    """A BMv2 JSON hex string as an int (other values pass, to be checked later)."""
+    if isinstance(x, str):
+        try:
+            return int(x, 16)
+        except ValueError:
+            raise UserError(f"{where}: expected a hex string, found {x!r}") from None
+    return x
+
+
+class _Loader:
+    def __init__(self, prog: P4Program, path: str):
+        self.prog = prog
+        self.path = path
+        self.out: dict[str, TableEntries] = {
+            n: TableEntries(n, [], t.default) for n, t in prog.tables.items()
+        }
+        self.seen: dict[str, dict[tuple, str]] = {n: {} for n in prog.tables}
+        for t in prog.tables.values():
+            for i, raw in enumerate(t.const_entries):
+                self.const_entry(t, i, raw)
+
+    def const_entry(self, t: TableSpec, i: int, raw: object) -> None:
+        """One of the program's own entries (BMv2 JSON ``entries``: hex
+        strings; ``priority`` in BMv2's convention, smaller wins)."""
+        where = f"{self.prog.path}: table {t.name} entries[{i}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("match_key"), list) or not isinstance(raw.get("action_entry"), dict):
+            raise UserError(f"{where}: expected an object with match_key and action_entry")
+        fields = match_fields(t)
+        mk = raw["match_key"]
+        if len(mk) != len(fields):
+            raise UserError(f"{where}: expected {len(fields)} match_key items, found {len(mk)}")
+        matches = {}
+        for (kf, _), m in zip(fields, mk):
+            if not isinstance(m, dict):
+                raise UserError(f"{where}: expected match_key items as objects")
+            mt = m.get("match_type")
+            if mt == "valid":
+                form, parts = "value", (int(bool(m.get("key"))),)
+            elif mt == "lpm":
+                form, parts = "lpm", (_hx(where, m.get("key")), m.get("prefix_length"))
+            elif mt == "ternary" or (mt == "optional" and "mask" in m):
+                form, parts = "ternary", (_hx(where, m.get("key")), _hx(where, m.get("mask")))
+            elif mt == "range":
+                form, parts = "range", (_hx(where, m.get("start")), _hx(where, m.get("end")))
+            else:
+                form, parts = "value", (_hx(where, m.get("key")),)
+            matches[kf.field] = self.match(where, t, kf, (form, parts))
+        ae = raw["action_entry"]
+        act = next((a for a in t.actions if a.id == ae.get("action_id")), None)
+        if act is None:
+            raise UserError(f"{where}: expected an action_id among the table's actions")
+        data = ae.get("action_data", [])
+        vals = [_hx(where, x) for x in data] if isinstance(data, list) else [None]
+        params = self.params(where, t, act, vals)
+        prio = None
+        if t.needs_priority:
+            p = raw.get("priority", i + 1)
+            prio = PRIO_MAX - p if isinstance(p, int) and 0 <= p < PRIO_MAX else self.priority(where, t, p, cli=True)
+        e = Entry(t.name, matches, act.name, params, prio, where)
+        self.out[t.name].entries.append(e)
+        self.seen[t.name][e.key()] = where
+
+    def table(self, where: str, name: object) -> TableSpec:
+        if not isinstance(name, str):
+            raise UserError(f"{where}: expected a table name, found {name!r}")
+        t = self.prog.table(name)
+        if t is None:
+            hint = difflib.get_close_matches(name, list(self.prog.tables), n=1)
+            more = f" (did you mean {hint[0]!r}?)" if hint else ""
+            amb = [n for n in self.prog.tables if n.endswith("." + name)]
+            if len(amb) > 1:
+                more = f" (ambiguous short name: {', '.join(amb)})"
+            raise UserError(f"{where}: unknown table {name!r}: not a keyed table of {self.prog.path}{more}")
+        return t
+
+    def action(self, where: str, t: TableSpec, name: object) -> ActionInfo:
+        if not isinstance(name, str):
+            raise UserError(f"{where}: expected an action name, found {name!r}")
+        a = t.action(name)
+        if a is None:
+            allowed = ", ".join(x.name for x in t.actions)
+            raise UserError(f"{where}: action {name!r} is not an action of table {t.name} (its actions: {allowed})")
+        return a
+
+    def params(self, where: str, t: TableSpec, a: ActionInfo, values: list[object]) -> dict[str, int]:
+        if len(values) != len(a.params):
+            sig = ", ".join(f"{p.name}:{p.width}" for p in a.params) or "none"
+            raise UserError(
+                f"{where}: action {a.name} of table {t.name} takes {len(a.params)} parameters ({sig}), found {len(values)}"
+            )
+        out = {}
+        for p, v in zip(a.params, values):
+            out[p.name] = self.value(f"{where}: parameter {p.name} of {a.name}", v, p.width)
+        return out
+
+    def value(self, what: str, v: object, width: int) -> int:
+        try:
+            x = parse_value(v)
+        except ValueError as e:
+            raise UserError(f"{what}: expected {e}") from None
+        if x >> width:
+            raise UserError(f"{what}: value {v} does not fit in {width} bits")
+        return x
+
+    def match(self, where: str, t: TableSpec, kf: KeyField, kind_value: tuple) -> Match:
+        """Build a Match from a parsed (form, parts) pair; ``form`` is how it was written."""
+        w = kf.width
+        what = f"{where}: field {kf.field} ({kf.match}, {w} bits) of {t.name}"
+        form, parts = kind_value
+        k = kf.match
+        if k in ("exact", "valid"):
+            if form != "value":
+                raise UserError(f"{what}: expected a single value for an exact match")
+            return Match("exact", self.value(what, parts[0], w))
+        if k == "lpm":
+            if form == "value":  # a bare value on an lpm field: a full-length prefix
+                parts, form = (parts[0], w), "lpm"
+            if form != "lpm":
+                raise UserError(f"{what}: expected VALUE/PREFIX_LEN")
+            v = self.value(what, parts[0], w)
+            plen = parts[1]
+            if isinstance(plen, str):
+                if not plen.isdigit():
+                    raise UserError(f"{what}: expected a prefix length, found {plen!r}")
+                plen = int(plen)
+            if not isinstance(plen, int) or isinstance(plen, bool) or not 0 <= plen <= w:
+                raise UserError(f"{what}: expected a prefix length in 0..{w}, found {parts[1]!r}")
+            m = _prefix_mask(w, plen)
+            return Match("lpm", v & m, m, plen)
+        if k in ("ternary", "optional"):
+            if form == "value":
+                v = self.value(what, parts[0], w)
+                return Match(k, v, _full(w))
+            if form != "ternary":
+                raise UserError(f"{what}: expected VALUE&&&MASK")
+            v = self.value(what, parts[0], w)
+            m = self.value(f"{what}: mask", parts[1], w)
+            if k == "optional" and m not in (0, _full(w)):
+                raise UserError(f"{what}: expected an optional match: mask 0 (any) or all ones, found {parts[1]}")
+            return Match(k, v & m, m)
+        if k == "range":
+            if form == "value":
+                parts, form = (parts[0], parts[0]), "range"
+            if form != "range":
+                raise UserError(f"{what}: expected LO->HI")
+            lo = self.value(what, parts[0], w)
+            hi = self.value(what, parts[1], w)
+            if lo > hi:
+                raise UserError(f"{what}: expected LO <= HI, found {parts[0]}->{parts[1]}")
+            return Match("range", lo, lo=lo, hi=hi)
+        raise UserError(f"{what}: match kind {k!r} is not supported for entries")
+
+    def priority(self, where: str, t: TableSpec, p: object, cli: bool) -> int | None:
+        if not t.needs_priority:
+            if p is not None and p != 0:  # P4Runtime writes 0 for "no priority"
+                raise UserError(f"{where}: table {t.name} ({t.match_type}) takes no priority, found {p}")
+            return None
+        if p is None:
+            raise UserError(
+                f"{where}: table {t.name} has a ternary, range or optional field: expected a priority"
+                + (" after the action parameters" if cli else ' ("priority": N)')
+            )
+        if isinstance(p, str):
+            try:
+                p = int(p, 0)
+            except ValueError:
+                raise UserError(f"{where}: expected an integer priority, found {p!r}") from None
+        if not isinstance(p, int) or isinstance(p, bool):
+            raise UserError(f"{where}: expected an integer priority, found {p!r}")
+        if cli:
+            if not 0 <= p < PRIO_MAX:
+                raise UserError(f"{where}: expected a priority in 0..{PRIO_MAX - 1}, found {p}")
+            return PRIO_MAX - p
+        if not 1 <= p <= PRIO_MAX:
+            raise UserError(f"{where}: expected a priority in 1..{PRIO_MAX} (P4Runtime), found {p}")
+        return p
+
+    def add(self, where: str, t: TableSpec, matches: dict[str, Match], a: ActionInfo, params: dict[str, int], prio,
+            source: str | None = None):
+        if t.const_entries:
+            raise UserError(f"{where}: table {t.name} has const entries in the program and takes no others")
+        e = Entry(t.name, matches, a.name, params, prio, source or where)
+        k = e.key()
+        first = self.seen[t.name].get(k)
+        if first is not None:
+            raise UserError(f"{where}: duplicate key in table {t.name} (first written at {first})")
+        te = self.out[t.name]
+        if t.info.max_size and len(te.entries) >= t.info.max_size:
+            raise UserError(f"{where}: table {t.name} is full (max_size {t.info.max_size})")
+        self.seen[t.name][k] = where
+        te.entries.append(e)
+
+    def set_default(self, where: str, t: TableSpec, a: ActionInfo, params: dict[str, int]):
+        if t.default_const:
+            raise UserError(f"{where}: the default action of table {t.name} is const in the program")
+        self.out[t.name].default = (a.name, params)
+
+    def finish(self) -> dict[str, TableEntries]:
+        for n, te in self.out.items():
+            t = self.prog.tables[n]
+            te.entries = sort_entries(t, te.entries)
+        return self.out
+
+
+def match_fields(t: TableSpec) -> tuple[tuple[KeyField, str], ...]:
+    """The key fields an entry gives a value for (selector fields are hashed,
+    not matched), each with its P4Runtime name."""
+    return t.match_fields
+
+
+def sort_entries(t: TableSpec, entries: list[Entry]) -> list[Entry]:
+    """Entries in match order (stable: ties keep file order)."""
+    if t.match_type == "ternary":
+        return sorted(entries, key=lambda e: -(e.priority or 0))
+    if t.match_type == "lpm":
+        return sorted(entries, key=lambda e: -sum(m.prefix_len or 0 for m in e.matches.values() if m.kind == "lpm"))
+    return list(entries)
+
+
+# --- format (a): simple_switch_CLI ---
+
+
+def _cli_token(tok: str) -> tuple:
+    if "&&&" in tok:
+        v, m = tok.split("&&&", 1)
+        return ("ternary", (v, m))
+    if "->" in tok:
+        lo, hi = tok.split("->", 1)
+        return ("range", (lo, hi))
+    if "/" in tok:
+        v, plen = tok.rsplit("/", 1)
+        return ("lpm", (v, plen))
+    return ("value", (tok,))
+
+
+class _Profile:
+    """An action profile's members ((action, params), handle = index) and
+    groups (lists of member handles), as simple_switch_CLI numbers them."""
+
+    def __init__(self, name: str, table: TableSpec):
+        self.name = name
+        self.table = table  # a table using it: the actions members may run
+        self.members: list[tuple[ActionInfo, dict[str, int]]] = []
+        self.groups: list[list[int]] = []
+
+    def handle(self, where: str, tok: str, what: str) -> int:
+        n = len(self.members) if what == "member" else len(self.groups)
+        if not tok.isdigit() or int(tok) >= n:
+            raise UserError(f"{where}: expected a {what} handle of action profile {self.name} (0..{n - 1}), found {tok!r}")
+        return int(tok)
+
+    def action_of(self, where: str, kind: str, h: int) -> tuple[ActionInfo, dict[str, int]]:
+        if kind == "member":
+            return self.members[h]
+        if not self.groups[h]:
+            raise UserError(f"{where}: group {h} of action profile {self.name} has no members")
+        # A selector picks a member per packet by hash; entries keep the first
+        # member's action (all members of a group normally run the same action).
+        return self.members[self.groups[h][0]]
+
+
+def _split_match(where: str, t: TableSpec, rest: list[str], what: str) -> tuple[list[str], list[str]]:
+    if "=>" not in rest:
+        raise UserError(f"{where}: expected '=>' between the match fields and the {what}")
+    i = rest.index("=>")
+    mtoks, ptoks = rest[:i], rest[i + 1 :]
+    fields = match_fields(t)
+    if len(mtoks) != len(fields):
+        sig = ", ".join(f"{kf.field}:{kf.match}" for kf, _ in fields)
+        raise UserError(f"{where}: table {t.name} has {len(fields)} key fields ({sig}), found {len(mtoks)} match values")
+    return mtoks, ptoks
+
+
+def _load_cli(text: str, path: str, prog: P4Program) -> dict[str, TableEntries]:
+    ld = _Loader(prog, path)
+    profiles: dict[str, _Profile] = {}
+    for t in prog.tables.values():
+        if t.action_profile and t.action_profile not in profiles:
+            profiles[t.action_profile] = _Profile(t.action_profile, t)
+
+    def profile_of_table(where: str, name: str) -> tuple[TableSpec, _Profile]:
+        t = ld.table(where, name)
+        if t.action_profile is None:
+            raise UserError(f"{where}: table {t.name} has no action profile (write its entries with table_add)")
+        return t, profiles[t.action_profile]
+
+    def profile(where: str, cmd: str, name: str) -> tuple[TableSpec, _Profile]:
+        if cmd.startswith("table_"):
+            return profile_of_table(where, name)
+        from synapse_vmt.p4.bmv2 import resolve_name
+
+        pr = resolve_name(name, profiles)
+        if pr is None:
+            known = ", ".join(profiles) or "none"
+            raise UserError(f"{where}: unknown action profile {name!r} (the program's: {known})")
+        return pr.table, pr
+
+    def matches_of(where, t, mtoks):
+        fields = match_fields(t)
+        return {kf.field: ld.match(where, t, kf, _cli_token(tok)) for (kf, _), tok in zip(fields, mtoks)}
+
+    def split_prio(where, t, ptoks, n_params, what):
+        """Pop the priority off the tokens after '=>' (tables that need one)."""
+        if t.needs_priority and len(ptoks) == n_params + 1:
+            return ptoks[:-1], ptoks[-1]
+        if t.needs_priority and len(ptoks) == n_params:
+            ld.priority(where, t, None, cli=True)  # raises: missing priority
+        if len(ptoks) != n_params:
+            raise UserError(f"{where}: expected {what} after '=>'" + (" and a priority" if t.needs_priority else "")
+                            + f", found {len(ptoks)} values")
+        return ptoks, None
+
+    for ln, raw in enumerate(text.splitlines(), 1):
+        where = f"{path}:{ln}"
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        toks = line.split()
+        cmd, args = toks[0], toks[1:]
+        if CLI_IGNORED.match(cmd):
+            continue
+        if cmd == "table_set_default":
+            if len(args) < 2:
+                raise UserError(f"{where}: expected table_set_default TABLE ACTION PARAMS...")
+            t = ld.table(where, args[0])
+            a = ld.action(where, t, args[1])
+            ld.set_default(where, t, a, ld.params(where, t, a, list(args[2:])))
+        elif cmd == "table_add":
+            if len(args) < 2:
+                raise UserError(f"{where}: expected table_add TABLE ACTION MATCH... => PARAMS... [PRIORITY]")
+            t = ld.table(where, args[0])
+            a = ld.action(where, t, args[1])
+            mtoks, ptoks = _split_match(where, t, args[2:], "action parameters")
+            prio = None
+            if t.needs_priority and len(ptoks) == len(a.params) + 1:
+                ptoks, prio = ptoks[:-1], ptoks[-1]
+            elif t.needs_priority and len(ptoks) == len(a.params):
+                ld.priority(where, t, None, cli=True)  # raises: missing priority
+            params = ld.params(where, t, a, list(ptoks))
+            ld.add(where, t, matches_of(where, t, mtoks), a, params, ld.priority(where, t, prio, cli=True))
+        elif cmd in ("table_indirect_create_member", "act_prof_create_member"):
+            if len(args) < 2:
+                raise UserError(f"{where}: expected {cmd} {'TABLE' if cmd.startswith('table') else 'PROFILE'} ACTION PARAMS...")
+            t, pr = profile(where, cmd, args[0])
+            a = ld.action(where, t, args[1])
+            pr.members.append((a, ld.params(where, t, a, list(args[2:]))))
+        elif cmd in ("table_indirect_create_group", "act_prof_create_group"):
+            if len(args) != 1:
+                raise UserError(f"{where}: expected {cmd} NAME")
+            profile(where, cmd, args[0])[1].groups.append([])
+        elif cmd in ("table_indirect_add_member_to_group", "act_prof_add_member_to_group"):
+            if len(args) != 3:
+                raise UserError(f"{where}: expected {cmd} NAME MEMBER GROUP")
+            pr = profile(where, cmd, args[0])[1]
+            m = pr.handle(where, args[1], "member")
+            g = pr.handle(where, args[2], "group")
+            if m not in pr.groups[g]:
+                pr.groups[g].append(m)
+        elif cmd in ("table_indirect_add", "table_indirect_add_with_group"):
+            kind = "group" if cmd.endswith("group") else "member"
+            if len(args) < 1:
+                raise UserError(f"{where}: expected {cmd} TABLE MATCH... => {kind.upper()} [PRIORITY]")
+            t, pr = profile_of_table(where, args[0])
+            mtoks, ptoks = _split_match(where, t, args[1:], f"{kind} handle")
+            ptoks, prio = split_prio(where, t, ptoks, 1, f"a {kind} handle")
+            a, params = pr.action_of(where, kind, pr.handle(where, ptoks[0], kind))
+            ld.add(where, t, matches_of(where, t, mtoks), a, dict(params), ld.priority(where, t, prio, cli=True))
+        elif cmd in ("table_indirect_set_default", "table_indirect_set_default_with_group"):
+            kind = "group" if cmd.endswith("group") else "member"
+            if len(args) != 2:
+                raise UserError(f"{where}: expected {cmd} TABLE {kind.upper()}")
+            t, pr = profile_of_table(where, args[0])
+            a, params = pr.action_of(where, kind, pr.handle(where, args[1], kind))
+            ld.set_default(where, t, a, dict(params))
+        elif CLI_UNSUPPORTED.match(cmd):
+            raise UserError(f"{where}: {cmd} is not supported here; expected table_add, table_set_default "
+                            "or the table_indirect_*/act_prof_* commands that create and use members and groups")
+        else:
+            raise UserError(f"{where}: unknown command {cmd!r}; expected table_add or table_set_default")
+    return ld.finish()
+
+
+# --- format (b): the P4 tutorials' runtime JSON ---
+
+
+def _json_match(v: object, kf: KeyField) -> tuple:
+    if isinstance(v, list):
+        if len(v) != 2:
+            return ("bad", (v,))
+        form = {"lpm": "lpm", "ternary": "ternary", "optional": "ternary", "range": "range"}.get(kf.match, "pair")
+        return (form, tuple(v))
+    return ("value", (v,))
+
+
+def _load_json(doc: object, path: str, prog: P4Program) -> dict[str, TableEntries]:
+    if not isinstance(doc, dict) or not isinstance(doc.get("table_entries"), list):
+        raise UserError(f'{path}: expected a JSON object with a list "table_entries" (P4 tutorials\' runtime file)')
+    ld = _Loader(prog, path)
+    for i, e in enumerate(doc["table_entries"]):
+        where = f"{path}: entry {i}"
+        if not isinstance(e, dict):
+            raise UserError(f"{where}: expected an object")
+        unknown = sorted(set(e) - {"table", "match", "action_name", "action_params", "priority", "default_action"})
+        if unknown:
+            raise UserError(f"{where}: unknown keys {unknown}")
+        t = ld.table(where, e.get("table"))
+        a = ld.action(where, t, e.get("action_name"))
+        ap = e.get("action_params", {})
+        if not isinstance(ap, dict):
+            raise UserError(f'{where}: expected "action_params" an object {{name: value}}')
+        extra = sorted(set(ap) - {p.name for p in a.params})
+        if extra:
+            raise UserError(f"{where}: action {a.name} has no parameter {extra[0]!r} (its parameters: "
+                            f"{', '.join(p.name for p in a.params) or 'none'})")
+        missing = [p.name for p in a.params if p.name not in ap]
+        if missing:
+            raise UserError(f"{where}: action {a.name} of table {t.name} takes {len(a.params)} parameters, "
+                            f"missing {', '.join(missing)}")
+        params = ld.params(where, t, a, [ap[p.name] for p in a.params])
+        if e.get("default_action"):
+            if e.get("match"):
+                raise UserError(f"{where}: a default action has no match")
+            ld.set_default(where, t, a, params)
+            continue
+        m = e.get("match", {})
+        if not isinstance(m, dict):
+            raise UserError(f'{where}: expected "match" an object {{field: value}}')
+        fields = match_fields(t)
+        by_name: dict[str, KeyField] = {}
+        for kf, nm in fields:
+            by_name[nm] = kf
+            by_name.setdefault(kf.field, kf)
+        given: dict[str, object] = {}
+        for name, v in m.items():
+            kf = by_name.get(name) or (by_name.get(name[4:]) if name.startswith("hdr.") else None)
+            if kf is None:
+                names = ", ".join(nm for _, nm in fields)
+                raise UserError(f"{where}: table {t.name} has no key field {name!r} (its fields: {names})")
+            if kf.field in given:
+                raise UserError(f"{where}: field {name!r} given twice")
+            given[kf.field] = v
+        matches = {}
+        for kf, nm in fields:
+            if kf.field not in given:
+                if kf.match in ("exact", "valid"):
+                    raise UserError(f"{where}: missing exact field {nm!r} of table {t.name}")
+                matches[kf.field] = wildcard(kf)
+                continue
+            form, parts = _json_match(given[kf.field], kf)
+            if form in ("bad", "pair"):
+                raise UserError(f"{where}: field {nm} ({kf.match}) of {t.name}: expected "
+                                + {"lpm": "[value, prefix_len]", "ternary": "[value, mask]", "range": "[lo, hi]"}.get(kf.match, "a single value"))
+            matches[kf.field] = ld.match(where, t, kf, (form, parts))
+        ld.add(where, t, matches, a, params, ld.priority(where, t, e.get("priority"), cli=False), f"{path}#entry {i}")
+    return ld.finish()
+
+
+def load_entries(path: str | Path, prog: P4Program | str | Path) -> dict[str, TableEntries]:
+    """Read the entries in ``path`` (CLI commands or tutorial JSON, detected)
+    for program ``prog`` (a :class:`P4Program` or the path of its BMv2 JSON).
+    Returns every keyed table of the program, in CFG order, with its entries
+    in match order; tables the file does not mention have none."""
+    if not isinstance(prog, P4Program):
+        prog = read_program(prog)
+    text = read_text(path)
+    if text.lstrip().startswith("{"):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+        return _load_json(doc, str(path), prog)
+    return _load_cli(text, str(path), prog)
+
+
+# --- writing format (a) ---
+
+_ADDR_NAME = re.compile(r"(addr|ipv4|_ip\b|ip_|_ip$|prefix|_sa$|_da$|^src$|^dst$)", re.I)
+
+
+def format_value(v: int, width: int, name: str = "") -> str:
+    """A value in the CLI's notation: MAC for 48 bits, IPv6 for 128, IPv4 for
+    32-bit address-like names, decimal for small fields, else hex."""
+    if width == 48:
+        return ":".join(f"{(v >> s) & 0xFF:02x}" for s in range(40, -8, -8))
+    if width == 128:
+        return str(ipaddress.IPv6Address(v))
+    if width == 32 and _ADDR_NAME.search(name.split(".")[-1]):
+        return str(ipaddress.IPv4Address(v))
+    if width <= 16:
+        return str(v)
+    return hex(v)
+
+
+def format_match(m: Match, kf: KeyField) -> str:
+    w, n = kf.width, kf.field
+    if m.kind == "lpm":
+        return f"{format_value(m.value, w, n)}/{m.prefix_len}"
+    if m.kind in ("ternary", "optional"):
+        return f"{format_value(m.value, w, n)}&&&{format_value(m.mask or 0, w, n) if w in (48, 128) else hex(m.mask or 0)}"
+    if m.kind == "range":
+        return f"{m.lo}->{m.hi}" if w <= 32 else f"{hex(m.lo or 0)}->{hex(m.hi or 0)}"
+    return format_value(m.value, w, n)
+
+
+def format_cli(t: TableSpec, entries: list[Entry], members: dict[str, dict[tuple, int]] | None = None) -> list[str]:
+    """simple_switch_CLI lines for ``entries`` of table ``t`` (CLI priorities:
+    smaller wins, i.e. ``PRIO_MAX - priority``). A table behind an action
+    profile gets ``table_indirect_create_member`` (one member per distinct
+    action and parameters, shared across the profile's tables through
+    ``members``: profile -> {(action, params): handle}) and
+    ``table_indirect_add`` lines, as BMv2 requires; others ``table_add``."""
+    lines = []
+    prof = None
+    if t.action_profile is not None:
+        prof = (members if members is not None else {}).setdefault(t.action_profile, {})
+    for e in entries:
+        a = t.action(e.action)
+        assert a is not None
+        ms = " ".join(format_match(e.matches[kf.field], kf) for kf, _ in match_fields(t))
+        ps = " ".join(format_value(e.params[p.name], p.width, p.name) for p in a.params)
+        pr = f" {PRIO_MAX - e.priority}" if e.priority is not None else ""
+        if prof is None:
+            lines.append(f"table_add {t.name} {a.name} {ms} =>{' ' + ps if ps else ''}{pr}")
+            continue
+        key = (a.name, tuple(e.params[p.name] for p in a.params))
+        if key not in prof:
+            prof[key] = len(prof)
+            lines.append(f"table_indirect_create_member {t.name} {a.name}{' ' + ps if ps else ''}")
+        lines.append(f"table_indirect_add {t.name} {ms} => {prof[key]}{pr}")
+    return lines
+
+
+def _json_value(v: int, width: int, name: str) -> int | str:
+    s = format_value(v, width, name)
+    return int(s) if s.isdigit() else s
+
+
+def format_json(t: TableSpec, entries: list[Entry]) -> list[dict]:
+    """``table_entries`` items (the tutorials' runtime JSON) for ``entries``
+    of table ``t``: fields by their P4Runtime names, addresses as strings,
+    priorities as stored (P4Runtime: larger wins). Indirect tables are
+    written as direct entries (the format has no action profiles)."""
+    out = []
+    for e in entries:
+        a = t.action(e.action)
+        assert a is not None
+        match: dict[str, object] = {}
+        for kf, nm in match_fields(t):
+            m = e.matches[kf.field]
+            w, f = kf.width, kf.field
+            if m.kind == "lpm":
+                if m.prefix_len:
+                    match[nm] = [_json_value(m.value, w, f), m.prefix_len]
+            elif m.kind in ("ternary", "optional"):
+                if m.mask:
+                    match[nm] = [_json_value(m.value, w, f), _json_value(m.mask, w, f)] if m.kind == "ternary" else m.value
+            elif m.kind == "range":
+                if (m.lo, m.hi) != (0, _full(w)):
+                    match[nm] = [m.lo, m.hi]
+            else:
+                match[nm] = _json_value(m.value, w, f)
+        item: dict[str, object] = {"table": t.name, "match": match, "action_name": a.name,
+                                   "action_params": {p.name: _json_value(e.params[p.name], p.width, p.name) for p in a.params}}
+        if e.priority is not None:
+            item["priority"] = e.priority
+        out.append(item)
+    return out

@@ -1,0 +1,480 @@
+"""Compile BMv2 JSON expressions and action primitives to Python source.
+
+The interpreter (:mod:`synapse_vmt.p4.interp`) runs every packet through the
+program in Python, so the JSON is compiled once: each expression tree becomes
+a Python expression over the PHV list ``p`` (one slot per header field, one
+per header's validity bit), the action data list ``a`` and, in the parser,
+the packet bytes. The generated code only ever contains integers and slot
+numbers taken from the JSON, never its strings, and is ``exec``-ed into a
+private namespace.
+
+Arithmetic follows BMv2: values are unbounded integers (Python ints, two's
+complement for negatives, as BMv2's bignums) and are truncated to the
+destination field's width on assignment; p4c already emits the ``& 0xff..``
+masks that make ``+``, ``-``, ``~`` and ``<<`` wrap. Signed fields are kept as
+their unsigned bit pattern.
+
+What the run cannot compute raises :class:`Unsupported`; the callers turn it
+into a named count (a synthesized field, a fallback branch), never a failure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from synapse_vmt.errors import UserError
+
+MAX_SHIFT = 4096  # the widest shift compiled (a larger constant is malformed input)
+DROP_PORT = 511  # BMv2 simple_switch's drop port (mark_to_drop sets egress_spec to it)
+
+
+class Unsupported(Exception):
+    """A construct the interpreter does not execute; the message names it."""
+
+
+@dataclass
+class Header:
+    name: str
+    fields: list[tuple[str, int, int]]  # (name, width, slot); width 0 for varbit
+    valid: int  # slot of the validity bit
+    metadata: bool
+
+    @property
+    def bits(self) -> int:
+        return sum(w for _, w, _ in self.fields)
+
+    @property
+    def varbit(self) -> bool:
+        return any(w == 0 for _, w, _ in self.fields)
+
+
+@dataclass
+class Phv:
+    """Slot layout of the packet header vector of one program."""
+
+    path: str
+    headers: dict[str, Header] = field(default_factory=dict)
+    slot: dict[tuple[str, str], int] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)  # slot -> "header.field"
+    widths: list[int] = field(default_factory=list)  # slot -> bits (1 for validity)
+    stacks: dict[str, list[str]] = field(default_factory=dict)  # stack -> element headers
+    stack_next: dict[str, int] = field(default_factory=dict)  # stack -> slot of its next index
+
+    @classmethod
+    def from_doc(cls, doc: dict, path: str) -> "Phv":
+        phv = cls(path)
+        types: dict[str, list] = {}
+        for i, ht in enumerate(doc.get("header_types", [])):
+            if not isinstance(ht, dict) or not isinstance(ht.get("name"), str) or not isinstance(ht.get("fields"), list):
+                raise UserError(f"{path}: header_types[{i}]: expected an object with name and fields")
+            types[ht["name"]] = ht["fields"]
+        for i, h in enumerate(doc.get("headers", [])):
+            if not isinstance(h, dict) or not isinstance(h.get("name"), str) or h.get("header_type") not in types:
+                raise UserError(f"{path}: headers[{i}]: expected an object with a name and a known header_type")
+            name = h["name"]
+            valid = phv._new(f"{name}.$valid$", 1)
+            fields = []
+            for f in types[h["header_type"]]:
+                w = f[1] if isinstance(f[1], int) else 0
+                s = phv._new(f"{name}.{f[0]}", w)
+                phv.slot[(name, f[0])] = s
+                fields.append((f[0], w, s))
+            phv.slot[(name, "$valid$")] = valid
+            phv.headers[name] = Header(name, fields, valid, bool(h.get("metadata")))
+        for i, st in enumerate(doc.get("header_stacks", []) or []):
+            ids = st.get("header_ids", [])
+            by_id = {h.get("id"): h["name"] for h in doc["headers"]}
+            try:
+                phv.stacks[st["name"]] = [by_id[j] for j in ids]
+            except (KeyError, TypeError):
+                raise UserError(f"{path}: header_stacks[{i}]: expected header_ids of known headers") from None
+            phv.stack_next[st["name"]] = phv._new(f"{st['name']}.$next$", 32)
+        return phv
+
+    def _new(self, name: str, width: int) -> int:
+        self.names.append(name)
+        self.widths.append(width)
+        return len(self.names) - 1
+
+    def template(self) -> list[int]:
+        """A fresh PHV: every field 0, metadata headers valid."""
+        t = [0] * len(self.names)
+        for h in self.headers.values():
+            if h.metadata:
+                t[h.valid] = 1
+        return t
+
+    def field_slot(self, ref: object) -> int:
+        if not (isinstance(ref, list) and len(ref) == 2 and all(isinstance(x, str) for x in ref)):
+            raise UserError(f"{self.path}: expected a field reference [header, field], found {ref!r}")
+        s = self.slot.get((ref[0], ref[1]))
+        if s is None:
+            raise UserError(f"{self.path}: expected a known field, found {ref[0]}.{ref[1]}")
+        return s
+
+    def header(self, name: object) -> Header:
+        h = self.headers.get(name) if isinstance(name, str) else None
+        if h is None:
+            raise UserError(f"{self.path}: expected a known header, found {name!r}")
+        return h
+
+
+def _hex(v: object) -> int:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        try:
+            return int(v, 16) if v.lstrip("-").lower().startswith("0x") else int(v)
+        except ValueError:
+            pass
+    raise Unsupported(f"hex value {v!r}")
+
+
+def tcm(v: int, w: int) -> int:
+    """two_comp_mod: ``v`` wrapped to a signed ``w``-bit value."""
+    v &= (1 << w) - 1
+    return v - (1 << w) if w and v >> (w - 1) else v
+
+
+def sat_cast(v: int, w: int) -> int:
+    lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
+    return lo if v < lo else hi if v > hi else v
+
+
+def usat_cast(v: int, w: int) -> int:
+    hi = (1 << w) - 1
+    return 0 if v < 0 else hi if v > hi else v
+
+
+_SLOT_RE = re.compile(r"p\[(\d+)\]")
+_ARITH_PRIMS = {"add": "+", "subtract": "-", "bit_and": "&", "bit_or": "|", "bit_xor": "^", "shift_left": "<<", "shift_right": ">>"}
+_BIN = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%", "<<": "<<", ">>": ">>", "&": "&", "|": "|", "^": "^"}
+_CMP = {"==": "==", "!=": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">="}
+
+# Primitives with no effect on the fields a table keys on (statistics, copies, learning).
+IGNORED = frozenset(
+    "count count_direct clone_ingress_pkt_to_egress clone_egress_pkt_to_egress clone_ingress_pkt_to_ingress "
+    "generate_digest log_msg recirculate resubmit truncate assume assert no_op _drop_bridge "
+    "modify_field_with_shortest_path".split()
+)
+# Externs that write a field the run cannot compute: (primitive, index of the written parameter).
+SYNTHESIZED = {
+    "modify_field_with_hash_based_offset": 0,
+    "modify_field_rng_uniform": 0,
+    "register_read": 0,
+    "modify_field_conditionally": None,
+}
+
+
+class Codegen:
+    """Turns expression trees and primitives into Python source lines.
+
+    ``consts`` collects objects the generated code refers to by name (slot
+    tuples of header stacks); ``unsupported`` the names of primitives seen
+    but not executed."""
+
+    def __init__(self, phv: Phv, maybe_synth: set[int] | None = None):
+        self.phv = phv
+        self.consts: dict[str, object] = {}
+        self.unsupported: set[str] = set()
+        # taint tracking: slots written by an unsupported extern, and every
+        # assignment's (destination, slots read), so a second compile can carry
+        # the "synthesized" mark through copies (hash2 -> hash1 -> a key)
+        self.synth_slots: set[int] = set()
+        self.deps: list[tuple[int, frozenset[int]]] = []
+        self.maybe_synth = maybe_synth
+        self.n_params: int | None = None  # action data of the action being compiled (None: unchecked)
+        # generated source -> an int whose set bits cover every bit the value
+        # can have (known non-negative): lets redundant masks be left out
+        self.bound: dict[str, int] = {}
+
+    def tainted_closure(self) -> set[int]:
+        """Slots that may hold a synthesized value: the externs' outputs and whatever is assigned from them."""
+        maybe = set(self.synth_slots)
+        changed = True
+        while changed:
+            changed = False
+            for dst, reads in self.deps:
+                if dst not in maybe and not reads.isdisjoint(maybe):
+                    maybe.add(dst)
+                    changed = True
+        return maybe
+
+    def const(self, obj: object) -> str:
+        name = f"_K{len(self.consts)}"
+        self.consts[name] = obj
+        return name
+
+    # ---- expressions -------------------------------------------------
+    def expr(self, e: object, parser: bool = False) -> str:
+        """Python source of expression ``e`` (raises Unsupported)."""
+        if not isinstance(e, dict):
+            raise Unsupported(f"expression {e!r}")
+        t, v = e.get("type"), e.get("value")
+        if t == "field":
+            slot = self.phv.field_slot(v)
+            return self._bounded(f"p[{slot}]", (1 << self.phv.widths[slot]) - 1 if self.phv.widths[slot] else None)
+        if t == "hexstr":
+            c = _hex(v)
+            return self._bounded(str(c), c if c >= 0 else None)
+        if t == "bool":
+            return "True" if v else "False"
+        if t in ("runtime_data", "local"):
+            if type(v) is not int or v < 0 or (self.n_params is not None and v >= self.n_params):
+                raise UserError(f"{self.phv.path}: expected action data 0..{(self.n_params or 0) - 1}, found {t} {v!r}")
+            return f"a[{v}]"
+        if t == "lookahead":
+            if not parser:
+                raise Unsupported("lookahead outside the parser")
+            off, w = v
+            return self._bounded(f"_look(buf, pos, {int(off)}, {int(w)})", (1 << int(w)) - 1)
+        if t == "stack_field":
+            stack, fname = v
+            w = self.phv.widths[self.phv.field_slot([self.phv.stacks[stack][0], fname])] if self.phv.stacks.get(stack) else 0
+            src = f"p[{self.stack_field(stack, fname)}[p[{self.phv.stack_next[stack]}] - 1]]"
+            return self._bounded(src, (1 << w) - 1 if w else None)
+        if t == "expression":
+            if isinstance(v, dict) and "op" in v:
+                return self.op(v, parser)
+            return self.expr(v, parser)
+        raise Unsupported(f"operand type {t!r}")
+
+    def _bounded(self, src: str, bound: int | None) -> str:
+        if bound is not None:
+            self.bound[src] = bound
+        return src
+
+    def _bits(self, left: str, op: str, right: str) -> str:
+        """``left op right`` for a bitwise/shift/add op, with redundant masks left out."""
+        bl, br = self.bound.get(left), self.bound.get(right)
+        if op == "&":
+            # x & c with c covering every bit x can have is x
+            if br is not None and right.isdigit() and bl is not None and bl & ~br == 0:
+                return left
+            if bl is not None and left.isdigit() and br is not None and br & ~bl == 0:
+                return right
+            known = [b for b in (bl, br) if b is not None]
+            bound = None
+            if known:
+                bound = known[0] if len(known) == 1 else known[0] & known[1]
+            return self._bounded(f"({left} & {right})", bound)
+        if op in ("<<", ">>") and right.isdigit() and int(right) > MAX_SHIFT:
+            raise UserError(f"{self.phv.path}: expected a shift by at most {MAX_SHIFT} bits, found {right}")
+        src = f"({left} {_BIN[op]} {right})"
+        bound = None
+        if bl is not None and br is not None:
+            if op == "|":
+                bound = bl | br
+            elif op == "^":
+                bound = (1 << max(bl.bit_length(), br.bit_length())) - 1
+            elif op == "+":
+                bound = (1 << (bl + br).bit_length()) - 1
+            elif op == ">>" and right.isdigit():
+                bound = bl >> int(right)
+            elif op == "<<" and right.isdigit():
+                bound = bl << int(right)
+        return self._bounded(src, bound)
+
+    def stack_field(self, stack: str, fname: str) -> str:
+        if stack not in self.phv.stacks:
+            raise UserError(f"{self.phv.path}: expected a known header stack, found {stack!r}")
+        # index -1 (nothing extracted yet) reads the last element, as good as any: BMv2 errors there
+        return self.const(tuple(self.phv.field_slot([h, fname]) for h in self.phv.stacks[stack]))
+
+    def op(self, node: dict, parser: bool) -> str:
+        op, left, right = node.get("op"), node.get("left"), node.get("right")
+
+        def sub(x: object) -> str:
+            return self.expr(x, parser)
+
+        if op in ("&", "|", "^", "+", ">>", "<<"):
+            return self._bits(sub(left), op, sub(right))
+        if op in _BIN:
+            return f"({sub(left)} {_BIN[op]} {sub(right)})"
+        if op in _CMP:
+            return f"({sub(left)} {_CMP[op]} {sub(right)})"
+        if op == "~":
+            return f"(~{sub(right)})"
+        if op in ("and", "or"):
+            return f"({sub(left)} {op} {sub(right)})"
+        if op == "not":
+            return f"(not {sub(right)})"
+        if op == "d2b":
+            return f"({sub(right)} != 0)"
+        if op == "b2d":
+            return self._bounded(f"(1 if {sub(right)} else 0)", 1)
+        if op == "valid":
+            if isinstance(right, dict) and right.get("type") == "header":
+                return f"(p[{self.phv.header(right.get('value')).valid}] != 0)"
+            raise Unsupported("valid() of a non-header")
+        if op == "?:":
+            lt, rt = sub(left), sub(right)
+            bl, br = self.bound.get(lt), self.bound.get(rt)
+            return self._bounded(f"({lt} if {sub(node.get('cond'))} else {rt})", bl | br if bl is not None and br is not None else None)
+        if op in ("two_comp_mod", "sat_cast", "usat_cast"):
+            fn = {"two_comp_mod": "_tcm", "sat_cast": "_sat", "usat_cast": "_usat"}[op]
+            return f"{fn}({sub(left)}, {sub(right)})"
+        if op in ("last_stack_index", "size_stack_index"):
+            if isinstance(right, dict) and right.get("type") == "header_stack" and right.get("value") in self.phv.stacks:
+                nx = self.phv.stack_next[right["value"]]
+                return f"(p[{nx}] - 1)" if op == "last_stack_index" else f"p[{nx}]"
+        raise Unsupported(f"operator {op!r}")
+
+    # ---- primitives --------------------------------------------------
+    def assign(self, slot: int, src: str) -> str:
+        w = self.phv.widths[slot]
+        if not w:
+            return f"p[{slot}] = {src}"
+        m = (1 << w) - 1
+        b = self.bound.get(src)
+        if b is not None and b & ~m == 0:  # already within the field's width
+            return f"p[{slot}] = {src}"
+        return f"p[{slot}] = {src} & {m}"
+
+    def assign_lines(self, slot: int, src: str) -> list[str]:
+        """``assign`` plus, where a source may be synthesized, carrying the mark to ``slot``."""
+        lines = [self.assign(slot, src)]
+        reads = frozenset(int(x) for x in _SLOT_RE.findall(src))
+        self.deps.append((slot, reads))
+        if not self.maybe_synth:
+            return lines
+        tainted = reads & self.maybe_synth
+        if tainted:
+            k = self.const(frozenset(tainted))
+            lines += ["if T:", f"    if not {k}.isdisjoint(T): T.add({slot})", f"    else: T.discard({slot})"]
+        elif slot in self.maybe_synth:
+            lines.append(f"if T: T.discard({slot})")
+        return lines
+
+    def header_copy(self, dst: str, src: str) -> list[str]:
+        d, s = self.phv.header(dst), self.phv.header(src)
+        lines = [f"p[{d.valid}] = p[{s.valid}]"]
+        lines += [f"p[{ds}] = p[{ss}]" for (_, _, ds), (_, _, ss) in zip(d.fields, s.fields)]
+        return lines
+
+    def set_valid(self, name: str) -> list[str]:
+        h = self.phv.header(name)
+        # BMv2 add_header: an invalid header becomes valid with its fields zeroed
+        zero = "; ".join(f"p[{s}] = 0" for _, _, s in h.fields) or "pass"
+        return [f"if not p[{h.valid}]:", f"    {zero}; p[{h.valid}] = 1"]
+
+    def drop(self) -> list[str]:
+        sm = self.phv.slot
+        out = []
+        if ("standard_metadata", "egress_spec") in sm:
+            out.append(f"p[{sm[('standard_metadata', 'egress_spec')]}] = {DROP_PORT}")
+        if ("standard_metadata", "mcast_grp") in sm:
+            out.append(f"p[{sm[('standard_metadata', 'mcast_grp')]}] = 0")
+        return out or ["pass"]
+
+    def stack_shift(self, stack: str, count: int, push: bool) -> list[str]:
+        elems = [self.phv.header(h) for h in self.phv.stacks[stack]]
+        nx = self.phv.stack_next[stack]
+        n = len(elems)
+        lines = []
+        order = range(n - 1, -1, -1) if push else range(n)
+        for i in order:
+            j = i - count if push else i + count  # element i takes element j
+            d = elems[i]
+            if 0 <= j < n:
+                s = elems[j]
+                lines.append(f"p[{d.valid}] = p[{s.valid}]")
+                lines += [f"p[{ds}] = p[{ss}]" for (_, _, ds), (_, _, ss) in zip(d.fields, s.fields)]
+            else:
+                # P4_14 push makes the new front elements valid (zeroed); pop invalidates the tail
+                lines += [f"p[{s}] = 0" for _, _, s in d.fields]
+                lines.append(f"p[{d.valid}] = {1 if push else 0}")
+        if push:
+            lines.append(f"p[{nx}] = min(p[{nx}] + {count}, {n})")
+        else:
+            lines.append(f"p[{nx}] = max(p[{nx}] - {count}, 0)")
+        return lines
+
+    def primitive(self, prim: dict, parser: bool = False) -> list[str]:
+        """Source lines of one primitive; ``return 1`` ends the control (exit)."""
+        op, params = prim.get("op"), prim.get("parameters", [])
+        if op in _ARITH_PRIMS and len(params) == 3 and params[0].get("type") == "field":
+            # P4_14 arithmetic primitives: dst = a OP b
+            slot = self.phv.field_slot(params[0]["value"])
+            return self.assign_lines(slot, f"({self.expr(params[1], parser)} {_ARITH_PRIMS[op]} {self.expr(params[2], parser)})")
+        if op in ("add_to_field", "subtract_from_field") and params[0].get("type") == "field":
+            slot = self.phv.field_slot(params[0]["value"])
+            sign = "+" if op == "add_to_field" else "-"
+            return self.assign_lines(slot, f"(p[{slot}] {sign} {self.expr(params[1], parser)})")
+        if op == "modify_field" and len(params) == 3 and params[0].get("type") == "field":
+            # with a mask: only the masked bits change
+            slot = self.phv.field_slot(params[0]["value"])
+            m = self.expr(params[2], parser)
+            return self.assign_lines(slot, f"((p[{slot}] & ~{m}) | ({self.expr(params[1], parser)} & {m}))")
+        if op == "copy_header":
+            return self.header_copy(params[0]["value"], params[1]["value"])
+        if op in ("assign", "modify_field"):
+            dst, src = params[0], params[1]
+            if dst.get("type") == "header":
+                if src.get("type") != "header":
+                    raise Unsupported("assign to a header from a non-header")
+                return self.header_copy(dst["value"], src["value"])
+            if dst.get("type") == "field":
+                slot = self.phv.field_slot(dst["value"])
+                try:
+                    return self.assign_lines(slot, self.expr(src, parser))
+                except Unsupported:
+                    return self.synthesize(op, slot)
+            raise Unsupported(f"assign to {dst.get('type')}")
+        if op == "assign_header":
+            return self.header_copy(params[0]["value"], params[1]["value"])
+        if op in ("add_header", "setValid"):
+            return self.set_valid(params[0]["value"])
+        if op in ("remove_header", "setInvalid"):
+            return [f"p[{self.phv.header(params[0]['value']).valid}] = 0"]
+        if op in ("mark_to_drop", "drop"):
+            return self.drop()
+        if op == "exit":
+            return ["return 1"]
+        if op in ("push", "push_front", "pop", "pop_front"):
+            stack = params[0].get("value")
+            if stack not in self.phv.stacks:
+                raise UserError(f"{self.phv.path}: {op}: expected a known header stack, found {stack!r}")
+            lines = self.stack_shift(stack, _hex(params[1].get("value")), op.startswith("push"))
+            if op == "push_front":  # P4_16 push_front leaves the new elements invalid
+                for h in self.phv.stacks[stack][: _hex(params[1].get("value"))]:
+                    lines.append(f"p[{self.phv.header(h).valid}] = 0")
+            return lines
+        if op in IGNORED:
+            return []
+        if op == "execute_meter" and len(params) > 2 and params[2].get("type") == "field":
+            # BMv2's meters without configured rates mark every packet GREEN (0)
+            return self.assign_lines(self.phv.field_slot(params[2]["value"]), "0")
+        if op in SYNTHESIZED and SYNTHESIZED[op] is not None:
+            i = SYNTHESIZED[op]
+            if i < len(params) and params[i].get("type") == "field":
+                return self.synthesize(op, self.phv.field_slot(params[i]["value"]))
+        # anything else: executed as a no-op, its field outputs (if any) marked synthesized
+        outs = [self.phv.field_slot(x["value"]) for x in params if isinstance(x, dict) and x.get("type") == "field"]
+        lines = [f"U[{op!r}] = U.get({op!r}, 0) + 1"] if isinstance(op, str) and op.isidentifier() else []
+        self.unsupported.add(str(op))
+        self.synth_slots.update(outs[:1])
+        return lines + [f"T.add({s})" for s in outs[:1]]
+
+    def synthesize(self, op: str, slot: int) -> list[str]:
+        """The field written by ``op`` is not computed: mark it for drawing from the entries."""
+        self.unsupported.add(op)
+        self.synth_slots.add(slot)
+        return [f"T.add({slot})"]
+
+    def action(self, name: str, prims: list, parser: bool = False) -> str:
+        """Body lines (indented 4) of a function running ``prims``."""
+        body: list[str] = []
+        for pr in prims:
+            if not isinstance(pr, dict):
+                raise UserError(f"{self.phv.path}: action {name}: expected primitives as objects")
+            try:
+                body += self.primitive(pr, parser)
+            except Unsupported as e:
+                self.unsupported.add(f"{pr.get('op')} ({e})")
+            except (IndexError, KeyError, TypeError, AttributeError, ValueError):
+                raise UserError(f"{self.phv.path}: action {name}: primitive {pr.get('op')!r}: expected well-formed parameters") from None
+        return "\n".join("    " + ln for ln in body) or "    pass"

@@ -1,0 +1,74 @@
+"""RTL (python/synapse_vmt/hw/rtl) against the Rust model, cycle for cycle.
+
+A short co-simulation of each unit runs everywhere iverilog and cocotb are
+installed (CI installs both); the long one runs with SYNAPSE_COSIM_LONG=1
+(``SYNAPSE_COSIM_LONG=1 pytest -m cosim_long``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from synapse_vmt import _core
+from synapse_vmt.hw import cosim
+
+why = cosim.have_tools()
+pytestmark = pytest.mark.skipif(why is not None, reason=why or "")
+LONG = os.environ.get("SYNAPSE_COSIM_LONG") == "1"
+
+
+@pytest.mark.parametrize("profile", sorted(cosim.PMU_PROFILES))
+def test_pmu_rtl_matches_the_model(profile):
+    r = cosim.cosim_pmu(profile, cycles=1500, seed=3)
+    assert r.ok, r.mismatches
+    assert r.compared > 500
+
+
+@pytest.mark.parametrize("profile", sorted(cosim.ORB_PROFILES))
+def test_orb_rtl_matches_the_model(profile):
+    r = cosim.cosim_orb(profile, cycles=1500, seed=3)
+    assert r.ok, r.mismatches
+    assert r.compared > 50
+
+
+@pytest.mark.parametrize("profile", sorted(cosim.VMU_PROFILES))
+def test_vmu_rtl_matches_the_model(profile):
+    r = cosim.cosim_vmu(profile, cycles=1500, seed=3)
+    assert r.ok, r.mismatches
+    assert r.compared > 200
+
+
+def test_pmu_233_bit_keys():
+    r = cosim.cosim_pmu("corner", cycles=800, seed=5, key_bits=233)
+    assert r.ok, r.mismatches
+
+
+def test_a_changed_response_or_a_late_one_is_caught():
+    cfg, gen = cosim.PMU_PROFILES["random"]
+    cfg = dict(cfg, count=1, clock_ratio=1.0)
+    gen = dict(gen, cycles=400, seed=2, key_bits=104)
+    stim, model = _core.pmu_generate(json.dumps(cfg), json.dumps(gen))
+    # The replay of the stimulus alone gives the generator's outputs.
+    again = _core.pmu_run(json.dumps(cfg), 104, stim)
+    assert all(np.array_equal(again[k], model[k]) for k in model)
+    hits = np.flatnonzero(model["rsp_kind"] == 1)
+    wrong = {k: v.copy() for k, v in model.items()}
+    wrong["rsp_act"][hits[3]] += 1
+    r = cosim.compare_pmu(cfg, 104, stim, wrong, fill_slots=32)
+    assert not r.ok and f"cycle {hits[3]}:" in r.mismatches[0]
+    late = {k: v.copy() for k, v in model.items()}
+    for k in ("rsp_kind", "rsp_tag", "rsp_tbl", "rsp_act", "rsp_cmp"):
+        late[k][1:] = model[k][:-1]
+    assert not cosim.compare_pmu(cfg, 104, stim, late, fill_slots=32).ok
+
+
+@pytest.mark.cosim_long
+@pytest.mark.skipif(not LONG, reason="long co-simulation: set SYNAPSE_COSIM_LONG=1")
+@pytest.mark.parametrize("unit", ["pmu", "vmu", "orb"])
+def test_long_cosim(unit):
+    for r in cosim.run(unit, cycles=50_000, seed=11):
+        assert r.ok, (r.profile, r.mismatches)
