@@ -20,8 +20,8 @@ import click
 @click.option("--ray", "ray_address", metavar="auto|ADDRESS|local", default=None,
               help="Run on Ray: 'auto' (a running cluster), its ADDRESS, or 'local' (start one here).")
 @click.option("--bench", is_flag=True,
-              help="Measure points/s with 1 and 2 workers and local Ray (2 CPUs) on a small built-in grid.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar or table.")
+              help="Measure points/s with 1 and 2 workers and local Ray (2 CPUs) on GRID or a built-in one.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary line.")
 def sweep(grid: str | None, output: str | None, workers: int | None, ray_address: str | None, bench: bool,
           quiet: bool) -> None:
     """Run every point of GRID (a TOML file: overrides × seeds) and write
