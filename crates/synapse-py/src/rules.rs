@@ -181,6 +181,9 @@ pub struct PyClassifier {
     inner: Box<dyn classify::Structure>,
     #[pyo3(get)]
     algo: String,
+    /// Seconds the build took (wall clock, without the Python call).
+    #[pyo3(get)]
+    build_s: f64,
 }
 
 #[pymethods]
@@ -197,10 +200,12 @@ impl PyClassifier {
             cfg.set(&k, &v).map_err(PyValueError::new_err)?;
         }
         let config = cfg;
+        let start = std::time::Instant::now();
         let inner = py
             .allow_threads(|| classify::build_structure(algo, &rules.inner, &config))
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(PyClassifier { inner, algo: algo.to_string() })
+        let build_s = start.elapsed().as_secs_f64();
+        Ok(PyClassifier { inner, algo: algo.to_string(), build_s })
     }
 
     /// Classifies the headers `start..stop` of `trace` (all by default): an
@@ -216,6 +221,30 @@ impl PyClassifier {
             out
         });
         PyArray1::from_vec_bound(py, out)
+    }
+
+    /// Bytes the structure occupies (`MemoryWalk::memory_bytes`).
+    fn memory_bytes(&self) -> u64 {
+        self.inner.memory_bytes()
+    }
+
+    /// Classifies headers `start..stop` of `trace` `passes` times over and
+    /// returns the seconds taken: a rate measurement with the loop in Rust
+    /// (no array returned per pass).
+    #[pyo3(signature = (trace, passes, start=0, stop=None))]
+    fn time_batches(&self, py: Python<'_>, trace: &PyTrace, passes: usize, start: usize, stop: Option<usize>) -> f64 {
+        let stop = stop.unwrap_or(trace.entries.len()).min(trace.entries.len());
+        let start = start.min(stop);
+        py.allow_threads(|| {
+            let keys: Vec<Key> = trace.entries[start..stop].iter().map(|e| e.key).collect();
+            let mut out = vec![-1i32; keys.len()];
+            let t = std::time::Instant::now();
+            for _ in 0..passes {
+                self.inner.classify_batch(&keys, &mut out);
+                std::hint::black_box(&out);
+            }
+            t.elapsed().as_secs_f64()
+        })
     }
 
     /// Build statistics as (name, value) pairs, in print order.

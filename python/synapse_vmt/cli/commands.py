@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from synapse_vmt.cli.bench import bench
 from synapse_vmt.cli.opt import opt
 from synapse_vmt.cli.p4 import p4
 from synapse_vmt.cli.reproduce import reproduce
@@ -14,3 +15,4 @@ ALL += [rules, trace, classify]
 ALL += [traffic]
 ALL += [run]  # the simulator's main job (cli/run.py)
 ALL += [p4, opt, reproduce]
+ALL += [bench]  # measured rates on the user's files (cli/bench.py)

@@ -152,6 +152,7 @@ fn build_walker(
         Algo::Trie => "trie",
         Algo::Linear => "linear",
         Algo::Dtree => "dtree",
+        Algo::Ptree => "ptree",
     };
     let s = crate::classify::build_structure(name, set, build)
         .map_err(|e| match e {
