@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Single-core lookups per second and bytes per rule of the ELU's lookup
-# structures (trie, dtree), the linear oracle, and DPDK's rte_acl
-# (dpdk-test-acl) measured in the same run on the same rule and trace files:
-# generated acl/fw/ipc sets of 1K, 10K and 100K rules and, when
-# ../shared/data is present, the real ClassBench 1K sets.
+# Single-core lookups per second, bytes per rule and build time of our
+# classifiers (ptree, dtree, trie) and of DPDK's rte_acl (dpdk-test-acl,
+# its default method: AVX2 on this machine class) on the same rule and trace
+# files: generated acl/fw/ipc sets of 1K, 10K and 100K rules (fw: the
+# many-wildcard kind) and, when ../shared/data is present, the real
+# ClassBench 1K sets.
 #
 # Not part of CI: it installs Debian's dpdk-dev (needs root and the network)
 # and takes minutes. Release builds only.
@@ -11,11 +12,15 @@
 #   scripts/bench_classify.sh            # everything, table in $OUT/table.md
 #   SIZES="1000 10000" SECS=0.5 RUNS=1 scripts/bench_classify.sh
 #
-# Every rate is the median of RUNS (default 3) rounds, ours and rte_acl
-# taking turns, because a shared machine's load moves single runs a lot.
+# Every number is the median of RUNS (default 3) rounds; within a round each
+# set is measured by us and then by rte_acl, so both see the same load (the
+# machine is shared). rte_acl's build time is the wall time of a
+# dpdk-test-acl run on the set minus one on a one-rule set (EAL start-up and
+# file reading cancel), both classifying one header.
 #
-# rte_acl's answers (dpdk-test-acl --verbose=2) are compared with ours line
-# by line: a second oracle.
+# Answers: every structure is checked against the linear oracle on the
+# trace (the first 20,000 headers) by classify_table, and rte_acl's answer
+# for every header (dpdk-test-acl --verbose=2) is compared with ptree's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,65 +30,84 @@ ITER=${ITER:-20}         # passes over the trace (rte_acl)
 SIZES=${SIZES:-"1000 10000 100000"}
 KINDS=${KINDS:-"acl fw ipc"}
 RUNS=${RUNS:-3}
+ALGOS=${ALGOS:-"ptree,dtree,trie"}
 SHARED=${SYNAPSE_SHARED:-../shared}
 mkdir -p "$OUT"
 
 if ! command -v dpdk-test-acl >/dev/null; then
-    apt-get update && apt-get install -y dpdk-dev
+    apt-get update && apt-get install -y dpdk dpdk-dev
 fi
 
 cargo build --release -p synapse-core --example classify_table
 BIN=target/release/examples/classify_table
 
-inputs=()
+# Write every generated set and its trace once (ClassBench files), so each
+# round and rte_acl read the same files.
+names=()
 for kind in $KINDS; do
-    for n in $SIZES; do inputs+=("gen:$kind:$n:1"); done
+    for n in $SIZES; do
+        name="gen_${kind}_$n"
+        names+=("$name")
+        [ -f "$OUT/$name" ] && [ -f "$OUT/${name}_trace" ] || "$BIN" --algos ptree --secs 0 --answers none --write "$OUT" "gen:$kind:$n:1" > /dev/null
+    done
 done
 for s in acl1_1k fw1_1k ipc1_1k; do
     src="$SHARED/data/classbench/sets/$s"
     if [ -f "$src" ]; then
         cp "$src" "$src"_trace "$OUT/"
-        inputs+=("$OUT/$s:$OUT/${s}_trace")
+        names+=("$s")
     fi
 done
+
+eal=(--no-huge --no-pci -l 0 -m 4096 --log-level=lib.acl:debug)
+rte_acl() { # RULES TRACE RULENUM TRACENUM ITER VERBOSE
+    dpdk-test-acl "${eal[@]}" -- --rulesf="$1" --tracef="$2" --rulenum="$3" --tracenum="$4" --iter="$5" --verbose="$6"
+}
+now() { date +%s.%N; }
 
 for run in $(seq 1 "$RUNS"); do
-R="$OUT/run$run"
-mkdir -p "$R"
-echo "== round $run: ours (trie, dtree, linear)" >&2
-"$BIN" --secs "$SECS" --budget-mb "${BUDGET_MB:-128}" --write "$OUT" "${inputs[@]}" | tee "$R/ours.tsv"
+    R="$OUT/run$run"
+    mkdir -p "$R"
+    printf 'set\trules\tmlps\tbytes\tbuild_s\tagree\n' > "$R/rte_acl.tsv"
+    : > "$R/ours.tsv"
+    for name in "${names[@]}"; do
+        rules="$OUT/$name"
+        trace="$OUT/${name}_trace"
+        echo "== round $run: $name: ours ($ALGOS)" >&2
+        "$BIN" --secs "$SECS" --budget-mb "${BUDGET_MB:-512}" --algos "$ALGOS" --answers ptree --write "$OUT" "$rules:$trace" > "$R/$name.ours.tsv"
+        if [ ! -s "$R/ours.tsv" ]; then head -1 "$R/$name.ours.tsv" > "$R/ours.tsv"; fi
+        tail -n +2 "$R/$name.ours.tsv" >> "$R/ours.tsv"
 
-echo "== round $run: rte_acl (dpdk-test-acl)" >&2
-printf 'set\trules\tmlps\tbytes\tagree\n' > "$R/rte_acl.tsv"
-for name in $(cut -f1 "$R/ours.tsv" | tail -n +2 | sort -u); do
-    rules="$OUT/$name"
-    trace="$OUT/${name}_trace"
-    [ -f "$rules" ] && [ -f "$trace" ] || continue
-    n=$(grep -c '^@' "$rules")
-    t=$(grep -c . "$trace")
-    eal=(--no-huge --no-pci -l 0 -m 2048 --log-level=lib.acl:debug)
-    app=(--rulesf="$rules" --tracef="$trace" --rulenum=$((n + 1)) --tracenum="$t")
-    if ! dpdk-test-acl "${eal[@]}" -- "${app[@]}" --iter="$ITER" --verbose=0 > "$R/$name.rte_acl.log" 2>&1; then
-        printf '%s\t%s\t-\t-\tfailed (see %s)\n' "$name" "$n" "$R/$name.rte_acl.log" >> "$R/rte_acl.tsv"
-        continue
-    fi
-    pps=$(sed -n 's/.* \([0-9.]*\) pkt\/sec.*/\1/p' "$R/$name.rte_acl.log" | tail -1)
-    bytes=$(sed -n 's/^total: \([0-9]*\) bytes.*/\1/p' "$R/$name.rte_acl.log" | tail -1)
-    agree=-
-    if [ "$run" = 1 ]; then
-        # Second oracle: rte_acl prints userdata-1 = the 0-based rule, or 2^32-1.
-        dpdk-test-acl "${eal[@]}" -- "${app[@]}" --iter=1 --verbose=2 2>/dev/null \
-            | awk '/ipv4_5tuple:/ { r = $NF; print (r == 4294967295 ? -1 : r) }' > "$OUT/$name.rte_acl.answers"
-        agree=$(paste "$OUT/$name.answers" "$OUT/$name.rte_acl.answers" | awk '$1 == $2 { a++ } END { print a + 0 "/" NR }')
-    fi
-    printf '%s\t%s\t%.3f\t%s\t%s\n' "$name" "$n" "$(echo "$pps / 1000000" | bc -l)" "$bytes" "$agree" >> "$R/rte_acl.tsv"
-done
-cat "$R/rte_acl.tsv"
+        echo "== round $run: $name: rte_acl" >&2
+        n=$(grep -c '^@' "$rules")
+        t=$(grep -c . "$trace")
+        if ! rte_acl "$rules" "$trace" $((n + 1)) "$t" "$ITER" 0 > "$R/$name.rte_acl.log" 2>&1; then
+            printf '%s\t%s\t-\t-\t-\tfailed (see %s)\n' "$name" "$n" "$R/$name.rte_acl.log" >> "$R/rte_acl.tsv"
+            continue
+        fi
+        pps=$(sed -n 's/.* \([0-9.]*\) pkt\/sec.*/\1/p' "$R/$name.rte_acl.log" | tail -1)
+        bytes=$(sed -n 's/^total: \([0-9]*\) bytes.*/\1/p' "$R/$name.rte_acl.log" | tail -1)
+        # Build time: this set minus one rule, one header each.
+        head -1 "$rules" > "$R/one_rule"
+        t0=$(now); rte_acl "$rules" "$trace" $((n + 1)) 1 1 0 > /dev/null 2>&1; t1=$(now)
+        rte_acl "$R/one_rule" "$trace" 2 1 1 0 > /dev/null 2>&1; t2=$(now)
+        build=$(echo "($t1 - $t0) - ($t2 - $t1)" | bc -l)
+        agree=-
+        if [ "$run" = 1 ]; then
+            # Second oracle: rte_acl prints userdata-1 = the 0-based rule, or 2^32-1.
+            rte_acl "$rules" "$trace" $((n + 1)) "$t" 1 2 2>/dev/null \
+                | awk '/ipv4_5tuple:/ { r = $NF; print (r == 4294967295 ? -1 : r) }' > "$OUT/$name.rte_acl.answers"
+            agree=$(paste "$OUT/$name.answers" "$OUT/$name.rte_acl.answers" | awk '$1 == $2 { a++ } END { print a + 0 "/" NR }')
+        fi
+        printf '%s\t%s\t%.3f\t%s\t%.3f\t%s\n' "$name" "$n" "$(echo "$pps / 1000000" | bc -l)" "$bytes" "$build" "$agree" >> "$R/rte_acl.tsv"
+    done
+    cat "$R/rte_acl.tsv"
 done
 
-python3 - "$OUT" "$RUNS" <<'EOF'
+python3 - "$OUT" "$RUNS" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" \
+    "$(grep -m1 -o -w -E 'avx512f|avx2|sse4_2' /proc/cpuinfo | sort -u | head -1)" <<'EOF'
 import csv, statistics, sys
-out, runs = sys.argv[1], int(sys.argv[2])
+out, runs, cpu, simd = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 load = lambda f: list(csv.DictReader(open(f), delimiter="\t"))
 ours = [load(f"{out}/run{r}/ours.tsv") for r in range(1, runs + 1)]
 rte = [{x["set"]: x for x in load(f"{out}/run{r}/rte_acl.tsv")} for r in range(1, runs + 1)]
@@ -95,28 +119,31 @@ def vals(s, algo, key):
 
 
 def med(v):
-    v = [float(x) for x in v if x not in ("", "-")]
+    v = [float(x) for x in v if x not in ("", "-", None)]
     return statistics.median(v) if v else None
 
 
-def fmt(v, p=1):
-    return "over budget" if v is None else f"{v:.{p}f}"
+def fmt(v, p=1, none="over budget"):
+    return none if v is None else f"{v:.{p}f}"
 
 
-lines = ["| set | rules | trie Ml/s | trie B/rule | dtree Ml/s | dtree B/rule (sw / FACL) | linear Ml/s "
-         "| rte_acl Ml/s | rte_acl B/rule | rte_acl = ours |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+lines = [f"{cpu}, SIMD level {simd.upper()}; one core; medians of {runs} interleaved rounds.", "",
+         "| set | rules | ptree Ml/s | rte_acl Ml/s | ptree ÷ rte_acl | ptree B/rule | rte_acl B/rule "
+         "| ptree build ms | rte_acl build ms | dtree Ml/s | trie Ml/s | ptree = oracle | ptree = rte_acl |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for s in sets:
-    n = vals(s, "linear", "rules")[0]
-    tb = med(vals(s, "trie", "bytes_per_rule"))
+    n = vals(s, "ptree", "rules")[0]
     rr = [r.get(s, {}) for r in rte]
-    rb = rr[0].get("bytes", "-")
-    sw, hw = med(vals(s, "dtree", "sw_bytes_per_rule")), med(vals(s, "dtree", "bytes_per_rule"))
+    p, r = med(vals(s, "ptree", "mlps_batch")), med([x.get("mlps") for x in rr])
+    pb = med(vals(s, "ptree", "bytes_per_rule"))
+    rb = med([x.get("bytes") for x in rr])
+    rbuild = med([x.get("build_s") for x in rr])
     lines.append("| " + " | ".join([
-        s, n, fmt(med(vals(s, "trie", "mlps_batch"))), "—" if tb is None else f"{tb:.0f}",
-        fmt(med(vals(s, "dtree", "mlps_batch"))), "—" if sw is None else f"{sw:.0f} / {hw:.0f}",
-        fmt(med(vals(s, "linear", "mlps_batch")), 3), fmt(med([r.get("mlps", "-") for r in rr])),
-        f"{int(rb) / int(n):.0f}" if rb not in ("-", "") else "-", rr[0].get("agree", "-"),
+        s, n, fmt(p), fmt(r, none="failed"), "-" if p is None or not r else f"{p / r:.2f}×",
+        fmt(pb, 0), "-" if rb is None else f"{rb / int(n):.0f}",
+        fmt(med(vals(s, "ptree", "build_ms"))), "-" if rbuild is None else f"{rbuild * 1e3:.0f}",
+        fmt(med(vals(s, "dtree", "mlps_batch"))), fmt(med(vals(s, "trie", "mlps_batch"))),
+        vals(s, "ptree", "agree")[0], rr[0].get("agree", "-"),
     ]) + " |")
 open(f"{out}/table.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))

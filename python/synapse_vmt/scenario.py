@@ -82,7 +82,7 @@ class Interconnect(_Model):
 
 
 class Elu(_Model):
-    algo: Literal["trie", "linear", "dtree"] = "trie"
+    algo: Literal["trie", "linear", "dtree", "ptree"] = "trie"
     orb_entries: int = Field(64, ge=1)
     miss_queue: int = Field(64, ge=1)
     lookup_slots: int = Field(8, ge=1)

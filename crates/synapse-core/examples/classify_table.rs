@@ -12,7 +12,8 @@
 //! An input is a ClassBench file `RULES[:TRACE]` or a generated set
 //! `gen:TYPE:COUNT[:SEED]` (TYPE acl, fw or ipc; a 100K-header trace with
 //! Pareto locality 1 0.1 is drawn from it). `--write DIR` writes every set and
-//! trace as ClassBench files and the dtree's answer per trace line
+//! trace as ClassBench files and the `--answers` algorithm's (default ptree)
+//! answer per trace line
 //! (`NAME.answers`, 0-based rule or -1) so that `dpdk-test-acl` can run on
 //! the same input and be checked against us. Without a trace, keys are drawn
 //! inside the rules. Output: one tab-separated line per (set, algorithm).
@@ -69,11 +70,12 @@ fn keys_inside(set: &RuleSet, n: usize) -> Vec<Key> {
 }
 
 fn main() {
-    let mut algos = vec!["linear".to_string(), "trie".into(), "dtree".into()];
+    let mut algos = vec!["linear".to_string(), "trie".into(), "dtree".into(), "ptree".into()];
     let (mut secs, mut stats) = (1.0f64, false);
     let mut cfg = BuildConfig::default();
     let mut inputs = Vec::new();
     let mut write: Option<std::path::PathBuf> = None;
+    let mut answers = "ptree".to_string();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = |name: &str| args.next().unwrap_or_else(|| die(format!("{name} needs a value")));
@@ -94,6 +96,7 @@ fn main() {
             }
             "--stats" => stats = true,
             "--write" => write = Some(val("--write").into()),
+            "--answers" => answers = val("--answers"),
             s if s.starts_with("--") => die(format!("unknown option {s}")),
             _ => inputs.push(a),
         }
@@ -164,7 +167,7 @@ fn main() {
                 c.classify_batch(ks, &mut buf);
                 buf.iter().map(|&x| x as i64).sum()
             });
-            if algo == "dtree" {
+            if *algo == answers {
                 if let Some(dir) = &write {
                     let mut all = vec![0i32; keys.len()];
                     c.classify_batch(keys, &mut all);

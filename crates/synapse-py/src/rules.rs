@@ -266,6 +266,9 @@ pub struct PyClassifier {
     /// Key words of the rule set.
     #[pyo3(get)]
     words: usize,
+    /// Seconds the build took (wall clock, without the Python call).
+    #[pyo3(get)]
+    build_s: f64,
 }
 
 #[pymethods]
@@ -282,13 +285,15 @@ impl PyClassifier {
             cfg.set(&k, &v).map_err(PyValueError::new_err)?;
         }
         let config = cfg;
+        let start = std::time::Instant::now();
         let inner = py
             .allow_threads(|| match &rules.wide {
                 Some(w) => AnyStructure::build(algo, w, &config),
                 None => classify::build_structure(algo, &rules.inner, &config).map(AnyStructure::W8),
             })
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(PyClassifier { inner, algo: algo.to_string(), words: rules.words() })
+        let build_s = start.elapsed().as_secs_f64();
+        Ok(PyClassifier { inner, algo: algo.to_string(), words: rules.words(), build_s })
     }
 
     /// Classifies keys given as a uint32 array (n x words): an int32 array,
@@ -325,13 +330,34 @@ impl PyClassifier {
         Ok(PyArray1::from_vec_bound(py, out))
     }
 
-    /// Build statistics as (name, value) pairs, in print order.
-    /// Bytes the structure takes in off-chip memory (what the ELU walks).
-    #[getter]
+    /// Bytes the structure occupies (`MemoryWalk::memory_bytes`).
     fn memory_bytes(&self) -> u64 {
         self.inner.memory_bytes()
     }
 
+    /// Classifies headers `start..stop` of `trace` `passes` times over and
+    /// returns the seconds taken: a rate measurement with the loop in Rust
+    /// (no array returned per pass).
+    #[pyo3(signature = (trace, passes, start=0, stop=None))]
+    fn time_batches(&self, py: Python<'_>, trace: &PyTrace, passes: usize, start: usize, stop: Option<usize>) -> PyResult<f64> {
+        let AnyStructure::W8(inner) = &self.inner else {
+            return Err(PyValueError::new_err("a ClassBench trace has 5-tuple keys: time_batches needs a 5-tuple rule set"));
+        };
+        let stop = stop.unwrap_or(trace.entries.len()).min(trace.entries.len());
+        let start = start.min(stop);
+        py.allow_threads(|| {
+            let keys: Vec<Key> = trace.entries[start..stop].iter().map(|e| e.key).collect();
+            let mut out = vec![-1i32; keys.len()];
+            let t = std::time::Instant::now();
+            for _ in 0..passes {
+                inner.classify_batch(&keys, &mut out);
+                std::hint::black_box(&out);
+            }
+            Ok(t.elapsed().as_secs_f64())
+        })
+    }
+
+    /// Build statistics as (name, value) pairs, in print order.
     fn stats(&self) -> Vec<(String, String)> {
         self.inner.stats().into_iter().map(|(k, v)| (k.to_string(), v)).collect()
     }

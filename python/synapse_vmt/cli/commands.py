@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from synapse_vmt.cli.bench import bench
 from synapse_vmt.cli.cost import cost
 from synapse_vmt.cli.hw import hw
 from synapse_vmt.cli.opt import opt
@@ -20,3 +21,4 @@ ALL += [sweep]  # many runs: overrides × seeds, local pool or Ray (cli/sweep.py
 ALL += [p4, opt, reproduce]
 ALL += [cost]  # cost models: CPU, ASIC, Synapse (cli/cost.py)
 ALL += [hw]  # RTL co-simulation and synthesis (cli/hw.py)
+ALL += [bench]  # measured rates on the user's files (cli/bench.py)

@@ -142,7 +142,7 @@ def hbm_bytes(table, entries: list) -> tuple[int | None, str]:
     for a in [algo, "dtree", "linear"] if algo == "exact" else [algo, "linear"]:
         try:
             cfg = {"trie.max_bytes": str(1 << 30)} if a == "trie" else None
-            b = int(_core.Classifier(rs, a, cfg).memory_bytes)
+            b = int(_core.Classifier(rs, a, cfg).memory_bytes())
             return b, a if not tried else f"{a} ({'; '.join(tried)})"
         except MemoryError:
             tried.append(f"{a} over its memory budget")

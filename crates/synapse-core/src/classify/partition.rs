@@ -54,7 +54,7 @@ pub struct PTreeConfig {
 
 impl Default for PTreeConfig {
     fn default() -> Self {
-        PTreeConfig { bucket: 16, max_depth: 16, spfac: 2.0, max_bytes: 512 << 20, simd: true, max_trees: 4 }
+        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, max_trees: 4 }
     }
 }
 
@@ -109,6 +109,9 @@ pub struct PTree {
     avx2: bool,
     stats: PTreeStats,
 }
+
+/// Banks the memory walk spreads the structure over (by 64-byte line).
+pub const WALK_BANKS: u64 = 32;
 
 /// Lookups per group walked in lockstep by the batch path.
 const GROUP: usize = 16;
@@ -281,6 +284,25 @@ impl PTree {
             self.make_leaf(idx, slots, boxes, leaves)?;
             return Ok(depth);
         };
+        // Neighbouring children whose rules together fill at most one block
+        // become one child: fewer nodes, fuller blocks.
+        let child_of = |lo: u32, hi: u32| -> Vec<u32> {
+            slots.iter().copied().filter(|&s| boxes[s as usize][f].0 <= hi && lo <= boxes[s as usize][f].1).collect()
+        };
+        let mut kept: Vec<u32> = Vec::with_capacity(th.len());
+        let mut lo = bx[f].0;
+        for (i, &t) in th.iter().enumerate() {
+            let next_hi = th.get(i + 1).copied().unwrap_or(bx[f].1);
+            if child_of(lo, next_hi).len() > LANES {
+                kept.push(t);
+                lo = t + 1;
+            }
+        }
+        let th = kept;
+        if th.is_empty() {
+            self.make_leaf(idx, slots, boxes, leaves)?;
+            return Ok(depth);
+        }
         let base = self.nodes.len() as u32;
         let nc = th.len() + 1;
         self.nodes.extend(std::iter::repeat(empty_leaf()).take(nc));
@@ -296,7 +318,7 @@ impl PTree {
             let hi = if c == th.len() { bx[f].1 } else { th[c] };
             let mut cb = bx;
             cb[f] = (lo, hi);
-            let child: Vec<u32> = slots.iter().copied().filter(|&s| boxes[s as usize][f].0 <= hi && lo <= boxes[s as usize][f].1).collect();
+            let child = child_of(lo, hi);
             deepest = deepest.max(self.fill(base + c as u32, child, cb, depth + 1, boxes, leaves)?);
         }
         Ok(deepest)
@@ -584,7 +606,9 @@ impl Classifier for PTree {
 impl MemoryWalk for PTree {
     /// Per tree not skipped: one 64-byte read per node on the path (the
     /// reads are dependent), then one read per leaf block searched (the
-    /// block's rows, contiguous). Bank = level, as the ELU pipelines levels.
+    /// block's rows, contiguous). Nodes, then blocks, lie in one array
+    /// interleaved over [`WALK_BANKS`] banks by 64-byte line, as a memory
+    /// controller maps addresses.
     fn walk(&self, key: &Key, accesses: &mut Vec<MemAccess>) -> Match {
         let stride = self.stride();
         let nw = self.words.len();
@@ -597,15 +621,13 @@ impl MemoryWalk for PTree {
                 continue;
             }
             let mut i = tree.root;
-            let mut level = 0u16;
             loop {
-                accesses.push(MemAccess { bank: level, addr: i as u64 * 64, bytes: 64 });
+                accesses.push(MemAccess { bank: (i as u64 % WALK_BANKS) as u16, addr: i as u64 * 64, bytes: 64 });
                 let n = &self.nodes[i as usize];
                 if n.is_leaf() {
                     break;
                 }
                 i = n.base + simd::below_scalar(n, key.0[n.field()]);
-                level += 1;
             }
             let n = &self.nodes[i as usize];
             if n.th[0] >= best {
@@ -616,7 +638,8 @@ impl MemoryWalk for PTree {
                 if blk[2 * nw].0[0] >= best {
                     break;
                 }
-                accesses.push(MemAccess { bank: level + 1, addr: rows_at + (b * stride * 32) as u64, bytes: block_bytes });
+                let addr = rows_at + (b * stride * 32) as u64;
+                accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: block_bytes });
                 let m = simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs);
                 if m != 0 {
                     best = best.min(blk[2 * nw].0[m.trailing_zeros() as usize]);

@@ -29,6 +29,9 @@ pub enum Algo {
     /// The decision tree (HiCuts/HyperCuts-like): for rule sets, such as
     /// firewall sets, whose trie exceeds its memory budget.
     Dtree,
+    /// The partitioned multi-way tree (classify::partition): 64-byte nodes
+    /// (one HBM burst each) and 3-4 levels, so fewer dependent reads.
+    Ptree,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

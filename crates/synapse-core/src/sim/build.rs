@@ -15,6 +15,7 @@ pub(super) fn build_walker(
         Algo::Trie => "trie",
         Algo::Linear => "linear",
         Algo::Dtree => "dtree",
+        Algo::Ptree => "ptree",
     };
     let s = crate::classify::build_structure(name, set, build).map_err(|e| match e {
         // One line that says what to do in a scenario (the classify
