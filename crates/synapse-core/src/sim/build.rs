@@ -152,6 +152,14 @@ impl<const N: usize> Simulator<N> {
             return err("config: pmus.count too large");
         }
         let n = config.tables.len();
+        if sets.len() != n || flow_keys.len() != n {
+            return err(format!("config: {n} tables but {} rule sets and {} flow key lists", sets.len(), flow_keys.len()));
+        }
+        for (t, set) in config.tables.iter().zip(&sets) {
+            if set.schema.len() > N {
+                return err(format!("config: table {:?}: key of {} words in a simulator of {N}-word keys", t.name, set.schema.len()));
+            }
+        }
         let idx = |name: &str| -> Result<u16, SimError> {
             config
                 .tables
