@@ -116,7 +116,7 @@ pub fn hashlittle(key: &[u8], initval: u32) -> u32 {
 
 /// The VMU's hash of a key: lookup3 over its first `words` 32-bit fields.
 #[inline]
-pub fn hash_key(key: &Key, words: usize, seed: u32) -> u32 {
+pub fn hash_key<const N: usize>(key: &Key<N>, words: usize, seed: u32) -> u32 {
     hashword(&key.0[..words], seed)
 }
 

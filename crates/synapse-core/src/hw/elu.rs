@@ -14,6 +14,7 @@
 
 use super::hbm::Hbm;
 use super::pmu::MissRequest;
+use crate::rules::MAX_FIELDS;
 use super::Cycle;
 use crate::classify::{Match, MemAccess, MemoryWalk};
 use serde::{Deserialize, Serialize};
@@ -58,20 +59,21 @@ impl Default for Config {
     }
 }
 
-struct Entry {
-    miss: MissRequest,
+struct Entry<const N: usize> {
+    miss: MissRequest<N>,
     result: Match,
     accesses: Vec<MemAccess>,
     next: usize,
     valid: bool,
 }
 
-pub struct Elu {
+/// The ELU of keys of `N` words (default: the 8-word key).
+pub struct Elu<const N: usize = MAX_FIELDS> {
     pub config: Config,
     /// Picoseconds per pipeline cycle.
     cycle_ps: f64,
-    miss_q: VecDeque<(Cycle, MissRequest)>,
-    orb: Vec<Option<Entry>>,
+    miss_q: VecDeque<(Cycle, MissRequest<N>)>,
+    orb: Vec<Option<Entry<N>>>,
     /// Oldest entry (the commit pointer).
     head: usize,
     len: usize,
@@ -86,8 +88,8 @@ pub struct Elu {
     pub bytes: Vec<u64>,
 }
 
-impl Elu {
-    pub fn new(config: Config, tables: usize, clock_mhz: f64) -> Elu {
+impl<const N: usize> Elu<N> {
+    pub fn new(config: Config, tables: usize, clock_mhz: f64) -> Elu<N> {
         let n = config.orb_entries.max(1) as usize;
         Elu {
             cycle_ps: 1e6 / clock_mhz,
@@ -108,7 +110,7 @@ impl Elu {
     pub fn can_enqueue(&self) -> bool {
         self.miss_q.len() < self.config.miss_queue.max(1) as usize
     }
-    pub fn enqueue(&mut self, now: Cycle, miss: MissRequest) {
+    pub fn enqueue(&mut self, now: Cycle, miss: MissRequest<N>) {
         debug_assert!(self.can_enqueue());
         self.miss_q
             .push_back((now + self.config.latency_cycles as Cycle, miss));
@@ -177,7 +179,7 @@ impl Elu {
         &mut self,
         now: Cycle,
         hbm: &mut Hbm,
-        walkers: &[Box<dyn MemoryWalk + Send>],
+        walkers: &[Box<dyn MemoryWalk<N> + Send>],
         sched: &mut impl FnMut(Cycle, u32),
     ) {
         if let Some(&(ready, miss)) = self.miss_q.front() {
@@ -247,7 +249,7 @@ impl Elu {
     }
 
     /// The commit pointer: the oldest entry leaves once valid, in order.
-    pub fn commit(&mut self) -> Option<(MissRequest, Match)> {
+    pub fn commit(&mut self) -> Option<(MissRequest<N>, Match)> {
         if !self.head_valid() {
             return None;
         }

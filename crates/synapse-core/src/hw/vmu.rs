@@ -188,12 +188,12 @@ impl Vmu {
 
     /// Lookup-table index of a key: lookup3, then `h % 2^N` as in Appendix D.
     #[inline]
-    pub fn index(&self, key: &Key) -> usize {
+    pub fn index<const N: usize>(&self, key: &Key<N>) -> usize {
         (hash_key(key, self.words, self.seed) as usize) & (self.lut.len() - 1)
     }
     /// The PMU for a key, or INVALID.
     #[inline]
-    pub fn route(&self, key: &Key) -> u16 {
+    pub fn route<const N: usize>(&self, key: &Key<N>) -> u16 {
         self.lut.get(self.index(key))
     }
     /// The PMU at a lookup-table index from [`Vmu::index`] (the simulator

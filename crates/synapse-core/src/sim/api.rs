@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Simulator {
+impl<const N: usize> Simulator<N> {
     pub fn now(&self) -> Cycle {
         self.now
     }

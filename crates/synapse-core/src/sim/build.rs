@@ -5,19 +5,19 @@ use super::*;
 
 /// Builds the ELU's structure for a rule set through the classifier
 /// registry (the multibit trie, or the linear scan).
-pub(super) fn build_walker(
+pub(super) fn build_walker<const N: usize>(
     algo: Algo,
-    set: &RuleSet,
+    set: &RuleSet<N>,
     table: &str,
     build: &crate::classify::BuildConfig,
-) -> Result<Box<dyn MemoryWalk + Send>, SimError> {
+) -> Result<Box<dyn MemoryWalk<N> + Send>, SimError> {
     let name = match algo {
         Algo::Trie => "trie",
         Algo::Linear => "linear",
         Algo::Dtree => "dtree",
         Algo::Ptree => "ptree",
     };
-    let s = crate::classify::build_structure(name, set, build).map_err(|e| match e {
+    let s = crate::classify::build_structure_n(name, set, build).map_err(|e| match e {
         // One line that says what to do in a scenario (the classify
         // command's advice names its own build parameters).
         crate::classify::BuildError::OverBudget {
@@ -132,15 +132,17 @@ impl Simulator {
         };
         Simulator::build(config, sets, flow_keys, src)
     }
+}
 
+impl<const N: usize> Simulator<N> {
     /// Builds from explicit rule sets, per-table flow keys and an arrival
     /// stream (tests and embedding); the config's rules and traffic are ignored.
     pub fn build(
         config: Config,
-        sets: Vec<RuleSet>,
-        flow_keys: Vec<Vec<Key>>,
+        sets: Vec<RuleSet<N>>,
+        flow_keys: Vec<Vec<Key<N>>>,
         source: Source,
-    ) -> Result<Simulator, SimError> {
+    ) -> Result<Simulator<N>, SimError> {
         if config.tables.is_empty() {
             return err("config: at least one table is needed");
         }
@@ -151,6 +153,14 @@ impl Simulator {
             return err("config: pmus.count too large");
         }
         let n = config.tables.len();
+        if sets.len() != n || flow_keys.len() != n {
+            return err(format!("config: {n} tables but {} rule sets and {} flow key lists", sets.len(), flow_keys.len()));
+        }
+        for (t, set) in config.tables.iter().zip(&sets) {
+            if set.schema.len() > N {
+                return err(format!("config: table {:?}: key of {} words in a simulator of {N}-word keys", t.name, set.schema.len()));
+            }
+        }
         let idx = |name: &str| -> Result<u16, SimError> {
             config
                 .tables
@@ -180,7 +190,7 @@ impl Simulator {
         };
         let cfg = Cfg::new(n, &edges, &entry).map_err(|e| SimError(format!("config: {e}")))?;
         let pmu_count = config.pmus.count as usize;
-        let mut pmus: Vec<Pmu> = (0..pmu_count)
+        let mut pmus: Vec<Pmu<N>> = (0..pmu_count)
             .map(|i| Pmu::new(i as u16, &config.pmus))
             .collect();
         let mut walkers = Vec::new();

@@ -62,7 +62,7 @@ use crate::hw::pmu::{MissRequest, Pmu, Request, Response, State};
 use crate::hw::vmu::{Vmu, INVALID};
 use crate::hw::Cycle;
 use crate::pipeline::{Cfg, Next};
-use crate::rules::{Key, RuleSet};
+use crate::rules::{Key, RuleSet, MAX_FIELDS};
 use engine::Engine;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -91,11 +91,11 @@ enum Ev {
     MemDone(u32),
 }
 
-struct Table {
+struct Table<const N: usize> {
     name: String,
     vmu: Vmu,
     input: VecDeque<Phv>,
-    keys: Vec<Key>,
+    keys: Vec<Key<N>>,
     /// Per flow, the VMU lookup-table index of its key (hashed once).
     lut_index: Vec<u32>,
     oracle: Vec<Match>,
@@ -120,13 +120,13 @@ struct Table {
 }
 
 /// The simulated system.
-pub struct Simulator {
+pub struct Simulator<const N: usize = MAX_FIELDS> {
     pub config: Config,
     cycle_ps: f64,
     now: Cycle,
-    tables: Vec<Table>,
-    walkers: Vec<Box<dyn MemoryWalk + Send>>,
-    pmus: Vec<Pmu>,
+    tables: Vec<Table<N>>,
+    walkers: Vec<Box<dyn MemoryWalk<N> + Send>>,
+    pmus: Vec<Pmu<N>>,
     /// Per PMU, the earliest cycle at which its tick can change something
     /// ([`Pmu::next_event`]); `0` after any change from outside (request,
     /// ELU fill, miss taken, state change). A PMU is ticked only from this
@@ -145,8 +145,8 @@ pub struct Simulator {
     bus: SharedBus,
     bus_rr: usize,
     /// Keys of tables without PMUs, sent by the VMU straight to the ELU.
-    direct: VecDeque<MissRequest>,
-    elu: Elu,
+    direct: VecDeque<MissRequest<N>>,
+    elu: Elu<N>,
     hbm: Hbm,
     engine: Engine<Ev>,
     cfg: Cfg,

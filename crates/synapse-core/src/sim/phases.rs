@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Simulator {
+impl<const N: usize> Simulator<N> {
     /// One cycle (phases 2–8); returns the next cycle at which a queue can
     /// make progress (`Cycle::MAX` if none; memory completions and arrivals
     /// are handled by the caller).

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Simulator {
+impl<const N: usize> Simulator<N> {
     pub(super) fn pull_arrival(&mut self) {
         self.next_arrival = self.source.next().map(|a| {
             (

@@ -382,3 +382,107 @@ fn a_phv_fed_to_a_table_visited_earlier_in_the_cycle_is_not_left_waiting() {
     assert!(b.mean_sojourn_ns < 200.0, "{b:?}");
     assert!(s.check_invariants().ok());
 }
+
+/// A 5-tuple rule set and its keys moved into a 24-word key (switch's
+/// ipv6_acl width): the five fields at scattered words, every fourth word an
+/// exact constant, the rest wildcards.
+fn widened(set: &RuleSet, keys: &[Key]) -> (RuleSet<32>, Vec<Key<32>>) {
+    use crate::rules::{FieldMatch, FieldSpec, MatchKind, Rule, Schema};
+    const POS: [usize; 5] = [2, 8, 14, 20, 23];
+    let fixed = |w: usize| (w % 4 == 1).then_some(0xabc0 + w as u32);
+    let mut fields: Vec<FieldSpec> = (0..24)
+        .map(|w| FieldSpec { name: format!("w{w}"), bits: 32, kind: MatchKind::Exact })
+        .collect();
+    for (i, &p) in POS.iter().enumerate() {
+        fields[p] = set.schema.fields[i].clone();
+    }
+    let rules = set
+        .rules
+        .iter()
+        .map(|r| {
+            let mut f = [FieldMatch::ANY; 32];
+            for (w, x) in f.iter_mut().enumerate().take(24) {
+                if let Some(c) = fixed(w) {
+                    *x = FieldMatch::exact(c);
+                }
+            }
+            for (i, &p) in POS.iter().enumerate() {
+                f[p] = r.fields[i];
+            }
+            Rule { fields: f, priority: r.priority, action: r.action, flags: r.flags }
+        })
+        .collect();
+    let keys = keys
+        .iter()
+        .map(|k| {
+            let mut a = [0u32; 32];
+            for (w, x) in a.iter_mut().enumerate().take(24) {
+                *x = fixed(w).unwrap_or(0);
+            }
+            for (i, &p) in POS.iter().enumerate() {
+                a[p] = k.0[i];
+            }
+            Key(a)
+        })
+        .collect();
+    (RuleSet::new(Schema { fields }, rules), keys)
+}
+
+#[test]
+fn wide_keys_run_exactly_like_their_5_tuple_original() {
+    // One PMU per table (routing cannot depend on the key's hash) and the
+    // linear ELU (its reads depend only on the matching rule's index): the
+    // 24-word run must count, time and answer exactly as the 8-word one.
+    let p = crate::workload::seed::Params::builtin("acl").unwrap();
+    let (a, b) = (crate::workload::rulegen::generate(&p, 150, 4), crate::workload::rulegen::generate(&p, 80, 5));
+    let (ka, kb) = (keys_for(&a, 300, 9), keys_for(&b, 300, 10));
+    let mut c = Config {
+        tables: vec![table("a", vec![0]), table("b", vec![1])],
+        edges: vec![Edge { src: "a".into(), dst: "b".into(), p: 1.0 }],
+        entry: [("a".to_string(), 1.0)].into_iter().collect(),
+        pmus: pmu::Config { count: 2, block_size: 32, ..Default::default() },
+        ..Config::default()
+    };
+    c.elu.algo = crate::hw::elu::Algo::Linear;
+    c.elu.lookup_slots = 64;
+    let flows: Vec<u32> = (0..6000u32).map(|i| (i * i + 7 * i) % 300).collect();
+    let src = || Box::new(Replay::new(flows.clone(), 2.0));
+    let mut s8 = Simulator::build(c.clone(), vec![a.clone(), b.clone()], vec![ka.clone(), kb.clone()], src()).unwrap();
+    let (wa, wka) = widened(&a, &ka);
+    let (wb, wkb) = widened(&b, &kb);
+    let mut s32: Simulator<32> = Simulator::build(c, vec![wa, wb], vec![wka, wkb], src()).unwrap();
+    for s in [1_500_000.0, 4_000_000.0] {
+        s8.run_until_ns(s);
+        s32.run_until_ns(s);
+    }
+    let (t8, t32) = (s8.totals(), s32.totals());
+    assert!(t8[0].hits > 1000 && t8[0].misses > 100 && t8[1].misses > 100, "{t8:?}");
+    assert_eq!(format!("{t8:?}"), format!("{t32:?}"));
+    let inv = s32.check_invariants();
+    assert!(inv.ok() && inv.exited > 2000, "{inv:?}");
+}
+
+#[test]
+fn wide_keys_keep_the_oracle_on_every_elu_structure() {
+    // Several PMUs per table (the VMU hashes all 24 words), trie and tree.
+    let p = crate::workload::seed::Params::builtin("ipc").unwrap();
+    let set = crate::workload::rulegen::generate(&p, 200, 6);
+    let keys = keys_for(&set, 500, 11);
+    let (ws, wk) = widened(&set, &keys);
+    for algo in [crate::hw::elu::Algo::Trie, crate::hw::elu::Algo::Dtree] {
+        let mut c = Config {
+            tables: vec![table("t", vec![0, 1, 2])],
+            pmus: pmu::Config { count: 3, block_size: 16, ..Default::default() },
+            ..Config::default()
+        };
+        c.elu.algo = algo;
+        // Two thirds of the packets on 30 hot flows, the rest over all 500.
+        let flows: Vec<u32> = (0..5000u32).map(|i| if i % 3 == 0 { (i / 3) % 500 } else { (i * 7) % 30 }).collect();
+        let mut s: Simulator<32> = Simulator::build(c, vec![ws.clone()], vec![wk.clone()], Box::new(Replay::new(flows, 2.0))).unwrap();
+        s.run_until_ns(3_000_000.0);
+        let inv = s.check_invariants();
+        assert!(inv.ok() && inv.exited > 4000, "{algo:?}: {inv:?}");
+        let t = &s.totals()[0];
+        assert!(t.hits > 2000 && t.misses > 500, "{algo:?}: {t:?}");
+    }
+}
