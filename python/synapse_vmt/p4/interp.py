@@ -238,6 +238,8 @@ def _match_row(m: object, k: KeySpec, where: str) -> tuple[int, int, int]:
     raise UserError(f"{where}: expected a match kind among exact, lpm, ternary, range, optional; found {kind!r}")
 
 
+match_row = _match_row  # public name (simrun uses it to build the oracle's rules)
+
 VECTOR_ROWS = 64  # tables with more entries than this are matched with numpy, a row per entry
 
 
