@@ -896,3 +896,20 @@ def test_vectorised_match_equals_scan_and_oracle(shared_data):
                 # the scan over the first VECTOR_ROWS entries agrees where its answer lies in that prefix
                 s = scan(k)
                 assert s == (got if 0 <= got < VECTOR_ROWS else -1)
+
+
+def test_key_words_follow_keys_layout(upf, shared_data):
+    """Trace.key_words and keys.py's KeyLayout.encode give the same words for every UPF lookup."""
+    from synapse_vmt.p4.bmv2 import read_bmv2
+    from synapse_vmt.p4.entries import load_entries
+    from synapse_vmt.p4.keys import KeyLayout
+
+    cfg = read_bmv2(shared_data / "p4" / "up4-bmv2.json")
+    layouts = {t.name: KeyLayout.from_table(t) for t in cfg.tables}
+    assert [t.name for t in cfg.tables] == [t.name for t in upf.tables]
+    ents = load_entries(DATA / "upf-entries.txt", shared_data / "p4" / "up4-bmv2.json")
+    tr = upf.run(_mutants(6, 200) + [upf_uplink(1234), upf_downlink()], ents)
+    for j in range(len(tr.step_table)):
+        spec = tr.tables[tr.step_table[j]]
+        values = dict(zip((k.field for k in spec.key), tr.step_keys[j]))
+        assert layouts[spec.name].encode(values) == tr.key_words(j)

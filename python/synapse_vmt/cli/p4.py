@@ -118,7 +118,7 @@ def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, fm
 @p4.command("interp")
 @click.argument("program", type=click.Path(dir_okay=False))
 @click.option("--pcap", "pcap", type=click.Path(dir_okay=False), required=True, help="the packets (pcap or pcapng)")
-@click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="table entries (simple_switch_CLI commands or runtime JSON); none: every lookup misses")
+@click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="table entries (simple_switch_CLI commands or runtime JSON); none: only the program's const entries")
 @click.option("--ingress-port", type=click.IntRange(min=0), default=0, show_default=True, help="standard_metadata.ingress_port of every packet")
 @click.option("--seed", type=int, default=1, show_default=True, help="seeds the fallback branches and synthesized fields")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
@@ -131,16 +131,14 @@ def interp_cmd(program: str, pcap: str, entries_file: str | None, ingress_port: 
     lookups, the entries matched and the actions run, and name what the run
     could not compute (synthesized key fields, fallback branches, parser rejects)."""
     import json
+    import os
     import time
 
+    from synapse_vmt.p4.entries import load_entries
     from synapse_vmt.p4.interp import Program
     from synapse_vmt.p4.parser import read_packets
 
     prog = Program.load(program)
-    import os
-
-    from synapse_vmt.p4.entries import load_entries
-
     # no file: still the program's own const entries and default actions
     got = load_entries(entries_file or os.devnull, program)
     t0 = time.process_time()

@@ -238,6 +238,8 @@ def _match_row(m: object, k: KeySpec, where: str) -> tuple[int, int, int]:
     raise UserError(f"{where}: expected a match kind among exact, lpm, ternary, range, optional; found {kind!r}")
 
 
+match_row = _match_row  # public name (simrun uses it to build the oracle's rules)
+
 VECTOR_ROWS = 64  # tables with more entries than this are matched with numpy, a row per entry
 
 
@@ -264,8 +266,10 @@ def first_match(spec: TableSpec, rows: list[tuple[tuple[int, ...], tuple[int, ..
     hi_w = np.array([encode_words(spec, r[1]) for r in rows], dtype=np.uint32)
     m_w = np.array([encode_words(spec, r[2]) for r in rows], dtype=np.uint32)
 
+    narrow = all(k.width <= 32 for k in spec.key)  # the key tuple is already its words
+
     def vector(k):
-        kw = np.array(encode_words(spec, k), dtype=np.uint32) & m_w
+        kw = np.array(k if narrow else encode_words(spec, k), dtype=np.uint32) & m_w
         ok = ((kw >= lo_w) & (kw <= hi_w)).all(axis=1)
         i = int(ok.argmax())
         return results[i] if ok[i] else miss
