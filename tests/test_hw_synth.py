@@ -35,6 +35,16 @@ def test_a_bigger_cam_costs_more_and_reruns_come_from_the_cache(tmp_path, monkey
     assert again.cached and (again.luts, again.ffs) == (small.luts, small.ffs)
 
 
+def test_fit_extrapolates_linearly_and_prefers_synthesized_rows(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    rows = [synth.Row("pmu", n, 104, 100 + 10 * n, 50 + 200 * n, 0, 0, 4 + int(n).bit_length(), 1.0)
+            for n in (8, 16, 32)]
+    fit = synth.fit_pmu(rows, sizes=(64, 512))
+    assert [(r.entries, r.luts, r.ffs, r.source) for r in fit] == [
+        (64, 740, 12850, "fit"), (512, 5220, 102450, "fit")]
+    assert fit[1].depth > fit[0].depth
+
+
 @needs_yosys
 def test_synth_command_prints_json_rows_and_writes_csv(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -44,7 +54,10 @@ def test_synth_command_prints_json_rows_and_writes_csv(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)
     assert [(x["unit"], x["entries"], x["key_bits"]) for x in rows] == [("orb", 4, 16)]
-    assert {"luts", "ffs", "bram"} <= set(rows[0]) and rows[0]["ffs"] > 4 * 16
+    cached = synth.synth_one("orb", 4, 16)
+    assert cached.cached and (rows[0]["luts"], rows[0]["ffs"], rows[0]["bram"]) == (
+        cached.luts, cached.ffs, cached.bram)
+    assert rows[0]["luts"] > 0 and rows[0]["ffs"] > 0
     assert out.read_text().splitlines()[1].startswith("orb,4,16,")
 
 

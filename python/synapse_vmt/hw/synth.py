@@ -3,7 +3,8 @@
 Each design point (unit, entries, key bits) is synthesized with
 ``synth_xilinx -family xcup`` (UltraScale+, the U50's family) for LUTs,
 flip-flops, BRAM and URAM, and its logic depth is the longest path in
-cells (``ltp -noff``, flip-flops cut). These are yosys estimates of a
+cells (LUTs, MUXF, CARRY) between flip-flops (``ltp -noff`` once the mapped
+flip-flops are cut). These are yosys estimates of a
 flat netlist, not vendor place-and-route: no timing closure, no packing.
 Results are cached by the hash of the RTL file, the parameters and the
 yosys version, so a rerun only synthesizes what changed.
@@ -43,7 +44,13 @@ def design(unit: str, entries: int, key_bits: int) -> tuple[str, dict]:
 #: (104-bit 5-tuple, 233-bit UPF ACL), the ORB and the VMU at their defaults.
 PMU_SIZES = (64, 128, 256, 512)
 KEY_WIDTHS = (104, 233)
-DEFAULT_POINTS = [("pmu", n, k) for k in KEY_WIDTHS for n in PMU_SIZES] + [
+#: Sizes synthesized to fit the PMU's growth when the table's sizes are not
+#: synthesized themselves (a 64-entry PMU took over 20 minutes of yosys on a
+#: loaded 2-core machine; 512 x 233 bits is ~18x the logic).
+FIT_SIZES = (8, 16, 32)
+DEFAULT_POINTS = [("pmu", n, k) for k in KEY_WIDTHS for n in FIT_SIZES] + [
+    ("orb", 64, 104), ("vmu", 1024, 0)]
+EXACT_POINTS = [("pmu", n, k) for k in KEY_WIDTHS for n in PMU_SIZES] + [
     ("orb", 64, 104), ("orb", 64, 233), ("vmu", 1024, 0)]
 
 
@@ -59,6 +66,8 @@ class Row:
     depth: int
     seconds: float
     cached: bool = False
+    #: "yosys", or "fit" for a size extrapolated from synthesized ones.
+    source: str = "yosys"
 
 
 def cache_dir() -> Path:
@@ -77,7 +86,7 @@ def _key(top: str, params: dict) -> str:
     h.update((RTL_DIR / f"{top}.v").read_bytes())
     h.update(json.dumps(params, sort_keys=True).encode())
     h.update(yosys_version().encode())
-    h.update(b"synth_xilinx -family xcup -flatten; ltp -noff")
+    h.update(b"synth_xilinx -family xcup -flatten; delete t:FD* t:BUFG* t:IBUF* t:OBUF*; ltp -noff")
     return h.hexdigest()[:20]
 
 
@@ -108,6 +117,9 @@ def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True) ->
             f"chparam {sets} {top}\n"
             f"synth_xilinx -top {top} -family xcup -flatten\n"
             f"tee -q -o {d}/stat.json stat -json\n"
+            # ltp -noff only knows yosys's own flip-flops: cut the mapped ones
+            # (and the I/O buffers) so the path runs register to register.
+            f"delete t:FD* t:BUFG* t:IBUF* t:OBUF*\n"
             f"tee -q -o {d}/ltp.txt ltp -noff\n")
         t0 = time.perf_counter()
         p = subprocess.run(["yosys", "-q", "-l", f"{d}/log.txt", str(script)], capture_output=True, text=True)
@@ -125,20 +137,60 @@ def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True) ->
     return row
 
 
+def cached_row(unit: str, entries: int, key_bits: int) -> Row | None:
+    top, params = design(unit, entries, key_bits)
+    f = cache_dir() / f"{_key(top, params)}.json"
+    return Row(**{**json.loads(f.read_text()), "cached": True}) if f.exists() else None
+
+
+def fit_pmu(rows: list[Row], sizes=PMU_SIZES) -> list[Row]:
+    """PMU rows at ``sizes`` per key width: synthesized ones from the cache,
+    the others extrapolated from the synthesized rows (least squares: LUTs and
+    FFs linear in entries, as every entry adds its key, pointers and
+    comparators; depth linear in log2 entries, the match-reduction tree)."""
+    import numpy as np
+
+    out = []
+    for k in sorted({r.key_bits for r in rows if r.unit == "pmu"}):
+        pts = sorted((r for r in rows if r.unit == "pmu" and r.key_bits == k), key=lambda r: r.entries)
+        for n in sizes:
+            try:
+                real = cached_row("pmu", n, k)
+            except UserError:  # no yosys: nothing can be cached either
+                real = None
+            if real is not None:
+                out.append(real)
+                continue
+            if len(pts) < 2:
+                continue
+            x = np.array([r.entries for r in pts], float)
+            fit = lambda y, xs=x: np.polyval(np.polyfit(xs, np.array(y, float), 1), n)  # noqa: E731
+            lg = np.log2(x)
+            depth = np.polyval(np.polyfit(lg, [r.depth for r in pts], 1), np.log2(n))
+            out.append(Row("pmu", n, k, int(round(fit([r.luts for r in pts]))),
+                           int(round(fit([r.ffs for r in pts]))), 0.0, 0, int(round(depth)), 0.0,
+                           source="fit"))
+    return out
+
+
 def write_csv(rows: list[Row], path: str | os.PathLike) -> None:
     import csv
 
     with atomic_write(path) as f:
         w = csv.writer(f)
-        w.writerow(["unit", "entries", "key_bits", "luts", "ffs", "bram", "uram", "depth", "seconds"])
+        w.writerow(["unit", "entries", "key_bits", "luts", "ffs", "bram", "uram", "depth", "seconds", "source"])
         for r in rows:
-            w.writerow([r.unit, r.entries, r.key_bits, r.luts, r.ffs, r.bram, r.uram, r.depth, r.seconds])
+            w.writerow([r.unit, r.entries, r.key_bits, r.luts, r.ffs, r.bram, r.uram, r.depth, r.seconds,
+                        r.source])
 
 
 def table(rows: list[Row]) -> str:
-    head = f"{'unit':<5} {'entries':>7} {'key':>4} {'LUTs':>8} {'FFs':>8} {'BRAM36':>6} {'URAM':>4} {'depth':>5} {'s':>7}"
+    head = (f"{'unit':<5} {'entries':>7} {'key':>4} {'LUTs':>8} {'FFs':>8} {'BRAM36':>6} {'URAM':>4} "
+            f"{'depth':>5} {'yosys s':>7}  source")
     lines = [head]
     for r in rows:
+        src = "linear fit" if r.source == "fit" else "yosys" + (" (cached)" if r.cached else "")
+        secs = f"{r.seconds:>7.1f}" if r.source != "fit" else f"{'-':>7}"
         lines.append(f"{r.unit:<5} {r.entries:>7} {r.key_bits:>4} {r.luts:>8} {r.ffs:>8} {r.bram:>6g} "
-                     f"{r.uram:>4} {r.depth:>5} {r.seconds:>7.1f}{' (cached)' if r.cached else ''}")
+                     f"{r.uram:>4} {r.depth:>5} {secs}  {src}")
     return "\n".join(lines)

@@ -136,13 +136,17 @@ module synapse_pmu #(
         assign lm0[g] = (g < used) && (key_mem[g] == lk);
     end endgenerate
 
-    function [AW-1:0] enc;                  // one-hot -> index
+    // One-hot -> index as a balanced OR per index bit (an if-chain over the
+    // entries would be a mux chain as deep as the CAM).
+    function [AW-1:0] enc;
         input [N-1:0] v;
-        integer k;
+        integer k, b;
+        reg [N-1:0] m;
         begin
-            enc = 0;
-            for (k = 0; k < N; k = k + 1)
-                if (v[k]) enc = enc | k[AW-1:0];
+            for (b = 0; b < AW; b = b + 1) begin
+                for (k = 0; k < N; k = k + 1) m[k] = (k >> b) & 1;
+                enc[b] = |(v & m);
+            end
         end
     endfunction
 
