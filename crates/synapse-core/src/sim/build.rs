@@ -267,6 +267,7 @@ impl Simulator {
             busy_cycles: 0,
             draining: false,
             fed: false,
+            routes: None,
             tables,
             walkers,
             pmu_wake: vec![0; pmus.len()],

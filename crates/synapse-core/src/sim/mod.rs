@@ -38,6 +38,7 @@ mod build;
 pub mod config;
 pub mod engine;
 mod phases;
+mod routed;
 mod run;
 pub mod source;
 pub mod stats;
@@ -45,6 +46,7 @@ pub mod stats;
 pub use api::{Invariants, QueueDepths, TableSummary};
 
 pub use config::Config;
+pub use routed::RoutedTable;
 
 use crate::classify::{linear::Linear, Classifier, Match, MemoryWalk};
 use crate::hw::elu::{Algo, Elu};
@@ -150,6 +152,8 @@ pub struct Simulator {
     draining: bool,
     /// Phase 7 of this cycle moved a PHV into a table's input FIFO.
     fed: bool,
+    /// Explicit per-PHV routes (`routed.rs`) instead of CFG probabilities.
+    routes: Option<routed::Routes>,
 }
 
 #[cfg(test)]

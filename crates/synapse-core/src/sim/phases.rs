@@ -181,6 +181,10 @@ impl Simulator {
         }
         let next = match self.tables[ti].pending.take() {
             Some(n) => n,
+            None if self.routes.is_some() => {
+                let phv = self.tables[ti].vmu.head_phv();
+                self.routes.as_ref().unwrap().next(phv)
+            }
             None if self.cfg.has_out(ti as u16) => {
                 let u: f64 = self.rng.gen();
                 self.cfg.next(ti as u16, u)
@@ -208,14 +212,21 @@ impl Simulator {
             Next::Table(d) => {
                 self.fed = true;
                 t.edges[d as usize] += 1;
+                let flow = match &mut self.routes {
+                    Some(r) => r.advance(slot.phv),
+                    None => slot.flow,
+                };
                 self.tables[d as usize].input.push_back(Phv {
                     id: slot.phv,
-                    flow: slot.flow,
+                    flow,
                     arrived: now,
                 });
                 self.tables[d as usize].win.arrived += 1;
             }
             Next::Exit => {
+                if let Some(r) = &mut self.routes {
+                    r.leave(slot.phv);
+                }
                 let n = t.edges.len();
                 t.edges[n - 1] += 1;
                 let (w, b) = ((slot.phv / 64) as usize, slot.phv % 64);

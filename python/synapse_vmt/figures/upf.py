@@ -1,0 +1,242 @@
+"""``synapse reproduce upf``: elastic PMU sharing across the tables of a real
+program (paper §2, Fig. 1: the UPF's uplink and downlink paths).
+
+ONF's UP4 (shipped in the package) with coherent entries
+(:mod:`synapse_vmt.p4.upf`), under generated traffic whose uplink/downlink
+mix shifts over the run (uplink-heavy, then downlink-heavy); every keyed table
+the packets visit is a VMT drawing PMUs from one pool of ``N``. Three
+schemes over the same seeded traffic:
+
+- **closed loop**: the runtime controller (:class:`~synapse_vmt.opt.controller.Controller`)
+  starting from the even split, re-solving every period and moving PMUs;
+- **static oracle**: knows the whole run: the allocation the (corrected)
+  model gives for the run's peak input rate and the measured routing, fixed;
+- **even split**: the pool dealt evenly over the tables, fixed.
+
+The capacity model (one USL for the program's tables, which are alike: hash
+lookups into PMU caches) is fitted from calibration runs of the same program
+and traffic with the pool split evenly at several sizes (per-table window
+samples, :func:`synapse_vmt.opt.counters.usl_samples`).
+
+Optionally (``slo_latency_ns`` / ``hit_rate_floor``) the closed loop also
+holds a per-table service target; the run then reports what the target costs
+in PMU-time against the throughput-only loop.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from synapse_vmt.errors import atomic_write
+from synapse_vmt.opt.controller import Controller, Settings, concat, observe, static_oracle
+from synapse_vmt.opt.counters import Samples, usl_samples
+from synapse_vmt.opt.usl import fit
+from synapse_vmt.p4 import gentraffic, simrun, upf
+from synapse_vmt.report import save_png, write_json
+
+
+def plan(quick: bool) -> dict:
+    if quick:
+        return {"flows": 1500, "duration": 1_200_000.0, "period": 200_000.0, "pmus": 24, "sessions": 1000,
+                "cal_pmus": [9, 18, 27], "cal_duration": 300_000.0, "cal_warmup": 100_000.0}
+    return {"flows": 4000, "duration": 4_000_000.0, "period": 400_000.0, "pmus": 32, "sessions": 1000,
+            "cal_pmus": [9, 18, 27, 36], "cal_duration": 600_000.0, "cal_warmup": 200_000.0}
+
+
+class Recording:
+    """The simulator, keeping every window batch the controller reads."""
+
+    def __init__(self, sim):
+        self.sim, self.parts = sim, []
+
+    def windows(self):
+        w = self.sim.windows()
+        self.parts.append(w)
+        return w
+
+    def __getattr__(self, name):
+        return getattr(self.sim, name)
+
+    def all_windows(self) -> dict:
+        parts = [p for p in self.parts if len(p["t_ns"])]
+        return concat(parts) if parts else {}
+
+
+def per_period(w: dict, period_ns: float, T: int) -> dict:
+    """Per control period: mean per-key latency, hit rate and PMUs per table."""
+    t = np.asarray(w["t_ns"], dtype=float)
+    k = np.floor((t - 1e-6) / period_ns).astype(np.int64)
+    tab = np.asarray(w["table"], dtype=np.int64)
+    n = np.asarray(w["hits"], dtype=float) + np.asarray(w["misses"], dtype=float)
+    lat = np.nan_to_num(np.asarray(w["lat_mean_ns"], dtype=float))
+    P = int(k.max()) + 1 if len(k) else 0
+    lat_sum = np.bincount(k, weights=lat * n, minlength=P)
+    cnt = np.bincount(k, weights=n, minlength=P)
+    hits = np.bincount(k, weights=np.asarray(w["hits"], dtype=float), minlength=P)
+    pm = np.zeros((P, T))
+    nw = np.zeros((P, T))
+    np.add.at(pm, (k, tab), np.asarray(w["pmus"], dtype=float))
+    np.add.at(nw, (k, tab), 1.0)
+    return {
+        "t_ms": ((np.arange(P) + 1) * period_ns / 1e6).tolist(),
+        "mean_latency_ns": (lat_sum / np.maximum(cnt, 1)).tolist(),
+        "hit_rate": (hits / np.maximum(cnt, 1)).tolist(),
+        "pmus": (pm / np.maximum(nw, 1)).tolist(),
+        "lat_total": float(lat_sum.sum()),
+        "lookups": float(cnt.sum()),
+    }
+
+
+def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
+        hit_rate_floor: float | None = None, headroom: float = 1.3) -> dict:
+    pl = plan(quick)
+    out.mkdir(parents=True, exist_ok=True)
+    entries = out / "entries.txt"
+    with atomic_write(entries) as fh:
+        fh.write("\n".join(upf.entries_cli(pl["sessions"], seed)) + "\n")
+    import tomllib
+
+    doc = tomllib.loads(upf.scenario(flows=pl["flows"], duration_ns=pl["duration"], pmus=pl["pmus"]))
+    traffic = gentraffic.parse_spec(doc["traffic"], "upf: [traffic]")
+    program = simrun.resolve_program("builtin:up4")
+    pr = simrun.prepare(program, str(entries), traffic=traffic, duration_ns=pl["duration"], seed=seed)
+    names = pr.routes.tables
+    T, N = len(names), pl["pmus"]
+    window = 10_000.0
+
+    def make(alloc: dict[str, list[int]], duration: float | None = None):
+        p = pr if duration is None else simrun.ProgramRun(**{**pr.__dict__, "duration_ns": duration})
+        return Recording(simrun.build_sim(p, alloc, N, window_ns=window, seed=seed))
+
+    # Calibration: the pool split evenly at several sizes, flat traffic.
+    flat = gentraffic.TrafficSpec([gentraffic.TrafficClass(c.name, c.share, "flat", c.frame, c.fields) for c in traffic.classes],
+                                  traffic.flows, traffic.dist, traffic.max_bytes, traffic.flow_duration_ns, traffic.mean_pkt_bytes)
+    samples = Samples.empty()
+    for n_cal in pl["cal_pmus"]:
+        for scale in (1.0, 2.5):
+            spec = gentraffic.TrafficSpec(flat.classes, int(flat.flows * scale), flat.dist, flat.max_bytes, flat.flow_duration_ns,
+                                          flat.mean_pkt_bytes)
+            cal = simrun.prepare(program, str(entries), traffic=spec, duration_ns=pl["cal_duration"], seed=seed + 7)
+            s = simrun.build_sim(cal, simrun.even_split(cal.routes.tables, n_cal), max(N, n_cal), window_ns=window, seed=seed)
+            s.run_until(pl["cal_warmup"])
+            s.windows(), s.edges()
+            s.run_until(pl["cal_duration"])
+            for smp in usl_samples(s.windows(), window, len(cal.routes.tables)):
+                samples = samples.extend(smp)
+    fitres = fit(samples.load_mpps, samples.throughput_mpps, samples.pmus)
+    models = {n: fitres.usl for n in names}
+
+    settings = Settings(period_ns=pl["period"], window_ns=window, headroom=headroom)
+    even = simrun.even_split(names, N)
+
+    def loop(st: Settings):
+        sim = make(even)
+        ctl = Controller(sim, dict(models), N, st)
+        hist = ctl.run(pl["duration"])
+        return sim, ctl, hist
+
+    sim_l, ctl, hist_l = loop(settings)
+    peak = max(p.input_mpps for p in hist_l)
+    fixed = static_oracle(names, ctl.capacities(), N, ctl.prior_P, ctl.prior_entry, peak, headroom)
+    from synapse_vmt.opt import placement
+
+    sim_s = make(placement.initial(N, 4, fixed))
+    hist_s = observe(sim_s, T, settings, pl["duration"])
+    sim_e = make(even)
+    hist_e = observe(sim_e, T, settings, pl["duration"])
+    runs = {"closed_loop": (sim_l, hist_l), "static": (sim_s, hist_s), "even_split": (sim_e, hist_e)}
+    if slo_latency_ns is not None or hit_rate_floor is not None:
+        st = Settings(period_ns=pl["period"], window_ns=window, headroom=headroom, slo_latency_ns=slo_latency_ns,
+                      hit_rate_floor=hit_rate_floor)
+        sim_t, _, hist_t = loop(st)
+        runs["closed_loop_slo"] = (sim_t, hist_t)
+
+    series, stats = {}, {}
+    for k, (sim, hist) in runs.items():
+        inv = sim.check_invariants()
+        if not inv["ok"]:
+            raise RuntimeError(f"{k}: simulator invariant violated: {inv}")
+        pp = per_period(sim.all_windows(), pl["period"], T)
+        thr = float(np.mean([p.throughput_mpps for p in hist]))
+        pmu_time = float(np.sum([p.active_pmus for p in hist]) * pl["period"])
+        series[k] = {"t_ms": [p.t_ns / 1e6 for p in hist], "input_mpps": [p.input_mpps for p in hist],
+                     "throughput_mpps": [p.throughput_mpps for p in hist], "hit_rate": pp["hit_rate"][:len(hist)],
+                     "mean_latency_ns": pp["mean_latency_ns"][:len(hist)], "pmus": [p.pmus.tolist() for p in hist],
+                     "active_pmus": [p.active_pmus for p in hist]}
+        stats[k] = {"throughput_mpps": thr, "pmu_time_ms": pmu_time / 1e6,
+                    "mean_latency_ns": pp["lat_total"] / max(pp["lookups"], 1.0),
+                    "hit_rate": float(np.nanmean([p.hit_rate for p in hist])), "drops": int(sum(p.drops for p in hist)),
+                    "invariants": inv}
+    st_s = stats["static"]
+    summary = {
+        "figure": "upf",
+        "closed_loop": {"throughput_ratio_vs_static": stats["closed_loop"]["throughput_mpps"] / st_s["throughput_mpps"],
+                        "pmu_time_ratio_vs_static": stats["closed_loop"]["pmu_time_ms"] / st_s["pmu_time_ms"],
+                        "mean_latency_ns": stats["closed_loop"]["mean_latency_ns"]},
+        "even_split": {"throughput_ratio_vs_static": stats["even_split"]["throughput_mpps"] / st_s["throughput_mpps"],
+                       "mean_latency_ns": stats["even_split"]["mean_latency_ns"]},
+        "static": {"mean_latency_ns": st_s["mean_latency_ns"], "pmus": fixed},
+        "schemes": stats,
+        "tables": names,
+        "unsimulated_tables": pr.routes.unsimulated,
+        "model": {**fitres.usl.to_json(), "r2": fitres.r2, "rmse_mpps": fitres.rmse_mpps},
+        "settings": {"pmus_total": N, "period_ns": pl["period"], "duration_ns": pl["duration"], "flows": pl["flows"],
+                     "sessions": pl["sessions"], "headroom": headroom, "seed": seed,
+                     "slo_latency_ns": slo_latency_ns, "hit_rate_floor": hit_rate_floor},
+    }
+    cl, ev = stats["closed_loop"], stats["even_split"]
+    summary["done_when"] = {
+        "throughput_within_5pct": summary["closed_loop"]["throughput_ratio_vs_static"] >= 0.95,
+        "less_pmu_time": summary["closed_loop"]["pmu_time_ratio_vs_static"] < 1.0,
+        "beats_even_split": cl["throughput_mpps"] > ev["throughput_mpps"] or cl["mean_latency_ns"] < ev["mean_latency_ns"],
+    }
+    if "closed_loop_slo" in stats:
+        sl = stats["closed_loop_slo"]
+        summary["closed_loop_slo"] = {"pmu_time_ratio_vs_closed_loop": sl["pmu_time_ms"] / cl["pmu_time_ms"],
+                                      "pmu_time_ratio_vs_static": sl["pmu_time_ms"] / st_s["pmu_time_ms"],
+                                      "throughput_ratio_vs_static": sl["throughput_mpps"] / st_s["throughput_mpps"],
+                                      "mean_latency_ns": sl["mean_latency_ns"], "hit_rate": sl["hit_rate"]}
+    with atomic_write(out / "upf.csv") as fh:
+        w = csv.writer(fh)
+        w.writerow(["scheme", "t_ms", "input_mpps", "throughput_mpps", "hit_rate", "mean_latency_ns", "active_pmus"] + [f"pmus:{n}" for n in names])
+        for k, s in series.items():
+            for i in range(len(s["t_ms"])):
+                w.writerow([k, s["t_ms"][i], s["input_mpps"][i], s["throughput_mpps"][i], s["hit_rate"][i], s["mean_latency_ns"][i],
+                            s["active_pmus"][i], *s["pmus"][i]])
+    plot(series, names, out / "upf.png")
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+def plot(series: dict, names: list[str], path: Path) -> None:
+    from synapse_vmt.report import pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(2, 3, figsize=(15, 7.5))
+    colors = {"closed_loop": "r", "static": "b", "even_split": "g", "closed_loop_slo": "m"}
+    for k, s in series.items():
+        c = colors.get(k, "k")
+        ax[0, 0].plot(s["t_ms"], s["throughput_mpps"], c, label=k)
+        ax[0, 1].plot(s["t_ms"], s["hit_rate"], c, label=k)
+        ax[0, 2].plot(s["t_ms"], s["mean_latency_ns"], c, label=k)
+        ax[1, 0].plot(s["t_ms"], s["active_pmus"], c, label=k)
+    s0 = series["static"]
+    ax[0, 0].plot(s0["t_ms"], s0["input_mpps"], color="grey", ls=":", label="input")
+    for panel, key in ((ax[1, 1], "closed_loop"), (ax[1, 2], "closed_loop_slo" if "closed_loop_slo" in series else "static")):
+        pm = np.array(series[key]["pmus"])
+        if pm.size:
+            panel.stackplot(series[key]["t_ms"], pm.T, labels=[n.split(".")[-1] for n in names])
+        panel.set(title=f"PMUs per table ({key})", xlabel="time (ms)", ylabel="PMUs")
+    ax[1, 1].legend(fontsize=6, loc="upper left")
+    ax[0, 0].set(title="Throughput", ylabel="Mpps")
+    ax[0, 1].set(title="Hit rate (all tables)", ylim=(0, 1.02))
+    ax[0, 2].set(title="Mean per-key latency", ylabel="ns")
+    ax[1, 0].set(title="Active PMUs", xlabel="time (ms)")
+    for a in ax.flat:
+        a.grid(alpha=0.3)
+    ax[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    save_png(fig, path)
