@@ -212,7 +212,10 @@ class Controller:
                 s.hit_rate_floor is None or hit > s.hit_rate_floor + s.slo_relax_hits)
             h = int(round(held[j]))
             if bad:
-                self.floors[j] = min(self.total_pmus, max(self.floors[j], h + 1))
+                # far off the latency target: a bigger step (a cache far too small)
+                step = 1 + (s.slo_latency_ns is not None and mean_lat > 2 * s.slo_latency_ns) + (
+                    s.slo_latency_ns is not None and mean_lat > 4 * s.slo_latency_ns)
+                self.floors[j] = min(self.total_pmus, max(self.floors[j], h + step))
             elif good and self.floors[j] > s.min_pmus:
                 self.floors[j] -= 1
         out = np.maximum(pmus, self.floors)
