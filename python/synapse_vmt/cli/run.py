@@ -115,10 +115,10 @@ def _print_program(s: dict, out: Path) -> None:
     for name, r in s["tables"].items():
         top = max(r["actions"].items(), key=lambda kv: kv[1])[0].split(".")[-1] if r["actions"] else ""
         if r.get("simulated"):
-            t.add_row(name, str(r["lookups"]), str(r["matched"]), f"{r['hit_rate']:.3f}", f"{r['mean_latency_ns']:.1f}",
+            t.add_row(name.split(".", 1)[-1], str(r["lookups"]), str(r["matched"]), f"{r['hit_rate']:.3f}", f"{r['mean_latency_ns']:.1f}",
                       f"{r['throughput_mpps']:.2f}", top)
         else:
-            t.add_row(name, str(r["lookups"]), str(r["matched"]), "-", "-", "-", top)
+            t.add_row(name.split(".", 1)[-1], str(r["lookups"]), str(r["matched"]), "-", "-", "-", top)
     con = Console()
     con.print(t)
     for k in ("synthesized_fields", "fallback_branches", "parser_rejects", "unsimulated_tables"):

@@ -92,8 +92,10 @@ def per_period(w: dict, period_ns: float, T: int) -> dict:
 
 
 def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
-        hit_rate_floor: float | None = None, headroom: float = 1.3) -> dict:
+        hit_rate_floor: float | None = None, headroom: float = 1.3, pmus: int | None = None) -> dict:
     pl = plan(quick)
+    if pmus is not None:
+        pl["pmus"] = int(pmus)
     out.mkdir(parents=True, exist_ok=True)
     entries = out / "entries.txt"
     with atomic_write(entries) as fh:
