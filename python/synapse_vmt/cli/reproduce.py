@@ -117,7 +117,7 @@ def cpu_model(out: str, quick: bool, quiet: bool) -> None:
               help="also run the closed loop with this per-table hit-rate floor and report its PMU cost")
 @click.option("--headroom", type=click.FloatRange(min=1), default=1.3, show_default=True,
               help="provision for this multiple of the measured input rate")
-@click.option("--pmus", type=click.IntRange(min=9), default=None, help="the PMU pool (default 24; 32 without --quick)")
+@click.option("--pmus", type=click.IntRange(min=9), default=None, help="the PMU pool (default 16; 24 without --quick)")
 def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_rate_floor: float | None, headroom: float,
             pmus: int | None) -> None:
     """UPF (ONF UP4) with populated tables under a shifting uplink/downlink

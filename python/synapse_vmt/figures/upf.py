@@ -7,16 +7,22 @@ mix shifts over the run (uplink-heavy, then downlink-heavy); every keyed table
 the packets visit is a VMT drawing PMUs from one pool of ``N``. Three
 schemes over the same seeded traffic:
 
-- **closed loop**: the runtime controller (:class:`~synapse_vmt.opt.controller.Controller`)
-  starting from the even split, re-solving every period and moving PMUs;
-- **static oracle**: knows the whole run: the allocation the (corrected)
-  model gives for the run's peak input rate and the measured routing, fixed;
+- **closed loop**: the runtime controller (:class:`~synapse_vmt.opt.controller.Controller`
+  with a miss-volume model, :class:`MissAware`) starting from the even
+  split, re-solving every period and moving PMUs;
+- **static oracle** (per table): knows the whole run: each table's peak load,
+  provisioned by the same model for the whole run;
 - **even split**: the pool dealt evenly over the tables, fixed.
 
-The capacity model (one USL for the program's tables, which are alike: hash
-lookups into PMU caches) is fitted from calibration runs of the same program
-and traffic with the pool split evenly at several sizes (per-table window
-samples, :func:`synapse_vmt.opt.counters.usl_samples`).
+The model: all tables' misses go to one shared ELU, so a table's PMUs are
+worth the ELU requests they save. Calibration runs (the pool split evenly
+at several sizes, flat traffic) give each table's miss ratio against its
+PMU count (:func:`miss_curves`); every period the controller gives PMUs one
+at a time to the table whose miss volume (its measured load x miss ratio)
+falls most, while a PMU still saves ``theta_mpps`` (:func:`greedy_misses`).
+Per-table USL curves (fig8's single-table method) are fitted too and
+reported, but misplace PMUs here: backpressure from the saturated ELU makes
+every upstream table look short of capacity.
 
 Optionally (``slo_latency_ns`` / ``hit_rate_floor``) the closed loop also
 holds a per-table service target; the run then reports what the target costs
@@ -41,9 +47,9 @@ from synapse_vmt.report import save_png, write_json
 
 def plan(quick: bool) -> dict:
     if quick:
-        return {"flows": 4000, "duration": 1_200_000.0, "period": 200_000.0, "pmus": 24, "sessions": 1000,
+        return {"flows": 4000, "duration": 1_200_000.0, "period": 200_000.0, "pmus": 16, "sessions": 1000,
                 "cal_pmus": [9, 18, 27], "cal_duration": 300_000.0, "cal_warmup": 100_000.0}
-    return {"flows": 12000, "duration": 4_000_000.0, "period": 400_000.0, "pmus": 32, "sessions": 1000,
+    return {"flows": 12000, "duration": 4_000_000.0, "period": 400_000.0, "pmus": 24, "sessions": 1000,
             "cal_pmus": [9, 18, 27, 36], "cal_duration": 600_000.0, "cal_warmup": 200_000.0}
 
 
@@ -91,6 +97,54 @@ def per_period(w: dict, period_ns: float, T: int) -> dict:
     }
 
 
+def miss_curves(points: dict[tuple[str, int], float], names: list[str], N: int) -> np.ndarray:
+    """Per table, the miss ratio at 0..N PMUs from calibration points: linear
+    between measured counts, a power law beyond the last, never rising."""
+    out = np.ones((len(names), N + 1))
+    for j, n in enumerate(names):
+        ks = sorted(k for (t, k) in points if t == n)
+        if not ks:
+            continue
+        ms = [points[(n, k)] for k in ks]
+        b = 1.0
+        if len(ks) >= 2 and ms[-1] > 0 and ms[-2] > 0:
+            b = max(0.0, np.log(ms[-2] / ms[-1]) / np.log(ks[-1] / ks[-2]))
+        for c in range(1, N + 1):
+            out[j, c] = np.interp(c, ks, ms) if c <= ks[-1] else ms[-1] * (ks[-1] / c) ** b
+        out[j] = np.minimum.accumulate(out[j])
+    return out
+
+
+def greedy_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pmus: int = 1, theta_mpps: float = 0.25) -> np.ndarray:
+    """PMUs one at a time to the table whose miss volume (load x miss ratio)
+    falls most, while a PMU still saves ``theta_mpps`` of ELU requests."""
+    T = len(load_mpps)
+    n = np.full(T, min_pmus, dtype=np.int64)
+    while n.sum() < total:
+        nxt = np.minimum(n + 1, curves.shape[1] - 1)
+        gain = load_mpps * (curves[np.arange(T), n] - curves[np.arange(T), nxt])
+        j = int(np.argmax(gain))
+        if gain[j] < theta_mpps:
+            break
+        n[j] += 1
+    return n
+
+
+class MissAware(Controller):
+    """The closed loop with a miss-volume model in place of per-table USL
+    curves: the tables share one ELU, so PMUs go where they cut the most ELU
+    requests for the measured per-table loads (the loads move with the mix)."""
+
+    curves: np.ndarray = None  # set after construction
+    theta_mpps: float = 0.25
+
+    def solve(self, tr):
+        from types import SimpleNamespace
+
+        load = np.asarray(tr.offered_mpps, dtype=float) * self.settings.headroom
+        return SimpleNamespace(pmus=greedy_misses(load, self.curves, self.total_pmus, self.settings.min_pmus, self.theta_mpps))
+
+
 def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
         hit_rate_floor: float | None = None, headroom: float = 1.3, pmus: int | None = None) -> dict:
     pl = plan(quick)
@@ -119,6 +173,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
                                   traffic.flows, traffic.dist, traffic.max_bytes, traffic.flow_duration_ns, traffic.mean_pkt_bytes)
     samples = Samples.empty()
     per_table = {n: Samples.empty() for n in names}
+    miss_pts: dict[tuple[str, int], float] = {}
     for n_cal in pl["cal_pmus"]:
         for scale in (1.0, 2.5):
             spec = gentraffic.TrafficSpec(flat.classes, int(flat.flows * scale), flat.dist, flat.max_bytes, flat.flow_duration_ns,
@@ -128,7 +183,16 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
             s.run_until(pl["cal_warmup"])
             s.windows(), s.edges()
             s.run_until(pl["cal_duration"])
-            for name, smp in zip(cal.routes.tables, usl_samples(s.windows(), window, len(cal.routes.tables))):
+            cw = s.windows()
+            ctab = np.asarray(cw["table"], dtype=np.int64)
+            for j, name in enumerate(cal.routes.tables):
+                m = ctab == j
+                h, mi = float(np.sum(np.asarray(cw["hits"])[m])), float(np.sum(np.asarray(cw["misses"])[m]))
+                held = int(round(float(np.mean(np.asarray(cw["pmus"])[m])))) if m.any() else 0
+                if h + mi > 0 and held > 0:
+                    key = (name, held)
+                    miss_pts[key] = max(miss_pts.get(key, 0.0), mi / (h + mi))
+            for name, smp in zip(cal.routes.tables, usl_samples(cw, window, len(cal.routes.tables))):
                 samples = samples.extend(smp)
                 if name in per_table:
                     per_table[name] = per_table[name].extend(smp)
@@ -150,16 +214,20 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
     settings = Settings(period_ns=pl["period"], window_ns=window, headroom=headroom)
     even = simrun.even_split(names, N)
 
+    curves = miss_curves(miss_pts, names, N)
+
     def loop(st: Settings):
-        # starts small, as fig8: one PMU per table; the loop grows what needs more
-        sim = make(placement.initial(N, 4, {n: 1 for n in names}))
-        ctl = Controller(sim, dict(models), N, st)
+        # starts from the even split (what a static deployment would hold)
+        sim = make(even)
+        ctl = MissAware(sim, dict(models), N, st)
+        ctl.curves = curves
         hist = ctl.run(pl["duration"])
         return sim, ctl, hist
 
     sim_l, ctl, hist_l = loop(settings)
-    peak = max(p.input_mpps for p in hist_l)
-    fixed = static_oracle(names, ctl.capacities(), N, ctl.prior_P, ctl.prior_entry, peak, headroom)
+    # the per-table static oracle: each table's peak load over the run, provisioned for the whole run
+    peak_load = np.max(np.array([p.offered_mpps for p in hist_l]), axis=0) * headroom
+    fixed = dict(zip(names, (int(k) for k in greedy_misses(peak_load, curves, N, settings.min_pmus, MissAware.theta_mpps))))
 
     sim_s = make(placement.initial(N, 4, fixed))
     hist_s = observe(sim_s, T, settings, pl["duration"])
@@ -202,6 +270,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         "unsimulated_tables": pr.routes.unsimulated,
         "model": {**fitres.usl.to_json(), "r2": fitres.r2, "rmse_mpps": fitres.rmse_mpps},
         "models": {n: m.to_json() for n, m in models.items()},
+        "miss_curves": {n: curves[j, :9].tolist() for j, n in enumerate(names)},
         "settings": {"pmus_total": N, "period_ns": pl["period"], "duration_ns": pl["duration"], "flows": pl["flows"],
                      "sessions": pl["sessions"], "headroom": headroom, "seed": seed,
                      "slo_latency_ns": slo_latency_ns, "hit_rate_floor": hit_rate_floor},
