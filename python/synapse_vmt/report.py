@@ -109,9 +109,10 @@ def plot_run(path: str | Path, w: dict[str, np.ndarray], names: list[str], windo
     ax[0, 1].set(title="Per-key latency distribution", xlabel="latency (ns)", ylabel="fraction of keys", xscale="log")
     ax[1, 0].set(title="HBM bandwidth", xlabel="time (µs)", ylabel="GB/s")
     ax[1, 1].set(title="Throughput", xlabel="time (µs)", ylabel="Mpps")
+    many = len(names) > 8  # a P4 program's tables: one small legend, not four huge ones
     for a in ax.flat:
         a.grid(alpha=0.3)
-        if a.get_legend_handles_labels()[0]:
-            a.legend(fontsize=8)
+        if a.get_legend_handles_labels()[0] and (not many or a is ax[0, 0]):
+            a.legend(fontsize=4 if many else 8, ncol=3 if many else 1)
     fig.tight_layout()
     save_png(fig, path)

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 
 mod cost;
 mod hwmodel;
+mod routed;
 mod rules;
 mod sim;
 mod traffic;
@@ -26,5 +27,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sim::register(m)?;
     cost::register(m)?;
     hwmodel::register(m)?;
+    routed::register(m)?;
     Ok(())
 }

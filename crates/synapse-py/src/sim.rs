@@ -16,6 +16,16 @@ pub struct Simulator {
     wall_s: f64,
 }
 
+impl Simulator {
+    /// Wraps a simulator built elsewhere (the routed builder, `routed.rs`).
+    pub(crate) fn wrap(inner: sim::Simulator) -> Simulator {
+        Simulator { inner, wall_s: 0.0 }
+    }
+    pub(crate) fn inner_mut(&mut self) -> &mut sim::Simulator {
+        &mut self.inner
+    }
+}
+
 fn verr(e: impl ToString) -> PyErr {
     PyValueError::new_err(e.to_string())
 }

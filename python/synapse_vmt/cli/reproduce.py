@@ -107,10 +107,40 @@ def cpu_model(out: str, quick: bool, quiet: bool) -> None:
     click.echo(f"wrote {out}/summary.json, cpu_model.csv, cpu_model.png, params-fit.toml")
 
 
+@click.command("upf")
+@_out
+@_quick
+@_seed
+@click.option("--slo-latency-ns", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="also run the closed loop with this per-table mean-latency target and report its PMU cost")
+@click.option("--hit-rate-floor", type=click.FloatRange(0, 1), default=None,
+              help="also run the closed loop with this per-table hit-rate floor and report its PMU cost")
+@click.option("--headroom", type=click.FloatRange(min=1), default=1.3, show_default=True,
+              help="provision for this multiple of the measured input rate")
+@click.option("--pmus", type=click.IntRange(min=9), default=None, help="the PMU pool (default 16; 24 without --quick)")
+def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_rate_floor: float | None, headroom: float,
+            pmus: int | None) -> None:
+    """UPF (ONF UP4) with populated tables under a shifting uplink/downlink
+    mix: the closed loop moving PMUs between tables vs the static oracle and
+    an even split of the same pool (paper §2, Fig. 1)."""
+    from synapse_vmt.figures import upf as f
+
+    s = f.run(Path(out), quick, seed, slo_latency_ns=slo_latency_ns, hit_rate_floor=hit_rate_floor, headroom=headroom, pmus=pmus)
+    c, e = s["closed_loop"], s["even_split"]
+    click.echo(f"  closed loop: throughput {c['throughput_ratio_vs_static']:.3f} of static, PMU-time "
+               f"{c['pmu_time_ratio_vs_static']:.3f} of static, mean latency {c['mean_latency_ns']:.1f} ns")
+    click.echo(f"  even split:  throughput {e['throughput_ratio_vs_static']:.3f} of static, mean latency {e['mean_latency_ns']:.1f} ns")
+    if "closed_loop_slo" in s:
+        t = s["closed_loop_slo"]
+        click.echo(f"  with target: PMU-time {t['pmu_time_ratio_vs_closed_loop']:.3f} of the closed loop, mean latency "
+                   f"{t['mean_latency_ns']:.1f} ns, hit rate {t['hit_rate']:.3f}")
+    click.echo(f"wrote {out}/summary.json, upf.csv, upf.png")
+
+
 def _register() -> None:
     from synapse_vmt.figures.fig6_7 import COMMANDS
 
-    for cmd in [*COMMANDS, fig8, fig9, fig10, cpu_model]:
+    for cmd in [*COMMANDS, fig8, fig9, fig10, cpu_model, upf_cmd]:
         reproduce.add_command(cmd)
 
 

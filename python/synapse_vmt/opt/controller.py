@@ -53,6 +53,15 @@ class Settings:
     refit_min_samples: int = 20
     alarm_ns: float = 100_000.0  # overload check between periods (0: only at period ends)
     alarm_behind: float = 0.9  # processed / arrived below this in an alarm check: overloaded
+    # Optional per-table service targets (None: throughput only). A table whose
+    # mean per-key latency over a period exceeds slo_latency_ns, or whose hit
+    # rate is below hit_rate_floor, holds at least one PMU more from then on;
+    # one comfortably inside both (latency < slo_relax x target, hit rate above
+    # the floor by slo_relax_hits) may give one back.
+    slo_latency_ns: float | None = None
+    hit_rate_floor: float | None = None
+    slo_relax: float = 0.6
+    slo_relax_hits: float = 0.03
 
 
 @dataclass
@@ -156,6 +165,8 @@ class Controller:
         st = period_stats(w, e, T, tr.span_ns)
         self.learn(w, tr)
         alloc = self.solve(tr)
+        pm = self.service_floor(w, alloc.pmus.copy())
+        alloc.pmus[:] = pm
         self.apply({n: int(k) for n, k in zip(self.names, alloc.pmus)})
         rec = Period(
             t_ns=t_end,
@@ -175,6 +186,44 @@ class Controller:
         s = self.settings
         prob = Problem(self.names, tr.entry, tr.P, self.capacities(), self.total_pmus, s.min_pmus, tr.input_mpps * s.headroom)
         return fast.solve(prob)
+
+    def service_floor(self, w: dict, pmus: np.ndarray) -> np.ndarray:
+        """Raise the allocation to the per-table service floors (latency SLO,
+        hit-rate floor), learnt from this period's windows; trims tables above
+        their floor (largest surplus first) if the pool is exceeded."""
+        s, T = self.settings, len(self.names)
+        if s.slo_latency_ns is None and s.hit_rate_floor is None:
+            return pmus
+        if not hasattr(self, "floors"):
+            self.floors = np.full(T, s.min_pmus, dtype=np.int64)
+        tab = np.asarray(w["table"], dtype=np.int64)
+        lookups = np.asarray(w["hits"], dtype=float) + np.asarray(w["misses"], dtype=float)
+        lat = np.asarray(w["lat_mean_ns"], dtype=float) if "lat_mean_ns" in w else np.zeros_like(lookups)
+        held = np.bincount(tab, weights=np.asarray(w["pmus"], dtype=float), minlength=T) / np.maximum(np.bincount(tab, minlength=T), 1)
+        for j in range(T):
+            m = (tab == j) & (lookups > 0)
+            n = float(lookups[m].sum())
+            if n <= 0:
+                continue
+            mean_lat = float(np.sum(np.nan_to_num(lat[m]) * lookups[m]) / n)
+            hit = float(np.asarray(w["hits"], dtype=float)[m].sum() / n)
+            bad = (s.slo_latency_ns is not None and mean_lat > s.slo_latency_ns) or (s.hit_rate_floor is not None and hit < s.hit_rate_floor)
+            good = (s.slo_latency_ns is None or mean_lat < s.slo_relax * s.slo_latency_ns) and (
+                s.hit_rate_floor is None or hit > s.hit_rate_floor + s.slo_relax_hits)
+            h = int(round(held[j]))
+            if bad:
+                # far off the latency target: a bigger step (a cache far too small)
+                step = 1 + (s.slo_latency_ns is not None and mean_lat > 2 * s.slo_latency_ns) + (
+                    s.slo_latency_ns is not None and mean_lat > 4 * s.slo_latency_ns)
+                self.floors[j] = min(self.total_pmus, max(self.floors[j], h + step))
+            elif good and self.floors[j] > s.min_pmus:
+                self.floors[j] -= 1
+        out = np.maximum(pmus, self.floors)
+        while out.sum() > self.total_pmus:
+            surplus = out - np.minimum(self.floors, out)
+            j = int(np.argmax(surplus)) if surplus.max() > 0 else int(np.argmax(out))
+            out[j] -= 1
+        return out
 
     def overloaded(self, w: dict) -> bool:
         """Drops, or a table clearly processing less than arrives."""

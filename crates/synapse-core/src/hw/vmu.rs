@@ -271,6 +271,10 @@ impl Vmu {
     pub fn head_ready(&self) -> bool {
         self.window.front().is_some_and(|s| s.action.is_some())
     }
+    /// The PHV id at the head of the window (call when [`Vmu::head_ready`]).
+    pub fn head_phv(&self) -> u64 {
+        self.window.front().map_or(u64::MAX, |s| s.phv)
+    }
     /// Releases the head (call when [`Vmu::head_ready`]).
     pub fn release(&mut self) -> Slot {
         self.base_tag += 1;

@@ -283,6 +283,7 @@ impl<const N: usize> Simulator<N> {
             fed: false,
             isolated: edges.is_empty(),
             until: 0,
+            routes: None,
             tables,
             walkers,
             pmu_wake: vec![0; pmus.len()],

@@ -46,6 +46,7 @@ mod build;
 pub mod config;
 pub mod engine;
 mod phases;
+mod routed;
 mod run;
 pub mod source;
 pub mod stats;
@@ -53,6 +54,7 @@ pub mod stats;
 pub use api::{Invariants, QueueDepths, TableSummary};
 
 pub use config::Config;
+pub use routed::RoutedTable;
 
 use crate::classify::{linear::Linear, Classifier, Match, MemoryWalk};
 use crate::hw::elu::{Algo, Elu};
@@ -177,6 +179,8 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     isolated: bool,
     /// The end of the current [`Simulator::run_until`].
     until: Cycle,
+    /// Explicit per-PHV routes (`routed.rs`) instead of CFG probabilities.
+    routes: Option<routed::Routes>,
 }
 
 #[cfg(test)]

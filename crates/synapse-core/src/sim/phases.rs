@@ -238,6 +238,10 @@ impl<const N: usize> Simulator<N> {
         }
         let next = match self.tables[ti].pending.take() {
             Some(n) => n,
+            None if self.routes.is_some() => {
+                let phv = self.tables[ti].vmu.head_phv();
+                self.routes.as_ref().unwrap().next(phv)
+            }
             None if self.cfg.has_out(ti as u16) => {
                 let u: f64 = self.rng.gen();
                 self.cfg.next(ti as u16, u)
@@ -265,9 +269,13 @@ impl<const N: usize> Simulator<N> {
             Next::Table(d) => {
                 self.fed = true;
                 t.edges[d as usize] += 1;
+                let flow = match &mut self.routes {
+                    Some(r) => r.advance(slot.phv),
+                    None => slot.flow,
+                };
                 self.tables[d as usize].input.push_back(Phv {
                     id: slot.phv,
-                    flow: slot.flow,
+                    flow,
                     arrived: now,
                 });
                 self.tables[d as usize].win.arrived += 1;
@@ -280,6 +288,9 @@ impl<const N: usize> Simulator<N> {
     }
 
     fn exit(&mut self, ti: usize, phv: u64) {
+        if let Some(r) = &mut self.routes {
+            r.leave(phv);
+        }
         let t = &mut self.tables[ti];
         let n = t.edges.len();
         t.edges[n - 1] += 1;
@@ -305,7 +316,8 @@ impl<const N: usize> Simulator<N> {
     /// after the last. This replaces a stepped cycle per PHV of a backlog
     /// (behind a miss) by one.
     fn release_ahead(&mut self, now: Cycle, ti: usize) {
-        if !self.isolated || self.cfg.has_out(ti as u16) || !self.tables[ti].input.is_empty() {
+        // With explicit routes a PHV's next table is its own, not the CFG's.
+        if self.routes.is_some() || !self.isolated || self.cfg.has_out(ti as u16) || !self.tables[ti].input.is_empty() {
             return;
         }
         let mut limit = self.window_end.min(self.until);

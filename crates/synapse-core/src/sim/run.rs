@@ -81,10 +81,17 @@ impl<const N: usize> Simulator<N> {
         }
     }
 
-    fn arrive(&mut self, now: Cycle, a: Arrival) {
-        let t = match self.cfg.single_entry() {
-            Some(t) => t,
-            None => {
+    fn arrive(&mut self, now: Cycle, mut a: Arrival) {
+        let route = a.flow;
+        let t = match (&self.routes, self.cfg.single_entry()) {
+            (Some(r), _) => {
+                // a.flow names a route: the PHV's key index at its first table.
+                let (t, k) = r.first(route);
+                a.flow = k;
+                t
+            }
+            (None, Some(t)) => t,
+            (None, None) => {
                 let u: f64 = self.rng.gen();
                 self.cfg.entry(u)
             }
@@ -103,6 +110,9 @@ impl<const N: usize> Simulator<N> {
             flow: a.flow,
             arrived: now,
         });
+        if let Some(r) = &mut self.routes {
+            r.enter(id, route);
+        }
     }
 
     fn close_window(&mut self) {

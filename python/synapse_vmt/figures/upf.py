@@ -1,0 +1,330 @@
+"""``synapse reproduce upf``: elastic PMU sharing across the tables of a real
+program (paper §2, Fig. 1: the UPF's uplink and downlink paths).
+
+ONF's UP4 (shipped in the package) with coherent entries
+(:mod:`synapse_vmt.p4.upf`), under generated traffic whose uplink/downlink
+mix shifts over the run (uplink-heavy, then downlink-heavy); every keyed table
+the packets visit is a VMT drawing PMUs from one pool of ``N``. Three
+schemes over the same seeded traffic:
+
+- **closed loop**: the runtime controller (:class:`~synapse_vmt.opt.controller.Controller`
+  with a miss-volume model, :class:`MissAware`) starting from the even
+  split, re-solving every period and moving PMUs;
+- **static oracle** (per table): knows the whole run: each table's peak load,
+  provisioned by the same model for the whole run;
+- **even split**: the pool dealt evenly over the tables, fixed.
+
+The model: all tables' misses go to one shared ELU, so a table's PMUs are
+worth the ELU requests they save. Calibration runs (the pool split evenly
+at several sizes, flat traffic) give each table's miss ratio against its
+PMU count (:func:`miss_curves`); every period the controller gives PMUs one
+at a time to the table whose miss volume (its measured load x miss ratio)
+falls most, while a PMU still saves ``theta_mpps`` (:func:`greedy_misses`).
+Per-table USL curves (fig8's single-table method) are fitted too and
+reported, but misplace PMUs here: backpressure from the saturated ELU makes
+every upstream table look short of capacity.
+
+Optionally (``slo_latency_ns`` / ``hit_rate_floor``) the closed loop also
+holds a per-table service target; the run then reports what the target costs
+in PMU-time against the throughput-only loop.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from synapse_vmt.errors import atomic_write
+from synapse_vmt.opt import placement
+from synapse_vmt.opt.controller import Controller, Settings, concat, observe, static_oracle
+from synapse_vmt.opt.counters import Samples, usl_samples
+from synapse_vmt.opt.usl import Usl, fit
+from synapse_vmt.p4 import gentraffic, simrun, upf
+from synapse_vmt.report import save_png, write_json
+
+
+def plan(quick: bool) -> dict:
+    if quick:
+        return {"flows": 4000, "duration": 1_200_000.0, "period": 200_000.0, "pmus": 16, "sessions": 1000,
+                "cal_pmus": [9, 18, 27], "cal_duration": 300_000.0, "cal_warmup": 100_000.0}
+    return {"flows": 12000, "duration": 4_000_000.0, "period": 400_000.0, "pmus": 24, "sessions": 1000,
+            "cal_pmus": [9, 18, 27, 36], "cal_duration": 600_000.0, "cal_warmup": 200_000.0}
+
+
+class Recording:
+    """The simulator, keeping every window batch the controller reads."""
+
+    def __init__(self, sim):
+        self.sim, self.parts = sim, []
+
+    def windows(self):
+        w = self.sim.windows()
+        self.parts.append(w)
+        return w
+
+    def __getattr__(self, name):
+        return getattr(self.sim, name)
+
+    def all_windows(self) -> dict:
+        parts = [p for p in self.parts if len(p["t_ns"])]
+        return concat(parts) if parts else {}
+
+
+def per_period(w: dict, period_ns: float, T: int) -> dict:
+    """Per control period: mean per-key latency, hit rate and PMUs per table."""
+    t = np.asarray(w["t_ns"], dtype=float)
+    k = np.floor((t - 1e-6) / period_ns).astype(np.int64)
+    tab = np.asarray(w["table"], dtype=np.int64)
+    n = np.asarray(w["hits"], dtype=float) + np.asarray(w["misses"], dtype=float)
+    lat = np.nan_to_num(np.asarray(w["lat_mean_ns"], dtype=float))
+    P = int(k.max()) + 1 if len(k) else 0
+    lat_sum = np.bincount(k, weights=lat * n, minlength=P)
+    cnt = np.bincount(k, weights=n, minlength=P)
+    hits = np.bincount(k, weights=np.asarray(w["hits"], dtype=float), minlength=P)
+    pm = np.zeros((P, T))
+    nw = np.zeros((P, T))
+    np.add.at(pm, (k, tab), np.asarray(w["pmus"], dtype=float))
+    np.add.at(nw, (k, tab), 1.0)
+    return {
+        "t_ms": ((np.arange(P) + 1) * period_ns / 1e6).tolist(),
+        "mean_latency_ns": (lat_sum / np.maximum(cnt, 1)).tolist(),
+        "hit_rate": (hits / np.maximum(cnt, 1)).tolist(),
+        "pmus": (pm / np.maximum(nw, 1)).tolist(),
+        "lat_total": float(lat_sum.sum()),
+        "lookups": float(cnt.sum()),
+    }
+
+
+def miss_curves(points: dict[tuple[str, int], float], names: list[str], N: int) -> np.ndarray:
+    """Per table, the miss ratio at 0..N PMUs from calibration points: linear
+    between measured counts, a power law beyond the last, never rising."""
+    out = np.ones((len(names), N + 1))
+    for j, n in enumerate(names):
+        ks = sorted(k for (t, k) in points if t == n)
+        if not ks:
+            continue
+        ms = [points[(n, k)] for k in ks]
+        b = 1.0
+        if len(ks) >= 2 and ms[-1] > 0 and ms[-2] > 0:
+            b = max(0.0, np.log(ms[-2] / ms[-1]) / np.log(ks[-1] / ks[-2]))
+        for c in range(1, N + 1):
+            out[j, c] = np.interp(c, ks, ms) if c <= ks[-1] else ms[-1] * (ks[-1] / c) ** b
+        out[j] = np.minimum.accumulate(out[j])
+    return out
+
+
+def greedy_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pmus: int = 1, theta_mpps: float = 0.25) -> np.ndarray:
+    """PMUs one at a time to the table whose miss volume (load x miss ratio)
+    falls most, while a PMU still saves ``theta_mpps`` of ELU requests."""
+    T = len(load_mpps)
+    n = np.full(T, min_pmus, dtype=np.int64)
+    while n.sum() < total:
+        nxt = np.minimum(n + 1, curves.shape[1] - 1)
+        gain = load_mpps * (curves[np.arange(T), n] - curves[np.arange(T), nxt])
+        j = int(np.argmax(gain))
+        if gain[j] < theta_mpps:
+            break
+        n[j] += 1
+    return n
+
+
+class MissAware(Controller):
+    """The closed loop with a miss-volume model in place of per-table USL
+    curves: the tables share one ELU, so PMUs go where they cut the most ELU
+    requests for the measured per-table loads (the loads move with the mix)."""
+
+    curves: np.ndarray = None  # set after construction
+    theta_mpps: float = 0.25
+
+    def solve(self, tr):
+        from types import SimpleNamespace
+
+        load = np.asarray(tr.offered_mpps, dtype=float) * self.settings.headroom
+        return SimpleNamespace(pmus=greedy_misses(load, self.curves, self.total_pmus, self.settings.min_pmus, self.theta_mpps))
+
+
+def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
+        hit_rate_floor: float | None = None, headroom: float = 1.3, pmus: int | None = None) -> dict:
+    pl = plan(quick)
+    if pmus is not None:
+        pl["pmus"] = int(pmus)
+    out.mkdir(parents=True, exist_ok=True)
+    entries = out / "entries.txt"
+    with atomic_write(entries) as fh:
+        fh.write("\n".join(upf.entries_cli(pl["sessions"], seed)) + "\n")
+    import tomllib
+
+    doc = tomllib.loads(upf.scenario(flows=pl["flows"], duration_ns=pl["duration"], pmus=pl["pmus"]))
+    traffic = gentraffic.parse_spec(doc["traffic"], "upf: [traffic]")
+    program = simrun.resolve_program("builtin:up4")
+    pr = simrun.prepare(program, str(entries), traffic=traffic, duration_ns=pl["duration"], seed=seed)
+    names = pr.routes.tables
+    T, N = len(names), pl["pmus"]
+    window = 10_000.0
+
+    def make(alloc: dict[str, list[int]], duration: float | None = None):
+        p = pr if duration is None else simrun.ProgramRun(**{**pr.__dict__, "duration_ns": duration})
+        return Recording(simrun.build_sim(p, alloc, N, window_ns=window, seed=seed))
+
+    # Calibration: the pool split evenly at several sizes, flat traffic.
+    flat = gentraffic.TrafficSpec([gentraffic.TrafficClass(c.name, c.share, "flat", c.frame, c.fields) for c in traffic.classes],
+                                  traffic.flows, traffic.dist, traffic.max_bytes, traffic.flow_duration_ns, traffic.mean_pkt_bytes)
+    samples = Samples.empty()
+    per_table = {n: Samples.empty() for n in names}
+    miss_pts: dict[tuple[str, int], float] = {}
+    for n_cal in pl["cal_pmus"]:
+        for scale in (1.0, 2.5):
+            spec = gentraffic.TrafficSpec(flat.classes, int(flat.flows * scale), flat.dist, flat.max_bytes, flat.flow_duration_ns,
+                                          flat.mean_pkt_bytes)
+            cal = simrun.prepare(program, str(entries), traffic=spec, duration_ns=pl["cal_duration"], seed=seed + 7)
+            s = simrun.build_sim(cal, simrun.even_split(cal.routes.tables, n_cal), max(N, n_cal), window_ns=window, seed=seed)
+            s.run_until(pl["cal_warmup"])
+            s.windows(), s.edges()
+            s.run_until(pl["cal_duration"])
+            cw = s.windows()
+            ctab = np.asarray(cw["table"], dtype=np.int64)
+            for j, name in enumerate(cal.routes.tables):
+                m = ctab == j
+                h, mi = float(np.sum(np.asarray(cw["hits"])[m])), float(np.sum(np.asarray(cw["misses"])[m]))
+                held = int(round(float(np.mean(np.asarray(cw["pmus"])[m])))) if m.any() else 0
+                if h + mi > 0 and held > 0:
+                    key = (name, held)
+                    miss_pts[key] = max(miss_pts.get(key, 0.0), mi / (h + mi))
+            for name, smp in zip(cal.routes.tables, usl_samples(cw, window, len(cal.routes.tables))):
+                samples = samples.extend(smp)
+                if name in per_table:
+                    per_table[name] = per_table[name].extend(smp)
+    # One USL per table (their working sets differ: four tunnel peers against
+    # a key per flow); the pooled fit where a table's samples span too little.
+    # A table that kept up in every calibration window (a handful of keys, all
+    # cached) never limits the flow: an unbounded curve, so PMUs go elsewhere.
+    fitres = fit(samples.load_mpps, samples.throughput_mpps, samples.pmus)
+    models = {}
+    for n in names:
+        smp = per_table[n]
+        behind = np.sum(smp.throughput_mpps < 0.97 * smp.load_mpps) if len(smp) else 0
+        ok = len(smp) >= 20 and len(set(smp.pmus.tolist())) >= 2
+        if behind < 3:
+            models[n] = Usl(0.0, 0.0, 0.0, 0.0)
+        else:
+            models[n] = fit(smp.load_mpps, smp.throughput_mpps, smp.pmus).usl if ok else fitres.usl
+
+    settings = Settings(period_ns=pl["period"], window_ns=window, headroom=headroom)
+    even = simrun.even_split(names, N)
+
+    curves = miss_curves(miss_pts, names, N)
+
+    def loop(st: Settings):
+        # starts from the even split (what a static deployment would hold)
+        sim = make(even)
+        ctl = MissAware(sim, dict(models), N, st)
+        ctl.curves = curves
+        hist = ctl.run(pl["duration"])
+        return sim, ctl, hist
+
+    sim_l, ctl, hist_l = loop(settings)
+    # the per-table static oracle: each table's peak load over the run, provisioned for the whole run
+    peak_load = np.max(np.array([p.offered_mpps for p in hist_l]), axis=0) * headroom
+    fixed = dict(zip(names, (int(k) for k in greedy_misses(peak_load, curves, N, settings.min_pmus, MissAware.theta_mpps))))
+
+    sim_s = make(placement.initial(N, 4, fixed))
+    hist_s = observe(sim_s, T, settings, pl["duration"])
+    sim_e = make(even)
+    hist_e = observe(sim_e, T, settings, pl["duration"])
+    runs = {"closed_loop": (sim_l, hist_l), "static": (sim_s, hist_s), "even_split": (sim_e, hist_e)}
+    if slo_latency_ns is not None or hit_rate_floor is not None:
+        st = Settings(period_ns=pl["period"], window_ns=window, headroom=headroom, slo_latency_ns=slo_latency_ns,
+                      hit_rate_floor=hit_rate_floor)
+        sim_t, _, hist_t = loop(st)
+        runs["closed_loop_slo"] = (sim_t, hist_t)
+
+    series, stats = {}, {}
+    for k, (sim, hist) in runs.items():
+        inv = sim.check_invariants()
+        if not inv["ok"]:
+            raise RuntimeError(f"{k}: simulator invariant violated: {inv}")
+        pp = per_period(sim.all_windows(), pl["period"], T)
+        thr = float(np.mean([p.throughput_mpps for p in hist]))
+        pmu_time = float(np.sum([p.active_pmus for p in hist]) * pl["period"])
+        series[k] = {"t_ms": [p.t_ns / 1e6 for p in hist], "input_mpps": [p.input_mpps for p in hist],
+                     "throughput_mpps": [p.throughput_mpps for p in hist], "hit_rate": pp["hit_rate"][:len(hist)],
+                     "mean_latency_ns": pp["mean_latency_ns"][:len(hist)], "pmus": [p.pmus.tolist() for p in hist],
+                     "active_pmus": [p.active_pmus for p in hist]}
+        stats[k] = {"throughput_mpps": thr, "pmu_time_ms": pmu_time / 1e6,
+                    "mean_latency_ns": pp["lat_total"] / max(pp["lookups"], 1.0),
+                    "hit_rate": float(np.nanmean([p.hit_rate for p in hist])), "drops": int(sum(p.drops for p in hist)),
+                    "invariants": inv}
+    st_s = stats["static"]
+    summary = {
+        "figure": "upf",
+        "closed_loop": {"throughput_ratio_vs_static": stats["closed_loop"]["throughput_mpps"] / st_s["throughput_mpps"],
+                        "pmu_time_ratio_vs_static": stats["closed_loop"]["pmu_time_ms"] / st_s["pmu_time_ms"],
+                        "mean_latency_ns": stats["closed_loop"]["mean_latency_ns"]},
+        "even_split": {"throughput_ratio_vs_static": stats["even_split"]["throughput_mpps"] / st_s["throughput_mpps"],
+                       "mean_latency_ns": stats["even_split"]["mean_latency_ns"]},
+        "static": {"mean_latency_ns": st_s["mean_latency_ns"], "pmus": fixed},
+        "schemes": stats,
+        "tables": names,
+        "unsimulated_tables": pr.routes.unsimulated,
+        "model": {**fitres.usl.to_json(), "r2": fitres.r2, "rmse_mpps": fitres.rmse_mpps},
+        "models": {n: m.to_json() for n, m in models.items()},
+        "miss_curves": {n: curves[j, :9].tolist() for j, n in enumerate(names)},
+        "settings": {"pmus_total": N, "period_ns": pl["period"], "duration_ns": pl["duration"], "flows": pl["flows"],
+                     "sessions": pl["sessions"], "headroom": headroom, "seed": seed,
+                     "slo_latency_ns": slo_latency_ns, "hit_rate_floor": hit_rate_floor},
+    }
+    cl, ev = stats["closed_loop"], stats["even_split"]
+    summary["done_when"] = {
+        "throughput_within_5pct": summary["closed_loop"]["throughput_ratio_vs_static"] >= 0.95,
+        "less_pmu_time": summary["closed_loop"]["pmu_time_ratio_vs_static"] < 1.0,
+        "beats_even_split": cl["throughput_mpps"] > ev["throughput_mpps"] or cl["mean_latency_ns"] < ev["mean_latency_ns"],
+    }
+    if "closed_loop_slo" in stats:
+        sl = stats["closed_loop_slo"]
+        summary["closed_loop_slo"] = {"pmu_time_ratio_vs_closed_loop": sl["pmu_time_ms"] / cl["pmu_time_ms"],
+                                      "pmu_time_ratio_vs_static": sl["pmu_time_ms"] / st_s["pmu_time_ms"],
+                                      "throughput_ratio_vs_static": sl["throughput_mpps"] / st_s["throughput_mpps"],
+                                      "mean_latency_ns": sl["mean_latency_ns"], "hit_rate": sl["hit_rate"]}
+    with atomic_write(out / "upf.csv") as fh:
+        w = csv.writer(fh)
+        w.writerow(["scheme", "t_ms", "input_mpps", "throughput_mpps", "hit_rate", "mean_latency_ns", "active_pmus"] + [f"pmus:{n}" for n in names])
+        for k, s in series.items():
+            for i in range(len(s["t_ms"])):
+                w.writerow([k, s["t_ms"][i], s["input_mpps"][i], s["throughput_mpps"][i], s["hit_rate"][i], s["mean_latency_ns"][i],
+                            s["active_pmus"][i], *s["pmus"][i]])
+    plot(series, names, out / "upf.png")
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+def plot(series: dict, names: list[str], path: Path) -> None:
+    from synapse_vmt.report import pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(2, 3, figsize=(15, 7.5))
+    colors = {"closed_loop": "r", "static": "b", "even_split": "g", "closed_loop_slo": "m"}
+    for k, s in series.items():
+        c = colors.get(k, "k")
+        ax[0, 0].plot(s["t_ms"], s["throughput_mpps"], c, label=k)
+        ax[0, 1].plot(s["t_ms"], s["hit_rate"], c, label=k)
+        ax[0, 2].plot(s["t_ms"], s["mean_latency_ns"], c, label=k)
+        ax[1, 0].plot(s["t_ms"], s["active_pmus"], c, label=k)
+    s0 = series["static"]
+    ax[0, 0].plot(s0["t_ms"], s0["input_mpps"], color="grey", ls=":", label="input")
+    for panel, key in ((ax[1, 1], "closed_loop"), (ax[1, 2], "closed_loop_slo" if "closed_loop_slo" in series else "static")):
+        pm = np.array(series[key]["pmus"])
+        if pm.size:
+            panel.stackplot(series[key]["t_ms"], pm.T, labels=[n.split(".")[-1] for n in names])
+        panel.set(title=f"PMUs per table ({key})", xlabel="time (ms)", ylabel="PMUs")
+    ax[1, 1].legend(fontsize=6, loc="upper left")
+    ax[0, 0].set(title="Throughput", ylabel="Mpps")
+    ax[0, 1].set(title="Hit rate (all tables)", ylim=(0, 1.02))
+    ax[0, 2].set(title="Mean per-key latency", ylabel="ns")
+    ax[1, 0].set(title="Active PMUs", xlabel="time (ms)")
+    for a in ax.flat:
+        a.grid(alpha=0.3)
+    ax[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    save_png(fig, path)

@@ -1,0 +1,488 @@
+"""A P4 program on virtual match tables: ``synapse run --p4``.
+
+The functional interpreter (:mod:`synapse_vmt.p4.interp`) decides *what*
+happens to each packet; the Rust simulator replays it to decide *when*.
+Every keyed table the packets visit becomes a VMT drawing PMUs from one
+shared pool. The frames are deduplicated first (generated traffic has one
+frame per flow; a capture repeats frames), each distinct frame is run
+through the interpreter once, and its visit sequence — the tables in order,
+with its key at each — becomes a **route**. The simulator's PHVs follow their
+route hop by hop (``_core.routed_simulator``, ``crates/synapse-core/src/sim/routed.rs``);
+arrivals (time, route) cross PyO3 in batches, one per chunk of simulated
+time.
+
+The oracle invariant covers the program: each table's rule set is its
+entries in match order (index 0 wins), so the linear oracle's answer for a
+key is an entry index; the simulator counts a visit as wrong when the
+PMU/ELU answer differs from the oracle, and the build counts a key whose
+oracle answer differs from the interpreter's matched entry.
+
+Key width: a key of w-bit fields is ceil(w/32) words per field
+(:func:`synapse_vmt.p4.interp.encode_words`); the simulator takes keys up to
+``_core.MAX_KEY_WORDS`` words (:func:`max_key_words`, the one place that
+limit is read). A wider table is not simulated: it is listed under
+``unsimulated_tables`` with the reason and its visits are skipped in the
+routes (the interpreter still counts its lookups, matches and actions).
+
+A frame whose run took a fallback branch (a random draw) follows the path of
+its first run for every copy.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from synapse_vmt import _core
+from synapse_vmt.errors import UserError
+from synapse_vmt.p4.interp import Program, Trace, TableSpec, _match_row
+
+
+def max_key_words() -> int:
+    """Widest key (in 32-bit words) the simulator takes."""
+    return int(getattr(_core, "MAX_KEY_WORDS", 8))
+
+
+@dataclass
+class Routes:
+    """What the simulator needs from an interpreter run over distinct frames."""
+
+    tables: list[str]  # simulated tables, in simulator order
+    table_args: list[tuple]  # per simulated table, the tuple _core.routed_simulator takes
+    route_start: np.ndarray  # uint32, n_routes + 1
+    hop_table: np.ndarray  # uint32
+    hop_key: np.ndarray  # uint32
+    frame_route: np.ndarray  # int64 per distinct frame: its route, -1 if it visits no simulated table
+    unsimulated: dict[str, str] = field(default_factory=dict)
+    distinct_keys: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n_routes(self) -> int:
+        return len(self.route_start) - 1
+
+
+def _word_rows(spec: TableSpec, te: object) -> tuple[list[int], list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Per key word its bits and kind; the entries as (lo, hi, mask) word rows (keys contract)."""
+    bits: list[int] = []
+    kinds: list[str] = []
+    for k in spec.key:
+        n = (k.width + 31) // 32
+        bits.extend([k.width - 32 * (n - 1)] + [32] * (n - 1))
+        kinds.extend([k.match if k.match in ("exact", "lpm", "ternary", "range", "optional") else "exact"] * n)
+    entries = list(getattr(te, "entries", []) or [])
+    W = len(bits)
+    lo = np.zeros((len(entries), W), dtype=np.uint32)
+    hi = np.zeros((len(entries), W), dtype=np.uint32)
+    mask = np.zeros((len(entries), W), dtype=np.uint32)
+    for r, e in enumerate(entries):
+        ms = getattr(e, "matches", {}) or {}
+        where = getattr(e, "source", None) or f"{spec.name}#entry {r}"
+        c = 0
+        for k in spec.key:
+            l, h, m = _match_row(ms.get(k.field, ms.get(k.name)), k, where)
+            n = (k.width + 31) // 32
+            if n > 1 and k.match == "range" and (l != h):
+                raise UserError(f"{where}: range match on {k.field} ({k.width} bits): expected a field of at most 32 bits")
+            for i in range(n):
+                sh = 32 * (n - 1 - i)
+                lo[r, c + i] = (l >> sh) & 0xFFFFFFFF
+                hi[r, c + i] = (h >> sh) & 0xFFFFFFFF
+                mask[r, c + i] = (m >> sh) & 0xFFFFFFFF
+            c += n
+    return bits, kinds, lo, hi, mask
+
+
+def compile_routes(trace: Trace, entries: Mapping[str, object]) -> Routes:
+    """Routes (one per distinct frame's visit sequence) from a run over distinct frames."""
+    limit = max_key_words()
+    unsim: dict[str, str] = {}
+    sim_index: dict[int, int] = {}
+    visited = set(np.unique(trace.step_table).tolist())
+    for ti, spec in enumerate(trace.tables):
+        if ti not in visited:
+            continue
+        if spec.words > limit:
+            unsim[spec.name] = f"key of {spec.words} words; the simulator takes at most {limit}"
+            continue
+        sim_index[ti] = len(sim_index)
+    order = sorted(sim_index, key=lambda t: sim_index[t])
+    key_ids: list[dict[tuple, int]] = [{} for _ in order]
+    expected: list[list[int]] = [[] for _ in order]
+    routes: dict[tuple, int] = {}
+    frame_route = np.full(trace.n_packets, -1, dtype=np.int64)
+    st, se = trace.step_table.tolist(), trace.step_entry.tolist()
+    ps = trace.pkt_start.tolist()
+    for f in range(trace.n_packets):
+        hops = []
+        for j in range(ps[f], ps[f + 1]):
+            s = sim_index.get(st[j])
+            if s is None:
+                continue
+            ids = key_ids[s]
+            k = trace.step_keys[j]
+            kid = ids.get(k)
+            if kid is None:
+                kid = ids[k] = len(ids)
+                expected[s].append(se[j])
+            hops.append((s, kid))
+        if hops:
+            frame_route[f] = routes.setdefault(tuple(hops), len(routes))
+    start = [0]
+    ht: list[int] = []
+    hk: list[int] = []
+    for hops in routes:  # insertion order = route id
+        for s, kid in hops:
+            ht.append(s)
+            hk.append(kid)
+        start.append(len(ht))
+    args = []
+    for s, ti in enumerate(order):
+        spec = trace.tables[ti]
+        bits, kinds, lo, hi, mask = _word_rows(spec, entries.get(spec.name))
+        from synapse_vmt.p4.interp import encode_words
+
+        keys = np.array([encode_words(spec, k) for k in key_ids[s]], dtype=np.uint32).reshape(len(key_ids[s]), len(bits))
+        args.append((spec.name, bits, kinds, lo, hi, mask, keys, np.array(expected[s], dtype=np.int64)))
+    return Routes(
+        tables=[trace.tables[t].name for t in order],
+        table_args=args,
+        route_start=np.array(start, dtype=np.uint32),
+        hop_table=np.array(ht, dtype=np.uint32),
+        hop_key=np.array(hk, dtype=np.uint32),
+        frame_route=frame_route,
+        unsimulated=unsim,
+        distinct_keys={trace.tables[t].name: len(key_ids[s]) for s, t in enumerate(order)},
+    )
+
+
+def dedup_frames(frames: Sequence[bytes]) -> tuple[list[bytes], np.ndarray]:
+    """(distinct frames in first-seen order, per input frame its distinct index)."""
+    ids: dict[bytes, int] = {}
+    idx = np.empty(len(frames), dtype=np.int64)
+    for i, f in enumerate(frames):
+        idx[i] = ids.setdefault(bytes(f), len(ids))
+    return list(ids), idx
+
+
+def weighted_counters(trace: Trace, weights: np.ndarray) -> dict[str, dict]:
+    """:meth:`Trace.counters` when distinct frame i stands for ``weights[i]`` packets."""
+    w_step = np.repeat(weights.astype(np.int64), np.diff(trace.pkt_start))
+    nt = len(trace.tables)
+    lookups = np.bincount(trace.step_table, weights=w_step, minlength=nt)
+    hit = trace.step_entry >= 0
+    matched = np.bincount(trace.step_table[hit], weights=w_step[hit], minlength=nt)
+    na = len(trace.actions) + 1
+    pair = trace.step_table.astype(np.int64) * na + (trace.step_action + 1)
+    out: dict[str, dict] = {}
+    acts: dict[int, dict[str, int]] = {}
+    uniq, inv = np.unique(pair, return_inverse=True)
+    sums = np.bincount(inv, weights=w_step, minlength=len(uniq))
+    for u, c in zip(uniq.tolist(), sums.tolist()):
+        t, a = divmod(u, na)
+        if c > 0:
+            acts.setdefault(t, {})[trace.actions[a - 1] if a else ""] = int(c)
+    for i, t in enumerate(trace.tables):
+        if lookups[i] > 0:
+            out[t.name] = {"lookups": int(lookups[i]), "matched": int(matched[i]), "actions": acts.get(i, {})}
+    return out
+
+
+def sim_config(base: dict, tables: list[str], pmus: dict[str, list[int]], total_pmus: int) -> dict:
+    """A simulator config for the routed tables (rules and traffic come from the routes)."""
+    cfg = json.loads(json.dumps(base))
+    cfg["tables"] = [{"name": t, "rules": {"generate": {"type": "acl", "count": 0, "seed": 0}}, "pmus": list(pmus.get(t, []))}
+                     for t in tables]
+    cfg["pmus"] = {**cfg.get("pmus", {}), "count": int(total_pmus)}
+    cfg.pop("edges", None)
+    cfg.pop("entry", None)
+    return cfg
+
+
+def even_split(tables: list[str], total: int) -> dict[str, list[int]]:
+    """PMUs 0..total-1 dealt round robin over the tables."""
+    out: dict[str, list[int]] = {t: [] for t in tables}
+    for p in range(total if tables else 0):
+        out[tables[p % len(tables)]].append(p)
+    return out
+
+
+class RoutedSim:
+    """The simulator API (``run_until``, ``windows``, ``edges``, ``assign``...)
+    around a routed core, pushing arrivals from a feeder before each advance."""
+
+    def __init__(self, config: dict, routes: Routes, feeder):
+        try:
+            self.core = _core.routed_simulator(json.dumps(config), routes.table_args, routes.route_start,
+                                               routes.hop_table, routes.hop_key)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        self.feeder = feeder  # callable(t_end_ps) -> (t_ps uint64, route uint32) arrivals before t_end_ps
+        self.pushed = 0
+
+    def run_until(self, t_ns: float) -> None:
+        t, r = self.feeder(int(t_ns * 1000) + 1)
+        if len(t):
+            _core.push_arrivals(self.core, np.ascontiguousarray(t, dtype=np.uint64), np.ascontiguousarray(r, dtype=np.uint32))
+            self.pushed += len(t)
+        self.core.run_until(t_ns)
+
+    def __getattr__(self, name):
+        return getattr(self.core, name)
+
+
+class ArrayFeeder:
+    """Feeds precomputed arrivals (sorted by time) in chunks."""
+
+    def __init__(self, t_ps: np.ndarray, route: np.ndarray):
+        self.t, self.r, self.i = t_ps, route, 0
+
+    def __call__(self, t_end_ps: int):
+        j = int(np.searchsorted(self.t, t_end_ps, side="left"))
+        out = self.t[self.i:j], self.r[self.i:j]
+        self.i = j
+        return out
+
+
+class TrafficFeeder:
+    """Feeds arrivals of generated traffic classes (``_core.Traffic`` per class),
+    mapping each class's flow to its route."""
+
+    def __init__(self, gens: list, flow_offset: list[int], flow_route: np.ndarray):
+        self.gens, self.off, self.flow_route = gens, flow_offset, flow_route
+
+    def __call__(self, t_end_ps: int):
+        ts, rs = [], []
+        for g, off in zip(self.gens, self.off):
+            t, f = g.until(t_end_ps)
+            fl = f.astype(np.int64) + off
+            if hasattr(self, "flow_counts"):
+                np.add.at(self.flow_counts, fl, 1)
+            ts.append(t)
+            rs.append(self.flow_route[fl])
+        t = np.concatenate(ts) if ts else np.zeros(0, np.uint64)
+        r = np.concatenate(rs) if rs else np.zeros(0, np.int64)
+        keep = r >= 0  # flows visiting no simulated table
+        t, r = t[keep], r[keep]
+        o = np.argsort(t, kind="stable")
+        return t[o], r[o].astype(np.uint32)
+
+
+# ---- synapse run --p4 ------------------------------------------------------------
+
+@dataclass
+class ProgramRun:
+    """A program, its entries and its traffic, compiled for the simulator."""
+
+    prog: Program
+    entries: dict
+    trace: Trace  # over the distinct frames
+    routes: Routes
+    frame_idx: np.ndarray  # per flow (generated) or per packet (pcap): its distinct frame
+    feeder_factory: object  # () -> a fresh feeder (arrivals from t = 0)
+    duration_ns: float
+    counts_of: object  # feeder -> packets per distinct frame that were fed
+    full: Trace | None = None  # a capture: the run over every packet (exact per-packet counters)
+
+
+def prepare(program: str, entries_file: str | None, *, pcap: str | None = None, traffic=None,
+            duration_ns: float | None = None, rate_mpps: float = 50.0, seed: int = 1) -> ProgramRun:
+    """Interpret the distinct frames of a capture or of generated traffic
+    (:mod:`synapse_vmt.p4.gentraffic`) and compile their routes."""
+    import os
+
+    from synapse_vmt.p4 import gentraffic
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.entries import load_entries
+    from synapse_vmt.p4.parser import read_packets
+
+    prog = Program.load(program)
+    entries = load_entries(entries_file or os.devnull, program)
+    if (pcap is None) == (traffic is None):
+        raise UserError("run --p4: expected the packets: either --pcap FILE or generated traffic (a scenario's [traffic])")
+    if pcap is not None:
+        packets = list(read_packets(pcap))
+        if not packets:
+            raise UserError(f"{pcap}: no packets")
+        distinct, idx = dedup_frames(packets)
+        gap = 1e6 / rate_mpps  # ps between packets: a fixed-rate replay
+        t_all = (np.arange(len(packets)) * gap).astype(np.uint64)
+        dur = duration_ns if duration_ns is not None else len(packets) * gap / 1000 + 50_000.0
+    else:
+        bprog = read_program(program)
+        frames, _ = gentraffic.class_frames(traffic, bprog, entries, seed)
+        distinct, idx = dedup_frames(frames)
+        dur = float(duration_ns or 1_000_000.0)
+    trace = prog.run(distinct, entries, seed=seed)
+    full = prog.run(packets, entries, seed=seed) if pcap is not None else None
+    routes = compile_routes(trace, entries)
+    route_of = routes.frame_route[idx]
+
+    if pcap is not None:
+        keep = route_of >= 0
+
+        def factory():
+            f = ArrayFeeder(t_all[keep], route_of[keep].astype(np.uint32))
+            f.frames = idx
+            return f
+
+        def counts_of(f) -> np.ndarray:  # a replay feeds every packet
+            return np.bincount(idx, minlength=len(distinct))
+    else:
+        def factory():
+            gens = gentraffic.class_generators(traffic, dur, seed)
+            off = np.concatenate([[0], np.cumsum(traffic.class_flows())[:-1]]).astype(np.int64).tolist()
+            f = TrafficFeeder(gens, off, route_of)
+            f.flow_counts = np.zeros(len(idx), dtype=np.int64)
+            return f
+
+        def counts_of(f) -> np.ndarray:
+            return np.bincount(idx, weights=f.flow_counts, minlength=len(distinct)).astype(np.int64)
+    return ProgramRun(prog, entries, trace, routes, idx, factory, dur, counts_of, full)
+
+
+def build_sim(pr: ProgramRun, pmus: dict[str, list[int]], total_pmus: int, *, block_size: int = 256,
+              window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None) -> RoutedSim:
+    base = json.loads(_core.default_sim_config())
+    base.update({"seed": seed, "window_ns": window_ns, "duration_ns": pr.duration_ns})
+    base["pmus"]["block_size"] = block_size
+    for k, v in (overrides or {}).items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            base[k].update(v)
+        else:
+            base[k] = v
+    cfg = sim_config(base, pr.routes.tables, pmus, total_pmus)
+    return RoutedSim(cfg, pr.routes, pr.feeder_factory())
+
+
+def program_summary(pr: ProgramRun, sim: RoutedSim) -> dict:
+    """The simulator's per-table summary plus the program's counters."""
+    s = sim.summary()
+    weights = pr.counts_of(sim.feeder)
+    if pr.full is not None:
+        counters = {k: v for k, v in pr.full.counters().items() if v["lookups"] > 0}
+    else:
+        counters = weighted_counters(pr.trace, weights)
+    tables = {}
+    for name, c in counters.items():
+        row = dict(s["tables"].get(name, {}))
+        row.update(c)
+        row["simulated"] = name in s["tables"]
+        if name in pr.routes.distinct_keys:
+            row["distinct_keys"] = pr.routes.distinct_keys[name]
+        tables[name] = row
+    s["tables"] = tables
+    s["packets"] = int(weights.sum())
+    s["synthesized_fields"] = dict(sorted(pr.trace.synthesized_fields.items()))
+    s["fallback_branches"] = dict(sorted(pr.trace.fallback_branches.items()))
+    # a capture: per packet (the full run); generated traffic: per distinct frame (well-formed frames)
+    s["parser_rejects"] = dict(sorted((pr.full.parser_rejects if pr.full is not None else pr.trace.parser_rejects).items()))
+    s["unsimulated_tables"] = pr.routes.unsimulated
+    s["unsupported"] = pr.trace.unsupported
+    s["routes"] = pr.routes.n_routes
+    return s
+
+
+# ---- program scenarios and the run command ---------------------------------------
+
+SCENARIO_KEYS = {"program", "traffic", "sim"}
+PROGRAM_KEYS = {"p4", "entries", "pcap", "rate_mpps", "duration_ns", "pmus", "block_size", "window_ns", "seed"}
+BUILTIN = {"builtin:up4": "up4-bmv2.json.gz"}
+
+
+def resolve_program(spec: str, base: "Path | None" = None) -> str:
+    """A program path; ``builtin:up4`` is the UPF copy shipped in the package
+    (ONF UP4, Apache-2.0: see ``synapse_vmt/data/NOTICE-up4.md``)."""
+    from pathlib import Path
+
+    if spec in BUILTIN:
+        import gzip
+        import tempfile
+        from importlib import resources
+
+        data = gzip.decompress(resources.files("synapse_vmt.data").joinpath(BUILTIN[spec]).read_bytes())
+        d = Path(tempfile.gettempdir()) / "synapse-vmt-builtin"
+        d.mkdir(exist_ok=True)
+        p = d / BUILTIN[spec].removesuffix(".gz")
+        if not p.exists() or p.read_bytes() != data:
+            p.write_bytes(data)
+        return str(p)
+    p = Path(spec)
+    if base is not None and not p.is_absolute():
+        p = base / p
+    return str(p)
+
+
+def load_scenario(path: str) -> dict:
+    """A program scenario (TOML with ``[program]``): the keyword arguments of :func:`run_program`."""
+    import tomllib
+    from pathlib import Path
+
+    from synapse_vmt.p4 import gentraffic
+
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: {e}") from None
+    for k in doc:
+        if k not in SCENARIO_KEYS:
+            raise UserError(f"{path}: unknown table [{k}]; a program scenario has {', '.join(sorted(SCENARIO_KEYS))}")
+    pg = doc.get("program")
+    if not isinstance(pg, dict) or "p4" not in pg:
+        raise UserError(f"{path}: [program]: expected p4 = \"PROGRAM.json\" (or \"builtin:up4\")")
+    for k in pg:
+        if k not in PROGRAM_KEYS:
+            raise UserError(f"{path}: [program]: unknown key {k!r}; expected one of {', '.join(sorted(PROGRAM_KEYS))}")
+    base = Path(path).parent
+    kw = {k: v for k, v in pg.items() if k not in ("p4", "entries", "pcap")}
+    kw["program"] = resolve_program(pg["p4"], base)
+    kw["entries_file"] = str(base / pg["entries"]) if pg.get("entries") else None
+    kw["pcap"] = str(base / pg["pcap"]) if pg.get("pcap") else None
+    kw["traffic"] = gentraffic.parse_spec(doc["traffic"], f"{path}: [traffic]") if "traffic" in doc else None
+    kw["overrides"] = doc.get("sim", {})
+    return kw
+
+
+def run_program(out, *, program: str, entries_file: str | None, pcap: str | None = None, traffic=None,
+                duration_ns: float | None = None, rate_mpps: float = 50.0, pmus: int = 16, block_size: int = 256,
+                window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, quiet: bool = True) -> dict:
+    """``synapse run --p4``: every keyed table a VMT from one pool of ``pmus``
+    PMUs (split evenly to start; the run is static); writes windows.csv,
+    edges.csv, run.png and summary.json to ``out``."""
+    from pathlib import Path
+
+    from synapse_vmt import report
+
+    out = Path(out)
+    pr = prepare(program, entries_file, pcap=pcap, traffic=traffic, duration_ns=duration_ns, rate_mpps=rate_mpps, seed=seed)
+    if not pr.routes.tables:
+        raise UserError(f"{program}: no packet visits a keyed table the simulator can take; nothing to simulate")
+    sim = build_sim(pr, even_split(pr.routes.tables, pmus), pmus, block_size=block_size, window_ns=window_ns, seed=seed,
+                    overrides=overrides)
+    chunk = max(window_ns, pr.duration_ns / 50)
+    t, ws, es = 0.0, [], []
+    while t < pr.duration_ns:
+        t = min(pr.duration_ns, t + chunk)
+        sim.run_until(t)
+        ws.append(sim.windows())
+        es.append(sim.edges())
+    inv = sim.check_invariants()
+    if not inv["ok"]:
+        raise RuntimeError(f"simulator invariant violated: {inv}")
+    s = program_summary(pr, sim)
+    s["invariants"] = inv
+    s["pmus_total"] = pmus
+    names = sim.table_names()
+    from synapse_vmt.opt.controller import concat
+
+    w, e = concat(ws), concat(es)
+    out.mkdir(parents=True, exist_ok=True)
+    report.write_windows_csv(out / "windows.csv", w, names, window_ns)
+    report.write_edges_csv(out / "edges.csv", e, names)
+    report.plot_run(out / "run.png", w, names, window_ns, {n: sim.latency_histogram(n) for n in names})
+    report.write_json(out / "summary.json", s)
+    return s
