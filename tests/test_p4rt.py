@@ -531,3 +531,23 @@ def test_upf_pipeline_with_finsy(shared_data, tmp_path):
         asyncio.run(run())
     finally:
         server.stop(grace=None)
+
+
+def test_serve_command_binds_loopback_and_stops_on_sigterm(prog):
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "synapse_vmt.cli", "serve", "--p4", str(prog), "--listen", "127.0.0.1:0"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stderr.readline()
+        assert line.startswith("P4Runtime on 127.0.0.1:"), line
+        port = int(line.split()[2].rsplit(":", 1)[1])
+        c = Raw(port, 1)
+        assert c.first.arbitration.status.code == 0
+        c.close()
+    finally:
+        p.terminate()
+        rc = p.wait(10)
+        p.stderr.close()
+    assert rc == 0
