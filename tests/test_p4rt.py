@@ -551,3 +551,39 @@ def test_serve_command_binds_loopback_and_stops_on_sigterm(prog):
         rc = p.wait(10)
         p.stderr.close()
     assert rc == 0
+
+
+def test_tls_with_client_certificates(tmp_path, prog):
+    """--cert/--key/--ca: a client with a certificate the CA signed connects;
+    one without a client certificate is refused."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+
+    def run(*args):
+        subprocess.run(["openssl", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
+        "-subj", "/CN=test-ca")
+    for who in ("server", "client"):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}.key", "-out", f"{who}.csr", "-subj", "/CN=localhost")
+        (tmp_path / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        run("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{who}.pem", "-days", "1", "-extfile", "ext.cnf")
+    svc = P4RuntimeServer(prog)
+    server, port = make_server(svc, "127.0.0.1:0", cert=str(tmp_path / "server.pem"), key=str(tmp_path / "server.key"),
+                               ca=str(tmp_path / "ca.pem"))
+    try:
+        ca = (tmp_path / "ca.pem").read_bytes()
+        good = grpc.ssl_channel_credentials(ca, (tmp_path / "client.key").read_bytes(), (tmp_path / "client.pem").read_bytes())
+        with grpc.secure_channel(f"127.0.0.1:{port}", good) as ch:
+            r = p4r_grpc.P4RuntimeStub(ch).Capabilities(p4r.CapabilitiesRequest(), timeout=10)
+            assert r.p4runtime_api_version == "1.4.0"
+        with grpc.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(ca)) as ch:
+            with pytest.raises(grpc.RpcError) as ei:
+                p4r_grpc.P4RuntimeStub(ch).Capabilities(p4r.CapabilitiesRequest(), timeout=10)
+            assert ei.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        server.stop(grace=None)
