@@ -587,3 +587,29 @@ def test_tls_with_client_certificates(tmp_path, prog):
             assert ei.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         server.stop(grace=None)
+
+
+def test_background_traffic_follows_the_writes(prog):
+    """With --traffic, lookups run while a client writes: before any entry
+    nothing is looked up; after inserts the hit rate climbs to about the
+    share of keys drawn from entries; after the deletes every lookup misses."""
+    svc = P4RuntimeServer(prog, traffic=2000)
+    server, port = make_server(svc, "127.0.0.1:0")
+    try:
+        c = Raw(port, 1)
+        c.write([_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", bytes([10, i, 0, 0]), 16)},
+                      "ingress.set_nhop", [b"\x01"]) for i in range(50)])
+        deadline = time.time() + 20
+        while svc.store.stats()[ROUTE]["lookups"] < 500 and time.time() < deadline:
+            time.sleep(0.05)
+        s = svc.store.stats()[ROUTE]
+        assert s["lookups"] >= 500 and 0.8 <= s["hit_rate"] <= 0.97  # 90% drawn to hit (+ random hits)
+        c.write([_upd(svc, p4r.Update.DELETE, ROUTE, {"hdr.ipv4.dst": ("lpm", bytes([10, i, 0, 0]), 16)})
+                 for i in range(50)])
+        before = svc.store.stats()[ROUTE]
+        time.sleep(0.3)  # an empty table gets no traffic: counts stay
+        assert svc.store.stats()[ROUTE]["lookups"] == before["lookups"]
+        c.close()
+    finally:
+        svc.traffic.stop()
+        server.stop(grace=None)

@@ -18,13 +18,15 @@ import click
 @click.option("--key", type=click.Path(dir_okay=False), help="TLS private key (PEM)")
 @click.option("--ca", type=click.Path(dir_okay=False), help="CA (PEM): require client certificates it signed")
 @click.option("--algo", default="linear", show_default=True, help="classifier answering the tables' lookups")
+@click.option("--traffic", "rate", default=0.0, show_default=True,
+              help="background lookups per second per table (90%% drawn to hit an entry), 0: none")
 def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: str | None, key: str | None,
-          ca: str | None, algo: str) -> None:
+          ca: str | None, algo: str, rate: float) -> None:
     """Run a P4Runtime v1 gRPC server whose target is Synapse's table store
     (README: "Control plane: synapse serve"). Stops on Ctrl-C / SIGTERM."""
     from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
 
-    svc = P4RuntimeServer(program, p4info, device_id=device_id, algo=algo)
+    svc = P4RuntimeServer(program, p4info, device_id=device_id, algo=algo, traffic=rate)
     server, port = make_server(svc, listen, cert, key, ca)
     host = listen.rsplit(":", 1)[0]
     click.echo(f"P4Runtime on {host}:{port} (device {device_id}, {'TLS' if cert else 'insecure'}), "

@@ -76,8 +76,10 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
     """The service; ``prog`` (a BMv2 JSON path) preloads a pipeline."""
 
     def __init__(self, prog: str | Path | None = None, p4info: str | Path | None = None, device_id: int = 1,
-                 sizes: dict[str, int] | None = None, algo: str = "linear"):
+                 sizes: dict[str, int] | None = None, algo: str = "linear", traffic: float = 0.0):
         self.device_id = device_id
+        self.traffic_rate = traffic
+        self.traffic = None  # store.Traffic on the current pipeline's store
         self.sizes = sizes
         self.algo = algo
         self.lock = threading.RLock()
@@ -93,6 +95,17 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             except IndexError_ as e:
                 raise UserError(f"{p4info}: {e}") from None
             self.pipeline = self._make(program, index, Path(prog).read_bytes(), None)
+            self._start_traffic()
+
+    def _start_traffic(self) -> None:
+        """(Re)start background lookups on the current pipeline's store."""
+        from synapse_vmt.p4rt.store import Traffic
+
+        if self.traffic is not None:
+            self.traffic.stop()
+            self.traffic = None
+        if self.traffic_rate > 0 and self.pipeline is not None:
+            self.traffic = Traffic(self.pipeline.store, self.traffic_rate)
 
     def _make(self, prog, index, device_config, cookie) -> _Pipeline:
         sizes = dict(self.sizes or {})
@@ -190,6 +203,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 if self.saved is None:
                     context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no saved forwarding pipeline config")
                 self.pipeline, self.saved = self.saved, None
+                self._start_traffic()
             return p4r.SetForwardingPipelineConfigResponse()
         if request.action not in (A.VERIFY, A.VERIFY_AND_SAVE, A.VERIFY_AND_COMMIT, A.RECONCILE_AND_COMMIT):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unknown pipeline action")
@@ -216,6 +230,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 self.saved = new
             else:
                 self.pipeline = new
+                self._start_traffic()
         return p4r.SetForwardingPipelineConfigResponse()
 
     def GetForwardingPipelineConfig(self, request, context):

@@ -239,3 +239,45 @@ class TableStore:
                     "lookup_ns_per_key": t.lookup_s * 1e9 / t.lookups if t.lookups else 0.0,
                 }
             return out
+
+
+class Traffic:
+    """Background traffic against a store: every ``period_s`` each table with
+    entries gets ``rate * period_s`` lookups, a share ``hit_share`` drawn to
+    hit a random current entry (``sample_key``), the rest random keys. So the
+    state a client reads (hit rate, lookups, direct counters) moves while it
+    writes. ``stop()`` ends the thread."""
+
+    def __init__(self, store: TableStore, rate: float, seed: int = 0, hit_share: float = 0.9,
+                 period_s: float = 0.05):
+        import random
+
+        self.store, self.rate, self.hit_share, self.period_s = store, rate, hit_share, period_s
+        self.rng = random.Random(seed)
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="synapse-traffic", daemon=True)
+        self.thread.start()
+
+    def _keys(self, name: str, n: int) -> list[dict[str, int]]:
+        from synapse_vmt.p4.entries import match_fields, sample_key
+
+        spec = self.store.prog.tables[name]
+        live = self.store.entries(name)
+        rows = []
+        for _ in range(n):
+            if live and self.rng.random() < self.hit_share:
+                rows.append(sample_key(self.rng.choice(live).entry, spec, self.rng))
+            else:
+                rows.append({kf.field: self.rng.getrandbits(kf.width) for kf, _ in match_fields(spec)})
+        return rows
+
+    def _run(self) -> None:
+        n = max(1, int(self.rate * self.period_s))
+        while not self._stop.wait(self.period_s):
+            for name in self.store.table_names():
+                if self.store._tables[name].entries:
+                    self.store.lookup(name, self._keys(name, n))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(5)
