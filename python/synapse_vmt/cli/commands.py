@@ -10,6 +10,7 @@ from synapse_vmt.cli.p4 import p4
 from synapse_vmt.cli.reproduce import reproduce
 from synapse_vmt.cli.rules import classify, rules, trace
 from synapse_vmt.cli.run import run
+from synapse_vmt.cli.serve import p4info_cmd, serve
 from synapse_vmt.cli.sweep import sweep
 from synapse_vmt.cli.traffic import traffic
 
@@ -22,3 +23,5 @@ ALL += [p4, opt, reproduce]
 ALL += [cost]  # cost models: CPU, ASIC, Synapse (cli/cost.py)
 ALL += [hw]  # RTL co-simulation and synthesis (cli/hw.py)
 ALL += [bench]  # measured rates on the user's files (cli/bench.py)
+ALL += [serve]  # P4Runtime server over the table store (cli/serve.py)
+p4.add_command(p4info_cmd)  # synapse p4 p4info

@@ -147,7 +147,7 @@ class KeyLayout:
             if lo == 0 and hi == full:
                 return [(0, 0, 0)] * f.words
             raise UserError(f"{where}: a range is supported on fields of at most 32 bits")
-        if value is None:
+        if value is None or (kind == "optional" and mask == 0):  # entries.wildcard: optional 0 &&& 0
             return [(0, 0, 0)] * f.words
         if not 0 <= value <= full:
             raise UserError(f"{where}: value {value:#x} does not fit in {f.width} bits")

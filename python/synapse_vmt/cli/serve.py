@@ -1,0 +1,59 @@
+"""``synapse serve``: a P4Runtime server over Synapse's tables; ``synapse p4 p4info``."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import click
+
+
+@click.command("serve")
+@click.option("--p4", "program", type=click.Path(dir_okay=False), required=True,
+              help="p4c BMv2 JSON loaded as the initial pipeline")
+@click.option("--p4info", type=click.Path(dir_okay=False), help="P4Info (text or binary); default: derived")
+@click.option("--listen", default="127.0.0.1:9559", show_default=True, help="address:port (loopback by default)")
+@click.option("--device-id", default=1, show_default=True)
+@click.option("--cert", type=click.Path(dir_okay=False), help="TLS server certificate (PEM)")
+@click.option("--key", type=click.Path(dir_okay=False), help="TLS private key (PEM)")
+@click.option("--ca", type=click.Path(dir_okay=False), help="CA (PEM): require client certificates it signed")
+@click.option("--algo", default="linear", show_default=True, help="classifier answering the tables' lookups")
+@click.option("--traffic", "rate", default=0.0, show_default=True,
+              help="background lookups per second per table (90%% drawn to hit an entry), 0: none")
+def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: str | None, key: str | None,
+          ca: str | None, algo: str, rate: float) -> None:
+    """Run a P4Runtime v1 gRPC server whose target is Synapse's table store
+    (README: "Control plane: synapse serve"). Stops on Ctrl-C / SIGTERM."""
+    from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
+
+    svc = P4RuntimeServer(program, p4info, device_id=device_id, algo=algo, traffic=rate)
+    server, port = make_server(svc, listen, cert, key, ca)
+    host = listen.rsplit(":", 1)[0]
+    click.echo(f"P4Runtime on {host}:{port} (device {device_id}, {'TLS' if cert else 'insecure'}), "
+               f"{len(svc.pipeline.index.tables)} tables", err=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        done.wait()
+    except KeyboardInterrupt:
+        pass
+    server.stop(grace=1).wait()
+
+
+@click.command("p4info")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write here (default: stdout)")
+def p4info_cmd(program: str, output: str | None) -> None:
+    """Write the P4Info of PROGRAM (p4c BMv2 JSON) in protobuf text format,
+    with the stable ids `synapse serve` uses."""
+    from synapse_vmt.errors import atomic_write
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4rt.p4info import build_p4info, to_text
+
+    text = to_text(build_p4info(read_program(program)))
+    if output:
+        with atomic_write(output) as f:
+            f.write(text)
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)

@@ -1,0 +1,549 @@
+"""A P4Runtime v1 gRPC server whose target is Synapse's table store.
+
+Supported: Capabilities; Set/GetForwardingPipelineConfig (BMv2 JSON as the
+device config; P4Info given by the client or derived, ``p4info.py``);
+Write INSERT/MODIFY/DELETE of table entries (exact, lpm, ternary, range,
+optional; priorities; MODIFY of the default entry) with per-update
+``p4.v1.Error`` details, CONTINUE_ON_ERROR or all-or-nothing
+(ROLLBACK_ON_ERROR, DATAPLANE_ATOMIC); Read of table entries (wildcard, per
+table, per entry, default entries, ``counter_data``), of direct counters,
+and of Synapse's state as an extern (``SYNAPSE_STATE_EXTERN``); StreamChannel
+master arbitration for the default role (the highest election id is
+primary; writes from anyone else are PERMISSION_DENIED). Not supported
+(UNIMPLEMENTED): action profiles, meters, registers, packet I/O, roles.
+
+Synapse's state: ``Read`` an ``ExternEntry`` with ``extern_type_id =
+0x81`` (``extern_id`` a table id, or 0 for all) answers one ExternEntry per
+table whose ``entry`` packs a ``google.protobuf.Struct``: entries, size,
+version, lookups, hits, hit_rate, classifier, build_us, lookup_ns_per_key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import tempfile
+import threading
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from finsy.proto import p4r, p4r_grpc, rpc_code, rpc_status
+from google.protobuf import any_pb2, struct_pb2
+
+from synapse_vmt.errors import UserError
+from synapse_vmt.p4.bmv2 import P4Program, read_program
+from synapse_vmt.p4.entries import Entry, Match, wildcard
+from synapse_vmt.p4rt.p4info import MATCH_NAMES, IndexError_, P4Index, TableRef, build_p4info, parse_p4info
+from synapse_vmt.p4rt.store import Op, StoreError, TableStore
+
+SYNAPSE_STATE_EXTERN = 0x81
+API_VERSION = "1.4.0"
+_CODES = {name: getattr(rpc_code, name) for name in (
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED")}
+
+
+def _int(b: bytes) -> int:
+    return int.from_bytes(b, "big")
+
+
+def _bytes(v: int, width: int) -> bytes:
+    """P4Runtime's canonical byte string: shortest big-endian, at least one byte."""
+    return v.to_bytes(max(1, (v.bit_length() + 7) // 8), "big")
+
+
+def program_from_bytes(data: bytes) -> P4Program:
+    """Read a BMv2 JSON given as bytes (a pipeline's ``p4_device_config``)."""
+    json.loads(data)  # a clear error before the reader's
+    fd, path = tempfile.mkstemp(suffix=".json")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return read_program(path)
+    finally:
+        os.unlink(path)
+
+
+class _Pipeline:
+    def __init__(self, prog: P4Program, index: P4Index, device_config: bytes, cookie: int | None, store: TableStore):
+        self.prog, self.index, self.device_config, self.cookie, self.store = prog, index, device_config, cookie, store
+        self.action_ids = {a.info.name: a.id for a in index.actions.values()}
+
+
+class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
+    """The service; ``prog`` (a BMv2 JSON path) preloads a pipeline."""
+
+    def __init__(self, prog: str | Path | None = None, p4info: str | Path | None = None, device_id: int = 1,
+                 sizes: dict[str, int] | None = None, algo: str = "linear", traffic: float = 0.0):
+        self.device_id = device_id
+        self.traffic_rate = traffic
+        self.traffic = None  # store.Traffic on the current pipeline's store
+        self.sizes = sizes
+        self.algo = algo
+        self.lock = threading.RLock()
+        self.pipeline: _Pipeline | None = None
+        self.saved: _Pipeline | None = None
+        self.streams: dict[int, dict] = {}  # id(stream) -> {"election": int|None, "q": Queue}
+        self.primary: int | None = None  # the primary's election id
+        if prog is not None:
+            program = read_program(prog)
+            info = parse_p4info(Path(p4info).read_bytes()) if p4info else build_p4info(program)
+            try:
+                index = P4Index.build(info, program)
+            except IndexError_ as e:
+                raise UserError(f"{p4info}: {e}") from None
+            self.pipeline = self._make(program, index, Path(prog).read_bytes(), None)
+            self._start_traffic()
+
+    def _start_traffic(self) -> None:
+        """(Re)start background lookups on the current pipeline's store."""
+        from synapse_vmt.p4rt.store import Traffic
+
+        if self.traffic is not None:
+            self.traffic.stop()
+            self.traffic = None
+        if self.traffic_rate > 0 and self.pipeline is not None:
+            self.traffic = Traffic(self.pipeline.store, self.traffic_rate)
+
+    def _make(self, prog, index, device_config, cookie) -> _Pipeline:
+        sizes = dict(self.sizes or {})
+        for t in index.tables.values():
+            sizes.setdefault(t.spec.name, t.size)
+        return _Pipeline(prog, index, device_config, cookie, TableStore(prog, sizes, self.algo))
+
+    @property
+    def store(self) -> TableStore | None:
+        return self.pipeline.store if self.pipeline else None
+
+    # --- arbitration ---
+
+    def _is_primary(self, election_id) -> bool:
+        eid = (election_id.high << 64) | election_id.low
+        with self.lock:
+            return self.primary is not None and eid == self.primary
+
+    def _recompute(self) -> None:
+        """Elect the highest election id among open streams; tell every stream."""
+        elections = [s["election"] for s in self.streams.values() if s["election"] is not None]
+        self.primary = max(elections) if elections else None
+        for s in self.streams.values():
+            if s["election"] is None:
+                continue
+            m = p4r.StreamMessageResponse()
+            a = m.arbitration
+            a.device_id = self.device_id
+            top = self.primary or 0
+            a.election_id.high, a.election_id.low = top >> 64, top & ((1 << 64) - 1)
+            primary = s["election"] == self.primary
+            a.status.code = rpc_code.OK if primary else rpc_code.ALREADY_EXISTS
+            a.status.message = "primary" if primary else "backup"
+            s["q"].put(m)
+
+    def StreamChannel(self, request_iterator, context):
+        me = {"election": None, "q": queue.Queue()}
+        key = id(me)
+        with self.lock:
+            self.streams[key] = me
+
+        def reader():
+            try:
+                for req in request_iterator:
+                    if req.HasField("arbitration"):
+                        a = req.arbitration
+                        eid = (a.election_id.high << 64) | a.election_id.low
+                        with self.lock:
+                            if a.device_id != self.device_id:
+                                me["q"].put(("abort", grpc.StatusCode.NOT_FOUND, f"no device {a.device_id}"))
+                                return
+                            if a.role.name or a.role.HasField("config"):
+                                me["q"].put(("abort", grpc.StatusCode.UNIMPLEMENTED, "roles are not supported"))
+                                return
+                            if any(s["election"] == eid for k, s in self.streams.items() if k != key):
+                                me["q"].put(("abort", grpc.StatusCode.INVALID_ARGUMENT,
+                                             f"election id {eid} is used by another controller"))
+                                return
+                            me["election"] = eid
+                            self._recompute()
+                    # packet-out and digest acks: no packet I/O in this target
+            except Exception:
+                pass
+            finally:
+                me["q"].put(None)
+
+        threading.Thread(target=reader, daemon=True).start()
+        context.add_callback(lambda: me["q"].put(None))
+        try:
+            while True:
+                m = me["q"].get()
+                if m is None:
+                    break
+                if isinstance(m, tuple):
+                    context.abort(m[1], m[2])
+                yield m
+        finally:
+            with self.lock:
+                self.streams.pop(key, None)
+                self._recompute()
+
+    # --- pipeline ---
+
+    def Capabilities(self, request, context):
+        return p4r.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
+
+    def SetForwardingPipelineConfig(self, request, context):
+        if request.device_id != self.device_id:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id}")
+        if not self._is_primary(request.election_id):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "not the primary controller")
+        A = p4r.SetForwardingPipelineConfigRequest
+        if request.action == A.COMMIT:
+            with self.lock:
+                if self.saved is None:
+                    context.abort(grpc.StatusCode.FAILED_PRECONDITION, "no saved forwarding pipeline config")
+                self.pipeline, self.saved = self.saved, None
+                self._start_traffic()
+            return p4r.SetForwardingPipelineConfigResponse()
+        if request.action not in (A.VERIFY, A.VERIFY_AND_SAVE, A.VERIFY_AND_COMMIT, A.RECONCILE_AND_COMMIT):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unknown pipeline action")
+        cfg = request.config
+        try:
+            with self.lock:
+                cur = self.pipeline
+            dev = cfg.p4_device_config or (cur.device_config if cur else b"")
+            if not dev:
+                raise ValueError("no p4_device_config (BMv2 JSON) and no program loaded")
+            prog = cur.prog if cur and dev == cur.device_config else program_from_bytes(dev)
+            info = cfg.p4info if cfg.HasField("p4info") and len(cfg.p4info.tables) else build_p4info(prog)
+            index = P4Index.build(info, prog)
+        except (ValueError, UserError, IndexError_) as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad pipeline config: {e}")
+        cookie = cfg.cookie.cookie if cfg.HasField("cookie") else None
+        if request.action == A.VERIFY:
+            return p4r.SetForwardingPipelineConfigResponse()
+        new = self._make(prog, index, dev, cookie)
+        with self.lock:
+            if request.action == A.RECONCILE_AND_COMMIT and cur is not None and cur.device_config == dev:
+                new.store = cur.store  # same program: the entries stay
+            if request.action == A.VERIFY_AND_SAVE:
+                self.saved = new
+            else:
+                self.pipeline = new
+                self._start_traffic()
+        return p4r.SetForwardingPipelineConfigResponse()
+
+    def GetForwardingPipelineConfig(self, request, context):
+        if request.device_id != self.device_id:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id}")
+        p = self.pipeline
+        if p is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "No forwarding pipeline config set")
+        R = p4r.GetForwardingPipelineConfigRequest
+        out = p4r.GetForwardingPipelineConfigResponse()
+        if p.cookie is not None:
+            out.config.cookie.cookie = p.cookie
+        if request.response_type in (R.ALL, R.P4INFO_AND_COOKIE):
+            out.config.p4info.CopyFrom(p.index.info)
+        if request.response_type in (R.ALL, R.DEVICE_CONFIG_AND_COOKIE):
+            out.config.p4_device_config = p.device_config
+        return out
+
+    # --- write ---
+
+    def Write(self, request, context):
+        if request.device_id != self.device_id:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id}")
+        if request.role:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "roles are not supported")
+        p = self.pipeline
+        if p is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "No forwarding pipeline config set")
+        if not self._is_primary(request.election_id):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "not the primary controller")
+        W = p4r.WriteRequest
+        if request.atomicity not in (W.CONTINUE_ON_ERROR, W.ROLLBACK_ON_ERROR, W.DATAPLANE_ATOMIC):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unknown atomicity")
+        atomic = request.atomicity != W.CONTINUE_ON_ERROR
+        # Decode every update first; a malformed one fails alone (or the batch, if atomic).
+        ops: list[Op | None] = []
+        errs: list[StoreError | None] = []
+        for u in request.updates:
+            try:
+                ops.append(self._decode_update(p, u))
+                errs.append(None)
+            except StoreError as e:
+                ops.append(None)
+                errs.append(e)
+        good = [o for o in ops if o is not None]
+        # An atomic batch with a malformed update is still checked (dry run) so every update gets its error.
+        _, applied = p.store.apply(good, atomic=atomic, dry_run=atomic and any(errs))
+        it = iter(applied)
+        final = [e if o is None else next(it) for o, e in zip(ops, errs)]
+        if any(final):
+            if atomic:
+                final = [e or StoreError("ABORTED", "not applied: another update of the atomic batch failed")
+                         for e in final]
+            self._fail(context, final)
+        return p4r.WriteResponse()
+
+    @staticmethod
+    def _fail(context, errs: list[StoreError | None]) -> None:
+        """The spec's batch error: status UNKNOWN, one p4.v1.Error per update."""
+        st = rpc_status.Status(code=rpc_code.UNKNOWN, message="write failed")
+        for e in errs:
+            d = any_pb2.Any()
+            if e is None:
+                d.Pack(p4r.Error(canonical_code=rpc_code.OK))
+            else:
+                d.Pack(p4r.Error(canonical_code=_CODES.get(e.code, rpc_code.UNKNOWN), message=e.message))
+            st.details.append(d)
+        context.set_trailing_metadata((("grpc-status-details-bin", st.SerializeToString()),))
+        context.set_code(grpc.StatusCode.UNKNOWN)
+        context.set_details(next(e.message for e in errs if e and e.code != "ABORTED") if any(
+            e and e.code != "ABORTED" for e in errs) else "write failed")
+
+    def _decode_update(self, p: _Pipeline, u) -> Op:
+        U = p4r.Update
+        kind = {U.INSERT: "insert", U.MODIFY: "modify", U.DELETE: "delete"}.get(u.type)
+        if kind is None:
+            raise StoreError("INVALID_ARGUMENT", "update type unspecified")
+        which = u.entity.WhichOneof("entity")
+        if which != "table_entry":
+            raise StoreError("UNIMPLEMENTED", f"writing {which} is not supported")
+        te = u.entity.table_entry
+        t = p.index.tables.get(te.table_id)
+        if t is None:
+            raise StoreError("NOT_FOUND", f"unknown table id {te.table_id:#x}")
+        if te.is_default_action:
+            if kind != "modify":
+                raise StoreError("INVALID_ARGUMENT", "the default entry can only be modified")
+            if len(te.match):
+                raise StoreError("INVALID_ARGUMENT", "a default entry has no match")
+            if t.const_default:
+                raise StoreError("PERMISSION_DENIED", f"{t.spec.name}: the default action is const")
+            if not te.HasField("action"):
+                return Op("default", t.spec.name, None)
+            name, params = self._decode_action(t, te.action)
+            return Op("default", t.spec.name, Entry(t.spec.name, {}, name, params, None, "p4runtime"))
+        if t.const_table:
+            raise StoreError("PERMISSION_DENIED", f"{t.spec.name} has const entries")
+        matches = self._decode_match(t, te)
+        ternary = t.spec.needs_priority
+        if ternary and te.priority <= 0:
+            raise StoreError("INVALID_ARGUMENT", f"{t.spec.name}: entries need a priority > 0")
+        if not ternary and te.priority != 0:
+            raise StoreError("INVALID_ARGUMENT", f"{t.spec.name}: priority must be 0 for an exact/lpm table")
+        if kind == "delete":
+            name, params = "", {}
+        elif not te.HasField("action"):
+            raise StoreError("INVALID_ARGUMENT", "an entry needs an action")
+        else:
+            name, params = self._decode_action(t, te.action)
+        return Op(kind, t.spec.name, Entry(t.spec.name, matches, name, params, te.priority if ternary else None,
+                                           "p4runtime"))
+
+    @staticmethod
+    def _decode_match(t: TableRef, te) -> dict[str, Match]:
+        got: dict[int, Match] = {}
+        for fm in te.match:
+            f = t.fields.get(fm.field_id)
+            if f is None:
+                raise StoreError("INVALID_ARGUMENT", f"{t.spec.name}: unknown match field id {fm.field_id}")
+            if fm.field_id in got:
+                raise StoreError("INVALID_ARGUMENT", f"{t.spec.name}: match field {f[1]} given twice")
+            kf, nm = f
+            top = (1 << kf.width) - 1
+            kind = fm.WhichOneof("field_match_type")
+
+            def val(b: bytes, what: str) -> int:
+                if not b:
+                    raise StoreError("INVALID_ARGUMENT", f"{nm}: empty {what}")
+                v = _int(b)
+                if v > top:
+                    raise StoreError("INVALID_ARGUMENT", f"{nm}: {what} {v:#x} is wider than {kf.width} bits")
+                return v
+
+            want = {"exact": "exact", "lpm": "lpm", "ternary": "ternary", "range": "range", "optional": "optional"}
+            if kind != want.get(kf.match):
+                raise StoreError("INVALID_ARGUMENT", f"{nm}: a {kf.match} field, got a {kind} match")
+            if kind == "exact":
+                m = Match("exact", val(fm.exact.value, "value"))
+            elif kind == "lpm":
+                v, pl = val(fm.lpm.value, "value"), fm.lpm.prefix_len
+                if not 0 < pl <= kf.width:
+                    raise StoreError("INVALID_ARGUMENT", f"{nm}: prefix length {pl} not in 1..{kf.width}")
+                mask = top ^ ((1 << (kf.width - pl)) - 1)
+                if v & ~mask:
+                    raise StoreError("INVALID_ARGUMENT", f"{nm}: value has bits past the /{pl} prefix")
+                m = Match("lpm", v, mask, pl)
+            elif kind == "ternary":
+                v, mask = val(fm.ternary.value, "value"), val(fm.ternary.mask, "mask")
+                if mask == 0:
+                    raise StoreError("INVALID_ARGUMENT", f"{nm}: a don't-care ternary is omitted, not mask 0")
+                if v & ~mask:
+                    raise StoreError("INVALID_ARGUMENT", f"{nm}: value has bits outside the mask")
+                m = Match("ternary", v, mask)
+            elif kind == "range":
+                lo, hi = val(fm.range.low, "low"), val(fm.range.high, "high")
+                if lo > hi:
+                    raise StoreError("INVALID_ARGUMENT", f"{nm}: range low > high")
+                m = Match("range", lo, lo=lo, hi=hi)
+            else:
+                m = Match("optional", val(fm.optional.value, "value"), top)
+            got[fm.field_id] = m
+        out: dict[str, Match] = {}
+        for fid, (kf, nm) in sorted(t.fields.items()):
+            if fid in got:
+                out[kf.field] = got[fid]
+            elif kf.match == "exact":
+                raise StoreError("INVALID_ARGUMENT", f"{t.spec.name}: exact field {nm} missing")
+            else:
+                out[kf.field] = wildcard(kf)
+        return out
+
+    @staticmethod
+    def _decode_action(t: TableRef, ta) -> tuple[str, dict[str, int]]:
+        which = ta.WhichOneof("type")
+        if which != "action":
+            raise StoreError("UNIMPLEMENTED", f"{which} (action profiles) is not supported")
+        a = t.actions.get(ta.action.action_id)
+        if a is None:
+            raise StoreError("INVALID_ARGUMENT", f"{t.spec.name}: action id {ta.action.action_id:#x} not allowed")
+        params: dict[str, int] = {}
+        for pp in ta.action.params:
+            if not 1 <= pp.param_id <= len(a.info.params):
+                raise StoreError("INVALID_ARGUMENT", f"{a.info.name}: unknown param id {pp.param_id}")
+            spec = a.info.params[pp.param_id - 1]
+            v = _int(pp.value)
+            if not pp.value or v >> spec.width:
+                raise StoreError("INVALID_ARGUMENT", f"{a.info.name}.{spec.name}: value does not fit {spec.width} bits")
+            params[spec.name] = v
+        if len(params) != len(a.info.params):
+            raise StoreError("INVALID_ARGUMENT", f"{a.info.name}: needs {len(a.info.params)} params, got {len(params)}")
+        return a.info.name, params
+
+    # --- read ---
+
+    def _encode(self, p: _Pipeline, t: TableRef, e: Entry | None, default=None, counters=None):
+        te = p4r.TableEntry(table_id=t.id)
+        if e is None:
+            te.is_default_action = True
+            name, params = default if default else (None, {})
+        else:
+            for fid, (kf, _) in sorted(t.fields.items()):
+                m = e.matches[kf.field]
+                if m == wildcard(kf):
+                    continue  # a don't-care is omitted
+                fm = te.match.add(field_id=fid)
+                if m.kind == "exact":
+                    fm.exact.value = _bytes(m.value, kf.width)
+                elif m.kind == "lpm":
+                    fm.lpm.value, fm.lpm.prefix_len = _bytes(m.value, kf.width), m.prefix_len or 0
+                elif m.kind == "ternary":
+                    fm.ternary.value, fm.ternary.mask = _bytes(m.value, kf.width), _bytes(m.mask or 0, kf.width)
+                elif m.kind == "range":
+                    fm.range.low, fm.range.high = _bytes(m.lo or 0, kf.width), _bytes(m.hi or 0, kf.width)
+                else:
+                    fm.optional.value = _bytes(m.value, kf.width)
+            if e.priority is not None:
+                te.priority = e.priority
+            name, params = e.action, e.params
+        if name:
+            aid = p.action_ids.get(name)
+            if aid is not None:
+                te.action.action.action_id = aid
+                info = p.index.actions[aid].info
+                for i, ap in enumerate(info.params, 1):
+                    te.action.action.params.add(param_id=i, value=_bytes(params.get(ap.name, 0), ap.width))
+        if counters is not None:
+            te.counter_data.packet_count, te.counter_data.byte_count = counters
+        return te
+
+    def Read(self, request, context):
+        if request.device_id != self.device_id:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id}")
+        p = self.pipeline
+        if p is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "No forwarding pipeline config set")
+        out = p4r.ReadResponse()
+        for ent in request.entities:
+            which = ent.WhichOneof("entity")
+            if which == "table_entry":
+                self._read_table(p, ent.table_entry, out, context, as_counter=False)
+            elif which == "direct_counter_entry":
+                self._read_table(p, ent.direct_counter_entry.table_entry, out, context, as_counter=True)
+            elif which == "extern_entry" and ent.extern_entry.extern_type_id == SYNAPSE_STATE_EXTERN:
+                self._read_state(p, ent.extern_entry.extern_id, out, context)
+            else:
+                context.abort(grpc.StatusCode.UNIMPLEMENTED, f"reading {which} is not supported")
+            if len(out.entities) >= 1000:
+                yield out
+                out = p4r.ReadResponse()
+        yield out
+
+    def _read_table(self, p: _Pipeline, req, out, context, as_counter: bool) -> None:
+        if req.table_id and req.table_id not in p.index.tables:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"unknown table id {req.table_id:#x}")
+        tables = [p.index.tables[req.table_id]] if req.table_id else list(p.index.tables.values())
+        want_counters = as_counter or req.HasField("counter_data")
+
+        def emit(te):
+            if as_counter:
+                d = out.entities.add().direct_counter_entry
+                d.data.CopyFrom(te.counter_data)
+                te.ClearField("counter_data")
+                d.table_entry.CopyFrom(te)
+            else:
+                out.entities.add().table_entry.CopyFrom(te)
+
+        for t in tables:
+            if req.is_default_action:
+                emit(self._encode(p, t, None, p.store.default(t.spec.name)))
+                continue
+            if len(req.match):
+                try:
+                    e = Entry(t.spec.name, self._decode_match(t, req), "", {},
+                              req.priority if t.spec.needs_priority else None, "read")
+                except StoreError as err:
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, err.message)
+                s = p.store.get(t.spec.name, e)
+                stored = [s] if s is not None else []
+            else:
+                stored = p.store.entries(t.spec.name)
+            for s in stored:
+                emit(self._encode(p, t, s.entry, counters=(s.packets, s.bytes) if want_counters else None))
+
+    def _read_state(self, p: _Pipeline, extern_id: int, out, context) -> None:
+        stats = p.store.stats()
+        for t in p.index.tables.values():
+            if extern_id and extern_id != t.id:
+                continue
+            s = struct_pb2.Struct()
+            s.update({"table": t.spec.name, **stats[t.spec.name]})
+            x = out.entities.add().extern_entry
+            x.extern_type_id, x.extern_id = SYNAPSE_STATE_EXTERN, t.id
+            x.entry.Pack(s)
+
+
+def make_server(service: P4RuntimeServer, listen: str = "127.0.0.1:9559", cert: str | None = None,
+                key: str | None = None, ca: str | None = None, workers: int = 32) -> tuple[grpc.Server, int]:
+    """A started gRPC server (TLS when ``cert``/``key`` are given; client
+    certificates required when ``ca`` is); the port it bound."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+                         options=[("grpc.max_receive_message_length", 64 << 20),
+                                  ("grpc.max_send_message_length", 64 << 20)])
+    p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
+    if cert or key:
+        if not (cert and key):
+            raise UserError("--cert and --key go together")
+        creds = grpc.ssl_server_credentials([(Path(key).read_bytes(), Path(cert).read_bytes())],
+                                            root_certificates=Path(ca).read_bytes() if ca else None,
+                                            require_client_auth=bool(ca))
+        port = server.add_secure_port(listen, creds)
+    else:
+        port = server.add_insecure_port(listen)
+    if not port:
+        raise UserError(f"--listen {listen}: cannot bind")
+    server.start()
+    return server, port

@@ -1,0 +1,283 @@
+"""The versioned table store: the target the P4Runtime server writes to.
+
+Each table holds its entries keyed by (match, priority), the P4Runtime
+identity of an entry, plus its default action. ``apply(ops, atomic)`` runs a
+batch of updates and bumps the version once per batch that changed
+anything; an atomic batch is applied to a copy of the tables it touches and
+swapped in only when every update succeeded (P4Runtime's
+ROLLBACK_ON_ERROR / DATAPLANE_ATOMIC), otherwise each update stands alone
+(CONTINUE_ON_ERROR). A single lock orders writers; a lookup sees one version.
+
+Lookups answer through Synapse's classifiers: a table's entries in match
+order become a RuleSet (``p4.keys``), a ``_core.Classifier`` is built per
+table version on the first lookup after a change, and ``lookup`` classifies
+a batch of keys with it (direct counters count the hits). So "traffic
+follows the writes" is checked against the same classifiers the simulator
+uses, and a linear oracle (``TableEntries.lookup``) can check them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from synapse_vmt.p4.bmv2 import P4Program, TableSpec
+from synapse_vmt.p4.entries import Entry, TableEntries, sort_entries
+from synapse_vmt.p4.keys import KeyLayout
+
+#: Classifier used for lookups (any of ``_core.algorithms()``).
+DEFAULT_ALGO = "linear"
+
+
+class StoreError(Exception):
+    """A rejected update: ``code`` is a gRPC status name (ALREADY_EXISTS...)."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Op:
+    """One update: ``kind`` insert | modify | delete | default (set the
+    default action: ``entry.action``/``entry.params``; ``entry.matches`` empty,
+    or reset to the program's default when ``entry`` is None)."""
+
+    kind: str
+    table: str
+    entry: Entry | None
+
+
+@dataclass
+class Stored:
+    entry: Entry
+    seq: int  # insertion order: ties in match order keep it
+    packets: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class _Table:
+    spec: TableSpec
+    size: int
+    entries: dict[tuple, Stored] = field(default_factory=dict)
+    default: tuple[str, dict[str, int]] | None = None
+    version: int = 0
+    lookups: int = 0
+    hits: int = 0
+    build_s: float = 0.0  # time of the last classifier build
+    lookup_s: float = 0.0  # time spent classifying
+    default_packets: int = 0
+
+    def copy(self) -> _Table:
+        t = _Table(self.spec, self.size, dict(self.entries), self.default, self.version)
+        t.lookups, t.hits, t.build_s, t.lookup_s, t.default_packets = (
+            self.lookups, self.hits, self.build_s, self.lookup_s, self.default_packets)
+        return t
+
+
+class TableStore:
+    """Entries of every keyed table of ``prog``, versioned; ``sizes`` caps a
+    table's entry count (RESOURCE_EXHAUSTED past it)."""
+
+    def __init__(self, prog: P4Program, sizes: dict[str, int] | None = None, algo: str = DEFAULT_ALGO):
+        self.prog = prog
+        self.algo = algo
+        self.version = 0
+        self.lock = threading.RLock()
+        self._seq = 0
+        self._tables: dict[str, _Table] = {}
+        for name, spec in prog.tables.items():
+            size = (sizes or {}).get(name) or spec.info.max_size or 1024
+            self._tables[name] = _Table(spec, size, default=spec.default)
+        self._clf: dict[str, tuple[int, object, list[Stored], KeyLayout]] = {}
+
+    # --- writes ---
+
+    def apply(self, ops: list[Op], atomic: bool = False, dry_run: bool = False) -> tuple[int, list[StoreError | None]]:
+        """Apply ``ops`` in order; the store's version after, and per op None
+        or the error it failed with. ``atomic``: all or nothing; ``dry_run``
+        (with atomic): check every op, change nothing."""
+        with self.lock:
+            work = {}  # table name -> working copy (atomic) or the table itself
+            errs: list[StoreError | None] = []
+            changed = False
+            for op in ops:
+                t = self._tables.get(op.table)
+                if t is None:
+                    errs.append(StoreError("NOT_FOUND", f"no table {op.table}"))
+                    continue
+                if op.table not in work:
+                    work[op.table] = t.copy() if atomic else t
+                try:
+                    self._apply_one(work[op.table], op)
+                    errs.append(None)
+                    changed = True
+                except StoreError as e:
+                    errs.append(e)
+            if atomic and (dry_run or any(e is not None for e in errs)):
+                return self.version, errs
+            if changed:
+                self.version += 1
+                for name, t in work.items():
+                    t.version = self.version
+                    self._tables[name] = t
+            return self.version, errs
+
+    def _apply_one(self, t: _Table, op: Op) -> None:
+        if op.kind == "default":
+            if t.spec.default_const:
+                raise StoreError("PERMISSION_DENIED", f"{t.spec.name}: the default action is const")
+            t.default = t.spec.default if op.entry is None else (op.entry.action, dict(op.entry.params))
+            return
+        assert op.entry is not None
+        key = op.entry.key()
+        if op.kind == "insert":
+            if key in t.entries:
+                raise StoreError("ALREADY_EXISTS", f"{t.spec.name}: an entry with this match and priority exists")
+            if len(t.entries) >= t.size:
+                raise StoreError("RESOURCE_EXHAUSTED", f"{t.spec.name}: table full ({t.size} entries)")
+            self._seq += 1
+            t.entries[key] = Stored(op.entry, self._seq)
+        elif op.kind == "modify":
+            old = t.entries.get(key)
+            if old is None:
+                raise StoreError("NOT_FOUND", f"{t.spec.name}: no entry with this match and priority")
+            t.entries[key] = Stored(op.entry, old.seq, old.packets, old.bytes)
+        elif op.kind == "delete":
+            if t.entries.pop(key, None) is None:
+                raise StoreError("NOT_FOUND", f"{t.spec.name}: no entry with this match and priority")
+        else:
+            raise StoreError("INVALID_ARGUMENT", f"unknown update {op.kind}")
+
+    # --- reads ---
+
+    def table_names(self) -> list[str]:
+        return list(self._tables)
+
+    def entries(self, table: str) -> list[Stored]:
+        """The table's entries in insertion order (a snapshot)."""
+        with self.lock:
+            return sorted(self._tables[table].entries.values(), key=lambda s: s.seq)
+
+    def get(self, table: str, entry: Entry) -> Stored | None:
+        with self.lock:
+            return self._tables[table].entries.get(entry.key())
+
+    def default(self, table: str) -> tuple[str, dict[str, int]] | None:
+        return self._tables[table].default
+
+    def snapshot(self) -> dict[str, TableEntries]:
+        """Every table's entries in match order with its default: what the
+        interpreter (``p4.interp.Program.run(entries=...)``) takes."""
+        with self.lock:
+            return {n: TableEntries(n, [s.entry for s in self._ordered(t)], t.default) for n, t in self._tables.items()}
+
+    def _ordered(self, t: _Table) -> list[Stored]:
+        by_seq = sorted(t.entries.values(), key=lambda s: s.seq)
+        order = sort_entries(t.spec, [s.entry for s in by_seq])
+        pos = {id(e): i for i, e in enumerate(order)}
+        return sorted(by_seq, key=lambda s: pos[id(s.entry)])
+
+    # --- lookups through the classifiers ---
+
+    def _classifier(self, name: str):
+        t = self._tables[name]
+        c = self._clf.get(name)
+        if c is not None and c[0] == t.version:
+            return c
+        from synapse_vmt import _core
+
+        t0 = time.perf_counter()
+        layout = KeyLayout.from_table(t.spec.info)
+        ordered = self._ordered(t)
+        rs = layout.rule_set(*layout.rule_arrays([s.entry for s in ordered]))
+        clf = _core.Classifier(rs, self.algo if ordered else "linear")
+        t.build_s = time.perf_counter() - t0
+        c = (t.version, clf, ordered, layout)
+        self._clf[name] = c
+        return c
+
+    def lookup(self, table: str, rows: list[dict[str, int]], pkt_bytes: int = 0, count: bool = True) -> list[Entry | None]:
+        """The entry each key (field values by ``header.field``) hits, through
+        the table's classifier; hits count in the entries' direct counters."""
+        with self.lock:
+            _, clf, ordered, layout = self._classifier(table)
+            t = self._tables[table]
+            t0 = time.perf_counter()
+            keys = layout.encode_many(rows) if rows else np.zeros((0, layout.n_words), dtype=np.uint32)
+            ids = clf.classify_keys(keys)
+            t.lookup_s += time.perf_counter() - t0
+            out: list[Entry | None] = []
+            for i in ids:
+                s = ordered[i] if i >= 0 else None
+                if s is not None and count:
+                    s.packets += 1
+                    s.bytes += pkt_bytes
+                out.append(s.entry if s is not None else None)
+            if count:
+                t.lookups += len(rows)
+                hits = sum(1 for e in out if e is not None)
+                t.hits += hits
+                t.default_packets += len(rows) - hits
+            return out
+
+    def stats(self) -> dict[str, dict]:
+        """Synapse's state per table: entries, version, lookups, hit rate,
+        classifier build time and lookup latency per key."""
+        with self.lock:
+            out = {}
+            for n, t in self._tables.items():
+                out[n] = {
+                    "entries": len(t.entries), "size": t.size, "version": t.version, "lookups": t.lookups,
+                    "hits": t.hits, "hit_rate": t.hits / t.lookups if t.lookups else 0.0,
+                    "classifier": self.algo, "build_us": t.build_s * 1e6,
+                    "lookup_ns_per_key": t.lookup_s * 1e9 / t.lookups if t.lookups else 0.0,
+                }
+            return out
+
+
+class Traffic:
+    """Background traffic against a store: every ``period_s`` each table with
+    entries gets ``rate * period_s`` lookups, a share ``hit_share`` drawn to
+    hit a random current entry (``sample_key``), the rest random keys. So the
+    state a client reads (hit rate, lookups, direct counters) moves while it
+    writes. ``stop()`` ends the thread."""
+
+    def __init__(self, store: TableStore, rate: float, seed: int = 0, hit_share: float = 0.9,
+                 period_s: float = 0.05):
+        import random
+
+        self.store, self.rate, self.hit_share, self.period_s = store, rate, hit_share, period_s
+        self.rng = random.Random(seed)
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="synapse-traffic", daemon=True)
+        self.thread.start()
+
+    def _keys(self, name: str, n: int) -> list[dict[str, int]]:
+        from synapse_vmt.p4.entries import match_fields, sample_key
+
+        spec = self.store.prog.tables[name]
+        live = self.store.entries(name)
+        rows = []
+        for _ in range(n):
+            if live and self.rng.random() < self.hit_share:
+                rows.append(sample_key(self.rng.choice(live).entry, spec, self.rng))
+            else:
+                rows.append({kf.field: self.rng.getrandbits(kf.width) for kf, _ in match_fields(spec)})
+        return rows
+
+    def _run(self) -> None:
+        n = max(1, int(self.rate * self.period_s))
+        while not self._stop.wait(self.period_s):
+            for name in self.store.table_names():
+                if self.store._tables[name].entries:
+                    self.store.lookup(name, self._keys(name, n))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(5)

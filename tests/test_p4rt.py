@@ -1,0 +1,615 @@
+"""``synapse serve``: a P4Runtime server tested with an unmodified PyPI client
+(finsy) and the generated gRPC stub, on 127.0.0.1 with a free port.
+
+Oracles: what a client reads back is what it wrote; the store's lookups
+(through Synapse's classifiers) agree with the linear oracle
+``TableEntries.lookup`` and change with the writes; a failed atomic batch
+leaves every table as it was."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import random
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from click.testing import CliRunner
+from finsy.proto import p4r, p4r_grpc, rpc_status
+
+from synapse_vmt.cli import main
+from synapse_vmt.p4.bmv2 import read_program
+from synapse_vmt.p4.entries import sample_key
+from synapse_vmt.p4.entrygen import gen_table
+from synapse_vmt.p4rt import p4info as p4info_mod
+from synapse_vmt.p4rt.p4info import assign_ids, build_p4info, jenkins, parse_p4info, to_text
+from synapse_vmt.p4rt.server import SYNAPSE_STATE_EXTERN, P4RuntimeServer, make_server
+
+fy = pytest.importorskip("finsy")
+
+HEADER_TYPES = [
+    {"name": "eth_t", "id": 0, "fields": [["dst", 48, False], ["src", 48, False], ["type", 16, False]]},
+    {"name": "ip_t", "id": 1, "fields": [["src", 32, False], ["dst", 32, False], ["proto", 8, False]]},
+    {"name": "l4_t", "id": 2, "fields": [["sport", 16, False], ["dport", 16, False]]},
+    {"name": "meta_t", "id": 3, "fields": [["port", 9, False], ["flag", 1, False]]},
+]
+ACTIONS = [
+    {"name": "NoAction", "id": 0, "runtime_data": []},
+    {"name": "ingress.set_port", "id": 1, "runtime_data": [{"name": "port", "bitwidth": 9}]},
+    {"name": "ingress.set_nhop", "id": 2, "runtime_data": [{"name": "nhop", "bitwidth": 16}]},
+    {"name": "ingress.drop", "id": 3, "runtime_data": []},
+    {"name": "ingress.permit", "id": 4, "runtime_data": []},
+    {"name": "ingress.deny", "id": 5, "runtime_data": [{"name": "reason", "bitwidth": 4}]},
+]
+
+
+def _table(name, key, action_ids, nxt, default, size):
+    names = [next(a["name"] for a in ACTIONS if a["id"] == i) for i in action_ids]
+    return {
+        "name": name, "max_size": size, "action_ids": action_ids, "actions": names,
+        "key": [{"match_type": m, "name": n, "target": t, "mask": None} for m, n, t in key],
+        "next_tables": {a: nxt for a in names}, "base_default_next": nxt,
+        "default_entry": {"action_id": default, "action_const": False, "action_data": [], "action_entry_const": False},
+    }
+
+
+PROGRAM = {
+    "header_types": HEADER_TYPES,
+    "headers": [{"name": n, "header_type": f"{t}_t"} for n, t in [("eth", "eth"), ("ipv4", "ip"), ("l4", "l4"), ("meta", "meta")]],
+    "actions": ACTIONS,
+    "pipelines": [{
+        "name": "ingress", "init_table": "ingress.fwd", "conditionals": [],
+        "tables": [
+            _table("ingress.fwd", [("exact", "hdr.eth.dst", ["eth", "dst"])], [1, 0], "ingress.route", 0, 64),
+            _table("ingress.route", [("lpm", "hdr.ipv4.dst", ["ipv4", "dst"])], [2, 3], "ingress.acl", 3, 20000),
+            _table("ingress.acl", [("ternary", "hdr.ipv4.src", ["ipv4", "src"]), ("exact", "hdr.ipv4.proto", ["ipv4", "proto"]),
+                                   ("range", "hdr.l4.dport", ["l4", "dport"]), ("optional", "meta.flag", ["meta", "flag"])],
+                   [4, 5], None, 4, 4),
+        ],
+    }],
+}
+ROUTE = "ingress.route"
+
+
+@pytest.fixture
+def prog(tmp_path) -> Path:
+    p = tmp_path / "tiny.json"
+    p.write_text(json.dumps(PROGRAM))
+    return p
+
+
+@pytest.fixture
+def served(prog):
+    """A server with the tiny program loaded, on a free loopback port."""
+    svc = P4RuntimeServer(prog)
+    server, port = make_server(svc, "127.0.0.1:0")
+    yield svc, port
+    server.stop(grace=None)
+
+
+# --- P4Info ---
+
+
+def test_jenkins_matches_published_values():
+    # Bob Jenkins' one-at-a-time test vectors.
+    assert jenkins("a") == 0xCA2E9442
+    assert jenkins("The quick brown fox jumps over the lazy dog") == 0x519E91F5
+
+
+def test_ids_are_stable_and_collisions_resolve_deterministically(monkeypatch, prog):
+    a, b = build_p4info(read_program(prog)), build_p4info(read_program(prog))
+    assert a == b
+    ids = {t.preamble.name: t.preamble.id for t in a.tables}
+    assert all(i >> 24 == 0x02 for i in ids.values())
+    assert ids[ROUTE] == (0x02 << 24) | (jenkins(ROUTE) & 0xFFFFFF)
+    assert all(x.preamble.id >> 24 == 0x01 for x in a.actions)
+    monkeypatch.setattr(p4info_mod, "jenkins", lambda name: 7)  # every name collides
+    got = assign_ids(["c", "a", "b"], 0x02)
+    assert got == {"a": 0x02000007, "b": 0x02000008, "c": 0x02000009}
+    assert assign_ids(["b", "c", "a"], 0x02) == got
+
+
+def test_p4info_command_writes_parseable_text(tmp_path, prog):
+    out = tmp_path / "p4info.txtpb"
+    r = CliRunner().invoke(main, ["p4", "p4info", str(prog), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    info = parse_p4info(out.read_text())
+    assert info == build_p4info(read_program(prog))
+    acl = next(t for t in info.tables if t.preamble.name == "ingress.acl")
+    assert [m.name for m in acl.match_fields] == ["hdr.ipv4.src", "hdr.ipv4.proto", "hdr.l4.dport", "meta.flag"]
+    assert acl.size == 4
+
+
+# --- finsy: the unmodified client ---
+
+
+def _switch(prog: Path, port: int, tmp_path: Path, election: int = 10, p4info: Path | None = None):
+    if p4info is None:
+        p4info = tmp_path / "p4info.txtpb"
+        p4info.write_text(to_text(build_p4info(read_program(prog))))
+    opts = fy.SwitchOptions(p4info=p4info, p4blob=prog, device_id=1, initial_election_id=election)
+    return fy.Switch("s1", f"127.0.0.1:{port}", opts)
+
+
+def _route(i: int) -> tuple[str, int]:
+    """The i-th distinct prefix: /24s under 10.0.0.0/8 then /32s."""
+    return (f"10.{i >> 8 & 255}.{i & 255}.0/24", 24) if i < 65536 else (f"11.0.{i >> 8 & 255}.{i & 255}/32", 32)
+
+
+def _hits(svc, n_keys: int, rng) -> dict:
+    """Route lookups through the store's classifier vs the linear oracle."""
+    store = svc.store
+    snap = store.snapshot()[ROUTE]
+    spec = svc.pipeline.prog.tables[ROUTE]
+    rows = [sample_key(e, spec, rng) for e in rng.sample(snap.entries, min(n_keys, len(snap.entries)))]
+    rows += [{"ipv4.dst": rng.getrandbits(32)} for _ in range(20)]
+    got = store.lookup(ROUTE, rows)
+    want = [snap.lookup(r) for r in rows]
+    assert [(e.key() if e else None) for e in got] == [(e.key() if e else None) for e in want]
+    return {"hits": sum(e is not None for e in got), "params": [e.params["nhop"] for e in got if e]}
+
+
+def test_finsy_inserts_10000_reads_modifies_deletes_and_matches_follow(tmp_path, prog, served):
+    svc, port = served
+    n = 10_000
+    rng = random.Random(1)
+
+    async def run():
+        sw = _switch(prog, port, tmp_path)
+        async with sw:
+            entries = [fy.P4TableEntry(ROUTE, match=fy.P4TableMatch(dst=_route(i)[0]),
+                                       action=fy.P4TableAction("set_nhop", nhop=i % 65536)) for i in range(n)]
+            assert _hits(svc, 10, rng)["hits"] == 0  # empty table: every key misses
+            t0 = time.perf_counter()
+            await sw.insert(entries)
+            dt = time.perf_counter() - t0
+            back = [e async for e in sw.read(fy.P4TableEntry(ROUTE))]
+            assert len(back) == n
+            assert {(e.match["dst"], e.action.args["nhop"]) for e in back} == \
+                {(_ip_prefix(i), i % 65536) for i in range(n)}
+            h = _hits(svc, 100, rng)
+            assert h["hits"] >= 100
+            # modify: every nhop + 1 for the first 100 entries
+            await sw.modify([fy.P4TableEntry(ROUTE, match=fy.P4TableMatch(dst=_route(i)[0]),
+                                             action=fy.P4TableAction("set_nhop", nhop=(i + 1) % 65536)) for i in range(100)])
+            one = [e async for e in sw.read(fy.P4TableEntry(ROUTE, match=fy.P4TableMatch(dst=_route(5)[0])))]
+            assert len(one) == 1 and one[0].action.args["nhop"] == 6
+            _hits(svc, 100, rng)
+            # direct counters count the lookups' hits
+            cnt = [e async for e in sw.read(fy.P4TableEntry(ROUTE, counter_data=fy.P4CounterData()))]
+            assert sum(e.counter_data.packet_count for e in cnt) == svc.store.stats()[ROUTE]["hits"]
+            await sw.delete(entries)
+            assert [e async for e in sw.read(fy.P4TableEntry(ROUTE))] == []
+            assert _hits(svc, 10, rng)["hits"] == 0
+            return dt
+
+    dt = asyncio.run(run())
+    print(f"finsy: inserted {n} entries in one Write in {dt:.2f} s ({n / dt:.0f} writes/s)")
+
+
+def _ip_prefix(i: int) -> tuple[int, int]:
+    """How finsy decodes the i-th prefix it reads back: (value, prefix length)."""
+    text, plen = _route(i)
+    return int(ipaddress.IPv4Address(text.split("/")[0])), plen
+
+
+# --- the raw generated stub: arbitration, atomicity, bad input ---
+
+
+class Raw:
+    """A controller on the generated stub: a StreamChannel for arbitration."""
+
+    def __init__(self, port: int, election: int, device_id: int = 1):
+        self.ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.stub = p4r_grpc.P4RuntimeStub(self.ch)
+        self.election = election
+        self._out: list = []
+        self._ev = threading.Event()
+        self._q: list = []
+        self._cond = threading.Condition()
+        req = p4r.StreamMessageRequest()
+        req.arbitration.device_id = device_id
+        req.arbitration.election_id.low = election
+        self._closed = threading.Event()
+
+        def gen():
+            yield req
+            self._closed.wait()
+
+        self.stream = self.stub.StreamChannel(gen())
+        self.first = next(self.stream)
+
+    def write(self, updates, atomicity=p4r.WriteRequest.CONTINUE_ON_ERROR, timeout=30):
+        req = p4r.WriteRequest(device_id=1, updates=updates, atomicity=atomicity)
+        req.election_id.low = self.election
+        return self.stub.Write(req, timeout=timeout)
+
+    def close(self):
+        self._closed.set()
+        self.stream.cancel()
+        self.ch.close()
+
+
+def _index(svc):
+    return svc.pipeline.index
+
+
+def _upd(svc, kind, table, match: dict, action=None, params=(), priority=0):
+    """An Update from names (ids resolved through the server's P4Info)."""
+    idx = _index(svc)
+    t = next(t for t in idx.tables.values() if t.spec.name == table)
+    u = p4r.Update(type=kind)
+    te = u.entity.table_entry
+    te.table_id, te.priority = t.id, priority
+    fid = {nm: i for i, (_, nm) in t.fields.items()}
+    for name, (k, *v) in match.items():
+        fm = te.match.add(field_id=fid[name])
+        if k == "exact":
+            fm.exact.value = v[0]
+        elif k == "lpm":
+            fm.lpm.value, fm.lpm.prefix_len = v
+        elif k == "ternary":
+            fm.ternary.value, fm.ternary.mask = v
+        elif k == "range":
+            fm.range.low, fm.range.high = v
+        else:
+            fm.optional.value = v[0]
+    if action:
+        aid = next(i for i, a in idx.actions.items() if a.info.name == action)
+        te.action.action.action_id = aid
+        for i, val in enumerate(params, 1):
+            te.action.action.params.add(param_id=i, value=val)
+    return u
+
+
+def _errors(e: grpc.RpcError) -> list[int]:
+    md = dict(e.trailing_metadata() or ())
+    st = rpc_status.Status.FromString(md["grpc-status-details-bin"])
+    out = []
+    for d in st.details:
+        err = p4r.Error()
+        d.Unpack(err)
+        out.append(err.canonical_code)
+    return out
+
+
+def _route_entries(svc):
+    return {(s.entry.key(), s.entry.params["nhop"]) for s in svc.store.entries(ROUTE)}
+
+
+def test_arbitration_non_primary_refused_and_failover(served):
+    svc, port = served
+    a = Raw(port, 10)
+    assert a.first.arbitration.status.code == 0  # OK: primary
+    b = Raw(port, 5)
+    assert b.first.arbitration.status.code == 6  # ALREADY_EXISTS: backup
+    u = _upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", b"\x0a\x00\x00\x00", 8)}, "ingress.set_nhop", [b"\x01"])
+    with pytest.raises(grpc.RpcError) as ei:
+        b.write([u])
+    assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert _route_entries(svc) == set()
+    a.write([u])
+    assert len(_route_entries(svc)) == 1
+    a.close()  # the primary leaves: b is elected
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            b.write([_upd(svc, p4r.Update.DELETE, ROUTE, {"hdr.ipv4.dst": ("lpm", b"\x0a\x00\x00\x00", 8)})])
+            break
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.PERMISSION_DENIED
+            time.sleep(0.05)
+    assert _route_entries(svc) == set()
+    b.close()
+
+
+def test_per_update_errors_and_atomic_batches(served):
+    svc, port = served
+    c = Raw(port, 1)
+    ins = lambda i: _upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", bytes([10, i, 0, 0]), 16)},
+                         "ingress.set_nhop", [bytes([i])])
+    c.write([ins(1), ins(2)])
+    before = _route_entries(svc)
+    bad = [
+        ins(1),  # ALREADY_EXISTS
+        _upd(svc, p4r.Update.DELETE, ROUTE, {"hdr.ipv4.dst": ("lpm", b"\x0b\x00\x00\x00", 16)}),  # NOT_FOUND
+        _upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", b"\x01\x0a\x00\x00\x00", 16)},
+             "ingress.set_nhop", [b"\x01"]),  # 40-bit value for a 32-bit field
+        _upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", b"\x0a\x03\x00\x00", 16)},
+             "ingress.set_nhop", [b"\x01\x00\x00"]),  # param wider than 16 bits
+        ins(3),  # fine
+    ]
+    bad[2].entity.table_entry.match[0].lpm.value = b"\x01\x0a\x00\x00\x00"
+    for atomicity in (p4r.WriteRequest.ROLLBACK_ON_ERROR, p4r.WriteRequest.DATAPLANE_ATOMIC):
+        with pytest.raises(grpc.RpcError) as ei:
+            c.write(bad, atomicity)
+        assert ei.value.code() == grpc.StatusCode.UNKNOWN
+        assert _errors(ei.value) == [6, 5, 3, 3, 10]  # the good one is ABORTED (not applied)
+        assert _route_entries(svc) == before  # nothing applied
+    with pytest.raises(grpc.RpcError) as ei:
+        c.write(bad)  # CONTINUE_ON_ERROR: the good one lands
+    assert _errors(ei.value) == [6, 5, 3, 3, 0]
+    assert len(_route_entries(svc)) == len(before) + 1
+    # unknown ids
+    u = ins(9)
+    u.entity.table_entry.table_id = 0x02ABCDEF
+    with pytest.raises(grpc.RpcError) as ei:
+        c.write([u])
+    assert _errors(ei.value) == [5]
+    u = ins(9)
+    u.entity.table_entry.match[0].field_id = 77
+    u2 = ins(9)
+    u2.entity.table_entry.action.action.action_id = 0x01000001
+    with pytest.raises(grpc.RpcError) as ei:
+        c.write([u, u2])
+    assert _errors(ei.value) == [3, 3]
+    c.close()
+
+
+def test_acl_kinds_priorities_and_full_table(served):
+    svc, port = served
+    c = Raw(port, 1)
+    acl = "ingress.acl"
+
+    def rule(i, prio):
+        return _upd(svc, p4r.Update.INSERT, acl, {
+            "hdr.ipv4.src": ("ternary", bytes([10, i, 0, 0]), b"\xff\xff\x00\x00"),
+            "hdr.ipv4.proto": ("exact", b"\x06"),
+            "hdr.l4.dport": ("range", b"\x00\x50", b"\x01\xbb"),
+            "meta.flag": ("optional", b"\x01"),
+        }, "ingress.deny", [bytes([i])], priority=prio)
+
+    with pytest.raises(grpc.RpcError) as ei:
+        c.write([rule(1, 0)])  # a ternary table needs priority > 0
+    assert _errors(ei.value) == [3]
+    c.write([rule(i, 10 + i) for i in range(4)])
+    with pytest.raises(grpc.RpcError) as ei:
+        c.write([rule(4, 20)])
+    assert _errors(ei.value) == [8]  # RESOURCE_EXHAUSTED: size 4
+    # a wildcard on src/flag (fields omitted) at a higher priority wins over the others
+    c.write([_upd(svc, p4r.Update.DELETE, acl, {
+        "hdr.ipv4.src": ("ternary", bytes([10, 3, 0, 0]), b"\xff\xff\x00\x00"), "hdr.ipv4.proto": ("exact", b"\x06"),
+        "hdr.l4.dport": ("range", b"\x00\x50", b"\x01\xbb"), "meta.flag": ("optional", b"\x01")}, priority=13)])
+    c.write([_upd(svc, p4r.Update.INSERT, acl, {"hdr.ipv4.proto": ("exact", b"\x06")}, "ingress.permit", priority=99)])
+    key = {"ipv4.src": 0x0A010203, "ipv4.proto": 6, "l4.dport": 100, "meta.flag": 1}
+    got = svc.store.lookup(acl, [key, {**key, "ipv4.proto": 17}])
+    assert got[0].action == "ingress.permit" and got[1] is None
+    # modify the default entry, then read it back
+    d = _upd(svc, p4r.Update.MODIFY, acl, {}, "ingress.deny", [b"\x07"])
+    d.entity.table_entry.is_default_action = True
+    c.write([d])
+    req = p4r.ReadRequest(device_id=1)
+    e = req.entities.add().table_entry
+    e.table_id, e.is_default_action = d.entity.table_entry.table_id, True
+    back = [x for r in c.stub.Read(req) for x in r.entities]
+    assert back[0].table_entry.action.action.params[0].value == b"\x07"
+    c.close()
+
+
+def test_write_before_pipeline_and_bad_pipeline(prog):
+    svc = P4RuntimeServer(None)
+    server, port = make_server(svc, "127.0.0.1:0")
+    try:
+        c = Raw(port, 1)
+        req = p4r.WriteRequest(device_id=1)
+        req.election_id.low = 1
+        with pytest.raises(grpc.RpcError) as ei:
+            c.stub.Write(req)
+        assert ei.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        sp = p4r.SetForwardingPipelineConfigRequest(device_id=1, action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+        sp.election_id.low = 1
+        sp.config.p4_device_config = b"{not json"
+        with pytest.raises(grpc.RpcError) as ei:
+            c.stub.SetForwardingPipelineConfig(sp)
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        sp.config.p4_device_config = prog.read_bytes()
+        c.stub.SetForwardingPipelineConfig(sp)  # still serving; now it works
+        got = c.stub.GetForwardingPipelineConfig(p4r.GetForwardingPipelineConfigRequest(device_id=1))
+        assert got.config.p4info == build_p4info(read_program(prog))
+        c.close()
+    finally:
+        server.stop(grace=None)
+
+
+def test_dropped_connection_mid_batch_leaves_all_or_nothing(served):
+    svc, port = served
+    c = Raw(port, 1)
+    batch = [_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", (0x0A000000 | i << 8).to_bytes(4, "big"), 24)},
+                  "ingress.set_nhop", [b"\x01"]) for i in range(5000)]
+    req = p4r.WriteRequest(device_id=1, updates=batch, atomicity=p4r.WriteRequest.ROLLBACK_ON_ERROR)
+    req.election_id.low = 1
+    fut = c.stub.Write.future(req)
+    fut.cancel()  # the client goes away mid-request
+    c.close()
+    time.sleep(0.3)
+    assert len(_route_entries(svc)) in (0, 5000)
+    d = Raw(port, 2)  # the server keeps serving
+    d.write([_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", b"\x0c\x00\x00\x00", 8)}, "ingress.set_nhop", [b"\x02"])])
+    d.close()
+
+
+def test_concurrent_writers_lose_and_duplicate_nothing(served):
+    """Bounded load: 4 writers × 2,000 entries in batches of 200 through one
+    primary's election id (P4Runtime allows many RPCs from the primary)."""
+    svc, port = served
+    primary = Raw(port, 1)
+    writers, per, batch = 4, 2000, 200
+    errors: list = []
+
+    def writer(w):
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        stub = p4r_grpc.P4RuntimeStub(ch)
+        try:
+            for s in range(0, per, batch):
+                ups = [_upd(svc, p4r.Update.INSERT, ROUTE,
+                            {"hdr.ipv4.dst": ("lpm", (w << 24 | i << 8).to_bytes(4, "big"), 24)},
+                            "ingress.set_nhop", [w.to_bytes(1, "big")]) for i in range(s, s + batch)]
+                req = p4r.WriteRequest(device_id=1, updates=ups)
+                req.election_id.low = 1
+                stub.Write(req, timeout=60)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finally:
+            ch.close()
+
+    threads = [threading.Thread(target=writer, args=(w + 1,)) for w in range(writers)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    dt = time.perf_counter() - t0
+    assert not errors
+    got = svc.store.entries(ROUTE)
+    assert len(got) == writers * per
+    vals = sorted(s.entry.matches["ipv4.dst"].value for s in got)
+    assert vals == sorted((w << 24 | i << 8) for w in range(1, writers + 1) for i in range(per))
+    print(f"{writers} writers: {writers * per} entries in {dt:.2f} s ({writers * per / dt:.0f} writes/s)")
+    primary.close()
+
+
+def test_synapse_state_extern(served):
+    svc, port = served
+    c = Raw(port, 1)
+    c.write([_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", b"\x0a\x00\x00\x00", 8)}, "ingress.set_nhop", [b"\x01"])])
+    svc.store.lookup(ROUTE, [{"ipv4.dst": 0x0A000001}, {"ipv4.dst": 0x0B000001}])
+    req = p4r.ReadRequest(device_id=1)
+    req.entities.add().extern_entry.extern_type_id = SYNAPSE_STATE_EXTERN
+    from google.protobuf import struct_pb2
+
+    out = {}
+    for r in c.stub.Read(req):
+        for e in r.entities:
+            s = struct_pb2.Struct()
+            e.extern_entry.entry.Unpack(s)
+            out[s["table"]] = s
+    assert set(out) == {"ingress.fwd", ROUTE, "ingress.acl"}
+    assert out[ROUTE]["entries"] == 1 and out[ROUTE]["lookups"] == 2 and out[ROUTE]["hit_rate"] == 0.5
+    c.close()
+
+
+def test_upf_pipeline_with_finsy(shared_data, tmp_path):
+    """Push UPF through finsy, write 10,000 generated entries of its biggest
+    writable table, read them back, and see lookups hit them; then delete."""
+    upf = shared_data / "p4" / "up4-bmv2.json"
+    svc = P4RuntimeServer(None, sizes={})
+    server, port = make_server(svc, "127.0.0.1:0")
+    try:
+        prog = read_program(upf)
+        name = max((t for t in prog.tables.values() if not t.const_entries and t.kind == "simple"),
+                   key=lambda t: t.info.key_bits).name
+        spec = prog.tables[name]
+        entries = gen_table(spec, 10_000, seed=3)
+        rng = random.Random(2)
+
+        async def run():
+            sw = _switch(upf, port, tmp_path)
+            async with sw:
+                svc.store._tables[name].size = max(svc.store._tables[name].size, len(entries))
+                idx = svc.pipeline.index
+                t = next(t for t in idx.tables.values() if t.spec.name == name)
+                ups = []
+                for e in entries:
+                    u = p4r.Update(type=p4r.Update.INSERT)
+                    u.entity.table_entry.CopyFrom(svc._encode(svc.pipeline, t, e))
+                    ups.append(u)
+                await sw.write(ups)
+                back = [x async for x in sw.read(fy.P4TableEntry(name))]
+                assert len(back) == len(entries)
+                rows = [sample_key(e, spec, rng) for e in entries[:300]]
+                snap = svc.store.snapshot()[name]
+                got = svc.store.lookup(name, rows)
+                assert [g.key() for g in got] == [snap.lookup(r).key() for r in rows]
+                await sw.write([p4r.Update(type=p4r.Update.DELETE, entity=u.entity) for u in ups])
+                assert [x async for x in sw.read(fy.P4TableEntry(name))] == []
+                assert all(g is None for g in svc.store.lookup(name, rows))
+
+        asyncio.run(run())
+    finally:
+        server.stop(grace=None)
+
+
+def test_serve_command_binds_loopback_and_stops_on_sigterm(prog):
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "synapse_vmt.cli", "serve", "--p4", str(prog), "--listen", "127.0.0.1:0"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stderr.readline()
+        assert line.startswith("P4Runtime on 127.0.0.1:"), line
+        port = int(line.split()[2].rsplit(":", 1)[1])
+        c = Raw(port, 1)
+        assert c.first.arbitration.status.code == 0
+        c.close()
+    finally:
+        p.terminate()
+        rc = p.wait(10)
+        p.stderr.close()
+    assert rc == 0
+
+
+def test_tls_with_client_certificates(tmp_path, prog):
+    """--cert/--key/--ca: a client with a certificate the CA signed connects;
+    one without a client certificate is refused."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+
+    def run(*args):
+        subprocess.run(["openssl", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
+        "-subj", "/CN=test-ca")
+    for who in ("server", "client"):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}.key", "-out", f"{who}.csr", "-subj", "/CN=localhost")
+        (tmp_path / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        run("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{who}.pem", "-days", "1", "-extfile", "ext.cnf")
+    svc = P4RuntimeServer(prog)
+    server, port = make_server(svc, "127.0.0.1:0", cert=str(tmp_path / "server.pem"), key=str(tmp_path / "server.key"),
+                               ca=str(tmp_path / "ca.pem"))
+    try:
+        ca = (tmp_path / "ca.pem").read_bytes()
+        good = grpc.ssl_channel_credentials(ca, (tmp_path / "client.key").read_bytes(), (tmp_path / "client.pem").read_bytes())
+        with grpc.secure_channel(f"127.0.0.1:{port}", good) as ch:
+            r = p4r_grpc.P4RuntimeStub(ch).Capabilities(p4r.CapabilitiesRequest(), timeout=10)
+            assert r.p4runtime_api_version == "1.4.0"
+        with grpc.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(ca)) as ch:
+            with pytest.raises(grpc.RpcError) as ei:
+                p4r_grpc.P4RuntimeStub(ch).Capabilities(p4r.CapabilitiesRequest(), timeout=10)
+            assert ei.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        server.stop(grace=None)
+
+
+def test_background_traffic_follows_the_writes(prog):
+    """With --traffic, lookups run while a client writes: before any entry
+    nothing is looked up; after inserts the hit rate climbs to about the
+    share of keys drawn from entries; after the deletes every lookup misses."""
+    svc = P4RuntimeServer(prog, traffic=2000)
+    server, port = make_server(svc, "127.0.0.1:0")
+    try:
+        c = Raw(port, 1)
+        c.write([_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", bytes([10, i, 0, 0]), 16)},
+                      "ingress.set_nhop", [b"\x01"]) for i in range(50)])
+        deadline = time.time() + 20
+        while svc.store.stats()[ROUTE]["lookups"] < 500 and time.time() < deadline:
+            time.sleep(0.05)
+        s = svc.store.stats()[ROUTE]
+        assert s["lookups"] >= 500 and 0.8 <= s["hit_rate"] <= 0.97  # 90% drawn to hit (+ random hits)
+        c.write([_upd(svc, p4r.Update.DELETE, ROUTE, {"hdr.ipv4.dst": ("lpm", bytes([10, i, 0, 0]), 16)})
+                 for i in range(50)])
+        before = svc.store.stats()[ROUTE]
+        time.sleep(0.3)  # an empty table gets no traffic: counts stay
+        assert svc.store.stats()[ROUTE]["lookups"] == before["lookups"]
+        c.close()
+    finally:
+        svc.traffic.stop()
+        server.stop(grace=None)
