@@ -96,18 +96,27 @@ def test_class_flows_shares():
 
 
 def test_upf_example_hits_every_session_table(tmp_path):
-    """Generated UPF traffic (the shipped program and example entries): uplink
-    flows hit sessions_uplink, downlink flows sessions_downlink, all simulated
-    with the oracle invariant."""
+    """Generated UPF traffic (the shipped program and example entries, plus two
+    ACL rules that match): uplink flows hit sessions_uplink, downlink flows
+    sessions_downlink; every visited table is simulated, the 12-word ACL too (a
+    16-word simulator), with the oracle invariant: each simulated ACL answer is
+    the interpreter's entry."""
     from pathlib import Path
 
     from synapse_vmt.p4 import simrun
 
     ex = Path(__file__).parent.parent / "examples" / "upf" / "scenario.toml"
     kw = simrun.load_scenario(str(ex))
+    ent = tmp_path / "entries.txt"
+    acl = "table_add PreQosPipe.Acl.acls PreQosPipe.Acl."
+    # uplink (src_iface 1, access) is punted; downlink (2) to an odd UDP port >= 32768 cloned
+    ent.write_text(Path(kw["entries_file"]).read_text()
+                   + f"{acl}punt 0&&&0 1&&&0xff 0&&&0 0&&&0 0x0800&&&0xffff 0&&&0 0&&&0 0&&&0 0&&&0 0&&&0 => 20\n"
+                   + f"{acl}clone_to_cpu 0&&&0 2&&&0xff 0&&&0 0&&&0 0&&&0 0&&&0 0&&&0 17&&&0xff 0&&&0 0x8001&&&0x8001 => 21\n")
+    kw["entries_file"] = str(ent)
     kw["traffic"].flows = 300
     kw["duration_ns"] = 200_000.0
-    s = simrun.run_program(tmp_path, **kw)
+    s = simrun.run_program(tmp_path / "out", **kw)
     t = s["tables"]
     up, down = t["PreQosPipe.sessions_uplink"], t["PreQosPipe.sessions_downlink"]
     assert up["lookups"] > 0 and up["matched"] == up["lookups"]
@@ -115,6 +124,17 @@ def test_upf_example_hits_every_session_table(tmp_path):
     assert t["PreQosPipe.my_station"]["lookups"] == s["packets"]
     assert up["lookups"] + down["lookups"] == s["packets"]
     assert s["invariants"]["wrong_action"] == 0 and s["invariants"]["ok"]
+    assert s["unsimulated_tables"] == {} and all(r["simulated"] for r in t.values())
+    assert s["sim_key_words"] == 16
+    a = t["PreQosPipe.Acl.acls"]
+    cloned = a["actions"].get("PreQosPipe.Acl.clone_to_cpu", 0)
+    assert 0 < cloned < down["lookups"]  # about half the downlink ports
+    assert a["actions"] == {"PreQosPipe.Acl.punt": up["lookups"], "PreQosPipe.Acl.clone_to_cpu": cloned,
+                            "NoAction": down["lookups"] - cloned}
+    assert a["matched"] == up["lookups"] + cloned
+    # the simulated ACL saw every lookup but those still in flight at the end
+    assert 0 < a["keys"] <= a["lookups"] <= a["keys"] + s["invariants"]["in_flight"]
+    assert a["hit_rate"] > 0
 
 
 def test_reproduce_upf_quick(tmp_path):
@@ -132,8 +152,8 @@ def test_reproduce_upf_quick(tmp_path):
 
 def test_switch_program_with_generated_entries(tmp_path, shared_data):
     """The 123-table switch program, entries generated for every table, generated
-    IPv4 traffic: every visited table with a key the simulator takes is
-    simulated, and the oracle invariant holds (0 wrong)."""
+    IPv4 traffic: every visited table is simulated (the widest, system_acl,
+    24 words: a 32-word simulator), and the oracle invariant holds (0 wrong)."""
     from synapse_vmt.p4 import simrun
     from synapse_vmt.p4.gentraffic import parse_spec
 
@@ -148,4 +168,69 @@ def test_switch_program_with_generated_entries(tmp_path, shared_data):
     assert s["invariants"]["ok"] and s["invariants"]["wrong_action"] == 0
     sim = [n for n, t in s["tables"].items() if t["simulated"]]
     assert len(sim) >= 20
-    assert set(s["tables"]) == set(sim) | set(s["unsimulated_tables"])
+    assert set(s["tables"]) == set(sim) and s["unsimulated_tables"] == {}
+    assert s["sim_key_words"] == 32
+    for wide in ("ingress.validate_packet.validate_packet", "ingress.system_acl.system_acl"):
+        w = [n for n in sim if n.endswith(wide.split(".")[-1])]
+        assert w and all(s["tables"][n]["keys"] > 0 for n in w), wide
+
+
+def test_routed_simulator_width_follows_the_widest_table():
+    """The routed simulator is built at 8, 16 or 32 words (the narrowest that
+    holds the widest table); one-word tables give the same counters at every
+    width (zero-padded keys); a 33-word table is an error naming it."""
+    import json as _json
+
+    from synapse_vmt import _core
+    from synapse_vmt.p4 import simrun
+
+    assert _core.MAX_KEY_WORDS == simrun.max_key_words() == 32
+
+    def table(name, words, keys):
+        bits, kinds = [32] * words, ["ternary"] * words
+        lo = np.zeros((2, words), np.uint32)
+        mask = np.zeros((2, words), np.uint32)
+        lo[0, 0], mask[0, 0] = 5, 0xFF  # entry 0: word 0 == 5; entry 1: catch-all
+        k = np.zeros((len(keys), words), np.uint32)
+        k[:, 0] = keys
+        exp = np.array([0 if x == 5 else 1 for x in keys], np.int64)
+        return (name, bits, kinds, lo, lo.copy(), mask, k, exp)
+
+    def run(words_c):
+        # a (1 word) -> b (1 word), or b alone; c (words_c words, no PMU) sets the width, no route visits it
+        base = _json.loads(_core.default_sim_config())
+        cfg = simrun.sim_config(base, ["a", "b", "c"], {"a": [0], "b": [1], "c": []}, 2)
+        sim = _core.routed_simulator(_json.dumps(cfg), [table("a", 1, [5, 6]), table("b", 1, [5]),
+                                                        table("c", words_c, [5])],
+                                     np.array([0, 2, 3], np.uint32), np.array([0, 1, 0], np.uint32),
+                                     np.array([0, 0, 1], np.uint32))
+        t = np.arange(400, dtype=np.uint64) * 100_000
+        _core.push_arrivals(sim, t, (np.arange(400) % 2).astype(np.uint32))
+        sim.run_until(100_000.0)
+        inv = sim.check_invariants()
+        assert inv["ok"] and inv["exited"] == 400, inv
+        s = sim.summary()["tables"]
+        return sim.key_words, {n: (r["keys"], r["hit_rate"], r["mean_latency_ns"]) for n, r in s.items()}
+
+    w8, s8 = run(1)
+    assert w8 == 8 and s8["a"][0] == 400 and s8["b"][0] == 200 and s8["c"][0] == 0
+    for words, width in ((8, 8), (9, 16), (12, 16), (24, 32), (32, 32)):
+        w, s = run(words)
+        assert w == width and s == s8, (words, s)
+    with pytest.raises(ValueError, match="table c: key of 33"):
+        run(33)
+
+
+def test_a_table_wider_than_the_simulator_is_a_one_line_error(tmp_path, monkeypatch):
+    """A visited table wider than the simulator's widest key (here the limit is
+    lowered to 1 word) stops the run with one line naming the table, exit 2."""
+    from synapse_vmt.p4 import simrun
+
+    monkeypatch.setattr(simrun, "max_key_words", lambda: 1)
+    f = tmp_path / "a.pcap"
+    _write_pcap(f, [p for p, *_ in PACKETS])
+    r = CliRunner().invoke(main, ["run", "--p4", str(DATA / "router.json"), "--entries", str(DATA / "router-entries.txt"),
+                                  "--pcap", str(f), "-o", str(tmp_path / "out"), "-q"])
+    assert r.exit_code == 2, r.output
+    assert "is wider than the simulator's 1 words (32 bits)" in r.output and "table MyIngress." in r.output
+    assert len(r.output.strip().splitlines()) == 1

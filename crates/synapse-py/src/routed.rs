@@ -1,13 +1,19 @@
 //! Binding of the routed simulator (`synapse run --p4`): the PHVs follow the
 //! table visits the P4 interpreter computed. Tables, routes and arrivals cross
 //! as numpy arrays, arrivals in batches (one call per control period).
+//!
+//! Key width: the simulator is built at the narrowest compiled width
+//! (`rules::KEY_WIDTHS`: 8, 16, 32 words) that holds the program's widest
+//! simulated table; narrower tables' keys are zero-padded to it (their rules
+//! leave the extra words don't-care). A table wider than `MAX_WORDS` is an
+//! error naming it.
 
-use crate::sim::Simulator;
+use crate::sim::{each, AnySim, Simulator};
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use synapse_core::rules::{
-    FieldMatch, FieldSpec, Key, MatchKind, Rule, RuleSet, Schema, MAX_FIELDS,
+    words_for, FieldMatch, FieldSpec, Key, MatchKind, Rule, RuleSet, Schema, MAX_WORDS,
 };
 use synapse_core::sim;
 
@@ -15,30 +21,33 @@ fn verr(e: impl ToString) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
-/// One program table as the simulator needs it: per key word its bits and
+/// One program table as Python passes it: name; per key word its bits and
 /// match kind; the entries as (lo, hi, mask) word rows in match order; the
 /// distinct keys routes use and, per key, the entry the program matched (-1:
 /// miss).
-#[allow(clippy::too_many_arguments)]
-fn routed_table(
-    name: String,
-    bits: Vec<u8>,
-    kinds: Vec<String>,
-    lo: PyReadonlyArray2<'_, u32>,
-    hi: PyReadonlyArray2<'_, u32>,
-    mask: PyReadonlyArray2<'_, u32>,
-    keys: PyReadonlyArray2<'_, u32>,
-    expected: PyReadonlyArray1<'_, i64>,
-) -> PyResult<sim::RoutedTable> {
+type TableArgs<'py> = (
+    String,
+    Vec<u8>,
+    Vec<String>,
+    PyReadonlyArray2<'py, u32>,
+    PyReadonlyArray2<'py, u32>,
+    PyReadonlyArray2<'py, u32>,
+    PyReadonlyArray2<'py, u32>,
+    PyReadonlyArray1<'py, i64>,
+);
+
+/// One program table in `N`-word keys (`N` at least its key words).
+fn routed_table<const N: usize>(t: &TableArgs<'_>) -> PyResult<sim::RoutedTable<N>> {
+    let (name, bits, kinds, lo, hi, mask, keys, expected) = t;
     let words = bits.len();
-    if words > MAX_FIELDS {
+    if words > N {
         return Err(verr(format!(
-            "table {name}: key of {words} words; the simulator supports at most {MAX_FIELDS}"
+            "table {name}: key of {words} words in a simulator of {N}-word keys"
         )));
     }
     let fields = bits
         .iter()
-        .zip(&kinds)
+        .zip(kinds)
         .enumerate()
         .map(|(i, (&b, k))| {
             let kind = MatchKind::parse(k)
@@ -79,15 +88,15 @@ fn routed_table(
     if keys_a.nrows() > 0 && keys_a.ncols() != words {
         return Err(verr(format!("table {name}: keys must be n_keys x {words}")));
     }
-    let keys: Vec<Key> = keys_a
+    let keys: Vec<Key<N>> = keys_a
         .rows()
         .into_iter()
         .map(|row| {
-            let mut k = [0u32; MAX_FIELDS];
-            for (d, s) in k.iter_mut().zip(row.iter()) {
+            let mut k = Key::<N>::zeroed();
+            for (d, s) in k.0.iter_mut().zip(row.iter()) {
                 *d = *s;
             }
-            Key(k)
+            k
         })
         .collect();
     let expected = expected
@@ -96,49 +105,58 @@ fn routed_table(
         .map(|&e| if e < 0 { None } else { Some(e as u32) })
         .collect();
     Ok(sim::RoutedTable {
-        name,
+        name: name.clone(),
         rules: RuleSet::new(Schema { fields }, rules),
         keys,
         expected,
     })
 }
 
+/// The routed simulator of `tables` in `N`-word keys.
+fn build_n<const N: usize>(
+    py: Python<'_>,
+    config: sim::Config,
+    tables: &[TableArgs<'_>],
+    route: (Vec<u32>, Vec<u16>, Vec<u32>),
+) -> PyResult<sim::Simulator<N>> {
+    let ts = tables
+        .iter()
+        .map(routed_table::<N>)
+        .collect::<PyResult<Vec<_>>>()?;
+    let (start, ht, hk) = route;
+    py.allow_threads(|| sim::Simulator::<N>::build_routed(config, ts, start, ht, hk))
+        .map_err(verr)
+}
+
 /// `routed_simulator(config_json, tables, route_start, hop_table, hop_key)`:
 /// `tables` is a list of tuples `(name, bits, kinds, lo, hi, mask, keys,
-/// expected)` in `config.tables` order.
+/// expected)` in `config.tables` order. The key width is the narrowest
+/// compiled one that holds every table (`Simulator.key_words`).
 #[pyfunction]
-#[allow(clippy::type_complexity)]
 fn routed_simulator(
     py: Python<'_>,
     config_json: &str,
-    tables: Vec<(
-        String,
-        Vec<u8>,
-        Vec<String>,
-        PyReadonlyArray2<'_, u32>,
-        PyReadonlyArray2<'_, u32>,
-        PyReadonlyArray2<'_, u32>,
-        PyReadonlyArray2<'_, u32>,
-        PyReadonlyArray1<'_, i64>,
-    )>,
+    tables: Vec<TableArgs<'_>>,
     route_start: PyReadonlyArray1<'_, u32>,
     hop_table: PyReadonlyArray1<'_, u32>,
     hop_key: PyReadonlyArray1<'_, u32>,
 ) -> PyResult<Simulator> {
     let config: sim::Config =
         serde_json::from_str(config_json).map_err(|e| verr(format!("config: {e}")))?;
-    let mut ts = Vec::new();
-    for (name, bits, kinds, lo, hi, mask, keys, expected) in tables {
-        ts.push(routed_table(
-            name, bits, kinds, lo, hi, mask, keys, expected,
-        )?);
+    let mut width = 8;
+    for t in &tables {
+        width = width.max(words_for(&t.0, t.1.len()).map_err(verr)?);
     }
-    let start = route_start.as_array().to_vec();
-    let ht: Vec<u16> = hop_table.as_array().iter().map(|&t| t as u16).collect();
-    let hk = hop_key.as_array().to_vec();
-    let inner = py
-        .allow_threads(|| sim::Simulator::build_routed(config, ts, start, ht, hk))
-        .map_err(verr)?;
+    let route = (
+        route_start.as_array().to_vec(),
+        hop_table.as_array().iter().map(|&t| t as u16).collect(),
+        hop_key.as_array().to_vec(),
+    );
+    let inner = match width {
+        8 => AnySim::W8(build_n::<8>(py, config, &tables, route)?),
+        16 => AnySim::W16(build_n::<16>(py, config, &tables, route)?),
+        _ => AnySim::W32(build_n::<32>(py, config, &tables, route)?),
+    };
     Ok(Simulator::wrap(inner))
 }
 
@@ -158,12 +176,12 @@ fn push_arrivals(
     let (Some(t), Some(r)) = (t, r) else {
         return Err(verr("push_arrivals: contiguous arrays expected"));
     };
-    sim.inner_mut().push_arrivals(&t, &r).map_err(verr)
+    each!(sim.inner_mut(), s => s.push_arrivals(&t, &r)).map_err(verr)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The one place Python learns how wide a simulated key may be.
-    m.add("MAX_KEY_WORDS", MAX_FIELDS)?;
+    m.add("MAX_KEY_WORDS", MAX_WORDS)?;
     m.add_function(wrap_pyfunction!(routed_simulator, m)?)?;
     m.add_function(wrap_pyfunction!(push_arrivals, m)?)?;
     Ok(())

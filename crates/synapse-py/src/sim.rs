@@ -1,6 +1,13 @@
 //! Binding of the simulator: `synapse_vmt._core.Simulator(config_json)`.
 //! The contract is docs/simulator-api.md: batches out (numpy columns per
 //! window), never per packet.
+//!
+//! The core simulator is generic over the key width (`Simulator<N>`, N
+//! 32-bit words); the binding holds one of the compiled widths
+//! ([`AnySim`]: 8, 16 or 32 words, `rules::KEY_WIDTHS`) and dispatches each
+//! call once (`each!`), so a batch runs fully monomorphized. ClassBench
+//! scenarios use 8 words; a P4 program's routed simulator (`routed.rs`) the
+//! narrowest width that holds its widest table.
 
 use numpy::IntoPyArray;
 use pyo3::exceptions::PyValueError;
@@ -9,19 +16,38 @@ use pyo3::types::{PyDict, PyList};
 use std::time::Instant;
 use synapse_core::sim;
 
+/// A simulator of one compiled key width.
+pub(crate) enum AnySim {
+    W8(sim::Simulator<8>),
+    W16(sim::Simulator<16>),
+    W32(sim::Simulator<32>),
+}
+
+/// Runs `$body` with `$s` bound to the typed simulator inside an [`AnySim`].
+macro_rules! each {
+    ($any:expr, $s:ident => $body:expr) => {
+        match $any {
+            $crate::sim::AnySim::W8($s) => $body,
+            $crate::sim::AnySim::W16($s) => $body,
+            $crate::sim::AnySim::W32($s) => $body,
+        }
+    };
+}
+pub(crate) use each;
+
 #[pyclass(module = "synapse_vmt._core")]
 pub struct Simulator {
-    inner: sim::Simulator,
+    inner: AnySim,
     /// Wall-clock seconds spent in run_until (simulation speed).
     wall_s: f64,
 }
 
 impl Simulator {
     /// Wraps a simulator built elsewhere (the routed builder, `routed.rs`).
-    pub(crate) fn wrap(inner: sim::Simulator) -> Simulator {
+    pub(crate) fn wrap(inner: AnySim) -> Simulator {
         Simulator { inner, wall_s: 0.0 }
     }
-    pub(crate) fn inner_mut(&mut self) -> &mut sim::Simulator {
+    pub(crate) fn inner_mut(&mut self) -> &mut AnySim {
         &mut self.inner
     }
 }
@@ -37,34 +63,42 @@ impl Simulator {
         let inner = py
             .allow_threads(|| sim::Simulator::from_json(config_json))
             .map_err(verr)?;
-        Ok(Simulator { inner, wall_s: 0.0 })
+        Ok(Simulator::wrap(AnySim::W8(inner)))
+    }
+
+    /// Key width of this simulator in 32-bit words (8, 16 or 32).
+    #[getter]
+    fn key_words(&self) -> usize {
+        match self.inner {
+            AnySim::W8(_) => 8,
+            AnySim::W16(_) => 16,
+            AnySim::W32(_) => 32,
+        }
     }
 
     /// Advances simulated time to `t_ns` (idle cycles skipped).
     fn run_until(&mut self, py: Python<'_>, t_ns: f64) {
         let t0 = Instant::now();
-        let s = &mut self.inner;
-        py.allow_threads(|| s.run_until_ns(t_ns));
+        each!(&mut self.inner, s => py.allow_threads(|| s.run_until_ns(t_ns)));
         self.wall_s += t0.elapsed().as_secs_f64();
     }
 
     fn now_ns(&self) -> f64 {
-        self.inner.now_ns()
+        each!(&self.inner, s => s.now_ns())
     }
 
     fn table_names(&self) -> Vec<String> {
-        self.inner.table_names()
+        each!(&self.inner, s => s.table_names())
     }
 
     /// Keys (table lookups) completed so far.
     fn keys_done(&self) -> u64 {
-        self.inner.keys_done()
+        each!(&self.inner, s => s.keys_done())
     }
 
     /// Per-(window, table) rows completed since the last call.
     fn windows<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let rows = self.inner.take_windows();
-        let cyc = self.inner.cycle_ns();
+        let (rows, cyc) = each!(&mut self.inner, s => (s.take_windows(), s.cycle_ns()));
         let d = PyDict::new_bound(py);
         let f =
             |g: &dyn Fn(&sim::stats::WindowRow) -> f64| rows.iter().map(g).collect::<Vec<f64>>();
@@ -141,8 +175,7 @@ impl Simulator {
 
     /// Per-window routing counts: PHVs leaving table `src` for `dst` (-1 = exit).
     fn edges<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let rows = self.inner.take_edges();
-        let cyc = self.inner.cycle_ns();
+        let (rows, cyc) = each!(&mut self.inner, s => (s.take_edges(), s.cycle_ns()));
         let d = PyDict::new_bound(py);
         let i = |g: &dyn Fn(&sim::stats::EdgeRow) -> i64| rows.iter().map(g).collect::<Vec<i64>>();
         let t_ns: Vec<f64> = rows.iter().map(|r| r.end as f64 * cyc).collect();
@@ -155,12 +188,12 @@ impl Simulator {
 
     /// Gives `table` exactly the PMUs `pmus` (leaving ones drain first).
     fn assign(&mut self, table: &str, pmus: Vec<u32>) -> PyResult<()> {
-        self.inner.assign(table, &pmus).map_err(verr)
+        each!(&mut self.inner, s => s.assign(table, &pmus)).map_err(verr)
     }
 
     fn pmu_states<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let l = PyList::empty_bound(py);
-        for (id, state, table, channel) in self.inner.pmu_states() {
+        for (id, state, table, channel) in each!(&self.inner, s => s.pmu_states()) {
             let d = PyDict::new_bound(py);
             d.set_item("id", id)?;
             d.set_item("state", state)?;
@@ -175,7 +208,7 @@ impl Simulator {
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new_bound(py);
         let tables = PyDict::new_bound(py);
-        for (name, s) in self.inner.summary() {
+        for (name, s) in each!(&self.inner, s => s.summary()) {
             let t = PyDict::new_bound(py);
             t.set_item("hit_rate", s.hit_rate)?;
             t.set_item("mean_latency_ns", s.mean_latency_ns)?;
@@ -189,7 +222,7 @@ impl Simulator {
             tables.set_item(name, t)?;
         }
         d.set_item("tables", tables)?;
-        let keys = self.inner.keys_done() as f64;
+        let keys = self.keys_done() as f64;
         d.set_item(
             "sim_keys_per_s",
             if self.wall_s > 0.0 {
@@ -198,7 +231,7 @@ impl Simulator {
                 0.0
             },
         )?;
-        d.set_item("sim_time_ns", self.inner.now_ns())?;
+        d.set_item("sim_time_ns", self.now_ns())?;
         d.set_item("wall_s", self.wall_s)?;
         Ok(d)
     }
@@ -209,7 +242,7 @@ impl Simulator {
         py: Python<'py>,
         table: &str,
     ) -> PyResult<(PyObject, PyObject)> {
-        let (e, c) = self.inner.latency_histogram(table).map_err(verr)?;
+        let (e, c) = each!(&self.inner, s => s.latency_histogram(table)).map_err(verr)?;
         let c: Vec<i64> = c.into_iter().map(|x| x as i64).collect();
         Ok((
             e.into_pyarray_bound(py).into_any().unbind(),
@@ -219,7 +252,7 @@ impl Simulator {
 
     /// Every PHV left exactly once with the oracle's action: the counts.
     fn check_invariants<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let v = self.inner.check_invariants();
+        let v = each!(&self.inner, s => s.check_invariants());
         let d = PyDict::new_bound(py);
         d.set_item("ok", v.ok())?;
         d.set_item("created", v.created)?;
@@ -234,7 +267,7 @@ impl Simulator {
 
     /// Current queue occupancies.
     fn queue_depths<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let q = self.inner.queue_depths();
+        let q = each!(&self.inner, s => s.queue_depths());
         let d = PyDict::new_bound(py);
         d.set_item("input", q.input)?;
         d.set_item("phv_fifo", q.phv_fifo)?;
@@ -247,7 +280,7 @@ impl Simulator {
 
     /// The effective configuration (defaults filled in), as JSON.
     fn config_json(&self) -> PyResult<String> {
-        serde_json::to_string(&self.inner.config).map_err(verr)
+        serde_json::to_string(each!(&self.inner, s => &s.config)).map_err(verr)
     }
 }
 

@@ -20,9 +20,11 @@ oracle answer differs from the interpreter's matched entry.
 Key width: a key of w-bit fields is ceil(w/32) words per field
 (:func:`synapse_vmt.p4.interp.encode_words`); the simulator takes keys up to
 ``_core.MAX_KEY_WORDS`` words (:func:`max_key_words`, the one place that
-limit is read). A wider table is not simulated: it is listed under
-``unsimulated_tables`` with the reason and its visits are skipped in the
-routes (the interpreter still counts its lookups, matches and actions).
+limit is read: 32 words, 1024 bits) and is built at the narrowest compiled
+width (8, 16 or 32 words) holding the widest table it simulates (the
+summary's ``sim_key_words``). A visited table wider than that is an error
+naming it. ``unsimulated_tables`` (kept in the summary) lists visited tables
+the simulator leaves out: none today.
 
 A frame whose run took a fallback branch (a random draw) follows the path of
 its first run for every copy.
@@ -105,8 +107,8 @@ def compile_routes(trace: Trace, entries: Mapping[str, object]) -> Routes:
         if ti not in visited:
             continue
         if spec.words > limit:
-            unsim[spec.name] = f"key of {spec.words} words; the simulator takes at most {limit}"
-            continue
+            raise UserError(f"table {spec.name}: key of {spec.words} 32-bit words is wider than the simulator's "
+                            f"{limit} words ({32 * limit} bits)")
         sim_index[ti] = len(sim_index)
     order = sorted(sim_index, key=lambda t: sim_index[t])
     key_ids: list[dict[tuple, int]] = [{} for _ in order]
@@ -380,6 +382,7 @@ def program_summary(pr: ProgramRun, sim: RoutedSim) -> dict:
     # a capture: per packet (the full run); generated traffic: per distinct frame (well-formed frames)
     s["parser_rejects"] = dict(sorted((pr.full.parser_rejects if pr.full is not None else pr.trace.parser_rejects).items()))
     s["unsimulated_tables"] = pr.routes.unsimulated
+    s["sim_key_words"] = int(sim.core.key_words)
     s["unsupported"] = pr.trace.unsupported
     s["routes"] = pr.routes.n_routes
     return s

@@ -23,14 +23,15 @@ use crate::hw::elu::Algo;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// One keyed table of a routed simulation.
-pub struct RoutedTable {
+/// One keyed table of a routed simulation, its keys `N` words wide (the
+/// simulator's width: a narrower table's words beyond its schema are zero).
+pub struct RoutedTable<const N: usize = MAX_FIELDS> {
     pub name: String,
     /// The table's entries in match order (index 0 wins), one schema field
     /// per 32-bit key word.
-    pub rules: RuleSet,
+    pub rules: RuleSet<N>,
     /// The distinct keys routes use at this table.
-    pub keys: Vec<Key>,
+    pub keys: Vec<Key<N>>,
     /// Per key, the entry the program matched (`None`: miss).
     pub expected: Vec<Match>,
 }
@@ -92,11 +93,11 @@ impl Routes {
 /// Builds the ELU structure of a program table: the configured algorithm if
 /// its budget allows, else the decision tree, else the linear scan (P4
 /// ternary masks need not be prefixes).
-fn walker_for(
+fn walker_for<const N: usize>(
     algo: Algo,
-    set: &RuleSet,
+    set: &RuleSet<N>,
     name: &str,
-) -> Result<Box<dyn MemoryWalk + Send>, SimError> {
+) -> Result<Box<dyn MemoryWalk<N> + Send>, SimError> {
     let b = crate::classify::BuildConfig::default();
     let mut last = None;
     for a in [algo, Algo::Dtree, Algo::Linear] {
@@ -108,7 +109,7 @@ fn walker_for(
     Err(last.unwrap())
 }
 
-impl Simulator {
+impl<const N: usize> Simulator<N> {
     /// Builds a simulator whose PHVs follow explicit routes. `config.tables`
     /// must name `tables` in the same order (PMUs, VMU sizes); its rules,
     /// traffic, edges and entry are ignored. Route r's hops are
@@ -116,11 +117,11 @@ impl Simulator {
     /// route has at least one hop. Arrivals come from [`Self::push_arrivals`].
     pub fn build_routed(
         mut config: Config,
-        tables: Vec<RoutedTable>,
+        tables: Vec<RoutedTable<N>>,
         route_start: Vec<u32>,
         hop_table: Vec<u16>,
         hop_key: Vec<u32>,
-    ) -> Result<Simulator, SimError> {
+    ) -> Result<Simulator<N>, SimError> {
         if config.tables.len() != tables.len() {
             return err("routed: config.tables and tables differ in length");
         }
@@ -172,7 +173,7 @@ impl Simulator {
             expected.push(t.expected);
         }
         let feed = Feed::default();
-        let mut sim = Simulator::build(config, sets.clone(), keys, Box::new(feed.clone()))?;
+        let mut sim = Simulator::<N>::build(config, sets.clone(), keys, Box::new(feed.clone()))?;
         sim.config.elu.algo = algo;
         for (i, set) in sets.iter().enumerate() {
             sim.walkers[i] = walker_for(algo, set, &sim.tables[i].name)?;
@@ -242,7 +243,9 @@ mod tests {
     use super::*;
     use crate::rules::{FieldMatch, FieldSpec, MatchKind, Rule, Schema};
 
-    fn table(name: &str, rules: &[(u32, u32)], keys: &[u32]) -> RoutedTable {
+    /// A one-field ternary table in `N`-word keys (the words past the first
+    /// are zero in keys and don't-care in rules).
+    fn table<const N: usize>(name: &str, rules: &[(u32, u32)], keys: &[u32]) -> RoutedTable<N> {
         let schema = Schema {
             fields: vec![FieldSpec {
                 name: "f".into(),
@@ -250,20 +253,13 @@ mod tests {
                 kind: MatchKind::Ternary,
             }],
         };
-        let rules: Vec<Rule> = rules
+        let rules: Vec<Rule<N>> = rules
             .iter()
             .enumerate()
             .map(|(i, &(v, m))| Rule::new(&[FieldMatch::ternary(v, m)], (100 - i) as u32, i as u32))
             .collect();
         let set = RuleSet::new(schema, rules);
-        let keys: Vec<Key> = keys
-            .iter()
-            .map(|&k| {
-                let mut w = [0u32; crate::rules::MAX_FIELDS];
-                w[0] = k;
-                Key(w)
-            })
-            .collect();
+        let keys: Vec<Key<N>> = keys.iter().map(|&k| Key::from_words(&[k])).collect();
         let lin = Linear::new(&set);
         let expected = keys.iter().map(|k| lin.classify(k)).collect();
         RoutedTable {
@@ -290,13 +286,14 @@ mod tests {
         c
     }
 
-    #[test]
-    fn phvs_follow_their_routes() {
-        let a = table("a", &[(1, 0xff), (0, 0)], &[1, 2]);
-        let b = table("b", &[(7, 0xff)], &[7, 8]);
+    /// Three routes over two tables in `N`-word keys: the invariants and
+    /// the per-table summaries.
+    fn run_routes<const N: usize>() -> (Invariants, Vec<(String, TableSummary)>) {
+        let a = table::<N>("a", &[(1, 0xff), (0, 0)], &[1, 2]);
+        let b = table::<N>("b", &[(7, 0xff)], &[7, 8]);
         let c = config(&["a", "b"], &[vec![0], vec![]]);
         // route 0: a(key 1) -> b(key 7); route 1: b(key 8) only; route 2: a(key 2).
-        let mut sim = Simulator::build_routed(
+        let mut sim = Simulator::<N>::build_routed(
             c,
             vec![a, b],
             vec![0, 2, 3, 4],
@@ -312,18 +309,30 @@ mod tests {
         sim.push_arrivals(&t[150..], &r[150..]).unwrap();
         assert!(sim.push_arrivals(&[0], &[0]).is_err(), "time went back");
         sim.run_until_ns(200_000.0);
-        let inv = sim.check_invariants();
+        (sim.check_invariants(), sim.summary())
+    }
+
+    #[test]
+    fn phvs_follow_their_routes() {
+        let (inv, s) = run_routes::<8>();
         assert!(inv.ok(), "{inv:?}");
-        assert_eq!(inv.exited, n as u64);
-        let s = sim.summary();
+        assert_eq!(inv.exited, 300);
         // a: routes 0 and 2 (200 visits); b: routes 0 and 1 (200 visits).
         assert_eq!(s[0].1.keys, 200);
         assert_eq!(s[1].1.keys, 200);
     }
 
     #[test]
+    fn wide_keys_route_as_narrow_ones() {
+        // The same tables in 16- and 32-word keys: same timing, same counters.
+        let narrow = run_routes::<8>();
+        assert_eq!(run_routes::<16>(), narrow);
+        assert_eq!(run_routes::<32>(), narrow);
+    }
+
+    #[test]
     fn an_oracle_disagreeing_with_the_program_is_counted() {
-        let mut a = table("a", &[(1, 0xff)], &[1]);
+        let mut a = table::<8>("a", &[(1, 0xff)], &[1]);
         a.expected = vec![None];
         let c = config(&["a"], &[vec![0]]);
         let sim = Simulator::build_routed(c, vec![a], vec![0, 1], vec![0], vec![0]).unwrap();
