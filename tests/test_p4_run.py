@@ -234,3 +234,26 @@ def test_a_table_wider_than_the_simulator_is_a_one_line_error(tmp_path, monkeypa
     assert r.exit_code == 2, r.output
     assert "is wider than the simulator's 1 words (32 bits)" in r.output and "table MyIngress." in r.output
     assert len(r.output.strip().splitlines()) == 1
+
+
+def test_run_p4_with_a_traffic_file(tmp_path):
+    """``run --p4 --traffic FILE``: generated packets from a [traffic] table,
+    the same run as through a program scenario; no [traffic] is one line."""
+    from synapse_vmt.p4 import simrun
+
+    tf = tmp_path / "traffic.toml"
+    tf.write_text('[traffic]\nflows = 40\n[[traffic.classes]]\nframe = "ipv4-udp"\n'
+                  '[traffic.classes.fields]\n"ipv4.dst" = {range = ["10.0.0.0", "10.0.0.255"]}\n')
+    args = ["run", "--p4", str(DATA / "router.json"), "--entries", str(DATA / "router-entries.txt"), "--pmus", "4",
+            "--duration-ns", "50000", "-q"]
+    r = CliRunner().invoke(main, args + ["--traffic", str(tf), "-o", str(tmp_path / "a")])
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "a" / "summary.json").read_text())
+    ref = simrun.run_program(tmp_path / "b", program=str(DATA / "router.json"), entries_file=str(DATA / "router-entries.txt"),
+                             traffic=simrun.load_traffic(str(tf)), duration_ns=50_000.0, pmus=4)
+    assert s["packets"] > 0 and s["invariants"]["ok"]
+    assert {n: t["actions"] for n, t in s["tables"].items()} == {n: t["actions"] for n, t in ref["tables"].items()}
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[program]\n")
+    r = CliRunner().invoke(main, args + ["--traffic", str(bad), "-o", str(tmp_path / "c")])
+    assert r.exit_code == 2 and "expected a [traffic] table" in r.output and len(r.output.strip().splitlines()) == 1

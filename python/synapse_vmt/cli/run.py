@@ -55,12 +55,14 @@ def run_scenario(scn, out: Path, quiet: bool = False) -> dict:
               help="Run a P4 program (p4c BMv2 JSON, or builtin:up4): every keyed table a VMT from one PMU pool.")
 @click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="Table entries for --p4 (CLI commands or runtime JSON).")
 @click.option("--pcap", type=click.Path(dir_okay=False), help="Packets for --p4 (pcap or pcapng), replayed at --rate-mpps.")
+@click.option("--traffic", "traffic_file", type=click.Path(dir_okay=False),
+              help="Generated packets for --p4: a TOML file with a [traffic] table (traffic classes, as in a program scenario).")
 @click.option("--rate-mpps", type=click.FloatRange(min=1e-6), default=50.0, show_default=True, help="Replay rate of --pcap.")
 @click.option("--pmus", type=click.IntRange(min=1), default=16, show_default=True, help="PMU pool of --p4, split evenly over the tables.")
 @click.option("--duration-ns", type=click.FloatRange(min=1.0), help="Simulated time of --p4 (default: the capture plus a drain).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of --p4 runs.")
 def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bool, p4: str | None,
-        entries_file: str | None, pcap: str | None, rate_mpps: float, pmus: int, duration_ns: float | None, seed: int) -> None:
+        entries_file: str | None, pcap: str | None, traffic_file: str | None, rate_mpps: float, pmus: int, duration_ns: float | None, seed: int) -> None:
     """Simulate SCENARIO (a TOML file; the built-in default if omitted) and
     write per-window metrics, plots and summary.json to the output directory.
 
@@ -74,7 +76,8 @@ def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bo
         from synapse_vmt.p4 import simrun
 
         if p4 is not None:
-            kw = {"program": simrun.resolve_program(p4), "entries_file": entries_file, "pcap": pcap, "traffic": None,
+            traffic = simrun.load_traffic(traffic_file) if traffic_file else None
+            kw = {"program": simrun.resolve_program(p4), "entries_file": entries_file, "pcap": pcap, "traffic": traffic,
                   "rate_mpps": rate_mpps, "pmus": pmus, "duration_ns": duration_ns, "seed": seed}
             if scenario:
                 raise UserError("run: give either SCENARIO or --p4, not both")

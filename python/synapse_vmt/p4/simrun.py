@@ -303,7 +303,7 @@ def prepare(program: str, entries_file: str | None, *, pcap: str | None = None, 
     prog = Program.load(program)
     entries = load_entries(entries_file or os.devnull, program)
     if (pcap is None) == (traffic is None):
-        raise UserError("run --p4: expected the packets: either --pcap FILE or generated traffic (a scenario's [traffic])")
+        raise UserError("run --p4: expected the packets: either --pcap FILE or generated traffic (--traffic FILE or a scenario's [traffic])")
     if pcap is not None:
         packets = list(read_packets(pcap))
         if not packets:
@@ -448,6 +448,24 @@ def load_scenario(path: str) -> dict:
     kw["traffic"] = gentraffic.parse_spec(doc["traffic"], f"{path}: [traffic]") if "traffic" in doc else None
     kw["overrides"] = doc.get("sim", {})
     return kw
+
+
+def load_traffic(path: str):
+    """Generated traffic for ``run --p4 --traffic``: the ``[traffic]`` table of a TOML file."""
+    import tomllib
+    from pathlib import Path
+
+    from synapse_vmt.p4 import gentraffic
+
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: {e}") from None
+    if not isinstance(doc.get("traffic"), dict):
+        raise UserError(f"{path}: expected a [traffic] table (traffic classes, as in a program scenario)")
+    return gentraffic.parse_spec(doc["traffic"], f"{path}: [traffic]")
 
 
 def run_program(out, *, program: str, entries_file: str | None, pcap: str | None = None, traffic=None,
