@@ -117,15 +117,18 @@ def cpu_model(out: str, quick: bool, quiet: bool) -> None:
               help="also run the closed loop with this per-table hit-rate floor and report its PMU cost")
 @click.option("--headroom", type=click.FloatRange(min=1), default=1.3, show_default=True,
               help="provision for this multiple of the measured input rate")
-@click.option("--pmus", type=click.IntRange(min=9), default=None, help="the PMU pool (default 16; 24 without --quick)")
+@click.option("--pmus", type=click.IntRange(min=10), default=None, help="the PMU pool (default 16)")
+@click.option("--elu-utilization", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="the closed loop adds PMUs only while the predicted ELU load is above this fraction of its measured capacity")
 def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_rate_floor: float | None, headroom: float,
-            pmus: int | None) -> None:
+            pmus: int | None, elu_utilization: float) -> None:
     """UPF (ONF UP4) with populated tables under a shifting uplink/downlink
     mix: the closed loop moving PMUs between tables vs the static oracle and
     an even split of the same pool (paper §2, Fig. 1)."""
     from synapse_vmt.figures import upf as f
 
-    s = f.run(Path(out), quick, seed, slo_latency_ns=slo_latency_ns, hit_rate_floor=hit_rate_floor, headroom=headroom, pmus=pmus)
+    s = f.run(Path(out), quick, seed, slo_latency_ns=slo_latency_ns, hit_rate_floor=hit_rate_floor, headroom=headroom, pmus=pmus,
+              elu_utilization=elu_utilization)
     c, e = s["closed_loop"], s["even_split"]
     click.echo(f"  closed loop: throughput {c['throughput_ratio_vs_static']:.3f} of static, PMU-time "
                f"{c['pmu_time_ratio_vs_static']:.3f} of static, mean latency {c['mean_latency_ns']:.1f} ns")
