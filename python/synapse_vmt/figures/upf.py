@@ -181,6 +181,7 @@ class MissAware(Controller):
 
     max_release: int = 2  # PMUs given back to the pool per period at most (adding is not limited)
     measured: np.ndarray | None = None  # (table, PMU count): the curve there was measured in a period
+    min_improvement: float = 0.05  # a re-placement must cut the predicted ELU load by this fraction
 
     def solve(self, tr):
         from types import SimpleNamespace
@@ -195,9 +196,24 @@ class MissAware(Controller):
         have = placement.current_sets(self.sim.pmu_states(), self.names)
         held = np.array([len(have[x]) for x in self.names])
         rows = np.arange(len(n))
-        while n.sum() < min(self.total_pmus, held.sum() - self.max_release):
-            j = int(np.argmax(np.where(n < held, load * self.curves[rows, np.minimum(n, self.curves.shape[1] - 1)] + 1e-9, -1.0)))
+        # Overloaded (a table processed clearly less than arrived): the loads
+        # seen are throttled by backpressure, so nothing is given back (PMUs
+        # may still move between tables).
+        behind = np.asarray(tr.processed_mpps) < self.settings.behind * np.asarray(tr.offered_mpps)
+        release = 0 if behind.any() else self.max_release
+        last = self.curves.shape[1] - 1
+        while n.sum() < min(self.total_pmus, held.sum() - release):
+            # kept by the tables that hold them (no move), largest miss volume first
+            vol = load * self.curves[rows, np.minimum(n, last)]
+            j = int(np.argmax(np.where(n < held, vol + 1e-9, -1.0)))
             n[j] += 1
+        # Moving PMUs costs cold caches: keep the allocation held unless the
+        # new one releases PMUs or is predicted to cut the ELU load by more
+        # than `min_improvement` (no churn between near-equal allocations).
+        if held.sum() > 0 and n.sum() >= held.sum() and held.max() < self.curves.shape[1]:
+            vol = lambda k: float(np.sum(load * self.curves[rows, np.maximum(k, 1)]))  # noqa: E731
+            if vol(held) - vol(n) <= self.min_improvement * vol(held):
+                n = np.maximum(held, self.settings.min_pmus)
         return SimpleNamespace(pmus=n)
 
     def learn(self, w: dict, tr) -> None:
