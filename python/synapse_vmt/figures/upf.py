@@ -26,7 +26,9 @@ the predicted ELU load is above ``elu_utilization`` x its capacity
 is only used when the ELU nears saturation. Each period also corrects the
 curves online from its hits and misses (:meth:`MissAware.correct_curves`)
 and gives at most ``max_release`` PMUs back (a dip in load would otherwise
-cost cold caches when it returns). Per-table USL curves (fig8's
+cost cold caches when it returns), none while a table is behind (the loads
+it sees are then throttled by backpressure); a re-placement must cut the
+predicted ELU load by ``min_improvement`` (no churn). Per-table USL curves (fig8's
 single-table method) are fitted too and reported, but misplace PMUs here:
 backpressure from the saturated ELU makes every upstream table look short
 of capacity.
