@@ -1,8 +1,9 @@
 //! Simulated keys per second on the default scenario:
 //! `cargo run --release -p synapse-core --example simspeed [duration_us] [flows] [flow_duration_us]`
 //! (the flows last the whole run unless `flow_duration_us` is given), or
-//! `... --example simspeed SCENARIO.json` for a scenario as `synapse run`
-//! passes it to the core.
+//! `... --example simspeed SCENARIO.json [run_ns]` for a scenario as
+//! `synapse run` passes it to the core (optionally only its first `run_ns`,
+//! e.g. to profile the start of a long run).
 use std::time::Instant;
 use synapse_core::sim::{config::Traffic, Config, Simulator};
 
@@ -11,7 +12,8 @@ fn main() {
     if let Some(path) = a.get(1).filter(|p| p.ends_with(".json")) {
         // A scenario as `synapse` passes it to the core (see benches/sim.rs).
         let c: Config = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        return measure(c);
+        let run_ns = a.get(2).map_or(c.duration_ns, |x| x.parse().unwrap());
+        return measure(c, run_ns);
     }
     let dur_us: f64 = a.get(1).map_or(1000.0, |x| x.parse().unwrap());
     let mut c = Config {
@@ -29,14 +31,15 @@ fn main() {
             *flow_duration_ns = a.get(3).map_or(dur_us, |x| x.parse().unwrap()) * 1000.0;
         }
     }
-    measure(c)
+    let run_ns = c.duration_ns;
+    measure(c, run_ns)
 }
 
-fn measure(c: Config) {
+fn measure(c: Config, run_ns: f64) {
     let t0 = Instant::now();
     let mut s = Simulator::new(c.clone()).unwrap();
     let t1 = Instant::now();
-    s.run_until_ns(c.duration_ns);
+    s.run_until_ns(run_ns);
     let run = t1.elapsed().as_secs_f64();
     let keys = s.keys_done();
     println!(
