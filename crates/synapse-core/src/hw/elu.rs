@@ -217,14 +217,17 @@ impl<const N: usize> Elu<N> {
     }
 
     /// A read of the lookup in `slot` completed at `now`: issue the next
-    /// dependent read, or mark the entry valid.
+    /// dependent read, or mark the entry valid. Returns whether the lookup
+    /// is done: an intermediate read changes nothing that [`Elu::tick`],
+    /// [`Elu::commit`] or [`Elu::next_event`] look at (it only issues the
+    /// next read), so the simulator need not step that cycle for it.
     pub fn access_done(
         &mut self,
         now: Cycle,
         slot: u32,
         hbm: &mut Hbm,
         sched: &mut impl FnMut(Cycle, u32),
-    ) {
+    ) -> bool {
         let slot = slot as usize;
         let e = self.orb[slot]
             .as_mut()
@@ -232,6 +235,7 @@ impl<const N: usize> Elu<N> {
         e.next += 1;
         if e.next < e.accesses.len() {
             self.issue_access(now, slot, hbm, sched);
+            false
         } else {
             e.valid = true;
             self.walking -= 1;
@@ -240,6 +244,7 @@ impl<const N: usize> Elu<N> {
             if acc.capacity() > self.scratch.capacity() {
                 self.scratch = acc;
             }
+            true
         }
     }
 
