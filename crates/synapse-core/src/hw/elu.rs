@@ -82,7 +82,8 @@ pub struct Elu<const N: usize = MAX_FIELDS> {
     issued: usize,
     walking: usize,
     port_free: Cycle,
-    scratch: Vec<MemAccess>,
+    /// Access buffers of finished walks, reused (one per walk in flight).
+    pool: Vec<Vec<MemAccess>>,
     /// Per table: lookups done and HBM bytes charged.
     pub lookups: Vec<u64>,
     pub bytes: Vec<u64>,
@@ -100,7 +101,7 @@ impl<const N: usize> Elu<N> {
             issued: 0,
             walking: 0,
             port_free: 0,
-            scratch: Vec::new(),
+            pool: Vec::new(),
             lookups: vec![0; tables],
             bytes: vec![0; tables],
             config,
@@ -165,7 +166,8 @@ impl<const N: usize> Elu<N> {
         let a = e.accesses[e.next];
         let at = now.max(self.port_free);
         self.port_free = at + 1;
-        let done_ps = hbm.read((at as f64 * self.cycle_ps) as u64, a.bank, a.bytes);
+        // `as i64`: one instruction, the same value for times below 2^63 ps.
+        let done_ps = hbm.read((at as f64 * self.cycle_ps) as i64 as u64, a.bank, a.bytes);
         self.bytes[e.miss.table as usize] += hbm.charged(a.bytes);
         let done = super::ceil_cycles((done_ps as f64 / self.cycle_ps) - 1e-9);
         sched(done.max(at + 1), slot as u32);
@@ -199,7 +201,7 @@ impl<const N: usize> Elu<N> {
         if self.issued < self.len && self.walking < self.config.lookup_slots.max(1) as usize {
             let slot = (self.head + self.issued) % self.orb.len();
             self.issued += 1;
-            let mut acc = std::mem::take(&mut self.scratch);
+            let mut acc = self.pool.pop().unwrap_or_default();
             acc.clear();
             let e = self.orb[slot].as_mut().unwrap();
             let table = e.miss.table as usize;
@@ -207,7 +209,7 @@ impl<const N: usize> Elu<N> {
             self.lookups[table] += 1;
             if acc.is_empty() {
                 e.valid = true;
-                self.scratch = acc;
+                self.pool.push(acc);
             } else {
                 e.accesses = acc;
                 self.walking += 1;
@@ -240,10 +242,7 @@ impl<const N: usize> Elu<N> {
             e.valid = true;
             self.walking -= 1;
             // Recycle the access buffer.
-            let acc = std::mem::take(&mut e.accesses);
-            if acc.capacity() > self.scratch.capacity() {
-                self.scratch = acc;
-            }
+            self.pool.push(std::mem::take(&mut e.accesses));
             true
         }
     }

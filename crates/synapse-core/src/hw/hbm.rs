@@ -95,7 +95,14 @@ impl Hbm {
         let charged = self.charged(bytes);
         let start = now_ps.max(self.bank_free_ps[bi]);
         self.bank_free_ps[bi] = start + self.bank_busy_ps;
-        let transfer_ps = (charged as f64 * 1000.0 / self.t.peak_gbps).ceil() as u64;
+        // ceil_cycles: `ceil() as u64` without a libm call (same value
+        // below 2^63; a zero peak rate gives infinity, kept as before).
+        let x = charged as f64 * 1000.0 / self.t.peak_gbps;
+        let transfer_ps = if x < 9.0e18 {
+            super::ceil_cycles(x)
+        } else {
+            x.ceil() as u64
+        };
         // Bus budget: the channel's virtual clock advances by the transfer.
         self.chan_free_ps[c] = self.chan_free_ps[c].max(now_ps) + transfer_ps;
         let done = (start + self.latency_ps + transfer_ps).max(self.chan_free_ps[c]);
