@@ -17,13 +17,9 @@
 //! ([`TrafficConfig::offered_pps`]); flows that start near the end run past
 //! `duration` (the consumer stops reading where it likes: [`Traffic`] is lazy).
 //!
-//! Arrivals of all active flows are merged in time order by (time, flow)
-//! with a calendar queue ([`FlowCalendar`]: time buckets of a few mean
-//! inter-arrival gaps, a small binary heap for the current bucket), about
-//! O(1) per packet whatever the number of active flows; flows enter it only
-//! when they start. It is an exact priority queue on unique keys, so the
-//! order is the one of the binary heap it replaced. Same seed, same
-//! arrivals, bit for bit.
+//! Arrivals of all active flows are merged in time order with a binary heap
+//! keyed by (time, flow): O(log active flows) per packet, and flows enter the
+//! heap only when they start. Same seed, same arrivals, bit for bit.
 
 use rand::{Rng, SeedableRng};
 use rand_distr::Exp1;
@@ -166,14 +162,6 @@ impl Active {
     }
 }
 
-/// `t as u64` for a time in picoseconds (non-negative, below 2^63, where
-/// the signed conversion, one instruction on x86-64, gives the same value).
-#[inline]
-fn ps_u64(t: f64) -> u64 {
-    debug_assert!((0.0..9.2e18).contains(&t));
-    t as i64 as u64
-}
-
 /// Binary min-heap of active flows on their packed key. Keys are unique (the
 /// flow id is part of it), so the pop order is the same as any other exact
 /// priority queue's (e.g. `std`'s `BinaryHeap` used before).
@@ -230,144 +218,6 @@ impl FlowHeap {
     }
 }
 
-/// Calendar queue of active flows (Brown 1988, with a heap for the bucket
-/// being drained): exact (time, flow) order, about O(1) per operation.
-///
-/// An entry's bucket is `t_ps >> shift`. `near` holds every entry whose
-/// bucket is at most `cur`, as a binary heap; the `ring` holds the others,
-/// unsorted, bucket `b` in slot `b & mask` (a slot mixes laps of the ring).
-/// Buckets are in time order, so `near`'s minimum is the global one; `near`
-/// is empty only when the whole queue is (after it empties, `cur` moves to
-/// the next bucket that holds an entry and that bucket's entries move into
-/// `near`).
-#[derive(Clone, Debug)]
-struct FlowCalendar {
-    near: FlowHeap,
-    ring: Vec<Vec<Active>>,
-    mask: u64,
-    shift: u32,
-    cur: u64,
-    in_ring: usize,
-}
-
-impl FlowCalendar {
-    /// Buckets of `2^shift` ps, a ring of `2^slots_log2` of them.
-    fn new(shift: u32, slots_log2: u32) -> Self {
-        Self {
-            near: FlowHeap::default(),
-            ring: vec![Vec::new(); 1 << slots_log2],
-            mask: (1u64 << slots_log2) - 1,
-            shift,
-            cur: 0,
-            in_ring: 0,
-        }
-    }
-    /// Bucket width and ring size for a traffic plan (a single bucket, i.e.
-    /// just the heap, below about 4096 active flows): about sixteen
-    /// arrivals per bucket at the mean packet rate, and a ring that spans a
-    /// flow's active time (so most entries wait less than a lap) with at
-    /// least a slot per active flow. Any choice gives the same order; this
-    /// one keeps the heap small and the scans short.
-    fn for_plan(total_packets: u64, span_ps: f64, flows: usize, flow_duration_ps: f64) -> Self {
-        let rate = total_packets.max(1) as f64 / span_ps.max(1.0);
-        let width = (16.0 / rate).max(1.0);
-        let shift = (width.log2().floor() as u32).min(48);
-        let active = flows as f64 * (flow_duration_ps / span_ps).min(1.0);
-        if active < 4096.0 {
-            // A heap this small is cheaper alone: one bucket for all time.
-            return Self::new(63, 0);
-        }
-        let lap = flow_duration_ps / (1u64 << shift) as f64;
-        let slots_log2 = (active.max(lap).max(1.0).log2().ceil() as u32).clamp(6, 18);
-        Self::new(shift, slots_log2)
-    }
-    #[inline]
-    fn bucket(&self, a: &Active) -> u64 {
-        ps_u64(a.t()) >> self.shift
-    }
-    fn len(&self) -> usize {
-        self.near.len() + self.in_ring
-    }
-    #[inline]
-    fn peek(&self) -> Option<&Active> {
-        self.near.peek()
-    }
-    #[inline]
-    fn push(&mut self, a: Active) {
-        let b = self.bucket(&a);
-        if b <= self.cur {
-            self.near.push(a);
-        } else if self.near.len() == 0 {
-            // The queue is empty: start draining at this entry's bucket.
-            debug_assert_eq!(self.in_ring, 0);
-            self.cur = b;
-            self.near.push(a);
-        } else {
-            self.ring[(b & self.mask) as usize].push(a);
-            self.in_ring += 1;
-        }
-    }
-    /// Removes the minimum and inserts `a` (not before the minimum).
-    #[inline]
-    fn replace_top(&mut self, a: Active) {
-        let b = self.bucket(&a);
-        if b <= self.cur {
-            self.near.replace_top(a);
-        } else {
-            self.near.pop_top();
-            self.ring[(b & self.mask) as usize].push(a);
-            self.in_ring += 1;
-            self.refill();
-        }
-    }
-    /// Removes the minimum.
-    #[inline]
-    fn pop_top(&mut self) {
-        self.near.pop_top();
-        self.refill();
-    }
-    /// When `near` is empty, moves the next non-empty bucket into it.
-    #[inline]
-    fn refill(&mut self) {
-        if self.near.len() > 0 || self.in_ring == 0 {
-            return;
-        }
-        let mut c = self.cur;
-        let mut scanned = 0;
-        loop {
-            c += 1;
-            scanned += 1;
-            if scanned > self.ring.len() {
-                // A whole lap without an entry of it: jump to the earliest.
-                c = self
-                    .ring
-                    .iter()
-                    .flatten()
-                    .map(|a| ps_u64(a.t()) >> self.shift)
-                    .min()
-                    .unwrap();
-                scanned = 0;
-            }
-            let shift = self.shift;
-            let slot = &mut self.ring[(c & self.mask) as usize];
-            let mut i = 0;
-            while i < slot.len() {
-                if ps_u64(slot[i].t()) >> shift == c {
-                    self.near.push(slot.swap_remove(i));
-                } else {
-                    i += 1;
-                }
-            }
-            let got = self.near.len();
-            if got > 0 {
-                self.in_ring -= got;
-                self.cur = c;
-                return;
-            }
-        }
-    }
-}
-
 /// The arrivals of a [`TrafficConfig`], in non-decreasing time order.
 #[derive(Clone, Debug)]
 pub struct Traffic {
@@ -377,7 +227,7 @@ pub struct Traffic {
     packets: Vec<u64>,
     flow_duration_ps: f64,
     next_flow: usize,
-    heap: FlowCalendar,
+    heap: FlowHeap,
     rng: Pcg64,
     emitted: u64,
     total: u64,
@@ -406,18 +256,12 @@ impl Traffic {
         flows.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (starts, packets): (Vec<f64>, Vec<u64>) = flows.into_iter().unzip();
         let total = packets.iter().sum();
-        let heap = FlowCalendar::for_plan(
-            total,
-            (cfg.duration_ps + cfg.flow_duration_ps) as f64,
-            n,
-            cfg.flow_duration_ps as f64,
-        );
         Ok(Self {
             starts,
             packets,
             flow_duration_ps: cfg.flow_duration_ps as f64,
             next_flow: 0,
-            heap,
+            heap: FlowHeap::default(),
             rng: Pcg64::seed_from_u64(cfg.seed ^ 0x9E37_79B9_7F4A_7C15),
             emitted: 0,
             total,
@@ -530,14 +374,14 @@ impl Iterator for Traffic {
                 });
             }
             return Some(Arrival {
-                t_ps: ps_u64(s),
+                t_ps: s as u64,
                 flow: id as u32,
             });
         }
         let top = *self.heap.peek().unwrap();
         let t = top.t();
         let out = Arrival {
-            t_ps: ps_u64(t),
+            t_ps: t as u64,
             flow: top.flow(),
         };
         if top.left > 1 {
@@ -744,59 +588,6 @@ mod tests {
         ));
         let c = TrafficConfig::new(d, 1, 0);
         assert!(matches!(Traffic::new(&c), Err(TrafficError::ZeroDuration)));
-    }
-
-    /// The calendar queue against `std`'s heap: same minimum after every
-    /// push / replace / pop, for bucket widths and ring sizes from tiny
-    /// (every entry in a far lap, whole-lap jumps) to wide (one bucket).
-    #[test]
-    fn flow_calendar_pops_in_the_order_of_a_binary_heap() {
-        use std::cmp::Reverse;
-        use std::collections::BinaryHeap;
-        let mut rng = Pcg64::seed_from_u64(7);
-        for (shift, slots) in [(0, 1), (3, 2), (10, 4), (12, 10), (20, 6), (40, 3)] {
-            let mut cal = FlowCalendar::new(shift, slots);
-            let mut refh: BinaryHeap<Reverse<u128>> = BinaryHeap::new();
-            let mut now = 0.0f64;
-            let mut next_id = 0u32;
-            for step in 0..20_000 {
-                let op = rng.gen_range(0..10);
-                // Gaps from 0 to ~1e6 ps, on a log scale, some exactly 0.
-                let gap = if rng.gen_range(0..20) == 0 {
-                    0.0
-                } else {
-                    10f64.powf(rng.gen_range(0.0..6.0))
-                };
-                let entry = |t: f64, id: u32| Active {
-                    key: Active::pack(t, id),
-                    left: 1,
-                    gap_ps: 0.0,
-                };
-                if refh.is_empty() || op < 4 {
-                    // A flow starting at or after the current minimum.
-                    let t = now + gap;
-                    cal.push(entry(t, next_id));
-                    refh.push(Reverse(Active::pack(t, next_id)));
-                    next_id += 1;
-                } else if op < 8 {
-                    let Reverse(k) = refh.pop().unwrap();
-                    let top = *cal.peek().unwrap();
-                    assert_eq!(top.key, k, "step {step}");
-                    let t = top.t() + gap;
-                    cal.replace_top(entry(t, top.flow()));
-                    refh.push(Reverse(Active::pack(t, top.flow())));
-                } else {
-                    let Reverse(k) = refh.pop().unwrap();
-                    assert_eq!(cal.peek().unwrap().key, k, "step {step}");
-                    cal.pop_top();
-                }
-                assert_eq!(cal.len(), refh.len());
-                assert_eq!(cal.peek().map(|a| a.key), refh.peek().map(|r| r.0));
-                if let Some(a) = cal.peek() {
-                    now = a.t();
-                }
-            }
-        }
     }
 
     #[test]
