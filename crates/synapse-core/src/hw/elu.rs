@@ -82,7 +82,8 @@ pub struct Elu<const N: usize = MAX_FIELDS> {
     issued: usize,
     walking: usize,
     port_free: Cycle,
-    scratch: Vec<MemAccess>,
+    /// Access buffers of finished walks, reused (one per walk in flight).
+    pool: Vec<Vec<MemAccess>>,
     /// Per table: lookups done and HBM bytes charged.
     pub lookups: Vec<u64>,
     pub bytes: Vec<u64>,
@@ -100,7 +101,7 @@ impl<const N: usize> Elu<N> {
             issued: 0,
             walking: 0,
             port_free: 0,
-            scratch: Vec::new(),
+            pool: Vec::new(),
             lookups: vec![0; tables],
             bytes: vec![0; tables],
             config,
@@ -165,7 +166,8 @@ impl<const N: usize> Elu<N> {
         let a = e.accesses[e.next];
         let at = now.max(self.port_free);
         self.port_free = at + 1;
-        let done_ps = hbm.read((at as f64 * self.cycle_ps) as u64, a.bank, a.bytes);
+        // `as i64`: one instruction, the same value for times below 2^63 ps.
+        let done_ps = hbm.read((at as f64 * self.cycle_ps) as i64 as u64, a.bank, a.bytes);
         self.bytes[e.miss.table as usize] += hbm.charged(a.bytes);
         let done = super::ceil_cycles((done_ps as f64 / self.cycle_ps) - 1e-9);
         sched(done.max(at + 1), slot as u32);
@@ -199,7 +201,7 @@ impl<const N: usize> Elu<N> {
         if self.issued < self.len && self.walking < self.config.lookup_slots.max(1) as usize {
             let slot = (self.head + self.issued) % self.orb.len();
             self.issued += 1;
-            let mut acc = std::mem::take(&mut self.scratch);
+            let mut acc = self.pool.pop().unwrap_or_default();
             acc.clear();
             let e = self.orb[slot].as_mut().unwrap();
             let table = e.miss.table as usize;
@@ -207,7 +209,7 @@ impl<const N: usize> Elu<N> {
             self.lookups[table] += 1;
             if acc.is_empty() {
                 e.valid = true;
-                self.scratch = acc;
+                self.pool.push(acc);
             } else {
                 e.accesses = acc;
                 self.walking += 1;
@@ -217,14 +219,17 @@ impl<const N: usize> Elu<N> {
     }
 
     /// A read of the lookup in `slot` completed at `now`: issue the next
-    /// dependent read, or mark the entry valid.
+    /// dependent read, or mark the entry valid. Returns whether the lookup
+    /// is done: an intermediate read changes nothing that [`Elu::tick`],
+    /// [`Elu::commit`] or [`Elu::next_event`] look at (it only issues the
+    /// next read), so the simulator need not step that cycle for it.
     pub fn access_done(
         &mut self,
         now: Cycle,
         slot: u32,
         hbm: &mut Hbm,
         sched: &mut impl FnMut(Cycle, u32),
-    ) {
+    ) -> bool {
         let slot = slot as usize;
         let e = self.orb[slot]
             .as_mut()
@@ -232,14 +237,13 @@ impl<const N: usize> Elu<N> {
         e.next += 1;
         if e.next < e.accesses.len() {
             self.issue_access(now, slot, hbm, sched);
+            false
         } else {
             e.valid = true;
             self.walking -= 1;
             // Recycle the access buffer.
-            let acc = std::mem::take(&mut e.accesses);
-            if acc.capacity() > self.scratch.capacity() {
-                self.scratch = acc;
-            }
+            self.pool.push(std::mem::take(&mut e.accesses));
+            true
         }
     }
 

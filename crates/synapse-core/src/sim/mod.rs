@@ -179,6 +179,9 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     isolated: bool,
     /// The end of the current [`Simulator::run_until`].
     until: Cycle,
+    /// What the last stepped cycle returned: no queue can move before it
+    /// unless an arrival comes or a lookup finishes (see `run.rs`).
+    wake: Cycle,
     /// Explicit per-PHV routes (`routed.rs`) instead of CFG probabilities.
     routes: Option<routed::Routes>,
 }

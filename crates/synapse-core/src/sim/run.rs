@@ -23,17 +23,23 @@ impl<const N: usize> Simulator<N> {
     /// Runs every cycle before `until`; afterwards `now() == until`.
     pub fn run_until(&mut self, until: Cycle) {
         self.until = until;
+        // The embedding may have changed things since (assign, updates).
+        self.wake = 0;
         while self.now < until {
             self.count_skipped_stalls();
             while self.now >= self.window_end {
                 self.close_window();
             }
             let now = self.now;
+            // Before the last step's wake-up cycle only an arrival or a
+            // finished lookup can give a stepped cycle something to do; a
+            // memory read in the middle of a walk just issues the next one.
+            let mut step = now >= self.wake;
             while let Some((_, ev)) = self.engine.pop_until(now) {
                 match ev {
                     Ev::MemDone(slot) => {
                         let engine = &mut self.engine;
-                        self.elu.access_done(now, slot, &mut self.hbm, &mut |c, s| {
+                        step |= self.elu.access_done(now, slot, &mut self.hbm, &mut |c, s| {
                             engine.schedule(c, Ev::MemDone(s))
                         });
                     }
@@ -43,11 +49,15 @@ impl<const N: usize> Simulator<N> {
                 if c > now {
                     break;
                 }
+                step = true;
                 self.arrive(now, a);
                 self.pull_arrival();
             }
-            let wake = self.tick(now);
-            self.busy_cycles += 1;
+            if step {
+                self.wake = self.tick(now);
+                self.busy_cycles += 1;
+            }
+            let wake = self.wake;
             self.now = if wake <= now + 1 {
                 now + 1
             } else {
