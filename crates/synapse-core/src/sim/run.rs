@@ -46,6 +46,9 @@ impl<const N: usize> Simulator<N> {
                 self.arrive(now, a);
                 self.pull_arrival();
             }
+            if now >= self.updates_due() {
+                self.run_updates(now);
+            }
             let wake = self.tick(now);
             self.busy_cycles += 1;
             self.now = if wake <= now + 1 {
@@ -60,6 +63,7 @@ impl<const N: usize> Simulator<N> {
                 if let Some(c) = self.engine.peek() {
                     next = next.min(c);
                 }
+                next = next.min(self.updates_due());
                 next.max(now + 1)
             };
         }
