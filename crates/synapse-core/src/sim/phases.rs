@@ -15,7 +15,7 @@ impl<const N: usize> Simulator<N> {
                 Some(p) => {
                     // A reply walked before a rule update's swap must not
                     // fill the CAM (updates.rs).
-                    if self.updates.is_none() || self.fill_allowed(miss.table, self.elu.commits - 1) {
+                    if self.updates.is_none() || self.fill_allowed(&miss, action, self.elu.commits - 1) {
                         self.pmus[p as usize].fill(&miss, action);
                     } else {
                         self.pmus[p as usize].forward(&miss, action);

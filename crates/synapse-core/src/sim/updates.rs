@@ -69,6 +69,8 @@ pub struct UpdatesConfig {
     pub swap_ns: f64,
     /// An incremental decision-tree update, ns per operation.
     pub dtree_op_ns: f64,
+    /// Most operations one build (batch) takes; the rest wait for the next.
+    pub max_batch: u32,
 }
 
 impl UpdatesConfig {
@@ -84,6 +86,7 @@ impl Default for UpdatesConfig {
             build_gbps: 16.0,
             swap_ns: 1000.0,
             dtree_op_ns: 200.0,
+            max_batch: 256,
         }
     }
 }
@@ -320,10 +323,16 @@ struct TableUpdates<const N: usize> {
     /// Per flow: (cycle from which it is correct, answer), oldest first.
     hist: Vec<Vec<(Cycle, Match)>>,
     /// ELU replies with a smaller index were walked before the last swap.
-    no_fill_below: u64,
+    /// Recent swaps, oldest first: (ELU replies with a smaller index were
+    /// walked before it, the entries it changed, the default it replaced
+    /// if it changed the default). A reply walked before a swap must not
+    /// cache a key the swap changed; dropped once every such reply is out.
+    recent: VecDeque<(u64, Vec<Rule<N>>, Option<Match>)>,
     next_id: u32,
     next_default: u32,
     dtree: bool,
+    /// Entries once every queued operation is applied (churn positions).
+    expected: i64,
 }
 
 struct Churn {
@@ -351,6 +360,8 @@ pub struct UpdateStats {
     pub stale_answers: u64,
     /// Per committed operation: request → every PMU consistent, ns.
     pub latency_ns: Vec<f64>,
+    /// Simulated build time charged, summed over the batches, ns.
+    pub build_ns: f64,
     /// Simulated time of the first request and the last commit, ns.
     pub first_request_ns: f64,
     pub last_commit_ns: f64,
@@ -471,10 +482,11 @@ impl<const N: usize> Simulator<N> {
             pending: VecDeque::new(),
             building: None,
             hist,
-            no_fill_below: 0,
+            recent: VecDeque::new(),
             next_id: FIRST_NEW_ID,
             next_default: DEFAULT_ID,
             dtree: algo == Algo::Dtree,
+            expected: n as i64,
         });
         Ok(())
     }
@@ -545,7 +557,14 @@ impl<const N: usize> Simulator<N> {
             u.stats.first_request_ns = now as f64;
         }
         let tu = u.tables[t as usize].as_mut().unwrap();
-        tu.pending.extend(ops.into_iter().map(|o| (now, o)));
+        for o in ops {
+            tu.expected += match o {
+                Op::Insert { .. } => 1,
+                Op::Delete { .. } => -1,
+                _ => 0,
+            };
+            tu.pending.push_back((now, o));
+        }
         self.refresh_due();
         Ok(n)
     }
@@ -581,7 +600,10 @@ impl<const N: usize> Simulator<N> {
         }
         for c in &u.churn {
             let at = c.next.ceil() as Cycle;
-            if at < c.until {
+            let busy = u.tables[c.table as usize]
+                .as_ref()
+                .is_some_and(|t| t.building.is_some());
+            if at < c.until && !busy {
                 due = due.min(at);
             }
         }
@@ -599,22 +621,31 @@ impl<const N: usize> Simulator<N> {
     /// [`Simulator::updates_due`] is reached): takes due requests, commits
     /// finished builds, starts new ones.
     pub(super) fn run_updates(&mut self, now: Cycle) {
-        // Requests due now.
-        let mut reqs: Vec<(u16, Op<N>)> = Vec::new();
+        // Builds done by now commit first: requests made while they ran
+        // join the next batch.
+        for t in 0..self.tables.len() {
+            let done = self.updates.as_ref().unwrap().tables[t]
+                .as_ref()
+                .and_then(|tu| tu.building.as_ref().map(|b| b.done));
+            if done.is_some_and(|d| d <= now) {
+                self.commit_build(now, t);
+            }
+        }
+        // Requests due by now, each at its own request cycle (churn is
+        // generated late while its table's engine is busy: the engine
+        // takes nothing before its build ends).
+        let mut reqs: Vec<(Cycle, u16, Op<N>)> = Vec::new();
         {
             let u = self.updates.as_mut().unwrap();
             while u.timed.front().is_some_and(|e| e.0 <= now) {
-                let (_, t, op) = u.timed.pop_front().unwrap();
-                reqs.push((t, op));
+                reqs.push(u.timed.pop_front().unwrap());
             }
         }
-        let churn_due: Vec<usize> = {
-            let u = self.updates.as_ref().unwrap();
-            (0..u.churn.len())
-                .filter(|&i| (u.churn[i].next.ceil() as Cycle) <= now)
-                .collect()
-        };
-        for i in churn_due {
+        for r in reqs.clone() {
+            self.count_pending(r.1, &r.2, 1);
+        }
+        let nchurn = self.updates.as_ref().unwrap().churn.len();
+        for i in 0..nchurn {
             loop {
                 let (t, at, until) = {
                     let c = &self.updates.as_ref().unwrap().churn[i];
@@ -624,47 +655,50 @@ impl<const N: usize> Simulator<N> {
                     break;
                 }
                 let op = self.random_op(i, t);
-                reqs.push((t, op));
+                self.count_pending(t, &op, 1);
+                reqs.push((at, t, op));
                 let c = &mut self.updates.as_mut().unwrap().churn[i];
                 c.next += c.gap;
             }
         }
         {
             let u = self.updates.as_mut().unwrap();
-            if !reqs.is_empty() {
+            if let Some(first) = reqs.iter().map(|r| r.0).min() {
                 if u.stats.requested == 0 {
-                    u.stats.first_request_ns = now as f64;
+                    u.stats.first_request_ns = first as f64;
                 }
                 u.stats.requested += reqs.len() as u64;
             }
-            for (t, op) in reqs {
+            for (c, t, op) in reqs {
                 u.tables[t as usize]
                     .as_mut()
                     .unwrap()
                     .pending
-                    .push_back((now, op));
+                    .push_back((c, op));
             }
         }
         for t in 0..self.tables.len() {
-            let done = {
-                let u = self.updates.as_ref().unwrap();
-                match &u.tables[t] {
-                    Some(tu) => tu.building.as_ref().map(|b| b.done),
-                    None => continue,
-                }
-            };
-            if done.is_some_and(|d| d <= now) {
-                self.commit_build(now, t);
-            }
-            let idle = {
-                let tu = self.updates.as_ref().unwrap().tables[t].as_ref().unwrap();
-                tu.building.is_none() && !tu.pending.is_empty()
-            };
+            let idle = self.updates.as_ref().unwrap().tables[t]
+                .as_ref()
+                .is_some_and(|tu| tu.building.is_none() && !tu.pending.is_empty());
             if idle {
                 self.start_build(now, t);
             }
         }
         self.refresh_due();
+    }
+
+    /// Keeps the table's expected size (after every queued operation) for
+    /// the churn generator; `sign` -1 undoes a refused operation.
+    fn count_pending(&mut self, t: u16, op: &Op<N>, sign: i64) {
+        let tu = self.updates.as_mut().unwrap().tables[t as usize]
+            .as_mut()
+            .unwrap();
+        match op {
+            Op::Insert { .. } => tu.expected += sign,
+            Op::Delete { .. } => tu.expected -= sign,
+            _ => {}
+        }
     }
 
     /// A random operation of churn `i` on table `t`: inserts of entries
@@ -675,21 +709,7 @@ impl<const N: usize> Simulator<N> {
         let nkeys = self.tables[ti].keys.len();
         let u = self.updates.as_mut().unwrap();
         let tu = u.tables[ti].as_ref().unwrap();
-        // Entries once the pending requests are applied (approximately:
-        // a refused delete is counted, never harmful).
-        let mut n = tu.rules.len() as i64;
-        for (_, op) in tu
-            .pending
-            .iter()
-            .chain(tu.building.iter().flat_map(|b| b.ops.iter()))
-        {
-            match op {
-                Op::Insert { .. } => n += 1,
-                Op::Delete { .. } => n -= 1,
-                _ => {}
-            }
-        }
-        let n = n.max(0) as u32;
+        let n = tu.expected.max(0) as u32;
         let schema = tu.schema.clone();
         let rng = &mut u.churn[i].rng;
         let kind: u32 = rng.gen_range(0..3);
@@ -740,7 +760,9 @@ impl<const N: usize> Simulator<N> {
         let u = self.updates.as_mut().unwrap();
         let cfg = u.cfg.clone();
         let tu = u.tables[t].as_mut().unwrap();
-        let ops: Vec<(Cycle, Op<N>)> = tu.pending.drain(..).collect();
+        // One batch: what is pending, up to the engine's batch size.
+        let take = tu.pending.len().min(cfg.max_batch.max(1) as usize);
+        let ops: Vec<(Cycle, Op<N>)> = tu.pending.drain(..take).collect();
         let (mut rules, mut ids, mut default) = (tu.rules.clone(), tu.ids.clone(), tu.default);
         let mut covers = Vec::new();
         let mut default_changed = false;
@@ -778,6 +800,11 @@ impl<const N: usize> Simulator<N> {
                 kept.push((c, op));
             } else {
                 rejected += 1;
+                tu.expected -= match op {
+                    Op::Insert { .. } => 1,
+                    Op::Delete { .. } => -1,
+                    _ => 0,
+                };
             }
         }
         let build_ns;
@@ -803,6 +830,7 @@ impl<const N: usize> Simulator<N> {
         if kept.is_empty() {
             return;
         }
+        u.stats.build_ns += build_ns;
         let done = now + ((build_ns / cycle_ns).ceil() as Cycle).max(1);
         tu.building = Some(Build {
             done,
@@ -855,7 +883,11 @@ impl<const N: usize> Simulator<N> {
         tu.rules = b.rules;
         tu.ids = b.ids;
         tu.default = b.default;
-        tu.no_fill_below = walks;
+        tu.recent.push_back((
+            walks,
+            b.covers.clone(),
+            b.default_changed.then_some(old_default),
+        ));
         // The per-flow oracle: only flows a changed entry covers (or that
         // the default answered) can change answer.
         let table = &mut self.tables[t];
@@ -922,20 +954,32 @@ impl<const N: usize> Simulator<N> {
         u.stats.last_commit_ns = (now + worst) as f64;
     }
 
-    /// The ELU's reply to table `table`'s miss, `index`-th reply overall:
-    /// may it fill the CAM (its walk did not precede the table's last swap)?
+    /// The ELU's reply `action` to `miss`, the `index`-th reply overall: may
+    /// it fill the CAM (no swap after its walk changed its key's answer)?
     #[inline]
-    pub(super) fn fill_allowed(&mut self, table: u16, index: u64) -> bool {
+    pub(super) fn fill_allowed(
+        &mut self,
+        miss: &MissRequest<N>,
+        action: Match,
+        index: u64,
+    ) -> bool {
         let Some(u) = self.updates.as_mut() else {
             return true;
         };
-        match &u.tables[table as usize] {
-            Some(tu) if index < tu.no_fill_below => {
-                u.stats.uncached_fills += 1;
-                false
-            }
-            _ => true,
+        let Some(tu) = u.tables[miss.table as usize].as_mut() else {
+            return true;
+        };
+        // Replies come in index order: swaps no later reply precedes go.
+        while tu.recent.front().is_some_and(|r| r.0 <= index) {
+            tu.recent.pop_front();
         }
+        let stale = tu.recent.iter().any(|(_, covers, old_default)| {
+            covers.iter().any(|r| r.matches(&miss.key)) || old_default.is_some_and(|d| d == action)
+        });
+        if stale {
+            u.stats.uncached_fills += 1;
+        }
+        !stale
     }
 
     /// A released PHV's answer differs from the current oracle: with
