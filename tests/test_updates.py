@@ -114,7 +114,7 @@ def test_reproduce_updates_quick(tmp_path, monkeypatch):
     from synapse_vmt.figures import updates as f
 
     # Smaller still than --quick: the test checks the pipeline, not numbers.
-    monkeypatch.setattr(f, "plan", lambda quick: {"duration": 120_000.0, "warmup": 30_000.0, "rules": 200, "flows": 300})
+    monkeypatch.setattr(f, "plan", lambda quick: {"duration": 400_000.0, "warmup": 50_000.0, "rules": 100, "flows": 300})
     r = CliRunner().invoke(main, ["reproduce", "updates", "-o", str(tmp_path), "--quick", "-q"])
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "summary.json").read_text())

@@ -704,6 +704,8 @@ impl<const N: usize> Simulator<N> {
     /// A random operation of churn `i` on table `t`: inserts of entries
     /// that cover some flow's key (so traffic sees them), deletes and
     /// modifies of random entries, in equal parts (the table keeps its size).
+    /// Positions refer to the version in force (queued operations may shift
+    /// them; one out of range is refused and counted).
     fn random_op(&mut self, i: usize, t: u16) -> Op<N> {
         let ti = t as usize;
         let nkeys = self.tables[ti].keys.len();
@@ -721,25 +723,29 @@ impl<const N: usize> Simulator<N> {
                 k.0.iter_mut().for_each(|w| *w = rng.gen());
                 k
             };
-            let mut fm = Vec::new();
+            // An exception carved out of the entry that answers the key
+            // now (as ACL updates are): the same fields, the first prefix
+            // field 8 bits longer around the key, just above that entry.
+            // The set keeps its character (no broad entry shadowing it).
+            let template = tu.rules.iter().position(|r| r.matches(&key));
+            let mut rule = match template {
+                Some(p) => tu.rules[p],
+                None => Rule::new(&[], 0, 0),
+            };
             for (f, spec) in schema.fields.iter().enumerate() {
                 let v = key.0[f];
-                fm.push(match spec.kind {
-                    // The first prefix field narrows the entry to a slice
-                    // of the key space around the chosen key.
-                    MatchKind::Lpm if f == 0 => {
-                        let len = rng.gen_range(spec.bits.min(8)..=spec.bits.min(24));
-                        FieldMatch::prefix(v, len, spec.bits)
+                match spec.kind {
+                    MatchKind::Lpm => {
+                        let len = rule.fields[f].prefix_len(spec.bits).unwrap_or(0);
+                        rule.fields[f] = FieldMatch::prefix(v, (len + 8).min(spec.bits), spec.bits);
+                        break;
                     }
-                    MatchKind::Exact => FieldMatch::exact(v),
-                    _ => FieldMatch::ANY,
-                });
+                    MatchKind::Exact => rule.fields[f] = FieldMatch::exact(v),
+                    _ => {}
+                }
             }
-            let pos = rng.gen_range(0..=n);
-            Op::Insert {
-                pos,
-                rule: Rule::new(&fm, 0, 0),
-            }
+            let pos = template.map_or(n, |p| (p as u32).min(n));
+            Op::Insert { pos, rule }
         } else if kind == 1 {
             Op::Delete {
                 pos: rng.gen_range(0..n),
