@@ -346,7 +346,8 @@ struct Churn {
 /// Counters of the updates, for the summary.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct UpdateStats {
-    /// Operations requested, committed, refused (a position out of range).
+    /// Operations requested (churn counted when due), committed, refused
+    /// (a position out of range).
     pub requested: u64,
     pub committed: u64,
     pub rejected: u64,
@@ -576,6 +577,20 @@ impl<const N: usize> Simulator<N> {
             .as_ref()
             .map(|u| u.stats.clone())
             .unwrap_or_default();
+        // Churn due while its engine was busy is generated when the engine
+        // takes it; count it as requested already.
+        if let Some(u) = &self.updates {
+            for c in &u.churn {
+                let end = (self.now.min(c.until)) as f64;
+                if c.next < end {
+                    let due = ((end - c.next) / c.gap).ceil() as u64;
+                    if s.requested == 0 && due > 0 {
+                        s.first_request_ns = c.next.ceil();
+                    }
+                    s.requested += due;
+                }
+            }
+        }
         let cyc = self.cycle_ps / 1000.0;
         s.first_request_ns *= cyc;
         s.last_commit_ns *= cyc;
