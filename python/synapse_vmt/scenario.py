@@ -116,6 +116,36 @@ class TraceTraffic(_Model):
     rate_mpps: float = Field(100.0, gt=0.0)
 
 
+class UpdateEngine(_Model):
+    """What a rule update costs (``[update_engine]``; sim/updates.rs)."""
+
+    #: Cached answers an update made stale: ``exact`` (the keys a changed
+    #: entry covers), ``flush`` (the whole CAM), ``none`` (a test hook).
+    invalidate: Literal["exact", "flush", "none"] = "exact"
+    #: Write bandwidth of a replica build beside the old trie, GB/s.
+    build_gbps: float = Field(16.0, gt=0.0)
+    #: Fixed cost of a replica swap, ns.
+    swap_ns: float = Field(1000.0, ge=0.0)
+    #: An incremental decision-tree update, ns per operation.
+    dtree_op_ns: float = Field(200.0, ge=0.0)
+    #: Most operations one build (batch) takes; the rest wait for the next.
+    max_batch: int = Field(256, ge=1)
+
+
+class Update(_Model):
+    """One ``[[updates]]`` item: operations at ``at_ns`` (``file``: one per
+    line; ``ops``: inline lines) or random churn of ``churn_per_s``
+    operations per second from ``at_ns`` to ``until_ns`` (0: the end)."""
+
+    at_ns: float = Field(0.0, ge=0.0)
+    table: str = ""
+    file: str | None = None
+    ops: list[str] = []
+    churn_per_s: float = Field(0.0, ge=0.0)
+    until_ns: float = Field(0.0, ge=0.0)
+    seed: int = Field(1, ge=0)
+
+
 class Scenario(_Model):
     seed: int = Field(1, ge=0)
     clock_mhz: float = Field(250.0, gt=0.0)
@@ -131,6 +161,8 @@ class Scenario(_Model):
     elu: Elu = Elu()
     hbm: Hbm = Hbm()
     traffic: Annotated[Union[FlowTraffic, TraceTraffic], Field(discriminator="kind")] = FlowTraffic()
+    updates: list[Update] = []
+    update_engine: UpdateEngine = UpdateEngine()
 
     @model_validator(mode="after")
     def _check_names(self) -> "Scenario":
@@ -145,6 +177,9 @@ class Scenario(_Model):
         for n in self.entry:
             if n not in names:
                 raise ValueError(f"entry: no table named {n!r}")
+        for u in self.updates:
+            if u.table and u.table not in names:
+                raise ValueError(f"updates: no table named {u.table!r}")
         for t in self.tables:
             for p in t.pmus or []:
                 if p >= self.pmus.count:
@@ -160,6 +195,12 @@ class Scenario(_Model):
         auto = [i for i, t in enumerate(self.tables) if t.pmus is None]
         for k, i in enumerate(auto):
             d["tables"][i]["pmus"] = free[k::len(auto)] if auto else []
+        # Absent when unused: the simulator's tree is then what it was
+        # before rule updates existed.
+        if not d["updates"]:
+            del d["updates"]
+        if d["update_engine"] == UpdateEngine().model_dump():
+            del d["update_engine"]
         return d
 
     def to_json(self) -> str:
@@ -239,6 +280,9 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
         tr = tree.get("traffic")
         if isinstance(tr, dict) and isinstance(tr.get("path"), str) and not Path(tr["path"]).is_absolute():
             tr["path"] = str(base / tr["path"])
+        for u in tree.get("updates", []) if isinstance(tree.get("updates"), list) else []:
+            if isinstance(u, dict) and isinstance(u.get("file"), str) and not Path(u["file"]).is_absolute():
+                u["file"] = str(base / u["file"])
     for o in overrides:
         if "=" not in o:
             raise UserError(f"--set {o}: expected key=value")

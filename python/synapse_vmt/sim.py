@@ -76,6 +76,17 @@ class Simulation:
     def check_invariants(self) -> dict:
         return self.core.check_invariants()
 
+    def request_updates(self, table: str, ops: list[str]) -> int:
+        """Queues a batch of rule updates on ``table`` now (lines as in a
+        schedule file); they commit as the simulation runs."""
+        try:
+            return self.core.request_updates(table, list(ops))
+        except ValueError as e:
+            raise UserError(str(e)) from None
+
+    def update_stats(self) -> dict:
+        return self.core.update_stats()
+
     def run(self, until_ns: float | None = None, chunk_ns: float | None = None,
             progress: Callable[[float, float], None] | None = None) -> dict:
         """Runs to ``until_ns`` (default: the scenario's duration) in chunks,

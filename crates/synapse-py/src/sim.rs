@@ -262,6 +262,39 @@ impl Simulator {
         d.set_item("lost", v.lost)?;
         d.set_item("duplicates", v.duplicates)?;
         d.set_item("wrong_action", v.wrong_action)?;
+        // Rule updates: answers of a replaced version (0 without updates).
+        let stale = self.inner.update_stats().stale_answers;
+        d.set_item("stale_answers", stale)?;
+        d.set_item("ok", v.ok() && stale == 0)?;
+        Ok(d)
+    }
+
+    /// Requests a batch of rule updates on `table` ("" = the first) now:
+    /// lines `insert POS FIELDS...`, `delete POS`, `modify POS`, `default`.
+    /// Returns how many were queued; they commit as the simulation runs.
+    fn request_updates(&mut self, table: &str, ops: Vec<String>) -> PyResult<usize> {
+        self.inner.request_updates(table, &ops).map_err(verr)
+    }
+
+    /// Counters of the rule updates: requested, committed, rejected,
+    /// batches, invalidated, uncached_fills, stale_answers, latency
+    /// quantiles (ns), first request and last commit (ns).
+    fn update_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let u = self.inner.update_stats();
+        let d = PyDict::new_bound(py);
+        d.set_item("requested", u.requested)?;
+        d.set_item("committed", u.committed)?;
+        d.set_item("rejected", u.rejected)?;
+        d.set_item("batches", u.batches)?;
+        d.set_item("invalidated", u.invalidated)?;
+        d.set_item("uncached_fills", u.uncached_fills)?;
+        d.set_item("stale_answers", u.stale_answers)?;
+        d.set_item("latency_ns_p50", u.latency_quantile(0.5))?;
+        d.set_item("latency_ns_p99", u.latency_quantile(0.99))?;
+        d.set_item("latency_ns_max", u.latency_quantile(1.0))?;
+        d.set_item("first_request_ns", u.first_request_ns)?;
+        d.set_item("last_commit_ns", u.last_commit_ns)?;
+        d.set_item("build_ns", u.build_ns)?;
         Ok(d)
     }
 

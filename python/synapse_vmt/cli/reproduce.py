@@ -140,10 +140,32 @@ def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_
     click.echo(f"wrote {out}/summary.json, upf.csv, upf.png")
 
 
+@click.command("updates")
+@_out
+@_quick
+@_seed
+@click.option("-q", "--quiet", is_flag=True, help="no progress lines")
+def updates_cmd(out: str, quick: bool, seed: int, quiet: bool) -> None:
+    """Rule updates while traffic flows: churn of 1e2, 1e4 and 1e6 updates/s
+    on an ACL table (decision tree in place or trie replica swap; exact or
+    flush PMU invalidation): stale/wrong answers, update latency, updates/s,
+    hit rate and throughput, beside t4p4s's figures."""
+    from synapse_vmt.figures import updates as f
+
+    s = f.run(Path(out), quick, seed, progress=None if quiet else lambda d: click.echo(f"  running {d}", err=True))
+    for rate, r in s["churn"].items():
+        click.echo(f"  churn {float(rate):>9.0e}/s: stale {r['stale_answers']}, wrong {r['wrong_action']}, "
+                   f"latency p50 {r['update_latency_us_p50']:.2f} µs p99 {r['update_latency_us_p99']:.2f} µs, "
+                   f"{r['updates_per_s']:.0f} updates/s, hit rate {r['hit_rate']:.3f}, {r['throughput_mpps']:.2f} Mpps")
+    for m, v in s["sustained_updates_per_s"].items():
+        click.echo(f"  sustained {m}: {v:.3g} updates/s")
+    click.echo(f"wrote {out}/summary.json, updates.csv, updates.png")
+
+
 def _register() -> None:
     from synapse_vmt.figures.fig6_7 import COMMANDS
 
-    for cmd in [*COMMANDS, fig8, fig9, fig10, cpu_model, upf_cmd]:
+    for cmd in [*COMMANDS, fig8, fig9, fig10, cpu_model, upf_cmd, updates_cmd]:
         reproduce.add_command(cmd)
 
 

@@ -34,6 +34,8 @@ def run_scenario(scn, out: Path, quiet: bool = False) -> dict:
     if not inv["ok"]:
         raise RuntimeError(f"simulator invariant violated: {inv}")
     summary["invariants"] = inv
+    if scn.updates:
+        summary["updates"] = sim.update_stats()
     w = sim.all_windows()
     report.write_windows_csv(out / "windows.csv", w, names, scn.window_ns)
     report.write_edges_csv(out / "edges.csv", sim.all_edges(), names)

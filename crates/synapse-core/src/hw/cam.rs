@@ -38,6 +38,8 @@ pub struct Cam<const N: usize = MAX_FIELDS> {
     head: u32,
     /// Least recently used: the next victim.
     tail: u32,
+    /// Slots emptied by [`Cam::invalidate_where`], reused first.
+    free: Vec<u32>,
 }
 
 impl<const N: usize> Cam<N> {
@@ -48,6 +50,7 @@ impl<const N: usize> Cam<N> {
             map: HashMap::with_capacity_and_hasher(capacity as usize, FastBuild::default()),
             head: NIL,
             tail: NIL,
+            free: Vec::new(),
         }
     }
 
@@ -129,7 +132,11 @@ impl<const N: usize> Cam<N> {
             return None;
         }
         let mut evicted = None;
-        let i = if (self.slots.len() as u32) < self.capacity {
+        let i = if let Some(f) = self.free.pop() {
+            self.slots[f as usize].key = key;
+            self.slots[f as usize].action = action;
+            f
+        } else if (self.slots.len() as u32) < self.capacity {
             self.slots.push(Slot {
                 key,
                 action,
@@ -155,9 +162,30 @@ impl<const N: usize> Cam<N> {
     /// Invalidates every entry (a PMU changing tables).
     pub fn clear(&mut self) {
         self.slots.clear();
+        self.free.clear();
         self.map.clear();
         self.head = NIL;
         self.tail = NIL;
+    }
+
+    /// Invalidates every entry for which `stale(key, action)` holds (a rule
+    /// update made its cached answer stale); returns how many. The freed
+    /// slots are reused by later fills.
+    pub fn invalidate_where(&mut self, mut stale: impl FnMut(&Key<N>, Match) -> bool) -> u32 {
+        let mut n = 0;
+        let mut i = self.head;
+        while i != NIL {
+            let next = self.slots[i as usize].next;
+            let s = self.slots[i as usize];
+            if stale(&s.key, s.action) {
+                self.unlink(i);
+                self.map.remove(&s.key);
+                self.free.push(i);
+                n += 1;
+            }
+            i = next;
+        }
+        n
     }
 
     /// Keys from most to least recently used (for tests and inspection).

@@ -87,6 +87,10 @@ pub struct Elu<const N: usize = MAX_FIELDS> {
     /// Per table: lookups done and HBM bytes charged.
     pub lookups: Vec<u64>,
     pub bytes: Vec<u64>,
+    /// Replies committed so far (lookups are walked and committed in the
+    /// same ORB order, so reply `i` is walk `i`: rule updates use it to
+    /// tell a lookup walked before a replica swap).
+    pub commits: u64,
 }
 
 impl<const N: usize> Elu<N> {
@@ -104,6 +108,7 @@ impl<const N: usize> Elu<N> {
             pool: Vec::new(),
             lookups: vec![0; tables],
             bytes: vec![0; tables],
+            commits: 0,
             config,
         }
     }
@@ -261,6 +266,7 @@ impl<const N: usize> Elu<N> {
         self.head = (self.head + 1) % self.orb.len();
         self.len -= 1;
         self.issued -= 1;
+        self.commits += 1;
         Some((e.miss, e.result))
     }
 }

@@ -391,6 +391,27 @@ impl<const N: usize> Pmu<N> {
     }
 }
 
+/// Rule updates (`sim/updates.rs`): what a committed update does to a PMU.
+impl<const N: usize> Pmu<N> {
+    /// The ELU's reply to a lookup walked under a rule set replaced since:
+    /// forwarded to the VMU (the PHV's lookup committed under the old
+    /// version) but not cached, as the CAM must not learn a stale answer.
+    pub fn forward(&mut self, miss: &MissRequest<N>, action: Match) {
+        self.outstanding -= 1;
+        self.q_p.push_back(Response::Fill {
+            table: miss.table,
+            tag: miss.tag,
+            action,
+        });
+    }
+
+    /// The CAM's search port is busy invalidating until `until`: no issue
+    /// before it.
+    pub fn block_until(&mut self, until: Cycle) {
+        self.next_issue = self.next_issue.max(until);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -285,6 +285,8 @@ impl<const N: usize> Simulator<N> {
             isolated: edges.is_empty(),
             until: 0,
             routes: None,
+            sets,
+            updates: None,
             tables,
             walkers,
             pmu_wake: vec![0; pmus.len()],
@@ -295,6 +297,9 @@ impl<const N: usize> Simulator<N> {
             config,
         };
         sim.pull_arrival();
+        if !sim.config.updates.is_empty() {
+            sim.schedule_updates()?;
+        }
         Ok(sim)
     }
 }

@@ -24,6 +24,12 @@ pub struct Config {
     pub elu: elu::Config,
     pub hbm: hbm::Timing,
     pub traffic: Traffic,
+    /// Rule updates while traffic flows (`sim/updates.rs`): the schedule
+    /// (`[[updates]]`) and the update engine's costs (`[update_engine]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub updates: Vec<super::updates::Scheduled>,
+    #[serde(skip_serializing_if = "super::updates::UpdatesConfig::is_default")]
+    pub update_engine: super::updates::UpdatesConfig,
 }
 
 impl Default for Config {
@@ -43,6 +49,8 @@ impl Default for Config {
             elu: elu::Config::default(),
             hbm: hbm::Timing::default(),
             traffic: Traffic::default(),
+            updates: Vec::new(),
+            update_engine: Default::default(),
         }
     }
 }

@@ -50,11 +50,13 @@ mod routed;
 mod run;
 pub mod source;
 pub mod stats;
+mod updates;
 
 pub use api::{Invariants, QueueDepths, TableSummary};
 
 pub use config::Config;
 pub use routed::RoutedTable;
+pub use updates::{parse_ops, Invalidate, Op, Scheduled, UpdateStats, UpdatesConfig};
 
 use crate::classify::{linear::Linear, Classifier, Match, MemoryWalk};
 use crate::hw::elu::{Algo, Elu};
@@ -184,6 +186,10 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     wake: Cycle,
     /// Explicit per-PHV routes (`routed.rs`) instead of CFG probabilities.
     routes: Option<routed::Routes>,
+    /// The rule sets the tables were built from (rule updates start there).
+    sets: Vec<RuleSet<N>>,
+    /// Rule updates (`updates.rs`); none until one is scheduled or requested.
+    updates: Option<Box<updates::Updates<N>>>,
 }
 
 #[cfg(test)]

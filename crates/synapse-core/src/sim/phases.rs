@@ -13,7 +13,13 @@ impl<const N: usize> Simulator<N> {
         if let Some((miss, action)) = if elu_busy { self.elu.commit() } else { None } {
             match miss.pmu {
                 Some(p) => {
-                    self.pmus[p as usize].fill(&miss, action);
+                    // A reply walked before a rule update's swap must not
+                    // fill the CAM (updates.rs).
+                    if self.updates.is_none() || self.fill_allowed(&miss, action, self.elu.commits - 1) {
+                        self.pmus[p as usize].fill(&miss, action);
+                    } else {
+                        self.pmus[p as usize].forward(&miss, action);
+                    }
                     self.touch_pmu(p as usize);
                 }
                 None => {
@@ -260,8 +266,10 @@ impl<const N: usize> Simulator<N> {
         let slot = t.vmu.release();
         let action = slot.action.unwrap();
         if action != t.oracle[slot.flow as usize] {
-            self.wrong_action += 1;
+            // Wrong, or (with rule updates) another version's answer.
+            self.judge(ti, slot.flow, action, slot.issued);
         }
+        let t = &mut self.tables[ti];
         t.win.processed += 1;
         t.win.sojourn_sum += now - slot.arrived;
         self.keys_done += 1;
@@ -331,8 +339,9 @@ impl<const N: usize> Simulator<N> {
             let t = &mut self.tables[ti];
             let slot = t.vmu.release();
             if slot.action.unwrap() != t.oracle[slot.flow as usize] {
-                self.wrong_action += 1;
+                self.judge(ti, slot.flow, slot.action.unwrap(), slot.issued);
             }
+            let t = &mut self.tables[ti];
             t.win.processed += 1;
             t.win.sojourn_sum += at - slot.arrived;
             self.keys_done += 1;

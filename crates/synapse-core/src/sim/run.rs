@@ -53,6 +53,10 @@ impl<const N: usize> Simulator<N> {
                 self.arrive(now, a);
                 self.pull_arrival();
             }
+            if now >= self.updates_due() {
+                self.run_updates(now);
+                step = true;
+            }
             if step {
                 self.wake = self.tick(now);
                 self.busy_cycles += 1;
@@ -70,6 +74,7 @@ impl<const N: usize> Simulator<N> {
                 if let Some(c) = self.engine.peek() {
                     next = next.min(c);
                 }
+                next = next.min(self.updates_due());
                 next.max(now + 1)
             };
         }
