@@ -263,7 +263,7 @@ impl Simulator {
         d.set_item("duplicates", v.duplicates)?;
         d.set_item("wrong_action", v.wrong_action)?;
         // Rule updates: answers of a replaced version (0 without updates).
-        let stale = self.inner.update_stats().stale_answers;
+        let stale = each!(&self.inner, s => s.update_stats().stale_answers);
         d.set_item("stale_answers", stale)?;
         d.set_item("ok", v.ok() && stale == 0)?;
         Ok(d)
@@ -273,14 +273,14 @@ impl Simulator {
     /// lines `insert POS FIELDS...`, `delete POS`, `modify POS`, `default`.
     /// Returns how many were queued; they commit as the simulation runs.
     fn request_updates(&mut self, table: &str, ops: Vec<String>) -> PyResult<usize> {
-        self.inner.request_updates(table, &ops).map_err(verr)
+        each!(&mut self.inner, s => s.request_updates(table, &ops)).map_err(verr)
     }
 
     /// Counters of the rule updates: requested, committed, rejected,
     /// batches, invalidated, uncached_fills, stale_answers, latency
     /// quantiles (ns), first request and last commit (ns).
     fn update_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let u = self.inner.update_stats();
+        let u = each!(&self.inner, s => s.update_stats());
         let d = PyDict::new_bound(py);
         d.set_item("requested", u.requested)?;
         d.set_item("committed", u.committed)?;
