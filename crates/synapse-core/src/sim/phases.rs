@@ -79,8 +79,9 @@ impl<const N: usize> Simulator<N> {
             && self.bus.can_send(now, 0)
         {
             let n = self.pmus.len() + 1;
-            for k in 0..n {
-                let i = (self.bus_rr + k) % n;
+            // Round robin from bus_rr (a wrapping index: no division a step).
+            let mut i = self.bus_rr % n;
+            for _ in 0..n {
                 let miss = if i < self.pmus.len() {
                     let m = self.pmus[i].pop_miss();
                     if m.is_some() {
@@ -97,9 +98,10 @@ impl<const N: usize> Simulator<N> {
                     self.bus.try_send(now, 0);
                     self.tables[m.table as usize].win.elu_requests += 1;
                     self.elu.enqueue(now, m);
-                    self.bus_rr = (i + 1) % n;
+                    self.bus_rr = if i + 1 == n { 0 } else { i + 1 };
                     break;
                 }
+                i = if i + 1 == n { 0 } else { i + 1 };
             }
         }
         busy |= !self.direct.is_empty();
@@ -124,8 +126,8 @@ impl<const N: usize> Simulator<N> {
         let nt = self.tables.len();
         self.fed = false;
         let mut table_wake = Cycle::MAX;
-        for k in 0..nt {
-            let ti = (now as usize + k) % nt;
+        let mut ti = if nt > 0 { now as usize % nt } else { 0 };
+        for _ in 0..nt {
             self.release(now, ti);
             self.request(now, ti);
             let t = &mut self.tables[ti];
@@ -138,6 +140,7 @@ impl<const N: usize> Simulator<N> {
                 // Released next cycle, or once a run released ahead is out.
                 table_wake = table_wake.min(t.release_free.max(soon));
             }
+            ti = if ti + 1 == nt { 0 } else { ti + 1 };
         }
         busy |= table_wake <= soon;
         // A release may have fed a table already visited in this loop: its
