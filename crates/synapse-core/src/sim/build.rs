@@ -284,6 +284,7 @@ impl<const N: usize> Simulator<N> {
             isolated: edges.is_empty(),
             until: 0,
             routes: None,
+            rec: None,
             tables,
             walkers,
             pmu_wake: vec![0; pmus.len()],

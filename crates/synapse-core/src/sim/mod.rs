@@ -46,6 +46,7 @@ mod build;
 pub mod config;
 pub mod engine;
 mod phases;
+mod record;
 mod routed;
 mod run;
 pub mod source;
@@ -54,6 +55,7 @@ pub mod stats;
 pub use api::{Invariants, QueueDepths, TableSummary};
 
 pub use config::Config;
+pub use record::{PmuEvent, PmuRecording};
 pub use routed::RoutedTable;
 
 use crate::classify::{linear::Linear, Classifier, Match, MemoryWalk};
@@ -181,6 +183,8 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     until: Cycle,
     /// Explicit per-PHV routes (`routed.rs`) instead of CFG probabilities.
     routes: Option<routed::Routes>,
+    /// One PMU's inputs, recorded for the RTL co-simulation (`record.rs`).
+    rec: Option<Box<PmuRecording<N>>>,
 }
 
 #[cfg(test)]

@@ -113,10 +113,10 @@ module synapse_pmu #(
     assign state_tbl = st_tbl;
 
     // ---------------------------------------------------------------- CAM
-    reg [KEY_W-1:0] key_mem [0:N-1];
-    reg [ACT_W-1:0] act_mem [0:N-1];
-    reg act_v_mem [0:N-1];
-    reg [N*PW-1:0] nx, pv;                  // LRU list links
+    // Per slot (synapse_pmu_entry): key, action, LRU links, comparators.
+    wire [N*ACT_W-1:0] act_all;
+    wire [N-1:0] act_v_all;
+    wire [N*PW-1:0] nx, pv;                 // LRU list links
     reg [PW-1:0] hd, tl;
     reg [CW-1:0] used;
 
@@ -128,13 +128,10 @@ module synapse_pmu #(
     reg [$clog2(QR)-1+1:0] qr_rd, qr_wr;
     wire [KEY_W-1:0] lk = qr_key[qr_rd];
 
-    // Parallel search: fill key and lookup key against the stored keys.
+    // Parallel search (in the entries): fill key and lookup key against the
+    // stored keys of the slots in use.
     wire [N-1:0] fm, lm0;
     genvar g;
-    generate for (g = 0; g < N; g = g + 1) begin : search
-        assign fm[g]  = (g < used) && (key_mem[g] == fill_key);
-        assign lm0[g] = (g < used) && (key_mem[g] == lk);
-    end endgenerate
 
     // One-hot -> index as a balanced OR per index bit (an if-chain over the
     // entries would be a mux chain as deep as the CAM).
@@ -208,17 +205,48 @@ module synapse_pmu #(
     wire lhit = |lm1;
     wire [AW-1:0] lidx = enc(lm1);
     wire l_fill_slot = fill_do && fj == {1'b0, lidx};
-    wire l_av = l_fill_slot ? fill_act_v : act_v_mem[lidx];
-    wire [ACT_W-1:0] l_act = l_fill_slot ? fill_act : act_mem[lidx];
+    // lm1 is one-hot on a hit (keys are unique), so the hit slot's action is
+    // an AND-OR over the slots (a miss's action is never used).
+    reg [ACT_W-1:0] l_act_m;
+    reg l_av_m;
+    integer r;
+    always @* begin
+        l_act_m = 0; l_av_m = 1'b0;
+        for (r = 0; r < N; r = r + 1) begin
+            l_act_m = l_act_m | ({ACT_W{lm1[r]}} & act_all[r*ACT_W +: ACT_W]);
+            l_av_m = l_av_m | (lm1[r] & act_v_all[r]);
+        end
+    end
+    wire l_av = l_fill_slot ? fill_act_v : l_av_m;
+    wire [ACT_W-1:0] l_act = l_fill_slot ? fill_act : l_act_m;
 
     // --------------------------------------------- LRU list: two updates
     // Move-to-front of the filled slot (op 1), then of the slot the lookup
     // hit (op 2), as sequential code would do them. Written as write ports
     // (index, value, enable) so each entry's next value is a small priority
     // mux: op 2 reads the list as op 1 left it by forwarding op 1's writes.
+    // Slot pointers decoded one-hot: reading a link is an AND-OR over the
+    // slots (not a shifter over N*PW bits), writing one is a row enable.
+    function [N-1:0] dec;
+        input [PW-1:0] x;
+        integer k;
+        begin
+            for (k = 0; k < N; k = k + 1) dec[k] = x == k;
+        end
+    endfunction
+    function [PW-1:0] pick;
+        input [N-1:0] oh;
+        input [N*PW-1:0] v;
+        integer k;
+        begin
+            pick = 0;
+            for (k = 0; k < N; k = k + 1) pick = pick | ({PW{oh[k]}} & v[k*PW +: PW]);
+        end
+    endfunction
     wire [PW-1:0] x1 = fj;
-    wire [PW-1:0] p1 = pv[x1*PW +: PW];
-    wire [PW-1:0] n1 = nx[x1*PW +: PW];
+    wire [N-1:0] x1_oh = dec(x1);
+    wire [PW-1:0] p1 = pick(x1_oh, pv);
+    wire [PW-1:0] n1 = pick(x1_oh, nx);
     wire i1 = f_new;                                   // insert a new slot
     wire m1 = fill_do && !f_new && x1 != hd;           // move an old one
     wire w1_1 = m1;                                    // nx[p1] = n1
@@ -229,30 +257,32 @@ module synapse_pmu #(
     wire [PW-1:0] tl1 = (m1 && n1 == NIL) ? p1 : (i1 && hd == NIL) ? x1 : tl;
 
     wire [PW-1:0] x2 = {1'b0, lidx};
+    wire [N-1:0] x2_oh = dec(x2);
     wire [PW-1:0] p2 = (w5_1 && x2 == hd) ? x1 : (w34_1 && x2 == x1) ? NIL
-                     : (w2_1 && x2 == n1) ? p1 : pv[x2*PW +: PW];
-    wire [PW-1:0] n2 = (w34_1 && x2 == x1) ? hd : (w1_1 && x2 == p1) ? n1 : nx[x2*PW +: PW];
+                     : (w2_1 && x2 == n1) ? p1 : pick(x2_oh, pv);
+    wire [PW-1:0] n2 = (w34_1 && x2 == x1) ? hd : (w1_1 && x2 == p1) ? n1 : pick(x2_oh, nx);
     wire m2 = issue && lhit && x2 != hd1;
     wire w2_2 = m2 && n2 != NIL;
     wire [PW-1:0] hd_n = m2 ? x2 : hd1;
     wire [PW-1:0] tl_n = (m2 && n2 == NIL) ? p2 : tl1;
 
-    wire [N*PW-1:0] nx_n, pv_n;
-    generate for (g = 0; g < N; g = g + 1) begin : lru
-        assign nx_n[g*PW +: PW] =
-              (m2 && x2 == g) ? hd1
-            : (m2 && p2 == g) ? n2
-            : (w34_1 && x1 == g) ? hd
-            : (w1_1 && p1 == g) ? n1
-            : nx[g*PW +: PW];
-        assign pv_n[g*PW +: PW] =
-              (m2 && hd1 == g) ? x2
-            : (m2 && x2 == g) ? NIL
-            : (w2_2 && n2 == g) ? p2
-            : (w5_1 && hd == g) ? x1
-            : (w34_1 && x1 == g) ? NIL
-            : (w2_1 && n1 == g) ? p1
-            : pv[g*PW +: PW];
+    // Row selects of the link writes, in priority order (see the entry).
+    wire [N-1:0] p1_oh = dec(p1), n1_oh = dec(n1), hd_oh = dec(hd);
+    wire [N-1:0] p2_oh = dec(p2), n2_oh = dec(n2), hd1_oh = dec(hd1);
+    wire [N-1:0] fj_oh = x1_oh;
+    wire [N-1:0] we = fill_do ? fj_oh : {N{1'b0}};
+
+    generate for (g = 0; g < N; g = g + 1) begin : slot
+        synapse_pmu_entry #(.KEY_W(KEY_W), .ACT_W(ACT_W), .PW(PW)) e (
+            .clk(clk), .valid(g < used), .fill_key(fill_key), .lk(lk),
+            .fm(fm[g]), .lm(lm0[g]),
+            .we(we[g]), .wkey(f_wkey), .fill_act(fill_act), .fill_act_v(fill_act_v),
+            .act(act_all[g*ACT_W +: ACT_W]), .act_v(act_v_all[g]),
+            .nsel({m2 & x2_oh[g], m2 & p2_oh[g], w34_1 & x1_oh[g], w1_1 & p1_oh[g]}),
+            .psel({m2 & hd1_oh[g], m2 & x2_oh[g], w2_2 & n2_oh[g], w5_1 & hd_oh[g],
+                   w34_1 & x1_oh[g], w2_1 & n1_oh[g]}),
+            .hd1(hd1), .n2(n2), .hd(hd), .n1(n1), .x2(x2), .p2(p2), .x1(x1), .p1(p1),
+            .nx(nx[g*PW +: PW]), .pv(pv[g*PW +: PW]));
     end endgenerate
 
     // -------------------------------------------- queue outputs (bypass)
@@ -324,12 +354,6 @@ module synapse_pmu #(
                 st <= st_e; st_tbl <= st_tbl_e; st_next <= st_next_e; st_next_v <= st_next_v_e;
                 used <= used1; hd <= hd_n; tl <= tl_n;
             end
-            nx <= nx_n; pv <= pv_n;
-            if (fill_do) begin
-                act_mem[fj[AW-1:0]] <= fill_act;
-                act_v_mem[fj[AW-1:0]] <= fill_act_v;
-                if (f_wkey) key_mem[fj[AW-1:0]] <= fill_key;
-            end
             // CAM pipeline
             p_v[1] <= issue;
             p_hit[1] <= lhit;
@@ -378,6 +402,50 @@ module synapse_pmu #(
             qm_cnt <= qm_end;
             outstanding <= out_end;
         end
+    end
+endmodule
+// One CAM slot: its key and action registers, the two comparators of the
+// parallel search, and its row of the LRU list (next/prev links) with the
+// priority mux of the two move-to-front operations of a cycle. A module of
+// its own so synthesis maps one slot once and counts it per instance.
+module synapse_pmu_entry #(
+    parameter KEY_W = 104,
+    parameter ACT_W = 32,
+    parameter PW = 7
+) (
+    input  wire clk,
+    input  wire valid,                    // slot index < used
+    input  wire [KEY_W-1:0] fill_key,
+    input  wire [KEY_W-1:0] lk,
+    output wire fm,                       // the fill key is here
+    output wire lm,                       // the lookup key is here
+    input  wire we,                       // a fill writes this slot
+    input  wire wkey,                     // ... with a new key
+    input  wire [ACT_W-1:0] fill_act,
+    input  wire fill_act_v,
+    output reg  [ACT_W-1:0] act,
+    output reg  act_v,
+    // link writes, highest priority first:
+    //   nx <= hd1 | n2 | hd | n1,  pv <= x2 | NIL | p2 | x1 | NIL | p1
+    input  wire [3:0] nsel,
+    input  wire [5:0] psel,
+    input  wire [PW-1:0] hd1, n2, hd, n1, x2, p2, x1, p1,
+    output reg  [PW-1:0] nx,
+    output reg  [PW-1:0] pv
+);
+    localparam [PW-1:0] NIL = {PW{1'b1}};
+    reg [KEY_W-1:0] key;
+    assign fm = valid && key == fill_key;
+    assign lm = valid && key == lk;
+    always @(posedge clk) begin
+        if (we) begin
+            act <= fill_act;
+            act_v <= fill_act_v;
+            if (wkey) key <= fill_key;
+        end
+        nx <= nsel[3] ? hd1 : nsel[2] ? n2 : nsel[1] ? hd : nsel[0] ? n1 : nx;
+        pv <= psel[5] ? x2 : psel[4] ? NIL : psel[3] ? p2 : psel[2] ? x1 : psel[1] ? NIL
+            : psel[0] ? p1 : pv;
     end
 endmodule
 `default_nettype wire
