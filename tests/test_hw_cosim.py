@@ -28,6 +28,22 @@ def test_pmu_rtl_matches_the_model(profile):
     assert r.compared > 500
 
 
+def test_pmu_rtl_matches_the_model_on_a_stream_recorded_from_synapse_run():
+    r = cosim.cosim_recorded(cycles=1500, seed=2)
+    assert r.ok, r.mismatches
+    assert r.compared > 200
+
+
+def test_a_recorded_stream_cut_too_short_is_refused():
+    from synapse_vmt.scenario import load
+
+    cfg = json.dumps(load(None, []).sim_config())
+    stim, _, info = _core.pmu_record(cfg, 0, 250_000, 3000, cosim.RECORD_MAX_GAP)
+    assert info["differ_from_sim"] == 0 and stim["req_valid"].sum() > 100
+    with pytest.raises(ValueError, match="fill with no miss outstanding"):
+        _core.pmu_record(cfg, 0, 250_000, 3000, 1)
+
+
 @pytest.mark.parametrize("profile", sorted(cosim.ORB_PROFILES))
 def test_orb_rtl_matches_the_model(profile):
     r = cosim.cosim_orb(profile, cycles=1500, seed=3)

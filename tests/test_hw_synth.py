@@ -21,6 +21,7 @@ def test_parse_stat_counts_luts_ffs_and_block_rams():
 
 
 needs_yosys = pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys is not installed")
+SHIPPED_YOSYS = "Yosys 0.23 (git sha1 7ce5011c24b)"
 
 
 @needs_yosys
@@ -35,14 +36,34 @@ def test_a_bigger_cam_costs_more_and_reruns_come_from_the_cache(tmp_path, monkey
     assert again.cached and (again.luts, again.ffs) == (small.luts, small.ffs)
 
 
-def test_fit_extrapolates_linearly_and_prefers_synthesized_rows(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    rows = [synth.Row("pmu", n, 104, 100 + 10 * n, 50 + 200 * n, 0, 0, 4 + int(n).bit_length(), 1.0)
-            for n in (8, 16, 32)]
-    fit = synth.fit_pmu(rows, sizes=(64, 512))
-    assert [(r.entries, r.luts, r.ffs, r.source) for r in fit] == [
-        (64, 740, 12850, "fit"), (512, 5220, 102450, "fit")]
-    assert fit[1].depth > fit[0].depth
+@needs_yosys
+def test_a_rerun_gives_the_same_netlist_counts_and_shipped_rows_are_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a"))
+    monkeypatch.setattr(synth, "SHIPPED", tmp_path / "shipped.json")
+    first = synth.synth_one("orb", 4, 16)
+    again = synth.synth_one("orb", 4, 16, use_cache=False)
+    assert not again.cached
+    assert (again.luts, again.ffs, again.bram, again.depth) == (first.luts, first.ffs, first.bram, first.depth)
+    # Shipped with the package: a fresh cache still finds the row.
+    synth.ship([("orb", 4, 16)])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "b"))
+    shipped = synth.synth_one("orb", 4, 16)
+    assert shipped.cached and (shipped.luts, shipped.ffs) == (first.luts, first.ffs)
+    # A point that is not synthesized cannot be shipped.
+    with pytest.raises(Exception, match="not synthesized"):
+        synth.ship([("orb", 8, 16)])
+
+
+def test_shipped_rows_match_the_rtl_they_were_synthesized_from(tmp_path, monkeypatch):
+    """Every shipped row is keyed by the hash of the RTL it came from: the
+    README table's points are all there for this RTL and this yosys."""
+    if shutil.which("yosys") is None or synth.yosys_version() != SHIPPED_YOSYS:
+        pytest.skip(f"the shipped rows are for {SHIPPED_YOSYS}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # only the shipped rows
+    for u, n, k in synth.DEFAULT_POINTS:
+        r = synth.cached_row(u, n, k)
+        assert r is not None, f"{u} {n} {k} not shipped (run synapse hw synth --ship)"
+        assert (r.unit, r.entries, r.key_bits) == (u, n, k) and r.luts > 0 and r.ffs > 0
 
 
 @needs_yosys

@@ -239,6 +239,44 @@ fn pmu_run<'py>(
     pmu_out(py, &o)
 }
 
+/// `pmu_record(config_json, pmu, sim_cycles, rows, max_gap) -> (stimulus,
+/// outputs, info)`: runs the full simulator on a scenario (`sim::Config`
+/// JSON) for `sim_cycles` cycles recording PMU `pmu`'s inputs
+/// (`sim/record.rs`), turns them into `rows` rows of stimulus (idle
+/// stretches cut to `max_gap`), and replays it into the harness's PMU.
+/// `info`: the PMU config (JSON), key bits, and how many rows the replay's
+/// response differs from the simulator's (0 when the recording is faithful).
+#[pyfunction]
+fn pmu_record<'py>(
+    py: Python<'py>,
+    config_json: &str,
+    pmu: usize,
+    sim_cycles: u64,
+    rows: usize,
+    max_gap: u64,
+) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+    let key_bits = 32 * MAX_FIELDS as u32;
+    let (cfg, stim, out, differ) = py
+        .allow_threads(|| -> Result<_, String> {
+            let mut sim = synapse_core::sim::Simulator::from_json(config_json).map_err(|e| e.0)?;
+            sim.record_pmu(pmu).map_err(|e| e.0)?;
+            sim.run_until(sim_cycles);
+            let rec = sim.take_recording().ok_or("no recording")?;
+            let (stim, want) = rec.stimulus(rows, 16, max_gap)?;
+            let mut cfg = sim.config.pmus.clone();
+            cfg.count = 1;
+            let out = harness::run_pmu(&cfg, key_bits, &stim)?;
+            let differ = out.iter().zip(&want).filter(|(o, w)| o.rsp != **w).count();
+            Ok((cfg, stim, out, differ))
+        })
+        .map_err(verr)?;
+    let info = PyDict::new_bound(py);
+    info.set_item("config", serde_json::to_string(&cfg).map_err(verr)?)?;
+    info.set_item("key_bits", key_bits)?;
+    info.set_item("differ_from_sim", differ)?;
+    Ok((pmu_stim_out(py, &stim)?, pmu_out(py, &out)?, info))
+}
+
 fn orb_stim_in(d: &Bound<'_, PyDict>) -> PyResult<Vec<OrbIn>> {
     let in_valid = col(d, "in_valid", None)?;
     let n = in_valid.len();
@@ -442,6 +480,7 @@ fn vmu_run<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pmu_generate, m)?)?;
     m.add_function(wrap_pyfunction!(pmu_run, m)?)?;
+    m.add_function(wrap_pyfunction!(pmu_record, m)?)?;
     m.add_function(wrap_pyfunction!(orb_generate, m)?)?;
     m.add_function(wrap_pyfunction!(orb_run, m)?)?;
     m.add_function(wrap_pyfunction!(vmu_generate, m)?)?;

@@ -44,11 +44,11 @@ def cosim_cmd(unit: str, cycles: int, seed: int) -> None:
         sys.exit(1)
 
 
-def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...], exact: bool):
+def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...]):
     from synapse_vmt.hw import synth
 
     if not units and not sizes and not keys:
-        return synth.EXACT_POINTS if exact else synth.DEFAULT_POINTS
+        return synth.DEFAULT_POINTS
     units = units or ("pmu",)
     pts = []
     for u in units:
@@ -70,29 +70,29 @@ def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...
               show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 @click.option("--no-cache", is_flag=True, help="synthesize again even if cached")
-@click.option("--exact", is_flag=True,
-              help="synthesize the table's PMU sizes (64..512) themselves instead of fitting them "
-                   "from 8, 16 and 32 entries (hours of yosys for 512 x 233 bits)")
-def synth_cmd(units, sizes, keys, csv_path: str, as_json: bool, no_cache: bool, exact: bool) -> None:
+@click.option("--ship", is_flag=True, hidden=True,
+              help="add the rows to the results shipped with the package (maintainers)")
+def synth_cmd(units, sizes, keys, csv_path: str, as_json: bool, no_cache: bool, ship: bool) -> None:
     """Synthesize the RTL with yosys (synth_xilinx, UltraScale+) and print LUTs,
     flip-flops, BRAM/URAM and logic depth per design point; write the CSV.
-    Without options: the PMU at 8, 16, 32 entries (104- and 233-bit keys),
-    the ORB and the VMU, plus the PMU at 64..512 entries, synthesized if
-    cached and otherwise extrapolated (marked "linear fit"). Estimates of
-    yosys, not vendor place-and-route. Cached by RTL hash."""
+    Without options: the PMU at 64, 128, 256 and 512 entries with 104- and
+    233-bit keys, the ORB and the VMU. Rows come from the cache (yours, then
+    the results shipped with the package) when the RTL, parameters, flow and
+    yosys version match; otherwise yosys runs (minutes per point).
+    Estimates of yosys, not vendor place-and-route."""
     from synapse_vmt.hw import synth
 
-    default = not units and not sizes and not keys
     rows = []
-    for u, n, k in _points(units, sizes, keys, exact):
+    pts = _points(units, sizes, keys)
+    for u, n, k in pts:
         if not as_json:
             click.echo(f"synthesizing {u} entries={n} key_bits={k} ...", err=True)
         try:
             rows.append(synth.synth_one(u, n, k, use_cache=not no_cache))
         except RuntimeError as e:
             raise UserError(str(e)) from None
-    if default and not exact:
-        rows += synth.fit_pmu(rows)
+    if ship:
+        click.echo(f"updated {synth.ship(pts)}", err=True)
     synth.write_csv(rows, csv_path)
     if as_json:
         click.echo(json.dumps([{k: v for k, v in asdict(r).items() if k != "cached"} for r in rows], indent=2))

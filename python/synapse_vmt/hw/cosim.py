@@ -242,6 +242,36 @@ def compare_pmu(cfg: dict, key_bits: int, stim: dict, model: dict, profile: str 
     return res
 
 
+#: Idle stretches of a recorded stream longer than this are cut (the default
+#: scenario's PMUs are lightly loaded: most cycles are idle). Every replay is
+#: checked against the simulator's own responses, so a cut that changed
+#: anything is reported (a cut of 1 makes fills overtake their misses).
+RECORD_MAX_GAP = 4
+
+
+def cosim_recorded(cycles: int = 2000, seed: int = 1, pmu: int = 0, scenario: str | None = None,
+                   keep: Path | None = None) -> CosimResult:
+    """PMU ``pmu``'s inputs recorded from the full simulator running
+    ``synapse run``'s scenario (the default one unless ``scenario``),
+    replayed into the model's PMU and the RTL. The replay must also give the
+    responses the simulator's PMU gave, on the same cycles."""
+    from synapse_vmt import _core
+    from synapse_vmt.scenario import load
+
+    cfg = load(scenario, [f"seed={seed}"]).sim_config()
+    sim_cycles = int(cfg["duration_ns"] * cfg["clock_mhz"] / 1000)
+    stim, model, info = _core.pmu_record(json.dumps(cfg), pmu, sim_cycles, cycles, RECORD_MAX_GAP)
+    keys = key_ints(stim["req_key"]) + key_ints(stim["fill_key"])
+    key_bits = max(1, max(k.bit_length() for k in keys))
+    elu = cfg.get("elu", {})
+    res = compare_pmu(json.loads(info["config"]), key_bits, stim, model, "recorded", keep,
+                      fill_slots=elu.get("miss_queue", 64) + elu.get("orb_entries", 64))
+    if info["differ_from_sim"]:
+        res.mismatches.append(f"the model's replay differs from the simulator's PMU {pmu} on "
+                              f"{info['differ_from_sim']} cycles")
+    return res
+
+
 def cosim_orb(profile: str = "random", cycles: int = 2000, seed: int = 1, key_bits: int = 104,
               keep: Path | None = None) -> CosimResult:
     """Generates an ORB stimulus with the model and replays it into the RTL."""
@@ -369,7 +399,8 @@ def run(unit: str = "pmu", cycles: int = 2000, seed: int = 1) -> list[CosimResul
         raise UserError(f"cannot co-simulate: {why}")
     os.environ.setdefault("COCOTB_REDUCED_LOG_FMT", "1")
     if unit == "pmu":
-        return [cosim_pmu(p, cycles, seed + i) for i, p in enumerate(PMU_PROFILES)]
+        return [cosim_pmu(p, cycles, seed + i) for i, p in enumerate(PMU_PROFILES)] + [
+            cosim_recorded(cycles, seed)]
     if unit == "vmu":
         return [cosim_vmu(p, cycles, seed + i) for i, p in enumerate(VMU_PROFILES)]
     if unit == "orb":

@@ -65,12 +65,14 @@ impl<const N: usize> Simulator<N> {
                 State::Associated { table } if table == t16 => {
                     self.remove_member(ti, p);
                     self.pmus[i].leave(None);
+                    if let Some(r) = self.rec.as_deref_mut() { r.ctl(i, self.now, 2, 0, false) }
                 }
                 State::Transient {
                     table,
                     next: Some(n),
                 } if n == t16 => {
                     self.pmus[i].leave(None);
+                    if let Some(r) = self.rec.as_deref_mut() { r.ctl(i, self.now, 2, 0, false) }
                     let _ = table;
                 }
                 _ => {}
@@ -82,6 +84,7 @@ impl<const N: usize> Simulator<N> {
             match self.pmus[i].state() {
                 State::Free => {
                     self.pmus[i].associate(t16);
+                    if let Some(r) = self.rec.as_deref_mut() { r.ctl(i, self.now, 1, t16, true) }
                     self.tables[ti].vmu.add_pmu(p);
                     self.tables[ti].members.push(p);
                 }
@@ -89,8 +92,12 @@ impl<const N: usize> Simulator<N> {
                 State::Associated { table } => {
                     self.remove_member(table as usize, p);
                     self.pmus[i].leave(Some(t16));
+                    if let Some(r) = self.rec.as_deref_mut() { r.ctl(i, self.now, 2, t16, true) }
                 }
-                State::Transient { .. } => self.pmus[i].leave(Some(t16)),
+                State::Transient { .. } => {
+                    self.pmus[i].leave(Some(t16));
+                    if let Some(r) = self.rec.as_deref_mut() { r.ctl(i, self.now, 2, t16, true) }
+                }
             }
         }
         Ok(())

@@ -287,6 +287,7 @@ impl<const N: usize> Simulator<N> {
             routes: None,
             sets,
             updates: None,
+            rec: None,
             tables,
             walkers,
             pmu_wake: vec![0; pmus.len()],

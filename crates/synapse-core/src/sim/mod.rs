@@ -46,6 +46,7 @@ mod build;
 pub mod config;
 pub mod engine;
 mod phases;
+mod record;
 mod routed;
 mod run;
 pub mod source;
@@ -55,6 +56,7 @@ mod updates;
 pub use api::{Invariants, QueueDepths, TableSummary};
 
 pub use config::Config;
+pub use record::{PmuEvent, PmuRecording};
 pub use routed::RoutedTable;
 pub use updates::{parse_ops, Invalidate, Op, Scheduled, UpdateStats, UpdatesConfig};
 
@@ -190,6 +192,8 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     sets: Vec<RuleSet<N>>,
     /// Rule updates (`updates.rs`); none until one is scheduled or requested.
     updates: Option<Box<updates::Updates<N>>>,
+    /// One PMU's inputs, recorded for the RTL co-simulation (`record.rs`).
+    rec: Option<Box<PmuRecording<N>>>,
 }
 
 #[cfg(test)]

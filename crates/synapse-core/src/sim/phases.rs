@@ -17,7 +17,9 @@ impl<const N: usize> Simulator<N> {
                     // fill the CAM (updates.rs).
                     if self.updates.is_none() || self.fill_allowed(&miss, action, self.elu.commits - 1) {
                         self.pmus[p as usize].fill(&miss, action);
+                        if let Some(r) = self.rec.as_deref_mut() { r.fill(p as usize, now, &miss, action) }
                     } else {
+                        // Not recorded: a recorded run has no rule updates (record.rs).
                         self.pmus[p as usize].forward(&miss, action);
                     }
                     self.touch_pmu(p as usize);
@@ -58,6 +60,7 @@ impl<const N: usize> Simulator<N> {
                         self.pmu_qm[wi] |= 1u64 << b;
                     }
                     if let Some(r) = p.pop_response() {
+                        if let Some(rec) = self.rec.as_deref_mut() { rec.rsp(pi, now, &r) }
                         self.respond(now, r);
                     }
                     let p = &self.pmus[pi];
@@ -85,6 +88,7 @@ impl<const N: usize> Simulator<N> {
                 let miss = if i < self.pmus.len() {
                     let m = self.pmus[i].pop_miss();
                     if m.is_some() {
+                        if let Some(r) = self.rec.as_deref_mut() { r.miss_taken(i, now) }
                         self.touch_pmu(i);
                         if self.pmus[i].q_m_len() == 0 {
                             self.pmu_qm[i / 64] &= !(1u64 << (i % 64));
@@ -388,12 +392,9 @@ impl<const N: usize> Simulator<N> {
             self.pmu_wake[pu] = 0;
             self.pmu_min_wake = 0;
             self.pmu_active[pu / 64] |= 1u64 << (pu % 64);
-            self.pmus[pu].accept(Request {
-                table: ti as u16,
-                tag,
-                key,
-                at: now + self.vmu_latency,
-            });
+            let req = Request { table: ti as u16, tag, key, at: now + self.vmu_latency };
+            if let Some(r) = self.rec.as_deref_mut() { r.req(pu, &req) }
+            self.pmus[pu].accept(req);
         }
         t.win.fifo_max = t.win.fifo_max.max(t.vmu.occupancy() as u64);
     }

@@ -113,10 +113,10 @@ module synapse_pmu #(
     assign state_tbl = st_tbl;
 
     // ---------------------------------------------------------------- CAM
-    reg [KEY_W-1:0] key_mem [0:N-1];
-    reg [ACT_W-1:0] act_mem [0:N-1];
-    reg act_v_mem [0:N-1];
-    reg [N*PW-1:0] nx, pv;                  // LRU list links
+    // Each slot (synapse_pmu_entry) holds its key, action and LRU links and
+    // does its own compares (key search, slot-pointer decode); what crosses
+    // the slots is an OR over them of what the selected slot drives (its
+    // index, action, links): a CAM row array on OR buses.
     reg [PW-1:0] hd, tl;
     reg [CW-1:0] used;
 
@@ -128,27 +128,21 @@ module synapse_pmu #(
     reg [$clog2(QR)-1+1:0] qr_rd, qr_wr;
     wire [KEY_W-1:0] lk = qr_key[qr_rd];
 
-    // Parallel search: fill key and lookup key against the stored keys.
-    wire [N-1:0] fm, lm0;
-    genvar g;
-    generate for (g = 0; g < N; g = g + 1) begin : search
-        assign fm[g]  = (g < used) && (key_mem[g] == fill_key);
-        assign lm0[g] = (g < used) && (key_mem[g] == lk);
-    end endgenerate
-
-    // One-hot -> index as a balanced OR per index bit (an if-chain over the
-    // entries would be a mux chain as deep as the CAM).
-    function [AW-1:0] enc;
-        input [N-1:0] v;
-        integer k, b;
-        reg [N-1:0] m;
+    // Per slot: fill key / lookup key (as the fill leaves the CAM) found
+    // there; and the OR buses.
+    wire [N-1:0] fm, lm1;
+    wire [N*PW-1:0] b_fidx, b_lidx, b_p1, b_n1, b_p2, b_n2;
+    wire [N*ACT_W-1:0] b_act;
+    wire [N-1:0] b_av;
+    function [PW-1:0] orp;
+        input [N*PW-1:0] v;
+        integer k;
         begin
-            for (b = 0; b < AW; b = b + 1) begin
-                for (k = 0; k < N; k = k + 1) m[k] = (k >> b) & 1;
-                enc[b] = |(v & m);
-            end
+            orp = 0;
+            for (k = 0; k < N; k = k + 1) orp = orp | v[k*PW +: PW];
         end
     endfunction
+    genvar g;
 
     // ---------------------------------------------------------- pipeline
     reg p_v [1:TAU];
@@ -188,7 +182,8 @@ module synapse_pmu #(
     // ------------------------------------------------------------ fill
     wire fill_do = fill_valid && st_e == S_ASSOC && st_tbl_e == fill_tbl;
     wire fhit = |fm;
-    wire [AW-1:0] fidx = enc(fm);
+    wire [PW-1:0] fidx_p = orp(b_fidx);
+    wire [AW-1:0] fidx = fidx_p[AW-1:0];
     wire f_new = fill_do && !fhit && used < N;
     wire [PW-1:0] used_p = used;
     wire [PW-1:0] fj = fhit ? {1'b0, fidx} : (used < N ? used_p : tl);
@@ -200,25 +195,34 @@ module synapse_pmu #(
     wire [MW:0] qm_after = qm_cnt + ret_miss;
     wire issue = qr_cnt != 0 && ii_wait == 0 && st_e != S_FREE
                  && (inflight + qp_after < QP) && (inflight + qm_after < QM);
-    // Lookup against the CAM as the fill left it.
-    wire [N-1:0] lm1;
-    generate for (g = 0; g < N; g = g + 1) begin : post_fill
-        assign lm1[g] = (f_wkey && fj == g) ? (fill_key == lk) : lm0[g];
-    end endgenerate
+    // Lookup against the CAM as the fill left it (lm1, in the slots; the
+    // slot taking the fill key compares it with the lookup key).
+    wire fk_eq_lk = fill_key == lk;
     wire lhit = |lm1;
-    wire [AW-1:0] lidx = enc(lm1);
+    wire [PW-1:0] lidx_p = orp(b_lidx);
+    wire [AW-1:0] lidx = lidx_p[AW-1:0];
     wire l_fill_slot = fill_do && fj == {1'b0, lidx};
-    wire l_av = l_fill_slot ? fill_act_v : act_v_mem[lidx];
-    wire [ACT_W-1:0] l_act = l_fill_slot ? fill_act : act_mem[lidx];
+    // lm1 is one-hot on a hit (keys are unique): the hit slot drives its
+    // action on the bus (a miss's action is never used).
+    reg [ACT_W-1:0] l_act_m;
+    integer r;
+    always @* begin
+        l_act_m = 0;
+        for (r = 0; r < N; r = r + 1) l_act_m = l_act_m | b_act[r*ACT_W +: ACT_W];
+    end
+    wire l_av = l_fill_slot ? fill_act_v : |b_av;
+    wire [ACT_W-1:0] l_act = l_fill_slot ? fill_act : l_act_m;
 
     // --------------------------------------------- LRU list: two updates
     // Move-to-front of the filled slot (op 1), then of the slot the lookup
     // hit (op 2), as sequential code would do them. Written as write ports
     // (index, value, enable) so each entry's next value is a small priority
     // mux: op 2 reads the list as op 1 left it by forwarding op 1's writes.
+    // Each slot decodes the pointers itself: reading a link is the OR bus
+    // of the slot addressed, writing one that slot's row enable.
     wire [PW-1:0] x1 = fj;
-    wire [PW-1:0] p1 = pv[x1*PW +: PW];
-    wire [PW-1:0] n1 = nx[x1*PW +: PW];
+    wire [PW-1:0] p1 = orp(b_p1);
+    wire [PW-1:0] n1 = orp(b_n1);
     wire i1 = f_new;                                   // insert a new slot
     wire m1 = fill_do && !f_new && x1 != hd;           // move an old one
     wire w1_1 = m1;                                    // nx[p1] = n1
@@ -230,29 +234,26 @@ module synapse_pmu #(
 
     wire [PW-1:0] x2 = {1'b0, lidx};
     wire [PW-1:0] p2 = (w5_1 && x2 == hd) ? x1 : (w34_1 && x2 == x1) ? NIL
-                     : (w2_1 && x2 == n1) ? p1 : pv[x2*PW +: PW];
-    wire [PW-1:0] n2 = (w34_1 && x2 == x1) ? hd : (w1_1 && x2 == p1) ? n1 : nx[x2*PW +: PW];
+                     : (w2_1 && x2 == n1) ? p1 : orp(b_p2);
+    wire [PW-1:0] n2 = (w34_1 && x2 == x1) ? hd : (w1_1 && x2 == p1) ? n1 : orp(b_n2);
     wire m2 = issue && lhit && x2 != hd1;
     wire w2_2 = m2 && n2 != NIL;
     wire [PW-1:0] hd_n = m2 ? x2 : hd1;
     wire [PW-1:0] tl_n = (m2 && n2 == NIL) ? p2 : tl1;
 
-    wire [N*PW-1:0] nx_n, pv_n;
-    generate for (g = 0; g < N; g = g + 1) begin : lru
-        assign nx_n[g*PW +: PW] =
-              (m2 && x2 == g) ? hd1
-            : (m2 && p2 == g) ? n2
-            : (w34_1 && x1 == g) ? hd
-            : (w1_1 && p1 == g) ? n1
-            : nx[g*PW +: PW];
-        assign pv_n[g*PW +: PW] =
-              (m2 && hd1 == g) ? x2
-            : (m2 && x2 == g) ? NIL
-            : (w2_2 && n2 == g) ? p2
-            : (w5_1 && hd == g) ? x1
-            : (w34_1 && x1 == g) ? NIL
-            : (w2_1 && n1 == g) ? p1
-            : pv[g*PW +: PW];
+    generate for (g = 0; g < N; g = g + 1) begin : slot
+        localparam [PW-1:0] GI = g;
+        synapse_pmu_entry #(.KEY_W(KEY_W), .ACT_W(ACT_W), .PW(PW), .CW(CW)) e (
+            .clk(clk), .idx(GI), .used(used),
+            .fill_key(fill_key), .lk(lk), .fk_eq_lk(fk_eq_lk),
+            .fill_do(fill_do), .wkey(f_wkey), .fj(fj), .fill_act(fill_act), .fill_act_v(fill_act_v),
+            .fm(fm[g]), .lm(lm1[g]),
+            .o_fidx(b_fidx[g*PW +: PW]), .o_lidx(b_lidx[g*PW +: PW]),
+            .o_act(b_act[g*ACT_W +: ACT_W]), .o_av(b_av[g]),
+            .x2(x2), .o_p1(b_p1[g*PW +: PW]), .o_n1(b_n1[g*PW +: PW]),
+            .o_p2(b_p2[g*PW +: PW]), .o_n2(b_n2[g*PW +: PW]),
+            .m2(m2), .w34_1(w34_1), .w1_1(w1_1), .w2_2(w2_2), .w5_1(w5_1), .w2_1(w2_1),
+            .hd1(hd1), .n2(n2), .hd(hd), .n1(n1), .p2(p2), .p1(p1));
     end endgenerate
 
     // -------------------------------------------- queue outputs (bypass)
@@ -324,12 +325,6 @@ module synapse_pmu #(
                 st <= st_e; st_tbl <= st_tbl_e; st_next <= st_next_e; st_next_v <= st_next_v_e;
                 used <= used1; hd <= hd_n; tl <= tl_n;
             end
-            nx <= nx_n; pv <= pv_n;
-            if (fill_do) begin
-                act_mem[fj[AW-1:0]] <= fill_act;
-                act_v_mem[fj[AW-1:0]] <= fill_act_v;
-                if (f_wkey) key_mem[fj[AW-1:0]] <= fill_key;
-            end
             // CAM pipeline
             p_v[1] <= issue;
             p_hit[1] <= lhit;
@@ -378,6 +373,75 @@ module synapse_pmu #(
             qm_cnt <= qm_end;
             outstanding <= out_end;
         end
+    end
+endmodule
+// One CAM slot: its key and action registers, the two comparators of the
+// parallel search, its row of the LRU list (next/prev links) with the
+// priority mux of the two move-to-front operations of a cycle, and its
+// drivers on the OR buses (what it holds, if it is the slot addressed). A
+// module of its own so synthesis maps one slot once and counts it per
+// instance; its index is an input (tied off by the PMU).
+module synapse_pmu_entry #(
+    parameter KEY_W = 104,
+    parameter ACT_W = 32,
+    parameter PW = 7,
+    parameter CW = 7
+) (
+    input  wire clk,
+    input  wire [PW-1:0] idx,             // this slot
+    input  wire [CW-1:0] used,            // slots 0..used-1 hold keys
+    input  wire [KEY_W-1:0] fill_key,
+    input  wire [KEY_W-1:0] lk,
+    input  wire fk_eq_lk,                 // fill_key == lk
+    input  wire fill_do,                  // a fill writes slot fj ...
+    input  wire wkey,                     // ... with a new key
+    input  wire [PW-1:0] fj,
+    input  wire [ACT_W-1:0] fill_act,
+    input  wire fill_act_v,
+    output wire fm,                       // the fill key is here
+    output wire lm,                       // the lookup key is here (after the fill)
+    output wire [PW-1:0] o_fidx,          // idx if fm
+    output wire [PW-1:0] o_lidx,          // idx if lm
+    output wire [ACT_W-1:0] o_act,        // action if lm
+    output wire o_av,
+    input  wire [PW-1:0] x2,              // the slot the lookup hit
+    output wire [PW-1:0] o_p1, o_n1,      // links if slot fj
+    output wire [PW-1:0] o_p2, o_n2,      // links if slot x2
+    // link writes, highest priority first:
+    //   nx <= hd1 [m2, x2] | n2 [m2, p2] | hd [w34_1, x1] | n1 [w1_1, p1]
+    //   pv <= x2 [m2, hd1] | NIL [m2, x2] | p2 [w2_2, n2] | x1 [w5_1, hd]
+    //         | NIL [w34_1, x1] | p1 [w2_1, n1]          (x1 = fj)
+    input  wire m2, w34_1, w1_1, w2_2, w5_1, w2_1,
+    input  wire [PW-1:0] hd1, n2, hd, n1, p2, p1
+);
+    localparam [PW-1:0] NIL = {PW{1'b1}};
+    reg [KEY_W-1:0] key;
+    reg [ACT_W-1:0] act;
+    reg act_v;
+    reg [PW-1:0] nx, pv;
+    wire valid = idx < used;
+    wire [PW-1:0] x1 = fj;
+    wire at_x1 = fj == idx, at_x2 = x2 == idx;
+    assign fm = valid && key == fill_key;
+    assign lm = (wkey && at_x1) ? fk_eq_lk : valid && key == lk;
+    assign o_fidx = fm ? idx : {PW{1'b0}};
+    assign o_lidx = lm ? idx : {PW{1'b0}};
+    assign o_act = lm ? act : {ACT_W{1'b0}};
+    assign o_av = lm & act_v;
+    assign o_p1 = at_x1 ? pv : {PW{1'b0}};
+    assign o_n1 = at_x1 ? nx : {PW{1'b0}};
+    assign o_p2 = at_x2 ? pv : {PW{1'b0}};
+    assign o_n2 = at_x2 ? nx : {PW{1'b0}};
+    always @(posedge clk) begin
+        if (fill_do && at_x1) begin
+            act <= fill_act;
+            act_v <= fill_act_v;
+            if (wkey) key <= fill_key;
+        end
+        nx <= (m2 && at_x2) ? hd1 : (m2 && p2 == idx) ? n2 : (w34_1 && at_x1) ? hd
+            : (w1_1 && p1 == idx) ? n1 : nx;
+        pv <= (m2 && hd1 == idx) ? x2 : (m2 && at_x2) ? NIL : (w2_2 && n2 == idx) ? p2
+            : (w5_1 && hd == idx) ? x1 : (w34_1 && at_x1) ? NIL : (w2_1 && n1 == idx) ? p1 : pv;
     end
 endmodule
 `default_nettype wire
