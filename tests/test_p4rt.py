@@ -712,3 +712,10 @@ def test_sim_target_gets_the_writes_as_rule_updates(tmp_path, invalidate):
     finally:
         svc.stop()
         server.stop(grace=None)
+
+
+def test_serve_sim_bad_scenario_is_one_line_error(tmp_path, prog):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[pmus]\ncount = -1\n")
+    r = CliRunner().invoke(main, ["serve", "--p4", str(prog), "--sim", str(bad), "--listen", "127.0.0.1:0"])
+    assert r.exit_code == 2 and str(bad) in r.output and "pmus.count" in r.output, r.output
