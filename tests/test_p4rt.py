@@ -613,3 +613,109 @@ def test_background_traffic_follows_the_writes(prog):
     finally:
         svc.traffic.stop()
         server.stop(grace=None)
+
+
+# --- the simulated Synapse as the target (serve --sim) ---
+
+ACL5 = "ingress.acl5"
+
+
+def _sim_prog(tmp_path) -> Path:
+    """The tiny program plus a ClassBench-shaped table (5-tuple key)."""
+    prog = json.loads(json.dumps(PROGRAM))
+    prog["pipelines"][0]["tables"][2]["next_tables"] = {a: ACL5 for a in ["ingress.permit", "ingress.deny"]}
+    prog["pipelines"][0]["tables"][2]["base_default_next"] = ACL5
+    prog["pipelines"][0]["tables"].append(_table(ACL5, [
+        ("ternary", "hdr.ipv4.src", ["ipv4", "src"]), ("ternary", "hdr.ipv4.dst", ["ipv4", "dst"]),
+        ("range", "hdr.l4.sport", ["l4", "sport"]), ("range", "hdr.l4.dport", ["l4", "dport"]),
+        ("ternary", "hdr.ipv4.proto", ["ipv4", "proto"])], [4, 5], None, 4, 1024))
+    p = tmp_path / "acl5.json"
+    p.write_text(json.dumps(prog))
+    return p
+
+
+@pytest.mark.parametrize("invalidate", ["exact", "none"])
+def test_sim_target_gets_the_writes_as_rule_updates(tmp_path, invalidate):
+    """serve --sim: finsy writes on the simulated table reach the running
+    simulator as rule updates (each committed once), the versioned oracle
+    finds no stale or wrong answer while traffic flows, and the catch-all
+    entry changes the answers the PMUs had cached (they are invalidated).
+    With invalidation off (the test hook) the same writes leave stale cached
+    answers, which the oracle counts: the writes did change the matches."""
+    from synapse_vmt.scenario import load
+
+    prog = _sim_prog(tmp_path)
+    scn = tmp_path / "scn.toml"
+    scn.write_text(f'duration_ns = 100000000.0\n[pmus]\ncount = 4\n[update_engine]\ninvalidate = "{invalidate}"\n'
+                   '[[tables]]\nname = "acl5"\nrules = {generate = {type = "acl", count = 200, seed = 3}}\n')
+    svc = P4RuntimeServer(prog, sim=load(scn), sim_speed=2e6)
+    server, port = make_server(svc, "127.0.0.1:0")
+    assert list(svc.sim.tables) == [ACL5] and svc.sim.tables[ACL5] == "acl5"
+    assert ROUTE not in svc.sim.tables and "ingress.acl" not in svc.sim.tables  # not the 5-tuple shape
+
+    def state() -> dict:
+        req = p4r.ReadRequest(device_id=1)
+        req.entities.add().extern_entry.extern_type_id = SYNAPSE_STATE_EXTERN
+        from google.protobuf import json_format, struct_pb2
+
+        for r in svc.Read(req, None):
+            for e in r.entities:
+                s = struct_pb2.Struct()
+                e.extern_entry.entry.Unpack(s)
+                if s["table"] == ACL5:
+                    return json_format.MessageToDict(s)["sim"]
+        raise AssertionError("no state of the simulated table")
+
+    def wait(cond, what: str, limit: float = 20.0) -> dict:
+        deadline = time.time() + limit
+        while time.time() < deadline:
+            s = state()
+            if cond(s):
+                return s
+            time.sleep(0.05)
+        raise AssertionError(f"{what}: {state()}")
+
+    try:
+        wait(lambda s: s["keys"] > 0, "traffic flows")
+        before = state()
+        assert before["updates_requested"] == 0 and before["pmus"] == 4
+
+        entries = [fy.P4TableEntry(ACL5, match=fy.P4TableMatch(src=(0x0A000000 + (i << 8), 0xFFFFFF00), dport=(80, 80 + i)),
+                                   action=fy.P4TableAction("permit"), priority=10 + i) for i in range(20)]
+        catch_all = fy.P4TableEntry(ACL5, action=fy.P4TableAction("deny", reason=1), priority=1000)
+
+        async def run():
+            async with _switch(prog, port, tmp_path) as sw:
+                await sw.insert(entries)
+                await sw.insert([catch_all])
+                await sw.modify([fy.P4TableEntry(ACL5, match=entries[3].match, action=fy.P4TableAction("deny", reason=2),
+                                                 priority=entries[3].priority)])
+                await sw.delete(entries[:5])
+                await sw.insert([fy.P4TableEntry(ROUTE, match=fy.P4TableMatch(dst="10.0.0.0/8"),
+                                                 action=fy.P4TableAction("set_nhop", nhop=1))])  # not simulated
+                back = [e async for e in sw.read(fy.P4TableEntry(ACL5))]
+                assert len(back) == 16
+
+        asyncio.run(run())
+        writes = 20 + 1 + 1 + 5
+        assert svc.sim.forwarded == writes
+        s = wait(lambda s: s["updates_committed"] == writes, "every write committed in the simulator")
+        s = wait(lambda s: s["keys"] > before["keys"] + 1000, "traffic after the writes")
+        assert s["updates_requested"] == writes and s["updates_rejected"] == 0
+        assert s["wrong_action"] == 0 and s["update_latency_ns_p99"] > 0
+        if invalidate == "exact":
+            assert s["stale_answers"] == 0
+            assert s["invalidated"] > 0  # the catch-all changed cached answers: the PMUs dropped them
+        else:
+            s = wait(lambda s: s["stale_answers"] > 0, "stale answers without invalidation")
+            assert s["invalidated"] == 0
+    finally:
+        svc.stop()
+        server.stop(grace=None)
+
+
+def test_serve_sim_bad_scenario_is_one_line_error(tmp_path, prog):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[pmus]\ncount = -1\n")
+    r = CliRunner().invoke(main, ["serve", "--p4", str(prog), "--sim", str(bad), "--listen", "127.0.0.1:0"])
+    assert r.exit_code == 2 and str(bad) in r.output and "pmus.count" in r.output, r.output

@@ -20,17 +20,30 @@ import click
 @click.option("--algo", default="linear", show_default=True, help="classifier answering the tables' lookups")
 @click.option("--traffic", "rate", default=0.0, show_default=True,
               help="background lookups per second per table (90%% drawn to hit an entry), 0: none")
+@click.option("--sim", "scenario", help="scenario TOML (or 'default'): run the simulated Synapse as the target; "
+              "writes on its tables (same name, 5-tuple key) go to the simulator as rule updates")
+@click.option("--sim-speed", default=2e6, show_default=True,
+              help="simulated ns advanced per wall-clock second")
 def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: str | None, key: str | None,
-          ca: str | None, algo: str, rate: float) -> None:
+          ca: str | None, algo: str, rate: float, scenario: str | None, sim_speed: float) -> None:
     """Run a P4Runtime v1 gRPC server whose target is Synapse's table store
     (README: "Control plane: synapse serve"). Stops on Ctrl-C / SIGTERM."""
     from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
 
-    svc = P4RuntimeServer(program, p4info, device_id=device_id, algo=algo, traffic=rate)
+    scn = None
+    if scenario is not None:
+        from synapse_vmt.scenario import load
+
+        scn = load(None if scenario == "default" else scenario)
+    svc = P4RuntimeServer(program, p4info, device_id=device_id, algo=algo, traffic=rate, sim=scn,
+                          sim_speed=sim_speed)
     server, port = make_server(svc, listen, cert, key, ca)
     host = listen.rsplit(":", 1)[0]
     click.echo(f"P4Runtime on {host}:{port} (device {device_id}, {'TLS' if cert else 'insecure'}), "
                f"{len(svc.pipeline.index.tables)} tables", err=True)
+    if svc.sim is not None:
+        click.echo(f"simulated tables: {', '.join(svc.sim.tables) or 'none'}"
+                   + "".join(f"; {t}: not simulated ({why})" for t, why in svc.sim.skipped.items()), err=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
@@ -38,6 +51,7 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
     except KeyboardInterrupt:
         pass
     server.stop(grace=1).wait()
+    svc.stop()
 
 
 @click.command("p4info")

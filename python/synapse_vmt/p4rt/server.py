@@ -15,11 +15,15 @@ primary; writes from anyone else are PERMISSION_DENIED). Not supported
 Synapse's state: ``Read`` an ``ExternEntry`` with ``extern_type_id =
 0x81`` (``extern_id`` a table id, or 0 for all) answers one ExternEntry per
 table whose ``entry`` packs a ``google.protobuf.Struct``: entries, size,
-version, lookups, hits, hit_rate, classifier, build_us, lookup_ns_per_key.
+version, lookups, hits, hit_rate, classifier, build_us, lookup_ns_per_key;
+with ``sim`` (``simtarget.py``: the running simulated Synapse as the target)
+a simulated table's struct also holds ``sim``: PMUs, hit rate, latency,
+stale_answers, update counts and latency of the simulator.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -43,6 +47,9 @@ API_VERSION = "1.4.0"
 _CODES = {name: getattr(rpc_code, name) for name in (
     "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
     "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED")}
+
+
+_nolock = contextlib.nullcontext()
 
 
 def _int(b: bytes) -> int:
@@ -76,8 +83,12 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
     """The service; ``prog`` (a BMv2 JSON path) preloads a pipeline."""
 
     def __init__(self, prog: str | Path | None = None, p4info: str | Path | None = None, device_id: int = 1,
-                 sizes: dict[str, int] | None = None, algo: str = "linear", traffic: float = 0.0):
+                 sizes: dict[str, int] | None = None, algo: str = "linear", traffic: float = 0.0,
+                 sim=None, sim_speed: float = 2e6):
         self.device_id = device_id
+        self.sim_scenario = sim  # a Scenario: committed writes also go to a running simulator
+        self.sim = None  # simtarget.SimTarget of the current pipeline
+        self.sim_speed = sim_speed  # simulated ns per wall second
         self.traffic_rate = traffic
         self.traffic = None  # store.Traffic on the current pipeline's store
         self.sizes = sizes
@@ -106,6 +117,20 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             self.traffic = None
         if self.traffic_rate > 0 and self.pipeline is not None:
             self.traffic = Traffic(self.pipeline.store, self.traffic_rate)
+        if self.sim is not None:
+            self.sim.stop()
+            self.sim = None
+        if self.sim_scenario is not None and self.pipeline is not None:
+            from synapse_vmt.p4rt.simtarget import SimTarget
+
+            self.sim = SimTarget(self.sim_scenario, self.pipeline.prog, slice_ns=self.sim_speed * 0.01, period_s=0.01)
+
+    def stop(self) -> None:
+        """Stop the background threads (traffic, simulator)."""
+        if self.traffic is not None:
+            self.traffic.stop()
+        if self.sim is not None:
+            self.sim.stop()
 
     def _make(self, prog, index, device_config, cookie) -> _Pipeline:
         sizes = dict(self.sizes or {})
@@ -277,7 +302,11 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 errs.append(e)
         good = [o for o in ops if o is not None]
         # An atomic batch with a malformed update is still checked (dry run) so every update gets its error.
-        _, applied = p.store.apply(good, atomic=atomic, dry_run=atomic and any(errs))
+        sim = self.sim
+        with sim.lock if sim is not None else _nolock:  # the simulator sees the store's order
+            _, applied = p.store.apply(good, atomic=atomic, dry_run=atomic and any(errs))
+            if sim is not None and not (atomic and (any(errs) or any(applied))):
+                sim.forward([o for o, e in zip(good, applied) if e is None], locked=True)
         it = iter(applied)
         final = [e if o is None else next(it) for o, e in zip(ops, errs)]
         if any(final):
@@ -521,6 +550,8 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 continue
             s = struct_pb2.Struct()
             s.update({"table": t.spec.name, **stats[t.spec.name]})
+            if self.sim is not None and t.spec.name in self.sim.tables:
+                s.update({"sim": self.sim.state(t.spec.name)})
             x = out.entities.add().extern_entry
             x.extern_type_id, x.extern_id = SYNAPSE_STATE_EXTERN, t.id
             x.entry.Pack(s)
