@@ -28,7 +28,9 @@ curves online from its hits and misses (:meth:`MissAware.correct_curves`)
 and gives at most ``max_release`` PMUs back (a dip in load would otherwise
 cost cold caches when it returns), none while a table is behind (the loads
 it sees are then throttled by backpressure); a re-placement must cut the
-predicted ELU load by ``min_improvement`` (no churn). Per-table USL curves (fig8's
+predicted ELU load by ``min_improvement`` (no churn). A table behind
+(throttled) gets one more PMU from the free pool each period: the model
+under-predicts the ELU load then. Per-table USL curves (fig8's
 single-table method) are fitted too and reported, but misplace PMUs here:
 backpressure from the saturated ELU makes every upstream table look short
 of capacity.
@@ -216,6 +218,14 @@ class MissAware(Controller):
             vol = lambda k: float(np.sum(load * self.curves[rows, np.maximum(k, 1)]))  # noqa: E731
             if vol(held) - vol(n) <= self.min_improvement * vol(held):
                 n = np.maximum(held, self.settings.min_pmus)
+        # A table behind (throttled) says the model under-predicts the ELU
+        # load: one more PMU from the free pool to the largest miss volume
+        # per PMU among the tables behind, whatever the curves promise.
+        if behind.any() and n.sum() < self.total_pmus:
+            vol = np.where(behind & (n < last), load * self.curves[rows, np.minimum(n, last)] / n.clip(1), -1.0)
+            j = int(np.argmax(vol))
+            if vol[j] > 0:
+                n[j] += 1
         return SimpleNamespace(pmus=n)
 
     def learn(self, w: dict, tr) -> None:
