@@ -220,3 +220,31 @@ def test_fig10_samples_through_the_sweep_equal_the_in_process_ones(tmp_path):
         np.testing.assert_array_equal(got.load_mpps, want.load_mpps)
         np.testing.assert_array_equal(got.throughput_mpps, want.throughput_mpps)
         np.testing.assert_array_equal(got.pmus, want.pmus)
+
+
+def test_a_local_ray_start_that_times_out_is_cleaned_up_and_retried(monkeypatch):
+    """Ray's node now and then times out registering its raylet (fixed 30 s):
+    the half-started processes are stopped (no orphan, no ResourceWarning
+    under -W error) and a second start is made."""
+    ray = _ray()
+    import ray._private.node as node
+
+    orig = node.Node.start_ray_processes
+    first: list = []
+    starts = []
+
+    def first_times_out(self):
+        orig(self)
+        starts.append(self)
+        if len(starts) == 1:
+            first.extend(p.process for ps in self.all_processes.values() for p in ps)
+            raise Exception("The current node timed out during startup (forced by the test)")
+
+    monkeypatch.setattr(node.Node, "start_ray_processes", first_times_out)
+    ray.shutdown()
+    try:
+        r = sw._ray_init("local", 1)
+        assert len(starts) == 2 and r.is_initialized()
+        assert first and all(p.poll() is not None for p in first), "the first node's processes were left running"
+    finally:
+        ray.shutdown()

@@ -378,6 +378,18 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
+def _kill_half_started(e: BaseException) -> None:
+    """Stops the processes of a Ray node whose start-up raised: the node is
+    not Ray's global node yet, so ``ray.shutdown()`` cannot reach them."""
+    tb = e.__traceback__
+    while tb is not None:
+        node = tb.tb_frame.f_locals.get("self")
+        if type(node).__name__ == "Node" and hasattr(node, "kill_all_processes"):
+            node.kill_all_processes(check_alive=False, allow_graceful=False, wait=True)
+            return
+        tb = tb.tb_next
+
+
 def _ray_init(address: str, workers: int | None):
     try:
         import ray
@@ -385,14 +397,25 @@ def _ray_init(address: str, workers: int | None):
         raise UserError("--ray: Ray is not installed; pip install 'synapse-vmt[ray]'") from None
     if not ray.is_initialized():
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-        try:
-            if address == "local":
-                ray.init(num_cpus=workers or default_workers(), **kw)
-            else:
-                ray.init(address=address, **kw)
-        except (ConnectionError, RuntimeError, ValueError) as e:  # no cluster there, a bad address
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise UserError(f"--ray {address}: cannot connect to a Ray cluster: {first}") from None
+        # A local instance's raylet now and then fails to register within
+        # Ray's fixed 30 s (seen on a loaded 2-core machine): shut down what
+        # was started, so no orphaned Ray processes stay, and try once more.
+        for attempt in (1, 2):
+            try:
+                if address == "local":
+                    ray.init(num_cpus=workers or default_workers(), **kw)
+                else:
+                    ray.init(address=address, **kw)
+                break
+            except (ConnectionError, RuntimeError, ValueError) as e:  # no cluster there, a bad address
+                ray.shutdown()
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise UserError(f"--ray {address}: cannot connect to a Ray cluster: {first}") from None
+            except Exception as e:  # Ray raises a bare Exception when its node does not start
+                _kill_half_started(e)
+                ray.shutdown()
+                if attempt == 2 or address != "local" or "timed out during startup" not in str(e):
+                    raise UserError(f"--ray {address}: Ray did not start: {str(e).splitlines()[0]}") from None
     return ray
 
 
