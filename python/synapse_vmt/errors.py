@@ -56,3 +56,18 @@ def read_text(path: str | os.PathLike) -> str:
         raise UserError(f"{path}: not a text file ({e.reason} at byte {e.start})") from None
     except OSError as e:
         raise UserError(f"{path}: {e.strerror}") from None
+
+
+def read_toml(path: str | os.PathLike) -> dict:
+    """Read a user's TOML file: OS and syntax errors as one line ``file:line: what``."""
+    import re
+    import tomllib
+
+    text = read_text(path)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"\(at line (\d+), column \d+\)", str(e))
+        line = int(m.group(1)) if m else max(1, len(text.splitlines()))  # else: "at end of document"
+        msg = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(e))
+        raise UserError(f"{path}:{line}: {msg}") from None

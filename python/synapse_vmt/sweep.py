@@ -45,14 +45,13 @@ import math
 import os
 import re
 import time
-import tomllib
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from synapse_vmt.errors import UserError, read_text
+from synapse_vmt.errors import UserError, read_text, read_toml
 
 #: Top-level keys a grid file may have.
 GRID_KEYS = ("scenario", "seeds", "windows", "set", "grid", "points")
@@ -162,13 +161,7 @@ def load_grid(path: str | Path) -> Grid:
     """Reads and validates a grid file; every point's scenario is built here."""
     source = str(path)
     text = read_text(path)
-    try:
-        tree = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"\(at line (\d+), column \d+\)", str(e))
-        line = int(m.group(1)) if m else max(1, len(text.splitlines()))  # else: "at end of document"
-        msg = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(e))
-        raise UserError(f"{source}:{line}: {msg}") from None
+    tree = read_toml(path)
     where = _Lines(text)
 
     def fail(line: int, msg: str) -> UserError:

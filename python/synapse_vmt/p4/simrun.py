@@ -39,7 +39,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from synapse_vmt import _core
-from synapse_vmt.errors import UserError
+from synapse_vmt.errors import UserError, read_toml
 from synapse_vmt.p4.interp import Program, Trace, TableSpec, _match_row
 
 
@@ -420,17 +420,11 @@ def resolve_program(spec: str, base: "Path | None" = None) -> str:
 
 def load_scenario(path: str) -> dict:
     """A program scenario (TOML with ``[program]``): the keyword arguments of :func:`run_program`."""
-    import tomllib
     from pathlib import Path
 
     from synapse_vmt.p4 import gentraffic
 
-    try:
-        doc = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{path}: {e}") from None
+    doc = read_toml(path)
     for k in doc:
         if k not in SCENARIO_KEYS:
             raise UserError(f"{path}: unknown table [{k}]; a program scenario has {', '.join(sorted(SCENARIO_KEYS))}")
@@ -452,17 +446,9 @@ def load_scenario(path: str) -> dict:
 
 def load_traffic(path: str):
     """Generated traffic for ``run --p4 --traffic``: the ``[traffic]`` table of a TOML file."""
-    import tomllib
-    from pathlib import Path
-
     from synapse_vmt.p4 import gentraffic
 
-    try:
-        doc = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{path}: {e}") from None
+    doc = read_toml(path)
     if not isinstance(doc.get("traffic"), dict):
         raise UserError(f"{path}: expected a [traffic] table (traffic classes, as in a program scenario)")
     return gentraffic.parse_spec(doc["traffic"], f"{path}: [traffic]")
