@@ -719,3 +719,200 @@ def test_serve_sim_bad_scenario_is_one_line_error(tmp_path, prog):
     bad.write_text("[pmus]\ncount = -1\n")
     r = CliRunner().invoke(main, ["serve", "--p4", str(prog), "--sim", str(bad), "--listen", "127.0.0.1:0"])
     assert r.exit_code == 2 and str(bad) in r.output and "pmus.count" in r.output, r.output
+
+
+# --- serve --sim: the runtime optimizer in the loop; RECONCILE_AND_COMMIT ---
+
+ACLA, ACLB = "ingress.acla", "ingress.aclb"
+FIVE_TUPLE = [("ternary", "hdr.ipv4.src", ["ipv4", "src"]), ("ternary", "hdr.ipv4.dst", ["ipv4", "dst"]),
+              ("range", "hdr.l4.sport", ["l4", "sport"]), ("range", "hdr.l4.dport", ["l4", "dport"]),
+              ("ternary", "hdr.ipv4.proto", ["ipv4", "proto"])]
+
+
+def _two_acl_prog(tmp_path) -> Path:
+    """The tiny program plus two ClassBench-shaped tables in a row."""
+    prog = json.loads(json.dumps(PROGRAM))
+    tabs = prog["pipelines"][0]["tables"]
+    tabs[2]["next_tables"] = {a: ACLA for a in ["ingress.permit", "ingress.deny"]}
+    tabs[2]["base_default_next"] = ACLA
+    tabs.append(_table(ACLA, FIVE_TUPLE, [4, 5], ACLB, 4, 1024))
+    tabs.append(_table(ACLB, FIVE_TUPLE, [4, 5], None, 4, 1024))
+    p = tmp_path / "acl2.json"
+    p.write_text(json.dumps(prog))
+    return p
+
+
+def _state(port: int) -> dict:
+    """Synapse's state extern through a real gRPC client: {P4 table: struct}."""
+    from google.protobuf import json_format, struct_pb2
+
+    ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        req = p4r.ReadRequest(device_id=1)
+        req.entities.add().extern_entry.extern_type_id = SYNAPSE_STATE_EXTERN
+        out = {}
+        for r in p4r_grpc.P4RuntimeStub(ch).Read(req, timeout=10):
+            for e in r.entities:
+                s = struct_pb2.Struct()
+                e.extern_entry.entry.Unpack(s)
+                d = json_format.MessageToDict(s)
+                out[d["table"]] = d
+        return out
+    finally:
+        ch.close()
+
+
+def _wait(port: int, cond, what: str, limit: float = 60.0) -> dict:
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        s = _state(port)
+        if cond(s):
+            return s
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: {_state(port)}")
+
+
+SHIFT_NS = 1_500_000.0
+
+SHIFT_SCENARIO = f"""
+duration_ns = 20000000.0
+[pmus]
+count = 8
+ii_cycles = 4
+[[tables]]
+name = "acla"
+rules = {{generate = {{type = "acl", count = 300, seed = 3}}}}
+[[tables]]
+name = "aclb"
+rules = {{generate = {{type = "acl", count = 300, seed = 4}}}}
+[entry]
+acla = 0.9
+aclb = 0.1
+[[mix]]
+at_ns = {SHIFT_NS}
+entry = {{acla = 0.1, aclb = 0.9}}
+[traffic]
+flows = 80000
+max_bytes = 1e6
+"""
+
+
+def test_serve_sim_optimizer_moves_pmus_to_the_loaded_table(tmp_path):
+    """serve --sim with the runtime optimizer: the traffic enters acla (90 %)
+    until SHIFT_NS, then aclb (90 %). Read through the state extern, the
+    optimizer's allocation gives the loaded table more PMUs than the other,
+    before and after the shift, and PMUs moved; every period has a solve time
+    and the solver's objective. A finsy write still goes to the simulator."""
+    from synapse_vmt.p4rt.simopt import OptConfig
+    from synapse_vmt.scenario import load
+
+    prog = _two_acl_prog(tmp_path)
+    scn = tmp_path / "shift.toml"
+    scn.write_text(SHIFT_SCENARIO)
+    svc = P4RuntimeServer(prog, sim=load(scn), sim_speed=2e6, sim_opt=OptConfig(period_ns=100_000.0))
+    server, port = make_server(svc, "127.0.0.1:0")
+    try:
+        assert set(svc.sim.tables) == {ACLA, ACLB}
+        # finsy pushes its pipeline (the simulator restarts; the capacity
+        # models are kept) and writes an entry on the simulated aclb
+        asyncio.run(_finsy(prog, port, tmp_path, lambda sw: sw.insert(
+            [fy.P4TableEntry(ACLB, action=fy.P4TableAction("deny", reason=1), priority=5)])))
+
+        def opt(s):
+            return s[ACLA]["sim"]["optimizer"]
+
+        s = _wait(port, lambda s: opt(s)["periods"] >= 14, "the control periods before the shift")
+        hist = opt(s)["history"]
+        assert all(h["solve_us"] > 0 and h["objective_mpps"] > 0 for h in hist)
+        pre = [h for h in hist if 500_000.0 < h["t_ns"] <= SHIFT_NS]
+        assert pre and all(h["pmus"]["acla"] > h["pmus"]["aclb"] for h in pre), pre
+        s = _wait(port, lambda s: opt(s)["history"][-1]["t_ns"] >= SHIFT_NS + 1_500_000.0, "1.5 ms after the shift")
+        hist = opt(s)["history"]
+        post = [h for h in hist if h["t_ns"] > SHIFT_NS + 700_000.0]
+        assert post and all(h["pmus"]["aclb"] > h["pmus"]["acla"] for h in post), post
+        assert opt(s)["pmu_moves"] > 0
+        # the PMUs the simulator's tables hold follow the allocation
+        last = hist[-1]["pmus"]
+        assert s[ACLB]["sim"]["pmus"] >= last["aclb"] - 1 and s[ACLA]["sim"]["pmus"] <= last["acla"] + 1
+        assert s[ACLB]["sim"]["updates_committed"] == 1 and s[ACLB]["sim"]["wrong_action"] == 0
+        assert s[ACLB]["sim"]["stale_answers"] == 0
+        print("serve --sim optimizer:", [(h["t_ns"] / 1e3, h["pmus"], round(h["solve_us"])) for h in hist[::3]])
+    finally:
+        svc.stop()
+        server.stop(grace=None)
+
+
+def test_reconcile_keeps_the_simulator_and_its_rules_follow_the_store(tmp_path):
+    """RECONCILE_AND_COMMIT of the same program keeps the store's entries and
+    the running simulator (not restarted: simulated time goes on), so deletes
+    and modifies of entries written before the reconcile reach the simulator
+    at the right positions: every write commits there, none is rejected, the
+    versioned oracle sees no stale or wrong answer, and the simulator's
+    P4Runtime rules are the store's, in match order. A VERIFY_AND_COMMIT of a
+    new pipeline empties the store and restarts the simulator."""
+    from synapse_vmt.scenario import load
+
+    prog = _sim_prog(tmp_path)
+    scn = tmp_path / "scn.toml"
+    scn.write_text('duration_ns = 100000000.0\n[pmus]\ncount = 4\n'
+                   '[[tables]]\nname = "acl5"\nrules = {generate = {type = "acl", count = 200, seed = 3}}\n')
+    svc = P4RuntimeServer(prog, sim=load(scn), sim_speed=2e6)
+    server, port = make_server(svc, "127.0.0.1:0")
+    entries = [fy.P4TableEntry(ACL5, match=fy.P4TableMatch(src=(0x0A000000 + (i << 8), 0xFFFFFF00), dport=(80, 80 + i)),
+                               action=fy.P4TableAction("permit"), priority=10 + i % 4) for i in range(12)]
+
+    def sim_state():
+        return _state(port)[ACL5]["sim"]
+
+    try:
+        asyncio.run(_finsy(prog, port, tmp_path, lambda sw: sw.insert(entries)))
+        sim_before = svc.sim
+        s = _wait(port, lambda s: s[ACL5]["sim"]["updates_committed"] == 12, "the inserts committed")
+        t_before = s[ACL5]["sim"]["sim_time_ns"]
+        # the reconcile, from a raw controller: same device config, P4Info and cookie
+        c = Raw(port, 10)
+        cur = c.stub.GetForwardingPipelineConfig(p4r.GetForwardingPipelineConfigRequest(device_id=1))
+        req = p4r.SetForwardingPipelineConfigRequest(device_id=1, action=p4r.SetForwardingPipelineConfigRequest.RECONCILE_AND_COMMIT)
+        req.election_id.low = 10
+        req.config.CopyFrom(cur.config)
+        c.stub.SetForwardingPipelineConfig(req)
+        c.close()
+        assert svc.sim is sim_before and len(svc.store.entries(ACL5)) == 12
+        assert sim_state()["sim_time_ns"] >= t_before
+
+        async def change(sw):
+            await sw.delete(entries[:4])
+            await sw.modify([fy.P4TableEntry(ACL5, match=e.match, action=fy.P4TableAction("deny", reason=3), priority=e.priority)
+                             for e in entries[6:8]])
+        asyncio.run(_finsy(prog, port, tmp_path, change))
+        assert svc.sim is sim_before  # finsy saw its own pipeline: no push
+        writes = 12 + 4 + 2
+        assert svc.sim.forwarded == writes
+        s = _wait(port, lambda s: s[ACL5]["sim"]["updates_committed"] == writes, "the deletes and modifies committed")
+        s = s[ACL5]["sim"]
+        assert s["updates_requested"] == writes and s["updates_rejected"] == 0
+        assert s["stale_answers"] == 0 and s["wrong_action"] == 0
+        # the simulator's P4Runtime rules, in position order, are the store's in match order
+        store = sorted(svc.store.entries(ACL5), key=lambda x: -x.entry.priority)
+        assert sorted(svc.sim.order[ACL5]) == sorted(x.entry.key() for x in store)
+        pos = {k: i for i, k in enumerate(svc.sim.order[ACL5])}
+        assert all(pos[a.entry.key()] < pos[b.entry.key()] for a, b in zip(store, store[1:])
+                   if a.entry.priority > b.entry.priority)
+
+        # a new pipeline (VERIFY_AND_COMMIT, another cookie): empty store, new simulator
+        c = Raw(port, 10)
+        req.action = p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+        req.config.cookie.cookie = cur.config.cookie.cookie + 1
+        c.stub.SetForwardingPipelineConfig(req)
+        c.close()
+        assert svc.sim is not sim_before and svc.store.entries(ACL5) == [] and svc.sim.order[ACL5] == []
+    finally:
+        svc.stop()
+        server.stop(grace=None)
+
+
+async def _finsy(prog, port, tmp_path, fn):
+    """One finsy session (connect, become primary, push the pipeline unless
+    the device has it with finsy's cookie) running ``fn(switch)``."""
+    async with _switch(prog, port, tmp_path) as sw:
+        await fn(sw)

@@ -146,6 +146,16 @@ class Update(_Model):
     seed: int = Field(1, ge=0)
 
 
+class Mix(_Model):
+    """One ``[[mix]]`` item: from ``at_ns`` on, arriving PHVs enter the
+    tables in these shares (``entry``'s form): the traffic shifts between
+    tables while the pipeline runs (applied by :class:`synapse_vmt.sim.Simulation`
+    through ``Simulator.set_entry``)."""
+
+    at_ns: float = Field(ge=0.0)
+    entry: dict[str, float]
+
+
 class Scenario(_Model):
     seed: int = Field(1, ge=0)
     clock_mhz: float = Field(250.0, gt=0.0)
@@ -163,6 +173,7 @@ class Scenario(_Model):
     traffic: Annotated[Union[FlowTraffic, TraceTraffic], Field(discriminator="kind")] = FlowTraffic()
     updates: list[Update] = []
     update_engine: UpdateEngine = UpdateEngine()
+    mix: list[Mix] = []
 
     @model_validator(mode="after")
     def _check_names(self) -> "Scenario":
@@ -177,6 +188,12 @@ class Scenario(_Model):
         for n in self.entry:
             if n not in names:
                 raise ValueError(f"entry: no table named {n!r}")
+        for m in self.mix:
+            bad = [n for n in m.entry if n not in names]
+            if bad:
+                raise ValueError(f"mix at {m.at_ns} ns: no table named {bad[0]!r}")
+            if any(v < 0 for v in m.entry.values()) or sum(m.entry.values()) <= 0:
+                raise ValueError(f"mix at {m.at_ns} ns: shares must be >= 0 with a positive sum")
         for u in self.updates:
             if u.table and u.table not in names:
                 raise ValueError(f"updates: no table named {u.table!r}")
@@ -201,6 +218,7 @@ class Scenario(_Model):
             del d["updates"]
         if d["update_engine"] == UpdateEngine().model_dump():
             del d["update_engine"]
+        del d["mix"]  # applied by sim.Simulation between runs, not a simulator key
         return d
 
     def to_json(self) -> str:

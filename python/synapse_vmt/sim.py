@@ -22,9 +22,13 @@ class Simulation:
         if isinstance(scenario, Scenario):
             self.scenario: Scenario | None = scenario
             cfg = scenario.sim_config()
+            mix = [(m.at_ns, dict(m.entry)) for m in scenario.mix]
         else:
             self.scenario = None
-            cfg = scenario
+            cfg = dict(scenario)
+            mix = [(float(m["at_ns"]), dict(m["entry"])) for m in cfg.pop("mix", [])]
+        # The traffic mix's shifts still to come, by time (``[[mix]]``).
+        self._mix = sorted(mix, key=lambda m: m[0])
         try:
             self.core = _core.Simulator(json.dumps(cfg))
         except ValueError as e:
@@ -38,6 +42,16 @@ class Simulation:
     # Thin pass-throughs of the contract.
     def run_until(self, t_ns: float) -> None:
         t0 = time.perf_counter()
+        # A mix shift due by then: run to it, then change the entry shares
+        # (arrivals from that cycle on draw the new mix).
+        while self._mix and self._mix[0][0] <= t_ns:
+            at, shares = self._mix.pop(0)
+            if at > self.core.now_ns():
+                self.core.run_until(at)
+            try:
+                self.core.set_entry(shares)
+            except ValueError as e:
+                raise UserError(str(e)) from None
         self.core.run_until(t_ns)
         self.wall_s += time.perf_counter() - t0
 

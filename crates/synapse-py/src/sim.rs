@@ -269,6 +269,13 @@ impl Simulator {
         Ok(d)
     }
 
+    /// New entry shares `{table: share}` from now on (the traffic mix
+    /// shifts). Unknown table or no positive share: ValueError.
+    fn set_entry(&mut self, shares: std::collections::BTreeMap<String, f64>) -> PyResult<()> {
+        let v: Vec<(String, f64)> = shares.into_iter().collect();
+        each!(&mut self.inner, s => s.set_entry(&v)).map_err(verr)
+    }
+
     /// Requests a batch of rule updates on `table` ("" = the first) now:
     /// lines `insert POS FIELDS...`, `delete POS`, `modify POS`, `default`.
     /// Returns how many were queued; they commit as the simulation runs.

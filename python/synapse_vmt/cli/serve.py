@@ -24,8 +24,15 @@ import click
               "writes on its tables (same name, 5-tuple key) go to the simulator as rule updates")
 @click.option("--sim-speed", default=2e6, show_default=True,
               help="simulated ns advanced per wall-clock second")
+@click.option("--no-optimizer", is_flag=True,
+              help="with --sim: keep the scenario's PMU assignment (no runtime optimizer in the loop)")
+@click.option("--opt-period-ns", default=100_000.0, show_default=True, type=click.FloatRange(min=1.0),
+              help="with --sim: the runtime optimizer's control period, simulated ns")
+@click.option("--opt-solver", type=click.Choice(["fast", "milp"]), default="fast", show_default=True,
+              help="with --sim: the allocation solver (milp: HiGHS; the same optimum)")
 def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: str | None, key: str | None,
-          ca: str | None, algo: str, rate: float, scenario: str | None, sim_speed: float) -> None:
+          ca: str | None, algo: str, rate: float, scenario: str | None, sim_speed: float, no_optimizer: bool,
+          opt_period_ns: float, opt_solver: str) -> None:
     """Run a P4Runtime v1 gRPC server whose target is Synapse's table store
     (README: "Control plane: synapse serve"). Stops on Ctrl-C / SIGTERM."""
     from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
@@ -35,8 +42,13 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
         from synapse_vmt.scenario import load
 
         scn = load(None if scenario == "default" else scenario)
+    opt = None
+    if scn is not None and not no_optimizer:
+        from synapse_vmt.p4rt.simopt import OptConfig
+
+        opt = OptConfig(period_ns=opt_period_ns, solver=opt_solver)
     svc = P4RuntimeServer(program, p4info, device_id=device_id, algo=algo, traffic=rate, sim=scn,
-                          sim_speed=sim_speed)
+                          sim_speed=sim_speed, sim_opt=opt)
     server, port = make_server(svc, listen, cert, key, ca)
     host = listen.rsplit(":", 1)[0]
     click.echo(f"P4Runtime on {host}:{port} (device {device_id}, {'TLS' if cert else 'insecure'}), "
@@ -44,6 +56,11 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
     if svc.sim is not None:
         click.echo(f"simulated tables: {', '.join(svc.sim.tables) or 'none'}"
                    + "".join(f"; {t}: not simulated ({why})" for t, why in svc.sim.skipped.items()), err=True)
+        if svc.sim.opt is not None:
+            cal = svc.sim.opt.calibration
+            click.echo(f"runtime optimizer: every {opt_period_ns:g} ns simulated ({opt_solver}); capacity models "
+                       + ", ".join(f"{t} r2={c['r2']:.2f}" for t, c in cal.items())
+                       + f" (calibrated in {sum(c['wall_s'] for c in cal.values()):.1f} s)", err=True)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:

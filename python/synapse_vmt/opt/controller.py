@@ -33,11 +33,12 @@ driven: ``run_until``, ``now_ns``, ``windows``, ``edges``, ``table_names``,
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from synapse_vmt.opt import fast, placement
+from synapse_vmt.opt import fast, milp, placement
 from synapse_vmt.opt.counters import Samples, estimate, usl_samples
 from synapse_vmt.opt.problem import Problem
 from synapse_vmt.opt.usl import Usl, fit
@@ -62,6 +63,12 @@ class Settings:
     hit_rate_floor: float | None = None
     slo_relax: float = 0.6
     slo_relax_hits: float = 0.03
+    solver: str = "fast"  # "fast" (opt/fast.py) or "milp" (HiGHS, opt/milp.py): the same optimum
+    # Periods a table must have held one PMU count before the current one for
+    # its saturation to teach the model: PMUs that just joined have cold
+    # caches (after a large move the table falls behind for a period whatever
+    # its capacity). 0: only the period itself must be steady.
+    settle_periods: int = 0
 
 
 @dataclass
@@ -77,6 +84,8 @@ class Period:
     drops: int
     pmus: np.ndarray  # per table, mean over the period's windows (associated PMUs)
     target: np.ndarray  # the allocation applied at the end of the period
+    objective_mpps: float = float("nan")  # the solver's F (max flow the allocation carries)
+    solve_s: float = 0.0  # wall time of the solve
 
     @property
     def active_pmus(self) -> float:
@@ -128,6 +137,10 @@ class Controller:
         self.samples = [Samples.empty() for _ in range(T)]
         # Per table and PMU count: the most it was seen to process while behind.
         self.seen_cap: list[dict[int, float]] = [{} for _ in range(T)]
+        # Per table: the PMU count at the end of the last period, and how many
+        # periods in a row (this one included) it held one count.
+        self.last_held: list[int | None] = [None] * T
+        self.steady: list[int] = [0] * T
 
     def capacity(self, j: int) -> np.ndarray:
         counts = np.arange(self.total_pmus + 1)
@@ -141,7 +154,7 @@ class Controller:
         return np.array([self.capacity(j) for j in range(len(self.names))])
 
     def step(self) -> Period:
-        s, T = self.settings, len(self.names)
+        s = self.settings
         t_end = self.sim.now_ns() + s.period_ns
         parts_w, parts_e = [], []
         # Between period boundaries, watch for overload every alarm_ns (the
@@ -157,14 +170,22 @@ class Controller:
                 break
             if len(w["t_ns"]) and self.overloaded(w):
                 self.alarm(w, e)
-        w, e = concat(parts_w), concat(parts_e)
+        return self.close_period(concat(parts_w), concat(parts_e), t_end)
+
+    def close_period(self, w: dict, e: dict, t_end: float) -> Period:
+        """Steps 2–5 on the period's windows ``w`` and edges ``e``: estimate,
+        learn, solve, apply (for a caller that advances the simulator itself,
+        e.g. ``synapse serve --sim``)."""
+        s, T = self.settings, len(self.names)
         if len(w["t_ns"]) == 0:
             raise RuntimeError("the simulator closed no window in a control period")
         tr = estimate(w, e, T, s.window_ns, self.prior_P, self.prior_entry)
         self.prior_P, self.prior_entry = tr.P, tr.entry
         st = period_stats(w, e, T, tr.span_ns)
         self.learn(w, tr)
+        t0 = time.perf_counter()
         alloc = self.solve(tr)
+        solve_s = time.perf_counter() - t0
         pm = self.service_floor(w, alloc.pmus.copy())
         alloc.pmus[:] = pm
         self.apply({n: int(k) for n, k in zip(self.names, alloc.pmus)})
@@ -178,6 +199,8 @@ class Controller:
             drops=st["drops"],
             pmus=st["pmus"],
             target=alloc.pmus.copy(),
+            objective_mpps=float(getattr(alloc, "throughput_mpps", float("nan"))),
+            solve_s=solve_s,
         )
         self.history.append(rec)
         return rec
@@ -185,7 +208,7 @@ class Controller:
     def solve(self, tr):
         s = self.settings
         prob = Problem(self.names, tr.entry, tr.P, self.capacities(), self.total_pmus, s.min_pmus, tr.input_mpps * s.headroom)
-        return fast.solve(prob)
+        return milp.solve(prob) if s.solver == "milp" else fast.solve(prob)
 
     def service_floor(self, w: dict, pmus: np.ndarray) -> np.ndarray:
         """Raise the allocation to the per-table service floors (latency SLO,
@@ -256,11 +279,15 @@ class Controller:
         per_table = usl_samples(w, s.window_ns, T)
         tab = np.asarray(w["table"], dtype=np.int64)
         for j in range(T):
+            held = np.asarray(w["pmus"])[tab == j]
+            if len(held):
+                same = held.min() == held.max() and held[0] == self.last_held[j]
+                self.steady[j] = 0 if held.min() != held.max() else self.steady[j] + 1 if same else 1
+                self.last_held[j] = int(held[-1])
             off, done = tr.offered_mpps[j], tr.processed_mpps[j]
             if off <= 0 or done >= s.behind * off:
                 continue
-            held = np.asarray(w["pmus"])[tab == j]
-            if len(held) == 0 or held.min() != held.max():
+            if len(held) == 0 or held.min() != held.max() or self.steady[j] <= s.settle_periods:
                 continue
             n_now = int(held[0])
             # The capacity seen: the median processing rate over the windows in

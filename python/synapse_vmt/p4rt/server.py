@@ -84,9 +84,11 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
 
     def __init__(self, prog: str | Path | None = None, p4info: str | Path | None = None, device_id: int = 1,
                  sizes: dict[str, int] | None = None, algo: str = "linear", traffic: float = 0.0,
-                 sim=None, sim_speed: float = 2e6):
+                 sim=None, sim_speed: float = 2e6, sim_opt=None):
         self.device_id = device_id
         self.sim_scenario = sim  # a Scenario: committed writes also go to a running simulator
+        self.sim_opt = sim_opt  # simopt.OptConfig: the runtime optimizer in the loop (None: off)
+        self.sim_models = None  # its calibrated capacity models, kept across pipelines (same scenario)
         self.sim = None  # simtarget.SimTarget of the current pipeline
         self.sim_speed = sim_speed  # simulated ns per wall second
         self.traffic_rate = traffic
@@ -108,8 +110,10 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             self.pipeline = self._make(program, index, Path(prog).read_bytes(), None)
             self._start_traffic()
 
-    def _start_traffic(self) -> None:
-        """(Re)start background lookups on the current pipeline's store."""
+    def _start_traffic(self, keep_sim: bool = False) -> None:
+        """(Re)start background lookups on the current pipeline's store;
+        ``keep_sim``: the simulator keeps running (a RECONCILE of the same
+        program: its rules are the kept store's entries already)."""
         from synapse_vmt.p4rt.store import Traffic
 
         if self.traffic is not None:
@@ -117,13 +121,18 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             self.traffic = None
         if self.traffic_rate > 0 and self.pipeline is not None:
             self.traffic = Traffic(self.pipeline.store, self.traffic_rate)
+        if keep_sim and self.sim is not None:
+            return
         if self.sim is not None:
             self.sim.stop()
             self.sim = None
         if self.sim_scenario is not None and self.pipeline is not None:
             from synapse_vmt.p4rt.simtarget import SimTarget
 
-            self.sim = SimTarget(self.sim_scenario, self.pipeline.prog, slice_ns=self.sim_speed * 0.01, period_s=0.01)
+            self.sim = SimTarget(self.sim_scenario, self.pipeline.prog, slice_ns=self.sim_speed * 0.01, period_s=0.01,
+                                 optimizer=self.sim_opt, models=self.sim_models)
+            if self.sim.opt is not None:
+                self.sim_models = dict(self.sim.opt.ctl.models)
 
     def stop(self) -> None:
         """Stop the background threads (traffic, simulator)."""
@@ -249,13 +258,16 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             return p4r.SetForwardingPipelineConfigResponse()
         new = self._make(prog, index, dev, cookie)
         with self.lock:
-            if request.action == A.RECONCILE_AND_COMMIT and cur is not None and cur.device_config == dev:
+            keep = request.action == A.RECONCILE_AND_COMMIT and cur is not None and cur.device_config == dev
+            if keep:
                 new.store = cur.store  # same program: the entries stay
             if request.action == A.VERIFY_AND_SAVE:
                 self.saved = new
             else:
                 self.pipeline = new
-                self._start_traffic()
+                # A reconcile keeps the data plane running with its rules
+                # (the store's entries): the simulator is not restarted.
+                self._start_traffic(keep_sim=keep)
         return p4r.SetForwardingPipelineConfigResponse()
 
     def GetForwardingPipelineConfig(self, request, context):

@@ -48,8 +48,16 @@ def _token(m: Match, kf) -> str:
 class SimTarget:
     """A simulator fed by a server's committed writes."""
 
-    def __init__(self, scenario, prog, slice_ns: float = 20_000.0, period_s: float = 0.01):
+    def __init__(self, scenario, prog, slice_ns: float = 20_000.0, period_s: float = 0.01, optimizer=None,
+                 models=None):
         self.sim = Simulation(scenario)
+        # The runtime optimizer (simopt.OptConfig; None: the scenario's PMU
+        # assignment stays). Calibrated before the clock starts.
+        self.opt = None
+        if optimizer is not None:
+            from synapse_vmt.p4rt.simopt import ServeOptimizer
+
+            self.opt = ServeOptimizer(self.sim, scenario, optimizer, models)
         self.slice_ns, self.period_s = slice_ns, period_s
         names = set(self.sim.table_names())
         self.tables: dict[str, str] = {}  # P4 table -> simulator table
@@ -75,9 +83,19 @@ class SimTarget:
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):
             with self.lock:
-                self.sim.run_until(self.sim.now_ns() + self.slice_ns)
-                self.sim.core.windows()  # drained: the server keeps only the summary
-                self.sim.core.edges()
+                t = self.sim.now_ns() + self.slice_ns
+                if self.opt is None:
+                    self.sim.run_until(t)
+                    self.sim.core.windows()  # drained: the server keeps only the summary
+                    self.sim.core.edges()
+                    continue
+                # Slices end at the optimizer's period ends and alarm checks.
+                while True:
+                    stop = min(t, self.opt.next_stop())
+                    self.sim.run_until(stop)
+                    self.opt.after_slice(self.sim.core.windows(), self.sim.core.edges())
+                    if stop >= t:
+                        break
 
     def stop(self) -> None:
         self._stop.set()
@@ -131,7 +149,8 @@ class SimTarget:
             summ = self.sim.summary()
             inv = self.sim.check_invariants()
             upd = self.sim.update_stats()
-            pmus = [p for p in self.sim.pmu_states() if p.get("table") == self.tables[table]]
+            pmus = [p for p in self.sim.pmu_states() if p.get("table") == self.tables[table] and p["state"] == "associated"]
+            opt = self.opt.state() if self.opt is not None else {"enabled": False}
         t = summ["tables"].get(self.tables[table], {})
         return {
             "sim_table": self.tables[table], "sim_time_ns": summ["sim_time_ns"], "pmus": len(pmus),
@@ -141,4 +160,5 @@ class SimTarget:
             "updates_requested": upd["requested"], "updates_committed": upd["committed"],
             "updates_rejected": upd["rejected"], "invalidated": upd["invalidated"],
             "update_latency_ns_p50": upd["latency_ns_p50"], "update_latency_ns_p99": upd["latency_ns_p99"],
+            "optimizer": opt,
         }

@@ -65,19 +65,15 @@ impl Cfg {
         if seen != tables {
             return Err("the edges form a cycle; the CFG must be a DAG".into());
         }
-        let total: f64 = entry.iter().map(|e| e.1).sum();
-        if entry.is_empty() || total <= 0.0 {
-            return Err("no entry table with a positive share".into());
-        }
-        let mut acc = 0.0;
-        let entry = entry
-            .iter()
-            .map(|&(t, s)| {
-                acc += s / total;
-                (t, acc)
-            })
-            .collect();
+        let entry = cumulative(tables, entry)?;
         Ok(Cfg { out, entry })
+    }
+
+    /// New entry shares (a traffic mix that shifts while the pipeline runs);
+    /// the edges stay.
+    pub fn set_entry(&mut self, entry: &[(u16, f64)]) -> Result<(), String> {
+        self.entry = cumulative(self.out.len(), entry)?;
+        Ok(())
     }
 
     /// A single table, entered by everything.
@@ -117,6 +113,25 @@ impl Cfg {
     }
 }
 
+/// Entry shares normalised to a cumulative distribution.
+fn cumulative(tables: usize, entry: &[(u16, f64)]) -> Result<Vec<(u16, f64)>, String> {
+    if let Some(&(t, s)) = entry.iter().find(|&&(t, s)| t as usize >= tables || !(s >= 0.0)) {
+        return Err(format!("entry share {s} of table {t}: no such table or not >= 0"));
+    }
+    let total: f64 = entry.iter().map(|e| e.1).sum();
+    if entry.is_empty() || total <= 0.0 {
+        return Err("no entry table with a positive share".into());
+    }
+    let mut acc = 0.0;
+    Ok(entry
+        .iter()
+        .map(|&(t, s)| {
+            acc += s / total;
+            (t, acc)
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +155,17 @@ mod tests {
             .unwrap_err()
             .contains("sum"));
         assert!(Cfg::new(2, &[], &[]).is_err());
+    }
+
+    #[test]
+    fn entry_shares_can_shift() {
+        let mut c = Cfg::new(2, &[], &[(0, 1.0)]).unwrap();
+        assert_eq!(c.single_entry(), Some(0));
+        c.set_entry(&[(0, 1.0), (1, 3.0)]).unwrap();
+        assert_eq!((c.entry(0.2), c.entry(0.3), c.single_entry()), (0, 1, None));
+        assert!(c.set_entry(&[(2, 1.0)]).is_err());
+        assert!(c.set_entry(&[(0, 0.0)]).is_err());
+        assert_eq!(c.entry(0.3), 1, "a rejected mix leaves the old one");
     }
 
     #[test]

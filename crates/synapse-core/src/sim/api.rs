@@ -34,6 +34,23 @@ impl<const N: usize> Simulator<N> {
         self.window
     }
 
+    /// New shares of arriving PHVs entering each table (by name), from now
+    /// on: the traffic mix shifts while the pipeline runs (a scenario's
+    /// `[[mix]]`). A routed simulator's routes name their first tables.
+    pub fn set_entry(&mut self, shares: &[(String, f64)]) -> Result<(), SimError> {
+        if self.routes.is_some() {
+            return err("set_entry: a routed simulator's traffic names its entry tables");
+        }
+        let mut entry = Vec::with_capacity(shares.len());
+        for (name, s) in shares {
+            let Some(t) = self.tables.iter().position(|t| &t.name == name) else {
+                return err(format!("set_entry: no table named {name:?}"));
+            };
+            entry.push((t as u16, *s));
+        }
+        self.cfg.set_entry(&entry).map_err(|e| SimError(format!("set_entry: {e}")))
+    }
+
     /// Gives `table` exactly the PMUs `pmus`. PMUs it loses drain (transient)
     /// and become free; PMUs it gains join at once if free, or after draining
     /// from their current table. Only the affected lookup-table entries change.
