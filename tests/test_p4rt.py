@@ -679,6 +679,7 @@ def test_sim_target_gets_the_writes_as_rule_updates(tmp_path, invalidate):
         wait(lambda s: s["keys"] > 0, "traffic flows")
         before = state()
         assert before["updates_requested"] == 0 and before["pmus"] == 4
+        assert before["optimizer"] == {"enabled": False}  # the API's default: the scenario's PMUs stay
 
         entries = [fy.P4TableEntry(ACL5, match=fy.P4TableMatch(src=(0x0A000000 + (i << 8), 0xFFFFFF00), dport=(80, 80 + i)),
                                    action=fy.P4TableAction("permit"), priority=10 + i) for i in range(20)]
@@ -836,7 +837,12 @@ def test_serve_sim_optimizer_moves_pmus_to_the_loaded_table(tmp_path):
         assert s[ACLB]["sim"]["pmus"] >= last["aclb"] - 1 and s[ACLA]["sim"]["pmus"] <= last["acla"] + 1
         assert s[ACLB]["sim"]["updates_committed"] == 1 and s[ACLB]["sim"]["wrong_action"] == 0
         assert s[ACLB]["sim"]["stale_answers"] == 0
-        print("serve --sim optimizer:", [(h["t_ns"] / 1e3, h["pmus"], round(h["solve_us"])) for h in hist[::3]])
+        first = next(h["t_ns"] for h in hist if h["t_ns"] > SHIFT_NS and h["pmus"]["aclb"] > h["pmus"]["acla"])
+        sol = sorted(h["solve_us"] for h in hist)
+        print(f"serve --sim optimizer: period 100 us; before the shift {pre[-1]['pmus']}, after {post[-1]['pmus']}; "
+              f"aclb ahead {(first - SHIFT_NS) / 1e3:.0f} us after the shift; {opt(s)['pmu_moves']} PMU moves; "
+              f"solve p50 {sol[len(sol) // 2]:.0f} us, max {sol[-1]:.0f} us; calibration "
+              f"{sum(c['wall_s'] for c in opt(s)['calibration'].values()):.1f} s")
     finally:
         svc.stop()
         server.stop(grace=None)
@@ -916,3 +922,34 @@ async def _finsy(prog, port, tmp_path, fn):
     the device has it with finsy's cookie) running ``fn(switch)``."""
     async with _switch(prog, port, tmp_path) as sw:
         await fn(sw)
+
+
+def test_serve_command_runs_the_optimizer_with_highs(tmp_path):
+    """``synapse serve --sim ... --opt-solver milp``: the command prints the
+    optimizer's calibration, and the state extern shows HiGHS solving each
+    period (the same allocations as the fast solver would give: opt tests)."""
+    import subprocess
+    import sys
+
+    prog = _two_acl_prog(tmp_path)
+    scn = tmp_path / "shift.toml"
+    scn.write_text(SHIFT_SCENARIO)
+    p = subprocess.Popen([sys.executable, "-m", "synapse_vmt.cli", "serve", "--p4", str(prog), "--listen", "127.0.0.1:0",
+                          "--sim", str(scn), "--opt-solver", "milp", "--opt-period-ns", "200000"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [p.stderr.readline() for _ in range(3)]
+        assert lines[0].startswith("P4Runtime on 127.0.0.1:"), lines
+        assert lines[1].startswith("simulated tables: ingress.acla, ingress.aclb"), lines
+        assert lines[2].startswith("runtime optimizer: every 200000 ns simulated (milp)"), lines
+        port = int(lines[0].split()[2].rsplit(":", 1)[1])
+        s = _wait(port, lambda s: s[ACLA]["sim"]["optimizer"]["periods"] >= 3, "three periods")
+        o = s[ACLB]["sim"]["optimizer"]
+        assert o["enabled"] and o["solver"] == "milp" and o["period_ns"] == 200000
+        assert all(h["solve_us"] > 0 and sum(h["pmus"].values()) <= 8 for h in o["history"])
+        assert set(o["calibration"]) == {"acla", "aclb"}
+    finally:
+        p.terminate()
+        rc = p.wait(20)
+        p.stderr.close()
+    assert rc == 0

@@ -88,7 +88,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         self.device_id = device_id
         self.sim_scenario = sim  # a Scenario: committed writes also go to a running simulator
         self.sim_opt = sim_opt  # simopt.OptConfig: the runtime optimizer in the loop (None: off)
-        self.sim_models = None  # its calibrated capacity models, kept across pipelines (same scenario)
+        self.sim_calibrated = None  # its capacity models and their fits, kept across pipelines (same scenario)
         self.sim = None  # simtarget.SimTarget of the current pipeline
         self.sim_speed = sim_speed  # simulated ns per wall second
         self.traffic_rate = traffic
@@ -130,9 +130,9 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             from synapse_vmt.p4rt.simtarget import SimTarget
 
             self.sim = SimTarget(self.sim_scenario, self.pipeline.prog, slice_ns=self.sim_speed * 0.01, period_s=0.01,
-                                 optimizer=self.sim_opt, models=self.sim_models)
-            if self.sim.opt is not None:
-                self.sim_models = dict(self.sim.opt.ctl.models)
+                                 optimizer=self.sim_opt, calibrated=self.sim_calibrated)
+            if self.sim.opt is not None and self.sim_calibrated is None:
+                self.sim_calibrated = (dict(self.sim.opt.ctl.models), self.sim.opt.calibration)
 
     def stop(self) -> None:
         """Stop the background threads (traffic, simulator)."""

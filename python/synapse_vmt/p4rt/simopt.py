@@ -107,11 +107,13 @@ class ServeOptimizer:
     """The controller's closed loop, fed slice by slice (the caller holds the
     simulator's lock around :meth:`after_slice`)."""
 
-    def __init__(self, sim, scenario, cfg: OptConfig, models: dict[str, Usl] | None = None):
+    def __init__(self, sim, scenario, cfg: OptConfig, calibrated: tuple[dict[str, Usl], dict] | None = None):
+        """``calibrated``: the (models, calibration) of an earlier
+        :func:`calibrate` of the same scenario (a new pipeline: no new runs)."""
         self.sim, self.cfg = sim, cfg
-        self.calibration: dict[str, dict] = {}
-        if models is None:
-            models, self.calibration = calibrate(scenario, cfg)
+        if calibrated is None:
+            calibrated = calibrate(scenario, cfg)
+        models, self.calibration = dict(calibrated[0]), calibrated[1]
         settings = Settings(period_ns=cfg.period_ns, window_ns=sim.window_ns, headroom=cfg.headroom,
                             alarm_ns=cfg.alarm_ns, solver=cfg.solver, settle_periods=cfg.settle_periods)
         self.ctl = Controller(sim, models, int(scenario.pmus.count), settings)

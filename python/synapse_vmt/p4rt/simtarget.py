@@ -49,7 +49,7 @@ class SimTarget:
     """A simulator fed by a server's committed writes."""
 
     def __init__(self, scenario, prog, slice_ns: float = 20_000.0, period_s: float = 0.01, optimizer=None,
-                 models=None):
+                 calibrated=None):
         self.sim = Simulation(scenario)
         # The runtime optimizer (simopt.OptConfig; None: the scenario's PMU
         # assignment stays). Calibrated before the clock starts.
@@ -57,7 +57,7 @@ class SimTarget:
         if optimizer is not None:
             from synapse_vmt.p4rt.simopt import ServeOptimizer
 
-            self.opt = ServeOptimizer(self.sim, scenario, optimizer, models)
+            self.opt = ServeOptimizer(self.sim, scenario, optimizer, calibrated)
         self.slice_ns, self.period_s = slice_ns, period_s
         names = set(self.sim.table_names())
         self.tables: dict[str, str] = {}  # P4 table -> simulator table
