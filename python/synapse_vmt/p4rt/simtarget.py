@@ -14,6 +14,10 @@ sim/updates.rs: ``insert POS FIELDS...``, ``delete POS``, ``modify POS``,
 drop the answers it made stale, and the versioned oracle checks every answer
 after it.
 
+With ``optimizer`` (``simopt.OptConfig``) the runtime optimizer runs in the
+same thread: slices end at its period ends, and each period's counters go to
+``opt.Controller`` which re-assigns PMUs (``simopt.py``).
+
 Positions: the P4Runtime entries sit above the scenario's initial rules, in
 P4 match order (ternary/range: higher priority first; lpm: longer prefixes
 first; ties: insertion order); this module keeps that order to turn an
