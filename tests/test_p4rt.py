@@ -953,3 +953,12 @@ def test_serve_command_runs_the_optimizer_with_highs(tmp_path):
         rc = p.wait(20)
         p.stderr.close()
     assert rc == 0
+
+
+def test_serve_opt_period_shorter_than_a_window_is_one_line_error(tmp_path):
+    prog = _two_acl_prog(tmp_path)
+    scn = tmp_path / "shift.toml"
+    scn.write_text(SHIFT_SCENARIO)
+    r = CliRunner().invoke(main, ["serve", "--p4", str(prog), "--sim", str(scn), "--opt-period-ns", "5000",
+                                  "--listen", "127.0.0.1:0"])
+    assert r.exit_code == 2 and "--opt-period-ns 5000: shorter than the scenario's window_ns 10000" in r.output, r.output

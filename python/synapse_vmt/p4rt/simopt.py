@@ -111,6 +111,11 @@ class ServeOptimizer:
         """``calibrated``: the (models, calibration) of an earlier
         :func:`calibrate` of the same scenario (a new pipeline: no new runs)."""
         self.sim, self.cfg = sim, cfg
+        if cfg.period_ns < sim.window_ns:
+            from synapse_vmt.errors import UserError
+
+            raise UserError(f"--opt-period-ns {cfg.period_ns:g}: shorter than the scenario's window_ns "
+                            f"{sim.window_ns:g} (a period reads whole counter windows)")
         if calibrated is None:
             calibrated = calibrate(scenario, cfg)
         models, self.calibration = dict(calibrated[0]), calibrated[1]
