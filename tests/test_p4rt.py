@@ -962,3 +962,52 @@ def test_serve_opt_period_shorter_than_a_window_is_one_line_error(tmp_path):
     r = CliRunner().invoke(main, ["serve", "--p4", str(prog), "--sim", str(scn), "--opt-period-ns", "5000",
                                   "--listen", "127.0.0.1:0"])
     assert r.exit_code == 2 and "--opt-period-ns 5000: shorter than the scenario's window_ns 10000" in r.output, r.output
+
+
+def test_serve_optimizer_loop_fast_and_highs_agree(tmp_path):
+    """The serve loop's optimizer fed slice by slice (no server), once with the
+    fast solver and once with HiGHS on the same seeded run: the same
+    allocation every period (both are exact), the PMUs follow the shift, and
+    the oracle finds no wrong answer. Prints solve times and drops beside the
+    scenario's static even split (the README's figures)."""
+    import numpy as np
+
+    from synapse_vmt.p4rt.simopt import OptConfig, ServeOptimizer, calibrate
+    from synapse_vmt.scenario import load
+    from synapse_vmt.sim import Simulation
+
+    p = tmp_path / "shift.toml"
+    p.write_text(SHIFT_SCENARIO)
+    scn = load(p)
+    cal = calibrate(scn, OptConfig())
+    end = SHIFT_NS + 1_500_000.0
+    runs = {}
+    for solver in ("fast", "milp"):
+        sim = Simulation(scn)
+        opt = ServeOptimizer(sim, scn, OptConfig(solver=solver), cal)
+        while sim.now_ns() < end - 1:
+            t = sim.now_ns() + 20_000.0
+            while True:  # the serve thread's loop: slices end at period ends
+                stop = min(t, opt.next_stop())
+                sim.run_until(stop)
+                opt.after_slice(sim.core.windows(), sim.core.edges())
+                if stop >= t:
+                    break
+        inv = sim.check_invariants()
+        assert inv["wrong_action"] == 0 and inv["lost"] == 0
+        runs[solver] = (opt.history, inv)
+    fast, milp = (runs[s][0] for s in ("fast", "milp"))
+    assert len(fast) == len(milp) == int(end / 100_000.0)
+    assert [h["pmus"] for h in fast] == [h["pmus"] for h in milp]
+    assert all(abs(a["objective_mpps"] - b["objective_mpps"]) <= 1e-6 * max(1.0, a["objective_mpps"])
+               for a, b in zip(fast, milp))
+    after = [h["pmus"] for h in fast if h["t_ns"] > SHIFT_NS + 200_000.0]
+    assert after and all(a["aclb"] > a["acla"] for a in after)
+    static = Simulation(scn)
+    static.run_until(end)
+    si = static.check_invariants()
+    med = {s: float(np.median([h["solve_us"] for h in runs[s][0]])) for s in runs}
+    drops = {s: 100.0 * runs[s][1]["dropped"] / runs[s][1]["created"] for s in runs}
+    print(f"optimizer loop: solve p50 fast {med['fast']:.0f} us, milp {med['milp']:.0f} us; drops {drops['fast']:.1f} % "
+          f"(static even split {100.0 * si['dropped'] / si['created']:.1f} %); mean PMUs held "
+          f"{np.mean([sum(h['pmus_held'].values()) for h in fast]):.1f} of 8")
