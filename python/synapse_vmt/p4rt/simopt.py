@@ -45,6 +45,10 @@ class OptConfig:
     headroom: float = 1.3
     solver: str = "fast"
     settle_periods: int = 3  # Settings.settle_periods: a move's cold caches teach nothing
+    # No allocation before this simulated time (None: the scenario's flow
+    # duration, over which its flows ramp up): the start's low load would
+    # shrink every table, then cost cold caches when the load arrives.
+    warmup_ns: float | None = None
     # calibration: PMU counts (clipped to the pool), load scales (x the scenario's traffic), run length
     cal_counts: tuple[int, ...] = (1, 2, 4, 8)
     cal_scales: tuple[float, ...] = (0.5, 1.0, 2.0)
@@ -128,7 +132,12 @@ class ServeOptimizer:
         self.history: list[dict] = []
         self.periods = 0
         self.moves = 0  # PMUs that changed table (assign calls' gains)
-        self._reset(sim.now_ns())
+        tr = scenario.traffic
+        self.warmup_ns = cfg.warmup_ns if cfg.warmup_ns is not None else float(getattr(tr, "flow_duration_ns", 0.0))
+        # Counters before t_skip (the period boundary at or after the warm-up) are dropped.
+        now = sim.now_ns()
+        self.t_skip = now + cfg.period_ns * max(0.0, -(-(self.warmup_ns - now) // cfg.period_ns))
+        self._reset(self.t_skip)
 
     def _reset(self, now: float) -> None:
         self.t_end = now + self.cfg.period_ns
@@ -139,13 +148,18 @@ class ServeOptimizer:
         self.alarm_e: list[dict] = []
 
     def next_stop(self) -> float:
-        """The next simulated time the loop must stop at (a period's end or an alarm check)."""
+        """The next simulated time the loop must stop at (the warm-up's end, a
+        period's end or an alarm check)."""
+        if self.sim.now_ns() < self.t_skip - self.eps:
+            return self.t_skip
         return min(self.t_end, self.t_alarm)
 
     def after_slice(self, w: dict, e: dict) -> Period | None:
         """Take the windows and edges of a slice that ended at ``sim.now_ns()``;
         at a period's end, close it (solve and apply) and return its record."""
         now = self.sim.now_ns()
+        if now <= self.t_skip + self.eps:
+            return None  # warming up: the scenario's PMUs stay
         for parts, x in ((self.parts_w, w), (self.parts_e, e), (self.alarm_w, w), (self.alarm_e, e)):
             if len(next(iter(x.values()), ())):
                 parts.append(x)
