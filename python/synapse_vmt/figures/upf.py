@@ -109,6 +109,22 @@ def per_period(w: dict, period_ns: float, T: int) -> dict:
     }
 
 
+def table_stats(w: dict, names: list[str]) -> dict:
+    """Per table over the run: lookups, miss ratio, mean per-key latency and
+    mean PMUs held (where a scheme's latency comes from)."""
+    T = len(names)
+    tab = np.asarray(w["table"], dtype=np.int64)
+    hits, misses = np.asarray(w["hits"], dtype=float), np.asarray(w["misses"], dtype=float)
+    n = hits + misses
+    lat = np.nan_to_num(np.asarray(w["lat_mean_ns"], dtype=float))
+    look = np.bincount(tab, weights=n, minlength=T)
+    miss = np.bincount(tab, weights=misses, minlength=T)
+    lat_sum = np.bincount(tab, weights=lat * n, minlength=T)
+    pm = np.bincount(tab, weights=np.asarray(w["pmus"], dtype=float), minlength=T) / np.maximum(np.bincount(tab, minlength=T), 1)
+    return {x: {"lookups": int(look[j]), "miss_ratio": float(miss[j] / max(look[j], 1.0)),
+                "mean_latency_ns": float(lat_sum[j] / max(look[j], 1.0)), "pmus": float(pm[j])} for j, x in enumerate(names)}
+
+
 def miss_curves(points: dict[tuple[str, int], float], names: list[str], N: int) -> np.ndarray:
     """Per table, the miss ratio at 0..N PMUs from calibration points: linear
     between measured counts, a power law beyond the last, never rising."""
@@ -179,7 +195,8 @@ class MissAware(Controller):
 
     curves: np.ndarray = None  # set after construction
     theta_mpps: float = 0.5
-    elu_target_mpps: float | None = None
+    elu_target_mpps: float | None = None  # the band's top: PMUs are added while the predicted ELU load is above it
+    elu_release_mpps: float | None = None  # the band's bottom: PMUs go back only while the load stays under it
     min_lookups: int = 500  # a period's estimate of a miss ratio needs this many lookups
     blend: float = 0.5  # weight of the new period's miss ratio
 
@@ -195,8 +212,6 @@ class MissAware(Controller):
             self.measured = np.zeros(self.curves.shape, dtype=bool)
         n = greedy_misses(load, self.curves, self.total_pmus, self.settings.min_pmus, self.theta_mpps, self.elu_target_mpps,
                           self.measured)
-        # Release slowly: a load that dipped for one period (a ramp, a burst
-        # ending) would otherwise cost cold caches when it returns.
         have = placement.current_sets(self.sim.pmu_states(), self.names)
         held = np.array([len(have[x]) for x in self.names])
         rows = np.arange(len(n))
@@ -204,7 +219,17 @@ class MissAware(Controller):
         # seen are throttled by backpressure, so nothing is given back (PMUs
         # may still move between tables).
         behind = np.asarray(tr.processed_mpps) < self.settings.behind * np.asarray(tr.offered_mpps)
+        # Hysteresis on the predicted ELU load: PMUs are added while it is
+        # above the band's top (`elu_target_mpps`, the greedy above) but go
+        # back only while it stays under the band's bottom without them
+        # (`elu_release_mpps`), at most `max_release` a period (a dip would
+        # otherwise cost cold caches when the load returns); inside the band
+        # the count is held.
         release = 0 if behind.any() else self.max_release
+        if self.elu_release_mpps is not None and release:
+            g_lo = greedy_misses(load, self.curves, self.total_pmus, self.settings.min_pmus, self.theta_mpps,
+                                 self.elu_release_mpps, self.measured)
+            release = int(np.clip(held.sum() - g_lo.sum(), 0, release))
         last = self.curves.shape[1] - 1
         while n.sum() < min(self.total_pmus, held.sum() - release):
             # kept by the tables that hold them (no move), largest miss volume first
@@ -255,7 +280,7 @@ class MissAware(Controller):
 
 def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
         hit_rate_floor: float | None = None, headroom: float = 1.3, pmus: int | None = None,
-        elu_utilization: float = 1.0) -> dict:
+        elu_utilization: float = 1.0, elu_release: float | None = None) -> dict:
     pl = plan(quick)
     if pmus is not None:
         pl["pmus"] = int(pmus)
@@ -338,6 +363,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         ctl = MissAware(sim, dict(models), N, st)
         ctl.curves = curves.copy()  # corrected online, per run
         ctl.elu_target_mpps = elu_target
+        ctl.elu_release_mpps = None if elu_release is None else min(elu_release, elu_utilization) * elu_cap
         hist = ctl.run(pl["duration"])
         return sim, ctl, hist
 
@@ -374,7 +400,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         stats[k] = {"throughput_mpps": thr, "pmu_time_ms": pmu_time / 1e6,
                     "mean_latency_ns": pp["lat_total"] / max(pp["lookups"], 1.0),
                     "hit_rate": float(np.nanmean([p.hit_rate for p in hist])), "drops": int(sum(p.drops for p in hist)),
-                    "invariants": inv}
+                    "invariants": inv, "per_table": table_stats(sim.all_windows(), names)}
     st_s = stats["static"]
     summary = {
         "figure": "upf",
@@ -391,10 +417,11 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         "models": {n: m.to_json() for n, m in models.items()},
         "miss_curves": {n: curves[j, :9].tolist() for j, n in enumerate(names)},
         "miss_curves_corrected": {n: ctl.curves[j, :9].tolist() for j, n in enumerate(names)},
-        "elu": {"capacity_mpps": elu_cap, "utilization_target": elu_utilization, "target_mpps": elu_target},
+        "elu": {"capacity_mpps": elu_cap, "utilization_target": elu_utilization, "target_mpps": elu_target,
+                "utilization_release": elu_release},
         "settings": {"pmus_total": N, "period_ns": pl["period"], "duration_ns": pl["duration"], "flows": pl["flows"],
                      "sessions": pl["sessions"], "headroom": headroom, "seed": seed,
-                     "slo_latency_ns": slo_latency_ns, "hit_rate_floor": hit_rate_floor, "elu_utilization": elu_utilization},
+                     "slo_latency_ns": slo_latency_ns, "hit_rate_floor": hit_rate_floor, "elu_utilization": elu_utilization, "elu_release": elu_release},
     }
     cl, ev = stats["closed_loop"], stats["even_split"]
     summary["done_when"] = {
