@@ -144,14 +144,16 @@ def miss_curves(points: dict[tuple[str, int], float], names: list[str], N: int) 
 
 
 def greedy_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pmus: int = 1, theta_mpps: float = 0.25,
-                  elu_target_mpps: float | None = None, measured: np.ndarray | None = None) -> np.ndarray:
+                  elu_target_mpps: float | None = None, measured: np.ndarray | None = None,
+                  start: np.ndarray | None = None) -> np.ndarray:
     """PMUs one at a time to the table whose miss volume (load x miss ratio)
     falls most, while a PMU still saves ``theta_mpps`` of ELU requests and,
     given ``elu_target_mpps``, while the predicted ELU load (the summed miss
     volume) is above it: PMUs are added only while the shared ELU would be
-    near saturation."""
+    near saturation. ``start``: the allocation to grow from (default
+    ``min_pmus`` each)."""
     T = len(load_mpps)
-    n = np.full(T, min_pmus, dtype=np.int64)
+    n = np.full(T, min_pmus, dtype=np.int64) if start is None else np.maximum(np.asarray(start, dtype=np.int64), min_pmus)
     rows = np.arange(T)
     while n.sum() < total:
         if elu_target_mpps is not None and float(np.sum(load_mpps * curves[rows, n])) <= elu_target_mpps:
@@ -210,6 +212,8 @@ class MissAware(Controller):
         load = np.asarray(tr.offered_mpps, dtype=float) * self.settings.headroom
         if self.measured is None:
             self.measured = np.zeros(self.curves.shape, dtype=bool)
+        if not hasattr(self, "decisions"):
+            self.decisions = []
         n = greedy_misses(load, self.curves, self.total_pmus, self.settings.min_pmus, self.theta_mpps, self.elu_target_mpps,
                           self.measured)
         have = placement.current_sets(self.sim.pmu_states(), self.names)
@@ -239,10 +243,14 @@ class MissAware(Controller):
         # Moving PMUs costs cold caches: keep the allocation held unless the
         # new one releases PMUs or is predicted to cut the ELU load by more
         # than `min_improvement` (no churn between near-equal allocations).
+        # Held, it still grows from the free pool while the ELU is predicted
+        # over its target (a PMU joining from the pool takes none from
+        # another table).
         if held.sum() > 0 and n.sum() >= held.sum() and held.max() < self.curves.shape[1]:
             vol = lambda k: float(np.sum(load * self.curves[rows, np.maximum(k, 1)]))  # noqa: E731
             if vol(held) - vol(n) <= self.min_improvement * vol(held):
-                n = np.maximum(held, self.settings.min_pmus)
+                n = greedy_misses(load, self.curves, int(n.sum()), self.settings.min_pmus, self.theta_mpps,
+                                  self.elu_target_mpps, self.measured, start=held)
         # A table behind (throttled) says the model under-predicts the ELU
         # load: one more PMU from the free pool to the largest miss volume
         # per PMU among the tables behind, whatever the curves promise.
@@ -251,6 +259,9 @@ class MissAware(Controller):
             j = int(np.argmax(vol))
             if vol[j] > 0:
                 n[j] += 1
+        vol = lambda k: float(np.sum(load * self.curves[rows, np.clip(k, 1, last)]))  # noqa: E731
+        self.decisions.append({"t_ns": float(self.sim.now_ns()), "held": held.tolist(), "target": n.tolist(),
+                               "elu_pred_held_mpps": vol(held), "elu_pred_target_mpps": vol(n), "behind": bool(behind.any())})
         return SimpleNamespace(pmus=n)
 
     def learn(self, w: dict, tr) -> None:
@@ -424,6 +435,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
                      "slo_latency_ns": slo_latency_ns, "hit_rate_floor": hit_rate_floor, "elu_utilization": elu_utilization, "elu_release": elu_release},
     }
     cl, ev = stats["closed_loop"], stats["even_split"]
+    summary["closed_loop_decisions"] = getattr(ctl, "decisions", [])
     summary["done_when"] = {
         "throughput_within_5pct": summary["closed_loop"]["throughput_ratio_vs_static"] >= 0.95,
         "less_pmu_time": summary["closed_loop"]["pmu_time_ratio_vs_static"] < 1.0,
