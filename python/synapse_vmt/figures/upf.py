@@ -204,6 +204,7 @@ class MissAware(Controller):
 
     max_release: int = 2  # PMUs given back to the pool per period at most (adding is not limited)
     measured: np.ndarray | None = None  # (table, PMU count): the curve there was measured in a period
+    flat_miss_ratio: float = 1e-3  # a PMU whose miss-ratio cut is at most this saves nothing (see useful())
     min_improvement: float = 0.05  # a re-placement must cut the predicted ELU load by this fraction
 
     def solve(self, tr):
@@ -230,6 +231,9 @@ class MissAware(Controller):
         # otherwise cost cold caches when the load returns); inside the band
         # the count is held.
         release = 0 if behind.any() else self.max_release
+        if behind.any() and n.sum() < held.sum():
+            # ... but PMUs that save nothing may go whatever the load (their curve is flat)
+            release = int(min(self.max_release, held.sum() - self.useful(held).sum()))
         if self.elu_release_mpps is not None and release:
             g_lo = greedy_misses(load, self.curves, self.total_pmus, self.settings.min_pmus, self.theta_mpps,
                                  self.elu_release_mpps, self.measured)
@@ -250,7 +254,7 @@ class MissAware(Controller):
             vol = lambda k: float(np.sum(load * self.curves[rows, np.maximum(k, 1)]))  # noqa: E731
             if vol(held) - vol(n) <= self.min_improvement * vol(held):
                 n = greedy_misses(load, self.curves, int(n.sum()), self.settings.min_pmus, self.theta_mpps,
-                                  self.elu_target_mpps, self.measured, start=held)
+                                  self.elu_target_mpps, self.measured, start=self.useful(held))
         # A table behind (throttled) says the model under-predicts the ELU
         # load: one more PMU from the free pool to the largest miss volume
         # per PMU among the tables behind, whatever the curves promise.
@@ -263,6 +267,19 @@ class MissAware(Controller):
         self.decisions.append({"t_ns": float(self.sim.now_ns()), "held": held.tolist(), "target": n.tolist(),
                                "elu_pred_held_mpps": vol(held), "elu_pred_target_mpps": vol(n), "behind": bool(behind.any())})
         return SimpleNamespace(pmus=n)
+
+    def useful(self, held: np.ndarray) -> np.ndarray:
+        """``held`` without the PMUs that save nothing: a table's PMUs beyond
+        the count where its miss curve stops falling (a one-key table's
+        second PMU). Their leaving costs no cold cache worth the name, so
+        they are as good as free PMUs to re-place."""
+        out = np.asarray(held, dtype=np.int64).copy()
+        last = self.curves.shape[1] - 1
+        for j in range(len(out)):
+            while out[j] > self.settings.min_pmus and out[j] <= last and \
+                    self.curves[j, out[j] - 1] - self.curves[j, out[j]] <= self.flat_miss_ratio:
+                out[j] -= 1
+        return out
 
     def learn(self, w: dict, tr) -> None:
         self.correct_curves(w)
