@@ -43,10 +43,13 @@ def test_over_target_pmus_explore_unmeasured_curves_only():
 def test_curves_are_corrected_from_a_period_and_stay_monotone():
     ctl = MissAware.__new__(MissAware)  # only the curve state is exercised
     ctl.curves = curves_of([[0.5, 0.4, 0.3], [0.5, 0.4, 0.3]])
-    ctl.measured, ctl.blend, ctl.min_lookups = None, 0.5, 100
+    ctl.measured, ctl.blend, ctl.min_lookups, ctl.warm = None, 0.5, 100, None
     # table 0 held 2 PMUs all period: 1000 lookups, 100 misses (0.1); table 1 changed PMUs mid-period
     w = {"table": np.array([0, 0, 1, 1]), "pmus": np.array([2, 2, 1, 2]), "hits": np.array([450, 450, 500, 500]),
          "misses": np.array([50, 50, 20, 20])}
+    # the first period (cold caches: no period before it at that count) teaches nothing
+    ctl.correct_curves(w)
+    assert np.allclose(ctl.curves, curves_of([[0.5, 0.4, 0.3], [0.5, 0.4, 0.3]])) and ctl.measured is None
     ctl.correct_curves(w)
     assert np.allclose(ctl.curves[0], [1.0, 0.5, 0.25, 0.25])  # 0.5 x 0.4 + 0.5 x 0.1; 3 PMUs no worse than 2
     assert np.allclose(ctl.curves[1], [1.0, 0.5, 0.4, 0.3])  # untouched

@@ -204,13 +204,22 @@ class MissAware(Controller):
 
     max_release: int = 2  # PMUs given back to the pool per period at most (adding is not limited)
     measured: np.ndarray | None = None  # (table, PMU count): the curve there was measured in a period
-    flat_miss_ratio: float = 1e-3  # a PMU whose miss-ratio cut is at most this saves nothing (see useful())
+    warm: dict | None = None  # per table, the PMU count it held through the last period
+    trend: bool = True  # provision for the next period's load, extrapolated linearly when it rises
+    prev_offered: np.ndarray | None = None
+    flat_miss_ratio: float = 1e-3  # a table missing at most this often needs no more PMUs (see useful())
     min_improvement: float = 0.05  # a re-placement must cut the predicted ELU load by this fraction
 
     def solve(self, tr):
         from types import SimpleNamespace
 
-        load = np.asarray(tr.offered_mpps, dtype=float) * self.settings.headroom
+        off = np.asarray(tr.offered_mpps, dtype=float)
+        if self.trend:
+            # the next period's load: a rising load keeps rising (linear), a falling one is taken as it is
+            prev = self.prev_offered if self.prev_offered is not None else np.zeros_like(off)
+            self.prev_offered = off
+            off = off + np.maximum(0.0, off - prev)
+        load = off * self.settings.headroom
         if self.measured is None:
             self.measured = np.zeros(self.curves.shape, dtype=bool)
         if not hasattr(self, "decisions"):
@@ -244,17 +253,36 @@ class MissAware(Controller):
             vol = load * self.curves[rows, np.minimum(n, last)]
             j = int(np.argmax(np.where(n < held, vol + 1e-9, -1.0)))
             n[j] += 1
-        # Moving PMUs costs cold caches: keep the allocation held unless the
-        # new one releases PMUs or is predicted to cut the ELU load by more
-        # than `min_improvement` (no churn between near-equal allocations).
-        # Held, it still grows from the free pool while the ELU is predicted
-        # over its target (a PMU joining from the pool takes none from
-        # another table).
-        if held.sum() > 0 and n.sum() >= held.sum() and held.max() < self.curves.shape[1]:
+        # Moving PMUs costs cold caches: a proposal that moves PMUs between
+        # tables must be predicted to cut the ELU load by more than
+        # `min_improvement` against the nearest allocation of the same count
+        # that moves none (no churn between near-equal allocations): the held
+        # one grown from the free pool while the ELU is predicted over its
+        # target (a PMU joining from the pool takes none from another table),
+        # or shrunk where PMUs save the least.
+        if held.sum() > 0 and held.max() < self.curves.shape[1]:
             vol = lambda k: float(np.sum(load * self.curves[rows, np.maximum(k, 1)]))  # noqa: E731
-            if vol(held) - vol(n) <= self.min_improvement * vol(held):
-                n = greedy_misses(load, self.curves, int(n.sum()), self.settings.min_pmus, self.theta_mpps,
-                                  self.elu_target_mpps, self.measured, start=self.useful(held))
+            target = np.inf if self.elu_target_mpps is None else self.elu_target_mpps
+            if n.sum() >= held.sum() and vol(held) > target:
+                # held, it still grows from the free pool (and from PMUs that save nothing)
+                alt = greedy_misses(load, self.curves, int(n.sum()), self.settings.min_pmus, self.theta_mpps,
+                                    self.elu_target_mpps, self.measured, start=self.useful(held))
+            else:
+                # a release: the PMUs go from the tables that lose the least (nothing moves), down to the
+                # proposal's count, or while the held allocation stays under the target without them
+                alt = held.copy()
+                floor = n.sum() if n.sum() < held.sum() else held.sum() - release
+                while alt.sum() > floor:
+                    # the least predicted loss; on a tie the smaller miss volume (fewer keys cached to lose)
+                    m_now = self.curves[rows, np.minimum(alt, last)]
+                    loss = np.where(alt > self.settings.min_pmus,
+                                    load * (self.curves[rows, np.clip(alt - 1, 0, last)] - m_now) + 1e-6 * load * m_now, np.inf)
+                    j = int(np.argmin(loss))
+                    if n.sum() >= held.sum() and vol(alt) + loss[j] > target:
+                        break
+                    alt[j] -= 1
+            if vol(alt) - vol(n) <= self.min_improvement * vol(alt):
+                n = alt
         # A table behind (throttled) says the model under-predicts the ELU
         # load: one more PMU from the free pool to the largest miss volume
         # per PMU among the tables behind, whatever the curves promise.
@@ -270,14 +298,15 @@ class MissAware(Controller):
 
     def useful(self, held: np.ndarray) -> np.ndarray:
         """``held`` without the PMUs that save nothing: a table's PMUs beyond
-        the count where its miss curve stops falling (a one-key table's
-        second PMU). Their leaving costs no cold cache worth the name, so
-        they are as good as free PMUs to re-place."""
+        the count at which it already misses (next to) never, e.g. a one-key
+        table's second PMU. Their leaving costs no cold cache worth the name,
+        so they are as good as free PMUs to re-place. (A curve that is merely
+        flat is no proof: calibration runs are short and dominated by
+        compulsory misses, and flat there for tables that reuse keys.)"""
         out = np.asarray(held, dtype=np.int64).copy()
         last = self.curves.shape[1] - 1
         for j in range(len(out)):
-            while out[j] > self.settings.min_pmus and out[j] <= last and \
-                    self.curves[j, out[j] - 1] - self.curves[j, out[j]] <= self.flat_miss_ratio:
+            while out[j] > self.settings.min_pmus and self.curves[j, min(out[j] - 1, last)] <= self.flat_miss_ratio:
                 out[j] -= 1
         return out
 
@@ -286,16 +315,24 @@ class MissAware(Controller):
 
     def correct_curves(self, w: dict) -> None:
         """Miss ratio per table at the PMU count it held throughout the period,
-        blended into its curve; the curve stays non-increasing in PMUs."""
+        blended into its curve; the curve stays non-increasing in PMUs. The
+        table must have held that count through the previous period too: the
+        first period of a run, or the one after a table's PMUs changed, starts
+        from cold caches, whose compulsory misses would flatten the curve
+        (the run's first period raised sessions_uplink's miss ratio at two
+        PMUs above its one-PMU value)."""
         tab = np.asarray(w["table"], dtype=np.int64)
         held = np.asarray(w["pmus"], dtype=np.int64)
         hits, misses = np.asarray(w["hits"], dtype=float), np.asarray(w["misses"], dtype=float)
+        prev = self.warm if self.warm is not None else {}
+        self.warm = {}
         for j in range(self.curves.shape[0]):
             m = tab == j
             if not m.any() or held[m].min() != held[m].max() or held[m][0] < 1:
                 continue
             n, look = int(held[m][0]), float(hits[m].sum() + misses[m].sum())
-            if look < self.min_lookups or n >= self.curves.shape[1]:
+            self.warm[j] = n
+            if prev.get(j) != n or look < self.min_lookups or n >= self.curves.shape[1]:
                 continue
             c = self.curves[j]
             if self.measured is None:
@@ -506,3 +543,4 @@ def plot(series: dict, names: list[str], path: Path) -> None:
     ax[0, 0].legend(fontsize=7)
     fig.tight_layout()
     save_png(fig, path)
+
