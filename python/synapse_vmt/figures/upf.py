@@ -19,18 +19,35 @@ worth the ELU requests they save. Calibration runs (the pool split evenly
 at one, two, three PMUs per table, flat traffic at the run's flow density)
 give each table's miss ratio against its PMU count (:func:`miss_curves`)
 and the ELU's capacity (the request rate it sustains, :func:`elu_capacity`).
-Every period the controller gives PMUs one at a time to the table whose
-miss volume (its measured load x miss ratio) falls most, and only while
-the predicted ELU load is above ``elu_utilization`` x its capacity
-(:func:`greedy_misses`): an ELU with slack needs no more PMUs, so the pool
-is only used when the ELU nears saturation. Each period also corrects the
-curves online from its hits and misses (:meth:`MissAware.correct_curves`)
-and gives at most ``max_release`` PMUs back (a dip in load would otherwise
-cost cold caches when it returns), none while a table is behind (the loads
-it sees are then throttled by backpressure); a re-placement must cut the
-predicted ELU load by ``min_improvement`` (no churn). A table behind
-(throttled) gets one more PMU from the free pool each period: the model
-under-predicts the ELU load then. Per-table USL curves (fig8's
+The control law, every period (:meth:`MissAware.solve`):
+
+1. *Load*: each table's measured load, extrapolated one period ahead when
+   it rises (load + its rise; a falling load is taken as it is), times the
+   headroom. A ramp's first decisions otherwise gave PMUs back and took them
+   again a period later, cold, at a higher load.
+2. *Target*: PMUs one at a time to the table whose miss volume (load x
+   miss ratio) falls most, while the predicted ELU load (the summed miss
+   volume) is above ``elu_utilization`` x its capacity
+   (:func:`greedy_misses`): an ELU with slack needs no more PMUs.
+3. *Count*: grows to that target at once; gives back at most
+   ``max_release`` PMUs a period, none while a table is behind (its load is
+   then throttled by backpressure), except PMUs that save nothing
+   (:meth:`MissAware.useful`: a table that already never misses, e.g. a
+   one-key table's second PMU). With ``elu_release`` (hysteresis, off by
+   default) PMUs go back only while the predicted ELU load stays under that
+   fraction of capacity without them.
+4. *No churn*: moving a PMU costs both tables cold caches (keys rehash over
+   the table's PMUs), so a proposal that moves PMUs must cut the predicted
+   ELU load by ``min_improvement`` against the nearest allocation that moves
+   none: the held one grown from the free pool (and from PMUs that save
+   nothing) while the ELU is over its target, or shrunk where PMUs save the
+   least (while the ELU stays under its target without them).
+5. A table behind gets one more PMU from the free pool: the model
+   under-predicts the ELU load then.
+
+Each warm period (the table held the same PMUs through it and the one
+before) corrects the miss curves online (:meth:`MissAware.correct_curves`).
+Per-table USL curves (fig8's
 single-table method) are fitted too and reported, but misplace PMUs here:
 backpressure from the saturated ELU makes every upstream table look short
 of capacity.
