@@ -43,10 +43,13 @@ def test_over_target_pmus_explore_unmeasured_curves_only():
 def test_curves_are_corrected_from_a_period_and_stay_monotone():
     ctl = MissAware.__new__(MissAware)  # only the curve state is exercised
     ctl.curves = curves_of([[0.5, 0.4, 0.3], [0.5, 0.4, 0.3]])
-    ctl.measured, ctl.blend, ctl.min_lookups = None, 0.5, 100
+    ctl.measured, ctl.blend, ctl.min_lookups, ctl.warm = None, 0.5, 100, None
     # table 0 held 2 PMUs all period: 1000 lookups, 100 misses (0.1); table 1 changed PMUs mid-period
     w = {"table": np.array([0, 0, 1, 1]), "pmus": np.array([2, 2, 1, 2]), "hits": np.array([450, 450, 500, 500]),
          "misses": np.array([50, 50, 20, 20])}
+    # the first period (cold caches: no period before it at that count) teaches nothing
+    ctl.correct_curves(w)
+    assert np.allclose(ctl.curves, curves_of([[0.5, 0.4, 0.3], [0.5, 0.4, 0.3]])) and ctl.measured is None
     ctl.correct_curves(w)
     assert np.allclose(ctl.curves[0], [1.0, 0.5, 0.25, 0.25])  # 0.5 x 0.4 + 0.5 x 0.1; 3 PMUs no worse than 2
     assert np.allclose(ctl.curves[1], [1.0, 0.5, 0.4, 0.3])  # untouched
@@ -60,3 +63,97 @@ def test_elu_capacity_is_a_high_quantile_of_the_calibration_rates():
     rates = list(np.linspace(0.0, 20.0, 101))
     assert abs(elu_capacity(rates) - 19.0) < 1e-9
     assert elu_capacity([]) == float("inf")
+
+
+class FakeSim:
+    """Just what MissAware.solve reads: the PMUs each table holds."""
+
+    def __init__(self, names, held):
+        self.names, self.held = names, list(held)
+
+    def pmu_states(self):
+        out, i = [], 0
+        for name, k in zip(self.names, self.held):
+            for _ in range(k):
+                out.append({"id": i, "state": "associated", "table": name, "channel": 0})
+                i += 1
+        return out
+
+    def now_ns(self):
+        return 0.0
+
+
+def controller(curves, held, total, target, release_at=None, trend=False):
+    from synapse_vmt.opt.controller import Settings
+
+    names = [f"t{j}" for j in range(len(held))]
+    ctl = MissAware.__new__(MissAware)
+    ctl.sim, ctl.names, ctl.total_pmus = FakeSim(names, held), names, total
+    ctl.settings = Settings(headroom=1.0)
+    ctl.curves, ctl.measured = np.array(curves, dtype=float), None
+    ctl.elu_target_mpps, ctl.elu_release_mpps, ctl.trend, ctl.prev_offered = target, release_at, trend, None
+    return ctl
+
+
+def solve(ctl, load, processed=None):
+    from types import SimpleNamespace
+
+    load = np.asarray(load, dtype=float)
+    return ctl.solve(SimpleNamespace(offered_mpps=load, processed_mpps=load if processed is None else np.asarray(processed))).pmus
+
+
+# table 0: one key (never misses with one PMU); tables 1, 2: misses fall with PMUs
+CURVES = [[1.0, 0.0, 0.0, 0.0, 0.0], [1.0, 0.30, 0.20, 0.15, 0.12], [1.0, 0.30, 0.25, 0.22, 0.20]]
+
+
+def test_pmus_that_save_nothing_are_re_placed_while_the_elu_is_over_target():
+    ctl = controller(CURVES, [2, 2, 2], 6, target=1.0)
+    # the one-key table's second PMU saves nothing: free to re-place; a curve that is flat but misses is not
+    assert ctl.useful(np.array([2, 2, 2])).tolist() == [1, 2, 2]
+    flat = controller([[1.0, 0.2, 0.2, 0.2]], [2], 2, target=1.0)
+    assert flat.useful(np.array([2])).tolist() == [2]
+    # the ELU predicted over target (10 x 0.2 + 10 x 0.25 = 4.5 > 1): the pool is full, so the only PMU
+    # that can move is the one saving nothing, to the largest saving (table 1: 10 x (0.20 - 0.15))
+    assert solve(ctl, [10.0, 10.0, 10.0]).tolist() == [1, 3, 2]
+
+
+def test_held_allocation_grows_from_the_free_pool_when_a_move_is_not_worth_it():
+    # held (1, 2, 1) of 6: the ELU is over target; moving PMUs is not worth 5 %, growing from the pool is
+    ctl = controller(CURVES, [1, 2, 1], 6, target=1.0)
+    n = solve(ctl, [0.0, 10.0, 10.0])
+    assert (n >= np.array([1, 2, 1])).all() and n.sum() > 4
+
+
+def test_release_shrinks_where_pmus_save_least_and_moves_nothing():
+    # light load: the held allocation is far under the target, so PMUs go back (at most max_release),
+    # first the one that saves nothing, then the least predicted loss; no table gains a PMU
+    ctl = controller(CURVES, [2, 3, 2], 7, target=10.0)
+    n = solve(ctl, [1.0, 1.0, 1.0])
+    assert n.tolist() == [1, 3, 1] or n.tolist() == [1, 2, 2]
+    assert n.sum() == 7 - ctl.max_release and (n <= np.array([2, 3, 2])).all()
+
+
+def test_hysteresis_holds_the_count_inside_the_band():
+    # the band: add above 5.0 Mpps of predicted ELU load, give back only under 3.0
+    held = [1, 2, 2]
+    # held predicts 10 x 0.2 + 10 x 0.25 = 4.5: under the top, but giving back one PMU would go over the bottom
+    ctl = controller(CURVES, held, 6, target=5.0, release_at=3.0)
+    assert solve(ctl, [10.0, 10.0, 10.0]).tolist() == held
+    # without the band (bottom = top) the same load gives PMUs back
+    ctl = controller(CURVES, held, 6, target=5.0)
+    assert solve(ctl, [10.0, 10.0, 10.0]).sum() < sum(held)
+    # under the bottom even without them: PMUs go back inside the band rule too
+    ctl = controller(CURVES, held, 6, target=5.0, release_at=3.0)
+    assert solve(ctl, [1.0, 1.0, 1.0]).sum() < sum(held)
+
+
+def test_a_rising_load_is_extrapolated_a_falling_one_is_not():
+    # first period: the load rose from nothing, so twice 6 Mpps is provisioned (2 x 6 x (0.3 + 0.3) > 4);
+    # as it is, 6 x 0.6 = 3.6 needs nothing more
+    ctl = controller(CURVES, [1, 1, 1], 6, target=4.0, trend=True)
+    assert solve(ctl, [0.0, 6.0, 6.0]).sum() > 3
+    assert solve(controller(CURVES, [1, 1, 1], 6, target=4.0), [0.0, 6.0, 6.0]).tolist() == [1, 1, 1]
+    # a falling load is taken as it is: 3 x (0.3 + 0.3) = 1.8 < 4, nothing added
+    ctl = controller(CURVES, [1, 1, 1], 6, target=4.0, trend=True)
+    ctl.prev_offered = np.array([0.0, 5.0, 5.0])
+    assert solve(ctl, [0.0, 3.0, 3.0]).tolist() == [1, 1, 1]

@@ -120,15 +120,18 @@ def cpu_model(out: str, quick: bool, quiet: bool) -> None:
 @click.option("--pmus", type=click.IntRange(min=10), default=None, help="the PMU pool (default 16)")
 @click.option("--elu-utilization", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="the closed loop adds PMUs only while the predicted ELU load is above this fraction of its measured capacity")
+@click.option("--elu-release", type=click.FloatRange(min=0), default=None,
+              help="give PMUs back only while the predicted ELU load stays under this fraction of its capacity without "
+                   "them (hysteresis; default: the --elu-utilization fraction)")
 def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_rate_floor: float | None, headroom: float,
-            pmus: int | None, elu_utilization: float) -> None:
+            pmus: int | None, elu_utilization: float, elu_release: float) -> None:
     """UPF (ONF UP4) with populated tables under a shifting uplink/downlink
     mix: the closed loop moving PMUs between tables vs the static oracle and
     an even split of the same pool (paper §2, Fig. 1)."""
     from synapse_vmt.figures import upf as f
 
     s = f.run(Path(out), quick, seed, slo_latency_ns=slo_latency_ns, hit_rate_floor=hit_rate_floor, headroom=headroom, pmus=pmus,
-              elu_utilization=elu_utilization)
+              elu_utilization=elu_utilization, elu_release=elu_release)
     c, e = s["closed_loop"], s["even_split"]
     click.echo(f"  closed loop: throughput {c['throughput_ratio_vs_static']:.3f} of static, PMU-time "
                f"{c['pmu_time_ratio_vs_static']:.3f} of static, mean latency {c['mean_latency_ns']:.1f} ns")

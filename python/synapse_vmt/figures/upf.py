@@ -19,18 +19,35 @@ worth the ELU requests they save. Calibration runs (the pool split evenly
 at one, two, three PMUs per table, flat traffic at the run's flow density)
 give each table's miss ratio against its PMU count (:func:`miss_curves`)
 and the ELU's capacity (the request rate it sustains, :func:`elu_capacity`).
-Every period the controller gives PMUs one at a time to the table whose
-miss volume (its measured load x miss ratio) falls most, and only while
-the predicted ELU load is above ``elu_utilization`` x its capacity
-(:func:`greedy_misses`): an ELU with slack needs no more PMUs, so the pool
-is only used when the ELU nears saturation. Each period also corrects the
-curves online from its hits and misses (:meth:`MissAware.correct_curves`)
-and gives at most ``max_release`` PMUs back (a dip in load would otherwise
-cost cold caches when it returns), none while a table is behind (the loads
-it sees are then throttled by backpressure); a re-placement must cut the
-predicted ELU load by ``min_improvement`` (no churn). A table behind
-(throttled) gets one more PMU from the free pool each period: the model
-under-predicts the ELU load then. Per-table USL curves (fig8's
+The control law, every period (:meth:`MissAware.solve`):
+
+1. *Load*: each table's measured load, extrapolated one period ahead when
+   it rises (load + its rise; a falling load is taken as it is), times the
+   headroom. A ramp's first decisions otherwise gave PMUs back and took them
+   again a period later, cold, at a higher load.
+2. *Target*: PMUs one at a time to the table whose miss volume (load x
+   miss ratio) falls most, while the predicted ELU load (the summed miss
+   volume) is above ``elu_utilization`` x its capacity
+   (:func:`greedy_misses`): an ELU with slack needs no more PMUs.
+3. *Count*: grows to that target at once; gives back at most
+   ``max_release`` PMUs a period, none while a table is behind (its load is
+   then throttled by backpressure), except PMUs that save nothing
+   (:meth:`MissAware.useful`: a table that already never misses, e.g. a
+   one-key table's second PMU). With ``elu_release`` (hysteresis, off by
+   default) PMUs go back only while the predicted ELU load stays under that
+   fraction of capacity without them.
+4. *No churn*: moving a PMU costs both tables cold caches (keys rehash over
+   the table's PMUs), so a proposal that moves PMUs must cut the predicted
+   ELU load by ``min_improvement`` against the nearest allocation that moves
+   none: the held one grown from the free pool (and from PMUs that save
+   nothing) while the ELU is over its target, or shrunk where PMUs save the
+   least (while the ELU stays under its target without them).
+5. A table behind gets one more PMU from the free pool: the model
+   under-predicts the ELU load then.
+
+Each warm period (the table held the same PMUs through it and the one
+before) corrects the miss curves online (:meth:`MissAware.correct_curves`).
+Per-table USL curves (fig8's
 single-table method) are fitted too and reported, but misplace PMUs here:
 backpressure from the saturated ELU makes every upstream table look short
 of capacity.
@@ -109,6 +126,22 @@ def per_period(w: dict, period_ns: float, T: int) -> dict:
     }
 
 
+def table_stats(w: dict, names: list[str]) -> dict:
+    """Per table over the run: lookups, miss ratio, mean per-key latency and
+    mean PMUs held (where a scheme's latency comes from)."""
+    T = len(names)
+    tab = np.asarray(w["table"], dtype=np.int64)
+    hits, misses = np.asarray(w["hits"], dtype=float), np.asarray(w["misses"], dtype=float)
+    n = hits + misses
+    lat = np.nan_to_num(np.asarray(w["lat_mean_ns"], dtype=float))
+    look = np.bincount(tab, weights=n, minlength=T)
+    miss = np.bincount(tab, weights=misses, minlength=T)
+    lat_sum = np.bincount(tab, weights=lat * n, minlength=T)
+    pm = np.bincount(tab, weights=np.asarray(w["pmus"], dtype=float), minlength=T) / np.maximum(np.bincount(tab, minlength=T), 1)
+    return {x: {"lookups": int(look[j]), "miss_ratio": float(miss[j] / max(look[j], 1.0)),
+                "mean_latency_ns": float(lat_sum[j] / max(look[j], 1.0)), "pmus": float(pm[j])} for j, x in enumerate(names)}
+
+
 def miss_curves(points: dict[tuple[str, int], float], names: list[str], N: int) -> np.ndarray:
     """Per table, the miss ratio at 0..N PMUs from calibration points: linear
     between measured counts, a power law beyond the last, never rising."""
@@ -128,14 +161,16 @@ def miss_curves(points: dict[tuple[str, int], float], names: list[str], N: int) 
 
 
 def greedy_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pmus: int = 1, theta_mpps: float = 0.25,
-                  elu_target_mpps: float | None = None, measured: np.ndarray | None = None) -> np.ndarray:
+                  elu_target_mpps: float | None = None, measured: np.ndarray | None = None,
+                  start: np.ndarray | None = None) -> np.ndarray:
     """PMUs one at a time to the table whose miss volume (load x miss ratio)
     falls most, while a PMU still saves ``theta_mpps`` of ELU requests and,
     given ``elu_target_mpps``, while the predicted ELU load (the summed miss
     volume) is above it: PMUs are added only while the shared ELU would be
-    near saturation."""
+    near saturation. ``start``: the allocation to grow from (default
+    ``min_pmus`` each)."""
     T = len(load_mpps)
-    n = np.full(T, min_pmus, dtype=np.int64)
+    n = np.full(T, min_pmus, dtype=np.int64) if start is None else np.maximum(np.asarray(start, dtype=np.int64), min_pmus)
     rows = np.arange(T)
     while n.sum() < total:
         if elu_target_mpps is not None and float(np.sum(load_mpps * curves[rows, n])) <= elu_target_mpps:
@@ -179,24 +214,35 @@ class MissAware(Controller):
 
     curves: np.ndarray = None  # set after construction
     theta_mpps: float = 0.5
-    elu_target_mpps: float | None = None
+    elu_target_mpps: float | None = None  # the band's top: PMUs are added while the predicted ELU load is above it
+    elu_release_mpps: float | None = None  # the band's bottom: PMUs go back only while the load stays under it
     min_lookups: int = 500  # a period's estimate of a miss ratio needs this many lookups
     blend: float = 0.5  # weight of the new period's miss ratio
 
     max_release: int = 2  # PMUs given back to the pool per period at most (adding is not limited)
     measured: np.ndarray | None = None  # (table, PMU count): the curve there was measured in a period
+    warm: dict | None = None  # per table, the PMU count it held through the last period
+    trend: bool = True  # provision for the next period's load, extrapolated linearly when it rises
+    prev_offered: np.ndarray | None = None
+    flat_miss_ratio: float = 1e-3  # a table missing at most this often needs no more PMUs (see useful())
     min_improvement: float = 0.05  # a re-placement must cut the predicted ELU load by this fraction
 
     def solve(self, tr):
         from types import SimpleNamespace
 
-        load = np.asarray(tr.offered_mpps, dtype=float) * self.settings.headroom
+        off = np.asarray(tr.offered_mpps, dtype=float)
+        if self.trend:
+            # the next period's load: a rising load keeps rising (linear), a falling one is taken as it is
+            prev = self.prev_offered if self.prev_offered is not None else np.zeros_like(off)
+            self.prev_offered = off
+            off = off + np.maximum(0.0, off - prev)
+        load = off * self.settings.headroom
         if self.measured is None:
             self.measured = np.zeros(self.curves.shape, dtype=bool)
+        if not hasattr(self, "decisions"):
+            self.decisions = []
         n = greedy_misses(load, self.curves, self.total_pmus, self.settings.min_pmus, self.theta_mpps, self.elu_target_mpps,
                           self.measured)
-        # Release slowly: a load that dipped for one period (a ramp, a burst
-        # ending) would otherwise cost cold caches when it returns.
         have = placement.current_sets(self.sim.pmu_states(), self.names)
         held = np.array([len(have[x]) for x in self.names])
         rows = np.arange(len(n))
@@ -204,20 +250,56 @@ class MissAware(Controller):
         # seen are throttled by backpressure, so nothing is given back (PMUs
         # may still move between tables).
         behind = np.asarray(tr.processed_mpps) < self.settings.behind * np.asarray(tr.offered_mpps)
+        # Hysteresis on the predicted ELU load: PMUs are added while it is
+        # above the band's top (`elu_target_mpps`, the greedy above) but go
+        # back only while it stays under the band's bottom without them
+        # (`elu_release_mpps`), at most `max_release` a period (a dip would
+        # otherwise cost cold caches when the load returns); inside the band
+        # the count is held.
         release = 0 if behind.any() else self.max_release
+        if behind.any() and n.sum() < held.sum():
+            # ... but PMUs that save nothing may go whatever the load (their curve is flat)
+            release = int(min(self.max_release, held.sum() - self.useful(held).sum()))
+        if self.elu_release_mpps is not None and release:
+            g_lo = greedy_misses(load, self.curves, self.total_pmus, self.settings.min_pmus, self.theta_mpps,
+                                 self.elu_release_mpps, self.measured)
+            release = int(np.clip(held.sum() - g_lo.sum(), 0, release))
         last = self.curves.shape[1] - 1
         while n.sum() < min(self.total_pmus, held.sum() - release):
             # kept by the tables that hold them (no move), largest miss volume first
             vol = load * self.curves[rows, np.minimum(n, last)]
             j = int(np.argmax(np.where(n < held, vol + 1e-9, -1.0)))
             n[j] += 1
-        # Moving PMUs costs cold caches: keep the allocation held unless the
-        # new one releases PMUs or is predicted to cut the ELU load by more
-        # than `min_improvement` (no churn between near-equal allocations).
-        if held.sum() > 0 and n.sum() >= held.sum() and held.max() < self.curves.shape[1]:
+        # Moving PMUs costs cold caches: a proposal that moves PMUs between
+        # tables must be predicted to cut the ELU load by more than
+        # `min_improvement` against the nearest allocation of the same count
+        # that moves none (no churn between near-equal allocations): the held
+        # one grown from the free pool while the ELU is predicted over its
+        # target (a PMU joining from the pool takes none from another table),
+        # or shrunk where PMUs save the least.
+        if held.sum() > 0 and held.max() < self.curves.shape[1]:
             vol = lambda k: float(np.sum(load * self.curves[rows, np.maximum(k, 1)]))  # noqa: E731
-            if vol(held) - vol(n) <= self.min_improvement * vol(held):
-                n = np.maximum(held, self.settings.min_pmus)
+            target = np.inf if self.elu_target_mpps is None else self.elu_target_mpps
+            if n.sum() >= held.sum() and vol(held) > target:
+                # held, it still grows from the free pool (and from PMUs that save nothing)
+                alt = greedy_misses(load, self.curves, int(n.sum()), self.settings.min_pmus, self.theta_mpps,
+                                    self.elu_target_mpps, self.measured, start=self.useful(held))
+            else:
+                # a release: the PMUs go from the tables that lose the least (nothing moves), down to the
+                # proposal's count, or while the held allocation stays under the target without them
+                alt = held.copy()
+                floor = n.sum() if n.sum() < held.sum() else held.sum() - release
+                while alt.sum() > floor:
+                    # the least predicted loss; on a tie the smaller miss volume (fewer keys cached to lose)
+                    m_now = self.curves[rows, np.minimum(alt, last)]
+                    loss = np.where(alt > self.settings.min_pmus,
+                                    load * (self.curves[rows, np.clip(alt - 1, 0, last)] - m_now) + 1e-6 * load * m_now, np.inf)
+                    j = int(np.argmin(loss))
+                    if n.sum() >= held.sum() and vol(alt) + loss[j] > target:
+                        break
+                    alt[j] -= 1
+            if vol(alt) - vol(n) <= self.min_improvement * vol(alt):
+                n = alt
         # A table behind (throttled) says the model under-predicts the ELU
         # load: one more PMU from the free pool to the largest miss volume
         # per PMU among the tables behind, whatever the curves promise.
@@ -226,23 +308,48 @@ class MissAware(Controller):
             j = int(np.argmax(vol))
             if vol[j] > 0:
                 n[j] += 1
+        vol = lambda k: float(np.sum(load * self.curves[rows, np.clip(k, 1, last)]))  # noqa: E731
+        self.decisions.append({"t_ns": float(self.sim.now_ns()), "held": held.tolist(), "target": n.tolist(),
+                               "elu_pred_held_mpps": vol(held), "elu_pred_target_mpps": vol(n), "behind": bool(behind.any())})
         return SimpleNamespace(pmus=n)
+
+    def useful(self, held: np.ndarray) -> np.ndarray:
+        """``held`` without the PMUs that save nothing: a table's PMUs beyond
+        the count at which it already misses (next to) never, e.g. a one-key
+        table's second PMU. Their leaving costs no cold cache worth the name,
+        so they are as good as free PMUs to re-place. (A curve that is merely
+        flat is no proof: calibration runs are short and dominated by
+        compulsory misses, and flat there for tables that reuse keys.)"""
+        out = np.asarray(held, dtype=np.int64).copy()
+        last = self.curves.shape[1] - 1
+        for j in range(len(out)):
+            while out[j] > self.settings.min_pmus and self.curves[j, min(out[j] - 1, last)] <= self.flat_miss_ratio:
+                out[j] -= 1
+        return out
 
     def learn(self, w: dict, tr) -> None:
         self.correct_curves(w)
 
     def correct_curves(self, w: dict) -> None:
         """Miss ratio per table at the PMU count it held throughout the period,
-        blended into its curve; the curve stays non-increasing in PMUs."""
+        blended into its curve; the curve stays non-increasing in PMUs. The
+        table must have held that count through the previous period too: the
+        first period of a run, or the one after a table's PMUs changed, starts
+        from cold caches, whose compulsory misses would flatten the curve
+        (the run's first period raised sessions_uplink's miss ratio at two
+        PMUs above its one-PMU value)."""
         tab = np.asarray(w["table"], dtype=np.int64)
         held = np.asarray(w["pmus"], dtype=np.int64)
         hits, misses = np.asarray(w["hits"], dtype=float), np.asarray(w["misses"], dtype=float)
+        prev = self.warm if self.warm is not None else {}
+        self.warm = {}
         for j in range(self.curves.shape[0]):
             m = tab == j
             if not m.any() or held[m].min() != held[m].max() or held[m][0] < 1:
                 continue
             n, look = int(held[m][0]), float(hits[m].sum() + misses[m].sum())
-            if look < self.min_lookups or n >= self.curves.shape[1]:
+            self.warm[j] = n
+            if prev.get(j) != n or look < self.min_lookups or n >= self.curves.shape[1]:
                 continue
             c = self.curves[j]
             if self.measured is None:
@@ -255,7 +362,7 @@ class MissAware(Controller):
 
 def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
         hit_rate_floor: float | None = None, headroom: float = 1.3, pmus: int | None = None,
-        elu_utilization: float = 1.0) -> dict:
+        elu_utilization: float = 1.0, elu_release: float | None = None) -> dict:
     pl = plan(quick)
     if pmus is not None:
         pl["pmus"] = int(pmus)
@@ -338,6 +445,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         ctl = MissAware(sim, dict(models), N, st)
         ctl.curves = curves.copy()  # corrected online, per run
         ctl.elu_target_mpps = elu_target
+        ctl.elu_release_mpps = None if elu_release is None else min(elu_release, elu_utilization) * elu_cap
         hist = ctl.run(pl["duration"])
         return sim, ctl, hist
 
@@ -374,7 +482,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         stats[k] = {"throughput_mpps": thr, "pmu_time_ms": pmu_time / 1e6,
                     "mean_latency_ns": pp["lat_total"] / max(pp["lookups"], 1.0),
                     "hit_rate": float(np.nanmean([p.hit_rate for p in hist])), "drops": int(sum(p.drops for p in hist)),
-                    "invariants": inv}
+                    "invariants": inv, "per_table": table_stats(sim.all_windows(), names)}
     st_s = stats["static"]
     summary = {
         "figure": "upf",
@@ -391,12 +499,14 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         "models": {n: m.to_json() for n, m in models.items()},
         "miss_curves": {n: curves[j, :9].tolist() for j, n in enumerate(names)},
         "miss_curves_corrected": {n: ctl.curves[j, :9].tolist() for j, n in enumerate(names)},
-        "elu": {"capacity_mpps": elu_cap, "utilization_target": elu_utilization, "target_mpps": elu_target},
+        "elu": {"capacity_mpps": elu_cap, "utilization_target": elu_utilization, "target_mpps": elu_target,
+                "utilization_release": elu_release},
         "settings": {"pmus_total": N, "period_ns": pl["period"], "duration_ns": pl["duration"], "flows": pl["flows"],
                      "sessions": pl["sessions"], "headroom": headroom, "seed": seed,
-                     "slo_latency_ns": slo_latency_ns, "hit_rate_floor": hit_rate_floor, "elu_utilization": elu_utilization},
+                     "slo_latency_ns": slo_latency_ns, "hit_rate_floor": hit_rate_floor, "elu_utilization": elu_utilization, "elu_release": elu_release},
     }
     cl, ev = stats["closed_loop"], stats["even_split"]
+    summary["closed_loop_decisions"] = getattr(ctl, "decisions", [])
     summary["done_when"] = {
         "throughput_within_5pct": summary["closed_loop"]["throughput_ratio_vs_static"] >= 0.95,
         "less_pmu_time": summary["closed_loop"]["pmu_time_ratio_vs_static"] < 1.0,
@@ -450,3 +560,4 @@ def plot(series: dict, names: list[str], path: Path) -> None:
     ax[0, 0].legend(fontsize=7)
     fig.tight_layout()
     save_png(fig, path)
+
