@@ -24,9 +24,32 @@ pub const BIAS: u32 = 0x8000_0000;
 #[repr(C, align(32))]
 pub struct Row(pub [u32; LANES]);
 
-/// A row that no key satisfies as lower bound (with [`EMPTY_HI`] as upper).
-pub const EMPTY_LO: u32 = 1;
-pub const EMPTY_HI: u32 = 0;
+/// Leaf words are stored (and keys packed) *biased*: a 32-bit word with its
+/// sign bit flipped, a pair of 16-bit fields with each half's sign bit
+/// flipped, so that AVX2's signed compares (`cmpgt`) order them as unsigned
+/// and a bound test is two compares and an or.
+pub const PAIR_BIAS: u32 = 0x8000_8000;
+
+/// The bias of a word: [`BIAS`], or [`PAIR_BIAS`] for a pair of 16-bit fields.
+#[inline(always)]
+pub fn bias(pair: bool) -> u32 {
+    if pair {
+        PAIR_BIAS
+    } else {
+        BIAS
+    }
+}
+
+/// A (low, high) row pair that no key satisfies, biased (a low bound above
+/// the high one, in both halves of a pair).
+#[inline(always)]
+pub fn empty_bounds(pair: bool) -> (u32, u32) {
+    if pair {
+        (0x7fff_7fff, 0x8000_8000)
+    } else {
+        (0x7fff_ffff, 0x8000_0000)
+    }
+}
 
 /// A tree node: one cache line.
 #[derive(Clone, Copy, Debug)]
@@ -66,9 +89,10 @@ pub fn below_scalar(n: &Node, k: u32) -> u32 {
     c
 }
 
-/// Lanes of the block `rows` (2 * NW + 1 rows) that the packed key `key`
-/// matches (scalar). Word `w` is one 32-bit field, or when bit `w` of
-/// `pairs` is set two 16-bit fields side by side, each compared alone.
+/// Lanes of the block `rows` (2 * NW + 1 rows) that the packed, biased key
+/// `key` matches (scalar). Word `w` is one 32-bit field, or when bit `w` of
+/// `pairs` is set two 16-bit fields side by side, each compared alone (see
+/// [`PAIR_BIAS`]).
 #[inline(always)]
 pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -> u32 {
     let mut m = (1u32 << LANES) - 1;
@@ -77,12 +101,13 @@ pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -
         let mut b = 0;
         if pairs >> w & 1 == 0 {
             for l in 0..LANES {
-                b |= (((lo[l] <= k) & (k <= hi[l])) as u32) << l;
+                b |= ((((lo[l] as i32) <= (k as i32)) & ((k as i32) <= (hi[l] as i32))) as u32) << l;
             }
         } else {
-            let (kh, kl) = (k >> 16, k & 0xffff);
+            let (kh, kl) = ((k >> 16) as i16, k as i16);
             for l in 0..LANES {
-                let ok = (lo[l] >> 16 <= kh) & (kh <= hi[l] >> 16) & (lo[l] & 0xffff <= kl) & (kl <= hi[l] & 0xffff);
+                let (lh, ll, hh, hl) = ((lo[l] >> 16) as i16, lo[l] as i16, (hi[l] >> 16) as i16, hi[l] as i16);
+                let ok = (lh <= kh) & (kh <= hh) & (ll <= kl) & (kl <= hl);
                 b |= (ok as u32) << l;
             }
         }
@@ -91,7 +116,8 @@ pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -
     m
 }
 
-/// Packs two 16-bit values into one word as [`block_scalar`] reads it.
+/// Packs two 16-bit values into one word (unbiased) as [`block_scalar`]
+/// reads it once biased.
 #[inline(always)]
 pub fn pack(a: u32, b: u32) -> u32 {
     a << 16 | (b & 0xffff)
@@ -117,10 +143,10 @@ pub mod avx2 {
         }
     }
 
-    /// [`super::block_scalar`]: per word, `max(k, lo) == k` and
-    /// `min(k, hi) == k` (AVX2 has no unsigned compare), in 16-bit lanes
-    /// for a pair of fields, whose two halves must then both hold. Only
-    /// bit 31 of a lane is read at the end.
+    /// [`super::block_scalar`]: per word, a lane fails when `lo > k` or
+    /// `k > hi` (signed compares of the biased words, in 16-bit lanes for a
+    /// pair of fields, where either half failing fails the lane); the
+    /// matching lanes are those that never failed.
     #[inline]
     #[target_feature(enable = "avx2")]
     pub fn block<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -> u32 {
@@ -128,24 +154,20 @@ pub mod avx2 {
         // SAFETY: rows holds at least 2 * NW aligned 32-byte rows.
         unsafe {
             let p = rows.as_ptr() as *const __m256i;
-            let mut acc = _mm256_set1_epi32(-1);
+            let mut fail = _mm256_setzero_si256();
             for w in 0..NW {
                 let kv = _mm256_set1_epi32(key[w] as i32);
                 let lo = _mm256_load_si256(p.add(2 * w));
                 let hi = _mm256_load_si256(p.add(2 * w + 1));
-                let ok = if pairs >> w & 1 == 0 {
-                    let ge = _mm256_cmpeq_epi32(_mm256_max_epu32(kv, lo), kv);
-                    let le = _mm256_cmpeq_epi32(_mm256_min_epu32(kv, hi), kv);
-                    _mm256_and_si256(ge, le)
+                let f = if pairs >> w & 1 == 0 {
+                    _mm256_or_si256(_mm256_cmpgt_epi32(lo, kv), _mm256_cmpgt_epi32(kv, hi))
                 } else {
-                    let ge = _mm256_cmpeq_epi16(_mm256_max_epu16(kv, lo), kv);
-                    let le = _mm256_cmpeq_epi16(_mm256_min_epu16(kv, hi), kv);
-                    let m = _mm256_and_si256(ge, le);
-                    _mm256_and_si256(m, _mm256_slli_epi32(m, 16))
+                    _mm256_or_si256(_mm256_cmpgt_epi16(lo, kv), _mm256_cmpgt_epi16(kv, hi))
                 };
-                acc = _mm256_and_si256(acc, ok);
+                fail = _mm256_or_si256(fail, f);
             }
-            _mm256_movemask_ps(_mm256_castsi256_ps(acc)) as u32 & ((1 << LANES) - 1)
+            let ok = _mm256_cmpeq_epi32(fail, _mm256_setzero_si256());
+            _mm256_movemask_ps(_mm256_castsi256_ps(ok)) as u32 & ((1 << LANES) - 1)
         }
     }
 }
@@ -178,6 +200,21 @@ pub fn prefetch<T>(p: *const T) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Rows and key biased as the kernels read them (rows 0..10: five words).
+    fn biased(rows: &[Row], key: &[u32; 8], pairs: u32) -> (Vec<Row>, [u32; 8]) {
+        let mut r = rows.to_vec();
+        let mut k = *key;
+        for w in 0..5 {
+            let b = bias(pairs >> w & 1 == 1);
+            for l in 0..LANES {
+                r[2 * w].0[l] ^= b;
+                r[2 * w + 1].0[l] ^= b;
+            }
+            k[w] ^= b;
+        }
+        (r, k)
+    }
 
     fn node(th: &[u32]) -> Node {
         let mut n = Node { th: [u32::MAX ^ BIAS; NODE_THRESHOLDS], base: 7, info: 3 };
@@ -217,7 +254,8 @@ mod tests {
                     }
                 }
             }
-            prop_assert_eq!(block_scalar::<5>(&rows, &key, 0), want);
+            let (r0, k0) = biased(&rows, &key, 0);
+            prop_assert_eq!(block_scalar::<5>(&r0, &k0, 0), want);
             // Words 1 and 3 as pairs of 16-bit fields: each half alone.
             let mut want_pairs = (1u32 << LANES) - 1;
             for w in 0..5 {
@@ -233,14 +271,25 @@ mod tests {
                     }
                 }
             }
-            prop_assert_eq!(block_scalar::<5>(&rows, &key, 0b01010), want_pairs);
+            let (r1, k1) = biased(&rows, &key, 0b01010);
+            prop_assert_eq!(block_scalar::<5>(&r1, &k1, 0b01010), want_pairs);
+            let (r2, k2) = biased(&rows, &key, 0b10);
+            // An empty lane matches no key.
+            let mut re = r1.clone();
+            for w in 0..5 {
+                let (lo, hi) = empty_bounds(0b01010 >> w & 1 == 1);
+                re[2 * w].0[3] = lo;
+                re[2 * w + 1].0[3] = hi;
+            }
+            prop_assert_eq!(block_scalar::<5>(&re, &k1, 0b01010), want_pairs & !(1 << 3));
             #[cfg(target_arch = "x86_64")]
             if has_avx2() {
                 // SAFETY: the CPU has AVX2 (checked above).
                 prop_assert_eq!(unsafe { avx2::below(&n, k) }, below_scalar(&n, k));
-                prop_assert_eq!(unsafe { avx2::block::<5>(&rows, &key, 0) }, want);
-                prop_assert_eq!(unsafe { avx2::block::<5>(&rows, &key, 0b01010) }, want_pairs);
-                prop_assert_eq!(unsafe { avx2::block::<2>(&rows, &key, 0b10) }, block_scalar::<2>(&rows, &key, 0b10));
+                prop_assert_eq!(unsafe { avx2::block::<5>(&r0, &k0, 0) }, want);
+                prop_assert_eq!(unsafe { avx2::block::<5>(&r1, &k1, 0b01010) }, want_pairs);
+                prop_assert_eq!(unsafe { avx2::block::<5>(&re, &k1, 0b01010) }, want_pairs & !(1 << 3));
+                prop_assert_eq!(unsafe { avx2::block::<2>(&r2, &k2, 0b10) }, block_scalar::<2>(&r2, &k2, 0b10));
             }
         }
     }
