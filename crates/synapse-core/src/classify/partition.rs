@@ -30,7 +30,7 @@
 //! Rules with a non-contiguous ternary field (not a range) are kept aside
 //! and searched linearly; ClassBench sets have none.
 
-use super::simd::{self, Node, Row, BIAS, LANES, LEAF, NODE_THRESHOLDS};
+use super::simd::{self, Node, Row, BIAS, LANES, LEAF, NODE_SLOTS, NODE_THRESHOLDS};
 use super::{BuildError, Classifier, Match, MemAccess, MemoryWalk};
 use crate::rules::{width_mask, Key, MatchKind, Rule, RuleSet, MAX_FIELDS};
 use std::time::Duration;
@@ -320,7 +320,7 @@ impl PTree {
         let base = self.nodes.len() as u32;
         let nc = th.len() + 1;
         self.nodes.extend(std::iter::repeat(empty_leaf()).take(nc));
-        let mut node = Node { th: [u32::MAX ^ BIAS; NODE_THRESHOLDS], base, info: f as u32 };
+        let mut node = Node { th: [u32::MAX ^ BIAS; NODE_SLOTS], base, info: f as u32 };
         for (i, &x) in th.iter().enumerate() {
             node.th[i] = x ^ BIAS;
         }
@@ -439,11 +439,8 @@ impl PTree {
                 first
             }
         };
-        let mut n = empty_leaf();
-        n.base = first_block;
-        n.th[0] = slots.first().copied().unwrap_or(u32::MAX);
-        n.th[1] = slots.len().div_ceil(LANES) as u32;
-        self.nodes[idx as usize] = n;
+        let first_rule = slots.first().copied().unwrap_or(u32::MAX);
+        self.nodes[idx as usize] = Node::leaf(idx, first_block, slots.len().div_ceil(LANES) as u32, first_rule);
         self.check_budget()
     }
 
@@ -521,9 +518,7 @@ impl PTree {
 }
 
 fn empty_leaf() -> Node {
-    let mut th = [0u32; NODE_THRESHOLDS];
-    th[0] = u32::MAX;
-    Node { th, base: 0, info: LEAF }
+    Node::leaf(0, 0, 0, u32::MAX)
 }
 
 /// The batch lookup, written once and compiled twice: with the scalar
@@ -573,10 +568,11 @@ macro_rules! batch_fn {
                         let mut inner = 0;
                         for j in 0..na {
                             let l = act[j] as usize;
+                            // A leaf is its own only child.
                             let n = &nodes[cur[j] as usize];
                             let c = n.base + $below(n, kk[l][n.field()]);
-                            cur[j] = if n.is_leaf() { cur[j] } else { c };
-                            let next = &nodes[cur[j] as usize];
+                            cur[j] = c;
+                            let next = &nodes[c as usize];
                             simd::prefetch(next);
                             inner |= !next.info & LEAF;
                         }
@@ -585,22 +581,21 @@ macro_rules! batch_fn {
                         }
                     }
                     for j in 0..na {
-                        simd::prefetch(rows.as_ptr().wrapping_add(nodes[cur[j] as usize].base as usize * stride));
+                        simd::prefetch(rows.as_ptr().wrapping_add(nodes[cur[j] as usize].first_block() * stride));
                     }
                     for j in 0..na {
                         let l = act[j] as usize;
                         let n = &nodes[cur[j] as usize];
-                        let nb = n.th[1] as usize;
-                        let b0 = n.base as usize * stride;
+                        let (first, nb) = (n.first_block() * stride, n.blocks());
                         if nb <= 1 {
                             // One block (or the empty block 0).
-                            let m = $block(&rows[b0..b0 + stride], &pk[l], pairs);
-                            let id = rows[b0 + 2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)];
+                            let m = $block(&rows[first..first + stride], &pk[l], pairs);
+                            let id = rows[first + 2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)];
                             best[l] = best[l].min(if m == 0 { u32::MAX } else { id });
                             continue;
                         }
                         for b in 0..nb {
-                            let blk = &rows[b0 + b * stride..b0 + (b + 1) * stride];
+                            let blk = &rows[first + b * stride..first + (b + 1) * stride];
                             if blk[2 * NW].0[0] >= best[l] {
                                 break;
                             }
@@ -664,10 +659,10 @@ impl MemoryWalk for PTree {
                 i = n.base + simd::below_scalar(n, key.0[n.field()]);
             }
             let n = &self.nodes[i as usize];
-            if n.th[0] >= best {
+            if n.first_rule() >= best {
                 continue;
             }
-            for b in n.base as usize..(n.base + n.th[1]) as usize {
+            for b in n.first_block()..n.first_block() + n.blocks() {
                 let blk = &self.rows[b * stride..(b + 1) * stride];
                 if blk[2 * nw].0[0] >= best {
                     break;

@@ -12,9 +12,12 @@
 
 /// Rules per leaf block (one AVX2 register of 32-bit lanes).
 pub const LANES: usize = 8;
-/// Thresholds per node: 14, so a node's thresholds, child base and header
+/// Threshold slots per node: 14, so a node's slots, child base and header
 /// fill one 64-byte cache line (and one HBM burst).
-pub const NODE_THRESHOLDS: usize = 14;
+pub const NODE_SLOTS: usize = 14;
+/// Thresholds an inner node uses: 12; a leaf keeps its rule and block
+/// counts in the last two slots, its 12 thresholds above every key.
+pub const NODE_THRESHOLDS: usize = 12;
 /// Thresholds are stored with the sign bit flipped so AVX2's signed
 /// compare orders them as unsigned.
 pub const BIAS: u32 = 0x8000_0000;
@@ -56,12 +59,15 @@ pub fn empty_bounds(pair: bool) -> (u32, u32) {
 #[repr(C, align(64))]
 pub struct Node {
     /// Inner: sorted thresholds `^ BIAS`, unused ones `u32::MAX ^ BIAS`
-    /// (no key is above them). Leaf: `th[0]` = its first (best) rule
-    /// index or `u32::MAX` when empty, `th[1]` = its number of blocks.
-    pub th: [u32; NODE_THRESHOLDS],
-    /// Inner: index of child 0 (children are contiguous). Leaf: first block.
+    /// (no key is above them). Leaf: the first [`NODE_THRESHOLDS`] unused,
+    /// then its first (best) rule index (`u32::MAX` when empty) and its
+    /// number of blocks.
+    pub th: [u32; NODE_SLOTS],
+    /// Inner: index of child 0 (children are contiguous). Leaf: its own
+    /// index, so a step from a leaf stays there without a test.
     pub base: u32,
-    /// Bit 31: leaf. Bits 0..8: the field an inner node tests.
+    /// Bit 31: leaf. Bits 0..3: the field an inner node tests. A leaf's
+    /// bits 3..31: its first block.
     pub info: u32,
 }
 
@@ -74,7 +80,30 @@ impl Node {
     }
     #[inline(always)]
     pub fn field(&self) -> usize {
-        (self.info & 0xff) as usize
+        (self.info & 7) as usize
+    }
+    /// A leaf's first block.
+    #[inline(always)]
+    pub fn first_block(&self) -> usize {
+        ((self.info & !LEAF) >> 3) as usize
+    }
+    /// A leaf's best rule (`u32::MAX` when empty).
+    #[inline(always)]
+    pub fn first_rule(&self) -> u32 {
+        self.th[NODE_SLOTS - 2]
+    }
+    /// A leaf's number of blocks.
+    #[inline(always)]
+    pub fn blocks(&self) -> usize {
+        self.th[NODE_SLOTS - 1] as usize
+    }
+    /// The leaf at `idx` of `blocks` blocks from `first_block`, whose best
+    /// rule is `first_rule`.
+    pub fn leaf(idx: u32, first_block: u32, blocks: u32, first_rule: u32) -> Node {
+        let mut th = [u32::MAX ^ BIAS; NODE_SLOTS];
+        th[NODE_SLOTS - 2] = first_rule;
+        th[NODE_SLOTS - 1] = blocks;
+        Node { th, base: idx, info: LEAF | first_block << 3 }
     }
 }
 
@@ -83,7 +112,7 @@ impl Node {
 pub fn below_scalar(n: &Node, k: u32) -> u32 {
     let kb = k ^ BIAS;
     let mut c = 0;
-    for &t in &n.th {
+    for &t in &n.th[..NODE_THRESHOLDS] {
         c += ((t as i32) < (kb as i32)) as u32;
     }
     c
@@ -125,7 +154,7 @@ pub fn pack(a: u32, b: u32) -> u32 {
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2 {
-    use super::{Node, Row, BIAS, LANES};
+    use super::{Node, Row, BIAS, LANES, NODE_THRESHOLDS};
     use std::arch::x86_64::*;
 
     /// [`super::below_scalar`] with two 8-lane compares.
@@ -139,7 +168,7 @@ pub mod avx2 {
             let a = _mm256_cmpgt_epi32(kv, _mm256_load_si256(p));
             let b = _mm256_cmpgt_epi32(kv, _mm256_load_si256(p.add(1)));
             let m = _mm256_movemask_ps(_mm256_castsi256_ps(a)) as u32 | (_mm256_movemask_ps(_mm256_castsi256_ps(b)) as u32) << 8;
-            (m & 0x3fff).count_ones()
+            (m & ((1 << NODE_THRESHOLDS) - 1)).count_ones()
         }
     }
 
@@ -217,7 +246,9 @@ mod tests {
     }
 
     fn node(th: &[u32]) -> Node {
-        let mut n = Node { th: [u32::MAX ^ BIAS; NODE_THRESHOLDS], base: 7, info: 3 };
+        let mut n = Node { th: [u32::MAX ^ BIAS; NODE_SLOTS], base: 7, info: 3 };
+        // The leaf slots hold anything; inner nodes ignore them.
+        n.th[NODE_SLOTS - 1] = 0x0123_4567;
         for (i, &t) in th.iter().enumerate() {
             n.th[i] = t ^ BIAS;
         }
