@@ -30,7 +30,7 @@
 //! Rules with a non-contiguous ternary field (not a range) are kept aside
 //! and searched linearly; ClassBench sets have none.
 
-use super::simd::{self, Node, Row, BIAS, EMPTY_HI, EMPTY_LO, LANES, LEAF, NODE_THRESHOLDS};
+use super::simd::{self, Node, Row, BIAS, LANES, LEAF, NODE_SLOTS, NODE_THRESHOLDS};
 use super::{BuildError, Classifier, Match, MemAccess, MemoryWalk};
 use crate::rules::{width_mask, Key, MatchKind, Rule, RuleSet, MAX_FIELDS};
 use std::time::Duration;
@@ -98,6 +98,9 @@ pub struct PTree {
     /// (`pairs` bit set) so a block compares them in one row pair.
     words: Vec<(usize, Option<usize>)>,
     pairs: u32,
+    /// Per word: (field a, field b, shift of a, mask of b, bias): the packed
+    /// word is `(key[a] << shift | key[b] & mask) ^ bias`.
+    packing: [(u8, u8, u32, u32, u32); 8],
     config: PTreeConfig,
     nodes: Vec<Node>,
     /// Leaf blocks, `2 * words + 1` rows each: (low, high) per word, then
@@ -112,6 +115,9 @@ pub struct PTree {
 
 /// Banks the memory walk spreads the structure over (by 64-byte line).
 pub const WALK_BANKS: u64 = 32;
+
+/// The pairs of the five-tuple's words: the ports.
+const FIVE_TUPLE_PAIRS: u32 = 0b0100;
 
 /// Lookups per group walked in lockstep by the batch path.
 const GROUP: usize = 16;
@@ -143,10 +149,18 @@ impl PTree {
             words.push((a, None));
         }
         let pairs = words.iter().enumerate().filter(|(_, w)| w.1.is_some()).fold(0u32, |m, (i, _)| m | 1 << i);
+        let mut packing = [(0u8, 0u8, 0u32, 0u32, 0u32); 8];
+        for (w, &(a, b)) in words.iter().enumerate() {
+            packing[w] = match b {
+                None => (a as u8, a as u8, 0, 0, BIAS),
+                Some(b) => (a as u8, b as u8, 16, 0xffff, simd::PAIR_BIAS),
+            };
+        }
         let mut t = PTree {
             nf,
             words,
             pairs,
+            packing,
             config: *config,
             nodes: Vec::new(),
             rows: Vec::new(),
@@ -306,7 +320,7 @@ impl PTree {
         let base = self.nodes.len() as u32;
         let nc = th.len() + 1;
         self.nodes.extend(std::iter::repeat(empty_leaf()).take(nc));
-        let mut node = Node { th: [u32::MAX ^ BIAS; NODE_THRESHOLDS], base, info: f as u32 };
+        let mut node = Node { th: [u32::MAX ^ BIAS; NODE_SLOTS], base, info: f as u32 };
         for (i, &x) in th.iter().enumerate() {
             node.th[i] = x ^ BIAS;
         }
@@ -402,7 +416,7 @@ impl PTree {
                     let at = self.rows.len();
                     for &(_, b) in &self.words {
                         // A lane no key meets (both halves of a pair).
-                        let (lo, hi) = if b.is_some() { (simd::pack(EMPTY_LO, EMPTY_LO), EMPTY_HI) } else { (EMPTY_LO, EMPTY_HI) };
+                        let (lo, hi) = simd::empty_bounds(b.is_some());
                         self.rows.push(Row([lo; LANES]));
                         self.rows.push(Row([hi; LANES]));
                     }
@@ -414,8 +428,9 @@ impl PTree {
                                 None => bx[a],
                                 Some(b) => (simd::pack(bx[a].0, bx[b].0), simd::pack(bx[a].1, bx[b].1)),
                             };
-                            self.rows[at + 2 * w].0[l] = lo;
-                            self.rows[at + 2 * w + 1].0[l] = hi;
+                            let bias = simd::bias(b.is_some());
+                            self.rows[at + 2 * w].0[l] = lo ^ bias;
+                            self.rows[at + 2 * w + 1].0[l] = hi ^ bias;
                         }
                         self.rows[at + 2 * nw].0[l] = s;
                     }
@@ -424,11 +439,8 @@ impl PTree {
                 first
             }
         };
-        let mut n = empty_leaf();
-        n.base = first_block;
-        n.th[0] = slots.first().copied().unwrap_or(u32::MAX);
-        n.th[1] = slots.len().div_ceil(LANES) as u32;
-        self.nodes[idx as usize] = n;
+        let first_rule = slots.first().copied().unwrap_or(u32::MAX);
+        self.nodes[idx as usize] = Node::leaf(idx, first_block, slots.len().div_ceil(LANES) as u32, first_rule);
         self.check_budget()
     }
 
@@ -446,20 +458,44 @@ impl PTree {
         self.odd.iter().find(|(_, r)| r.matches(key)).map_or(u32::MAX, |(i, _)| *i)
     }
 
-    /// The key's leaf words, as the blocks store the rules'.
+    /// The key's leaf words, biased, as the blocks store the rules'.
     #[inline(always)]
     fn pack_key(&self, key: &Key) -> [u32; 8] {
         let mut p = [0u32; 8];
         for (w, &(a, b)) in self.words.iter().enumerate() {
             p[w] = match b {
-                None => key.0[a],
-                Some(b) => simd::pack(key.0[a], key.0[b]),
+                None => key.0[a] ^ BIAS,
+                Some(b) => simd::pack(key.0[a], key.0[b]) ^ simd::PAIR_BIAS,
             };
         }
         p
     }
 
+    /// [`Self::pack_key`] without branches, from the word table.
+    #[inline(always)]
+    fn pack_key_n<const NW: usize>(&self, key: &Key) -> [u32; 8] {
+        let mut p = [0u32; 8];
+        for w in 0..NW {
+            let (a, b, sh, mask, bias) = self.packing[w];
+            p[w] = (key.0[a as usize] << sh | key.0[b as usize] & mask) ^ bias;
+        }
+        p
+    }
+
     fn classify_scalar_or_simd<const G: usize>(&self, keys: &[Key], out: &mut [i32]) {
+        // The five-tuple's words (source, destination, the two ports as a
+        // pair, protocol) with their pairs known at compile time.
+        if self.words.len() == 4 && self.pairs == FIVE_TUPLE_PAIRS {
+            #[cfg(target_arch = "x86_64")]
+            if self.avx2 {
+                // SAFETY: avx2 is set only when the CPU has AVX2.
+                unsafe { batch_avx2::<4, G, FIVE_TUPLE_PAIRS, false>(self, keys, out) };
+                return;
+            }
+            // SAFETY: the scalar kernels need nothing.
+            unsafe { batch_scalar::<4, G, FIVE_TUPLE_PAIRS, false>(self, keys, out) };
+            return;
+        }
         macro_rules! go {
             ($($nf:literal)*) => {
                 match self.words.len() {
@@ -467,11 +503,11 @@ impl PTree {
                         #[cfg(target_arch = "x86_64")]
                         if self.avx2 {
                             // SAFETY: avx2 is set only when the CPU has AVX2.
-                            unsafe { batch_avx2::<$nf, G>(self, keys, out) };
+                            unsafe { batch_avx2::<$nf, G, 0, true>(self, keys, out) };
                             return;
                         }
                         // SAFETY: the scalar kernels need nothing.
-                        unsafe { batch_scalar::<$nf, G>(self, keys, out) }
+                        unsafe { batch_scalar::<$nf, G, 0, true>(self, keys, out) }
                     })*
                     _ => unreachable!("at most {MAX_FIELDS} fields"),
                 }
@@ -482,9 +518,7 @@ impl PTree {
 }
 
 fn empty_leaf() -> Node {
-    let mut th = [0u32; NODE_THRESHOLDS];
-    th[0] = u32::MAX;
-    Node { th, base: 0, info: LEAF }
+    Node::leaf(0, 0, 0, u32::MAX)
 }
 
 /// The batch lookup, written once and compiled twice: with the scalar
@@ -493,11 +527,11 @@ fn empty_leaf() -> Node {
 macro_rules! batch_fn {
     ($(#[$attr:meta])* fn $name:ident, $below:expr, $block:expr) => {
         $(#[$attr])*
-        unsafe fn $name<const NW: usize, const GROUP: usize>(t: &PTree, keys: &[Key], out: &mut [i32]) {
+        unsafe fn $name<const NW: usize, const GROUP: usize, const PAIRS: u32, const DYN: bool>(t: &PTree, keys: &[Key], out: &mut [i32]) {
             let stride = 2 * NW + 1;
             let nodes = &t.nodes[..];
             let rows = &t.rows[..];
-            let pairs = t.pairs;
+            let pairs = if DYN { t.pairs } else { PAIRS };
             let mut kk = [[0u32; 8]; GROUP];
             let mut pk = [[0u32; 8]; GROUP];
             for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
@@ -506,7 +540,7 @@ macro_rules! batch_fn {
                 let g = ks.len();
                 for l in 0..GROUP {
                     kk[l] = ks[l.min(g - 1)].0;
-                    pk[l] = t.pack_key(&ks[l.min(g - 1)]);
+                    pk[l] = t.pack_key_n::<NW>(&ks[l.min(g - 1)]);
                 }
                 let mut best = [u32::MAX; GROUP];
                 if !t.odd.is_empty() {
@@ -515,20 +549,30 @@ macro_rules! batch_fn {
                     }
                 }
                 for tree in &t.trees {
-                    if best.iter().all(|&b| b <= tree.min_prio) {
+                    // Only the lanes whose best match so far is worse than
+                    // the tree's best rule walk it, listed without branches.
+                    let mut act = [0u8; GROUP];
+                    let mut na = 0;
+                    for l in 0..GROUP {
+                        act[na] = l as u8;
+                        na += (best[l] > tree.min_prio) as usize;
+                    }
+                    if na == 0 {
                         continue;
                     }
                     let mut cur = [tree.root; GROUP];
                     // Down the tree in lockstep, without branches per lane:
-                    // a lane at a leaf stays there; the group stops when
+                    // a lane at a leaf stays there; the walk stops when
                     // every lane is at a leaf.
                     for _ in 0..tree.depth {
                         let mut inner = 0;
-                        for l in 0..GROUP {
-                            let n = &nodes[cur[l] as usize];
+                        for j in 0..na {
+                            let l = act[j] as usize;
+                            // A leaf is its own only child.
+                            let n = &nodes[cur[j] as usize];
                             let c = n.base + $below(n, kk[l][n.field()]);
-                            cur[l] = if n.is_leaf() { cur[l] } else { c };
-                            let next = &nodes[cur[l] as usize];
+                            cur[j] = c;
+                            let next = &nodes[c as usize];
                             simd::prefetch(next);
                             inner |= !next.info & LEAF;
                         }
@@ -536,37 +580,22 @@ macro_rules! batch_fn {
                             break;
                         }
                     }
-                    for l in 0..GROUP {
-                        simd::prefetch(&rows[nodes[cur[l] as usize].base as usize * stride]);
+                    for j in 0..na {
+                        simd::prefetch(rows.as_ptr().wrapping_add(nodes[cur[j] as usize].first_block() * stride));
                     }
-                    for l in 0..GROUP {
-                        let n = &nodes[cur[l] as usize];
-                        let nb = n.th[1] as usize;
-                        let b0 = n.base as usize * stride;
+                    for j in 0..na {
+                        let l = act[j] as usize;
+                        let n = &nodes[cur[j] as usize];
+                        let (first, nb) = (n.first_block() * stride, n.blocks());
                         if nb <= 1 {
                             // One block (or the empty block 0).
-                            let m = $block(&rows[b0..b0 + stride], &pk[l], pairs);
-                            let id = rows[b0 + 2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)];
+                            let m = $block(&rows[first..first + stride], &pk[l], pairs);
+                            let id = rows[first + 2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)];
                             best[l] = best[l].min(if m == 0 { u32::MAX } else { id });
                             continue;
                         }
-                        if nb == 2 {
-                            // Both blocks (or the one twice, or the empty
-                            // block 0), without a branch on the outcome.
-                            let b1 = b0 + (nb == 2) as usize * stride;
-                            let m0 = $block(&rows[b0..b0 + stride], &pk[l], pairs);
-                            let m1 = $block(&rows[b1..b1 + stride], &pk[l], pairs);
-                            let m = m0 | m1 << LANES;
-                            let i = (m | 1 << (2 * LANES)).trailing_zeros() as usize;
-                            let a = rows[b0 + 2 * NW].0[i & (LANES - 1)];
-                            let b = rows[b1 + 2 * NW].0[i & (LANES - 1)];
-                            let id = if i < LANES { a } else { b };
-                            let id = if m == 0 { u32::MAX } else { id };
-                            best[l] = best[l].min(id);
-                            continue;
-                        }
                         for b in 0..nb {
-                            let blk = &rows[b0 + b * stride..b0 + (b + 1) * stride];
+                            let blk = &rows[first + b * stride..first + (b + 1) * stride];
                             if blk[2 * NW].0[0] >= best[l] {
                                 break;
                             }
@@ -630,10 +659,10 @@ impl MemoryWalk for PTree {
                 i = n.base + simd::below_scalar(n, key.0[n.field()]);
             }
             let n = &self.nodes[i as usize];
-            if n.th[0] >= best {
+            if n.first_rule() >= best {
                 continue;
             }
-            for b in n.base as usize..(n.base + n.th[1]) as usize {
+            for b in n.first_block()..n.first_block() + n.blocks() {
                 let blk = &self.rows[b * stride..(b + 1) * stride];
                 if blk[2 * nw].0[0] >= best {
                     break;
@@ -660,10 +689,10 @@ impl MemoryWalk for PTree {
 /// A block's bound rows padded to eight words with rows every key meets,
 /// for [`simd::block_scalar`] at a run-time word count.
 fn padded(blk: &[Row], nw: usize) -> [Row; 16] {
-    let mut r = [Row([0; LANES]); 16];
+    let mut r = [Row([i32::MIN as u32; LANES]); 16];
     r[..2 * nw].copy_from_slice(&blk[..2 * nw]);
     for w in nw..8 {
-        r[2 * w + 1] = Row([u32::MAX; LANES]);
+        r[2 * w + 1] = Row([i32::MAX as u32; LANES]);
     }
     r
 }

@@ -12,9 +12,12 @@
 
 /// Rules per leaf block (one AVX2 register of 32-bit lanes).
 pub const LANES: usize = 8;
-/// Thresholds per node: 14, so a node's thresholds, child base and header
+/// Threshold slots per node: 14, so a node's slots, child base and header
 /// fill one 64-byte cache line (and one HBM burst).
-pub const NODE_THRESHOLDS: usize = 14;
+pub const NODE_SLOTS: usize = 14;
+/// Thresholds an inner node uses: 12; a leaf keeps its rule and block
+/// counts in the last two slots, its 12 thresholds above every key.
+pub const NODE_THRESHOLDS: usize = 12;
 /// Thresholds are stored with the sign bit flipped so AVX2's signed
 /// compare orders them as unsigned.
 pub const BIAS: u32 = 0x8000_0000;
@@ -24,21 +27,47 @@ pub const BIAS: u32 = 0x8000_0000;
 #[repr(C, align(32))]
 pub struct Row(pub [u32; LANES]);
 
-/// A row that no key satisfies as lower bound (with [`EMPTY_HI`] as upper).
-pub const EMPTY_LO: u32 = 1;
-pub const EMPTY_HI: u32 = 0;
+/// Leaf words are stored (and keys packed) *biased*: a 32-bit word with its
+/// sign bit flipped, a pair of 16-bit fields with each half's sign bit
+/// flipped, so that AVX2's signed compares (`cmpgt`) order them as unsigned
+/// and a bound test is two compares and an or.
+pub const PAIR_BIAS: u32 = 0x8000_8000;
+
+/// The bias of a word: [`BIAS`], or [`PAIR_BIAS`] for a pair of 16-bit fields.
+#[inline(always)]
+pub fn bias(pair: bool) -> u32 {
+    if pair {
+        PAIR_BIAS
+    } else {
+        BIAS
+    }
+}
+
+/// A (low, high) row pair that no key satisfies, biased (a low bound above
+/// the high one, in both halves of a pair).
+#[inline(always)]
+pub fn empty_bounds(pair: bool) -> (u32, u32) {
+    if pair {
+        (0x7fff_7fff, 0x8000_8000)
+    } else {
+        (0x7fff_ffff, 0x8000_0000)
+    }
+}
 
 /// A tree node: one cache line.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 pub struct Node {
     /// Inner: sorted thresholds `^ BIAS`, unused ones `u32::MAX ^ BIAS`
-    /// (no key is above them). Leaf: `th[0]` = its first (best) rule
-    /// index or `u32::MAX` when empty, `th[1]` = its number of blocks.
-    pub th: [u32; NODE_THRESHOLDS],
-    /// Inner: index of child 0 (children are contiguous). Leaf: first block.
+    /// (no key is above them). Leaf: the first [`NODE_THRESHOLDS`] unused,
+    /// then its first (best) rule index (`u32::MAX` when empty) and its
+    /// number of blocks.
+    pub th: [u32; NODE_SLOTS],
+    /// Inner: index of child 0 (children are contiguous). Leaf: its own
+    /// index, so a step from a leaf stays there without a test.
     pub base: u32,
-    /// Bit 31: leaf. Bits 0..8: the field an inner node tests.
+    /// Bit 31: leaf. Bits 0..3: the field an inner node tests. A leaf's
+    /// bits 3..31: its first block.
     pub info: u32,
 }
 
@@ -51,7 +80,30 @@ impl Node {
     }
     #[inline(always)]
     pub fn field(&self) -> usize {
-        (self.info & 0xff) as usize
+        (self.info & 7) as usize
+    }
+    /// A leaf's first block.
+    #[inline(always)]
+    pub fn first_block(&self) -> usize {
+        ((self.info & !LEAF) >> 3) as usize
+    }
+    /// A leaf's best rule (`u32::MAX` when empty).
+    #[inline(always)]
+    pub fn first_rule(&self) -> u32 {
+        self.th[NODE_SLOTS - 2]
+    }
+    /// A leaf's number of blocks.
+    #[inline(always)]
+    pub fn blocks(&self) -> usize {
+        self.th[NODE_SLOTS - 1] as usize
+    }
+    /// The leaf at `idx` of `blocks` blocks from `first_block`, whose best
+    /// rule is `first_rule`.
+    pub fn leaf(idx: u32, first_block: u32, blocks: u32, first_rule: u32) -> Node {
+        let mut th = [u32::MAX ^ BIAS; NODE_SLOTS];
+        th[NODE_SLOTS - 2] = first_rule;
+        th[NODE_SLOTS - 1] = blocks;
+        Node { th, base: idx, info: LEAF | first_block << 3 }
     }
 }
 
@@ -60,15 +112,16 @@ impl Node {
 pub fn below_scalar(n: &Node, k: u32) -> u32 {
     let kb = k ^ BIAS;
     let mut c = 0;
-    for &t in &n.th {
+    for &t in &n.th[..NODE_THRESHOLDS] {
         c += ((t as i32) < (kb as i32)) as u32;
     }
     c
 }
 
-/// Lanes of the block `rows` (2 * NW + 1 rows) that the packed key `key`
-/// matches (scalar). Word `w` is one 32-bit field, or when bit `w` of
-/// `pairs` is set two 16-bit fields side by side, each compared alone.
+/// Lanes of the block `rows` (2 * NW + 1 rows) that the packed, biased key
+/// `key` matches (scalar). Word `w` is one 32-bit field, or when bit `w` of
+/// `pairs` is set two 16-bit fields side by side, each compared alone (see
+/// [`PAIR_BIAS`]).
 #[inline(always)]
 pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -> u32 {
     let mut m = (1u32 << LANES) - 1;
@@ -77,12 +130,13 @@ pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -
         let mut b = 0;
         if pairs >> w & 1 == 0 {
             for l in 0..LANES {
-                b |= (((lo[l] <= k) & (k <= hi[l])) as u32) << l;
+                b |= ((((lo[l] as i32) <= (k as i32)) & ((k as i32) <= (hi[l] as i32))) as u32) << l;
             }
         } else {
-            let (kh, kl) = (k >> 16, k & 0xffff);
+            let (kh, kl) = ((k >> 16) as i16, k as i16);
             for l in 0..LANES {
-                let ok = (lo[l] >> 16 <= kh) & (kh <= hi[l] >> 16) & (lo[l] & 0xffff <= kl) & (kl <= hi[l] & 0xffff);
+                let (lh, ll, hh, hl) = ((lo[l] >> 16) as i16, lo[l] as i16, (hi[l] >> 16) as i16, hi[l] as i16);
+                let ok = (lh <= kh) & (kh <= hh) & (ll <= kl) & (kl <= hl);
                 b |= (ok as u32) << l;
             }
         }
@@ -91,7 +145,8 @@ pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -
     m
 }
 
-/// Packs two 16-bit values into one word as [`block_scalar`] reads it.
+/// Packs two 16-bit values into one word (unbiased) as [`block_scalar`]
+/// reads it once biased.
 #[inline(always)]
 pub fn pack(a: u32, b: u32) -> u32 {
     a << 16 | (b & 0xffff)
@@ -99,7 +154,7 @@ pub fn pack(a: u32, b: u32) -> u32 {
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2 {
-    use super::{Node, Row, BIAS, LANES};
+    use super::{Node, Row, BIAS, LANES, NODE_THRESHOLDS};
     use std::arch::x86_64::*;
 
     /// [`super::below_scalar`] with two 8-lane compares.
@@ -113,14 +168,14 @@ pub mod avx2 {
             let a = _mm256_cmpgt_epi32(kv, _mm256_load_si256(p));
             let b = _mm256_cmpgt_epi32(kv, _mm256_load_si256(p.add(1)));
             let m = _mm256_movemask_ps(_mm256_castsi256_ps(a)) as u32 | (_mm256_movemask_ps(_mm256_castsi256_ps(b)) as u32) << 8;
-            (m & 0x3fff).count_ones()
+            (m & ((1 << NODE_THRESHOLDS) - 1)).count_ones()
         }
     }
 
-    /// [`super::block_scalar`]: per word, `max(k, lo) == k` and
-    /// `min(k, hi) == k` (AVX2 has no unsigned compare), in 16-bit lanes
-    /// for a pair of fields, whose two halves must then both hold. Only
-    /// bit 31 of a lane is read at the end.
+    /// [`super::block_scalar`]: per word, a lane fails when `lo > k` or
+    /// `k > hi` (signed compares of the biased words, in 16-bit lanes for a
+    /// pair of fields, where either half failing fails the lane); the
+    /// matching lanes are those that never failed.
     #[inline]
     #[target_feature(enable = "avx2")]
     pub fn block<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -> u32 {
@@ -128,24 +183,20 @@ pub mod avx2 {
         // SAFETY: rows holds at least 2 * NW aligned 32-byte rows.
         unsafe {
             let p = rows.as_ptr() as *const __m256i;
-            let mut acc = _mm256_set1_epi32(-1);
+            let mut fail = _mm256_setzero_si256();
             for w in 0..NW {
                 let kv = _mm256_set1_epi32(key[w] as i32);
                 let lo = _mm256_load_si256(p.add(2 * w));
                 let hi = _mm256_load_si256(p.add(2 * w + 1));
-                let ok = if pairs >> w & 1 == 0 {
-                    let ge = _mm256_cmpeq_epi32(_mm256_max_epu32(kv, lo), kv);
-                    let le = _mm256_cmpeq_epi32(_mm256_min_epu32(kv, hi), kv);
-                    _mm256_and_si256(ge, le)
+                let f = if pairs >> w & 1 == 0 {
+                    _mm256_or_si256(_mm256_cmpgt_epi32(lo, kv), _mm256_cmpgt_epi32(kv, hi))
                 } else {
-                    let ge = _mm256_cmpeq_epi16(_mm256_max_epu16(kv, lo), kv);
-                    let le = _mm256_cmpeq_epi16(_mm256_min_epu16(kv, hi), kv);
-                    let m = _mm256_and_si256(ge, le);
-                    _mm256_and_si256(m, _mm256_slli_epi32(m, 16))
+                    _mm256_or_si256(_mm256_cmpgt_epi16(lo, kv), _mm256_cmpgt_epi16(kv, hi))
                 };
-                acc = _mm256_and_si256(acc, ok);
+                fail = _mm256_or_si256(fail, f);
             }
-            _mm256_movemask_ps(_mm256_castsi256_ps(acc)) as u32 & ((1 << LANES) - 1)
+            let ok = _mm256_cmpeq_epi32(fail, _mm256_setzero_si256());
+            _mm256_movemask_ps(_mm256_castsi256_ps(ok)) as u32 & ((1 << LANES) - 1)
         }
     }
 }
@@ -179,8 +230,25 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Rows and key biased as the kernels read them (rows 0..10: five words).
+    fn biased(rows: &[Row], key: &[u32; 8], pairs: u32) -> (Vec<Row>, [u32; 8]) {
+        let mut r = rows.to_vec();
+        let mut k = *key;
+        for w in 0..5 {
+            let b = bias(pairs >> w & 1 == 1);
+            for l in 0..LANES {
+                r[2 * w].0[l] ^= b;
+                r[2 * w + 1].0[l] ^= b;
+            }
+            k[w] ^= b;
+        }
+        (r, k)
+    }
+
     fn node(th: &[u32]) -> Node {
-        let mut n = Node { th: [u32::MAX ^ BIAS; NODE_THRESHOLDS], base: 7, info: 3 };
+        let mut n = Node { th: [u32::MAX ^ BIAS; NODE_SLOTS], base: 7, info: 3 };
+        // The leaf slots hold anything; inner nodes ignore them.
+        n.th[NODE_SLOTS - 1] = 0x0123_4567;
         for (i, &t) in th.iter().enumerate() {
             n.th[i] = t ^ BIAS;
         }
@@ -217,7 +285,8 @@ mod tests {
                     }
                 }
             }
-            prop_assert_eq!(block_scalar::<5>(&rows, &key, 0), want);
+            let (r0, k0) = biased(&rows, &key, 0);
+            prop_assert_eq!(block_scalar::<5>(&r0, &k0, 0), want);
             // Words 1 and 3 as pairs of 16-bit fields: each half alone.
             let mut want_pairs = (1u32 << LANES) - 1;
             for w in 0..5 {
@@ -233,14 +302,25 @@ mod tests {
                     }
                 }
             }
-            prop_assert_eq!(block_scalar::<5>(&rows, &key, 0b01010), want_pairs);
+            let (r1, k1) = biased(&rows, &key, 0b01010);
+            prop_assert_eq!(block_scalar::<5>(&r1, &k1, 0b01010), want_pairs);
+            let (r2, k2) = biased(&rows, &key, 0b10);
+            // An empty lane matches no key.
+            let mut re = r1.clone();
+            for w in 0..5 {
+                let (lo, hi) = empty_bounds(0b01010 >> w & 1 == 1);
+                re[2 * w].0[3] = lo;
+                re[2 * w + 1].0[3] = hi;
+            }
+            prop_assert_eq!(block_scalar::<5>(&re, &k1, 0b01010), want_pairs & !(1 << 3));
             #[cfg(target_arch = "x86_64")]
             if has_avx2() {
                 // SAFETY: the CPU has AVX2 (checked above).
                 prop_assert_eq!(unsafe { avx2::below(&n, k) }, below_scalar(&n, k));
-                prop_assert_eq!(unsafe { avx2::block::<5>(&rows, &key, 0) }, want);
-                prop_assert_eq!(unsafe { avx2::block::<5>(&rows, &key, 0b01010) }, want_pairs);
-                prop_assert_eq!(unsafe { avx2::block::<2>(&rows, &key, 0b10) }, block_scalar::<2>(&rows, &key, 0b10));
+                prop_assert_eq!(unsafe { avx2::block::<5>(&r0, &k0, 0) }, want);
+                prop_assert_eq!(unsafe { avx2::block::<5>(&r1, &k1, 0b01010) }, want_pairs);
+                prop_assert_eq!(unsafe { avx2::block::<5>(&re, &k1, 0b01010) }, want_pairs & !(1 << 3));
+                prop_assert_eq!(unsafe { avx2::block::<2>(&r2, &k2, 0b10) }, block_scalar::<2>(&r2, &k2, 0b10));
             }
         }
     }
