@@ -188,6 +188,41 @@ impl<const N: usize> Cam<N> {
         n
     }
 
+    /// Invalidates every entry for which `stale(key, action)` holds and
+    /// rewrites the key of every other one with `retag` (a version tag in
+    /// the key moved on: one bulk write of the tag field); returns how many
+    /// were invalidated. Recency is kept.
+    pub fn invalidate_or_retag(
+        &mut self,
+        mut stale: impl FnMut(&Key<N>, Match) -> bool,
+        mut retag: impl FnMut(&mut Key<N>),
+    ) -> u32 {
+        let mut n = 0;
+        let mut i = self.head;
+        let mut moved = Vec::new();
+        while i != NIL {
+            let next = self.slots[i as usize].next;
+            let s = self.slots[i as usize];
+            self.map.remove(&s.key);
+            if stale(&s.key, s.action) {
+                self.unlink(i);
+                self.free.push(i);
+                n += 1;
+            } else {
+                retag(&mut self.slots[i as usize].key);
+                moved.push(i);
+            }
+            i = next;
+        }
+        for i in moved {
+            let k = self.slots[i as usize].key;
+            if self.map.insert(k, i).is_some() {
+                unreachable!("two entries re-tagged to one key");
+            }
+        }
+        n
+    }
+
     /// Keys from most to least recently used (for tests and inspection).
     pub fn keys_by_recency(&self) -> Vec<Key<N>> {
         let mut out = Vec::with_capacity(self.map.len());
@@ -206,6 +241,28 @@ mod tests {
 
     fn k(i: u32) -> Key {
         Key::five_tuple(i, 0, 0, 0, 0)
+    }
+
+    #[test]
+    fn retag_moves_the_kept_entries_to_the_new_tag_and_keeps_recency() {
+        let mut c = Cam::new(4);
+        for i in 0..4 {
+            c.insert(k(i), Some(i));
+        }
+        c.lookup(&k(0)); // most recent
+        let n = c.invalidate_or_retag(|key, _| key.0[0] == 2, |key| key.0[7] = 9);
+        assert_eq!((n, c.len()), (1, 3));
+        let tagged = |i: u32| {
+            let mut x = k(i);
+            x.0[7] = 9;
+            x
+        };
+        assert_eq!(c.keys_by_recency(), vec![tagged(0), tagged(3), tagged(1)]);
+        assert!(!c.contains(&k(0)) && c.contains(&tagged(0)));
+        assert_eq!(c.lookup(&tagged(3)).0, Lookup::Hit { action: Some(3) });
+        // The freed slot is reused; the LRU entry (1) is the next victim.
+        c.insert(k(5), Some(5));
+        assert_eq!(c.insert(k(6), Some(6)), Some(tagged(1)));
     }
 
     #[test]

@@ -282,9 +282,9 @@ impl<const N: usize> Simulator<N> {
         let t = &mut self.tables[ti];
         let slot = t.vmu.release();
         let action = slot.action.unwrap();
-        if action != t.oracle[slot.flow as usize] {
+        if action != t.oracle[slot.flow as usize] || self.updates.as_deref().is_some_and(|u| u.xcheck) {
             // Wrong, or (with rule updates) another version's answer.
-            self.judge(ti, slot.flow, action, slot.issued);
+            self.judge(ti, slot.phv, slot.flow, action, slot.issued);
         }
         let t = &mut self.tables[ti];
         t.win.processed += 1;
@@ -327,6 +327,9 @@ impl<const N: usize> Simulator<N> {
             self.duplicates += 1;
         }
         self.exited_bits[w] |= 1 << b;
+        if self.updates.is_some() {
+            self.phv_exit(phv);
+        }
     }
 
     /// After the head left to the exit at `now`: the answered PHVs behind it
@@ -355,8 +358,8 @@ impl<const N: usize> Simulator<N> {
         while at < limit && self.tables[ti].vmu.head_ready() {
             let t = &mut self.tables[ti];
             let slot = t.vmu.release();
-            if slot.action.unwrap() != t.oracle[slot.flow as usize] {
-                self.judge(ti, slot.flow, slot.action.unwrap(), slot.issued);
+            if slot.action.unwrap() != t.oracle[slot.flow as usize] || self.updates.as_deref().is_some_and(|u| u.xcheck) {
+                self.judge(ti, slot.phv, slot.flow, slot.action.unwrap(), slot.issued);
             }
             let t = &mut self.tables[ti];
             t.win.processed += 1;
@@ -375,7 +378,11 @@ impl<const N: usize> Simulator<N> {
             t.win.stalls += 1;
             return;
         }
-        let key = t.keys[phv.flow as usize];
+        let mut key = t.keys[phv.flow as usize];
+        if let Some(u) = self.updates.as_deref() {
+            // Program consistency: the PHV's version tag (xtable.rs).
+            u.stamp(ti, phv.id, &mut key);
+        }
         let p = t.vmu.route_index(t.lut_index[phv.flow as usize] as usize);
         if p == INVALID {
             // No PMU: the VMU sends the key to the ELU itself (bounded by the

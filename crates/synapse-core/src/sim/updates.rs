@@ -38,7 +38,13 @@ use crate::classify::dtree::{DTree, DTreeConfig};
 use crate::classify::{BuildConfig, Structure};
 use crate::rules::{FieldMatch, MatchKind, Rule};
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+
+#[path = "xtable.rs"]
+mod xtable;
+pub use xtable::Consistency;
+use xtable::{Old, Prog};
 
 /// Ids of entries inserted while running start here, above any initial
 /// position; defaults get ids from [`DEFAULT_ID`].
@@ -71,6 +77,9 @@ pub struct UpdatesConfig {
     pub dtree_op_ns: f64,
     /// Most operations one build (batch) takes; the rest wait for the next.
     pub max_batch: u32,
+    /// Per table (each table commits on its own) or per program (a PHV
+    /// sees one version of every table: `xtable.rs`).
+    pub consistency: Consistency,
 }
 
 impl UpdatesConfig {
@@ -87,6 +96,7 @@ impl Default for UpdatesConfig {
             swap_ns: 1000.0,
             dtree_op_ns: 200.0,
             max_batch: 256,
+            consistency: Consistency::Table,
         }
     }
 }
@@ -105,6 +115,12 @@ pub struct Scheduled {
     pub churn_per_s: f64,
     pub until_ns: f64,
     pub seed: u64,
+    /// One transaction over several tables: per table, its operations
+    /// (committed as one program version in `program` consistency).
+    pub transaction: BTreeMap<String, Vec<String>>,
+    /// Churn whose every event is one transaction of one random operation
+    /// on each of these tables (instead of `table`).
+    pub churn_tables: Vec<String>,
 }
 
 impl Default for Scheduled {
@@ -117,6 +133,8 @@ impl Default for Scheduled {
             churn_per_s: 0.0,
             until_ns: 0.0,
             seed: 1,
+            transaction: BTreeMap::new(),
+            churn_tables: Vec::new(),
         }
     }
 }
@@ -247,6 +265,12 @@ struct Live<const N: usize> {
     inner: Inner<N>,
     ids: Vec<u32>,
     default: Match,
+    /// Program consistency: the key word holding the PHV's version tag,
+    /// the tag of this version, and the previous version kept for PHVs
+    /// stamped before the flip (until they are all out).
+    tagword: Option<usize>,
+    tag: u32,
+    old: Option<Box<Old<N>>>,
 }
 
 impl<const N: usize> Live<N> {
@@ -257,6 +281,39 @@ impl<const N: usize> Live<N> {
             None => self.default,
         }
     }
+
+    /// Walks the version the key's tag names (the key without its tag).
+    fn answer(&self, key: &Key<N>, mut walk: impl FnMut(&Inner<N>, &Key<N>) -> Match) -> Match {
+        let Some(w) = self.tagword else {
+            return self.map(walk(&self.inner, key));
+        };
+        let mut k = *key;
+        k.0[w] = 0;
+        match &self.old {
+            Some(o) if key.0[w] == o.tag => o.map(walk(&o.inner, &k)),
+            _ => self.map(walk(&self.inner, &k)),
+        }
+    }
+}
+
+fn walk_inner<const N: usize>(
+    i: &Inner<N>,
+    key: &Key<N>,
+    acc: Option<&mut Vec<crate::classify::MemAccess>>,
+) -> Match {
+    match (i, acc) {
+        (Inner::Dtree(d), Some(a)) => d.walk(key, a),
+        (Inner::Built(b), Some(a)) => b.walk(key, a),
+        (Inner::Dtree(d), None) => d.classify(key),
+        (Inner::Built(b), None) => b.classify(key),
+    }
+}
+
+fn inner_bytes<const N: usize>(i: &Inner<N>) -> u64 {
+    match i {
+        Inner::Dtree(d) => d.memory_bytes(),
+        Inner::Built(b) => b.memory_bytes(),
+    }
 }
 
 /// The walker the simulator's ELU holds for an updatable table; the update
@@ -266,37 +323,30 @@ struct LiveWalker<const N: usize>(Arc<Mutex<Live<N>>>);
 impl<const N: usize> crate::classify::Classifier<N> for LiveWalker<N> {
     fn classify(&self, key: &Key<N>) -> Match {
         let l = self.0.lock().unwrap();
-        let m = match &l.inner {
-            Inner::Dtree(d) => d.classify(key),
-            Inner::Built(b) => b.classify(key),
-        };
-        l.map(m)
+        l.answer(key, |i, k| walk_inner(i, k, None))
     }
 }
 
 impl<const N: usize> MemoryWalk<N> for LiveWalker<N> {
     fn walk(&self, key: &Key<N>, acc: &mut Vec<crate::classify::MemAccess>) -> Match {
         let l = self.0.lock().unwrap();
-        let m = match &l.inner {
-            Inner::Dtree(d) => d.walk(key, acc),
-            Inner::Built(b) => b.walk(key, acc),
-        };
-        l.map(m)
+        l.answer(key, |i, k| walk_inner(i, k, Some(&mut *acc)))
     }
     fn memory_bytes(&self) -> u64 {
-        let l = self.0.lock().unwrap();
-        match &l.inner {
-            Inner::Dtree(d) => d.memory_bytes(),
-            Inner::Built(b) => b.memory_bytes(),
-        }
+        inner_bytes(&self.0.lock().unwrap().inner)
     }
 }
 
 /// A batch being built: what commits at `done`.
 struct Build<const N: usize> {
     done: Cycle,
-    /// (request cycle, op) of the batch, in order.
-    ops: Vec<(Cycle, Op<N>)>,
+    /// (request cycle, transaction, op) of the batch, in order.
+    ops: Vec<(Cycle, u64, Op<N>)>,
+    /// Per transaction of the batch, the flows whose answer it changed:
+    /// (flow, transaction, new answer), for the program-version oracle.
+    vchanges: Vec<(u32, u64, Match)>,
+    /// Bytes of the replica built beside the structure in force.
+    replica_bytes: u64,
     rules: Vec<Rule<N>>,
     ids: Vec<u32>,
     default: Match,
@@ -318,10 +368,20 @@ struct TableUpdates<const N: usize> {
     ids: Vec<u32>,
     default: Match,
     schema: crate::rules::Schema,
-    pending: VecDeque<(Cycle, Op<N>)>,
+    /// (request cycle, transaction, op), in transaction order.
+    pending: VecDeque<(Cycle, u64, Op<N>)>,
     building: Option<Build<N>>,
     /// Per flow: (cycle from which it is correct, answer), oldest first.
     hist: Vec<Vec<(Cycle, Match)>>,
+    /// Per flow: (program version from which it is correct, answer), oldest
+    /// first; versions are transaction numbers (0: the initial rules).
+    vhist: Vec<Vec<(u64, Match)>>,
+    /// Program consistency: the version tag of the structure in force, and
+    /// of the previous one while it is kept for PHVs stamped before the flip.
+    tag: u32,
+    old_tag: Option<u32>,
+    /// Bytes of the previous structure while it is kept.
+    old_bytes: u64,
     /// ELU replies with a smaller index were walked before the last swap.
     /// Recent swaps, oldest first: (ELU replies with a smaller index were
     /// walked before it, the entries it changed, the default it replaced
@@ -336,7 +396,8 @@ struct TableUpdates<const N: usize> {
 }
 
 struct Churn {
-    table: u16,
+    /// One random operation on each per event (one transaction).
+    tables: Vec<u16>,
     next: f64,
     gap: f64,
     until: Cycle,
@@ -366,17 +427,46 @@ pub struct UpdateStats {
     /// Simulated time of the first request and the last commit, ns.
     pub first_request_ns: f64,
     pub last_commit_ns: f64,
+    /// PHVs whose answers at two or more updatable tables were checked
+    /// against one program version, and those no single version explains
+    /// (answers of different versions); unresolved: versions still open at
+    /// the end.
+    pub checked_phvs: u64,
+    pub mixed_version_phvs: u64,
+    pub mixed_unresolved: u64,
+    /// Program consistency: flips (the ingress stamp moved to a new
+    /// version), per committed operation request → retire of the version it
+    /// replaced (ns), and PHVs stamped before a flip that looked up after it.
+    pub flips: u64,
+    pub retire_latency_ns: Vec<f64>,
+    /// Answers of a kept old version given to PHVs stamped before a flip
+    /// that differ from the version in force (the old version at work).
+    pub old_version_answers: u64,
+    /// ELU structure bytes held beside the ones in force (replicas being
+    /// built, old versions kept until retired): the peak, the mean over the
+    /// time from the first request, and the structures in force at the end.
+    pub extra_bytes_peak: u64,
+    pub extra_bytes_mean: f64,
+    pub structure_bytes: u64,
+}
+
+fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
 impl UpdateStats {
     /// The `q` quantile of the update latency (0 when none).
     pub fn latency_quantile(&self, q: f64) -> f64 {
-        if self.latency_ns.is_empty() {
-            return 0.0;
-        }
-        let mut v = self.latency_ns.clone();
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        v[((v.len() - 1) as f64 * q).round() as usize]
+        quantile(&self.latency_ns, q)
+    }
+    /// The `q` quantile of request → retire (program consistency).
+    pub fn retire_latency_quantile(&self, q: f64) -> f64 {
+        quantile(&self.retire_latency_ns, q)
     }
 }
 
@@ -384,12 +474,28 @@ impl UpdateStats {
 pub(super) struct Updates<const N: usize> {
     cfg: UpdatesConfig,
     tables: Vec<Option<TableUpdates<N>>>,
-    /// Timed requests, sorted by cycle.
-    timed: VecDeque<(Cycle, u16, Op<N>)>,
+    /// Timed requests, sorted by cycle: (cycle, schedule item, table, op);
+    /// the operations of one item at one cycle are one transaction.
+    timed: VecDeque<(Cycle, u64, u16, Op<N>)>,
     churn: Vec<Churn>,
     pub(super) stats: UpdateStats,
     /// The earliest cycle at which something is due.
     next_due: Cycle,
+    /// The next transaction number (program version).
+    next_txn: u64,
+    /// Program consistency (`xtable.rs`).
+    prog: Prog,
+    /// Answers of PHVs in flight at updatable tables (table, flow, answer),
+    /// checked against one program version when they leave; kept while
+    /// more than one table is updatable (or in program consistency).
+    pub(super) xcheck: bool,
+    answers: HashMap<u64, Vec<(u16, u32, Match)>>,
+    /// Left PHVs whose check waits for versions still open.
+    deferred: Vec<Vec<(u16, u32, Match)>>,
+    /// Extra structure bytes now, since `mem_last`, and their integral.
+    extra_now: u64,
+    mem_last: Cycle,
+    extra_integral: f64,
 }
 
 /// The ELU's structure `algo` over `set`, for a table named `table`.
@@ -425,6 +531,14 @@ impl<const N: usize> Simulator<N> {
                 churn: Vec::new(),
                 stats: UpdateStats::default(),
                 next_due: Cycle::MAX,
+                next_txn: 1,
+                prog: Prog::default(),
+                xcheck: false,
+                answers: HashMap::new(),
+                deferred: Vec::new(),
+                extra_now: 0,
+                mem_last: 0,
+                extra_integral: 0.0,
             }));
         }
         self.updates.as_mut().unwrap()
@@ -462,10 +576,20 @@ impl<const N: usize> Simulator<N> {
             Inner::Built(structure(algo, &set, &name)?)
         };
         let n = set.rules.len() as u32;
+        let program = self.config.update_engine.consistency == Consistency::Program;
+        if program && set.schema.len() >= N {
+            return err(format!(
+                "config: update_engine.consistency = \"program\" tags keys with a version in a spare key word: table {name:?} uses all {N}"
+            ));
+        }
+        let tagword = program.then_some(N - 1);
         let live = Arc::new(Mutex::new(Live {
             inner,
             ids: (0..n).collect(),
             default: None,
+            tagword,
+            tag: 0,
+            old: None,
         }));
         self.walkers[ti] = Box::new(LiveWalker(live.clone()));
         let hist = self.tables[ti]
@@ -474,6 +598,7 @@ impl<const N: usize> Simulator<N> {
             .map(|&m| vec![(0, m)])
             .collect();
         let schema = set.schema.clone();
+        let vhist = self.tables[ti].oracle.iter().map(|&m| vec![(0, m)]).collect();
         self.updates_mut().tables[ti] = Some(TableUpdates {
             live,
             rules: set.rules,
@@ -483,12 +608,19 @@ impl<const N: usize> Simulator<N> {
             pending: VecDeque::new(),
             building: None,
             hist,
+            vhist,
+            tag: 0,
+            old_tag: None,
+            old_bytes: 0,
             recent: VecDeque::new(),
             next_id: FIRST_NEW_ID,
             next_default: DEFAULT_ID,
             dtree: algo == Algo::Dtree,
             expected: n as i64,
         });
+        let u = self.updates_mut();
+        u.xcheck = program || u.tables.iter().flatten().count() >= 2;
+        u.prog.tagword = tagword;
         Ok(())
     }
 
@@ -498,20 +630,38 @@ impl<const N: usize> Simulator<N> {
         let sched = self.config.updates.clone();
         for (k, s) in sched.iter().enumerate() {
             let t = self.table_index(&s.table)?;
-            self.make_live(t)?;
             let at = self.ns_to_cycle(s.at_ns);
-            let schema = self.sets[t as usize].schema.clone();
-            let mut ops: Vec<Op<N>> = Vec::new();
-            if let Some(path) = &s.file {
-                let text =
-                    std::fs::read_to_string(path).map_err(|e| SimError(format!("{path}: {e}")))?;
-                ops.extend(parse_ops::<N>(&text, path, 1, &schema).map_err(SimError)?);
+            let mut ops: Vec<(u16, Op<N>)> = Vec::new();
+            if s.file.is_some() || !s.ops.is_empty() || (s.transaction.is_empty() && s.churn_tables.is_empty()) {
+                self.make_live(t)?;
+                let schema = self.sets[t as usize].schema.clone();
+                if let Some(path) = &s.file {
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| SimError(format!("{path}: {e}")))?;
+                    ops.extend(parse_ops::<N>(&text, path, 1, &schema).map_err(SimError)?.into_iter().map(|o| (t, o)));
+                }
+                let src = format!("updates.{k}.ops");
+                ops.extend(parse_ops::<N>(&s.ops.join("\n"), &src, 0, &schema).map_err(SimError)?.into_iter().map(|o| (t, o)));
             }
-            let src = format!("updates.{k}.ops");
-            ops.extend(parse_ops::<N>(&s.ops.join("\n"), &src, 0, &schema).map_err(SimError)?);
+            for (name, lines) in &s.transaction {
+                let tx = self.table_index(name).map_err(|e| SimError(format!("updates.{k}.transaction: {e}")))?;
+                self.make_live(tx)?;
+                let schema = self.sets[tx as usize].schema.clone();
+                let src = format!("updates.{k}.transaction.{name}");
+                ops.extend(parse_ops::<N>(&lines.join("\n"), &src, 0, &schema).map_err(SimError)?.into_iter().map(|o| (tx, o)));
+            }
+            let mut churn_tables = Vec::new();
+            for name in &s.churn_tables {
+                let tx = self.table_index(name).map_err(|e| SimError(format!("updates.{k}.churn_tables: {e}")))?;
+                self.make_live(tx)?;
+                churn_tables.push(tx);
+            }
+            if churn_tables.is_empty() {
+                churn_tables.push(t);
+            }
             let u = self.updates_mut();
-            for op in ops {
-                u.timed.push_back((at, t, op));
+            for (tx, op) in ops {
+                u.timed.push_back((at, k as u64, tx, op));
             }
             if s.churn_per_s > 0.0 {
                 let cycle_ns = self.cycle_ps / 1000.0;
@@ -523,7 +673,7 @@ impl<const N: usize> Simulator<N> {
                 let gap = 1e9 / s.churn_per_s / cycle_ns;
                 let rng = Pcg64::seed_from_u64(s.seed ^ self.config.seed ^ 0x5EED_u64 ^ k as u64);
                 self.updates_mut().churn.push(Churn {
-                    table: t,
+                    tables: churn_tables,
                     next: at as f64,
                     gap,
                     until,
@@ -546,25 +696,43 @@ impl<const N: usize> Simulator<N> {
     /// Requests a batch of operations on `table` now (the embedding API);
     /// returns how many were queued. Lines as in [`parse_ops`].
     pub fn request_updates(&mut self, table: &str, lines: &[String]) -> Result<usize, SimError> {
-        let t = self.table_index(table)?;
-        let schema = self.sets[t as usize].schema.clone();
-        let ops = parse_ops::<N>(&lines.join("\n"), "updates", 1, &schema).map_err(SimError)?;
-        self.make_live(t)?;
+        self.request_transaction(&[(table.to_string(), lines.to_vec())])
+    }
+
+    /// Requests one transaction now: per table, its operations (lines as
+    /// in [`parse_ops`]). In `program` consistency a PHV sees all of it or
+    /// none of it; per table, each table commits its part on its own.
+    /// Returns how many operations were queued.
+    pub fn request_transaction(&mut self, parts: &[(String, Vec<String>)]) -> Result<usize, SimError> {
+        let mut all = Vec::new();
+        for (table, lines) in parts {
+            let t = self.table_index(table)?;
+            let schema = self.sets[t as usize].schema.clone();
+            let ops = parse_ops::<N>(&lines.join("\n"), "updates", 1, &schema).map_err(SimError)?;
+            all.push((t, ops));
+        }
+        for (t, _) in &all {
+            self.make_live(*t)?;
+        }
         let now = self.now;
-        let n = ops.len();
+        let n: usize = all.iter().map(|(_, o)| o.len()).sum();
         let u = self.updates_mut();
         u.stats.requested += n as u64;
         if u.stats.requested == n as u64 {
             u.stats.first_request_ns = now as f64;
         }
-        let tu = u.tables[t as usize].as_mut().unwrap();
-        for o in ops {
-            tu.expected += match o {
-                Op::Insert { .. } => 1,
-                Op::Delete { .. } => -1,
-                _ => 0,
-            };
-            tu.pending.push_back((now, o));
+        let txn = u.next_txn;
+        u.next_txn += 1;
+        for (t, ops) in all {
+            let tu = u.tables[t as usize].as_mut().unwrap();
+            for o in ops {
+                tu.expected += match o {
+                    Op::Insert { .. } => 1,
+                    Op::Delete { .. } => -1,
+                    _ => 0,
+                };
+                tu.pending.push_back((now, txn, o));
+            }
         }
         self.refresh_due();
         Ok(n)
@@ -583,7 +751,7 @@ impl<const N: usize> Simulator<N> {
             for c in &u.churn {
                 let end = (self.now.min(c.until)) as f64;
                 if c.next < end {
-                    let due = ((end - c.next) / c.gap).ceil() as u64;
+                    let due = ((end - c.next) / c.gap).ceil() as u64 * c.tables.len() as u64;
                     if s.requested == 0 && due > 0 {
                         s.first_request_ns = c.next.ceil();
                     }
@@ -594,6 +762,20 @@ impl<const N: usize> Simulator<N> {
         let cyc = self.cycle_ps / 1000.0;
         s.first_request_ns *= cyc;
         s.last_commit_ns *= cyc;
+        if let Some(u) = &self.updates {
+            let first = (s.first_request_ns / cyc) as Cycle;
+            let integral = u.extra_integral + u.extra_now as f64 * (self.now - u.mem_last) as f64;
+            if self.now > first {
+                s.extra_bytes_mean = integral / (self.now - first) as f64;
+            }
+            s.mixed_unresolved = u.deferred.len() as u64;
+            s.structure_bytes = u
+                .tables
+                .iter()
+                .flatten()
+                .map(|t| inner_bytes(&t.live.lock().unwrap().inner))
+                .sum();
+        }
         s
     }
 
@@ -613,20 +795,40 @@ impl<const N: usize> Simulator<N> {
         if let Some(&(c, ..)) = u.timed.front() {
             due = due.min(c);
         }
+        let program = u.cfg.consistency == Consistency::Program;
+        let prog_busy = u.prog.building.is_some() || u.prog.retained;
         for c in &u.churn {
             let at = c.next.ceil() as Cycle;
-            let busy = u.tables[c.table as usize]
-                .as_ref()
-                .is_some_and(|t| t.building.is_some());
+            let busy = if program {
+                prog_busy
+            } else {
+                c.tables.iter().any(|&t| {
+                    u.tables[t as usize]
+                        .as_ref()
+                        .is_some_and(|t| t.building.is_some())
+                })
+            };
             if at < c.until && !busy {
                 due = due.min(at);
             }
         }
-        for t in u.tables.iter().flatten() {
-            match &t.building {
-                Some(b) => due = due.min(b.done),
-                None if !t.pending.is_empty() => due = due.min(now),
-                None => {}
+        if program {
+            if let Some((done, _)) = u.prog.building {
+                due = due.min(done);
+            } else if u.prog.retained {
+                if u.prog.old_inflight == 0 {
+                    due = due.min(now);
+                }
+            } else if u.tables.iter().flatten().any(|t| !t.pending.is_empty()) {
+                due = due.min(now);
+            }
+        } else {
+            for t in u.tables.iter().flatten() {
+                match &t.building {
+                    Some(b) => due = due.min(b.done),
+                    None if !t.pending.is_empty() => due = due.min(now),
+                    None => {}
+                }
             }
         }
         u.next_due = due;
@@ -636,42 +838,62 @@ impl<const N: usize> Simulator<N> {
     /// [`Simulator::updates_due`] is reached): takes due requests, commits
     /// finished builds, starts new ones.
     pub(super) fn run_updates(&mut self, now: Cycle) {
+        let program = self.config.update_engine.consistency == Consistency::Program;
         // Builds done by now commit first: requests made while they ran
         // join the next batch.
-        for t in 0..self.tables.len() {
-            let done = self.updates.as_ref().unwrap().tables[t]
-                .as_ref()
-                .and_then(|tu| tu.building.as_ref().map(|b| b.done));
-            if done.is_some_and(|d| d <= now) {
-                self.commit_build(now, t);
+        if program {
+            self.program_step(now);
+        } else {
+            for t in 0..self.tables.len() {
+                let done = self.updates.as_ref().unwrap().tables[t]
+                    .as_ref()
+                    .and_then(|tu| tu.building.as_ref().map(|b| b.done));
+                if done.is_some_and(|d| d <= now) {
+                    self.commit_build(now, t);
+                    self.recheck_deferred();
+                }
             }
         }
         // Requests due by now, each at its own request cycle (churn is
-        // generated late while its table's engine is busy: the engine
-        // takes nothing before its build ends).
-        let mut reqs: Vec<(Cycle, u16, Op<N>)> = Vec::new();
+        // generated late while its engine is busy: the engine takes nothing
+        // before its build ends). Each scheduled item's operations at one
+        // cycle, and each churn event, are one transaction.
+        let mut reqs: Vec<(Cycle, u64, u16, Op<N>)> = Vec::new();
         {
             let u = self.updates.as_mut().unwrap();
+            let mut last: Option<(Cycle, u64)> = None;
             while u.timed.front().is_some_and(|e| e.0 <= now) {
-                reqs.push(u.timed.pop_front().unwrap());
+                let (c, group, t, op) = u.timed.pop_front().unwrap();
+                if last != Some((c, group)) {
+                    last = Some((c, group));
+                    u.next_txn += 1;
+                }
+                reqs.push((c, u.next_txn - 1, t, op));
             }
         }
         for r in reqs.clone() {
-            self.count_pending(r.1, &r.2, 1);
+            self.count_pending(r.2, &r.3, 1);
         }
         let nchurn = self.updates.as_ref().unwrap().churn.len();
         for i in 0..nchurn {
             loop {
-                let (t, at, until) = {
+                let (tables, at, until) = {
                     let c = &self.updates.as_ref().unwrap().churn[i];
-                    (c.table, c.next.ceil() as Cycle, c.until)
+                    (c.tables.clone(), c.next.ceil() as Cycle, c.until)
                 };
                 if at > now || at >= until {
                     break;
                 }
-                let op = self.random_op(i, t);
-                self.count_pending(t, &op, 1);
-                reqs.push((at, t, op));
+                let txn = {
+                    let u = self.updates.as_mut().unwrap();
+                    u.next_txn += 1;
+                    u.next_txn - 1
+                };
+                for t in tables {
+                    let op = self.random_op(i, t);
+                    self.count_pending(t, &op, 1);
+                    reqs.push((at, txn, t, op));
+                }
                 let c = &mut self.updates.as_mut().unwrap().churn[i];
                 c.next += c.gap;
             }
@@ -684,20 +906,24 @@ impl<const N: usize> Simulator<N> {
                 }
                 u.stats.requested += reqs.len() as u64;
             }
-            for (c, t, op) in reqs {
+            for (c, txn, t, op) in reqs {
                 u.tables[t as usize]
                     .as_mut()
                     .unwrap()
                     .pending
-                    .push_back((c, op));
+                    .push_back((c, txn, op));
             }
         }
-        for t in 0..self.tables.len() {
-            let idle = self.updates.as_ref().unwrap().tables[t]
-                .as_ref()
-                .is_some_and(|tu| tu.building.is_none() && !tu.pending.is_empty());
-            if idle {
-                self.start_build(now, t);
+        if program {
+            self.program_start(now);
+        } else {
+            for t in 0..self.tables.len() {
+                let idle = self.updates.as_ref().unwrap().tables[t]
+                    .as_ref()
+                    .is_some_and(|tu| tu.building.is_none() && !tu.pending.is_empty());
+                if idle {
+                    self.start_build(now, t, u64::MAX);
+                }
             }
         }
         self.refresh_due();
@@ -772,24 +998,37 @@ impl<const N: usize> Simulator<N> {
         }
     }
 
-    /// Takes every pending request of table `t` as one batch: applies it to
-    /// a copy of the version in force and charges its build time.
-    fn start_build(&mut self, now: Cycle, t: usize) {
+    /// Takes the pending requests of table `t` of transactions up to
+    /// `upto` (per table: up to the engine's batch size) as one batch:
+    /// applies it to a copy of the version in force and charges its build
+    /// time. Returns whether a build started.
+    fn start_build(&mut self, now: Cycle, t: usize, upto: u64) -> bool {
         let algo = self.config.elu.algo;
-        let name = self.tables[t].name.clone();
         let cycle_ns = self.cycle_ps / 1000.0;
+        let table = &self.tables[t];
         let u = self.updates.as_mut().unwrap();
         let cfg = u.cfg.clone();
+        let program = cfg.consistency == Consistency::Program;
         let tu = u.tables[t].as_mut().unwrap();
-        // One batch: what is pending, up to the engine's batch size.
-        let take = tu.pending.len().min(cfg.max_batch.max(1) as usize);
-        let ops: Vec<(Cycle, Op<N>)> = tu.pending.drain(..take).collect();
+        // One batch: what is pending, up to the engine's batch size (per
+        // table) or the transactions the program's batch takes.
+        let take = if program {
+            tu.pending.iter().take_while(|o| o.1 <= upto).count()
+        } else {
+            tu.pending.len().min(cfg.max_batch.max(1) as usize)
+        };
+        let ops: Vec<(Cycle, u64, Op<N>)> = tu.pending.drain(..take).collect();
         let (mut rules, mut ids, mut default) = (tu.rules.clone(), tu.ids.clone(), tu.default);
         let mut covers = Vec::new();
         let mut default_changed = false;
         let mut kept = Vec::new();
         let mut rejected = 0;
-        for (c, op) in ops {
+        // The program-version oracle: answers after each transaction of the
+        // batch, for the flows its entries cover.
+        let mut vchanges = Vec::new();
+        let mut now_ans: HashMap<u32, Match> = HashMap::new();
+        let (mut group_from, mut group_default) = (0usize, default);
+        for (i, &(c, txn, op)) in ops.iter().enumerate() {
             let ok = match op {
                 Op::Insert { pos, rule } if pos as usize <= rules.len() => {
                     rules.insert(pos as usize, rule);
@@ -818,7 +1057,7 @@ impl<const N: usize> Simulator<N> {
                 _ => false,
             };
             if ok {
-                kept.push((c, op));
+                kept.push((c, txn, op));
             } else {
                 rejected += 1;
                 tu.expected -= match op {
@@ -827,35 +1066,66 @@ impl<const N: usize> Simulator<N> {
                     _ => 0,
                 };
             }
+            if ops.get(i + 1).is_none_or(|n| n.1 != txn) {
+                // The transaction's end: flows its entries cover (or the
+                // default answered) may have a new answer.
+                let group = &covers[group_from..];
+                for (f, key) in table.keys.iter().enumerate() {
+                    let f = f as u32;
+                    let cur = *now_ans.get(&f).unwrap_or(&table.oracle[f as usize]);
+                    let touched = group.iter().any(|r| r.matches(key))
+                        || (default != group_default && cur == group_default);
+                    if !touched {
+                        continue;
+                    }
+                    let new = match rules.iter().position(|r| r.matches(key)) {
+                        Some(p) => Some(ids[p]),
+                        None => default,
+                    };
+                    if new != cur {
+                        now_ans.insert(f, new);
+                        vchanges.push((f, txn, new));
+                    }
+                }
+                group_from = covers.len();
+                group_default = default;
+            }
         }
         let build_ns;
-        let replica = if tu.dtree {
+        let replica = if tu.dtree && !program {
             build_ns = cfg.dtree_op_ns * kept.len() as f64;
             None
         } else {
             let set = RuleSet::new(tu.schema.clone(), rules.clone());
             // A rule set the structure cannot hold is refused whole (the
             // version in force stays).
-            match structure(algo, &set, &name) {
+            match structure(algo, &set, &table.name) {
                 Ok(s) => {
-                    build_ns = s.memory_bytes() as f64 / cfg.build_gbps.max(1e-9) + cfg.swap_ns;
+                    // Program consistency keeps the old decision tree for
+                    // the PHVs stamped before the flip: the new one is a
+                    // copy, written beside it, then updated in place.
+                    let ops_ns = if tu.dtree { cfg.dtree_op_ns * kept.len() as f64 } else { 0.0 };
+                    build_ns = s.memory_bytes() as f64 / cfg.build_gbps.max(1e-9) + cfg.swap_ns + ops_ns;
                     Some(s)
                 }
                 Err(_) => {
                     u.stats.rejected += rejected + kept.len() as u64;
-                    return;
+                    return false;
                 }
             }
         };
         u.stats.rejected += rejected;
         if kept.is_empty() {
-            return;
+            return false;
         }
         u.stats.build_ns += build_ns;
+        let replica_bytes = replica.as_ref().map_or(0, |r| r.memory_bytes());
         let done = now + ((build_ns / cycle_ns).ceil() as Cycle).max(1);
         tu.building = Some(Build {
             done,
             ops: kept,
+            vchanges,
+            replica_bytes,
             rules,
             ids,
             default,
@@ -863,6 +1133,8 @@ impl<const N: usize> Simulator<N> {
             covers,
             default_changed,
         });
+        u.mem_add(now, replica_bytes as i64);
+        true
     }
 
     /// The swap: the batch's version is in force from `now`; the PMUs of
@@ -878,7 +1150,7 @@ impl<const N: usize> Simulator<N> {
             let mut live = tu.live.lock().unwrap();
             match (&mut live.inner, b.replica) {
                 (Inner::Dtree(d), None) => {
-                    for (_, op) in &b.ops {
+                    for (_, _, op) in &b.ops {
                         // Positions were checked against the same sequence.
                         let r = match *op {
                             Op::Insert { pos, rule } => d.insert(pos as usize, rule),
@@ -909,25 +1181,11 @@ impl<const N: usize> Simulator<N> {
             b.covers.clone(),
             b.default_changed.then_some(old_default),
         ));
-        // The per-flow oracle: only flows a changed entry covers (or that
-        // the default answered) can change answer.
-        let table = &mut self.tables[t];
-        for (f, key) in table.keys.iter().enumerate() {
-            let cur = table.oracle[f];
-            let touched = b.covers.iter().any(|r| matches_fields(r, key))
-                || (b.default_changed && cur == old_default);
-            if !touched {
-                continue;
-            }
-            let new = match tu.rules.iter().position(|r| r.matches(key)) {
-                Some(p) => Some(tu.ids[p]),
-                None => tu.default,
-            };
-            if new != cur {
-                table.oracle[f] = new;
-                tu.hist[f].push((now, new));
-            }
+        for &(f, txn, m) in &b.vchanges {
+            tu.vhist[f as usize].push((txn, m));
         }
+        u.mem_add(now, -(b.replica_bytes as i64));
+        self.advance_oracle(now, t, &b.covers, b.default_changed, old_default);
         // The PMUs of the table (members and those draining from it).
         let mut worst = 0;
         let mut invalidated = 0u64;
@@ -967,12 +1225,36 @@ impl<const N: usize> Simulator<N> {
         u.stats.batches += 1;
         u.stats.committed += b.ops.len() as u64;
         let cycle_ns = self.cycle_ps / 1000.0;
-        for (req, _) in &b.ops {
+        for (req, _, _) in &b.ops {
             u.stats
                 .latency_ns
                 .push((now + worst - req) as f64 * cycle_ns);
         }
         u.stats.last_commit_ns = (now + worst) as f64;
+    }
+
+    /// The per-flow oracle after table `t`'s version changed at `now`: only
+    /// flows a changed entry covers (or that the default answered) can
+    /// change answer.
+    fn advance_oracle(&mut self, now: Cycle, t: usize, covers: &[Rule<N>], default_changed: bool, old_default: Match) {
+        let tu = self.updates.as_mut().unwrap().tables[t].as_mut().unwrap();
+        let table = &mut self.tables[t];
+        for (f, key) in table.keys.iter().enumerate() {
+            let cur = table.oracle[f];
+            let touched = covers.iter().any(|r| matches_fields(r, key))
+                || (default_changed && cur == old_default);
+            if !touched {
+                continue;
+            }
+            let new = match tu.rules.iter().position(|r| r.matches(key)) {
+                Some(p) => Some(tu.ids[p]),
+                None => tu.default,
+            };
+            if new != cur {
+                table.oracle[f] = new;
+                tu.hist[f].push((now, new));
+            }
+        }
     }
 
     /// The ELU's reply `action` to `miss`, the `index`-th reply overall: may
@@ -990,6 +1272,16 @@ impl<const N: usize> Simulator<N> {
         let Some(tu) = u.tables[miss.table as usize].as_mut() else {
             return true;
         };
+        if let Some(w) = u.prog.tagword {
+            // Program consistency: a reply for a PHV stamped before the last
+            // flip (an old tag) is not cached: the PMU compares the reply's
+            // tag with its own, the version in force.
+            let ok = miss.key.0[w] == tu.tag;
+            if !ok {
+                u.stats.uncached_fills += 1;
+            }
+            return ok;
+        }
         // Replies come in index order: swaps no later reply precedes go.
         while tu.recent.front().is_some_and(|r| r.0 <= index) {
             tu.recent.pop_front();
@@ -1003,18 +1295,44 @@ impl<const N: usize> Simulator<N> {
         !stale
     }
 
-    /// A released PHV's answer differs from the current oracle: with
-    /// updates, it may be correct for a version in force during its lookup
-    /// (from its request at `issued` on); else stale or wrong.
-    pub(super) fn judge(&mut self, t: usize, flow: u32, action: Match, issued: Cycle) {
-        let Some(u) = self.updates.as_mut() else {
-            self.wrong_action += 1;
+    /// A released PHV's answer `action` at table `t` (called when it differs
+    /// from the current oracle, and for every release while answers are
+    /// checked across tables). Per table: it may be correct for a version
+    /// in force during its lookup (from its request at `issued` on); in
+    /// program consistency it must be the answer of the PHV's stamped
+    /// version. Else another version's answer (stale) or wrong.
+    pub(super) fn judge(&mut self, t: usize, phv: u64, flow: u32, action: Match, issued: Cycle) {
+        let current = action == self.tables[t].oracle[flow as usize];
+        let Some(u) = self.updates.as_deref_mut() else {
+            self.wrong_action += current as u64 ^ 1;
             return;
         };
         let Some(tu) = u.tables[t].as_ref() else {
-            self.wrong_action += 1;
+            self.wrong_action += current as u64 ^ 1;
             return;
         };
+        if u.xcheck {
+            u.answers.entry(phv).or_default().push((t as u16, flow, action));
+        }
+        if u.prog.tagword.is_some() {
+            let v = u.prog.version_of(phv);
+            let h = &tu.vhist[flow as usize];
+            let at = h.iter().rposition(|e| e.0 <= v).unwrap_or(0);
+            if h[at].1 == action {
+                // A PHV stamped before the flip served by the kept version.
+                u.stats.old_version_answers += !current as u64;
+                return;
+            }
+            if h.iter().any(|e| e.1 == action) {
+                u.stats.stale_answers += 1;
+            } else {
+                self.wrong_action += 1;
+            }
+            return;
+        }
+        if current {
+            return;
+        }
         let h = &tu.hist[flow as usize];
         // The answer in force at the request, and every later one.
         let from = h.iter().rposition(|e| e.0 <= issued).unwrap_or(0);
