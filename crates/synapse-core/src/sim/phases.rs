@@ -491,8 +491,8 @@ impl<const N: usize> Simulator<N> {
         t.win.lat.add(lat);
         // Phase 7 at `rel`.
         let slot = t.vmu.release();
-        if action != t.oracle[slot.flow as usize] {
-            self.judge(ti, slot.flow, action, slot.issued);
+        if action != t.oracle[slot.flow as usize] || self.updates.as_deref().is_some_and(|u| u.xcheck) {
+            self.judge(ti, slot.phv, slot.flow, action, slot.issued);
         }
         let t = &mut self.tables[ti];
         t.win.processed += 1;
