@@ -91,8 +91,9 @@ pub(super) struct Prog {
     /// A batch being prepared: (ready cycle, its last transaction).
     pub(super) building: Option<(Cycle, u64)>,
     /// Request cycles of the operations of the last flip (for request →
-    /// retire).
+    /// retire), and when the flip's PMUs were consistent.
     flip_ops: Vec<Cycle>,
+    flip_done: Cycle,
 }
 
 impl Prog {
@@ -348,6 +349,7 @@ impl<const N: usize> Simulator<N> {
         }
         u.stats.last_commit_ns = (now + worst) as f64;
         u.prog.flip_ops = reqs;
+        u.prog.flip_done = now + worst;
         if in_flight == 0 {
             self.retire(now);
         }
@@ -445,10 +447,9 @@ impl<const N: usize> Simulator<N> {
         }
         u.mem_add(now, -(freed as i64));
         u.prog.retained = false;
+        let at = now.max(u.prog.flip_done);
         for req in std::mem::take(&mut u.prog.flip_ops) {
-            u.stats
-                .retire_latency_ns
-                .push((now - req) as f64 * cycle_ns);
+            u.stats.retire_latency_ns.push((at - req) as f64 * cycle_ns);
         }
     }
 }
