@@ -126,7 +126,7 @@ def run_point(scn: Scenario) -> dict[str, Any]:
 
 CONSISTENCY = ["table", "program"]
 #: Run on after the churn stops, so every update commits (ns).
-DRAIN_NS = 800_000.0
+DRAIN_NS = 2_500_000.0
 
 
 def scenario2(p: dict[str, float], consistency: str, rate: float, seed: int) -> Scenario:
