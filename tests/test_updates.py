@@ -125,3 +125,10 @@ def test_reproduce_updates_quick(tmp_path, monkeypatch):
         assert v["stale_answers"] == 0 and v["wrong_action"] == 0
     assert s["churn"]["1e+06"]["updates_per_s"] > s["churn"]["10000"]["updates_per_s"]
     assert (tmp_path / "updates.png").stat().st_size > 0 and (tmp_path / "updates.csv").exists()
+    # Consistency across two tables: per program never mixed, all decided.
+    c = s["consistency"]
+    assert set(c) == {"table", "program"} and set(c["program"]) == set(s["churn"])
+    for v in c["program"].values():
+        assert v["mixed_version_phvs"] == 0 and v["mixed_unresolved"] == 0 and v["stale_answers"] == 0
+    assert sum(v["mixed_version_phvs"] for v in c["table"].values()) > 0
+    assert (tmp_path / "consistency.png").stat().st_size > 0

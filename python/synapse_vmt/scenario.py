@@ -11,11 +11,12 @@ it again with ``deny_unknown_fields``. ``--set a.b=c`` overrides any field:
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from synapse_vmt.errors import UserError, read_text
 
@@ -130,6 +131,10 @@ class UpdateEngine(_Model):
     dtree_op_ns: float = Field(200.0, ge=0.0)
     #: Most operations one build (batch) takes; the rest wait for the next.
     max_batch: int = Field(256, ge=1)
+    #: ``table``: each table commits its updates on its own; ``program``: a
+    #: PHV sees one version of every table (two-phase updates with version
+    #: tags; sim/xtable.rs).
+    consistency: Literal["table", "program"] = "table"
 
 
 class Update(_Model):
@@ -144,6 +149,12 @@ class Update(_Model):
     churn_per_s: float = Field(0.0, ge=0.0)
     until_ns: float = Field(0.0, ge=0.0)
     seed: int = Field(1, ge=0)
+    #: One transaction over several tables: per table, its operations
+    #: (one program version under ``consistency = "program"``).
+    transaction: dict[str, list[str]] = {}
+    #: Churn whose every event is one transaction of one random operation
+    #: on each of these tables (instead of ``table``).
+    churn_tables: list[str] = []
 
 
 class Mix(_Model):
@@ -157,6 +168,8 @@ class Mix(_Model):
 
 
 class Scenario(_Model):
+    #: ``FILE:LINE`` of each inline update operation (set by :func:`load`).
+    _op_lines: dict[str, str] = PrivateAttr(default_factory=dict)
     seed: int = Field(1, ge=0)
     clock_mhz: float = Field(250.0, gt=0.0)
     window_ns: float = Field(10_000.0, gt=0.0)
@@ -195,8 +208,9 @@ class Scenario(_Model):
             if any(v < 0 for v in m.entry.values()) or sum(m.entry.values()) <= 0:
                 raise ValueError(f"mix at {m.at_ns} ns: shares must be >= 0 with a positive sum")
         for u in self.updates:
-            if u.table and u.table not in names:
-                raise ValueError(f"updates: no table named {u.table!r}")
+            for n in [u.table] * bool(u.table) + list(u.transaction) + u.churn_tables:
+                if n not in names:
+                    raise ValueError(f"updates: no table named {n!r}")
         for t in self.tables:
             for p in t.pmus or []:
                 if p >= self.pmus.count:
@@ -219,6 +233,11 @@ class Scenario(_Model):
         if d["update_engine"] == UpdateEngine().model_dump():
             del d["update_engine"]
         del d["mix"]  # applied by sim.Simulation between runs, not a simulator key
+        for u in d.get("updates", []):
+            # Absent when unused, as above.
+            for k in ("transaction", "churn_tables"):
+                if not u[k]:
+                    del u[k]
         return d
 
     def to_json(self) -> str:
@@ -313,6 +332,38 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
     if isinstance(tr, dict) and "kind" not in tr:
         tr["kind"] = "flows"  # the default kind; a trace must say so
     try:
-        return Scenario.model_validate(tree)
+        scn = Scenario.model_validate(tree)
     except ValidationError as e:
         raise UserError(_fmt_error(e, source)) from None
+    if path is not None:
+        scn._op_lines = _op_lines(text, scn, source)
+    return scn
+
+
+def _op_lines(text: str, scn: Scenario, source: str) -> dict[str, str]:
+    """Where each inline update operation is written: the simulator names
+    a bad one ``updates.K.ops:I`` or ``updates.K.transaction.TABLE:I``; this
+    maps those to ``FILE:LINE`` (the first line after the K-th
+    ``[[updates]]`` (and the table's key) that holds the quoted operation)."""
+    lines = text.splitlines()
+    heads = [i for i, ln in enumerate(lines) if ln.strip().startswith("[[updates]]")]
+    out: dict[str, str] = {}
+
+    def find(start: int, end: int, op: str) -> int:
+        q = json.dumps(op)
+        for i in range(start, end):
+            if q in lines[i] or repr(op) in lines[i]:
+                return i
+        return start
+
+    for k, u in enumerate(scn.updates):
+        if k >= len(heads):
+            break
+        start, end = heads[k], heads[k + 1] if k + 1 < len(heads) else len(lines)
+        for i, op in enumerate(u.ops):
+            out[f"updates.{k}.ops:{i}"] = f"{source}:{find(start, end, op) + 1}"
+        for name, ops in u.transaction.items():
+            at = next((i for i in range(start, end) if re.search(rf"(^|[{{,\s]){re.escape(name)}\s*=", lines[i])), start)
+            for i, op in enumerate(ops):
+                out[f"updates.{k}.transaction.{name}:{i}"] = f"{source}:{find(at, end, op) + 1}"
+    return out

@@ -32,7 +32,13 @@ class Simulation:
         try:
             self.core = _core.Simulator(json.dumps(cfg))
         except ValueError as e:
-            raise UserError(str(e)) from None
+            msg = str(e)
+            # An inline update operation: name the scenario's file and line.
+            lines = getattr(scenario, "_op_lines", None) or {}
+            where = msg.split(": ", 1)[0]
+            if where in lines:
+                msg = f"{lines[where]}: {msg.split(': ', 1)[1]}"
+            raise UserError(msg) from None
         self.duration_ns = float(cfg.get("duration_ns", 1_000_000.0))
         self.window_ns = float(cfg.get("window_ns", 10_000.0))
         self._windows: list[dict[str, np.ndarray]] = []
@@ -95,6 +101,14 @@ class Simulation:
         schedule file); they commit as the simulation runs."""
         try:
             return self.core.request_updates(table, list(ops))
+        except ValueError as e:
+            raise UserError(str(e)) from None
+
+    def request_transaction(self, parts: dict[str, list[str]]) -> int:
+        """Queues one transaction now: per table, its operations. Under
+        ``consistency = "program"`` a PHV sees all of it or none of it."""
+        try:
+            return self.core.request_transaction({t: list(o) for t, o in parts.items()})
         except ValueError as e:
             raise UserError(str(e)) from None
 

@@ -263,9 +263,14 @@ impl Simulator {
         d.set_item("duplicates", v.duplicates)?;
         d.set_item("wrong_action", v.wrong_action)?;
         // Rule updates: answers of a replaced version (0 without updates).
-        let stale = each!(&self.inner, s => s.update_stats().stale_answers);
-        d.set_item("stale_answers", stale)?;
-        d.set_item("ok", v.ok() && stale == 0)?;
+        let u = each!(&self.inner, s => s.update_stats());
+        d.set_item("stale_answers", u.stale_answers)?;
+        // PHVs whose answers at two tables came from different versions.
+        d.set_item("mixed_version_phvs", u.mixed_version_phvs)?;
+        // Mixed versions are a fault only when the program promised one.
+        let program = each!(&self.inner, s => s.config.update_engine.consistency)
+            == synapse_core::sim::Consistency::Program;
+        d.set_item("ok", v.ok() && u.stale_answers == 0 && !(program && u.mixed_version_phvs > 0))?;
         Ok(d)
     }
 
@@ -281,6 +286,13 @@ impl Simulator {
     /// Returns how many were queued; they commit as the simulation runs.
     fn request_updates(&mut self, table: &str, ops: Vec<String>) -> PyResult<usize> {
         each!(&mut self.inner, s => s.request_updates(table, &ops)).map_err(verr)
+    }
+
+    /// Requests one transaction now: per table, its operations (committed
+    /// as one program version under `consistency = "program"`).
+    fn request_transaction(&mut self, parts: std::collections::BTreeMap<String, Vec<String>>) -> PyResult<usize> {
+        let parts: Vec<(String, Vec<String>)> = parts.into_iter().collect();
+        each!(&mut self.inner, s => s.request_transaction(&parts)).map_err(verr)
     }
 
     /// Counters of the rule updates: requested, committed, rejected,
@@ -302,6 +314,17 @@ impl Simulator {
         d.set_item("first_request_ns", u.first_request_ns)?;
         d.set_item("last_commit_ns", u.last_commit_ns)?;
         d.set_item("build_ns", u.build_ns)?;
+        // Consistency across tables (sim/xtable.rs).
+        d.set_item("checked_phvs", u.checked_phvs)?;
+        d.set_item("mixed_version_phvs", u.mixed_version_phvs)?;
+        d.set_item("mixed_unresolved", u.mixed_unresolved)?;
+        d.set_item("flips", u.flips)?;
+        d.set_item("retire_latency_ns_p50", u.retire_latency_quantile(0.5))?;
+        d.set_item("retire_latency_ns_p99", u.retire_latency_quantile(0.99))?;
+        d.set_item("old_version_answers", u.old_version_answers)?;
+        d.set_item("extra_bytes_peak", u.extra_bytes_peak)?;
+        d.set_item("extra_bytes_mean", u.extra_bytes_mean)?;
+        d.set_item("structure_bytes", u.structure_bytes)?;
         Ok(d)
     }
 

@@ -24,6 +24,19 @@ batching what waits) and the no-churn baseline. t4p4s's measured figures
 (``t4p4s-writable-table-entries``: change method 3.39 k updates/s at
 322 µs median latency; pointer method 1.73 M/s at 26.5 µs; digest method
 4.1 k/s at 65.3 µs) are set beside them.
+
+**Consistency across tables** (``consistency`` in ``summary.json``,
+``consistency.png``): two tables in a row (``acl`` with the plan's rules
+feeding ``fw`` with a tenth of them) under churn whose every event is one
+transaction touching the same flow in both tables (``churn_tables``), at
+the same rates, with each table committing on its own (``table``) or one
+program version per PHV (``program``: two-phase, version tags;
+``sim/xtable.rs``). Per point: PHVs whose answers came from different
+versions (``mixed_version_phvs``, of ``checked_phvs``; must be 0 for
+``program``), request → flip and request → retire latency, structure bytes
+held beside the ones in force (peak and mean), hit rate, throughput and
+latency. Churn stops at the plan's duration; the run goes on until every
+update is in force, so every PHV's check is decided.
 """
 
 from __future__ import annotations
@@ -111,6 +124,60 @@ def run_point(scn: Scenario) -> dict[str, Any]:
     }
 
 
+CONSISTENCY = ["table", "program"]
+#: Run on after the churn stops, so every update commits (ns).
+DRAIN_NS = 2_500_000.0
+
+
+def scenario2(p: dict[str, float], consistency: str, rate: float, seed: int) -> Scenario:
+    gen = lambda n, s: {"generate": {"type": "acl", "count": int(n), "seed": s}}  # noqa: E731
+    d: dict[str, Any] = {
+        "seed": seed,
+        "duration_ns": p["duration"] + DRAIN_NS,
+        "tables": [{"name": "acl", "rules": gen(p["rules"], seed)},
+                   {"name": "fw", "rules": gen(max(p["rules"] // 10, 10), seed + 1)}],
+        "edges": [{"src": "acl", "dst": "fw", "p": 1.0}],
+        "traffic": {"kind": "flows", "flows": int(p["flows"]), "flow_duration_ns": p["warmup"]},
+        "update_engine": {"consistency": consistency},
+    }
+    if rate > 0:
+        d["updates"] = [{"at_ns": p["warmup"], "until_ns": p["duration"], "churn_per_s": rate,
+                         "churn_tables": ["acl", "fw"], "seed": seed}]
+    return Scenario.model_validate(d)
+
+
+def run_consistency(scn: Scenario) -> dict[str, Any]:
+    from synapse_vmt.sim import Simulation
+
+    sim = Simulation(scn)
+    tables = sim.run()["tables"]
+    inv = sim.check_invariants()
+    u = sim.update_stats()
+    mean = lambda k: sum(t[k] for t in tables.values()) / len(tables)  # noqa: E731
+    return {
+        "mixed_version_phvs": int(u["mixed_version_phvs"]),
+        "checked_phvs": int(u["checked_phvs"]),
+        "mixed_unresolved": int(u["mixed_unresolved"]),
+        "stale_answers": int(inv["stale_answers"]),
+        "wrong_action": int(inv["wrong_action"]),
+        "committed": int(u["committed"]),
+        "flips": int(u["flips"]),
+        "update_latency_us_p50": u["latency_ns_p50"] / 1e3,
+        "update_latency_us_p99": u["latency_ns_p99"] / 1e3,
+        "retire_latency_us_p50": u["retire_latency_ns_p50"] / 1e3,
+        "retire_latency_us_p99": u["retire_latency_ns_p99"] / 1e3,
+        "extra_mb_peak": u["extra_bytes_peak"] / 1e6,
+        "extra_mb_mean": u["extra_bytes_mean"] / 1e6,
+        "structure_mb": u["structure_bytes"] / 1e6,
+        "old_version_answers": int(u["old_version_answers"]),
+        "uncached_fills": int(u["uncached_fills"]),
+        "hit_rate": mean("hit_rate"),
+        "throughput_mpps": min(t["throughput_mpps"] for t in tables.values()),
+        "mean_latency_ns": mean("mean_latency_ns"),
+        "wall_s": sim.wall_s,
+    }
+
+
 def run(out: Path, quick: bool, seed: int = 1, progress=None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     p = plan(quick)
@@ -126,6 +193,16 @@ def run(out: Path, quick: bool, seed: int = 1, progress=None) -> dict[str, Any]:
             m[key] = r
             rows.append({"mode": name, "churn_per_s": rate, **r})
         modes[name] = m
+    cons: dict[str, dict[str, Any]] = {}
+    crows = []
+    for c in CONSISTENCY:
+        cons[c] = {}
+        for rate in RATES:
+            if progress:
+                progress(f"consistency {c} {rate:g}/s")
+            r = run_consistency(scenario2(p, c, rate, seed))
+            cons[c][f"{rate:g}"] = r
+            crows.append({"consistency": c, "churn_per_s": rate, **r})
     main = modes[MAIN]
     summary = {
         "churn": {k: {f: main[k][f] for f in ("stale_answers", "wrong_action", "update_latency_us_p50",
@@ -136,6 +213,7 @@ def run(out: Path, quick: bool, seed: int = 1, progress=None) -> dict[str, Any]:
         "sustained_updates_per_s": {n: m["sustained"]["updates_per_s"] for n, m in modes.items()},
         "modes": modes,
         "t4p4s": T4P4S,
+        "consistency": cons,
         "plan": p,
         "seed": seed,
     }
@@ -143,9 +221,39 @@ def run(out: Path, quick: bool, seed: int = 1, progress=None) -> dict[str, Any]:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    with atomic_write(out / "consistency.csv") as f:
+        w = csv.DictWriter(f, fieldnames=list(crows[0]))
+        w.writeheader()
+        w.writerows(crows)
     write_json(out / "summary.json", summary)
     plot(out / "updates.png", modes)
+    plot_consistency(out / "consistency.png", cons)
     return summary
+
+
+def plot_consistency(path: Path, cons: dict[str, dict[str, Any]]) -> None:
+    from synapse_vmt.report import pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(1, 4, figsize=(17, 3.8))
+    xs = RATES
+    for c, m in cons.items():
+        pts = [m[f"{r:g}"] for r in xs]
+        ax[0].plot(xs, [q["mixed_version_phvs"] / max(q["checked_phvs"], 1) for q in pts], "o-", label=c)
+        ax[1].plot(xs, [q["hit_rate"] for q in pts], "o-", label=f"{c} hit rate")
+        ax[1].plot(xs, [q["throughput_mpps"] / 20.0 for q in pts], "x--", label=f"{c} Mpps / 20")
+        ax[2].plot(xs, [max(q["update_latency_us_p50"], 1e-3) for q in pts], "o-", label=f"{c} flip p50")
+        ax[2].plot(xs, [max(q["retire_latency_us_p50"], 1e-3) for q in pts], "x--", label=f"{c} retire p50")
+        ax[3].plot(xs, [q["extra_mb_mean"] for q in pts], "o-", label=f"{c} mean")
+        ax[3].plot(xs, [q["extra_mb_peak"] for q in pts], "x--", label=f"{c} peak")
+    for a, t in zip(ax, ["PHVs with answers of mixed versions", "hit rate, throughput",
+                         "update latency (µs)", "extra structure MB held"]):
+        a.set_xscale("log")
+        a.set_xlabel("churn (transactions/s over 2 tables)")
+        a.set_title(t)
+        a.legend(fontsize=7)
+    ax[2].set_yscale("log")
+    save_png(fig, path)
 
 
 def plot(path: Path, modes: dict[str, dict[str, Any]]) -> None:

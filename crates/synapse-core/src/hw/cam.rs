@@ -40,6 +40,10 @@ pub struct Cam<const N: usize = MAX_FIELDS> {
     tail: u32,
     /// Slots emptied by [`Cam::invalidate_where`], reused first.
     free: Vec<u32>,
+    /// A version tag in key word `.0` whose value `.1` matches every
+    /// version (an "any version" bit beside the tag field: entries whose
+    /// answer is the same in the versions live; `sim/xtable.rs`).
+    any_tag: Option<(usize, u32)>,
 }
 
 impl<const N: usize> Cam<N> {
@@ -51,7 +55,14 @@ impl<const N: usize> Cam<N> {
             head: NIL,
             tail: NIL,
             free: Vec::new(),
+            any_tag: None,
         }
+    }
+
+    /// Key word `word` is a version tag and `any` the value matching
+    /// every version (see `any_tag`).
+    pub fn set_any_tag(&mut self, word: usize, any: u32) {
+        self.any_tag = Some((word, any));
     }
 
     pub fn capacity(&self) -> u32 {
@@ -95,8 +106,16 @@ impl<const N: usize> Cam<N> {
     /// the result and the number of entries compared.
     pub fn lookup(&mut self, key: &Key<N>) -> (Lookup, u32) {
         let compared = self.len();
-        match self.map.get(key) {
-            Some(&i) => {
+        let mut hit = self.map.get(key).copied();
+        if let (None, Some((w, any))) = (hit, self.any_tag) {
+            // The same search: the tag field matches the key's version or
+            // an entry valid for any version.
+            let mut k = *key;
+            k.0[w] = any;
+            hit = self.map.get(&k).copied();
+        }
+        match hit {
+            Some(i) => {
                 if self.head != i {
                     self.unlink(i);
                     self.push_front(i);
@@ -216,8 +235,13 @@ impl<const N: usize> Cam<N> {
         }
         for i in moved {
             let k = self.slots[i as usize].key;
-            if self.map.insert(k, i).is_some() {
-                unreachable!("two entries re-tagged to one key");
+            if self.map.contains_key(&k) {
+                // Two entries re-tagged to one key: keep the more recent.
+                self.unlink(i);
+                self.free.push(i);
+                n += 1;
+            } else {
+                self.map.insert(k, i);
             }
         }
         n
@@ -263,6 +287,23 @@ mod tests {
         // The freed slot is reused; the LRU entry (1) is the next victim.
         c.insert(k(5), Some(5));
         assert_eq!(c.insert(k(6), Some(6)), Some(tagged(1)));
+    }
+
+    #[test]
+    fn an_any_version_entry_matches_every_tag_a_tagged_one_only_its_own() {
+        let mut c = Cam::new(4);
+        let tag = |i: u32, t: u32| {
+            let mut x = k(i);
+            x.0[7] = t;
+            x
+        };
+        c.set_any_tag(7, u32::MAX);
+        c.insert(tag(1, u32::MAX), Some(1));
+        c.insert(tag(2, 5), Some(2));
+        assert_eq!(c.lookup(&tag(1, 4)).0, Lookup::Hit { action: Some(1) });
+        assert_eq!(c.lookup(&tag(1, 5)).0, Lookup::Hit { action: Some(1) });
+        assert_eq!(c.lookup(&tag(2, 5)).0, Lookup::Hit { action: Some(2) });
+        assert_eq!(c.lookup(&tag(2, 4)).0, Lookup::Miss);
     }
 
     #[test]

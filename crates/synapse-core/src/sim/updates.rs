@@ -889,8 +889,11 @@ impl<const N: usize> Simulator<N> {
                     u.next_txn += 1;
                     u.next_txn - 1
                 };
+                // A transaction over several tables concerns one flow (its
+                // treatment in each table), as a policy change would.
+                let flow = (tables.len() > 1).then(|| self.updates.as_mut().unwrap().churn[i].rng.gen::<u32>());
                 for t in tables {
-                    let op = self.random_op(i, t);
+                    let op = self.random_op(i, t, flow);
                     self.count_pending(t, &op, 1);
                     reqs.push((at, txn, t, op));
                 }
@@ -943,11 +946,11 @@ impl<const N: usize> Simulator<N> {
     }
 
     /// A random operation of churn `i` on table `t`: inserts of entries
-    /// that cover some flow's key (so traffic sees them), deletes and
+    /// that cover some flow's key (flow `flow` when given, so traffic sees them), deletes and
     /// modifies of random entries, in equal parts (the table keeps its size).
     /// Positions refer to the version in force (queued operations may shift
     /// them; one out of range is refused and counted).
-    fn random_op(&mut self, i: usize, t: u16) -> Op<N> {
+    fn random_op(&mut self, i: usize, t: u16, flow: Option<u32>) -> Op<N> {
         let ti = t as usize;
         let nkeys = self.tables[ti].keys.len();
         let u = self.updates.as_mut().unwrap();
@@ -958,7 +961,8 @@ impl<const N: usize> Simulator<N> {
         let kind: u32 = rng.gen_range(0..3);
         if n == 0 || kind == 0 || nkeys == 0 {
             let key = if nkeys > 0 {
-                self.tables[ti].keys[rng.gen_range(0..nkeys)]
+                let f = flow.map_or_else(|| rng.gen_range(0..nkeys), |f| f as usize % nkeys);
+                self.tables[ti].keys[f]
             } else {
                 let mut k = Key::<N>::zeroed();
                 k.0.iter_mut().for_each(|w| *w = rng.gen());

@@ -16,13 +16,15 @@
 //!    structure the tag names, and the PMUs' CAM entries are tagged with it
 //!    too, so a cached answer only serves PHVs of its version. At the flip
 //!    each PMU of a touched table invalidates the keys the batch changed
-//!    (exact, one CAM cycle each; or flushes) and re-tags every other entry
-//!    to the new version in one bulk write (their answer is the same in
-//!    both). A reply for an old-tag PHV after the flip is not cached.
-//!    Hardware would do this rather than tag entries with both versions or
-//!    invalidate everything at the flip: one tag field per CAM entry, a
-//!    bulk write of that field, and the old PHVs in flight (a pipeline's
-//!    worth) pay a miss each.
+//!    (exact, one CAM cycle each; or flushes) and marks every other entry
+//!    valid for any version in one bulk write of an "any version" bit (a
+//!    don't-care on the tag field: their answer is the same in both), so
+//!    PHVs of either version keep hitting them. Entries filled after the
+//!    flip carry the new tag only; a reply for an old-tag PHV after the
+//!    flip is not cached. This is what hardware would do: invalidating
+//!    everything at the flip costs every flow a miss, and an untagged
+//!    cache would serve new answers to old PHVs (or old to new); a tag
+//!    field plus one bit per entry and two bulk writes cost little.
 //! 3. **retire**: once every PHV stamped before the flip has left, the old
 //!    structures are freed and the next batch may start (one tag bit: two
 //!    versions live at most).
@@ -36,6 +38,10 @@
 //! old PHVs' extra misses (`uncached_fills`).
 
 use super::*;
+
+/// The tag of a CAM entry valid for every live version (its "any version"
+/// bit set): an entry kept at a flip, its answer the same in both.
+const ANY_VERSION: u32 = u32::MAX;
 
 /// How updates become visible to PHVs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,8 +91,9 @@ pub(super) struct Prog {
     /// A batch being prepared: (ready cycle, its last transaction).
     pub(super) building: Option<(Cycle, u64)>,
     /// Request cycles of the operations of the last flip (for request →
-    /// retire).
+    /// retire), and when the flip's PMUs were consistent.
     flip_ops: Vec<Cycle>,
+    flip_done: Cycle,
 }
 
 impl Prog {
@@ -342,6 +349,7 @@ impl<const N: usize> Simulator<N> {
         }
         u.stats.last_commit_ns = (now + worst) as f64;
         u.prog.flip_ops = reqs;
+        u.prog.flip_done = now + worst;
         if in_flight == 0 {
             self.retire(now);
         }
@@ -386,8 +394,8 @@ impl<const N: usize> Simulator<N> {
         u.stats.committed += b.ops.len() as u64;
         u.mem_add(now, old_bytes as i64 - b.replica_bytes as i64);
         self.advance_oracle(now, t, &b.covers, b.default_changed, old_default);
-        // The PMUs of the table: changed keys invalidated, the rest
-        // re-tagged to the new version (one bulk write of the tag field).
+        // The PMUs of the table: changed keys invalidated, the rest marked
+        // valid for any version (one bulk write of that bit).
         let covers = &b.covers;
         let mut worst = 0;
         let mut invalidated = 0u64;
@@ -395,9 +403,10 @@ impl<const N: usize> Simulator<N> {
             if p.table() != Some(t as u16) {
                 continue;
             }
+            p.cam.set_any_tag(w, ANY_VERSION);
             let n = p.cam.invalidate_or_retag(
                 |k, a| {
-                    k.0[w] != old_tag
+                    (k.0[w] != old_tag && k.0[w] != ANY_VERSION)
                         || match mode {
                             Invalidate::Exact => {
                                 covers.iter().any(|r| r.matches(k))
@@ -407,7 +416,7 @@ impl<const N: usize> Simulator<N> {
                             Invalidate::None => false,
                         }
                 },
-                |k| k.0[w] = tag,
+                |k| k.0[w] = ANY_VERSION,
             );
             invalidated += n as u64;
             let stall = match mode {
@@ -438,10 +447,9 @@ impl<const N: usize> Simulator<N> {
         }
         u.mem_add(now, -(freed as i64));
         u.prog.retained = false;
+        let at = now.max(u.prog.flip_done);
         for req in std::mem::take(&mut u.prog.flip_ops) {
-            u.stats
-                .retire_latency_ns
-                .push((now - req) as f64 * cycle_ns);
+            u.stats.retire_latency_ns.push((at - req) as f64 * cycle_ns);
         }
     }
 }
