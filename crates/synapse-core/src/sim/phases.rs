@@ -132,7 +132,8 @@ impl<const N: usize> Simulator<N> {
         let nt = self.tables.len();
         self.fed = false;
         let mut table_wake = Cycle::MAX;
-        let mut ti = if nt > 0 { now as usize % nt } else { 0 };
+        // (No division for the usual single table.)
+        let mut ti = if nt > 1 { now as usize % nt } else { 0 };
         for _ in 0..nt {
             // Answers delivered ahead for this cycle or earlier take effect.
             self.tables[ti].vmu.settle(now, u32::MAX);
