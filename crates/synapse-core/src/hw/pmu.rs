@@ -141,13 +141,8 @@ pub struct Pmu<const N: usize = MAX_FIELDS> {
     pub cam: Cam<N>,
     state: State,
     q_r: VecDeque<Request<N>>,
-    /// CAM pipeline: (ready cycle, request, hit action or miss, compares,
-    /// delivered). A delivered hit was already handed to the VMU by the
-    /// simulator ([`Pmu::deliver_ahead`]): it only occupies the pipeline
-    /// until its ready cycle, then leaves without entering Q_p.
-    pipe: VecDeque<(Cycle, Request<N>, Lookup, u32, bool)>,
-    /// Delivered entries in `pipe`.
-    delivered: usize,
+    /// CAM pipeline: (ready cycle, request, hit action or miss).
+    pipe: VecDeque<(Cycle, Request<N>, Lookup, u32)>,
     q_p: VecDeque<Response>,
     q_m: VecDeque<MissRequest<N>>,
     next_issue: Cycle,
@@ -174,7 +169,6 @@ impl<const N: usize> Pmu<N> {
             state: State::Free,
             q_r: VecDeque::new(),
             pipe: VecDeque::new(),
-            delivered: 0,
             q_p: VecDeque::new(),
             q_m: VecDeque::new(),
             next_issue: 0,
@@ -251,62 +245,24 @@ impl<const N: usize> Pmu<N> {
     /// CAM searched now), its result due at `req.at + τ_c`, and it keeps
     /// counting in Q_r until `req.at`. This saves the simulator a stepped
     /// cycle per uncontended request; every observable result is unchanged.
-    ///
-    /// Returns whether the request was issued ahead.
-    pub fn accept(&mut self, req: Request<N>) -> bool {
+    pub fn accept(&mut self, req: Request<N>) {
         debug_assert!(self.q_r.len() < self.t.q_r);
         if self.outstanding == 0
             && self.next_issue <= req.at
             && self.is_idle()
-            && self.pipe.is_empty()
             && matches!(self.state, State::Associated { .. })
         {
             self.ahead_until = req.at;
             self.issue(req, req.at);
-            return true;
+            return;
         }
         self.q_r.push_back(req);
-        false
     }
 
-    /// Right after [`Pmu::accept`] issued a request ahead on this (then
-    /// idle) PMU: if the CAM hit, its answer leaves the pipeline at its
-    /// ready cycle straight into an empty Q_p, and the VMU takes it there
-    /// in the same cycle (phase 4 pops one response per PMU per cycle, and
-    /// nothing else can reach this Q_p before: no miss is outstanding, and
-    /// later requests retire later). So the simulator may hand it to the
-    /// VMU now; the entry stays in the pipeline until its ready cycle
-    /// (it still counts against Q_p / Q_m room for a request queued
-    /// behind it) and then leaves without a Q_p entry. Returns (action,
-    /// CAM compares, ready cycle) for a hit, `None` for a miss.
-    pub fn deliver_ahead(&mut self) -> Option<(Match, u32, Cycle)> {
-        debug_assert!(self.pipe.len() == 1 && self.q_p.is_empty() && self.q_r.is_empty());
-        let e = self.pipe.back_mut()?;
-        match e.2 {
-            Lookup::Hit { action } => {
-                e.4 = true;
-                self.delivered += 1;
-                Some((action, e.3, e.0))
-            }
-            Lookup::Miss => None,
-        }
-    }
-
-    /// Drops delivered entries that left the pipeline by `now` (a later
-    /// [`Pmu::accept`] must see the PMU as the hardware would: idle).
-    #[inline]
-    pub fn retire_delivered(&mut self, now: Cycle) {
-        while self.delivered > 0 && self.pipe.front().is_some_and(|e| e.4 && e.0 <= now) {
-            self.pipe.pop_front();
-            self.delivered -= 1;
-        }
-    }
-
-    /// Nothing queued or in the CAM pipeline (delivered hits aside: they
-    /// need nothing more from the PMU).
+    /// Nothing queued or in the CAM pipeline.
     #[inline]
     pub fn is_idle(&self) -> bool {
-        self.q_r.is_empty() && self.pipe.len() == self.delivered && self.q_p.is_empty() && self.q_m.is_empty()
+        self.q_r.is_empty() && self.pipe.is_empty() && self.q_p.is_empty() && self.q_m.is_empty()
     }
     /// The next cycle after `now` at which [`Pmu::tick`] can change
     /// something, or `None` if it holds no work (ELU replies aside). A miss
@@ -319,13 +275,8 @@ impl<const N: usize> Pmu<N> {
             return Some(now + 1);
         }
         let mut t = Cycle::MAX;
-        // A delivered entry's retirement matters only to an issue it blocks.
-        if let Some(&(ready, _, _, _, delivered)) = self.pipe.front() {
-            if !delivered || !self.q_r.is_empty() {
-                t = ready;
-            } else if let Some(&(ready, ..)) = self.pipe.get(1) {
-                t = ready;
-            }
+        if let Some(&(ready, ..)) = self.pipe.front() {
+            t = ready;
         }
         if let Some(h) = self.q_r.front() {
             if !self.issue_blocked() {
@@ -355,17 +306,9 @@ impl<const N: usize> Pmu<N> {
     /// can take what the pipeline may produce.
     #[inline]
     pub fn tick(&mut self, now: Cycle) {
-        // A hit delivered ahead that leaves now would sit in Q_p until
-        // phase 4 of this cycle: it still counts against this issue.
-        let mut in_q_p = 0;
         // Test the ready cycle before moving the (large) entry out.
         while self.pipe.front().is_some_and(|e| e.0 <= now) {
-            let (ready, req, res, compared, delivered) = self.pipe.pop_front().unwrap();
-            if delivered {
-                self.delivered -= 1;
-                in_q_p += usize::from(ready == now);
-                continue;
-            }
+            let (_, req, res, compared) = self.pipe.pop_front().unwrap();
             match res {
                 Lookup::Hit { action } => self.q_p.push_back(Response::Hit {
                     table: req.table,
@@ -393,7 +336,7 @@ impl<const N: usize> Pmu<N> {
         if head.at > now || self.next_issue > now || self.is_free() {
             return;
         }
-        if self.issue_blocked() || self.pipe.len() + self.q_p.len() + in_q_p >= self.t.q_p {
+        if self.issue_blocked() {
             self.stalls += 1;
             return;
         }
@@ -411,7 +354,7 @@ impl<const N: usize> Pmu<N> {
             Lookup::Hit { .. } => self.hits += 1,
             Lookup::Miss => self.misses += 1,
         }
-        self.pipe.push_back((at + self.t.tau, req, res, compared, false));
+        self.pipe.push_back((at + self.t.tau, req, res, compared));
         self.next_issue = at + self.t.ii;
     }
 
@@ -732,39 +675,5 @@ mod tests {
         assert_eq!(p.try_finish_drain(), Some(Some(1)));
         assert_eq!(p.state(), State::Associated { table: 1 });
         assert!(p.cam.is_empty());
-    }
-
-    /// A hit handed to the VMU ahead behaves like one that went through
-    /// Q_p: same issue cycles and stalls for the requests behind it, on a
-    /// PMU whose Q_p holds one response.
-    #[test]
-    fn delivered_hit_blocks_like_one_in_q_p_and_leaves_no_response() {
-        let one = Config { q_p: 1, ..cfg() };
-        let run = |deliver: bool| {
-            let mut p = Pmu::new(0, &one);
-            p.associate(0);
-            p.cam.insert(Key::five_tuple(1, 0, 0, 0, 0), Some(3));
-            p.cam.insert(Key::five_tuple(2, 0, 0, 0, 0), Some(4));
-            assert!(p.accept(req(0, 1, 3)), "idle: issued ahead");
-            let got = if deliver { p.deliver_ahead() } else { None };
-            assert!(!p.accept(req(1, 2, 4)), "busy: queued");
-            let mut out = vec![];
-            for now in 0..12 {
-                p.tick(now);
-                if let Some(r) = p.pop_response() {
-                    out.push((now, r));
-                }
-            }
-            (got, out, p.stalls, p.is_idle())
-        };
-        let (none, all, stalls, idle) = run(false);
-        let (got, rest, stalls2, idle2) = run(true);
-        assert_eq!(none, None);
-        let Response::Hit { action, compared, .. } = all[0].1 else { panic!("{:?}", all[0]) };
-        assert_eq!(got, Some((action, compared, all[0].0)), "answer, compares, cycle");
-        assert_eq!((action, all[0].0), (Some(3), 5));
-        assert_eq!(rest, all[1..], "the second hit leaves at the same cycle");
-        assert_eq!((stalls, idle), (stalls2, idle2));
-        assert!(stalls > 0, "Q_p of one: the second issue waited");
     }
 }
