@@ -561,18 +561,21 @@ macro_rules! batch_fn {
                         continue;
                     }
                     let mut cur = [tree.root; GROUP];
+                    // SAFETY (every unchecked index below): node and block
+                    // indices come from the build (children, leaves' blocks,
+                    // block 0), lanes from `act` (< GROUP), j < na <= GROUP.
                     // Down the tree in lockstep, without branches per lane:
                     // a lane at a leaf stays there; the walk stops when
                     // every lane is at a leaf.
                     for _ in 0..tree.depth {
                         let mut inner = 0;
                         for j in 0..na {
-                            let l = act[j] as usize;
+                            let l = *act.get_unchecked(j) as usize;
                             // A leaf is its own only child.
-                            let n = &nodes[cur[j] as usize];
-                            let c = n.base + $below(n, kk[l][n.field()]);
-                            cur[j] = c;
-                            let next = &nodes[c as usize];
+                            let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
+                            let c = n.base + $below(n, kk.get_unchecked(l)[n.field()]);
+                            *cur.get_unchecked_mut(j) = c;
+                            let next = nodes.get_unchecked(c as usize);
                             simd::prefetch(next);
                             inner |= !next.info & LEAF;
                         }
@@ -581,27 +584,29 @@ macro_rules! batch_fn {
                         }
                     }
                     for j in 0..na {
-                        simd::prefetch(rows.as_ptr().wrapping_add(nodes[cur[j] as usize].first_block() * stride));
+                        simd::prefetch(rows.as_ptr().wrapping_add(nodes.get_unchecked(*cur.get_unchecked(j) as usize).first_block() * stride));
                     }
                     for j in 0..na {
-                        let l = act[j] as usize;
-                        let n = &nodes[cur[j] as usize];
+                        let l = *act.get_unchecked(j) as usize;
+                        let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
+                        let (key, bl) = (pk.get_unchecked(l), best.get_unchecked_mut(l));
                         let (first, nb) = (n.first_block() * stride, n.blocks());
                         if nb <= 1 {
                             // One block (or the empty block 0).
-                            let m = $block(&rows[first..first + stride], &pk[l], pairs);
-                            let id = rows[first + 2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)];
-                            best[l] = best[l].min(if m == 0 { u32::MAX } else { id });
+                            let blk = rows.get_unchecked(first..first + stride);
+                            let m = $block(blk, key, pairs);
+                            let id = blk[2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)];
+                            *bl = (*bl).min(if m == 0 { u32::MAX } else { id });
                             continue;
                         }
                         for b in 0..nb {
-                            let blk = &rows[first + b * stride..first + (b + 1) * stride];
-                            if blk[2 * NW].0[0] >= best[l] {
+                            let blk = rows.get_unchecked(first + b * stride..first + (b + 1) * stride);
+                            if blk[2 * NW].0[0] >= *bl {
                                 break;
                             }
-                            let m = $block(blk, &pk[l], pairs);
+                            let m = $block(blk, key, pairs);
                             if m != 0 {
-                                best[l] = best[l].min(blk[2 * NW].0[m.trailing_zeros() as usize]);
+                                *bl = (*bl).min(blk[2 * NW].0[m.trailing_zeros() as usize & (LANES - 1)]);
                                 break;
                             }
                         }
