@@ -103,6 +103,7 @@ impl BuildConfig {
         "ptree.max_bytes",
         "ptree.simd",
         "ptree.max_trees",
+        "ptree.small",
     ];
 
     /// Sets one parameter by its dotted name (`trie.stride`, `dtree.bucket`,
@@ -133,6 +134,7 @@ impl BuildConfig {
             "ptree.max_bytes" => self.ptree.max_bytes = num(key, value)?,
             "ptree.simd" => self.ptree.simd = num::<u8>(key, value)? != 0,
             "ptree.max_trees" => self.ptree.max_trees = num(key, value)?,
+            "ptree.small" => self.ptree.small = num(key, value)?,
             _ => return Err(format!("unknown build parameter {key:?} (expected one of: {})", Self::KEYS.join(", "))),
         }
         Ok(())
