@@ -716,12 +716,20 @@ impl<const N: usize> DTree<N> {
         let slot = self.order.remove(pos);
         let pos = pos as u32;
         let s = self.stride;
-        for (leaf, _, _) in self.leaves_overlapping(slot, self.slot_tree[slot as usize] as usize) {
+        let tree = self.slot_tree[slot as usize] as usize;
+        // A leaf the rule covered whole dropped every rule below it at its
+        // build (`fill`: they could not win there); without the rule they
+        // can, so such a leaf is built again from the tree's rules.
+        let mut uncovered = Vec::new();
+        for (leaf, bx, depth) in self.leaves_overlapping(slot, tree) {
             let n = self.nodes[leaf as usize];
             if let Some(i) = (n.base..n.base + n.count).find(|&i| self.items[i as usize * s] == pos) {
                 let (i, end) = (i as usize * s, (n.base + n.count) as usize * s);
                 self.items.copy_within(i + s..end, i);
                 self.nodes[leaf as usize].count -= 1;
+                if self.exact[slot as usize] && covers(&self.boxes[slot as usize], &bx, self.nf) {
+                    uncovered.push((leaf, bx, depth));
+                }
             }
         }
         for i in 0..self.items.len() / s {
@@ -733,6 +741,20 @@ impl<const N: usize> DTree<N> {
         for t in &mut self.trees {
             if t.min_prio > pos {
                 t.min_prio -= 1;
+            }
+        }
+        if !uncovered.is_empty() {
+            let prio = self.prio_map();
+            let small = self.trees[tree].small;
+            for (leaf, bx, depth) in uncovered {
+                // `order` is priority order.
+                let slots: Vec<u32> = self
+                    .order
+                    .iter()
+                    .copied()
+                    .filter(|&o| self.slot_tree[o as usize] as usize == tree && intersects(&self.boxes[o as usize], &bx, self.nf))
+                    .collect();
+                self.fill(leaf, slots, bx, depth, false, small, &prio)?;
             }
         }
         self.remap();
