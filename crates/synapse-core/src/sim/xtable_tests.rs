@@ -4,7 +4,7 @@
 //! fail) and none in program mode, under churn too.
 
 use super::*;
-use crate::sim::config::{Edge, Generate, Rules, Table as TableCfg, Traffic};
+use crate::sim::config::{Edge, Generate, Rules, Table as TableCfg};
 
 /// Two tables in a row (every PHV visits `acl` then `fw`); `acl` is much
 /// larger, so its replica takes far longer to build than `fw`'s.
@@ -27,37 +27,21 @@ fn cfg2(
         pmus,
         ..TableCfg::default()
     };
-    let mut c = Config {
-        duration_ns: 600_000.0,
-        seed,
-        tables: vec![
-            table("acl", 150, 7, vec![0, 1]),
-            table("fw", 30, 8, vec![2, 3]),
-        ],
-        edges: vec![Edge {
-            src: "acl".into(),
-            dst: "fw".into(),
-            p: 1.0,
-        }],
-        ..Config::default()
-    };
+    // The one-table churn tests' set-up (flows, ELU, HBM, update engine),
+    // over two tables in a row.
+    let mut c = super::super::tests::cfg(algo, invalidate, 0.0, seed);
+    c.duration_ns = 600_000.0;
+    c.tables = vec![
+        table("acl", 150, 7, vec![0, 1]),
+        table("fw", 30, 8, vec![2, 3]),
+    ];
+    c.edges = vec![Edge {
+        src: "acl".into(),
+        dst: "fw".into(),
+        p: 1.0,
+    }];
     c.pmus.count = 4;
-    c.pmus.block_size = 64;
-    c.elu.algo = algo;
-    c.elu.lookup_slots = 64;
-    c.elu.orb_entries = 128;
-    c.hbm.bank_busy_ns = 0.0;
-    c.traffic = Traffic::Flows {
-        dist: "caida2019".into(),
-        flows: 400,
-        mean_pkt_bytes: 800.0,
-        flow_duration_ns: 40_000.0,
-        profile: "uniform".into(),
-        max_bytes: 1e6,
-    };
-    c.update_engine.invalidate = invalidate;
     c.update_engine.consistency = consistency;
-    c.update_engine.swap_ns = 200.0;
     if churn > 0.0 {
         c.updates.push(Scheduled {
             at_ns: 20_000.0,
