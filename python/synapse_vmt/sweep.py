@@ -390,25 +390,27 @@ def _ray_init(address: str, workers: int | None):
         raise UserError("--ray: Ray is not installed; pip install 'synapse-vmt[ray]'") from None
     if not ray.is_initialized():
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-        # A local instance's raylet now and then fails to register within
-        # Ray's fixed 30 s (seen on a loaded 2-core machine): shut down what
-        # was started, so no orphaned Ray processes stay, and try once more.
-        for attempt in (1, 2):
+        # A local instance's node now and then fails to start within one of
+        # Ray's fixed waits (the raylet's 30 s registration, the GCS port
+        # file; seen on a loaded 2-core machine): stop what was started, so
+        # no orphaned Ray processes stay, and try again, three times at most.
+        for attempt in (1, 2, 3):
             try:
                 if address == "local":
                     ray.init(num_cpus=workers or default_workers(), **kw)
                 else:
                     ray.init(address=address, **kw)
                 break
-            except (ConnectionError, RuntimeError, ValueError) as e:  # no cluster there, a bad address
-                ray.shutdown()
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                raise UserError(f"--ray {address}: cannot connect to a Ray cluster: {first}") from None
             except Exception as e:  # Ray raises a bare Exception when its node does not start
                 _kill_half_started(e)
                 ray.shutdown()
-                if attempt == 2 or address != "local" or "timed out during startup" not in str(e):
-                    raise UserError(f"--ray {address}: Ray did not start: {str(e).splitlines()[0]}") from None
+                msg = str(e).strip()
+                first = msg.splitlines()[0] if msg else type(e).__name__
+                if address == "local" and "timed out" in msg.lower() and attempt < 3:
+                    continue
+                if isinstance(e, (ConnectionError, RuntimeError, ValueError)):  # no cluster there, a bad address
+                    raise UserError(f"--ray {address}: cannot connect to a Ray cluster: {first}") from None
+                raise UserError(f"--ray {address}: Ray did not start: {first}") from None
     return ray
 
 
