@@ -45,9 +45,10 @@ pub(super) fn cfg(algo: Algo, invalidate: Invalidate, churn: f64, seed: u64) -> 
     c
 }
 
-fn run_drained(c: Config) -> (Simulator, Invariants, UpdateStats) {
-    let mut s = Simulator::new(c).unwrap();
-    let mut t = s.config.duration_ns;
+/// Runs to the end of the scenario (or on from now), then on until nothing
+/// is in flight, so every update and every PHV is decided.
+pub(super) fn drain(s: &mut Simulator) -> (Invariants, UpdateStats) {
+    let mut t = s.now_ns().max(s.config.duration_ns);
     s.run_until_ns(t);
     for _ in 0..100 {
         t += 50_000.0;
@@ -56,8 +57,12 @@ fn run_drained(c: Config) -> (Simulator, Invariants, UpdateStats) {
             break;
         }
     }
-    let inv = s.check_invariants();
-    let st = s.update_stats();
+    (s.check_invariants(), s.update_stats())
+}
+
+fn run_drained(c: Config) -> (Simulator, Invariants, UpdateStats) {
+    let mut s = Simulator::new(c).unwrap();
+    let (inv, st) = drain(&mut s);
     (s, inv, st)
 }
 

@@ -54,18 +54,7 @@ fn cfg2(
     c
 }
 
-fn drain(s: &mut Simulator) -> (Invariants, UpdateStats) {
-    let mut t = s.now_ns().max(s.config.duration_ns);
-    s.run_until_ns(t);
-    for _ in 0..100 {
-        t += 50_000.0;
-        s.run_until_ns(t);
-        if s.check_invariants().in_flight == 0 {
-            break;
-        }
-    }
-    (s.check_invariants(), s.update_stats())
-}
+use super::super::tests::drain;
 
 /// Both tables get a top-priority catch-all in one transaction: every
 /// answer of both changes.
