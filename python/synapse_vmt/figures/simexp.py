@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from synapse_vmt.opt.counters import Samples, usl_samples
+from synapse_vmt.opt.counters import Samples, warm_samples
 from synapse_vmt.opt.usl import Fit, fit
 
 SimFactory = Callable[[dict], object]
@@ -75,10 +75,7 @@ class Setup:
 def collect(factory: SimFactory, setup: Setup, n: int, flows: int, duration_ns: float, warmup_ns: float) -> Samples:
     """(load, throughput, n) of every window after the warm-up, one run."""
     sim = factory(setup.config(list(range(n)), flows, duration_ns))
-    sim.run_until(warmup_ns)
-    sim.windows(), sim.edges()  # discard the warm-up (flows still starting, caches cold)
-    sim.run_until(duration_ns)
-    return usl_samples(sim.windows(), setup.window_ns, 1)[0]
+    return warm_samples(sim, warmup_ns, duration_ns, setup.window_ns)[0]
 
 
 def calibrate(factory: SimFactory, setup: Setup, pmu_counts, flow_levels, duration_ns: float, warmup_ns: float) -> tuple[Fit, dict[int, Samples]]:

@@ -145,3 +145,13 @@ def usl_samples(windows: Columns, window_ns: float, n_tables: int, min_arrived: 
         m = (tab == j) & (arrived >= min_arrived)
         out.append(Samples(rate_mpps(arrived[m], window_ns), rate_mpps(processed[m], window_ns), pmus[m]))
     return out
+
+
+def warm_samples(sim, warmup_ns: float, end_ns: float, window_ns: float, n_tables: int = 1) -> list[Samples]:
+    """Runs ``sim`` to ``warmup_ns`` and drops those counters (flows still
+    starting, caches cold), then on to ``end_ns``: per table, the USL samples
+    of the warm windows (a calibration run)."""
+    sim.run_until(warmup_ns)
+    sim.windows(), sim.edges()
+    sim.run_until(end_ns)
+    return usl_samples(sim.windows(), window_ns, n_tables)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synapse_vmt.opt.controller import Controller, Period, Settings, concat
-from synapse_vmt.opt.counters import Samples, usl_samples
+from synapse_vmt.opt.counters import Samples, warm_samples
 from synapse_vmt.opt.usl import Usl, fit
 
 
@@ -96,10 +96,7 @@ def calibrate(scenario, cfg: OptConfig) -> tuple[dict[str, Usl], dict[str, dict]
         for n in counts:
             for k in cfg.cal_scales:
                 sim = _core.Simulator(json.dumps(calibration_config(base, t["name"], n, k, warm + cfg.cal_ns)))
-                sim.run_until(warm)
-                sim.windows(), sim.edges()  # warm-up: flows starting, caches cold
-                sim.run_until(warm + cfg.cal_ns)
-                s = s.extend(usl_samples(sim.windows(), window, 1)[0])
+                s = s.extend(warm_samples(sim, warm, warm + cfg.cal_ns, window)[0])
         f = fit(s.load_mpps, s.throughput_mpps, s.pmus)
         models[t["name"]] = f.usl
         info[t["name"]] = {"r2": f.r2, "rmse_mpps": f.rmse_mpps, "samples": f.samples, "pmu_counts": list(f.pmu_counts),
