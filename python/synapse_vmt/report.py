@@ -78,6 +78,14 @@ def write_json(path: str | Path, obj: Any) -> None:
         f.write("\n")
 
 
+def write_rows(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    """A CSV with a column per key of the first row."""
+    with atomic_write(path) as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
 def save_png(fig, path: str | Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")

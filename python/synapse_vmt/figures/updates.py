@@ -41,12 +41,10 @@ update is in force, so every PHV's check is decided.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any
 
-from synapse_vmt.errors import atomic_write
-from synapse_vmt.report import save_png, write_json
+from synapse_vmt.report import save_png, write_json, write_rows
 from synapse_vmt.scenario import Scenario
 
 RATES = [1e2, 1e4, 1e6]
@@ -217,14 +215,8 @@ def run(out: Path, quick: bool, seed: int = 1, progress=None) -> dict[str, Any]:
         "plan": p,
         "seed": seed,
     }
-    with atomic_write(out / "updates.csv") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    with atomic_write(out / "consistency.csv") as f:
-        w = csv.DictWriter(f, fieldnames=list(crows[0]))
-        w.writeheader()
-        w.writerows(crows)
+    write_rows(out / "updates.csv", rows)
+    write_rows(out / "consistency.csv", crows)
     write_json(out / "summary.json", summary)
     plot(out / "updates.png", modes)
     plot_consistency(out / "consistency.png", cons)
