@@ -273,7 +273,7 @@ impl<const N: usize> Simulator<N> {
         let t = &mut self.tables[ti];
         let slot = t.vmu.release();
         let action = slot.action.unwrap();
-        if action != t.oracle[slot.flow as usize] || self.updates.as_deref().is_some_and(|u| u.xcheck) {
+        if self.to_judge(ti, slot.flow, action) {
             // Wrong, or (with rule updates) another version's answer.
             self.judge(ti, slot.phv, slot.flow, action, slot.issued);
         }
@@ -349,7 +349,7 @@ impl<const N: usize> Simulator<N> {
         while at < limit && self.tables[ti].vmu.head_ready() {
             let t = &mut self.tables[ti];
             let slot = t.vmu.release();
-            if slot.action.unwrap() != t.oracle[slot.flow as usize] || self.updates.as_deref().is_some_and(|u| u.xcheck) {
+            if self.to_judge(ti, slot.flow, slot.action.unwrap()) {
                 self.judge(ti, slot.phv, slot.flow, slot.action.unwrap(), slot.issued);
             }
             let t = &mut self.tables[ti];

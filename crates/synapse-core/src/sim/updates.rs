@@ -1299,6 +1299,13 @@ impl<const N: usize> Simulator<N> {
         !stale
     }
 
+    /// Whether a released answer goes to [`Self::judge`]: it is not the
+    /// current oracle's, or answers are checked across tables.
+    #[inline]
+    pub(super) fn to_judge(&self, t: usize, flow: u32, action: Match) -> bool {
+        action != self.tables[t].oracle[flow as usize] || self.updates.as_deref().is_some_and(|u| u.xcheck)
+    }
+
     /// A released PHV's answer `action` at table `t` (called when it differs
     /// from the current oracle, and for every release while answers are
     /// checked across tables). Per table: it may be correct for a version
