@@ -57,7 +57,7 @@ pub use api::{Invariants, QueueDepths, TableSummary};
 
 pub use config::Config;
 pub use record::{PmuEvent, PmuRecording};
-pub use routed::RoutedTable;
+pub use routed::{RouteChange, RouteStats, RoutedTable};
 pub use updates::{parse_ops, Consistency, Invalidate, Op, Scheduled, UpdateStats, UpdatesConfig};
 
 use crate::classify::{linear::Linear, Classifier, Match, MemoryWalk};

@@ -16,7 +16,26 @@
 //! matched entry (`expected`; a mismatch is counted in `wrong_action`).
 //!
 //! Arrivals come in batches from the embedding ([`Simulator::push_arrivals`],
-//! one call per control period across PyO3), never one by one.
+//! one call per control period across PyO3), never one by one. An arrival
+//! names a **flow** (at build, flow r follows route r); the flow's route is
+//! looked up when its PHV enters and kept by the PHV to its exit.
+//!
+//! **Route changes.** A P4 write changes a table's entries and, through the
+//! actions that set the metadata later tables key on, the routes and keys of
+//! the flows whose path crosses a changed entry.
+//! [`Simulator::change_routes`] takes one transaction: the table operations
+//! (the update engine's, `updates.rs`), keys new to a table (appended; their
+//! per-key work done once here) and, per flow, its new route. The table
+//! operations go to the update engine as one transaction; the flows switch
+//! to their new routes when that transaction is in force at every table (in
+//! `program` consistency: at its flip, in the same cycle as the ingress
+//! stamp moves), so a PHV that entered before follows its old route with
+//! old keys and sees the old version, one that enters after follows the new
+//! route and sees the new version. Routes are append-only: a PHV in flight
+//! holds its route's hop index. The program's matched entry per new hop
+//! (`hop_expected`, a position in the transaction's version) is checked
+//! against the versioned oracle when the change takes effect, as the build
+//! checks `expected` (mismatches counted in `wrong_action`).
 
 use super::*;
 use crate::hw::elu::Algo;
@@ -47,12 +66,59 @@ impl Iterator for Feed {
     }
 }
 
+/// A flow without a route: its arrivals visit no table (not created).
+const NO_ROUTE: u32 = u32::MAX;
+
+/// Counters of route changes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RouteStats {
+    /// Routes (built and appended), flows.
+    pub routes: u64,
+    pub flows: u64,
+    /// Route changes requested, and those in force (flows switched).
+    pub requested: u64,
+    pub applied: u64,
+    /// New hops whose program answer was checked against the versioned
+    /// oracle when in force, those that disagreed (also in
+    /// `wrong_action`), and those a later transaction made uncheckable.
+    pub checked: u64,
+    pub mismatched: u64,
+    pub unchecked: u64,
+    /// Keys appended to tables after the build.
+    pub keys_added: u64,
+    /// PHVs (program consistency) that entered on a route of another
+    /// program version than the one they were stamped with: a route whose
+    /// change is later than their version, or one a change at or before
+    /// their version replaced. Must be 0.
+    pub wrong_version_routes: u64,
+    /// Arrivals of flows with no route (not created).
+    pub unrouted: u64,
+}
+
+/// A route change waiting for its transaction: the flow, its new route and
+/// the program's answer (a position; None: a miss) per hop, if given.
+struct Waiting {
+    txn: u64,
+    flow: u32,
+    route: u32,
+    expected: Vec<Option<u32>>,
+}
+
 /// The routes and the position of every PHV in flight on its route.
 pub(super) struct Routes {
     /// Route r's hops are `start[r]..start[r + 1]` of `table` / `key`.
     start: Vec<u32>,
     table: Vec<u16>,
     key: Vec<u32>,
+    /// Flow → its route (arrivals name flows).
+    flow_route: Vec<u32>,
+    /// Route changes not yet in force, in transaction order, and per flow
+    /// the transactions of its waiting changes.
+    waiting: VecDeque<Waiting>,
+    waiting_of: HashMap<u32, VecDeque<u64>>,
+    /// Per route, the transaction that made it (0: the build).
+    route_txn: Vec<u64>,
+    stats: RouteStats,
     /// PHV id → index of its current hop.
     at: HashMap<u64, u32>,
     feed: Feed,
@@ -60,10 +126,22 @@ pub(super) struct Routes {
 }
 
 impl Routes {
-    /// The first hop of route `r`.
-    pub(super) fn first(&self, r: u32) -> (u16, u32) {
-        let h = self.start[r as usize] as usize;
-        (self.table[h], self.key[h])
+    /// The route of flow `f` and its first hop (None: no route).
+    pub(super) fn first(&self, f: u32) -> Option<(u32, u16, u32)> {
+        let r = *self.flow_route.get(f as usize)?;
+        let h = *self.start.get(r as usize)? as usize;
+        Some((r, self.table[h], self.key[h]))
+    }
+    /// An arrival of a flow with no route.
+    pub(super) fn unrouted(&mut self) {
+        self.stats.unrouted += 1;
+    }
+    /// A PHV stamped with program version `v` enters flow `f`'s route `r`:
+    /// is that the flow's route in version `v`?
+    pub(super) fn check_version(&mut self, f: u32, r: u32, v: u64) {
+        let future = self.route_txn[r as usize] > v;
+        let replaced = self.waiting_of.get(&f).is_some_and(|w| w.front().is_some_and(|&t| t <= v));
+        self.stats.wrong_version_routes += (future || replaced) as u64;
     }
     /// A PHV entered the first hop of route `r`.
     pub(super) fn enter(&mut self, phv: u64, r: u32) {
@@ -88,6 +166,27 @@ impl Routes {
     pub(super) fn leave(&mut self, phv: u64) {
         self.at.remove(&phv);
     }
+}
+
+/// One transaction of a routed simulator ([`Simulator::change_routes`]).
+#[derive(Clone, Debug, Default)]
+pub struct RouteChange<const N: usize> {
+    /// Per table (simulator index), its operations (positions in the order
+    /// after the operations queued before).
+    pub ops: Vec<(u16, Vec<Op<N>>)>,
+    /// Keys new to a table, appended in this order: table t's j-th new key
+    /// gets index (its keys before) + j.
+    pub new_keys: Vec<(u16, Key<N>)>,
+    /// The flows whose route changes; flow i's new route is hops
+    /// `route_start[i]..route_start[i + 1]` (empty: no route; a flow id
+    /// beyond the known ones is a new flow).
+    pub flows: Vec<u32>,
+    pub route_start: Vec<u32>,
+    pub hop_table: Vec<u16>,
+    pub hop_key: Vec<u32>,
+    /// Per hop (or empty: not checked), the position of the entry the
+    /// program matched in the transaction's version (None: a miss).
+    pub hop_expected: Vec<Option<u32>>,
 }
 
 /// Builds the ELU structure of a program table: the configured algorithm if
@@ -184,10 +283,20 @@ impl<const N: usize> Simulator<N> {
                 }
             }
         }
+        let n = route_start.len() as u32 - 1;
         sim.routes = Some(Routes {
             start: route_start,
             table: hop_table,
             key: hop_key,
+            flow_route: (0..n).collect(),
+            waiting: VecDeque::new(),
+            waiting_of: HashMap::new(),
+            route_txn: vec![0; n as usize],
+            stats: RouteStats {
+                routes: n as u64,
+                flows: n as u64,
+                ..RouteStats::default()
+            },
             at: HashMap::new(),
             feed,
             last_t_ps: 0,
@@ -195,8 +304,8 @@ impl<const N: usize> Simulator<N> {
         Ok(sim)
     }
 
-    /// Appends arrivals (times in ps, non-decreasing, and route ids) to a
-    /// routed simulator's input.
+    /// Appends arrivals (times in ps, non-decreasing, and flow ids: at
+    /// build flow r follows route r) to a routed simulator's input.
     pub fn push_arrivals(&mut self, t_ps: &[u64], route: &[u32]) -> Result<(), SimError> {
         let Some(r) = self.routes.as_mut() else {
             return err("push_arrivals: this simulator is not routed (build_routed)");
@@ -204,7 +313,7 @@ impl<const N: usize> Simulator<N> {
         if t_ps.len() != route.len() {
             return err("push_arrivals: t_ps and route differ in length");
         }
-        let n_routes = r.start.len() - 1;
+        let n_routes = r.flow_route.len();
         let mut last = r.last_t_ps;
         for (&t, &x) in t_ps.iter().zip(route) {
             if t < last {
@@ -213,7 +322,7 @@ impl<const N: usize> Simulator<N> {
                 ));
             }
             if x as usize >= n_routes {
-                return err(format!("push_arrivals: route {x} of {n_routes}"));
+                return err(format!("push_arrivals: flow {x} of {n_routes}"));
             }
             last = t;
         }
@@ -227,6 +336,164 @@ impl<const N: usize> Simulator<N> {
             self.pull_arrival();
         }
         Ok(())
+    }
+
+    /// Replaces, in one transaction, table entries and the routes of
+    /// `change.flows` (see the module doc); returns the transaction number.
+    /// Nothing changes when it is refused.
+    pub fn change_routes(&mut self, change: RouteChange<N>) -> Result<u64, SimError> {
+        let Some(r) = self.routes.as_ref() else {
+            return err("change_routes: this simulator is not routed (build_routed)");
+        };
+        let c = change;
+        let nt = self.tables.len();
+        let mut added = vec![0usize; nt];
+        for &(t, _) in &c.new_keys {
+            let Some(a) = added.get_mut(t as usize) else {
+                return err(format!("change_routes: new key of table {t} of {nt}"));
+            };
+            *a += 1;
+        }
+        if c.route_start.len() != c.flows.len() + 1
+            || c.route_start.first() != Some(&0)
+            || *c.route_start.last().unwrap() as usize != c.hop_table.len()
+            || c.route_start.windows(2).any(|w| w[1] < w[0])
+        {
+            return err("change_routes: route_start must be flows + 1 non-decreasing offsets from 0 to the number of hops");
+        }
+        if c.hop_key.len() != c.hop_table.len()
+            || !(c.hop_expected.is_empty() || c.hop_expected.len() == c.hop_table.len())
+        {
+            return err("change_routes: hop_table, hop_key (and hop_expected if given) differ in length");
+        }
+        for (&t, &k) in c.hop_table.iter().zip(&c.hop_key) {
+            let Some(tb) = self.tables.get(t as usize) else {
+                return err(format!("change_routes: hop names table {t} of {nt}"));
+            };
+            if k as usize >= tb.keys.len() + added[t as usize] {
+                return err(format!(
+                    "change_routes: hop names key {k} of table {:?} ({} keys with the new ones)",
+                    tb.name,
+                    tb.keys.len() + added[t as usize]
+                ));
+            }
+        }
+        if c.flows.iter().any(|&f| f == NO_ROUTE) || r.start.len() as u64 + c.flows.len() as u64 >= NO_ROUTE as u64 {
+            return err("change_routes: too many flows or routes");
+        }
+        // The table operations first: a table refused for the update engine
+        // (make_live) refuses the whole change before anything moves. A
+        // change without any takes effect with the last transaction.
+        let txn = if c.ops.iter().all(|o| o.1.is_empty()) {
+            self.last_txn()
+        } else {
+            self.request_ops(c.ops)?.1
+        };
+        // New keys: per-key work once (VMU hash, oracle answer).
+        let from: Vec<usize> = self.tables.iter().map(|t| t.keys.len()).collect();
+        let lin: Vec<Option<Linear<N>>> = (0..nt)
+            .map(|t| (added[t] > 0).then(|| Linear::new(&self.sets[t])))
+            .collect();
+        for (t, k) in c.new_keys {
+            let ti = t as usize;
+            let tb = &mut self.tables[ti];
+            tb.lut_index.push(tb.vmu.index(&k) as u32);
+            tb.oracle.push(lin[ti].as_ref().unwrap().classify(&k));
+            tb.keys.push(k);
+        }
+        for (t, &f) in from.iter().enumerate() {
+            if added[t] > 0 {
+                self.keys_added(t, f);
+            }
+        }
+        let r = self.routes.as_mut().unwrap();
+        r.stats.keys_added += added.iter().sum::<usize>() as u64;
+        for (i, &flow) in c.flows.iter().enumerate() {
+            let (a, b) = (c.route_start[i] as usize, c.route_start[i + 1] as usize);
+            let route = if a == b {
+                NO_ROUTE
+            } else {
+                r.table.extend_from_slice(&c.hop_table[a..b]);
+                r.key.extend_from_slice(&c.hop_key[a..b]);
+                r.start.push(r.table.len() as u32);
+                r.route_txn.push(txn);
+                r.stats.routes += 1;
+                r.start.len() as u32 - 2
+            };
+            if flow as usize >= r.flow_route.len() {
+                r.flow_route.resize(flow as usize + 1, NO_ROUTE);
+                r.stats.flows = r.flow_route.len() as u64;
+            }
+            let expected = if c.hop_expected.is_empty() {
+                Vec::new()
+            } else {
+                c.hop_expected[a..b].to_vec()
+            };
+            r.stats.requested += 1;
+            r.waiting_of.entry(flow).or_default().push_back(txn);
+            r.waiting.push_back(Waiting { txn, flow, route, expected });
+        }
+        // A change with no table operation is in force now.
+        self.apply_routes();
+        Ok(txn)
+    }
+
+    /// Flows whose route change's transaction is in force at every table
+    /// switch now; the program's answers on their new hops are checked.
+    pub(super) fn apply_routes(&mut self) {
+        if self.routes.as_ref().is_none_or(|r| r.waiting.is_empty()) {
+            return;
+        }
+        let open = self.open_from();
+        loop {
+            let r = self.routes.as_mut().unwrap();
+            if !r.waiting.front().is_some_and(|w| w.txn < open) {
+                return;
+            }
+            let w = r.waiting.pop_front().unwrap();
+            r.flow_route[w.flow as usize] = w.route;
+            let q = r.waiting_of.get_mut(&w.flow).unwrap();
+            q.pop_front();
+            if q.is_empty() {
+                r.waiting_of.remove(&w.flow);
+            }
+            r.stats.applied += 1;
+            if w.expected.is_empty() {
+                continue;
+            }
+            let h0 = r.start[w.route as usize] as usize;
+            let hops: Vec<(u16, u32)> = (0..w.expected.len()).map(|i| (r.table[h0 + i], r.key[h0 + i])).collect();
+            let (mut checked, mut bad, mut unk) = (0, 0, 0);
+            for ((t, k), e) in hops.into_iter().zip(w.expected) {
+                match self.answer_and_expected(t as usize, k, w.txn, e) {
+                    Some((a, x)) => {
+                        checked += 1;
+                        bad += (a != x) as u64;
+                    }
+                    None => unk += 1,
+                }
+            }
+            self.wrong_action += bad;
+            let s = &mut self.routes.as_mut().unwrap().stats;
+            s.checked += checked;
+            s.mismatched += bad;
+            s.unchecked += unk;
+        }
+    }
+
+    /// Counters of the routes and their changes (None: not routed).
+    pub fn route_stats(&self) -> Option<RouteStats> {
+        self.routes.as_ref().map(|r| r.stats.clone())
+    }
+
+    /// The route (hops: table, key index) flow `f` follows now (empty: none).
+    pub fn flow_route(&self, f: u32) -> Vec<(u16, u32)> {
+        let Some((route, _, _)) = self.routes.as_ref().and_then(|r| r.first(f)) else {
+            return Vec::new();
+        };
+        let r = self.routes.as_ref().unwrap();
+        let (a, b) = (r.start[route as usize] as usize, r.start[route as usize + 1] as usize);
+        (a..b).map(|h| (r.table[h], r.key[h])).collect()
     }
 
     /// Arrivals pushed but not yet entered.
@@ -328,6 +595,164 @@ mod tests {
         let narrow = run_routes::<8>();
         assert_eq!(run_routes::<16>(), narrow);
         assert_eq!(run_routes::<32>(), narrow);
+    }
+
+    /// "sessions" a (keys 1, 2) and "terminations" b (keys 7): flow 0
+    /// (key 1) has a session, so it goes on to b; flow 1 (key 2) has none
+    /// and stops at a. Flows alternate, `n` arrivals over 200 µs.
+    fn sessions(consistency: Consistency, n: u64) -> Simulator<8> {
+        let a = table::<8>("a", &[(1, 0xff)], &[1, 2]);
+        let b = table::<8>("b", &[(7, 0xff)], &[7]);
+        let mut c = config(&["a", "b"], &[vec![0], vec![1]]);
+        c.update_engine.consistency = consistency;
+        // route 0: a(key 1) -> b(key 7); route 1: a(key 2).
+        let mut sim = Simulator::<8>::build_routed(c, vec![a, b], vec![0, 2, 3], vec![0, 1, 0], vec![0, 0, 1]).unwrap();
+        let t: Vec<u64> = (0..n).map(|i| i * 200_000_000 / n).collect();
+        let f: Vec<u32> = (0..n as u32).map(|i| i % 2).collect();
+        sim.push_arrivals(&t, &f).unwrap();
+        sim
+    }
+
+    fn ternary(v: u32) -> Rule<8> {
+        Rule::new(&[FieldMatch::ternary(v, 0xff)], 0, 0)
+    }
+
+    /// One write: flow 1 gets a session (a: insert 2) and a termination
+    /// (b: insert 8, a key new to b); flow 0's session is deleted. Flow 1
+    /// now goes a(2) -> b(8), flow 0 stops at a. `expected`: the program's
+    /// matched positions per new hop.
+    fn the_write(expected: Vec<Option<u32>>) -> RouteChange<8> {
+        RouteChange {
+            ops: vec![
+                (0, vec![Op::Insert { pos: 1, rule: ternary(2) }, Op::Delete { pos: 0 }]),
+                (1, vec![Op::Insert { pos: 1, rule: ternary(8) }]),
+            ],
+            new_keys: vec![(1, Key::from_words(&[8]))],
+            flows: vec![1, 0],
+            route_start: vec![0, 2, 3],
+            hop_table: vec![0, 1, 0],
+            hop_key: vec![1, 1, 0],
+            hop_expected: expected,
+        }
+    }
+
+    #[test]
+    fn a_route_change_takes_effect_at_its_transactions_flip() {
+        let mut sim = sessions(Consistency::Program, 2000);
+        sim.run_until_ns(60_000.0);
+        let before = sim.summary();
+        let txn = sim.change_routes(the_write(vec![Some(0), Some(1), None])).unwrap();
+        assert_eq!(txn, 1);
+        // Requested, not in force: the flows keep their routes until the flip.
+        assert_eq!(sim.flow_route(1), vec![(0, 1)]);
+        assert_eq!(sim.route_stats().unwrap().applied, 0);
+        sim.run_until_ns(200_000.0);
+        assert_eq!(sim.flow_route(1), vec![(0, 1), (1, 1)]);
+        assert_eq!(sim.flow_route(0), vec![(0, 0)]);
+        let inv = sim.check_invariants();
+        assert!(inv.ok(), "{inv:?}");
+        assert_eq!(inv.exited, 2000);
+        let u = sim.update_stats();
+        assert_eq!((u.flips, u.committed, u.stale_answers), (1, 3, 0));
+        assert_eq!(u.mixed_version_phvs + u.mixed_unresolved, 0, "{u:?}");
+        assert!(u.checked_phvs > 0, "answers at a and b checked against one version");
+        let r = sim.route_stats().unwrap();
+        assert_eq!((r.applied, r.checked, r.mismatched, r.unchecked), (2, 3, 0, 0), "{r:?}");
+        assert_eq!(r.wrong_version_routes, 0);
+        assert_eq!((r.keys_added, r.routes), (1, 4));
+        // b saw flow 0 before the flip and flow 1 after: about half of all.
+        let s = sim.summary();
+        let bkeys = |s: &Vec<(String, TableSummary)>| s[1].1.keys;
+        assert_eq!(bkeys(&before), 300);
+        assert!((995..=1005).contains(&bkeys(&s)), "{}", bkeys(&s));
+        assert_eq!(s[0].1.keys, 2000);
+    }
+
+    #[test]
+    fn per_phv_answers_follow_the_stamped_version_across_many_changes() {
+        // Flip flow 1 on and off every 20 µs at 200 Mpps: every PHV's
+        // answers match its version and so does its route.
+        let mut sim = sessions(Consistency::Program, 40_000);
+        for (i, at) in (1..9).map(|i| (i, i as f64 * 20_000.0)) {
+            sim.run_until_ns(at);
+            let on = i % 2 == 1;
+            let c = if on {
+                // flow 1 gains its session (a: insert 2 at the end) and goes to b(7).
+                RouteChange {
+                    ops: vec![(0, vec![Op::Insert { pos: 1, rule: ternary(2) }])],
+                    flows: vec![1],
+                    route_start: vec![0, 2],
+                    hop_table: vec![0, 1],
+                    hop_key: vec![1, 0],
+                    hop_expected: vec![Some(1), Some(0)],
+                    ..RouteChange::default()
+                }
+            } else {
+                RouteChange {
+                    ops: vec![(0, vec![Op::Delete { pos: 1 }])],
+                    flows: vec![1],
+                    route_start: vec![0, 1],
+                    hop_table: vec![0],
+                    hop_key: vec![1],
+                    hop_expected: vec![None],
+                    ..RouteChange::default()
+                }
+            };
+            sim.change_routes(c).unwrap();
+        }
+        sim.run_until_ns(200_000.0);
+        let inv = sim.check_invariants();
+        assert!(inv.ok(), "{inv:?}");
+        let u = sim.update_stats();
+        assert_eq!((u.flips, u.stale_answers, u.mixed_version_phvs + u.mixed_unresolved), (8, 0, 0), "{u:?}");
+        assert!(u.old_version_answers > 0, "some PHVs in flight at a flip were answered by the old version");
+        let r = sim.route_stats().unwrap();
+        assert_eq!((r.applied, r.checked, r.mismatched, r.wrong_version_routes), (8, 12, 0, 0), "{r:?}");
+        // Overloaded (drops): PHVs wait, so some stamped before a flip
+        // look up after it.
+        assert!(inv.dropped > 0 && sim.summary()[1].1.keys > 0);
+    }
+
+    #[test]
+    fn a_program_answer_the_oracle_does_not_give_is_counted() {
+        let mut sim = sessions(Consistency::Program, 2000);
+        sim.run_until_ns(60_000.0);
+        // flow 0's hop at a claims a hit after its session was deleted.
+        sim.change_routes(the_write(vec![Some(0), Some(1), Some(0)])).unwrap();
+        sim.run_until_ns(200_000.0);
+        let r = sim.route_stats().unwrap();
+        assert_eq!((r.checked, r.mismatched), (3, 1));
+        assert_eq!(sim.check_invariants().wrong_action, 1);
+    }
+
+    #[test]
+    fn route_changes_are_checked_before_anything_moves() {
+        let mut sim = sessions(Consistency::Program, 2000);
+        let mut bad = the_write(Vec::new());
+        bad.hop_key[1] = 2; // b has 1 key + 1 new
+        assert!(sim.change_routes(bad).is_err());
+        let mut bad = the_write(Vec::new());
+        bad.route_start = vec![0, 3, 2];
+        assert!(sim.change_routes(bad).is_err());
+        assert_eq!(sim.update_stats().requested, 0);
+        assert_eq!(sim.route_stats().unwrap().requested, 0);
+        // A flow with no route: its arrivals are not created; a new flow.
+        let c = RouteChange {
+            flows: vec![0, 5],
+            route_start: vec![0, 0, 1],
+            hop_table: vec![0],
+            hop_key: vec![0],
+            ..RouteChange::default()
+        };
+        sim.change_routes(c).unwrap();
+        assert!(sim.flow_route(0).is_empty());
+        sim.push_arrivals(&[300_000_000], &[5]).unwrap();
+        sim.run_until_ns(400_000.0);
+        let r = sim.route_stats().unwrap();
+        assert_eq!((r.unrouted, r.flows), (1000, 6));
+        let inv = sim.check_invariants();
+        assert!(inv.ok(), "{inv:?}");
+        assert_eq!(inv.created, 1001);
     }
 
     #[test]

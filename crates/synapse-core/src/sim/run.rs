@@ -97,11 +97,16 @@ impl<const N: usize> Simulator<N> {
     }
 
     fn arrive(&mut self, now: Cycle, mut a: Arrival) {
-        let route = a.flow;
-        let t = match (&self.routes, self.cfg.single_entry()) {
+        let (flow, mut route) = (a.flow, a.flow);
+        let t = match (&mut self.routes, self.cfg.single_entry()) {
             (Some(r), _) => {
-                // a.flow names a route: the PHV's key index at its first table.
-                let (t, k) = r.first(route);
+                // a.flow names a flow: its route now, and the PHV's key
+                // index at the route's first table.
+                let Some((rt, t, k)) = r.first(a.flow) else {
+                    r.unrouted();
+                    return;
+                };
+                route = rt;
                 a.flow = k;
                 t
             }
@@ -125,8 +130,13 @@ impl<const N: usize> Simulator<N> {
             flow: a.flow,
             arrived: now,
         });
-        if let Some(r) = &mut self.routes {
+        if self.routes.is_some() {
+            let v = self.program_version(id);
+            let r = self.routes.as_mut().unwrap();
             r.enter(id, route);
+            if let Some(v) = v {
+                r.check_version(flow, route, v);
+            }
         }
     }
 

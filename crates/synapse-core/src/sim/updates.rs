@@ -391,8 +391,12 @@ struct TableUpdates<const N: usize> {
     next_id: u32,
     next_default: u32,
     dtree: bool,
+    /// The ELU's algorithm for this table.
+    algo: Algo,
     /// Entries once every queued operation is applied (churn positions).
     expected: i64,
+    /// The last transaction committed here (0: the initial rules).
+    txn_in_force: u64,
 }
 
 struct Churn {
@@ -564,17 +568,27 @@ impl<const N: usize> Simulator<N> {
         let ti = t as usize;
         let set = self.sets[ti].clone();
         let name = self.tables[ti].name.clone();
-        let algo = self.config.elu.algo;
-        let inner = if algo == Algo::Dtree {
-            let d = DTree::build(&set, &DTreeConfig::default()).map_err(|e| {
-                SimError(format!(
-                    "config: table {name:?}: building the ELU's dtree: {e}"
-                ))
-            })?;
-            Inner::Dtree(d)
+        // A program's table (routed) falls back as its build did: P4
+        // ternary masks need not be prefixes.
+        let tries: &[Algo] = if self.routes.is_some() {
+            &[self.config.elu.algo, Algo::Dtree, Algo::Linear]
         } else {
-            Inner::Built(structure(algo, &set, &name)?)
+            &[self.config.elu.algo]
         };
+        let mut built = Err(SimError(String::new()));
+        for &a in tries {
+            built = if a == Algo::Dtree {
+                DTree::build(&set, &DTreeConfig::default())
+                    .map(|d| (a, Inner::Dtree(d)))
+                    .map_err(|e| SimError(format!("config: table {name:?}: building the ELU's dtree: {e}")))
+            } else {
+                structure(a, &set, &name).map(|s| (a, Inner::Built(s)))
+            };
+            if built.is_ok() {
+                break;
+            }
+        }
+        let (algo, inner) = built?;
         let n = set.rules.len() as u32;
         let program = self.config.update_engine.consistency == Consistency::Program;
         if program && set.schema.len() >= N {
@@ -616,7 +630,9 @@ impl<const N: usize> Simulator<N> {
             next_id: FIRST_NEW_ID,
             next_default: DEFAULT_ID,
             dtree: algo == Algo::Dtree,
+            algo,
             expected: n as i64,
+            txn_in_force: 0,
         });
         let u = self.updates_mut();
         u.xcheck = program || u.tables.iter().flatten().count() >= 2;
@@ -711,6 +727,17 @@ impl<const N: usize> Simulator<N> {
             let ops = parse_ops::<N>(&lines.join("\n"), "updates", 1, &schema).map_err(SimError)?;
             all.push((t, ops));
         }
+        Ok(self.request_ops(all)?.0)
+    }
+
+    /// [`Self::request_transaction`] of parsed operations, per table index;
+    /// returns how many were queued and the transaction's number.
+    pub(super) fn request_ops(&mut self, all: Vec<(u16, Vec<Op<N>>)>) -> Result<(usize, u64), SimError> {
+        for (t, _) in &all {
+            if *t as usize >= self.tables.len() {
+                return err(format!("updates: table {t} of {}", self.tables.len()));
+            }
+        }
         for (t, _) in &all {
             self.make_live(*t)?;
         }
@@ -735,7 +762,7 @@ impl<const N: usize> Simulator<N> {
             }
         }
         self.refresh_due();
-        Ok(n)
+        Ok((n, txn))
     }
 
     /// Counters of the updates (all zero when none was requested).
@@ -929,6 +956,8 @@ impl<const N: usize> Simulator<N> {
                 }
             }
         }
+        // Route changes of transactions now in force everywhere (routed.rs).
+        self.apply_routes();
         self.refresh_due();
     }
 
@@ -1007,13 +1036,13 @@ impl<const N: usize> Simulator<N> {
     /// applies it to a copy of the version in force and charges its build
     /// time. Returns whether a build started.
     fn start_build(&mut self, now: Cycle, t: usize, upto: u64) -> bool {
-        let algo = self.config.elu.algo;
         let cycle_ns = self.cycle_ps / 1000.0;
         let table = &self.tables[t];
         let u = self.updates.as_mut().unwrap();
         let cfg = u.cfg.clone();
         let program = cfg.consistency == Consistency::Program;
         let tu = u.tables[t].as_mut().unwrap();
+        let algo = tu.algo;
         // One batch: what is pending, up to the engine's batch size (per
         // table) or the transactions the program's batch takes.
         let take = if program {
@@ -1180,6 +1209,7 @@ impl<const N: usize> Simulator<N> {
         tu.rules = b.rules;
         tu.ids = b.ids;
         tu.default = b.default;
+        tu.txn_in_force = b.ops.last().map_or(tu.txn_in_force, |o| o.1);
         tu.recent.push_back((
             walks,
             b.covers.clone(),
@@ -1355,6 +1385,93 @@ impl<const N: usize> Simulator<N> {
         } else {
             self.wrong_action += 1;
         }
+    }
+}
+
+/// The answer of `rules` (ids, default) to `key`.
+fn answer_of<const N: usize>(rules: &[Rule<N>], ids: &[u32], default: Match, key: &Key<N>) -> Match {
+    match rules.iter().position(|r| r.matches(key)) {
+        Some(p) => Some(ids[p]),
+        None => default,
+    }
+}
+
+/// What explicit routes (`routed.rs`) need of the update engine.
+impl<const N: usize> Simulator<N> {
+    /// The first transaction not yet in force at every table (`u64::MAX`:
+    /// none open): a route change of an earlier one may take effect.
+    pub(super) fn open_from(&self) -> u64 {
+        let Some(u) = self.updates.as_deref() else {
+            return u64::MAX;
+        };
+        u.tables
+            .iter()
+            .flatten()
+            .map(|tu| {
+                let b = tu.building.as_ref().and_then(|b| b.ops.first().map(|o| o.1));
+                let p = tu.pending.front().map(|o| o.1);
+                b.unwrap_or(u64::MAX).min(p.unwrap_or(u64::MAX))
+            })
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// The program version PHV `phv` is stamped with (program consistency
+    /// with a table updatable; else None).
+    pub(super) fn program_version(&self, phv: u64) -> Option<u64> {
+        let u = self.updates.as_deref()?;
+        u.prog.tagword.map(|_| u.prog.version_of(phv))
+    }
+
+    /// The last transaction requested (0: none).
+    pub(super) fn last_txn(&self) -> u64 {
+        self.updates.as_deref().map_or(0, |u| u.next_txn - 1)
+    }
+
+    /// Table `t` has new keys from index `from` on (appended to its keys,
+    /// oracle answers of the version in force): their histories start with
+    /// that answer, and a batch being built that changes it records the
+    /// change (batches still pending see them when they start).
+    pub(super) fn keys_added(&mut self, t: usize, from: usize) {
+        let Some(tu) = self.updates.as_deref_mut().and_then(|u| u.tables[t].as_mut()) else {
+            return;
+        };
+        let table = &mut self.tables[t];
+        for f in from..table.keys.len() {
+            let key = table.keys[f];
+            let now = answer_of(&tu.rules, &tu.ids, tu.default, &key);
+            table.oracle[f] = now;
+            tu.hist.push(vec![(0, now)]);
+            tu.vhist.push(vec![(0, now)]);
+            if let Some(b) = tu.building.as_mut() {
+                let next = answer_of(&b.rules, &b.ids, b.default, &key);
+                let last = b.ops.last().map_or(0, |o| o.1);
+                if next != now {
+                    b.vchanges.push((f as u32, last, next));
+                }
+            }
+        }
+    }
+
+    /// Key `k`'s answer at table `t` in program version `txn`, and the
+    /// answer the entry at position `pos` (None: a miss) gives in the
+    /// version in force, when that version is `txn`'s at this table (no
+    /// later transaction changed it); None when it cannot be told.
+    pub(super) fn answer_and_expected(&self, t: usize, k: u32, txn: u64, pos: Option<u32>) -> Option<(Match, Match)> {
+        let Some(tu) = self.updates.as_deref().and_then(|u| u.tables[t].as_ref()) else {
+            // Never updated: ids are positions.
+            return Some((self.tables[t].oracle[k as usize], pos));
+        };
+        if tu.txn_in_force > txn {
+            return None;
+        }
+        let h = &tu.vhist[k as usize];
+        let ans = h[h.iter().rposition(|e| e.0 <= txn).unwrap_or(0)].1;
+        let exp = match pos {
+            Some(p) => Some(*tu.ids.get(p as usize)?),
+            None => tu.default,
+        };
+        Some((ans, exp))
     }
 }
 

@@ -387,6 +387,7 @@ impl<const N: usize> Simulator<N> {
         tu.rules = b.rules;
         tu.ids = b.ids;
         tu.default = b.default;
+        tu.txn_in_force = b.ops.last().map_or(tu.txn_in_force, |o| o.1);
         for &(f, txn, m) in &b.vchanges {
             tu.vhist[f as usize].push((txn, m));
         }
