@@ -12,6 +12,7 @@ use crate::sim::{each, AnySim, Simulator};
 use numpy::{PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use synapse_core::rules::{
     words_for, FieldMatch, FieldSpec, Key, MatchKind, Rule, RuleSet, Schema, MAX_WORDS,
 };
@@ -179,10 +180,154 @@ fn push_arrivals(
     each!(sim.inner_mut(), s => s.push_arrivals(&t, &r)).map_err(verr)
 }
 
+/// A write's transaction as arrays (see `change_routes`).
+struct Change {
+    op_table: Vec<u16>,
+    op_kind: Vec<u8>,
+    op_pos: Vec<u32>,
+    op_rows: [numpy::ndarray::Array2<u32>; 3],
+    key_table: Vec<u16>,
+    keys: numpy::ndarray::Array2<u32>,
+    flows: Vec<u32>,
+    route_start: Vec<u32>,
+    hop_table: Vec<u16>,
+    hop_key: Vec<u32>,
+    hop_expected: Vec<i64>,
+}
+
+fn change_n<const N: usize>(s: &mut sim::Simulator<N>, c: &Change) -> Result<u64, String> {
+    let n = c.op_table.len();
+    let [lo, hi, mask] = &c.op_rows;
+    if c.op_kind.len() != n || c.op_pos.len() != n || lo.nrows() != n || hi.shape() != lo.shape() || mask.shape() != lo.shape() {
+        return Err("change_routes: op_table, op_kind, op_pos and the op_lo/op_hi/op_mask rows differ in length".into());
+    }
+    if lo.ncols() > N || c.keys.ncols() > N {
+        return Err(format!("change_routes: rows wider than the simulator's {N}-word keys"));
+    }
+    if c.keys.nrows() != c.key_table.len() {
+        return Err("change_routes: key_table and keys differ in length".into());
+    }
+    let mut ops: Vec<(u16, Vec<sim::Op<N>>)> = Vec::new();
+    for i in 0..n {
+        let pos = c.op_pos[i];
+        let op = match c.op_kind[i] {
+            0 => {
+                let f: Vec<FieldMatch> = (0..lo.ncols())
+                    .map(|w| FieldMatch { lo: lo[[i, w]], hi: hi[[i, w]], mask: mask[[i, w]] })
+                    .collect();
+                sim::Op::Insert { pos, rule: Rule::new(&f, 0, 0) }
+            }
+            1 => sim::Op::Delete { pos },
+            2 => sim::Op::Modify { pos },
+            3 => sim::Op::Default,
+            k => return Err(format!("change_routes: op kind {k} (0 insert, 1 delete, 2 modify, 3 default)")),
+        };
+        match ops.iter_mut().find(|o| o.0 == c.op_table[i]) {
+            Some(o) => o.1.push(op),
+            None => ops.push((c.op_table[i], vec![op])),
+        }
+    }
+    let new_keys = c
+        .key_table
+        .iter()
+        .zip(c.keys.rows())
+        .map(|(&t, row)| {
+            let mut k = Key::<N>::zeroed();
+            for (d, s) in k.0.iter_mut().zip(row.iter()) {
+                *d = *s;
+            }
+            (t, k)
+        })
+        .collect();
+    let change = sim::RouteChange {
+        ops,
+        new_keys,
+        flows: c.flows.clone(),
+        route_start: c.route_start.clone(),
+        hop_table: c.hop_table.clone(),
+        hop_key: c.hop_key.clone(),
+        hop_expected: c.hop_expected.iter().map(|&e| (e >= 0).then_some(e as u32)).collect(),
+    };
+    s.change_routes(change).map_err(|e| e.to_string())
+}
+
+/// `change_routes(sim, op_table, op_kind, op_pos, op_lo, op_hi, op_mask,
+/// key_table, keys, flows, route_start, hop_table, hop_key, hop_expected)`:
+/// one transaction of a routed simulator (a P4 write): table operations
+/// (kind 0 insert of the row's (lo, hi, mask) words at pos, 1 delete, 2
+/// modify, 3 default), keys new to tables (appended in order), and per flow
+/// its new route (hops `route_start[i]..route_start[i+1]`; empty: none) with
+/// the program's matched position per hop (-1: a miss; empty: unchecked).
+/// The flows switch when the transaction is in force. Returns its number.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn change_routes(
+    py: Python<'_>,
+    mut sim: PyRefMut<'_, Simulator>,
+    op_table: PyReadonlyArray1<'_, u16>,
+    op_kind: PyReadonlyArray1<'_, u8>,
+    op_pos: PyReadonlyArray1<'_, u32>,
+    op_lo: PyReadonlyArray2<'_, u32>,
+    op_hi: PyReadonlyArray2<'_, u32>,
+    op_mask: PyReadonlyArray2<'_, u32>,
+    key_table: PyReadonlyArray1<'_, u16>,
+    keys: PyReadonlyArray2<'_, u32>,
+    flows: PyReadonlyArray1<'_, u32>,
+    route_start: PyReadonlyArray1<'_, u32>,
+    hop_table: PyReadonlyArray1<'_, u16>,
+    hop_key: PyReadonlyArray1<'_, u32>,
+    hop_expected: PyReadonlyArray1<'_, i64>,
+) -> PyResult<u64> {
+    let c = Change {
+        op_table: op_table.as_array().to_vec(),
+        op_kind: op_kind.as_array().to_vec(),
+        op_pos: op_pos.as_array().to_vec(),
+        op_rows: [op_lo.as_array().to_owned(), op_hi.as_array().to_owned(), op_mask.as_array().to_owned()],
+        key_table: key_table.as_array().to_vec(),
+        keys: keys.as_array().to_owned(),
+        flows: flows.as_array().to_vec(),
+        route_start: route_start.as_array().to_vec(),
+        hop_table: hop_table.as_array().to_vec(),
+        hop_key: hop_key.as_array().to_vec(),
+        hop_expected: hop_expected.as_array().to_vec(),
+    };
+    let inner = sim.inner_mut();
+    py.allow_threads(|| each!(inner, s => change_n(s, &c))).map_err(verr)
+}
+
+/// Counters of a routed simulator's routes and their changes.
+#[pyfunction]
+fn route_stats<'py>(py: Python<'py>, sim: PyRef<'_, Simulator>) -> PyResult<Bound<'py, PyDict>> {
+    let Some(r) = each!(sim.inner(), s => s.route_stats()) else {
+        return Err(verr("route_stats: this simulator is not routed"));
+    };
+    let d = PyDict::new_bound(py);
+    d.set_item("routes", r.routes)?;
+    d.set_item("flows", r.flows)?;
+    d.set_item("requested", r.requested)?;
+    d.set_item("applied", r.applied)?;
+    d.set_item("checked", r.checked)?;
+    d.set_item("mismatched", r.mismatched)?;
+    d.set_item("unchecked", r.unchecked)?;
+    d.set_item("keys_added", r.keys_added)?;
+    d.set_item("unrouted", r.unrouted)?;
+    d.set_item("wrong_version_routes", r.wrong_version_routes)?;
+    Ok(d)
+}
+
+/// The hops (table index, key index) flow `f` follows now (empty: none).
+#[pyfunction]
+fn flow_route(sim: PyRef<'_, Simulator>, f: u32) -> Vec<(u16, u32)> {
+    each!(sim.inner(), s => s.flow_route(f))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The one place Python learns how wide a simulated key may be.
     m.add("MAX_KEY_WORDS", MAX_WORDS)?;
     m.add_function(wrap_pyfunction!(routed_simulator, m)?)?;
     m.add_function(wrap_pyfunction!(push_arrivals, m)?)?;
+    m.add_function(wrap_pyfunction!(change_routes, m)?)?;
+    m.add_function(wrap_pyfunction!(route_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(flow_route, m)?)?;
     Ok(())
 }

@@ -50,6 +50,9 @@ impl Simulator {
     pub(crate) fn inner_mut(&mut self) -> &mut AnySim {
         &mut self.inner
     }
+    pub(crate) fn inner(&self) -> &AnySim {
+        &self.inner
+    }
 }
 
 fn verr(e: impl ToString) -> PyErr {

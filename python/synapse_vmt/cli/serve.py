@@ -21,7 +21,9 @@ import click
 @click.option("--traffic", "rate", default=0.0, show_default=True,
               help="background lookups per second per table (90%% drawn to hit an entry), 0: none")
 @click.option("--sim", "scenario", help="scenario TOML (or 'default'): run the simulated Synapse as the target; "
-              "writes on its tables (same name, 5-tuple key) go to the simulator as rule updates")
+              "writes on its tables (same name, 5-tuple key) go to the simulator as rule updates; a program "
+              "scenario ([program] + [traffic], e.g. examples/upf/scenario.toml) simulates every table of the "
+              "program, the packets' routes following the writes")
 @click.option("--sim-speed", default=2e6, show_default=True,
               help="simulated ns advanced per wall-clock second")
 @click.option("--no-optimizer", is_flag=True,
@@ -38,12 +40,19 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
     from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
 
     scn = None
-    if scenario is not None:
+    if scenario is not None and scenario != "default":
+        from synapse_vmt.p4rt.routedtarget import is_program_scenario
+
+        if is_program_scenario(scenario):  # the program's own tables (UPF): routes follow the writes
+            from synapse_vmt.p4.simrun import load_scenario
+
+            scn = load_scenario(scenario)
+    if scenario is not None and scn is None:
         from synapse_vmt.scenario import load
 
         scn = load(None if scenario == "default" else scenario)
     opt = None
-    if scn is not None and not no_optimizer:
+    if scn is not None and not isinstance(scn, dict) and not no_optimizer:
         from synapse_vmt.p4rt.simopt import OptConfig
 
         opt = OptConfig(period_ns=opt_period_ns, solver=opt_solver)

@@ -86,7 +86,10 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                  sizes: dict[str, int] | None = None, algo: str = "linear", traffic: float = 0.0,
                  sim=None, sim_speed: float = 2e6, sim_opt=None):
         self.device_id = device_id
-        self.sim_scenario = sim  # a Scenario: committed writes also go to a running simulator
+        # A Scenario (ClassBench tables, simtarget.py) or a program scenario
+        # (simrun.load_scenario's dict, routedtarget.py): committed writes
+        # also go to a running simulator.
+        self.sim_scenario = sim
         self.sim_opt = sim_opt  # simopt.OptConfig: the runtime optimizer in the loop (None: off)
         self.sim_calibrated = None  # its capacity models and their fits, kept across pipelines (same scenario)
         self.sim = None  # simtarget.SimTarget of the current pipeline
@@ -126,7 +129,13 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         if self.sim is not None:
             self.sim.stop()
             self.sim = None
-        if self.sim_scenario is not None and self.pipeline is not None:
+        if isinstance(self.sim_scenario, dict) and self.pipeline is not None:
+            # A program scenario (routedtarget.py): the program's own tables, routes following the writes.
+            from synapse_vmt.p4rt.routedtarget import RoutedTarget
+
+            self.sim = RoutedTarget(self.sim_scenario, self.pipeline.device_config, self.pipeline.store,
+                                    slice_ns=self.sim_speed * 0.01, period_s=0.01)
+        elif self.sim_scenario is not None and self.pipeline is not None:
             from synapse_vmt.p4rt.simtarget import SimTarget
 
             self.sim = SimTarget(self.sim_scenario, self.pipeline.prog, slice_ns=self.sim_speed * 0.01, period_s=0.01,

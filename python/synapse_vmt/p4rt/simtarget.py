@@ -8,7 +8,7 @@ GIL, so gRPC keeps serving). A P4 table is **simulated** when the scenario
 has a table of the same name (full or after the last dot) and its key is the
 ClassBench 5-tuple shape (five fields of 32, 32, 16, 16, 8 bits), the schema
 the scenario's tables are built over. Every committed Write on a simulated
-table is forwarded as one batch to ``Simulator.request_updates`` (lines of
+table is forwarded as one transaction to ``Simulator.request_transaction`` (lines of
 sim/updates.rs: ``insert POS FIELDS...``, ``delete POS``, ``modify POS``,
 ``default``), so the VMT's update engine builds the new version, the PMUs
 drop the answers it made stale, and the versioned oracle checks every answer
@@ -140,10 +140,9 @@ class SimTarget:
                 if op.kind == "delete":
                     del order[pos], rank[pos]
                 lines.append(f"{op.kind} {pos}")
-        n = 0
-        for table, lines in batches.items():
-            if lines:
-                n += self.sim.request_updates(self.tables[table], lines)
+        # One Write is one transaction over the tables it touches.
+        parts = {self.tables[t]: lines for t, lines in batches.items() if lines}
+        n = self.sim.request_transaction(parts) if parts else 0
         self.forwarded += n
         return n
 

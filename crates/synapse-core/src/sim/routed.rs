@@ -212,8 +212,9 @@ impl<const N: usize> Simulator<N> {
     /// Builds a simulator whose PHVs follow explicit routes. `config.tables`
     /// must name `tables` in the same order (PMUs, VMU sizes); its rules,
     /// traffic, edges and entry are ignored. Route r's hops are
-    /// `route_start[r]..route_start[r + 1]` of `hop_table`/`hop_key`; every
-    /// route has at least one hop. Arrivals come from [`Self::push_arrivals`].
+    /// `route_start[r]..route_start[r + 1]` of `hop_table`/`hop_key` (flow r
+    /// follows it; an empty one: flow r visits no table until a change
+    /// gives it a route). Arrivals come from [`Self::push_arrivals`].
     pub fn build_routed(
         mut config: Config,
         tables: Vec<RoutedTable<N>>,
@@ -244,8 +245,8 @@ impl<const N: usize> Simulator<N> {
         if *route_start.last().unwrap() as usize != hop_table.len() {
             return err("routed: route_start must end at the number of hops");
         }
-        if route_start.windows(2).any(|w| w[1] <= w[0]) {
-            return err("routed: every route needs at least one hop (route_start increasing)");
+        if route_start.windows(2).any(|w| w[1] < w[0]) {
+            return err("routed: route_start must not decrease");
         }
         for (&t, &k) in hop_table.iter().zip(&hop_key) {
             let Some(tb) = tables.get(t as usize) else {
@@ -284,11 +285,17 @@ impl<const N: usize> Simulator<N> {
             }
         }
         let n = route_start.len() as u32 - 1;
+        // An empty route: the flow visits no table (yet).
+        let flow_route = route_start
+            .windows(2)
+            .enumerate()
+            .map(|(r, w)| if w[0] == w[1] { NO_ROUTE } else { r as u32 })
+            .collect();
         sim.routes = Some(Routes {
             start: route_start,
             table: hop_table,
             key: hop_key,
-            flow_route: (0..n).collect(),
+            flow_route,
             waiting: VecDeque::new(),
             waiting_of: HashMap::new(),
             route_txn: vec![0; n as usize],
