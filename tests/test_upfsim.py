@@ -1,0 +1,190 @@
+"""serve --sim with a program scenario: UPF's tables simulated while an
+unmodified P4Runtime client (finsy) writes them (p4rt/routedtarget.py,
+sim/routed.rs change_routes).
+
+A session entry's action sets the UE address the terminations key on, so a
+write changes which tables a packet visits and with which keys; the
+simulator's routes must follow, one transaction per Write, and every PHV
+must see one version of the tables and of its route."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from finsy.proto import p4r, p4r_grpc
+
+from synapse_vmt.p4 import upf
+from synapse_vmt.p4.bmv2 import read_program
+from synapse_vmt.p4.entries import load_entries
+from synapse_vmt.p4.interp import Program
+from synapse_vmt.p4.simrun import load_scenario, resolve_program
+from synapse_vmt.p4rt.p4info import build_p4info, to_text
+from synapse_vmt.p4rt.server import SYNAPSE_STATE_EXTERN, P4RuntimeServer, make_server
+
+fy = pytest.importorskip("finsy")
+
+T = upf.T
+SU, TU = T + "sessions_uplink", T + "terminations_uplink"
+
+
+def _scenario(tmp_path: Path, sessions: int = 20, flows: int = 120) -> Path:
+    """The UPF example, small: its entries draw the frames (uplink TEIDs and UE
+    addresses a controller will install); 20 Mpps of uniform arrivals."""
+    (tmp_path / "entries.txt").write_text("\n".join(upf.entries_cli(sessions=sessions)) + "\n")
+    text = upf.scenario(str(tmp_path / "scenario.toml"), flows=flows, duration_ns=1e6, pmus=16, shift=False)
+    p = tmp_path / "scenario.toml"
+    p.write_text(text.replace("seed = 1\n", "seed = 1\nrate_mpps = 20.0\n", 1))
+    return p
+
+
+def _switch(prog: str, port: int, tmp_path: Path):
+    p4info = tmp_path / "p4info.txtpb"
+    p4info.write_text(to_text(build_p4info(read_program(prog))))
+    opts = fy.SwitchOptions(p4info=p4info, p4blob=Path(prog), device_id=1, initial_election_id=10)
+    return fy.Switch("s1", f"127.0.0.1:{port}", opts)
+
+
+def _state(port: int) -> dict:
+    """Synapse's state extern through a real gRPC client: {P4 table: sim struct}."""
+    from google.protobuf import json_format, struct_pb2
+
+    ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        req = p4r.ReadRequest(device_id=1)
+        req.entities.add().extern_entry.extern_type_id = SYNAPSE_STATE_EXTERN
+        out = {}
+        for r in p4r_grpc.P4RuntimeStub(ch).Read(req, timeout=10):
+            for e in r.entities:
+                s = struct_pb2.Struct()
+                e.extern_entry.entry.Unpack(s)
+                d = json_format.MessageToDict(s)
+                if "sim" in d:
+                    out[d["table"]] = d["sim"]
+        return out
+    finally:
+        ch.close()
+
+
+def _settled(svc, extra_ns: float = 20_000.0, limit: float = 60.0) -> None:
+    """Every route change in force, then ``extra_ns`` more of simulated time
+    (the PHVs stamped before the last flip have left)."""
+    from synapse_vmt import _core
+
+    deadline = time.time() + limit
+    sim = svc.sim
+    while time.time() < deadline:
+        with sim.lock:
+            r = _core.route_stats(sim.core)
+            now = sim.core.now_ns()
+        if r["applied"] == r["requested"]:
+            break
+        time.sleep(0.02)
+    else:
+        raise AssertionError(f"route changes not in force: {r}")
+    while _now(svc) < now + extra_ns:
+        assert time.time() < deadline, "the simulator does not advance"
+        time.sleep(0.02)
+
+
+def _now(svc) -> float:
+    with svc.sim.lock:  # the clock thread holds the simulator while it runs
+        return svc.sim.core.now_ns()
+
+
+def _keys(svc, table: str) -> int:
+    with svc.sim.lock:
+        return int(svc.sim.core.summary()["tables"][table]["keys"])
+
+
+def test_serve_sim_upf_routes_and_lookups_follow_the_writes(tmp_path):
+    """finsy pushes UP4 and writes its entries (one Write) but one uplink
+    session; the flow of that session stops at sessions_uplink while the
+    others go on to their terminations. Inserting the session sends it on;
+    deleting every uplink session stops all lookups at terminations_uplink;
+    inserting them back starts them again. Throughout: the interpreter's
+    matched entry on every new hop equals the simulator's versioned oracle,
+    0 wrong or stale answers, 0 PHVs of mixed versions (tables or route)."""
+    scn = _scenario(tmp_path)
+    prog = resolve_program("builtin:up4")
+    svc = P4RuntimeServer(None, sizes={}, sim=load_scenario(str(scn)), sim_speed=2e6)
+    server, port = make_server(svc, "127.0.0.1:0")
+    entries = load_entries(str(tmp_path / "entries.txt"), prog)
+    try:
+        async def run():
+            sw = _switch(prog, port, tmp_path)
+            async with sw:
+                sim = svc.sim
+                assert type(sim).__name__ == "RoutedTarget" and SU in sim.tables and TU in sim.tables
+                # The flows' TEIDs: the interpreter over the full entries.
+                tr = Program.load(prog).run(sim.frames, entries, seed=1)
+                teid = {}
+                for f in range(tr.n_packets):
+                    for s in tr.packet(f):
+                        if s.table == SU:
+                            teid[f] = s.key[1]
+                f0, g = sorted(teid)[:2]
+                assert teid[f0] != teid[g]
+                idx = svc.pipeline.index
+                ref = {t.spec.name: t for t in idx.tables.values()}
+
+                def update(kind, name, e):
+                    u = p4r.Update(type=kind)
+                    u.entity.table_entry.CopyFrom(svc._encode(svc.pipeline, ref[name], e))
+                    return u
+
+                def is_f0(name, e):
+                    return name == SU and e.matches[next(iter(k for k in e.matches if "teid" in k))].value == teid[f0]
+
+                # Nothing installed: every flow stops at my_station.
+                _settled(svc, 10_000.0)
+                assert sim.flow_tables(f0) == [T + "my_station"]
+                assert _keys(svc, SU) == 0
+                ins = p4r.Update.INSERT
+                first = [update(ins, n, e) for n, te in entries.items() for e in te.entries if not is_f0(n, e)]
+                await sw.write(first)
+                _settled(svc)
+                assert SU in sim.flow_tables(f0) and TU not in sim.flow_tables(f0)
+                assert TU in sim.flow_tables(g)
+                # f0's session: one Write of one entry sends it on.
+                miss = next(e for e in entries[SU].entries if is_f0(SU, e))
+                await sw.write([update(ins, SU, miss)])
+                _settled(svc)
+                assert TU in sim.flow_tables(f0)
+                # Every uplink session deleted: no lookup reaches terminations_uplink.
+                await sw.write([update(p4r.Update.DELETE, SU, e) for e in entries[SU].entries])
+                _settled(svc)
+                assert all(TU not in sim.flow_tables(f) for f in teid)
+                a, su_a = _keys(svc, TU), _keys(svc, SU)
+                t0 = _now(svc)
+                while _now(svc) < t0 + 100_000:
+                    await asyncio.sleep(0.02)
+                assert _keys(svc, TU) == a and _keys(svc, SU) > su_a
+                # ...and back.
+                await sw.write([update(ins, SU, e) for e in entries[SU].entries])
+                _settled(svc)
+                b = _keys(svc, TU)
+                t0 = _now(svc)
+                while _now(svc) < t0 + 50_000:
+                    await asyncio.sleep(0.02)
+                assert _keys(svc, TU) > b
+                assert all(TU in sim.flow_tables(f) for f in teid)
+
+        asyncio.run(run())
+        st = _state(port)
+        assert set(st) == set(svc.sim.tables)
+        s = st[TU]
+        r = s["routes"]
+        assert s["wrong_action"] == 0 and s["stale_answers"] == 0, s
+        assert s["mixed_version_phvs"] == 0 and s["checked_phvs"] > 0, s
+        assert s["updates_rejected"] == 0 and s["updates_committed"] == s["updates_requested"] > 0, s
+        assert s["flips"] >= 4, s
+        assert r["mismatched"] == 0 and r["checked"] > 0 and r["wrong_version_routes"] == 0, r
+        assert r["applied"] == r["requested"] > 0 and r["unrouted"] == 0, r
+        assert s["keys"] > 0 and 0 < s["hit_rate"] <= 1
+    finally:
+        server.stop(grace=None)
+        svc.stop()
