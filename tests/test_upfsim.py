@@ -188,3 +188,87 @@ def test_serve_sim_upf_routes_and_lookups_follow_the_writes(tmp_path):
     finally:
         server.stop(grace=None)
         svc.stop()
+
+
+def test_serve_sim_upf_session_writes(tmp_path):
+    """The UPF example (1000 sessions, 4000 flows) under serve --sim: finsy
+    writes every entry but the uplink sessions in one Write, then installs
+    and removes sessions one Write at a time (the session and its uplink
+    termination), as a control plane attaching and detaching UEs would.
+    Each Write's flows follow (the session's flows reach terminations_uplink
+    after the insert, not after the delete); 0 wrong/stale/mixed. Prints the
+    writes/s and the simulated update latency (request -> flip) for the
+    README: ``pytest tests/test_upfsim.py -k session_writes -s``."""
+    from synapse_vmt import _core
+
+    scn = Path(__file__).resolve().parents[1] / "examples" / "upf" / "scenario.toml"
+    prog = resolve_program("builtin:up4")
+    svc = P4RuntimeServer(None, sizes={}, sim=load_scenario(str(scn)), sim_speed=2e6)
+    server, port = make_server(svc, "127.0.0.1:0")
+    entries = load_entries(str(scn.parent / "entries.txt"), prog)
+    n_sessions = 40
+    try:
+        async def run():
+            sw = _switch(prog, port, tmp_path)
+            async with sw:
+                sim = svc.sim
+                ref = {t.spec.name: t for t in svc.pipeline.index.tables.values()}
+
+                def update(kind, name, e):
+                    u = p4r.Update(type=kind)
+                    u.entity.table_entry.CopyFrom(svc._encode(svc.pipeline, ref[name], e))
+                    return u
+
+                ins, dele = p4r.Update.INSERT, p4r.Update.DELETE
+                t0 = time.perf_counter()
+                await sw.write([update(ins, n, e) for n, te in entries.items() for e in te.entries if n != SU])
+                first_s = time.perf_counter() - t0
+                _settled(svc)
+                # Uplink flows by session (TEID), from the Python side's routes.
+                tr = Program.load(prog).run(sim.frames, entries, seed=1)
+                flows_of: dict[int, list[int]] = {}
+                for f in range(tr.n_packets):
+                    for s in tr.packet(f):
+                        if s.table == SU:
+                            flows_of.setdefault(s.key[1], []).append(f)
+                sessions = [e for e in entries[SU].entries if _teid(e) in flows_of][:n_sessions]
+                term = {e.params.get("session_meter_idx", e.params.get("ctr_idx")): e for e in entries[TU].entries}
+                assert len(sessions) == n_sessions
+                w0 = len(sim.write_s)
+                t0 = time.perf_counter()
+                for e in sessions:
+                    await sw.write([update(ins, SU, e)])
+                    await sw.write([update(dele, SU, e)])
+                dt = time.perf_counter() - t0
+                _settled(svc)
+                # After the last delete none of those flows reaches terminations_uplink;
+                # with the session back (one more Write) they do.
+                for e in sessions[:3]:
+                    assert all(TU not in sim.flow_tables(f) for f in flows_of[_teid(e)])
+                await sw.write([update(ins, SU, e) for e in sessions[:3]])
+                _settled(svc)
+                for e in sessions[:3]:
+                    assert all(TU in sim.flow_tables(f) for f in flows_of[_teid(e)])
+                ms = sorted(sim.write_s[w0:w0 + 2 * n_sessions])
+                with sim.lock:
+                    u = sim.core.update_stats()
+                    r = _core.route_stats(sim.core)
+                    inv = sim.core.check_invariants()
+                print(f"\nUPF example: first Write {sum(len(te.entries) for n, te in entries.items() if n != SU)} "
+                      f"entries {first_s:.2f} s; {2 * n_sessions} one-session Writes in {dt:.2f} s = "
+                      f"{2 * n_sessions / dt:.0f} writes/s (server side p50 {1e3 * ms[len(ms) // 2]:.1f} ms, "
+                      f"max {1e3 * ms[-1]:.1f} ms); simulated update latency p50 {u['latency_ns_p50'] / 1e3:.1f} us "
+                      f"p99 {u['latency_ns_p99'] / 1e3:.1f} us; flips {u['flips']}; routes {r}")
+                assert inv["wrong_action"] == 0 and inv["stale_answers"] == 0 and inv["lost"] == 0, inv
+                assert u["mixed_version_phvs"] == 0 and u["rejected"] == 0, u
+                assert r["mismatched"] == 0 and r["wrong_version_routes"] == 0 and r["checked"] > 0, r
+                assert term  # the terminations were written in the first Write
+
+        asyncio.run(run())
+    finally:
+        server.stop(grace=None)
+        svc.stop()
+
+
+def _teid(e) -> int:
+    return next(m.value for k, m in e.matches.items() if "teid" in k)

@@ -464,14 +464,22 @@ class Program:
         return None, ()
 
     def run(self, packets: Iterable[bytes], entries: Mapping[str, object] | None = None, *,
-            seed: int = 0, ingress_port: int = 0, frame_cache: int = FRAME_CACHE) -> Trace:
+            seed: int = 0, ingress_port: int = 0, frame_cache: int = FRAME_CACHE,
+            table_cache: dict | None = None) -> Trace:
         """Interpret ``packets`` (raw frames) with ``entries`` (table name -> TableEntries).
 
         A frame seen before (the same bytes) whose run took no fallback branch
         (the only random draw; synthesized fields are a hash of the frame's
         keys) is not run again: its steps are copied, as the program is
         deterministic on it. ``frame_cache``
-        bounds how many distinct frames are remembered (0: none)."""
+        bounds how many distinct frames are remembered (0: none).
+
+        ``table_cache`` (a dict the caller keeps across runs): a table whose
+        entries are the *same object* as in an earlier run with this cache
+        reuses that run's bound rows and results instead of binding them
+        again (``serve --sim`` re-runs a few frames after every write, with
+        the untouched tables' entries unchanged). The caller must not mutate
+        an entries object it passed."""
         entries = dict(entries or {})
         for name in entries:
             if name not in self.table_json:
@@ -482,7 +490,7 @@ class Program:
         nd = [0]  # bumped by every fallback branch (random; a frame that took one is not cached)
         drawn: list[str] = []  # synthesized fields of the current frame (deterministic per frame: cached)
         try:
-            inits, N = self._bind(entries, seed, random.Random(seed), steps, synth, fallback, nd, drawn)
+            inits, N = self._bind(entries, seed, random.Random(seed), steps, synth, fallback, nd, drawn, table_cache)
         except _MALFORMED as e:
             raise self._malformed(e) from None
 
@@ -574,7 +582,7 @@ class Program:
         )
 
     def _bind(self, entries: dict, seed: int, rng: random.Random, steps: list, synth: dict, fallback: dict, nd: list,
-              drawn: list):
+              drawn: list, table_cache: dict | None = None):
         """Generate the control flow with the entries bound: node(p, T) -> the
         next node's index, -1 at the end of the pipeline. A node reached from
         one place only is inlined into its predecessor (a chain of keyless
@@ -605,7 +613,8 @@ class Program:
             for ti, t in enumerate(pl.get("tables", [])):
                 self._where = f"pipelines[{pi}].tables[{ti}] ({t['name']})"
                 n = ids[(pi, t["name"])]
-                heads[n], tails[n] = self._table_src(n, pi, t, entries.get(t["name"]), tid, nid, ns, synth, seed, drawn)
+                heads[n], tails[n] = self._table_src(n, pi, t, entries.get(t["name"]), tid, nid, ns, synth, seed, drawn,
+                                                     table_cache)
             for ci, c in enumerate(pl.get("conditionals", [])):
                 self._where = f"pipelines[{pi}].conditionals[{ci}] ({c['name']})"
                 n = ids[(pi, c["name"])]
@@ -672,11 +681,20 @@ class Program:
             done.add(n)
             src.append(f"def _n{n}(p, T):\n" + "\n".join("    " + ln for ln in emit(n, 0)) + "\n")
         src.append("_N = (" + "".join(f"_n{i}, " if i in done else "None, " for i in range(len(ids))) + ")")
-        exec(compile("\n".join(src), f"<p4 {Path(self.path).name} nodes>", "exec"), ns)
+        text = "\n".join(src)
+        # The node source depends on the program and on which actions the
+        # entries use, rarely on the entries themselves: compile it once.
+        codes = self.__dict__.setdefault("_node_code", {})
+        code = codes.get(text)
+        if code is None:
+            if len(codes) >= 64:
+                codes.clear()
+            code = codes[text] = compile(text, f"<p4 {Path(self.path).name} nodes>", "exec")
+        exec(code, ns)
         return inits, ns["_N"]
 
     def _table_src(self, n: int, pi: int, t: dict, te: object, tid: dict, nid, ns: dict, synth: dict, seed: int,
-                   drawn: list) -> tuple[list[str], tuple]:
+                   drawn: list, table_cache: dict | None = None) -> tuple[list[str], tuple]:
         name = t["name"]
         w = f"table {name}"
         default_act, default_data = self._default(t, te)
@@ -691,15 +709,24 @@ class Program:
         ti = tid[name]
         spec = self.tables[ti]
         slot_list = self.key_slots[name]
-        rows: list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = []
-        results: list[tuple] = []  # per entry: (index, action fn, adata, next node, action index)
-        for ei, e in enumerate(getattr(te, "entries", []) if te is not None else []):
+        hit = table_cache.get((pi, name)) if table_cache is not None else None
+        if hit is not None and hit[0] is te:
+            # the same entries object as a run before: its binding holds (the cache keeps te alive)
+            _, rows, results = hit
+            te_entries: list = []
+        else:
+            rows = []
+            results = []
+            te_entries = getattr(te, "entries", []) if te is not None else []
+        for ei, e in enumerate(te_entries):
             where = getattr(e, "source", None) or f"{name}#entry {ei}"
             ms = getattr(e, "matches", {}) or {}
             row = [_match_row(ms.get(k.field, ms.get(k.name)), k, where) for k in spec.key]
             rows.append((tuple(r[0] for r in row), tuple(r[1] for r in row), tuple(r[2] for r in row)))
             act = self._resolve_action(t, e.action, where)
             results.append((ei, act.fn, self._adata(act, getattr(e, "params", None), where), nid(pi, self._next(t, act, True), w), ai[act.id]))
+        if table_cache is not None:
+            table_cache[(pi, name)] = (te, rows, results)
         miss = (-1, default_act.fn if default_act else None, default_data, miss_next, ai[default_act.id] if default_act else -1)
         ns[f"_MISS{n}"] = miss
         if all(k.match == "exact" for k in spec.key):

@@ -116,6 +116,10 @@ class RoutedTarget:
         self.order: dict[str, list[tuple]] = {n: [] for n in self.index}
         self.rank: dict[str, list[int]] = {n: [] for n in self.index}
         snap = store.snapshot()
+        # The interpreter's bound tables, kept across writes: a table a Write
+        # does not touch keeps its entries object (self._snap), so it is not bound again.
+        self._tcache: dict = {}
+        self._snap = snap
         for name, te in snap.items():
             if name in self.order:
                 for e in te.entries:
@@ -196,7 +200,7 @@ class RoutedTarget:
         """Per flow its hops (simulator table, key id; new keys get ids) and
         the matched entry per hop (-1: miss), from the interpreter over ``snap``."""
         flows = list(flows)
-        tr = self.interp.run([self.frames[f] for f in flows], snap, seed=self.seed)
+        tr = self.interp.run([self.frames[f] for f in flows], snap, seed=self.seed, table_cache=self._tcache)
         st, se = tr.step_table.tolist(), tr.step_entry.tolist()
         ps = tr.pkt_start.tolist()
         sim_of = [self.index.get(t.name, -1) for t in tr.tables]
@@ -312,7 +316,10 @@ class RoutedTarget:
         if not tab:
             return 0
         flows = sorted(affected)
-        hops, expected = self._interpret(flows, self.store.snapshot())
+        touched = {op.table for op in ops}
+        snap = {**self._snap, **self.store.snapshot(touched)}
+        self._snap = snap
+        hops, expected = self._interpret(flows, snap)
         new = self._take_new_keys()
         key_table = [s for s, r in new.items() for _ in r]
         width = self.width

@@ -171,11 +171,12 @@ class TableStore:
     def default(self, table: str) -> tuple[str, dict[str, int]] | None:
         return self._tables[table].default
 
-    def snapshot(self) -> dict[str, TableEntries]:
-        """Every table's entries in match order with its default: what the
-        interpreter (``p4.interp.Program.run(entries=...)``) takes."""
+    def snapshot(self, tables=None) -> dict[str, TableEntries]:
+        """Every table's (or those named in ``tables``) entries in match order
+        with its default: what the interpreter (``p4.interp.Program.run(entries=...)``) takes."""
         with self.lock:
-            return {n: TableEntries(n, [s.entry for s in self._ordered(t)], t.default) for n, t in self._tables.items()}
+            return {n: TableEntries(n, [s.entry for s in self._ordered(t)], t.default) for n, t in self._tables.items()
+                    if tables is None or n in tables}
 
     def _ordered(self, t: _Table) -> list[Stored]:
         by_seq = sorted(t.entries.values(), key=lambda s: s.seq)
