@@ -272,3 +272,32 @@ def test_serve_sim_upf_session_writes(tmp_path):
 
 def _teid(e) -> int:
     return next(m.value for k, m in e.matches.items() if "teid" in k)
+
+
+def test_serve_command_with_a_program_scenario(tmp_path):
+    """``synapse serve --p4 up4.json --sim scenario.toml``: every table of the
+    program simulated; a program scenario without traffic is a one-line error."""
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from synapse_vmt.cli import main
+
+    scn = _scenario(tmp_path, sessions=4, flows=20)
+    prog = resolve_program("builtin:up4")
+    p = subprocess.Popen([sys.executable, "-m", "synapse_vmt.cli", "serve", "--p4", prog, "--sim", str(scn),
+                          "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stderr.readline().startswith("P4Runtime on 127.0.0.1:")
+        line = p.stderr.readline()
+        assert line.startswith("simulated tables: ") and SU in line and TU in line and T + "Acl.acls" in line, line
+    finally:
+        p.terminate()
+        rc = p.wait(30)
+        p.stderr.close()
+    assert rc == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[program]\np4 = "builtin:up4"\n')
+    r = CliRunner().invoke(main, ["serve", "--p4", prog, "--sim", str(bad), "--listen", "127.0.0.1:0"])
+    assert r.exit_code == 2 and "[traffic]" in r.output and len(r.output.strip().splitlines()) == 1, r.output
