@@ -132,7 +132,8 @@ fn build_n<const N: usize>(
 /// `routed_simulator(config_json, tables, route_start, hop_table, hop_key)`:
 /// `tables` is a list of tuples `(name, bits, kinds, lo, hi, mask, keys,
 /// expected)` in `config.tables` order. The key width is the narrowest
-/// compiled one that holds every table (`Simulator.key_words`).
+/// compiled one that holds every table (`Simulator.key_words`), plus the
+/// version tag's word under `consistency = "program"`.
 #[pyfunction]
 fn routed_simulator(
     py: Python<'_>,
@@ -144,9 +145,13 @@ fn routed_simulator(
 ) -> PyResult<Simulator> {
     let config: sim::Config =
         serde_json::from_str(config_json).map_err(|e| verr(format!("config: {e}")))?;
+    // Program consistency tags keys with a version in a spare word: leave one.
+    let spare = (config.update_engine.consistency == sim::Consistency::Program) as usize;
     let mut width = 8;
     for t in &tables {
-        width = width.max(words_for(&t.0, t.1.len()).map_err(verr)?);
+        let w = t.1.len();
+        let need = if w < MAX_WORDS { w + spare } else { w };
+        width = width.max(words_for(&t.0, need).map_err(verr)?);
     }
     let route = (
         route_start.as_array().to_vec(),

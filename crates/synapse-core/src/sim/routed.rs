@@ -721,6 +721,24 @@ mod tests {
     }
 
     #[test]
+    fn per_table_commits_switch_routes_once_every_table_committed() {
+        // Table consistency: a and b commit on their own; the flows switch
+        // after the later of the two, and the hops check as before.
+        let mut sim = sessions(Consistency::Table, 2000);
+        sim.run_until_ns(60_000.0);
+        sim.change_routes(the_write(vec![Some(0), Some(1), None])).unwrap();
+        assert_eq!(sim.flow_route(1), vec![(0, 1)]);
+        sim.run_until_ns(200_000.0);
+        assert_eq!(sim.flow_route(1), vec![(0, 1), (1, 1)]);
+        let inv = sim.check_invariants();
+        assert!(inv.ok(), "{inv:?}");
+        let u = sim.update_stats();
+        assert_eq!((u.batches, u.committed, u.stale_answers, u.flips), (2, 3, 0, 0));
+        let r = sim.route_stats().unwrap();
+        assert_eq!((r.applied, r.checked, r.mismatched), (2, 3, 0), "{r:?}");
+    }
+
+    #[test]
     fn a_program_answer_the_oracle_does_not_give_is_counted() {
         let mut sim = sessions(Consistency::Program, 2000);
         sim.run_until_ns(60_000.0);
