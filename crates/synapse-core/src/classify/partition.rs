@@ -122,6 +122,8 @@ pub const WALK_BANKS: u64 = 32;
 
 /// The pairs of the five-tuple's words: the ports.
 const FIVE_TUPLE_PAIRS: u32 = 0b0100;
+/// The five-tuple's words: source, destination, the ports as a pair, protocol.
+const FIVE_TUPLE_WORDS: [(usize, Option<usize>); 4] = [(0, None), (1, None), (2, Some(3)), (4, None)];
 
 /// Lookups per group walked in lockstep by the batch path.
 const GROUP: usize = 16;
@@ -568,7 +570,7 @@ impl PTree {
     fn classify_scalar_or_simd<const G: usize>(&self, keys: &[Key], out: &mut [i32]) {
         // The five-tuple's words (source, destination, the two ports as a
         // pair, protocol) with their pairs known at compile time.
-        if self.words.len() == 4 && self.pairs == FIVE_TUPLE_PAIRS {
+        if self.words[..] == FIVE_TUPLE_WORDS {
             #[cfg(target_arch = "x86_64")]
             if self.avx2 {
                 // SAFETY: avx2 is set only when the CPU has AVX2.
@@ -625,6 +627,14 @@ fn sample_keys(set: &RuleSet, n: usize) -> Vec<Key> {
     keys
 }
 
+/// [`PTree::pack_key`] of a five-tuple ([`FIVE_TUPLE_WORDS`]), with the
+/// word table known at compile time.
+#[inline(always)]
+fn pack_five_tuple(key: &Key) -> [u32; 8] {
+    let k = &key.0;
+    [k[0] ^ BIAS, k[1] ^ BIAS, simd::pack(k[2], k[3]) ^ simd::PAIR_BIAS, k[4] ^ BIAS, 0, 0, 0, 0]
+}
+
 fn empty_leaf() -> Node {
     Node::leaf(0, 0, 0, u32::MAX)
 }
@@ -648,7 +658,7 @@ macro_rules! batch_fn {
                 let g = ks.len();
                 for l in 0..GROUP {
                     kk[l] = ks[l.min(g - 1)].0;
-                    pk[l] = t.pack_key_n::<NW>(&ks[l.min(g - 1)]);
+                    pk[l] = if DYN { t.pack_key_n::<NW>(&ks[l.min(g - 1)]) } else { pack_five_tuple(&ks[l.min(g - 1)]) };
                 }
                 let mut best = [u32::MAX; GROUP];
                 if !t.odd.is_empty() {
