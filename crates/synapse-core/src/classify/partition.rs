@@ -30,7 +30,7 @@
 //! Rules with a non-contiguous ternary field (not a range) are kept aside
 //! and searched linearly; ClassBench sets have none.
 
-use super::simd::{self, Node, Row, BIAS, LANES, LEAF, NODE_SLOTS, NODE_THRESHOLDS};
+use super::simd::{self, Node, Row, BIAS, INNER, LANES, NODE_SLOTS, NODE_THRESHOLDS};
 use super::{BuildError, Classifier, Match, MemAccess, MemoryWalk};
 use crate::rules::{width_mask, Key, MatchKind, Rule, RuleSet, MAX_FIELDS};
 use std::time::Duration;
@@ -186,7 +186,7 @@ impl PTree {
                 let mut i = tree.root;
                 while !self.nodes[i as usize].is_leaf() {
                     let n = &self.nodes[i as usize];
-                    i = n.base + simd::below_scalar(n, key.0[n.field()]);
+                    i = n.base + simd::below_scalar(n, key.0[n.field()] ^ BIAS);
                     c += 22;
                 }
                 let n = &self.nodes[i as usize];
@@ -405,7 +405,7 @@ impl PTree {
         let base = self.nodes.len() as u32;
         let nc = th.len() + 1;
         self.nodes.extend(std::iter::repeat(empty_leaf()).take(nc));
-        let mut node = Node { th: [u32::MAX ^ BIAS; NODE_SLOTS], base, info: f as u32 };
+        let mut node = Node { th: [u32::MAX ^ BIAS; NODE_SLOTS], base, info: INNER | f as u32 };
         for (i, &x) in th.iter().enumerate() {
             node.th[i] = x ^ BIAS;
         }
@@ -650,20 +650,27 @@ macro_rules! batch_fn {
             let nodes = &t.nodes[..];
             let rows = &t.rows[..];
             let pairs = if DYN { t.pairs } else { PAIRS };
+            // Per lane its key biased (nodes compare it as is) and packed
+            // into leaf words; per tree the walking lanes' copies in walk
+            // order, so the steps index them directly.
             let mut kk = [[0u32; 8]; GROUP];
             let mut pk = [[0u32; 8]; GROUP];
+            let (mut ka, mut pa, mut ba, mut cur) = ([[0u32; 8]; GROUP], [[0u32; 8]; GROUP], [0u32; GROUP], [0u32; GROUP]);
             for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
                 // A short last group repeats its last key: every loop below
                 // runs over the whole group, unrolled and without checks.
                 let g = ks.len();
                 for l in 0..GROUP {
-                    kk[l] = ks[l.min(g - 1)].0;
-                    pk[l] = if DYN { t.pack_key_n::<NW>(&ks[l.min(g - 1)]) } else { pack_five_tuple(&ks[l.min(g - 1)]) };
+                    let k = &ks[l.min(g - 1)];
+                    for f in 0..8 {
+                        kk[l][f] = k.0[f] ^ BIAS;
+                    }
+                    pk[l] = if DYN { t.pack_key_n::<NW>(k) } else { pack_five_tuple(k) };
                 }
                 let mut best = [u32::MAX; GROUP];
                 if !t.odd.is_empty() {
                     for l in 0..GROUP {
-                        best[l] = t.odd_best(&Key(kk[l]));
+                        best[l] = t.odd_best(&ks[l.min(g - 1)]);
                     }
                 }
                 for tree in &t.trees {
@@ -678,26 +685,31 @@ macro_rules! batch_fn {
                     if na == 0 {
                         continue;
                     }
-                    let mut cur = [tree.root; GROUP];
                     // SAFETY (every unchecked index below): node and block
                     // indices come from the build (children, leaves' blocks,
                     // block 0), lanes from `act` (< GROUP), j < na <= GROUP.
+                    for j in 0..na {
+                        let l = *act.get_unchecked(j) as usize;
+                        *ka.get_unchecked_mut(j) = *kk.get_unchecked(l);
+                        *pa.get_unchecked_mut(j) = *pk.get_unchecked(l);
+                        *ba.get_unchecked_mut(j) = *best.get_unchecked(l);
+                        *cur.get_unchecked_mut(j) = tree.root;
+                    }
                     // Down the tree in lockstep, without branches per lane:
                     // a lane at a leaf stays there; the walk stops when
                     // every lane is at a leaf.
                     for _ in 0..tree.depth {
                         let mut inner = 0;
                         for j in 0..na {
-                            let l = *act.get_unchecked(j) as usize;
                             // A leaf is its own only child.
                             let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
-                            let c = n.base + $below(n, kk.get_unchecked(l)[n.field()]);
+                            let c = n.base + $below(n, *ka.get_unchecked(j).get_unchecked(n.field()));
                             *cur.get_unchecked_mut(j) = c;
                             let next = nodes.get_unchecked(c as usize);
                             simd::prefetch(next);
-                            inner |= !next.info & LEAF;
+                            inner |= next.info;
                         }
-                        if inner == 0 {
+                        if inner & INNER == 0 {
                             break;
                         }
                     }
@@ -705,9 +717,8 @@ macro_rules! batch_fn {
                         simd::prefetch(rows.as_ptr().wrapping_add(nodes.get_unchecked(*cur.get_unchecked(j) as usize).first_block() * stride));
                     }
                     for j in 0..na {
-                        let l = *act.get_unchecked(j) as usize;
                         let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
-                        let (key, bl) = (pk.get_unchecked(l), best.get_unchecked_mut(l));
+                        let (key, bl) = (pa.get_unchecked(j), ba.get_unchecked_mut(j));
                         let (first, nb) = (n.first_block() * stride, n.blocks());
                         if nb <= 1 {
                             // One block (or the empty block 0).
@@ -728,6 +739,9 @@ macro_rules! batch_fn {
                                 break;
                             }
                         }
+                    }
+                    for j in 0..na {
+                        *best.get_unchecked_mut(*act.get_unchecked(j) as usize) = *ba.get_unchecked(j);
                     }
                 }
                 for l in 0..g {
@@ -779,7 +793,7 @@ impl MemoryWalk for PTree {
                 if n.is_leaf() {
                     break;
                 }
-                i = n.base + simd::below_scalar(n, key.0[n.field()]);
+                i = n.base + simd::below_scalar(n, key.0[n.field()] ^ BIAS);
             }
             let n = &self.nodes[i as usize];
             if n.first_rule() >= best {
