@@ -51,7 +51,7 @@ pub struct PTreeConfig {
     /// Most trees: the smallest partitions join the catch-all one beyond.
     pub max_trees: usize,
     /// Sets of at most this many rules also get one and two trees with more
-    /// replication (spfac 4, bucket 16), kept when the estimated lookup
+    /// replication (spfac 4), kept when the estimated lookup
     /// cost is at most 0.85x the partitioned one's (0: never).
     pub small: usize,
 }
@@ -142,25 +142,31 @@ impl PTree {
         if set.len() > config.small || t.trees.len() <= 1 {
             return Ok(t);
         }
-        // Only when lookups walk several trees can one tree pay.
+        // Only when lookups walk more than one tree can one tree pay (acl
+        // sets walk ~1.05: they keep their compact partition).
         let keys = sample_keys(set, 2048);
         let (cost, walked) = t.cost(&keys);
-        if walked < 1.5 {
+        if walked < 1.2 {
             return Ok(t);
         }
         // Fewer trees, more replication: one tree, or the two largest
-        // partitions. A structure beyond the L2 cache pays in misses what
-        // it saves in instructions, hence the weight on its size.
-        let weigh = |t: &PTree, cost: f64| cost * (1.0 + t.stats.bytes as f64 / (1u64 << 20) as f64);
+        // partitions. A structure far beyond the L2 cache pays in misses
+        // part of what it saves in instructions, hence a weight on its size
+        // (per 8 MiB: the batch walk's prefetches hide most of an L3 hit;
+        // one tree of 1-2.5 MB ran ~30% faster than the partition on the
+        // fw 1K sets).
+        let weigh = |t: &PTree, cost: f64| cost * (1.0 + t.stats.bytes as f64 / (8u64 << 20) as f64);
         let mut pick = t;
-        let mut pick_cost = weigh(&pick, cost);
+        let pick_cost = weigh(&pick, cost);
+        // Two trees only when one did not win (build time: each costs
+        // about what the partition did).
         for trees in [1, 2] {
-            let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(4.0), bucket: config.bucket.min(16), ..*config };
+            let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(4.0), ..*config };
             if let Ok(a) = Self::build_one(set, &c) {
                 let ac = weigh(&a, a.cost(&keys).0);
                 if ac <= 0.85 * pick_cost {
                     pick = a;
-                    pick_cost = ac;
+                    break;
                 }
             }
         }
@@ -627,14 +633,6 @@ fn sample_keys(set: &RuleSet, n: usize) -> Vec<Key> {
     keys
 }
 
-/// [`PTree::pack_key`] of a five-tuple ([`FIVE_TUPLE_WORDS`]), with the
-/// word table known at compile time.
-#[inline(always)]
-fn pack_five_tuple(key: &Key) -> [u32; 8] {
-    let k = &key.0;
-    [k[0] ^ BIAS, k[1] ^ BIAS, simd::pack(k[2], k[3]) ^ simd::PAIR_BIAS, k[4] ^ BIAS, 0, 0, 0, 0]
-}
-
 fn empty_leaf() -> Node {
     Node::leaf(0, 0, 0, u32::MAX)
 }
@@ -661,11 +659,21 @@ macro_rules! batch_fn {
                 // runs over the whole group, unrolled and without checks.
                 let g = ks.len();
                 for l in 0..GROUP {
-                    let k = &ks[l.min(g - 1)];
+                    // SAFETY: l.min(g - 1) < g = ks.len().
+                    let k = ks.get_unchecked(l.min(g - 1));
                     for f in 0..8 {
                         kk[l][f] = k.0[f] ^ BIAS;
                     }
-                    pk[l] = if DYN { t.pack_key_n::<NW>(k) } else { pack_five_tuple(k) };
+                    if DYN {
+                        pk[l] = t.pack_key_n::<NW>(k);
+                    } else {
+                        // The five-tuple's words from the biased key: the
+                        // addresses as they are, the ports paired, then
+                        // the protocol.
+                        pk[l] = kk[l];
+                        pk[l][2] = simd::pack(k.0[2], k.0[3]) ^ simd::PAIR_BIAS;
+                        pk[l][3] = kk[l][4];
+                    }
                 }
                 let mut best = [u32::MAX; GROUP];
                 if !t.odd.is_empty() {
@@ -728,9 +736,13 @@ macro_rules! batch_fn {
                             *bl = (*bl).min(if m == 0 { u32::MAX } else { id });
                             continue;
                         }
+                        // The first block unconditionally (mostly the lane's
+                        // first tree: nothing to beat yet; the min keeps
+                        // the answer right anyway), a later one only when
+                        // its best rule beats the answer so far.
                         for b in 0..nb {
                             let blk = rows.get_unchecked(first + b * stride..first + (b + 1) * stride);
-                            if blk[2 * NW].0[0] >= *bl {
+                            if b > 0 && blk[2 * NW].0[0] >= *bl {
                                 break;
                             }
                             let m = $block(blk, key, pairs);
