@@ -27,9 +27,19 @@ fn main() {
     let c = build_structure(&a[0], &set, &cfg).unwrap_or_else(|e| panic!("{e}"));
     let mut out = vec![0i32; keys.len()];
     let mut sum = 0i64;
+    let start = (std::time::Instant::now(), cpu_ns());
     for _ in 0..passes {
         c.classify_batch(&keys, &mut out);
         sum += out.iter().map(|&x| x as i64).sum::<i64>();
     }
-    println!("{} lookups, checksum {sum}", passes * keys.len());
+    let n = (passes * keys.len()).max(1) as f64;
+    let ns = start.0.elapsed().as_secs_f64() * 1e9 / n;
+    let cpu = start.1.zip(cpu_ns()).map_or(f64::NAN, |(a, b)| (b - a) as f64 / n);
+    println!("{} lookups, checksum {sum}, {ns:.2} ns per lookup (on CPU: {cpu:.2} ns)", passes * keys.len());
+}
+
+/// This thread's time on a CPU (Linux: /proc/thread-self/schedstat), so a
+/// comparison on a shared machine leaves out the time others ran.
+fn cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok()
 }

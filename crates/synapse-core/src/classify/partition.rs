@@ -30,7 +30,7 @@
 //! Rules with a non-contiguous ternary field (not a range) are kept aside
 //! and searched linearly; ClassBench sets have none.
 
-use super::simd::{self, Node, Row, BIAS, LANES, LEAF, NODE_SLOTS, NODE_THRESHOLDS};
+use super::simd::{self, Node, Row, BIAS, INNER, LANES, NODE_SLOTS, NODE_THRESHOLDS};
 use super::{BuildError, Classifier, Match, MemAccess, MemoryWalk};
 use crate::rules::{width_mask, Key, MatchKind, Rule, RuleSet, MAX_FIELDS};
 use std::time::Duration;
@@ -51,7 +51,7 @@ pub struct PTreeConfig {
     /// Most trees: the smallest partitions join the catch-all one beyond.
     pub max_trees: usize,
     /// Sets of at most this many rules also get one and two trees with more
-    /// replication (spfac 4, bucket 16), kept when the estimated lookup
+    /// replication (spfac 4), kept when the estimated lookup
     /// cost is at most 0.85x the partitioned one's (0: never).
     pub small: usize,
 }
@@ -122,6 +122,8 @@ pub const WALK_BANKS: u64 = 32;
 
 /// The pairs of the five-tuple's words: the ports.
 const FIVE_TUPLE_PAIRS: u32 = 0b0100;
+/// The five-tuple's words: source, destination, the ports as a pair, protocol.
+const FIVE_TUPLE_WORDS: [(usize, Option<usize>); 4] = [(0, None), (1, None), (2, Some(3)), (4, None)];
 
 /// Lookups per group walked in lockstep by the batch path.
 const GROUP: usize = 16;
@@ -140,25 +142,31 @@ impl PTree {
         if set.len() > config.small || t.trees.len() <= 1 {
             return Ok(t);
         }
-        // Only when lookups walk several trees can one tree pay.
+        // Only when lookups walk more than one tree can one tree pay (acl
+        // sets walk ~1.05: they keep their compact partition).
         let keys = sample_keys(set, 2048);
         let (cost, walked) = t.cost(&keys);
-        if walked < 1.5 {
+        if walked < 1.2 {
             return Ok(t);
         }
         // Fewer trees, more replication: one tree, or the two largest
-        // partitions. A structure beyond the L2 cache pays in misses what
-        // it saves in instructions, hence the weight on its size.
-        let weigh = |t: &PTree, cost: f64| cost * (1.0 + t.stats.bytes as f64 / (1u64 << 20) as f64);
+        // partitions. A structure far beyond the L2 cache pays in misses
+        // part of what it saves in instructions, hence a weight on its size
+        // (per 8 MiB: the batch walk's prefetches hide most of an L3 hit;
+        // one tree of 1-2.5 MB ran ~30% faster than the partition on the
+        // fw 1K sets).
+        let weigh = |t: &PTree, cost: f64| cost * (1.0 + t.stats.bytes as f64 / (8u64 << 20) as f64);
         let mut pick = t;
-        let mut pick_cost = weigh(&pick, cost);
+        let pick_cost = weigh(&pick, cost);
+        // Two trees only when one did not win (build time: each costs
+        // about what the partition did).
         for trees in [1, 2] {
-            let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(4.0), bucket: config.bucket.min(16), ..*config };
+            let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(4.0), ..*config };
             if let Ok(a) = Self::build_one(set, &c) {
                 let ac = weigh(&a, a.cost(&keys).0);
                 if ac <= 0.85 * pick_cost {
                     pick = a;
-                    pick_cost = ac;
+                    break;
                 }
             }
         }
@@ -184,7 +192,7 @@ impl PTree {
                 let mut i = tree.root;
                 while !self.nodes[i as usize].is_leaf() {
                     let n = &self.nodes[i as usize];
-                    i = n.base + simd::below_scalar(n, key.0[n.field()]);
+                    i = n.base + simd::below_scalar(n, key.0[n.field()] ^ BIAS);
                     c += 22;
                 }
                 let n = &self.nodes[i as usize];
@@ -403,7 +411,7 @@ impl PTree {
         let base = self.nodes.len() as u32;
         let nc = th.len() + 1;
         self.nodes.extend(std::iter::repeat(empty_leaf()).take(nc));
-        let mut node = Node { th: [u32::MAX ^ BIAS; NODE_SLOTS], base, info: f as u32 };
+        let mut node = Node { th: [u32::MAX ^ BIAS; NODE_SLOTS], base, info: INNER | f as u32 };
         for (i, &x) in th.iter().enumerate() {
             node.th[i] = x ^ BIAS;
         }
@@ -568,7 +576,7 @@ impl PTree {
     fn classify_scalar_or_simd<const G: usize>(&self, keys: &[Key], out: &mut [i32]) {
         // The five-tuple's words (source, destination, the two ports as a
         // pair, protocol) with their pairs known at compile time.
-        if self.words.len() == 4 && self.pairs == FIVE_TUPLE_PAIRS {
+        if self.words[..] == FIVE_TUPLE_WORDS {
             #[cfg(target_arch = "x86_64")]
             if self.avx2 {
                 // SAFETY: avx2 is set only when the CPU has AVX2.
@@ -640,20 +648,37 @@ macro_rules! batch_fn {
             let nodes = &t.nodes[..];
             let rows = &t.rows[..];
             let pairs = if DYN { t.pairs } else { PAIRS };
+            // Per lane its key biased (nodes compare it as is) and packed
+            // into leaf words; per tree the walking lanes' copies in walk
+            // order, so the steps index them directly.
             let mut kk = [[0u32; 8]; GROUP];
             let mut pk = [[0u32; 8]; GROUP];
+            let (mut ka, mut pa, mut ba, mut cur) = ([[0u32; 8]; GROUP], [[0u32; 8]; GROUP], [0u32; GROUP], [0u32; GROUP]);
             for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
                 // A short last group repeats its last key: every loop below
                 // runs over the whole group, unrolled and without checks.
                 let g = ks.len();
                 for l in 0..GROUP {
-                    kk[l] = ks[l.min(g - 1)].0;
-                    pk[l] = t.pack_key_n::<NW>(&ks[l.min(g - 1)]);
+                    // SAFETY: l.min(g - 1) < g = ks.len().
+                    let k = ks.get_unchecked(l.min(g - 1));
+                    for f in 0..8 {
+                        kk[l][f] = k.0[f] ^ BIAS;
+                    }
+                    if DYN {
+                        pk[l] = t.pack_key_n::<NW>(k);
+                    } else {
+                        // The five-tuple's words from the biased key: the
+                        // addresses as they are, the ports paired, then
+                        // the protocol.
+                        pk[l] = kk[l];
+                        pk[l][2] = simd::pack(k.0[2], k.0[3]) ^ simd::PAIR_BIAS;
+                        pk[l][3] = kk[l][4];
+                    }
                 }
                 let mut best = [u32::MAX; GROUP];
                 if !t.odd.is_empty() {
                     for l in 0..GROUP {
-                        best[l] = t.odd_best(&Key(kk[l]));
+                        best[l] = t.odd_best(&ks[l.min(g - 1)]);
                     }
                 }
                 for tree in &t.trees {
@@ -668,26 +693,31 @@ macro_rules! batch_fn {
                     if na == 0 {
                         continue;
                     }
-                    let mut cur = [tree.root; GROUP];
                     // SAFETY (every unchecked index below): node and block
                     // indices come from the build (children, leaves' blocks,
                     // block 0), lanes from `act` (< GROUP), j < na <= GROUP.
+                    for j in 0..na {
+                        let l = *act.get_unchecked(j) as usize;
+                        *ka.get_unchecked_mut(j) = *kk.get_unchecked(l);
+                        *pa.get_unchecked_mut(j) = *pk.get_unchecked(l);
+                        *ba.get_unchecked_mut(j) = *best.get_unchecked(l);
+                        *cur.get_unchecked_mut(j) = tree.root;
+                    }
                     // Down the tree in lockstep, without branches per lane:
                     // a lane at a leaf stays there; the walk stops when
                     // every lane is at a leaf.
                     for _ in 0..tree.depth {
                         let mut inner = 0;
                         for j in 0..na {
-                            let l = *act.get_unchecked(j) as usize;
                             // A leaf is its own only child.
                             let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
-                            let c = n.base + $below(n, kk.get_unchecked(l)[n.field()]);
+                            let c = n.base + $below(n, *ka.get_unchecked(j).get_unchecked(n.field()));
                             *cur.get_unchecked_mut(j) = c;
                             let next = nodes.get_unchecked(c as usize);
                             simd::prefetch(next);
-                            inner |= !next.info & LEAF;
+                            inner |= next.info;
                         }
-                        if inner == 0 {
+                        if inner & INNER == 0 {
                             break;
                         }
                     }
@@ -695,9 +725,8 @@ macro_rules! batch_fn {
                         simd::prefetch(rows.as_ptr().wrapping_add(nodes.get_unchecked(*cur.get_unchecked(j) as usize).first_block() * stride));
                     }
                     for j in 0..na {
-                        let l = *act.get_unchecked(j) as usize;
                         let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
-                        let (key, bl) = (pk.get_unchecked(l), best.get_unchecked_mut(l));
+                        let (key, bl) = (pa.get_unchecked(j), ba.get_unchecked_mut(j));
                         let (first, nb) = (n.first_block() * stride, n.blocks());
                         if nb <= 1 {
                             // One block (or the empty block 0).
@@ -707,9 +736,13 @@ macro_rules! batch_fn {
                             *bl = (*bl).min(if m == 0 { u32::MAX } else { id });
                             continue;
                         }
+                        // The first block unconditionally (mostly the lane's
+                        // first tree: nothing to beat yet; the min keeps
+                        // the answer right anyway), a later one only when
+                        // its best rule beats the answer so far.
                         for b in 0..nb {
                             let blk = rows.get_unchecked(first + b * stride..first + (b + 1) * stride);
-                            if blk[2 * NW].0[0] >= *bl {
+                            if b > 0 && blk[2 * NW].0[0] >= *bl {
                                 break;
                             }
                             let m = $block(blk, key, pairs);
@@ -718,6 +751,9 @@ macro_rules! batch_fn {
                                 break;
                             }
                         }
+                    }
+                    for j in 0..na {
+                        *best.get_unchecked_mut(*act.get_unchecked(j) as usize) = *ba.get_unchecked(j);
                     }
                 }
                 for l in 0..g {
@@ -769,7 +805,7 @@ impl MemoryWalk for PTree {
                 if n.is_leaf() {
                     break;
                 }
-                i = n.base + simd::below_scalar(n, key.0[n.field()]);
+                i = n.base + simd::below_scalar(n, key.0[n.field()] ^ BIAS);
             }
             let n = &self.nodes[i as usize];
             if n.first_rule() >= best {

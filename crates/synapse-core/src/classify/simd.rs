@@ -66,17 +66,18 @@ pub struct Node {
     /// Inner: index of child 0 (children are contiguous). Leaf: its own
     /// index, so a step from a leaf stays there without a test.
     pub base: u32,
-    /// Bit 31: leaf. Bits 0..3: the field an inner node tests. A leaf's
-    /// bits 3..31: its first block.
+    /// Bit 31: inner ([`INNER`]; set in inner nodes so a batch step learns
+    /// whether any lane is still inside with one `or`). Bits 0..3: the
+    /// field an inner node tests. A leaf's bits 3..31: its first block.
     pub info: u32,
 }
 
-pub const LEAF: u32 = 1 << 31;
+pub const INNER: u32 = 1 << 31;
 
 impl Node {
     #[inline(always)]
     pub fn is_leaf(&self) -> bool {
-        self.info & LEAF != 0
+        self.info & INNER == 0
     }
     #[inline(always)]
     pub fn field(&self) -> usize {
@@ -85,7 +86,7 @@ impl Node {
     /// A leaf's first block.
     #[inline(always)]
     pub fn first_block(&self) -> usize {
-        ((self.info & !LEAF) >> 3) as usize
+        ((self.info & !INNER) >> 3) as usize
     }
     /// A leaf's best rule (`u32::MAX` when empty).
     #[inline(always)]
@@ -103,14 +104,14 @@ impl Node {
         let mut th = [u32::MAX ^ BIAS; NODE_SLOTS];
         th[NODE_SLOTS - 2] = first_rule;
         th[NODE_SLOTS - 1] = blocks;
-        Node { th, base: idx, info: LEAF | first_block << 3 }
+        Node { th, base: idx, info: first_block << 3 }
     }
 }
 
-/// Number of thresholds of `n` below `k` (scalar).
+/// Number of thresholds of `n` below the key `kb`, given biased (`k ^ BIAS`,
+/// as the batch path stores its keys) (scalar).
 #[inline(always)]
-pub fn below_scalar(n: &Node, k: u32) -> u32 {
-    let kb = k ^ BIAS;
+pub fn below_scalar(n: &Node, kb: u32) -> u32 {
     let mut c = 0;
     for &t in &n.th[..NODE_THRESHOLDS] {
         c += ((t as i32) < (kb as i32)) as u32;
@@ -154,16 +155,16 @@ pub fn pack(a: u32, b: u32) -> u32 {
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2 {
-    use super::{Node, Row, BIAS, LANES, NODE_THRESHOLDS};
+    use super::{Node, Row, LANES, NODE_THRESHOLDS};
     use std::arch::x86_64::*;
 
-    /// [`super::below_scalar`] with two 8-lane compares.
+    /// [`super::below_scalar`] (key biased) with two 8-lane compares.
     #[inline]
     #[target_feature(enable = "avx2,popcnt")]
-    pub fn below(n: &Node, k: u32) -> u32 {
+    pub fn below(n: &Node, kb: u32) -> u32 {
         // SAFETY: a Node is 64 bytes, 64-aligned: two aligned 32-byte loads.
         unsafe {
-            let kv = _mm256_set1_epi32((k ^ BIAS) as i32);
+            let kv = _mm256_set1_epi32(kb as i32);
             let p = n as *const Node as *const __m256i;
             let a = _mm256_cmpgt_epi32(kv, _mm256_load_si256(p));
             let b = _mm256_cmpgt_epi32(kv, _mm256_load_si256(p.add(1)));
@@ -246,7 +247,7 @@ mod tests {
     }
 
     fn node(th: &[u32]) -> Node {
-        let mut n = Node { th: [u32::MAX ^ BIAS; NODE_SLOTS], base: 7, info: 3 };
+        let mut n = Node { th: [u32::MAX ^ BIAS; NODE_SLOTS], base: 7, info: INNER | 3 };
         // The leaf slots hold anything; inner nodes ignore them.
         n.th[NODE_SLOTS - 1] = 0x0123_4567;
         for (i, &t) in th.iter().enumerate() {
@@ -267,7 +268,7 @@ mod tests {
             th.sort_unstable();
             let n = node(&th);
             let want = th.iter().filter(|&&t| t < k).count() as u32;
-            prop_assert_eq!(below_scalar(&n, k), want);
+            prop_assert_eq!(below_scalar(&n, k ^ BIAS), want);
             // Rows with some bounds around the key so lanes do match.
             let mut rows = vec![Row([0; LANES]); 11];
             let mut want = (1u32 << LANES) - 1;
@@ -316,7 +317,7 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             if has_avx2() {
                 // SAFETY: the CPU has AVX2 (checked above).
-                prop_assert_eq!(unsafe { avx2::below(&n, k) }, below_scalar(&n, k));
+                prop_assert_eq!(unsafe { avx2::below(&n, k ^ BIAS) }, below_scalar(&n, k ^ BIAS));
                 prop_assert_eq!(unsafe { avx2::block::<5>(&r0, &k0, 0) }, want);
                 prop_assert_eq!(unsafe { avx2::block::<5>(&r1, &k1, 0b01010) }, want_pairs);
                 prop_assert_eq!(unsafe { avx2::block::<5>(&re, &k1, 0b01010) }, want_pairs & !(1 << 3));
