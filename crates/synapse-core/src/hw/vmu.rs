@@ -19,8 +19,8 @@
 use super::Cycle;
 use crate::classify::Match;
 use crate::hash::lookup3::{hash_key, hashword};
+use super::fifo::Fifo;
 use crate::rules::Key;
-use std::collections::VecDeque;
 
 pub const INVALID: u16 = u16::MAX;
 
@@ -153,7 +153,7 @@ pub struct Vmu {
     pub seed: u32,
     pub ring: Ring,
     pub lut: LookupTable,
-    window: VecDeque<Slot>,
+    window: Fifo<Slot>,
     /// Tag of `window[0]`.
     base_tag: u64,
     capacity: usize,
@@ -178,7 +178,10 @@ impl Vmu {
             seed,
             ring: Ring::new(vnodes, seed ^ 0x5eed),
             lut: LookupTable::new(lookup_bits),
-            window: VecDeque::new(),
+            window: Fifo::new(
+                phv_fifo.max(1) as usize,
+                Slot { phv: 0, flow: 0, arrived: 0, issued: 0, action: None, via: Via::Hit },
+            ),
             base_tag: 0,
             capacity: phv_fifo.max(1) as usize,
             reordered: 0,

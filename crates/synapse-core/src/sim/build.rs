@@ -234,7 +234,7 @@ impl<const N: usize> Simulator<N> {
                 name: t.name.clone(),
                 vmu,
                 lut_index,
-                input: VecDeque::new(),
+                input: Fifo::new(config.pipeline.stage_fifo.max(1) as usize, Phv { id: 0, flow: 0, arrived: 0 }),
                 keys,
                 oracle,
                 members,

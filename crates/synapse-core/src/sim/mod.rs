@@ -62,6 +62,7 @@ pub use updates::{parse_ops, Consistency, Invalidate, Op, Scheduled, UpdateStats
 
 use crate::classify::{linear::Linear, Classifier, Match, MemoryWalk};
 use crate::hw::elu::{Algo, Elu};
+use crate::hw::fifo::Fifo;
 use crate::hw::hbm::Hbm;
 use crate::hw::interconnect::{Network, SharedBus};
 use crate::hw::pmu::{MissRequest, Pmu, Request, Response, State};
@@ -100,7 +101,7 @@ enum Ev {
 struct Table<const N: usize> {
     name: String,
     vmu: Vmu,
-    input: VecDeque<Phv>,
+    input: Fifo<Phv>,
     keys: Vec<Key<N>>,
     /// Per flow, the VMU lookup-table index of its key (hashed once).
     lut_index: Vec<u32>,

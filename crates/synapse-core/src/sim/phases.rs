@@ -55,7 +55,9 @@ impl<const N: usize> Simulator<N> {
                         self.pmu_active[wi] &= !(1u64 << b);
                         continue;
                     }
-                    p.tick(now);
+                    let sw = self.updates.as_deref().and_then(|u| u.tag_word());
+                    let tables = &self.tables;
+                    p.tick(now, &|t, f, s| key_of(tables, sw, t, f, s));
                     if p.q_m_len() > 0 {
                         self.pmu_qm[wi] |= 1u64 << b;
                     }
@@ -369,19 +371,25 @@ impl<const N: usize> Simulator<N> {
             t.win.stalls += 1;
             return;
         }
-        let mut key = t.keys[phv.flow as usize];
+        let flow = phv.flow;
+        let mut stamp = 0;
         if let Some(u) = self.updates.as_deref() {
             // Program consistency: the PHV's version tag (xtable.rs).
-            u.stamp(ti, phv.id, &mut key);
+            if let Some(w) = u.tag_word() {
+                let mut key = t.keys[flow as usize];
+                u.stamp(ti, phv.id, &mut key);
+                stamp = key.0[w];
+            }
         }
-        let p = t.vmu.route_index(t.lut_index[phv.flow as usize] as usize);
+        let p = t.vmu.route_index(t.lut_index[flow as usize] as usize);
         if p == INVALID {
             // No PMU: the VMU sends the key to the ELU itself (bounded by the
             // PHV buffer).
             t.input.pop_front();
-            let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
+            let tag = t.vmu.issue(phv.id, flow, phv.arrived, now);
             t.vmu.park(tag);
             t.win.misses += 1;
+            let key = key_of(&self.tables, self.stamp_word(), ti as u16, flow, stamp);
             self.direct.push_back(MissRequest {
                 table: ti as u16,
                 tag,
@@ -395,15 +403,38 @@ impl<const N: usize> Simulator<N> {
                 return;
             }
             t.input.pop_front();
-            let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
+            let tag = t.vmu.issue(phv.id, flow, phv.arrived, now);
             // touch_pmu (the table is borrowed).
             self.pmu_wake[pu] = 0;
             self.pmu_min_wake = 0;
             self.pmu_active[pu / 64] |= 1u64 << (pu % 64);
-            let req = Request { table: ti as u16, tag, key, at: now + self.vmu_latency };
-            if let Some(r) = self.rec.as_deref_mut() { r.req(pu, &req) }
-            self.pmus[pu].accept(req);
+            let req = Request { table: ti as u16, tag, flow, stamp, at: now + self.vmu_latency };
+            let (tables, sw) = (&self.tables, self.stamp_word());
+            let key_of = |t, f, s| key_of(tables, sw, t, f, s);
+            if let Some(r) = self.rec.as_deref_mut() { r.req(pu, &req, key_of(req.table, flow, stamp)) }
+            self.pmus[pu].accept(req, &key_of);
         }
+        let t = &mut self.tables[ti];
         t.win.fifo_max = t.win.fifo_max.max(t.vmu.occupancy() as u64);
     }
+}
+
+impl<const N: usize> Simulator<N> {
+    /// The key word holding a program version tag, if rule updates stamp
+    /// one into every request (xtable.rs).
+    #[inline]
+    fn stamp_word(&self) -> Option<usize> {
+        self.updates.as_deref().and_then(|u| u.tag_word())
+    }
+}
+
+/// The key a request or miss names: flow `flow` of table `t`, its tag word
+/// `sw` (if any) set to `stamp`.
+#[inline]
+fn key_of<const N: usize>(tables: &[Table<N>], sw: Option<usize>, t: u16, flow: u32, stamp: u32) -> Key<N> {
+    let mut k = tables[t as usize].keys[flow as usize];
+    if let Some(w) = sw {
+        k.0[w] = stamp;
+    }
+    k
 }
