@@ -154,6 +154,9 @@ struct InFlight {
     table: u16,
     /// The hit's action, or `None` for a miss.
     hit: Option<Match>,
+    /// A hit already handed to the VMU ([`Pmu::deliver_ahead`]): it only
+    /// occupies the pipeline until `ready`, then leaves without a Q_p entry.
+    delivered: bool,
 }
 
 /// A PMU whose CAM holds keys of `N` words (default: the 8-word [`Key`]).
@@ -165,6 +168,8 @@ pub struct Pmu<const N: usize = MAX_FIELDS> {
     q_r: Fifo<Request>,
     /// CAM pipeline (at most min(Q_p, Q_m) entries: see `issue_blocked`).
     pipe: Fifo<InFlight>,
+    /// Delivered entries in `pipe`.
+    delivered: usize,
     /// Grows past Q_p only with ELU fills.
     q_p: Fifo<Response>,
     q_m: Fifo<MissRequest<N>>,
@@ -187,7 +192,7 @@ impl<const N: usize> Pmu<N> {
     pub fn new(id: u16, config: &Config) -> Pmu<N> {
         let t = Timing::from_config(config);
         let req = Request { at: 0, tag: 0, flow: 0, stamp: 0, table: 0 };
-        let entry = InFlight { ready: 0, tag: 0, flow: 0, stamp: 0, compared: 0, table: 0, hit: None };
+        let entry = InFlight { ready: 0, tag: 0, flow: 0, stamp: 0, compared: 0, table: 0, hit: None, delivered: false };
         let rsp = Response::Miss { table: 0, tag: 0, compared: 0 };
         let miss = MissRequest { table: 0, tag: 0, key: Key([0; N]), pmu: None };
         Pmu {
@@ -197,6 +202,7 @@ impl<const N: usize> Pmu<N> {
             state: State::Free,
             q_r: Fifo::new(t.q_r, req),
             pipe: Fifo::new(t.q_p.min(t.q_m), entry),
+            delivered: 0,
             q_p: Fifo::new(t.q_p, rsp),
             q_m: Fifo::new(t.q_m, miss),
             next_issue: 0,
@@ -274,26 +280,59 @@ impl<const N: usize> Pmu<N> {
     /// counting in Q_r until `req.at`. This saves the simulator a stepped
     /// cycle per uncontended request; every observable result is unchanged.
     ///
-    /// `key_of(table, flow, stamp)` is the key a request names.
+    /// `key_of(table, flow, stamp)` is the key a request names. Returns
+    /// whether the request was issued ahead.
     #[inline]
-    pub fn accept(&mut self, req: Request, key_of: &impl Fn(u16, u32, u32) -> Key<N>) {
+    pub fn accept(&mut self, req: Request, key_of: &impl Fn(u16, u32, u32) -> Key<N>) -> bool {
         debug_assert!(self.q_r.len() < self.t.q_r);
         if self.outstanding == 0
             && self.next_issue <= req.at
             && self.is_idle()
+            && self.pipe.is_empty()
             && matches!(self.state, State::Associated { .. })
         {
             self.ahead_until = req.at;
             self.issue(req, req.at, key_of);
-            return;
+            return true;
         }
         self.q_r.push_back(req);
+        false
     }
 
-    /// Nothing queued or in the CAM pipeline.
+    /// Right after [`Pmu::accept`] issued a request ahead on this (then
+    /// idle) PMU: if the CAM hit, its answer leaves the pipeline at its
+    /// ready cycle straight into an empty Q_p, and the VMU takes it there
+    /// in the same cycle (phase 4 pops one response per PMU per cycle, and
+    /// nothing else can reach this Q_p before: no miss is outstanding, and
+    /// later requests retire later). So the simulator may hand it to the
+    /// VMU now; the entry stays in the pipeline until its ready cycle
+    /// (it still counts against Q_p / Q_m room for a request queued
+    /// behind it) and then leaves without a Q_p entry. Returns (action,
+    /// CAM compares, ready cycle) for a hit, `None` for a miss.
+    pub fn deliver_ahead(&mut self) -> Option<(Match, u32, Cycle)> {
+        debug_assert!(self.pipe.len() == 1 && self.q_p.is_empty() && self.q_r.is_empty());
+        let e = self.pipe.get_mut(0)?;
+        let action = e.hit?;
+        e.delivered = true;
+        self.delivered += 1;
+        Some((action, e.compared, e.ready))
+    }
+
+    /// Drops delivered entries that left the pipeline by `now` (a later
+    /// [`Pmu::accept`] must see the PMU as the hardware would: idle).
+    #[inline]
+    pub fn retire_delivered(&mut self, now: Cycle) {
+        while self.delivered > 0 && self.pipe.front().is_some_and(|e| e.delivered && e.ready <= now) {
+            self.pipe.pop_front();
+            self.delivered -= 1;
+        }
+    }
+
+    /// Nothing queued or in the CAM pipeline (delivered hits aside: they
+    /// need nothing more from the PMU).
     #[inline]
     pub fn is_idle(&self) -> bool {
-        self.q_r.is_empty() && self.pipe.is_empty() && self.q_p.is_empty() && self.q_m.is_empty()
+        self.q_r.is_empty() && self.pipe.len() == self.delivered && self.q_p.is_empty() && self.q_m.is_empty()
     }
     /// The next cycle after `now` at which [`Pmu::tick`] can change
     /// something, or `None` if it holds no work (ELU replies aside). A miss
@@ -306,8 +345,13 @@ impl<const N: usize> Pmu<N> {
             return Some(now + 1);
         }
         let mut t = Cycle::MAX;
+        // A delivered entry's retirement matters only to an issue it blocks.
         if let Some(e) = self.pipe.front() {
-            t = e.ready;
+            if !e.delivered || !self.q_r.is_empty() {
+                t = e.ready;
+            } else if let Some(e) = self.pipe.get(1) {
+                t = e.ready;
+            }
         }
         if let Some(h) = self.q_r.front() {
             if !self.issue_blocked() {
@@ -338,8 +382,16 @@ impl<const N: usize> Pmu<N> {
     /// [`Pmu::accept`].
     #[inline]
     pub fn tick(&mut self, now: Cycle, key_of: &impl Fn(u16, u32, u32) -> Key<N>) {
+        // A hit delivered ahead that leaves now would sit in Q_p until
+        // phase 4 of this cycle: it still counts against this issue.
+        let mut in_q_p = 0;
         while self.pipe.front().is_some_and(|e| e.ready <= now) {
             let e = self.pipe.pop_front().unwrap();
+            if e.delivered {
+                self.delivered -= 1;
+                in_q_p += usize::from(e.ready == now);
+                continue;
+            }
             match e.hit {
                 Some(action) => self.q_p.push_back(Response::Hit {
                     table: e.table,
@@ -367,7 +419,7 @@ impl<const N: usize> Pmu<N> {
         if head.at > now || self.next_issue > now || self.is_free() {
             return;
         }
-        if self.issue_blocked() {
+        if self.issue_blocked() || (in_q_p > 0 && self.pipe.len() + self.q_p.len() + in_q_p >= self.t.q_p) {
             self.stalls += 1;
             return;
         }
@@ -399,6 +451,7 @@ impl<const N: usize> Pmu<N> {
             compared,
             table: req.table,
             hit,
+            delivered: false,
         });
         self.next_issue = at + self.t.ii;
     }
@@ -725,5 +778,39 @@ mod tests {
         assert_eq!(p.try_finish_drain(), Some(Some(1)));
         assert_eq!(p.state(), State::Associated { table: 1 });
         assert!(p.cam.is_empty());
+    }
+
+    /// A hit handed to the VMU ahead behaves like one that went through
+    /// Q_p: same issue cycles and stalls for the requests behind it, on a
+    /// PMU whose Q_p holds one response.
+    #[test]
+    fn delivered_hit_blocks_like_one_in_q_p_and_leaves_no_response() {
+        let one = Config { q_p: 1, ..cfg() };
+        let run = |deliver: bool| {
+            let mut p = Pmu::new(0, &one);
+            p.associate(0);
+            p.cam.insert(Key::five_tuple(1, 0, 0, 0, 0), Some(3));
+            p.cam.insert(Key::five_tuple(2, 0, 0, 0, 0), Some(4));
+            assert!(p.accept(req(0, 1, 3), &kf), "idle: issued ahead");
+            let got = if deliver { p.deliver_ahead() } else { None };
+            assert!(!p.accept(req(1, 2, 4), &kf), "busy: queued");
+            let mut out = vec![];
+            for now in 0..12 {
+                p.tick(now, &kf);
+                if let Some(r) = p.pop_response() {
+                    out.push((now, r));
+                }
+            }
+            (got, out, p.stalls, p.is_idle())
+        };
+        let (none, all, stalls, idle) = run(false);
+        let (got, rest, stalls2, idle2) = run(true);
+        assert_eq!(none, None);
+        let Response::Hit { action, compared, .. } = all[0].1 else { panic!("{:?}", all[0]) };
+        assert_eq!(got, Some((action, compared, all[0].0)), "answer, compares, cycle");
+        assert_eq!((action, all[0].0), (Some(3), 5));
+        assert_eq!(rest, all[1..], "the second hit leaves at the same cycle");
+        assert_eq!((stalls, idle), (stalls2, idle2));
+        assert!(stalls > 0, "Q_p of one: the second issue waited");
     }
 }

@@ -279,6 +279,7 @@ impl<const N: usize> Simulator<N> {
             wrong_action: 0,
             keys_done: 0,
             busy_cycles: 0,
+            fast: true,
             wake: 0,
             draining: false,
             fed: false,

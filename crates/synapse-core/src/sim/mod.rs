@@ -175,6 +175,9 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     keys_done: u64,
     /// Cycles stepped one by one (the rest were skipped as idle).
     pub busy_cycles: u64,
+    /// Uncontended CAM hits are resolved as one event (`hit_ahead` in
+    /// `phases.rs`); off only to test that against the stepped model.
+    fast: bool,
     /// Some PMU may be transient.
     draining: bool,
     /// Phase 7 of this cycle moved a PHV into a table's input FIFO.
