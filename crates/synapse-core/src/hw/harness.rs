@@ -132,7 +132,7 @@ impl PmuStepper {
                     stamp: 0,
                     at: now + 1,
                 };
-                p.accept(req, &|_, flow, _| keys[flow as usize]);
+                p.accept(req, 0, &|_, flow, _| keys[flow as usize]);
             }
         }
         p.try_finish_drain();

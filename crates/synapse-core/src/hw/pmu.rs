@@ -280,12 +280,22 @@ impl<const N: usize> Pmu<N> {
     /// counting in Q_r until `req.at`. This saves the simulator a stepped
     /// cycle per uncontended request; every observable result is unchanged.
     ///
+    /// A miss of this PMU at the ELU does not prevent it when no ELU reply
+    /// can come before `req.at` (`quiet_until`, the first cycle one may
+    /// come, is after it): the CAM is then unchanged until the issue, and
+    /// a later fill enters Q_p as it would have.
+    ///
     /// `key_of(table, flow, stamp)` is the key a request names. Returns
     /// whether the request was issued ahead.
     #[inline]
-    pub fn accept(&mut self, req: Request, key_of: &impl Fn(u16, u32, u32) -> Key<N>) -> bool {
+    pub fn accept(
+        &mut self,
+        req: Request,
+        quiet_until: Cycle,
+        key_of: &impl Fn(u16, u32, u32) -> Key<N>,
+    ) -> bool {
         debug_assert!(self.q_r.len() < self.t.q_r);
-        if self.outstanding == 0
+        if (self.outstanding == 0 || quiet_until > req.at)
             && self.next_issue <= req.at
             && self.is_idle()
             && self.pipe.is_empty()
@@ -545,7 +555,7 @@ mod tests {
         let mut p = Pmu::new(0, &cfg());
         p.associate(0);
         p.cam.insert(Key::five_tuple(7, 0, 0, 0, 0), Some(3));
-        p.accept(req(0, 7, 10), &kf);
+        p.accept(req(0, 7, 10), 0, &kf);
         p.tick(9, &kf);
         assert!(p.pop_response().is_none());
         p.tick(10, &kf); // issues at 10
@@ -568,7 +578,7 @@ mod tests {
     fn miss_sends_early_notification_and_key_to_q_m_together() {
         let mut p = Pmu::new(0, &cfg());
         p.associate(0);
-        p.accept(req(5, 1, 0), &kf);
+        p.accept(req(5, 1, 0), 0, &kf);
         p.tick(0, &kf);
         p.tick(1, &kf);
         assert!(p.peek_miss().is_none());
@@ -603,7 +613,7 @@ mod tests {
         let mut p = Pmu::new(0, &c);
         p.associate(0);
         for t in 0..3 {
-            p.accept(req(t, t as u32, 0), &kf);
+            p.accept(req(t, t as u32, 0), 0, &kf);
         }
         // Answers leave τ_c = 2 after each issue.
         let mut answered_at = Vec::new();
@@ -641,7 +651,7 @@ mod tests {
             for &(c, tag, k) in reqs {
                 if c == now {
                     assert!(p.can_accept(now));
-                    p.accept(req(tag, k, now + 3), &kf);
+                    p.accept(req(tag, k, now + 3), 0, &kf);
                 }
             }
             p.tick(now, &kf);
@@ -696,7 +706,7 @@ mod tests {
         c.q_r = 1;
         let mut p = Pmu::new(0, &c);
         p.associate(0);
-        p.accept(req(0, 1, 5), &kf);
+        p.accept(req(0, 1, 5), 0, &kf);
         assert!(!p.can_accept(4), "Q_r holds the request until cycle 5");
         assert!(p.can_accept(5));
     }
@@ -707,7 +717,7 @@ mod tests {
         // the request for key 4 (accepted at 0) reaches Q_r at 3: it hits.
         let mut p = Pmu::new(0, &cfg());
         p.associate(0);
-        p.accept(req(0, 4, 0), &kf);
+        p.accept(req(0, 4, 0), 0, &kf);
         for now in 0..3 {
             p.tick(now, &kf);
         }
@@ -740,8 +750,8 @@ mod tests {
         c.q_m = 1;
         let mut p = Pmu::new(0, &c);
         p.associate(0);
-        p.accept(req(0, 1, 0), &kf);
-        p.accept(req(1, 2, 0), &kf);
+        p.accept(req(0, 1, 0), 0, &kf);
+        p.accept(req(1, 2, 0), 0, &kf);
         p.tick(0, &kf); // issues miss 0
         p.tick(1, &kf); // pipeline holds one: Q_m could overflow, blocked
         assert_eq!(p.stalls, 1);
@@ -757,7 +767,7 @@ mod tests {
         let mut p = Pmu::new(0, &cfg());
         p.associate(0);
         p.cam.insert(Key::five_tuple(9, 0, 0, 0, 0), None);
-        p.accept(req(0, 1, 0), &kf);
+        p.accept(req(0, 1, 0), 0, &kf);
         p.tick(0, &kf);
         p.leave(Some(1));
         assert_eq!(
@@ -791,9 +801,9 @@ mod tests {
             p.associate(0);
             p.cam.insert(Key::five_tuple(1, 0, 0, 0, 0), Some(3));
             p.cam.insert(Key::five_tuple(2, 0, 0, 0, 0), Some(4));
-            assert!(p.accept(req(0, 1, 3), &kf), "idle: issued ahead");
+            assert!(p.accept(req(0, 1, 3), 0, &kf), "idle: issued ahead");
             let got = if deliver { p.deliver_ahead() } else { None };
-            assert!(!p.accept(req(1, 2, 4), &kf), "busy: queued");
+            assert!(!p.accept(req(1, 2, 4), 0, &kf), "busy: queued");
             let mut out = vec![];
             for now in 0..12 {
                 p.tick(now, &kf);

@@ -422,9 +422,12 @@ impl<const N: usize> Simulator<N> {
             let (tables, sw) = (&self.tables, self.stamp_word());
             let key_of = |t, f, s| key_of(tables, sw, t, f, s);
             if let Some(r) = self.rec.as_deref_mut() { r.req(pu, &req, key_of(req.table, flow, stamp)) }
+            // With rule updates (which may change a CAM at any stepped
+            // cycle) only an idle PMU with no miss out issues ahead.
+            let quiet = if self.fast && self.updates.is_none() { self.elu.quiet_until(now) } else { 0 };
             let p = &mut self.pmus[pu];
             p.retire_delivered(now);
-            let ahead = p.accept(req, &key_of);
+            let ahead = p.accept(req, quiet, &key_of);
             let t = &mut self.tables[ti];
             t.win.fifo_max = t.win.fifo_max.max(t.vmu.occupancy() as u64);
             if ahead {
@@ -466,6 +469,11 @@ impl<const N: usize> Simulator<N> {
         // window, and the embedding sees it settled when the run returns.
         let ready = now + self.vmu_latency + self.pmus[pu].t.tau;
         if ready >= self.window_end.min(self.until) {
+            return;
+        }
+        // With a miss of this PMU out, its fill must not reach Q_p at or
+        // before `ready` (it would be taken first).
+        if self.pmus[pu].outstanding() > 0 && self.elu.quiet_until(now) <= ready {
             return;
         }
         let t = &self.tables[ti];
