@@ -65,6 +65,8 @@ struct Entry<const N: usize> {
     accesses: Vec<MemAccess>,
     next: usize,
     valid: bool,
+    /// Completion cycle of the read in flight (while walking).
+    due: Cycle,
 }
 
 /// The ELU of keys of `N` words (default: the 8-word key).
@@ -150,6 +152,20 @@ impl<const N: usize> Elu<N> {
             _ => Cycle::MAX,
         }
     }
+    /// No commit (no reply to a PMU) before the returned cycle, asked after
+    /// this cycle's [`Elu::tick`]: commits leave in ORB order, and a head
+    /// still walking commits no earlier than its read in flight completes
+    /// plus one cycle per read after it. Otherwise `now + 1` (nothing known).
+    pub fn quiet_until(&self, now: Cycle) -> Cycle {
+        let soon = now + 1;
+        if self.len == 0 || self.issued == 0 {
+            return soon;
+        }
+        match self.orb[self.head].as_ref() {
+            Some(e) if !e.valid => (e.due + (e.accesses.len() - e.next - 1) as Cycle).max(soon),
+            _ => soon,
+        }
+    }
     /// Work this cycle that is not waiting on memory.
     pub fn has_work(&self) -> bool {
         !self.miss_q.is_empty()
@@ -174,8 +190,9 @@ impl<const N: usize> Elu<N> {
         // `as i64`: one instruction, the same value for times below 2^63 ps.
         let done_ps = hbm.read((at as f64 * self.cycle_ps) as i64 as u64, a.bank, a.bytes);
         self.bytes[e.miss.table as usize] += hbm.charged(a.bytes);
-        let done = super::ceil_cycles((done_ps as f64 / self.cycle_ps) - 1e-9);
-        sched(done.max(at + 1), slot as u32);
+        let done = super::ceil_cycles((done_ps as f64 / self.cycle_ps) - 1e-9).max(at + 1);
+        self.orb[slot].as_mut().unwrap().due = done;
+        sched(done, slot as u32);
     }
 
     /// One cycle: (1) register the miss-queue head in the ORB if it has room;
@@ -199,6 +216,7 @@ impl<const N: usize> Elu<N> {
                     accesses: Vec::new(),
                     next: 0,
                     valid: false,
+                    due: 0,
                 });
                 self.len += 1;
             }
@@ -413,5 +431,39 @@ mod tests {
         // The second cannot enter the ORB until the first commits.
         assert_eq!(out.len(), 2);
         assert!(out[1].0 >= out[0].0 + 26);
+    }
+
+    #[test]
+    fn nothing_commits_before_quiet_until() {
+        // Misses of 1-4 reads arriving over time; after each cycle's tick
+        // the bound must not be later than the next commit, and it must
+        // see past `now + 1` while a walk is in flight.
+        let walkers: Vec<Box<dyn MemoryWalk + Send>> = vec![Box::new(Fake)];
+        let mut elu = Elu::new(Config { latency_cycles: 1, ..Config::default() }, 1, 250.0);
+        let mut h = hbm();
+        let mut events: Vec<(Cycle, u32)> = Vec::new();
+        let (mut bounds, mut commits) = (Vec::new(), Vec::new());
+        for now in 0..600 {
+            let mut due: Vec<u32> = Vec::new();
+            events.retain(|&(c, s)| if c == now { due.push(s); false } else { true });
+            for s in due {
+                elu.access_done(now, s, &mut h, &mut |c, s| events.push((c, s)));
+            }
+            if elu.commit().is_some() {
+                commits.push(now);
+            }
+            if now % 37 == 0 && now < 400 && elu.can_enqueue() {
+                elu.enqueue(now, miss(now, 1 + (now % 4) as u32, (now % 3) as u32));
+            }
+            elu.tick(now, &mut h, &walkers, &mut |c, s| events.push((c, s)));
+            bounds.push((now, elu.quiet_until(now)));
+        }
+        assert!(commits.len() > 5);
+        for &(now, b) in &bounds {
+            if let Some(&c) = commits.iter().find(|&&c| c > now) {
+                assert!(b <= c, "at {now}: bound {b}, commit at {c}");
+            }
+        }
+        assert!(bounds.iter().any(|&(now, b)| b > now + 20), "a walk in flight is seen");
     }
 }

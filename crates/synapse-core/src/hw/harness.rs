@@ -62,6 +62,8 @@ pub struct PmuStepper {
     pub pmu: Pmu,
     pub key_bits: u32,
     now: Cycle,
+    /// Every key offered so far: a request names its key by index here.
+    keys: Vec<Key>,
 }
 
 impl PmuStepper {
@@ -74,6 +76,7 @@ impl PmuStepper {
             pmu: Pmu::new(0, &c),
             key_bits,
             now: 0,
+            keys: Vec::new(),
         }
     }
 
@@ -103,7 +106,9 @@ impl PmuStepper {
             };
             p.fill(&miss, action);
         }
-        p.tick(now);
+        let keys = &self.keys;
+        let key_of = |_: u16, flow: u32, _: u32| keys[flow as usize];
+        p.tick(now, &key_of);
         let mut out = PmuOut {
             rsp: p.peek_response().copied(),
             mq: p.peek_miss().map(|m| (m.table, m.tag, m.key)),
@@ -118,12 +123,16 @@ impl PmuStepper {
         out.req_ready = p.can_accept(now);
         if let Some((table, tag, key)) = i.req {
             if out.req_ready {
-                p.accept(Request {
+                self.keys.push(mask_key(&key, self.key_bits));
+                let keys = &self.keys;
+                let req = Request {
                     table,
                     tag,
-                    key: mask_key(&key, self.key_bits),
+                    flow: keys.len() as u32 - 1,
+                    stamp: 0,
                     at: now + 1,
-                });
+                };
+                p.accept(req, 0, &|_, flow, _| keys[flow as usize]);
             }
         }
         p.try_finish_drain();

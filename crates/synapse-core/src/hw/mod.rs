@@ -10,6 +10,7 @@ pub mod harness;
 pub mod hbm;
 pub mod interconnect;
 pub mod pmu;
+pub mod fifo;
 pub mod vmu;
 
 /// A cycle of the pipeline clock (default 250 MHz, 4 ns).

@@ -17,11 +17,11 @@
 //! cycles rounding up.
 
 use super::cam::{Cam, Lookup};
+use super::fifo::Fifo;
 use super::Cycle;
 use crate::classify::Match;
 use crate::rules::{Key, MAX_FIELDS};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
 
 /// PMU parameters: the `[pmus]` table of a scenario.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -99,13 +99,21 @@ pub enum State {
 }
 
 /// A lookup request from a VMU, tagged by its request producer.
-#[derive(Clone, Copy, Debug)]
-pub struct Request<const N: usize = MAX_FIELDS> {
-    pub table: u16,
-    pub tag: u64,
-    pub key: Key<N>,
+///
+/// It names its key instead of carrying it: `flow` indexes the table's key
+/// array and `stamp` is the version tag the VMU wrote into the key's tag
+/// word (program-consistent rule updates, `sim/xtable.rs`; unused without).
+/// The CAM reads the key when it searches (the `key_of` argument of
+/// [`Pmu::accept`] and [`Pmu::tick`]), so a request and a pipeline entry
+/// are 32 bytes, not the ~90 they were with an 8-word key in them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
     /// Cycle it reaches Q_r (after the interconnect).
     pub at: Cycle,
+    pub tag: u64,
+    pub flow: u32,
+    pub stamp: u32,
+    pub table: u16,
 }
 
 /// What a PMU sends back to its VMU.
@@ -134,17 +142,37 @@ pub struct MissRequest<const N: usize = MAX_FIELDS> {
     pub pmu: Option<u16>,
 }
 
+/// A request in the CAM pipeline, with its search result.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    /// Cycle the result leaves the pipeline.
+    ready: Cycle,
+    tag: u64,
+    flow: u32,
+    stamp: u32,
+    compared: u32,
+    table: u16,
+    /// The hit's action, or `None` for a miss.
+    hit: Option<Match>,
+    /// A hit already handed to the VMU ([`Pmu::deliver_ahead`]): it only
+    /// occupies the pipeline until `ready`, then leaves without a Q_p entry.
+    delivered: bool,
+}
+
 /// A PMU whose CAM holds keys of `N` words (default: the 8-word [`Key`]).
 pub struct Pmu<const N: usize = MAX_FIELDS> {
     pub id: u16,
     pub t: Timing,
     pub cam: Cam<N>,
     state: State,
-    q_r: VecDeque<Request<N>>,
-    /// CAM pipeline: (ready cycle, request, hit action or miss).
-    pipe: VecDeque<(Cycle, Request<N>, Lookup, u32)>,
-    q_p: VecDeque<Response>,
-    q_m: VecDeque<MissRequest<N>>,
+    q_r: Fifo<Request>,
+    /// CAM pipeline (at most min(Q_p, Q_m) entries: see `issue_blocked`).
+    pipe: Fifo<InFlight>,
+    /// Delivered entries in `pipe`.
+    delivered: usize,
+    /// Grows past Q_p only with ELU fills.
+    q_p: Fifo<Response>,
+    q_m: Fifo<MissRequest<N>>,
     next_issue: Cycle,
     /// A request issued ahead by [`Pmu::accept`] still counts in Q_r before
     /// this cycle (its arrival), as it would have waited there.
@@ -162,15 +190,21 @@ pub struct Pmu<const N: usize = MAX_FIELDS> {
 
 impl<const N: usize> Pmu<N> {
     pub fn new(id: u16, config: &Config) -> Pmu<N> {
+        let t = Timing::from_config(config);
+        let req = Request { at: 0, tag: 0, flow: 0, stamp: 0, table: 0 };
+        let entry = InFlight { ready: 0, tag: 0, flow: 0, stamp: 0, compared: 0, table: 0, hit: None, delivered: false };
+        let rsp = Response::Miss { table: 0, tag: 0, compared: 0 };
+        let miss = MissRequest { table: 0, tag: 0, key: Key([0; N]), pmu: None };
         Pmu {
             id,
-            t: Timing::from_config(config),
+            t,
             cam: Cam::new(config.block_size),
             state: State::Free,
-            q_r: VecDeque::new(),
-            pipe: VecDeque::new(),
-            q_p: VecDeque::new(),
-            q_m: VecDeque::new(),
+            q_r: Fifo::new(t.q_r, req),
+            pipe: Fifo::new(t.q_p.min(t.q_m), entry),
+            delivered: 0,
+            q_p: Fifo::new(t.q_p, rsp),
+            q_m: Fifo::new(t.q_m, miss),
             next_issue: 0,
             ahead_until: 0,
             outstanding: 0,
@@ -245,24 +279,70 @@ impl<const N: usize> Pmu<N> {
     /// CAM searched now), its result due at `req.at + τ_c`, and it keeps
     /// counting in Q_r until `req.at`. This saves the simulator a stepped
     /// cycle per uncontended request; every observable result is unchanged.
-    pub fn accept(&mut self, req: Request<N>) {
+    ///
+    /// A miss of this PMU at the ELU does not prevent it when no ELU reply
+    /// can come before `req.at` (`quiet_until`, the first cycle one may
+    /// come, is after it): the CAM is then unchanged until the issue, and
+    /// a later fill enters Q_p as it would have.
+    ///
+    /// `key_of(table, flow, stamp)` is the key a request names. Returns
+    /// whether the request was issued ahead.
+    #[inline]
+    pub fn accept(
+        &mut self,
+        req: Request,
+        quiet_until: Cycle,
+        key_of: &impl Fn(u16, u32, u32) -> Key<N>,
+    ) -> bool {
         debug_assert!(self.q_r.len() < self.t.q_r);
-        if self.outstanding == 0
+        if (self.outstanding == 0 || quiet_until > req.at)
             && self.next_issue <= req.at
             && self.is_idle()
+            && self.pipe.is_empty()
             && matches!(self.state, State::Associated { .. })
         {
             self.ahead_until = req.at;
-            self.issue(req, req.at);
-            return;
+            self.issue(req, req.at, key_of);
+            return true;
         }
         self.q_r.push_back(req);
+        false
     }
 
-    /// Nothing queued or in the CAM pipeline.
+    /// Right after [`Pmu::accept`] issued a request ahead on this (then
+    /// idle) PMU: if the CAM hit, its answer leaves the pipeline at its
+    /// ready cycle straight into an empty Q_p, and the VMU takes it there
+    /// in the same cycle (phase 4 pops one response per PMU per cycle, and
+    /// nothing else can reach this Q_p before: no miss is outstanding, and
+    /// later requests retire later). So the simulator may hand it to the
+    /// VMU now; the entry stays in the pipeline until its ready cycle
+    /// (it still counts against Q_p / Q_m room for a request queued
+    /// behind it) and then leaves without a Q_p entry. Returns (action,
+    /// CAM compares, ready cycle) for a hit, `None` for a miss.
+    pub fn deliver_ahead(&mut self) -> Option<(Match, u32, Cycle)> {
+        debug_assert!(self.pipe.len() == 1 && self.q_p.is_empty() && self.q_r.is_empty());
+        let e = self.pipe.get_mut(0)?;
+        let action = e.hit?;
+        e.delivered = true;
+        self.delivered += 1;
+        Some((action, e.compared, e.ready))
+    }
+
+    /// Drops delivered entries that left the pipeline by `now` (a later
+    /// [`Pmu::accept`] must see the PMU as the hardware would: idle).
+    #[inline]
+    pub fn retire_delivered(&mut self, now: Cycle) {
+        while self.delivered > 0 && self.pipe.front().is_some_and(|e| e.delivered && e.ready <= now) {
+            self.pipe.pop_front();
+            self.delivered -= 1;
+        }
+    }
+
+    /// Nothing queued or in the CAM pipeline (delivered hits aside: they
+    /// need nothing more from the PMU).
     #[inline]
     pub fn is_idle(&self) -> bool {
-        self.q_r.is_empty() && self.pipe.is_empty() && self.q_p.is_empty() && self.q_m.is_empty()
+        self.q_r.is_empty() && self.pipe.len() == self.delivered && self.q_p.is_empty() && self.q_m.is_empty()
     }
     /// The next cycle after `now` at which [`Pmu::tick`] can change
     /// something, or `None` if it holds no work (ELU replies aside). A miss
@@ -275,8 +355,13 @@ impl<const N: usize> Pmu<N> {
             return Some(now + 1);
         }
         let mut t = Cycle::MAX;
-        if let Some(&(ready, ..)) = self.pipe.front() {
-            t = ready;
+        // A delivered entry's retirement matters only to an issue it blocks.
+        if let Some(e) = self.pipe.front() {
+            if !e.delivered || !self.q_r.is_empty() {
+                t = e.ready;
+            } else if let Some(e) = self.pipe.get(1) {
+                t = e.ready;
+            }
         }
         if let Some(h) = self.q_r.front() {
             if !self.issue_blocked() {
@@ -303,29 +388,37 @@ impl<const N: usize> Pmu<N> {
 
     /// One cycle, in two phases: (1) retire CAM results ready by `now` into
     /// Q_p / Q_m; (2) issue the head of Q_r if II_c allows and Q_p and Q_m
-    /// can take what the pipeline may produce.
+    /// can take what the pipeline may produce. `key_of` as in
+    /// [`Pmu::accept`].
     #[inline]
-    pub fn tick(&mut self, now: Cycle) {
-        // Test the ready cycle before moving the (large) entry out.
-        while self.pipe.front().is_some_and(|e| e.0 <= now) {
-            let (_, req, res, compared) = self.pipe.pop_front().unwrap();
-            match res {
-                Lookup::Hit { action } => self.q_p.push_back(Response::Hit {
-                    table: req.table,
-                    tag: req.tag,
+    pub fn tick(&mut self, now: Cycle, key_of: &impl Fn(u16, u32, u32) -> Key<N>) {
+        // A hit delivered ahead that leaves now would sit in Q_p until
+        // phase 4 of this cycle: it still counts against this issue.
+        let mut in_q_p = 0;
+        while self.pipe.front().is_some_and(|e| e.ready <= now) {
+            let e = self.pipe.pop_front().unwrap();
+            if e.delivered {
+                self.delivered -= 1;
+                in_q_p += usize::from(e.ready == now);
+                continue;
+            }
+            match e.hit {
+                Some(action) => self.q_p.push_back(Response::Hit {
+                    table: e.table,
+                    tag: e.tag,
                     action,
-                    compared,
+                    compared: e.compared,
                 }),
-                Lookup::Miss => {
+                None => {
                     self.q_p.push_back(Response::Miss {
-                        table: req.table,
-                        tag: req.tag,
-                        compared,
+                        table: e.table,
+                        tag: e.tag,
+                        compared: e.compared,
                     });
                     self.q_m.push_back(MissRequest {
-                        table: req.table,
-                        tag: req.tag,
-                        key: req.key,
+                        table: e.table,
+                        tag: e.tag,
+                        key: key_of(e.table, e.flow, e.stamp),
                         pmu: Some(self.id),
                     });
                     self.outstanding += 1;
@@ -336,25 +429,40 @@ impl<const N: usize> Pmu<N> {
         if head.at > now || self.next_issue > now || self.is_free() {
             return;
         }
-        if self.issue_blocked() {
+        if self.issue_blocked() || (in_q_p > 0 && self.pipe.len() + self.q_p.len() + in_q_p >= self.t.q_p) {
             self.stalls += 1;
             return;
         }
         let req = self.q_r.pop_front().unwrap();
-        self.issue(req, now);
+        self.issue(req, now, key_of);
     }
 
     /// Searches the CAM for `req` at cycle `at`: the result leaves the
     /// pipeline τ_c later; the next issue waits II_c.
     #[inline]
-    fn issue(&mut self, req: Request<N>, at: Cycle) {
-        let (res, compared) = self.cam.lookup(&req.key);
+    fn issue(&mut self, req: Request, at: Cycle, key_of: &impl Fn(u16, u32, u32) -> Key<N>) {
+        let (res, compared) = self.cam.lookup(&key_of(req.table, req.flow, req.stamp));
         self.compares += compared as u64;
-        match res {
-            Lookup::Hit { .. } => self.hits += 1,
-            Lookup::Miss => self.misses += 1,
-        }
-        self.pipe.push_back((at + self.t.tau, req, res, compared));
+        let hit = match res {
+            Lookup::Hit { action } => {
+                self.hits += 1;
+                Some(action)
+            }
+            Lookup::Miss => {
+                self.misses += 1;
+                None
+            }
+        };
+        self.pipe.push_back(InFlight {
+            ready: at + self.t.tau,
+            tag: req.tag,
+            flow: req.flow,
+            stamp: req.stamp,
+            compared,
+            table: req.table,
+            hit,
+            delivered: false,
+        });
         self.next_issue = at + self.t.ii;
     }
 
@@ -428,13 +536,18 @@ mod tests {
             clock_ratio: 1.0,
         }
     }
+    /// Request `key` names flow `key`, whose key is `kf`'s.
     fn req(tag: u64, key: u32, at: Cycle) -> Request {
         Request {
             table: 0,
             tag,
-            key: Key::five_tuple(key, 0, 0, 0, 0),
+            flow: key,
+            stamp: 0,
             at,
         }
+    }
+    fn kf(_: u16, flow: u32, _: u32) -> Key {
+        Key::five_tuple(flow, 0, 0, 0, 0)
     }
 
     #[test]
@@ -442,13 +555,13 @@ mod tests {
         let mut p = Pmu::new(0, &cfg());
         p.associate(0);
         p.cam.insert(Key::five_tuple(7, 0, 0, 0, 0), Some(3));
-        p.accept(req(0, 7, 10));
-        p.tick(9);
+        p.accept(req(0, 7, 10), 0, &kf);
+        p.tick(9, &kf);
         assert!(p.pop_response().is_none());
-        p.tick(10); // issues at 10
-        p.tick(11);
+        p.tick(10, &kf); // issues at 10
+        p.tick(11, &kf);
         assert!(p.pop_response().is_none(), "one cycle early");
-        p.tick(12);
+        p.tick(12, &kf);
         assert_eq!(
             p.pop_response(),
             Some(Response::Hit {
@@ -465,11 +578,11 @@ mod tests {
     fn miss_sends_early_notification_and_key_to_q_m_together() {
         let mut p = Pmu::new(0, &cfg());
         p.associate(0);
-        p.accept(req(5, 1, 0));
-        p.tick(0);
-        p.tick(1);
+        p.accept(req(5, 1, 0), 0, &kf);
+        p.tick(0, &kf);
+        p.tick(1, &kf);
         assert!(p.peek_miss().is_none());
-        p.tick(2);
+        p.tick(2, &kf);
         assert_eq!(
             p.pop_response(),
             Some(Response::Miss {
@@ -500,12 +613,12 @@ mod tests {
         let mut p = Pmu::new(0, &c);
         p.associate(0);
         for t in 0..3 {
-            p.accept(req(t, t as u32, 0));
+            p.accept(req(t, t as u32, 0), 0, &kf);
         }
         // Answers leave τ_c = 2 after each issue.
         let mut answered_at = Vec::new();
         for now in 0..12 {
-            p.tick(now);
+            p.tick(now, &kf);
             if p.pop_response().is_some() {
                 answered_at.push(now);
             }
@@ -538,10 +651,10 @@ mod tests {
             for &(c, tag, k) in reqs {
                 if c == now {
                     assert!(p.can_accept(now));
-                    p.accept(req(tag, k, now + 3));
+                    p.accept(req(tag, k, now + 3), 0, &kf);
                 }
             }
-            p.tick(now);
+            p.tick(now, &kf);
             if let Some(r) = p.pop_response() {
                 out.push((now, r));
             }
@@ -593,7 +706,7 @@ mod tests {
         c.q_r = 1;
         let mut p = Pmu::new(0, &c);
         p.associate(0);
-        p.accept(req(0, 1, 5));
+        p.accept(req(0, 1, 5), 0, &kf);
         assert!(!p.can_accept(4), "Q_r holds the request until cycle 5");
         assert!(p.can_accept(5));
     }
@@ -604,9 +717,9 @@ mod tests {
         // the request for key 4 (accepted at 0) reaches Q_r at 3: it hits.
         let mut p = Pmu::new(0, &cfg());
         p.associate(0);
-        p.accept(req(0, 4, 0));
+        p.accept(req(0, 4, 0), 0, &kf);
         for now in 0..3 {
-            p.tick(now);
+            p.tick(now, &kf);
         }
         assert!(matches!(p.pop_response(), Some(Response::Miss { .. })));
         let out = replay(&mut p, &[(0, 1, 4)], &[(2, 4)]);
@@ -637,15 +750,15 @@ mod tests {
         c.q_m = 1;
         let mut p = Pmu::new(0, &c);
         p.associate(0);
-        p.accept(req(0, 1, 0));
-        p.accept(req(1, 2, 0));
-        p.tick(0); // issues miss 0
-        p.tick(1); // pipeline holds one: Q_m could overflow, blocked
+        p.accept(req(0, 1, 0), 0, &kf);
+        p.accept(req(1, 2, 0), 0, &kf);
+        p.tick(0, &kf); // issues miss 0
+        p.tick(1, &kf); // pipeline holds one: Q_m could overflow, blocked
         assert_eq!(p.stalls, 1);
-        p.tick(2); // miss 0 retires into Q_m; Q_m full, still blocked
+        p.tick(2, &kf); // miss 0 retires into Q_m; Q_m full, still blocked
         assert_eq!(p.q_r_len(), 1);
         p.pop_miss();
-        p.tick(3);
+        p.tick(3, &kf);
         assert_eq!(p.q_r_len(), 0);
     }
 
@@ -654,8 +767,8 @@ mod tests {
         let mut p = Pmu::new(0, &cfg());
         p.associate(0);
         p.cam.insert(Key::five_tuple(9, 0, 0, 0, 0), None);
-        p.accept(req(0, 1, 0));
-        p.tick(0);
+        p.accept(req(0, 1, 0), 0, &kf);
+        p.tick(0, &kf);
         p.leave(Some(1));
         assert_eq!(
             p.state(),
@@ -664,7 +777,7 @@ mod tests {
                 next: Some(1)
             }
         );
-        p.tick(2);
+        p.tick(2, &kf);
         assert_eq!(p.try_finish_drain(), None, "response and miss still queued");
         p.pop_response();
         let m = p.pop_miss().unwrap();
@@ -675,5 +788,39 @@ mod tests {
         assert_eq!(p.try_finish_drain(), Some(Some(1)));
         assert_eq!(p.state(), State::Associated { table: 1 });
         assert!(p.cam.is_empty());
+    }
+
+    /// A hit handed to the VMU ahead behaves like one that went through
+    /// Q_p: same issue cycles and stalls for the requests behind it, on a
+    /// PMU whose Q_p holds one response.
+    #[test]
+    fn delivered_hit_blocks_like_one_in_q_p_and_leaves_no_response() {
+        let one = Config { q_p: 1, ..cfg() };
+        let run = |deliver: bool| {
+            let mut p = Pmu::new(0, &one);
+            p.associate(0);
+            p.cam.insert(Key::five_tuple(1, 0, 0, 0, 0), Some(3));
+            p.cam.insert(Key::five_tuple(2, 0, 0, 0, 0), Some(4));
+            assert!(p.accept(req(0, 1, 3), 0, &kf), "idle: issued ahead");
+            let got = if deliver { p.deliver_ahead() } else { None };
+            assert!(!p.accept(req(1, 2, 4), 0, &kf), "busy: queued");
+            let mut out = vec![];
+            for now in 0..12 {
+                p.tick(now, &kf);
+                if let Some(r) = p.pop_response() {
+                    out.push((now, r));
+                }
+            }
+            (got, out, p.stalls, p.is_idle())
+        };
+        let (none, all, stalls, idle) = run(false);
+        let (got, rest, stalls2, idle2) = run(true);
+        assert_eq!(none, None);
+        let Response::Hit { action, compared, .. } = all[0].1 else { panic!("{:?}", all[0]) };
+        assert_eq!(got, Some((action, compared, all[0].0)), "answer, compares, cycle");
+        assert_eq!((action, all[0].0), (Some(3), 5));
+        assert_eq!(rest, all[1..], "the second hit leaves at the same cycle");
+        assert_eq!((stalls, idle), (stalls2, idle2));
+        assert!(stalls > 0, "Q_p of one: the second issue waited");
     }
 }

@@ -19,8 +19,8 @@
 use super::Cycle;
 use crate::classify::Match;
 use crate::hash::lookup3::{hash_key, hashword};
+use super::fifo::Fifo;
 use crate::rules::Key;
-use std::collections::VecDeque;
 
 pub const INVALID: u16 = u16::MAX;
 
@@ -153,7 +153,7 @@ pub struct Vmu {
     pub seed: u32,
     pub ring: Ring,
     pub lut: LookupTable,
-    window: VecDeque<Slot>,
+    window: Fifo<Slot>,
     /// Tag of `window[0]`.
     base_tag: u64,
     capacity: usize,
@@ -161,6 +161,9 @@ pub struct Vmu {
     pub reordered: u64,
     /// Tag of the oldest unanswered PHV (or the next tag if none).
     oldest_open: u64,
+    /// Answers known ahead of their cycle ([`Vmu::deliver`]): (tag,
+    /// action, cycle, rank within the cycle), in tag and time order.
+    pending: Fifo<(u64, Match, Cycle, u32)>,
 }
 
 impl Vmu {
@@ -178,12 +181,54 @@ impl Vmu {
             seed,
             ring: Ring::new(vnodes, seed ^ 0x5eed),
             lut: LookupTable::new(lookup_bits),
-            window: VecDeque::new(),
+            window: Fifo::new(
+                phv_fifo.max(1) as usize,
+                Slot { phv: 0, flow: 0, arrived: 0, issued: 0, action: None, via: Via::Hit },
+            ),
             base_tag: 0,
             capacity: phv_fifo.max(1) as usize,
             reordered: 0,
             oldest_open: 0,
+            pending: Fifo::new(phv_fifo.max(1) as usize, (0, None, 0, 0)),
         }
+    }
+
+    /// An answer that will reach the response consumer at cycle `at`, at
+    /// `rank` among that cycle's responses (lower first), known ahead (an
+    /// uncontended CAM hit). It takes effect when the simulator settles
+    /// the VMU at or past that point ([`Vmu::settle`]), exactly as a
+    /// [`Vmu::resolve`] then. Answers must be delivered in tag order with
+    /// non-decreasing (at, rank).
+    pub fn deliver(&mut self, tag: u64, action: Match, at: Cycle, rank: u32) {
+        debug_assert!(self.pending.get(self.pending.len().wrapping_sub(1)).map_or(true, |&(t, _, c, r)| t < tag && (c, r) <= (at, rank)));
+        self.pending.push_back((tag, action, at, rank));
+    }
+    /// Applies the delivered answers due before (`now`, `rank`), in order.
+    /// Call before anything reads or changes the window at that point.
+    #[inline]
+    pub fn settle(&mut self, now: Cycle, rank: u32) {
+        if self.pending.is_empty() {
+            return;
+        }
+        while let Some(&(tag, action, at, r)) = self.pending.front() {
+            if (at, r) >= (now, rank) {
+                break;
+            }
+            self.pending.pop_front();
+            self.resolve(tag, action, at);
+        }
+    }
+    /// The cycle at which the window's head gets its delivered answer, if
+    /// it waits for one.
+    pub fn head_due(&self) -> Option<Cycle> {
+        match self.pending.front() {
+            Some(&(tag, _, at, _)) if tag == self.base_tag => Some(at),
+            _ => None,
+        }
+    }
+    /// Answers delivered but not yet settled.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
     }
 
     /// Lookup-table index of a key: lookup3, then `h % 2^N` as in Appendix D.

@@ -62,6 +62,7 @@ pub use updates::{parse_ops, Consistency, Invalidate, Op, Scheduled, UpdateStats
 
 use crate::classify::{linear::Linear, Classifier, Match, MemoryWalk};
 use crate::hw::elu::{Algo, Elu};
+use crate::hw::fifo::Fifo;
 use crate::hw::hbm::Hbm;
 use crate::hw::interconnect::{Network, SharedBus};
 use crate::hw::pmu::{MissRequest, Pmu, Request, Response, State};
@@ -100,7 +101,7 @@ enum Ev {
 struct Table<const N: usize> {
     name: String,
     vmu: Vmu,
-    input: VecDeque<Phv>,
+    input: Fifo<Phv>,
     keys: Vec<Key<N>>,
     /// Per flow, the VMU lookup-table index of its key (hashed once).
     lut_index: Vec<u32>,
@@ -174,6 +175,9 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     keys_done: u64,
     /// Cycles stepped one by one (the rest were skipped as idle).
     pub busy_cycles: u64,
+    /// Uncontended CAM hits are resolved as one event (`hit_ahead` in
+    /// `phases.rs`); off only to test that against the stepped model.
+    fast: bool,
     /// Some PMU may be transient.
     draining: bool,
     /// Phase 7 of this cycle moved a PHV into a table's input FIFO.

@@ -26,6 +26,8 @@ impl<const N: usize> Simulator<N> {
                 }
                 None => {
                     let t = &mut self.tables[miss.table as usize];
+                    // Phase 2 comes before every PMU response of this cycle.
+                    t.vmu.settle(now, 0);
                     let lat = t.vmu.resolve(miss.tag, action, now);
                     t.win.lat_sum += lat;
                     t.win.lat.add(lat);
@@ -55,13 +57,15 @@ impl<const N: usize> Simulator<N> {
                         self.pmu_active[wi] &= !(1u64 << b);
                         continue;
                     }
-                    p.tick(now);
+                    let sw = self.updates.as_deref().and_then(|u| u.tag_word());
+                    let tables = &self.tables;
+                    p.tick(now, &|t, f, s| key_of(tables, sw, t, f, s));
                     if p.q_m_len() > 0 {
                         self.pmu_qm[wi] |= 1u64 << b;
                     }
                     if let Some(r) = p.pop_response() {
                         if let Some(rec) = self.rec.as_deref_mut() { rec.rsp(pi, now, &r) }
-                        self.respond(now, r);
+                        self.respond(now, pi, r);
                     }
                     let p = &self.pmus[pi];
                     let w = p.next_event(now).unwrap_or(Cycle::MAX);
@@ -133,6 +137,8 @@ impl<const N: usize> Simulator<N> {
         // (No division for the usual single table.)
         let mut ti = if nt > 1 { now as usize % nt } else { 0 };
         for _ in 0..nt {
+            // Answers delivered ahead for this cycle or earlier take effect.
+            self.tables[ti].vmu.settle(now, u32::MAX);
             self.release(now, ti);
             self.request(now, ti);
             let t = &mut self.tables[ti];
@@ -144,6 +150,9 @@ impl<const N: usize> Simulator<N> {
             if t.vmu.head_ready() {
                 // Released next cycle, or once a run released ahead is out.
                 table_wake = table_wake.min(t.release_free.max(soon));
+            } else if let Some(at) = t.vmu.head_due() {
+                // Its answer was delivered ahead (`hit_ahead`).
+                table_wake = table_wake.min(at.max(t.release_free).max(soon));
             }
             ti = if ti + 1 == nt { 0 } else { ti + 1 };
         }
@@ -209,9 +218,10 @@ impl<const N: usize> Simulator<N> {
         self.pmu_active[i / 64] |= 1u64 << (i % 64);
     }
 
-    /// Phase 4: the VMU takes a PMU's response.
+    /// Phase 4: the VMU takes PMU `pi`'s response (PMUs in index order;
+    /// answers delivered ahead from lower-indexed PMUs come first).
     #[inline]
-    fn respond(&mut self, now: Cycle, r: Response) {
+    fn respond(&mut self, now: Cycle, pi: usize, r: Response) {
         match r {
             Response::Hit {
                 table,
@@ -222,6 +232,7 @@ impl<const N: usize> Simulator<N> {
                 let t = &mut self.tables[table as usize];
                 t.win.hits += 1;
                 t.win.cam_compares += compared as u64;
+                t.vmu.settle(now, 1 + pi as u32);
                 let lat = t.vmu.resolve(tag, action, now);
                 t.win.lat_sum += lat;
                 t.win.lat.add(lat);
@@ -238,6 +249,7 @@ impl<const N: usize> Simulator<N> {
             }
             Response::Fill { table, tag, action } => {
                 let t = &mut self.tables[table as usize];
+                t.vmu.settle(now, 1 + pi as u32);
                 let lat = t.vmu.resolve(tag, action, now);
                 t.win.lat_sum += lat;
                 t.win.lat.add(lat);
@@ -369,19 +381,25 @@ impl<const N: usize> Simulator<N> {
             t.win.stalls += 1;
             return;
         }
-        let mut key = t.keys[phv.flow as usize];
+        let flow = phv.flow;
+        let mut stamp = 0;
         if let Some(u) = self.updates.as_deref() {
             // Program consistency: the PHV's version tag (xtable.rs).
-            u.stamp(ti, phv.id, &mut key);
+            if let Some(w) = u.tag_word() {
+                let mut key = t.keys[flow as usize];
+                u.stamp(ti, phv.id, &mut key);
+                stamp = key.0[w];
+            }
         }
-        let p = t.vmu.route_index(t.lut_index[phv.flow as usize] as usize);
+        let p = t.vmu.route_index(t.lut_index[flow as usize] as usize);
         if p == INVALID {
             // No PMU: the VMU sends the key to the ELU itself (bounded by the
             // PHV buffer).
             t.input.pop_front();
-            let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
+            let tag = t.vmu.issue(phv.id, flow, phv.arrived, now);
             t.vmu.park(tag);
             t.win.misses += 1;
+            let key = key_of(&self.tables, self.stamp_word(), ti as u16, flow, stamp);
             self.direct.push_back(MissRequest {
                 table: ti as u16,
                 tag,
@@ -395,15 +413,133 @@ impl<const N: usize> Simulator<N> {
                 return;
             }
             t.input.pop_front();
-            let tag = t.vmu.issue(phv.id, phv.flow, phv.arrived, now);
+            let tag = t.vmu.issue(phv.id, flow, phv.arrived, now);
             // touch_pmu (the table is borrowed).
             self.pmu_wake[pu] = 0;
             self.pmu_min_wake = 0;
             self.pmu_active[pu / 64] |= 1u64 << (pu % 64);
-            let req = Request { table: ti as u16, tag, key, at: now + self.vmu_latency };
-            if let Some(r) = self.rec.as_deref_mut() { r.req(pu, &req) }
-            self.pmus[pu].accept(req);
+            let req = Request { table: ti as u16, tag, flow, stamp, at: now + self.vmu_latency };
+            let (tables, sw) = (&self.tables, self.stamp_word());
+            let key_of = |t, f, s| key_of(tables, sw, t, f, s);
+            if let Some(r) = self.rec.as_deref_mut() { r.req(pu, &req, key_of(req.table, flow, stamp)) }
+            // With rule updates (which may change a CAM at any stepped
+            // cycle) only an idle PMU with no miss out issues ahead.
+            let quiet = if self.fast && self.updates.is_none() { self.elu.quiet_until(now) } else { 0 };
+            let p = &mut self.pmus[pu];
+            p.retire_delivered(now);
+            let ahead = p.accept(req, quiet, &key_of);
+            let t = &mut self.tables[ti];
+            t.win.fifo_max = t.win.fifo_max.max(t.vmu.occupancy() as u64);
+            if ahead {
+                self.hit_ahead(now, ti, pu, tag);
+            }
+            return;
         }
+        let t = &mut self.tables[ti];
         t.win.fifo_max = t.win.fifo_max.max(t.vmu.occupancy() as u64);
     }
+
+    /// Settles every table's answers delivered ahead before `before`
+    /// (before a window closes, and when a run returns to the embedding).
+    pub(super) fn settle_answers(&mut self, before: Cycle) {
+        for t in &mut self.tables {
+            t.vmu.settle(before, 0);
+        }
+    }
+
+    /// An uncontended hit as one event. Right after a request was issued
+    /// ahead to an idle PMU ([`Pmu::accept`]): when the CAM hit and the PHV
+    /// is alone in its table's PHV buffer, its whole way out is fixed now.
+    /// The answer reaches the VMU at its ready cycle `r` (phases 3-4; see
+    /// [`Pmu::deliver_ahead`]) and, the head being answered, leaves at
+    /// `rel = max(r, release_free)` (phase 7), to the exit. This is
+    /// resolved now, each part counted as at its own cycle, under the
+    /// conditions of `release_ahead`: nothing reads this table's PHV
+    /// buffer before `rel` (no arrival before it, no other table feeding
+    /// it), `rel` is in this window and this run, and no rule update or
+    /// recording is active. Nothing else can answer a PHV of this table
+    /// meanwhile (the buffer holds only this one), so the reorder count
+    /// is unchanged. Saves the stepped cycle at `r` of every such hit.
+    fn hit_ahead(&mut self, now: Cycle, ti: usize, pu: usize, tag: u64) {
+        if !self.fast || self.updates.is_some() || self.rec.is_some() {
+            return;
+        }
+        // The ready cycle is known before the CAM is searched: issued ahead
+        // at the request's arrival, due τ_c later. Its counters go to this
+        // window, and the embedding sees it settled when the run returns.
+        let ready = now + self.vmu_latency + self.pmus[pu].t.tau;
+        if ready >= self.window_end.min(self.until) {
+            return;
+        }
+        // With a miss of this PMU out, its fill must not reach Q_p at or
+        // before `ready` (it would be taken first).
+        if self.pmus[pu].outstanding() > 0 && self.elu.quiet_until(now) <= ready {
+            return;
+        }
+        let t = &self.tables[ti];
+        let mut limit = self.window_end.min(self.until);
+        if let Some((c, _)) = self.next_arrival {
+            // An arrival at `rel` is fine: phase 7 releases before it requests.
+            limit = limit.min(c + 1);
+        }
+        let rel = ready.max(t.release_free);
+        let out_now = t.vmu.occupancy() == 1
+            && t.input.is_empty()
+            && self.isolated
+            && self.routes.is_none()
+            && !self.cfg.has_out(ti as u16)
+            && rel < limit;
+        let Some((action, compared, r)) = self.pmus[pu].deliver_ahead() else {
+            return;
+        };
+        debug_assert_eq!(r, ready);
+        let t = &mut self.tables[ti];
+        // Phase 4 at `r`.
+        t.win.hits += 1;
+        t.win.cam_compares += compared as u64;
+        if !out_now {
+            // The VMU applies it when it reaches `r` (PMU pu's turn in
+            // phase 4); until then an answer for an older PHV may still
+            // come first. The request was sent now: latency `r - now`.
+            let lat = r - now;
+            t.win.lat_sum += lat;
+            t.win.lat.add(lat);
+            t.vmu.deliver(tag, action, r, 1 + pu as u32);
+            return;
+        }
+        let lat = t.vmu.resolve(tag, action, r);
+        t.win.lat_sum += lat;
+        t.win.lat.add(lat);
+        // Phase 7 at `rel`.
+        let slot = t.vmu.release();
+        if self.to_judge(ti, slot.flow, action) {
+            self.judge(ti, slot.phv, slot.flow, action, slot.issued);
+        }
+        let t = &mut self.tables[ti];
+        t.win.processed += 1;
+        t.win.sojourn_sum += rel - slot.arrived;
+        t.release_free = rel + 1;
+        self.keys_done += 1;
+        self.exit(ti, slot.phv);
+    }
+}
+
+impl<const N: usize> Simulator<N> {
+    /// The key word holding a program version tag, if rule updates stamp
+    /// one into every request (xtable.rs).
+    #[inline]
+    fn stamp_word(&self) -> Option<usize> {
+        self.updates.as_deref().and_then(|u| u.tag_word())
+    }
+}
+
+/// The key a request or miss names: flow `flow` of table `t`, its tag word
+/// `sw` (if any) set to `stamp`.
+#[inline]
+fn key_of<const N: usize>(tables: &[Table<N>], sw: Option<usize>, t: u16, flow: u32, stamp: u32) -> Key<N> {
+    let mut k = tables[t as usize].keys[flow as usize];
+    if let Some(w) = sw {
+        k.0[w] = stamp;
+    }
+    k
 }

@@ -57,9 +57,9 @@ impl<const N: usize> PmuRecording<N> {
         }
     }
     #[inline]
-    pub(super) fn req(&mut self, pmu: usize, r: &Request<N>) {
+    pub(super) fn req(&mut self, pmu: usize, r: &Request, key: Key<N>) {
         if pmu == self.pmu {
-            let (table, tag, key, at) = (r.table, r.tag, r.key, r.at);
+            let (table, tag, at) = (r.table, r.tag, r.at);
             self.events.push((
                 at,
                 PmuEvent::Req {

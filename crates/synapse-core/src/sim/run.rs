@@ -82,6 +82,7 @@ impl<const N: usize> Simulator<N> {
         while self.window_end <= until {
             self.close_window();
         }
+        self.settle_answers(until);
     }
 
     /// Counts a stall for every cycle skipped while a table's input head
@@ -142,6 +143,7 @@ impl<const N: usize> Simulator<N> {
 
     fn close_window(&mut self) {
         let end = self.window_end;
+        self.settle_answers(end);
         let nt = self.tables.len();
         for (i, t) in self.tables.iter_mut().enumerate() {
             let mut c = std::mem::take(&mut t.win);

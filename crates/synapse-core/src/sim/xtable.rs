@@ -206,6 +206,11 @@ impl<const N: usize> Updates<N> {
             };
         }
     }
+
+    /// The key word [`Updates::stamp`] writes, if any.
+    pub(in crate::sim) fn tag_word(&self) -> Option<usize> {
+        self.prog.tagword
+    }
 }
 
 impl<const N: usize> Simulator<N> {
