@@ -243,7 +243,6 @@ def test_serve_sim_upf_session_writes(tmp_path):
                         if s.table == SU:
                             flows_of.setdefault(s.key[1], []).append(f)
                 sessions = [e for e in entries[SU].entries if _teid(e) in flows_of][:n_sessions]
-                term = {e.params.get("session_meter_idx", e.params.get("ctr_idx")): e for e in entries[TU].entries}
                 assert len(sessions) == n_sessions
                 w0 = len(sim.write_s)
                 t0 = time.perf_counter()
@@ -273,7 +272,6 @@ def test_serve_sim_upf_session_writes(tmp_path):
                 assert inv["wrong_action"] == 0 and inv["stale_answers"] == 0 and inv["lost"] == 0, inv
                 assert u["mixed_version_phvs"] == 0 and u["rejected"] == 0, u
                 assert r["mismatched"] == 0 and r["wrong_version_routes"] == 0 and r["checked"] > 0, r
-                assert term  # the terminations were written in the first Write
 
         asyncio.run(run())
     finally:
