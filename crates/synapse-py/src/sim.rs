@@ -328,6 +328,9 @@ impl Simulator {
         d.set_item("extra_bytes_peak", u.extra_bytes_peak)?;
         d.set_item("extra_bytes_mean", u.extra_bytes_mean)?;
         d.set_item("structure_bytes", u.structure_bytes)?;
+        // P4 hit/miss per table (entry vs default answers), while every answer is checked.
+        d.set_item("answers_matched", u.answers.iter().map(|a| a.0).collect::<Vec<_>>())?;
+        d.set_item("answers_missed", u.answers.iter().map(|a| a.1).collect::<Vec<_>>())?;
         Ok(d)
     }
 

@@ -56,28 +56,33 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
         from synapse_vmt.p4rt.simopt import OptConfig
 
         opt = OptConfig(period_ns=opt_period_ns, solver=opt_solver)
-    svc = P4RuntimeServer(program, p4info, device_id=device_id, algo=algo, traffic=rate, sim=scn,
-                          sim_speed=sim_speed, sim_opt=opt)
-    server, port = make_server(svc, listen, cert, key, ca)
-    host = listen.rsplit(":", 1)[0]
-    click.echo(f"P4Runtime on {host}:{port} (device {device_id}, {'TLS' if cert else 'insecure'}), "
-               f"{len(svc.pipeline.index.tables)} tables", err=True)
-    if svc.sim is not None:
-        click.echo(f"simulated tables: {', '.join(svc.sim.tables) or 'none'}"
-                   + "".join(f"; {t}: not simulated ({why})" for t, why in svc.sim.skipped.items()), err=True)
-        if svc.sim.opt is not None:
-            cal = svc.sim.opt.calibration
-            click.echo(f"runtime optimizer: every {opt_period_ns:g} ns simulated ({opt_solver}); capacity models "
-                       + ", ".join(f"{t} r2={c['r2']:.2f}" for t, c in cal.items())
-                       + f" (calibrated in {sum(c['wall_s'] for c in cal.values()):.1f} s)", err=True)
+    # SIGTERM before the server is up (a slow start: a simulator to build) stops it cleanly too;
+    # the previous handler comes back when serve returns (or fails).
     done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
-        done.wait()
-    except KeyboardInterrupt:
-        pass
-    server.stop(grace=1).wait()
-    svc.stop()
+        svc = P4RuntimeServer(program, p4info, device_id=device_id, algo=algo, traffic=rate, sim=scn,
+                              sim_speed=sim_speed, sim_opt=opt)
+        server, port = make_server(svc, listen, cert, key, ca)
+        host = listen.rsplit(":", 1)[0]
+        click.echo(f"P4Runtime on {host}:{port} (device {device_id}, {'TLS' if cert else 'insecure'}), "
+                   f"{len(svc.pipeline.index.tables)} tables", err=True)
+        if svc.sim is not None:
+            click.echo(f"simulated tables: {', '.join(svc.sim.tables) or 'none'}"
+                       + "".join(f"; {t}: not simulated ({why})" for t, why in svc.sim.skipped.items()), err=True)
+            if svc.sim.opt is not None:
+                cal = svc.sim.opt.calibration
+                click.echo(f"runtime optimizer: every {opt_period_ns:g} ns simulated ({opt_solver}); capacity models "
+                           + ", ".join(f"{t} r2={c['r2']:.2f}" for t, c in cal.items())
+                           + f" (calibrated in {sum(c['wall_s'] for c in cal.values()):.1f} s)", err=True)
+        try:
+            done.wait()
+        except KeyboardInterrupt:
+            pass
+        server.stop(grace=1).wait()
+        svc.stop()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @click.command("p4info")

@@ -367,9 +367,13 @@ class RoutedTarget:
             pmus = [p for p in self.core.pmu_states() if p.get("table") == table and p["state"] == "associated"]
         t = summ["tables"].get(table, {})
         ws = sorted(self.write_s)
+        i = self.index[table]
+        hit = upd["answers_matched"][i] if upd["answers_matched"] else 0
+        miss = upd["answers_missed"][i] if upd["answers_missed"] else 0
         return {
             "sim_table": table, "sim_time_ns": summ["sim_time_ns"], "pmus": len(pmus),
             "hit_rate": t.get("hit_rate", 0.0), "keys": t.get("keys", 0),
+            "entry_hits": hit, "entry_misses": miss,
             "mean_latency_ns": t.get("mean_latency_ns", 0.0), "p99_latency_ns": t.get("p99_latency_ns", 0.0),
             "wrong_action": inv["wrong_action"], "stale_answers": inv["stale_answers"],
             "mixed_version_phvs": upd["mixed_version_phvs"], "checked_phvs": upd["checked_phvs"],

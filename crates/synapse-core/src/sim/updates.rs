@@ -452,6 +452,10 @@ pub struct UpdateStats {
     pub extra_bytes_peak: u64,
     pub extra_bytes_mean: f64,
     pub structure_bytes: u64,
+    /// Per table, the answers released while every answer is checked
+    /// (program consistency, or two updatable tables) that were an entry
+    /// and those that were a miss (the default): P4 hit/miss counts.
+    pub answers: Vec<(u64, u64)>,
 }
 
 fn quantile(v: &[f64], q: f64) -> f64 {
@@ -533,7 +537,10 @@ impl<const N: usize> Simulator<N> {
                 tables: (0..self.tables.len()).map(|_| None).collect(),
                 timed: VecDeque::new(),
                 churn: Vec::new(),
-                stats: UpdateStats::default(),
+                stats: UpdateStats {
+                    answers: vec![(0, 0); self.tables.len()],
+                    ..UpdateStats::default()
+                },
                 next_due: Cycle::MAX,
                 next_txn: 1,
                 prog: Prog::default(),
@@ -1354,6 +1361,11 @@ impl<const N: usize> Simulator<N> {
         };
         if u.xcheck {
             u.answers.entry(phv).or_default().push((t as u16, flow, action));
+            let a = &mut u.stats.answers[t];
+            match action {
+                Some(id) if id < DEFAULT_ID => a.0 += 1,
+                _ => a.1 += 1,
+            }
         }
         if u.prog.tagword.is_some() {
             let v = u.prog.version_of(phv);
