@@ -653,7 +653,7 @@ macro_rules! batch_fn {
             // order, so the steps index them directly.
             let mut kk = [[0u32; 8]; GROUP];
             let mut pk = [[0u32; 8]; GROUP];
-            let (mut ka, mut pa, mut ba, mut cur) = ([[0u32; 8]; GROUP], [[0u32; 8]; GROUP], [0u32; GROUP], [0u32; GROUP]);
+            let (mut kb, mut pb, mut bb, mut cur) = ([[0u32; 8]; GROUP], [[0u32; 8]; GROUP], [0u32; GROUP], [0u32; GROUP]);
             for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
                 // A short last group repeats its last key: every loop below
                 // runs over the whole group, unrolled and without checks.
@@ -681,26 +681,44 @@ macro_rules! batch_fn {
                         best[l] = t.odd_best(&ks[l.min(g - 1)]);
                     }
                 }
+                // Until a lane matches, every lane walks each tree, in lane
+                // order: no list and no copies (the first tree, mostly the
+                // only one).
+                let mut fresh = t.odd.is_empty();
                 for tree in &t.trees {
-                    // Only the lanes whose best match so far is worse than
-                    // the tree's best rule walk it, listed without branches.
                     let mut act = [0u8; GROUP];
-                    let mut na = 0;
-                    for l in 0..GROUP {
-                        act[na] = l as u8;
-                        na += (best[l] > tree.min_prio) as usize;
-                    }
-                    if na == 0 {
-                        continue;
-                    }
+                    let was_fresh = fresh;
+                    fresh = false;
+                    let (na, kp, pp, bp): (usize, *const [[u32; 8]; GROUP], *const [[u32; 8]; GROUP], *mut [u32; GROUP]) = if was_fresh {
+                        (GROUP, &kk, &pk, &mut best)
+                    } else {
+                        // Only the lanes whose best match so far is worse
+                        // than the tree's best rule walk it, listed without
+                        // branches, their keys copied in walk order.
+                        let mut na = 0;
+                        for l in 0..GROUP {
+                            act[na] = l as u8;
+                            na += (best[l] > tree.min_prio) as usize;
+                        }
+                        if na == 0 {
+                            continue;
+                        }
+                        // SAFETY: lanes from `act` (< GROUP), j < na <= GROUP.
+                        for j in 0..na {
+                            let l = *act.get_unchecked(j) as usize;
+                            *kb.get_unchecked_mut(j) = *kk.get_unchecked(l);
+                            *pb.get_unchecked_mut(j) = *pk.get_unchecked(l);
+                            *bb.get_unchecked_mut(j) = *best.get_unchecked(l);
+                        }
+                        (na, &kb, &pb, &mut bb)
+                    };
+                    // SAFETY: the pointers are to this function's arrays,
+                    // none of which the walk below touches otherwise.
+                    let (ka, pa, ba) = (&*kp, &*pp, &mut *bp);
                     // SAFETY (every unchecked index below): node and block
                     // indices come from the build (children, leaves' blocks,
-                    // block 0), lanes from `act` (< GROUP), j < na <= GROUP.
+                    // block 0), j < na <= GROUP.
                     for j in 0..na {
-                        let l = *act.get_unchecked(j) as usize;
-                        *ka.get_unchecked_mut(j) = *kk.get_unchecked(l);
-                        *pa.get_unchecked_mut(j) = *pk.get_unchecked(l);
-                        *ba.get_unchecked_mut(j) = *best.get_unchecked(l);
                         *cur.get_unchecked_mut(j) = tree.root;
                     }
                     // Down the tree in lockstep, without branches per lane:
@@ -752,8 +770,10 @@ macro_rules! batch_fn {
                             }
                         }
                     }
-                    for j in 0..na {
-                        *best.get_unchecked_mut(*act.get_unchecked(j) as usize) = *ba.get_unchecked(j);
+                    if !was_fresh {
+                        for j in 0..na {
+                            *best.get_unchecked_mut(*act.get_unchecked(j) as usize) = *bb.get_unchecked(j);
+                        }
                     }
                 }
                 for l in 0..g {
