@@ -142,7 +142,8 @@ for s in sets:
         s, n, fmt(p), fmt(r, none="failed"), "-" if p is None or not r else f"{p / r:.2f}×",
         fmt(pb, 0), "-" if rb is None else f"{rb / int(n):.0f}",
         fmt(med(vals(s, "ptree", "build_ms"))), "-" if rbuild is None else f"{rbuild * 1e3:.0f}",
-        fmt(med(vals(s, "dtree", "mlps_batch"))), fmt(med(vals(s, "trie", "mlps_batch"))),
+        *[fmt(med(vals(s, a, "mlps_batch"))) if any(x["set"] == s and x["algo"] == a for o in ours for x in o) else "–"
+          for a in ("dtree", "trie")],
         vals(s, "ptree", "agree")[0], rr[0].get("agree", "-"),
     ]) + " |")
 open(f"{out}/table.md", "w").write("\n".join(lines) + "\n")

@@ -102,6 +102,12 @@ pub struct PTree {
     /// (`pairs` bit set) so a block compares them in one row pair.
     words: Vec<(usize, Option<usize>)>,
     pairs: u32,
+    /// A field of at most 8 bits folded into the blocks' index row (the
+    /// protocol of a five-tuple): each lane's index in its upper 16 bits,
+    /// the field's low bound and complemented high bound as two biased
+    /// bytes below, so one byte-wise compare tests it ([`simd::fold_bounds`]):
+    /// 7 rows per five-tuple block, not 9. Sets of fewer than 65,535 rules.
+    fold: Option<usize>,
     /// Per word: (field a, field b, shift of a, mask of b, bias): the packed
     /// word is `(key[a] << shift | key[b] & mask) ^ bias`.
     packing: [(u8, u8, u32, u32, u32); 8],
@@ -122,8 +128,9 @@ pub const WALK_BANKS: u64 = 32;
 
 /// The pairs of the five-tuple's words: the ports.
 const FIVE_TUPLE_PAIRS: u32 = 0b0100;
-/// The five-tuple's words: source, destination, the ports as a pair, protocol.
-const FIVE_TUPLE_WORDS: [(usize, Option<usize>); 4] = [(0, None), (1, None), (2, Some(3)), (4, None)];
+/// The five-tuple's words: source, destination, the ports as a pair; the
+/// protocol is folded into the index row.
+const FIVE_TUPLE_WORDS: [(usize, Option<usize>); 3] = [(0, None), (1, None), (2, Some(3))];
 
 /// Lookups per group walked in lockstep by the batch path.
 const GROUP: usize = 16;
@@ -198,13 +205,13 @@ impl PTree {
                 let n = &self.nodes[i as usize];
                 for b in n.first_block()..n.first_block() + n.blocks() {
                     let blk = &self.rows[b * stride..(b + 1) * stride];
-                    if blk[2 * nw].0[0] >= best {
+                    if self.rule_of(blk[2 * nw].0[0]) >= best {
                         break;
                     }
                     c += 34;
-                    let m = simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs);
+                    let m = simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs, self.fold.is_some());
                     if m != 0 {
-                        best = best.min(blk[2 * nw].0[m.trailing_zeros() as usize]);
+                        best = best.min(self.rule_of(blk[2 * nw].0[m.trailing_zeros() as usize]));
                         break;
                     }
                 }
@@ -239,6 +246,13 @@ impl PTree {
         if let Some(a) = pending {
             words.push((a, None));
         }
+        let fold = match words.last() {
+            Some(&(f, None)) if widths[f] <= 8 && set.len() < 0xffff && words.len() > 1 => {
+                words.pop();
+                Some(f)
+            }
+            _ => None,
+        };
         let pairs = words.iter().enumerate().filter(|(_, w)| w.1.is_some()).fold(0u32, |m, (i, _)| m | 1 << i);
         let mut packing = [(0u8, 0u8, 0u32, 0u32, 0u32); 8];
         for (w, &(a, b)) in words.iter().enumerate() {
@@ -251,6 +265,7 @@ impl PTree {
             nf,
             words,
             pairs,
+            fold,
             packing,
             config: *config,
             nodes: Vec::new(),
@@ -355,7 +370,8 @@ impl PTree {
             avx2: t.avx2,
         };
         let s = t.stride();
-        t.stats.items = t.rows.chunks(s).map(|b| b[s - 1].0.iter().filter(|&&x| x != u32::MAX).count()).sum();
+        let empty = if t.fold.is_some() { simd::FOLD_EMPTY } else { u32::MAX };
+        t.stats.items = t.rows.chunks(s).map(|b| b[s - 1].0.iter().filter(|&&x| x != empty).count()).sum();
         Ok(t)
     }
 
@@ -511,7 +527,7 @@ impl PTree {
                         self.rows.push(Row([lo; LANES]));
                         self.rows.push(Row([hi; LANES]));
                     }
-                    self.rows.push(Row([u32::MAX; LANES]));
+                    self.rows.push(Row([if self.fold.is_some() { simd::FOLD_EMPTY } else { u32::MAX }; LANES]));
                     for (l, &s) in chunk.iter().enumerate() {
                         let bx = &boxes[s as usize];
                         for (w, &(a, b)) in self.words.iter().enumerate() {
@@ -523,7 +539,10 @@ impl PTree {
                             self.rows[at + 2 * w].0[l] = lo ^ bias;
                             self.rows[at + 2 * w + 1].0[l] = hi ^ bias;
                         }
-                        self.rows[at + 2 * nw].0[l] = s;
+                        self.rows[at + 2 * nw].0[l] = match self.fold {
+                            Some(f) => s << 16 | simd::fold_bounds(bx[f].0, bx[f].1),
+                            None => s,
+                        };
                     }
                 }
                 leaves.insert(slots.clone(), first);
@@ -559,7 +578,20 @@ impl PTree {
                 Some(b) => simd::pack(key.0[a], key.0[b]) ^ simd::PAIR_BIAS,
             };
         }
+        if let Some(f) = self.fold {
+            p[7] = simd::fold_key(key.0[f]);
+        }
         p
+    }
+
+    /// The rule index of a block's index-row entry (matched lanes only).
+    #[inline(always)]
+    fn rule_of(&self, v: u32) -> u32 {
+        if self.fold.is_some() {
+            v >> 16
+        } else {
+            v
+        }
     }
 
     /// [`Self::pack_key`] without branches, from the word table.
@@ -570,21 +602,24 @@ impl PTree {
             let (a, b, sh, mask, bias) = self.packing[w];
             p[w] = (key.0[a as usize] << sh | key.0[b as usize] & mask) ^ bias;
         }
+        if let Some(f) = self.fold {
+            p[7] = simd::fold_key(key.0[f]);
+        }
         p
     }
 
     fn classify_scalar_or_simd<const G: usize>(&self, keys: &[Key], out: &mut [i32]) {
         // The five-tuple's words (source, destination, the two ports as a
         // pair, protocol) with their pairs known at compile time.
-        if self.words[..] == FIVE_TUPLE_WORDS {
+        if self.words[..] == FIVE_TUPLE_WORDS && self.fold == Some(4) {
             #[cfg(target_arch = "x86_64")]
             if self.avx2 {
                 // SAFETY: avx2 is set only when the CPU has AVX2.
-                unsafe { batch_avx2::<4, G, FIVE_TUPLE_PAIRS, false>(self, keys, out) };
+                unsafe { batch_avx2::<3, G, FIVE_TUPLE_PAIRS, false>(self, keys, out) };
                 return;
             }
             // SAFETY: the scalar kernels need nothing.
-            unsafe { batch_scalar::<4, G, FIVE_TUPLE_PAIRS, false>(self, keys, out) };
+            unsafe { batch_scalar::<3, G, FIVE_TUPLE_PAIRS, false>(self, keys, out) };
             return;
         }
         macro_rules! go {
@@ -648,12 +683,15 @@ macro_rules! batch_fn {
             let nodes = &t.nodes[..];
             let rows = &t.rows[..];
             let pairs = if DYN { t.pairs } else { PAIRS };
+            // Five-tuple (not DYN): the protocol is folded.
+            let fold = if DYN { t.fold.is_some() } else { true };
+            let sh = if fold { 16 } else { 0 };
             // Per lane its key biased (nodes compare it as is) and packed
             // into leaf words; per tree the walking lanes' copies in walk
             // order, so the steps index them directly.
             let mut kk = [[0u32; 8]; GROUP];
             let mut pk = [[0u32; 8]; GROUP];
-            let (mut ka, mut pa, mut ba, mut cur) = ([[0u32; 8]; GROUP], [[0u32; 8]; GROUP], [0u32; GROUP], [0u32; GROUP]);
+            let (mut kb, mut pb, mut bb, mut cur) = ([[0u32; 8]; GROUP], [[0u32; 8]; GROUP], [0u32; GROUP], [0u32; GROUP]);
             for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
                 // A short last group repeats its last key: every loop below
                 // runs over the whole group, unrolled and without checks.
@@ -668,11 +706,11 @@ macro_rules! batch_fn {
                         pk[l] = t.pack_key_n::<NW>(k);
                     } else {
                         // The five-tuple's words from the biased key: the
-                        // addresses as they are, the ports paired, then
-                        // the protocol.
+                        // addresses as they are, the ports paired, the
+                        // protocol folded.
                         pk[l] = kk[l];
                         pk[l][2] = simd::pack(k.0[2], k.0[3]) ^ simd::PAIR_BIAS;
-                        pk[l][3] = kk[l][4];
+                        pk[l][7] = simd::fold_key(k.0[4]);
                     }
                 }
                 let mut best = [u32::MAX; GROUP];
@@ -681,26 +719,44 @@ macro_rules! batch_fn {
                         best[l] = t.odd_best(&ks[l.min(g - 1)]);
                     }
                 }
+                // Until a lane matches, every lane walks each tree, in lane
+                // order: no list and no copies (the first tree, mostly the
+                // only one).
+                let mut fresh = t.odd.is_empty();
                 for tree in &t.trees {
-                    // Only the lanes whose best match so far is worse than
-                    // the tree's best rule walk it, listed without branches.
                     let mut act = [0u8; GROUP];
-                    let mut na = 0;
-                    for l in 0..GROUP {
-                        act[na] = l as u8;
-                        na += (best[l] > tree.min_prio) as usize;
-                    }
-                    if na == 0 {
-                        continue;
-                    }
+                    let was_fresh = fresh;
+                    fresh = false;
+                    let (na, kp, pp, bp): (usize, *const [[u32; 8]; GROUP], *const [[u32; 8]; GROUP], *mut [u32; GROUP]) = if was_fresh {
+                        (GROUP, &kk, &pk, &mut best)
+                    } else {
+                        // Only the lanes whose best match so far is worse
+                        // than the tree's best rule walk it, listed without
+                        // branches, their keys copied in walk order.
+                        let mut na = 0;
+                        for l in 0..GROUP {
+                            act[na] = l as u8;
+                            na += (best[l] > tree.min_prio) as usize;
+                        }
+                        if na == 0 {
+                            continue;
+                        }
+                        // SAFETY: lanes from `act` (< GROUP), j < na <= GROUP.
+                        for j in 0..na {
+                            let l = *act.get_unchecked(j) as usize;
+                            *kb.get_unchecked_mut(j) = *kk.get_unchecked(l);
+                            *pb.get_unchecked_mut(j) = *pk.get_unchecked(l);
+                            *bb.get_unchecked_mut(j) = *best.get_unchecked(l);
+                        }
+                        (na, &kb, &pb, &mut bb)
+                    };
+                    // SAFETY: the pointers are to this function's arrays,
+                    // none of which the walk below touches otherwise.
+                    let (ka, pa, ba) = (&*kp, &*pp, &mut *bp);
                     // SAFETY (every unchecked index below): node and block
                     // indices come from the build (children, leaves' blocks,
-                    // block 0), lanes from `act` (< GROUP), j < na <= GROUP.
+                    // block 0), j < na <= GROUP.
                     for j in 0..na {
-                        let l = *act.get_unchecked(j) as usize;
-                        *ka.get_unchecked_mut(j) = *kk.get_unchecked(l);
-                        *pa.get_unchecked_mut(j) = *pk.get_unchecked(l);
-                        *ba.get_unchecked_mut(j) = *best.get_unchecked(l);
                         *cur.get_unchecked_mut(j) = tree.root;
                     }
                     // Down the tree in lockstep, without branches per lane:
@@ -731,8 +787,8 @@ macro_rules! batch_fn {
                         if nb <= 1 {
                             // One block (or the empty block 0).
                             let blk = rows.get_unchecked(first..first + stride);
-                            let m = $block(blk, key, pairs);
-                            let id = blk[2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)];
+                            let m = $block(blk, key, pairs, fold);
+                            let id = blk[2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)] >> sh;
                             *bl = (*bl).min(if m == 0 { u32::MAX } else { id });
                             continue;
                         }
@@ -742,18 +798,20 @@ macro_rules! batch_fn {
                         // its best rule beats the answer so far.
                         for b in 0..nb {
                             let blk = rows.get_unchecked(first + b * stride..first + (b + 1) * stride);
-                            if b > 0 && blk[2 * NW].0[0] >= *bl {
+                            if b > 0 && blk[2 * NW].0[0] >> sh >= *bl {
                                 break;
                             }
-                            let m = $block(blk, key, pairs);
+                            let m = $block(blk, key, pairs, fold);
                             if m != 0 {
-                                *bl = (*bl).min(blk[2 * NW].0[m.trailing_zeros() as usize & (LANES - 1)]);
+                                *bl = (*bl).min(blk[2 * NW].0[m.trailing_zeros() as usize & (LANES - 1)] >> sh);
                                 break;
                             }
                         }
                     }
-                    for j in 0..na {
-                        *best.get_unchecked_mut(*act.get_unchecked(j) as usize) = *ba.get_unchecked(j);
+                    if !was_fresh {
+                        for j in 0..na {
+                            *best.get_unchecked_mut(*act.get_unchecked(j) as usize) = *bb.get_unchecked(j);
+                        }
                     }
                 }
                 for l in 0..g {
@@ -813,14 +871,14 @@ impl MemoryWalk for PTree {
             }
             for b in n.first_block()..n.first_block() + n.blocks() {
                 let blk = &self.rows[b * stride..(b + 1) * stride];
-                if blk[2 * nw].0[0] >= best {
+                if self.rule_of(blk[2 * nw].0[0]) >= best {
                     break;
                 }
                 let addr = rows_at + (b * stride * 32) as u64;
                 accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: block_bytes });
-                let m = simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs);
+                let m = simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs, self.fold.is_some());
                 if m != 0 {
-                    best = best.min(blk[2 * nw].0[m.trailing_zeros() as usize]);
+                    best = best.min(self.rule_of(blk[2 * nw].0[m.trailing_zeros() as usize]));
                     break;
                 }
             }
@@ -836,13 +894,14 @@ impl MemoryWalk for PTree {
 }
 
 /// A block's bound rows padded to eight words with rows every key meets,
-/// for [`simd::block_scalar`] at a run-time word count.
-fn padded(blk: &[Row], nw: usize) -> [Row; 16] {
-    let mut r = [Row([i32::MIN as u32; LANES]); 16];
+/// then its index row, for [`simd::block_scalar`] at a run-time word count.
+fn padded(blk: &[Row], nw: usize) -> [Row; 17] {
+    let mut r = [Row([i32::MIN as u32; LANES]); 17];
     r[..2 * nw].copy_from_slice(&blk[..2 * nw]);
     for w in nw..8 {
         r[2 * w + 1] = Row([i32::MAX as u32; LANES]);
     }
+    r[16] = blk[2 * nw];
     r
 }
 

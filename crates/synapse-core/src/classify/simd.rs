@@ -54,6 +54,25 @@ pub fn empty_bounds(pair: bool) -> (u32, u32) {
     }
 }
 
+/// A folded field's (at most 8 bits) bounds as the low half of an index-row
+/// entry: the low bound and the complemented high bound, each a biased
+/// byte, so the lane fails when either byte is above the key's
+/// ([`fold_key`]): `lo > k` or `!hi > !k`.
+#[inline(always)]
+pub fn fold_bounds(lo: u32, hi: u32) -> u32 {
+    (lo & 0xff ^ 0x80) | (!hi & 0xff ^ 0x80) << 8
+}
+
+/// A key's folded field as [`fold_bounds`] compares it; its upper two
+/// bytes (the entry's rule index) the largest byte, never below.
+#[inline(always)]
+pub fn fold_key(k: u32) -> u32 {
+    (k & 0xff ^ 0x80) | (!k & 0xff ^ 0x80) << 8 | 0x7f7f_0000
+}
+
+/// An unused lane of a folded index row: rule 0xffff, bounds no key meets.
+pub const FOLD_EMPTY: u32 = 0xffff_7f7f;
+
 /// A tree node: one cache line.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
@@ -122,10 +141,19 @@ pub fn below_scalar(n: &Node, kb: u32) -> u32 {
 /// Lanes of the block `rows` (2 * NW + 1 rows) that the packed, biased key
 /// `key` matches (scalar). Word `w` is one 32-bit field, or when bit `w` of
 /// `pairs` is set two 16-bit fields side by side, each compared alone (see
-/// [`PAIR_BIAS`]).
+/// [`PAIR_BIAS`]). With `fold`, row `2 * NW` (the index row) also holds a
+/// folded field, tested byte-wise against `key[7]` ([`fold_bounds`]).
 #[inline(always)]
-pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -> u32 {
+pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32, fold: bool) -> u32 {
     let mut m = (1u32 << LANES) - 1;
+    if fold {
+        let (r, k) = (&rows[2 * NW].0, key[7]);
+        for l in 0..LANES {
+            if (0..4).any(|i| (r[l] >> (8 * i)) as i8 > (k >> (8 * i)) as i8) {
+                m &= !(1 << l);
+            }
+        }
+    }
     for w in 0..NW {
         let (lo, hi, k) = (&rows[2 * w].0, &rows[2 * w + 1].0, key[w]);
         let mut b = 0;
@@ -175,16 +203,21 @@ pub mod avx2 {
 
     /// [`super::block_scalar`]: per word, a lane fails when `lo > k` or
     /// `k > hi` (signed compares of the biased words, in 16-bit lanes for a
-    /// pair of fields, where either half failing fails the lane); the
-    /// matching lanes are those that never failed.
+    /// pair of fields, where either half failing fails the lane; in bytes
+    /// for the folded field); the matching lanes are those that never
+    /// failed.
     #[inline]
     #[target_feature(enable = "avx2")]
-    pub fn block<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32) -> u32 {
-        assert!(rows.len() >= 2 * NW);
-        // SAFETY: rows holds at least 2 * NW aligned 32-byte rows.
+    pub fn block<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32, fold: bool) -> u32 {
+        assert!(rows.len() > 2 * NW);
+        // SAFETY: rows holds at least 2 * NW + 1 aligned 32-byte rows.
         unsafe {
             let p = rows.as_ptr() as *const __m256i;
-            let mut fail = _mm256_setzero_si256();
+            let mut fail = if fold {
+                _mm256_cmpgt_epi8(_mm256_load_si256(p.add(2 * NW)), _mm256_set1_epi32(key[7] as i32))
+            } else {
+                _mm256_setzero_si256()
+            };
             for w in 0..NW {
                 let kv = _mm256_set1_epi32(key[w] as i32);
                 let lo = _mm256_load_si256(p.add(2 * w));
@@ -264,6 +297,8 @@ mod tests {
             bounds in proptest::collection::vec((any::<u32>(), any::<u32>()), 5 * LANES),
             key in proptest::array::uniform8(any::<u32>()),
             pick in proptest::collection::vec(any::<bool>(), 5 * LANES),
+            folded in proptest::collection::vec((any::<u8>(), any::<u8>()), LANES),
+            kp in any::<u8>(),
         ) {
             th.sort_unstable();
             let n = node(&th);
@@ -287,7 +322,7 @@ mod tests {
                 }
             }
             let (r0, k0) = biased(&rows, &key, 0);
-            prop_assert_eq!(block_scalar::<5>(&r0, &k0, 0), want);
+            prop_assert_eq!(block_scalar::<5>(&r0, &k0, 0, false), want);
             // Words 1 and 3 as pairs of 16-bit fields: each half alone.
             let mut want_pairs = (1u32 << LANES) - 1;
             for w in 0..5 {
@@ -304,7 +339,7 @@ mod tests {
                 }
             }
             let (r1, k1) = biased(&rows, &key, 0b01010);
-            prop_assert_eq!(block_scalar::<5>(&r1, &k1, 0b01010), want_pairs);
+            prop_assert_eq!(block_scalar::<5>(&r1, &k1, 0b01010, false), want_pairs);
             let (r2, k2) = biased(&rows, &key, 0b10);
             // An empty lane matches no key.
             let mut re = r1.clone();
@@ -313,15 +348,35 @@ mod tests {
                 re[2 * w].0[3] = lo;
                 re[2 * w + 1].0[3] = hi;
             }
-            prop_assert_eq!(block_scalar::<5>(&re, &k1, 0b01010), want_pairs & !(1 << 3));
+            prop_assert_eq!(block_scalar::<5>(&re, &k1, 0b01010, false), want_pairs & !(1 << 3));
+            // A folded byte field in the index row (row 10): a lane also
+            // needs lo <= kp <= hi; an unused lane never matches.
+            let mut rf = r0.clone();
+            let mut kf = k0;
+            kf[7] = fold_key(kp as u32);
+            let mut want_fold = want;
+            for (l, &(lo, hi)) in folded.iter().enumerate() {
+                rf[10].0[l] = (l as u32) << 16 | fold_bounds(lo as u32, hi as u32);
+                if !(lo <= kp && kp <= hi) {
+                    want_fold &= !(1 << l);
+                }
+            }
+            rf[10].0[5] = FOLD_EMPTY;
+            want_fold &= !(1 << 5);
+            prop_assert_eq!(block_scalar::<5>(&rf, &kf, 0, true), want_fold);
+            #[cfg(target_arch = "x86_64")]
+            if has_avx2() {
+                // SAFETY: the CPU has AVX2 (checked above).
+                prop_assert_eq!(unsafe { avx2::block::<5>(&rf, &kf, 0, true) }, want_fold);
+            }
             #[cfg(target_arch = "x86_64")]
             if has_avx2() {
                 // SAFETY: the CPU has AVX2 (checked above).
                 prop_assert_eq!(unsafe { avx2::below(&n, k ^ BIAS) }, below_scalar(&n, k ^ BIAS));
-                prop_assert_eq!(unsafe { avx2::block::<5>(&r0, &k0, 0) }, want);
-                prop_assert_eq!(unsafe { avx2::block::<5>(&r1, &k1, 0b01010) }, want_pairs);
-                prop_assert_eq!(unsafe { avx2::block::<5>(&re, &k1, 0b01010) }, want_pairs & !(1 << 3));
-                prop_assert_eq!(unsafe { avx2::block::<2>(&r2, &k2, 0b10) }, block_scalar::<2>(&r2, &k2, 0b10));
+                prop_assert_eq!(unsafe { avx2::block::<5>(&r0, &k0, 0, false) }, want);
+                prop_assert_eq!(unsafe { avx2::block::<5>(&r1, &k1, 0b01010, false) }, want_pairs);
+                prop_assert_eq!(unsafe { avx2::block::<5>(&re, &k1, 0b01010, false) }, want_pairs & !(1 << 3));
+                prop_assert_eq!(unsafe { avx2::block::<2>(&r2, &k2, 0b10, false) }, block_scalar::<2>(&r2, &k2, 0b10, false));
             }
         }
     }
