@@ -95,10 +95,6 @@ impl Simulator {
                     seed: config.seed,
                 };
                 let src = traffic::Traffic::new(&tc).map_err(|e| terr(e.to_string()))?;
-                let src = src.map(|a| Arrival {
-                    t_ps: a.t_ps,
-                    flow: a.flow,
-                });
                 let keys = sets
                     .iter()
                     .enumerate()
@@ -106,7 +102,7 @@ impl Simulator {
                         source::keys_for(s, *flows as usize, config.seed ^ (0x1000 + i as u64))
                     })
                     .collect();
-                (Box::new(src), keys)
+                (Source::Flows(src), keys)
             }
             config::Traffic::Trace { path, rate_mpps } => {
                 let text =
@@ -125,7 +121,7 @@ impl Simulator {
                     })
                     .collect();
                 (
-                    Box::new(source::Replay::new(flows, *rate_mpps)),
+                    Source::Replay(source::Replay::new(flows, *rate_mpps)),
                     vec![keys; sets.len()],
                 )
             }
@@ -141,8 +137,9 @@ impl<const N: usize> Simulator<N> {
         config: Config,
         sets: Vec<RuleSet<N>>,
         flow_keys: Vec<Vec<Key<N>>>,
-        source: Source,
+        source: impl Into<Source>,
     ) -> Result<Simulator<N>, SimError> {
+        let source = source.into();
         if config.tables.is_empty() {
             return err("config: at least one table is needed");
         }

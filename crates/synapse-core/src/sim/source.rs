@@ -5,18 +5,40 @@
 //! and adds the fixed-rate replay of a header trace.
 
 use crate::rules::{Key, RuleSet};
+use crate::workload::Traffic;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
 /// One packet arrival: when, and which flow.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Arrival {
-    pub t_ps: u64,
-    pub flow: u32,
+pub use crate::workload::traffic::Arrival;
+
+/// A stream of arrivals in non-decreasing time order. The built-in kinds are
+/// called directly (the simulator pulls one per key, and a call through a
+/// `Box<dyn Iterator>` cost about as much as a tenth of the generator);
+/// anything else (tests, the routed embedding's feed) comes boxed.
+pub enum Source {
+    Flows(Traffic),
+    Replay(Replay),
+    Other(Box<dyn Iterator<Item = Arrival> + Send>),
 }
 
-/// A stream of arrivals in non-decreasing time order.
-pub type Source = Box<dyn Iterator<Item = Arrival> + Send>;
+impl Iterator for Source {
+    type Item = Arrival;
+    #[inline]
+    fn next(&mut self) -> Option<Arrival> {
+        match self {
+            Source::Flows(t) => t.next(),
+            Source::Replay(r) => r.next(),
+            Source::Other(b) => b.next(),
+        }
+    }
+}
+
+impl<T: Iterator<Item = Arrival> + Send + 'static> From<Box<T>> for Source {
+    fn from(b: Box<T>) -> Source {
+        Source::Other(b)
+    }
+}
 
 /// One key per flow, inside the table's rules (ClassBench style, from
 /// [`crate::workload::tracegen::flow_keys`]); a table without rules gets

@@ -154,8 +154,11 @@ struct Active {
 
 pub static MOVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 pub static SPREADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-/// Bits of a digit of [`FlowQueue`]'s radix.
-const DIGIT: u32 = 8;
+/// Bits of a digit of [`FlowQueue`]'s radix. With 8 an element moves less
+/// (312 vs 373 instructions per arrival at 12k active flows) but its 2048
+/// buckets cost more CPU time than 4's 256 (about 82 vs 76 ns, binary heap
+/// 100 ns, medians of 6 interleaved runs).
+const DIGIT: u32 = 4;
 /// Buckets of [`FlowQueue`]: a digit value for each digit position.
 const BUCKETS: usize = (63 / DIGIT as usize + 1) << DIGIT;
 const WORDS: usize = BUCKETS.div_ceil(64);
@@ -257,19 +260,21 @@ impl FlowQueue {
                 return;
             }
             let w = self.words.trailing_zeros() as usize % WORDS;
-            let i = w * 64 + self.occupied[w].trailing_zeros() as usize;
-            let b = &mut self.buckets[i % BUCKETS];
+            let bit = self.occupied[w].trailing_zeros() as usize;
+            // Cleared before a spread, which may fill lower buckets of word w.
+            self.occupied[w] &= !(1 << bit);
+            if self.occupied[w] == 0 {
+                self.words &= !(1 << w);
+            }
+            let i = (w * 64 + bit) % BUCKETS;
+            let b = &mut self.buckets[i];
             if b.len() == 1 {
                 // Alone in its bucket (the common case): it is the minimum.
                 let a = b.pop().unwrap();
                 self.last = a.t;
                 self.equal.push(a);
             } else {
-                self.spread(i % BUCKETS);
-            }
-            self.occupied[w] &= self.occupied[w] - 1;
-            if self.occupied[w] == 0 {
-                self.words &= !(1 << w);
+                self.spread(i);
             }
         }
         if self.equal.len() > 1 {
@@ -278,7 +283,7 @@ impl FlowQueue {
     }
 
     /// Moves bucket `i`'s elements to lower buckets around their minimum,
-    /// which becomes `last`. Bucket `i`'s occupied bit stays for the caller.
+    /// which becomes `last`.
     #[inline(never)]
     fn spread(&mut self, i: usize) {
         let mut v = std::mem::take(&mut self.buckets[i]);
