@@ -392,6 +392,14 @@ impl<const N: usize> Simulator<N> {
             }
         }
         let p = t.vmu.route_index(t.lut_index[flow as usize] as usize);
+        // The CAM reads the key when it searches (now if issued ahead, else
+        // later): start its load now, beside the lookup-table index's.
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is only a hint; the address is a live element.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(t.keys.as_ptr().add(flow as usize) as *const i8);
+        }
         if p == INVALID {
             // No PMU: the VMU sends the key to the ELU itself (bounded by the
             // PHV buffer).
