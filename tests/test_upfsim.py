@@ -13,9 +13,8 @@ import asyncio
 import time
 from pathlib import Path
 
-import grpc
 import pytest
-from finsy.proto import p4r, p4r_grpc
+from finsy.proto import p4r
 
 from synapse_vmt.p4 import upf
 from synapse_vmt.p4.bmv2 import read_program
@@ -23,7 +22,8 @@ from synapse_vmt.p4.entries import load_entries
 from synapse_vmt.p4.interp import Program
 from synapse_vmt.p4.simrun import load_scenario, resolve_program
 from synapse_vmt.p4rt.p4info import build_p4info, to_text
-from synapse_vmt.p4rt.server import SYNAPSE_STATE_EXTERN, P4RuntimeServer, make_server
+from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
+from test_p4rt import _state as p4rt_state
 
 fy = pytest.importorskip("finsy")
 
@@ -50,23 +50,7 @@ def _switch(prog: str, port: int, tmp_path: Path):
 
 def _state(port: int) -> dict:
     """Synapse's state extern through a real gRPC client: {P4 table: sim struct}."""
-    from google.protobuf import json_format, struct_pb2
-
-    ch = grpc.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        req = p4r.ReadRequest(device_id=1)
-        req.entities.add().extern_entry.extern_type_id = SYNAPSE_STATE_EXTERN
-        out = {}
-        for r in p4r_grpc.P4RuntimeStub(ch).Read(req, timeout=10):
-            for e in r.entities:
-                s = struct_pb2.Struct()
-                e.extern_entry.entry.Unpack(s)
-                d = json_format.MessageToDict(s)
-                if "sim" in d:
-                    out[d["table"]] = d["sim"]
-        return out
-    finally:
-        ch.close()
+    return {t: d["sim"] for t, d in p4rt_state(port).items() if "sim" in d}
 
 
 def _settled(svc, extra_ns: float = 20_000.0, limit: float = 60.0) -> None:
