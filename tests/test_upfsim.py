@@ -285,6 +285,8 @@ def test_serve_command_with_a_program_scenario(tmp_path):
         assert p.stderr.readline().startswith("P4Runtime on 127.0.0.1:")
         line = p.stderr.readline()
         assert line.startswith("simulated tables: ") and SU in line and TU in line and T + "Acl.acls" in line, line
+        line = p.stderr.readline()  # no silent fallback: the optimizer is said not to run here
+        assert line.startswith("runtime optimizer: not run"), line
     finally:
         p.terminate()
         rc = p.wait(30)

@@ -70,6 +70,9 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
         if svc.sim is not None:
             click.echo(f"simulated tables: {', '.join(svc.sim.tables) or 'none'}"
                        + "".join(f"; {t}: not simulated ({why})" for t, why in svc.sim.skipped.items()), err=True)
+            if isinstance(scn, dict) and not no_optimizer:
+                click.echo("runtime optimizer: not run on a program scenario's routed tables yet "
+                           "(their PMUs are dealt evenly)", err=True)
             if svc.sim.opt is not None:
                 cal = svc.sim.opt.calibration
                 click.echo(f"runtime optimizer: every {opt_period_ns:g} ns simulated ({opt_solver}); capacity models "
