@@ -40,6 +40,7 @@ impl<const N: usize> Simulator<N> {
         let mut busy = false;
         if self.pmu_min_wake <= now {
             let mut min_wake = Cycle::MAX;
+            let sw = self.stamp_word(); // once per step, not per PMU ticked
             for wi in 0..self.pmu_active.len() {
                 let mut bits = self.pmu_active[wi];
                 while bits != 0 {
@@ -57,7 +58,6 @@ impl<const N: usize> Simulator<N> {
                         self.pmu_active[wi] &= !(1u64 << b);
                         continue;
                     }
-                    let sw = self.updates.as_deref().and_then(|u| u.tag_word());
                     let tables = &self.tables;
                     p.tick(now, &|t, f, s| key_of(tables, sw, t, f, s));
                     if p.q_m_len() > 0 {
@@ -386,9 +386,7 @@ impl<const N: usize> Simulator<N> {
         if let Some(u) = self.updates.as_deref() {
             // Program consistency: the PHV's version tag (xtable.rs).
             if let Some(w) = u.tag_word() {
-                let mut key = t.keys[flow as usize];
-                u.stamp(ti, phv.id, &mut key);
-                stamp = key.0[w];
+                stamp = u.tag(ti, phv.id).unwrap_or(t.keys[flow as usize].0[w]);
             }
         }
         let p = t.vmu.route_index(t.lut_index[flow as usize] as usize);

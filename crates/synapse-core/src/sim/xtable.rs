@@ -195,19 +195,19 @@ impl<const N: usize> Updates<N> {
         }
     }
 
-    /// The version tag PHV `phv` looks up table `t` with, in the key's tag
-    /// word (program consistency).
+    /// The version tag PHV `phv` looks up table `t` with (program
+    /// consistency; None: the table is not updatable, its keys' tag word
+    /// stays as built).
     #[inline]
-    pub(in crate::sim) fn stamp(&self, t: usize, phv: u64, key: &mut Key<N>) {
-        if let (Some(w), Some(tu)) = (self.prog.tagword, self.tables[t].as_ref()) {
-            key.0[w] = match tu.old_tag {
-                Some(o) if phv < self.prog.boundary => o,
-                _ => tu.tag,
-            };
-        }
+    pub(in crate::sim) fn tag(&self, t: usize, phv: u64) -> Option<u32> {
+        let tu = self.tables[t].as_ref()?;
+        Some(match tu.old_tag {
+            Some(o) if phv < self.prog.boundary => o,
+            _ => tu.tag,
+        })
     }
 
-    /// The key word [`Updates::stamp`] writes, if any.
+    /// The key word that holds [`Updates::tag`], if any.
     pub(in crate::sim) fn tag_word(&self) -> Option<usize> {
         self.prog.tagword
     }
