@@ -900,8 +900,8 @@ def test_reconcile_keeps_the_simulator_and_its_rules_follow_the_store(tmp_path):
         assert s["stale_answers"] == 0 and s["wrong_action"] == 0
         # the simulator's P4Runtime rules, in position order, are the store's in match order
         store = sorted(svc.store.entries(ACL5), key=lambda x: -x.entry.priority)
-        assert sorted(svc.sim.order[ACL5]) == sorted(x.entry.key() for x in store)
-        pos = {k: i for i, k in enumerate(svc.sim.order[ACL5])}
+        assert sorted(svc.sim.positions.order[ACL5]) == sorted(x.entry.key() for x in store)
+        pos = {k: i for i, k in enumerate(svc.sim.positions.order[ACL5])}
         assert all(pos[a.entry.key()] < pos[b.entry.key()] for a, b in zip(store, store[1:])
                    if a.entry.priority > b.entry.priority)
 
@@ -911,7 +911,7 @@ def test_reconcile_keeps_the_simulator_and_its_rules_follow_the_store(tmp_path):
         req.config.cookie.cookie = cur.config.cookie.cookie + 1
         c.stub.SetForwardingPipelineConfig(req)
         c.close()
-        assert svc.sim is not sim_before and svc.store.entries(ACL5) == [] and svc.sim.order[ACL5] == []
+        assert svc.sim is not sim_before and svc.store.entries(ACL5) == [] and svc.sim.positions.order[ACL5] == []
     finally:
         svc.stop()
         server.stop(grace=None)

@@ -33,8 +33,8 @@ the writes:
 
 from __future__ import annotations
 
-import bisect
 import json
+import os
 import threading
 import time
 
@@ -45,6 +45,7 @@ from synapse_vmt.errors import UserError
 from synapse_vmt.p4.entries import Entry, TableEntries
 from synapse_vmt.p4.interp import Program, encode_words
 from synapse_vmt.p4.simrun import _word_rows, even_split, max_key_words, sim_config
+from synapse_vmt.p4rt.simtarget import MatchOrder
 from synapse_vmt.p4rt.store import Op
 
 KINDS = {"insert": 0, "delete": 1, "modify": 2, "default": 3}
@@ -96,7 +97,7 @@ class RoutedTarget:
             raise UserError("serve --sim: a program scenario needs [traffic] (the frames to simulate)")
         # The frames: drawn from the scenario's entries (what a controller is expected to write).
         prog = scenario["program"]
-        seed_entries = load_entries(scenario.get("entries_file") or _devnull(), prog)
+        seed_entries = load_entries(scenario.get("entries_file") or os.devnull, prog)
         frames, _ = gentraffic.class_frames(traffic, read_program(prog), seed_entries, self.seed)
         self.frames, _ = dedup_frames(frames)
         # Every keyed table of the program a simulated key can hold.
@@ -113,17 +114,16 @@ class RoutedTarget:
         self.users: list[dict[int, set[int]]] = [{} for _ in self.specs]  # per table: key -> flows using it
         self.route: list[list[tuple[int, int]]] = [[] for _ in self.frames]  # per flow: its latest hops
         # Positions (match order) as the store orders entries: per table the entries' keys and sort keys.
-        self.order: dict[str, list[tuple]] = {n: [] for n in self.index}
-        self.rank: dict[str, list[int]] = {n: [] for n in self.index}
+        self.positions = MatchOrder(self.index)
         snap = store.snapshot()
         # The interpreter's bound tables, kept across writes: a table a Write
         # does not touch keeps its entries object (self._snap), so it is not bound again.
         self._tcache: dict = {}
         self._snap = snap
         for name, te in snap.items():
-            if name in self.order:
+            if name in self.index:
                 for e in te.entries:
-                    self._insert_pos(name, e)
+                    self.positions.apply(name, "insert", e)
         hops, expected = self._interpret(range(len(self.frames)), snap)
         self._sent = [len(r) for r in self.key_rows]  # built into the simulator
         start, ht, hk = [0], [], []
@@ -264,16 +264,6 @@ class RoutedTarget:
             out |= users.get(k, set())
         return out
 
-    def _insert_pos(self, table: str, e: Entry) -> int:
-        if e.priority is not None:
-            r = -e.priority
-        else:
-            r = -sum(m.prefix_len or 0 for m in e.matches.values() if m.kind == "lpm")
-        pos = bisect.bisect_right(self.rank[table], r)
-        self.order[table].insert(pos, e.key())
-        self.rank[table].insert(pos, r)
-        return pos
-
     # --- writes ---
 
     def forward(self, ops: list[Op], locked: bool = False) -> int:
@@ -293,14 +283,8 @@ class RoutedTarget:
             if op.kind == "default":
                 p, e = 0, None
             else:
-                key = op.entry.key()
-                if op.kind == "insert":
-                    p = self._insert_pos(op.table, op.entry)
-                elif key in self.order[op.table]:
-                    p = self.order[op.table].index(key)
-                    if op.kind == "delete":
-                        del self.order[op.table][p], self.rank[op.table][p]
-                else:  # written before this simulator started: not in it
+                p = self.positions.apply(op.table, op.kind, op.entry)
+                if p is None:  # written before this simulator started: not in it
                     continue
                 e = op.entry
             affected |= self._covered(s, e)
@@ -386,8 +370,3 @@ class RoutedTarget:
             "optimizer": {"enabled": False},
         }
 
-
-def _devnull() -> str:
-    import os
-
-    return os.devnull

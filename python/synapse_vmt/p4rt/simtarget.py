@@ -49,6 +49,41 @@ def _token(m: Match, kf) -> str:
     return f"{m.value}&&&{m.mask}"  # ternary, optional
 
 
+class MatchOrder:
+    """Per table, where the P4Runtime entries sit in P4 match order (the
+    positions the simulator's update engine numbers): ternary/range higher
+    priority first, lpm longer prefixes first, ties in insertion order."""
+
+    def __init__(self, tables):
+        self.order: dict[str, list[tuple]] = {n: [] for n in tables}  # entry keys in position order
+        self.rank: dict[str, list[int]] = {n: [] for n in tables}  # their sort keys (ascending)
+
+    @staticmethod
+    def _sort_key(e: Entry) -> int:
+        if e.priority is not None:
+            return -e.priority
+        return -sum(m.prefix_len or 0 for m in e.matches.values() if m.kind == "lpm")
+
+    def apply(self, table: str, kind: str, e: Entry) -> int | None:
+        """The position an insert, modify or delete of ``e`` takes (the
+        order follows it); None: ``e`` is not known here (written before the
+        simulator started, e.g. before a reconcile)."""
+        order, rank = self.order[table], self.rank[table]
+        if kind == "insert":
+            r = self._sort_key(e)
+            pos = bisect.bisect_right(rank, r)
+            order.insert(pos, e.key())
+            rank.insert(pos, r)
+            return pos
+        key = e.key()
+        if key not in order:
+            return None
+        pos = order.index(key)
+        if kind == "delete":
+            del order[pos], rank[pos]
+        return pos
+
+
 class SimTarget:
     """A simulator fed by a server's committed writes."""
 
@@ -76,8 +111,7 @@ class SimTarget:
                 continue
             self.tables[name] = sim_name
         self.specs = {n: prog.tables[n] for n in self.tables}
-        self.order: dict[str, list[tuple]] = {n: [] for n in self.tables}  # entry keys in position order
-        self.rank: dict[str, list[int]] = {n: [] for n in self.tables}  # their sort keys (ascending)
+        self.positions = MatchOrder(self.tables)
         self.forwarded = 0
         self.lock = threading.Lock()  # the simulator is used by one thread at a time
         self._stop = threading.Event()
@@ -105,11 +139,6 @@ class SimTarget:
         self._stop.set()
         self._thread.join()
 
-    def _sort_key(self, table: str, e: Entry) -> int:
-        if e.priority is not None:
-            return -e.priority
-        return -sum(m.prefix_len or 0 for m in e.matches.values() if m.kind == "lpm")
-
     def forward(self, ops: list[Op], locked: bool = False) -> int:
         """Queue the committed ``ops`` (in store order) on the simulator, one
         batch per table; how many lines went. ``locked``: the caller holds
@@ -122,23 +151,17 @@ class SimTarget:
             if op.table not in self.tables:
                 continue
             lines = batches.setdefault(op.table, [])
-            order, rank = self.order[op.table], self.rank[op.table]
             if op.kind == "default":
                 lines.append("default")
                 continue
-            key = op.entry.key()
+            pos = self.positions.apply(op.table, op.kind, op.entry)
+            if pos is None:  # written before this simulator started (a reconcile)
+                continue
             if op.kind == "insert":
-                r = self._sort_key(op.table, op.entry)
-                pos = bisect.bisect_right(rank, r)
-                order.insert(pos, key)
-                rank.insert(pos, r)
                 spec = self.specs[op.table]
                 fields = " ".join(_token(op.entry.matches[k.field], k) for k in spec.info.key)
                 lines.append(f"insert {pos} {fields}")
-            elif key in order:  # absent: written before this simulator started (a reconcile)
-                pos = order.index(key)
-                if op.kind == "delete":
-                    del order[pos], rank[pos]
+            else:
                 lines.append(f"{op.kind} {pos}")
         # One Write is one transaction over the tables it touches.
         parts = {self.tables[t]: lines for t, lines in batches.items() if lines}
