@@ -11,6 +11,11 @@
 #
 #   scripts/bench_classify.sh            # everything, table in $OUT/table.md
 #   SIZES="1000 10000" SECS=0.5 RUNS=1 scripts/bench_classify.sh
+#   RTE_ALG=avx512x32 RTE_SIMD=512 scripts/bench_classify.sh   # another rte_acl method
+#
+# rte_acl runs its default method unless RTE_ALG names one (scalar, sse,
+# avx2, avx512x16, avx512x32); RTE_SIMD sets EAL's max SIMD width (512 lets
+# it pick avx512x32). The method it ran is named in the table's heading.
 #
 # Every number is the median of RUNS (default 3) rounds; within a round each
 # set is measured by us and then by rte_acl, so both see the same load (the
@@ -59,10 +64,17 @@ for s in acl1_1k fw1_1k ipc1_1k; do
     fi
 done
 
-eal=(--no-huge --no-pci -l 0 -m 4096 --log-level=lib.acl:debug)
+eal=(--no-huge --no-pci -l 0 -m 4096 --log-level=lib.acl:debug ${RTE_SIMD:+--force-max-simd-bitwidth=$RTE_SIMD})
+alg=(${RTE_ALG:+--alg=$RTE_ALG})
 rte_acl() { # RULES TRACE RULENUM TRACENUM ITER VERBOSE
-    dpdk-test-acl "${eal[@]}" -- --rulesf="$1" --tracef="$2" --rulenum="$3" --tracenum="$4" --iter="$5" --verbose="$6"
+    dpdk-test-acl "${eal[@]}" -- --rulesf="$1" --tracef="$2" --rulenum="$3" --tracenum="$4" --iter="$5" --verbose="$6" "${alg[@]}"
 }
+# The method rte_acl classifies with (its context dump's alg=N, DPDK's
+# enum rte_acl_classify_alg).
+first="$OUT/${names[0]}"
+method=$(rte_acl "$first" "${first}_trace" "$(($(grep -c '^@' "$first") + 1))" 1 1 3 2>/dev/null | sed -n 's/^ *alg=\([0-9]*\)$/\1/p' | head -1)
+methods=(default scalar sse neon avx2 altivec avx512x16 avx512x32)
+method=${methods[${method:-0}]:-alg $method}
 now() { date +%s.%N; }
 
 for run in $(seq 1 "$RUNS"); do
@@ -104,10 +116,15 @@ for run in $(seq 1 "$RUNS"); do
     cat "$R/rte_acl.tsv"
 done
 
-python3 - "$OUT" "$RUNS" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" \
-    "$(grep -m1 -o -w -E 'avx512f|avx2|sse4_2' /proc/cpuinfo | sort -u | head -1)" <<'EOF'
+# The CPU's highest SIMD level (flags are not listed in order of width).
+flags=$(grep -m1 '^flags' /proc/cpuinfo)
+simd=none
+for f in sse4_2 avx2 avx512f; do
+    if grep -qw "$f" <<< "$flags"; then simd=$f; fi
+done
+python3 - "$OUT" "$RUNS" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$simd" "$method" <<'EOF'
 import csv, statistics, sys
-out, runs, cpu, simd = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+out, runs, cpu, simd, method = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 load = lambda f: list(csv.DictReader(open(f), delimiter="\t"))
 ours = [load(f"{out}/run{r}/ours.tsv") for r in range(1, runs + 1)]
 rte = [{x["set"]: x for x in load(f"{out}/run{r}/rte_acl.tsv")} for r in range(1, runs + 1)]
@@ -127,7 +144,8 @@ def fmt(v, p=1, none="over budget"):
     return none if v is None else f"{v:.{p}f}"
 
 
-lines = [f"{cpu}, SIMD level {simd.upper()}; one core; medians of {runs} interleaved rounds.", "",
+lines = [f"{cpu}, SIMD level {simd.upper().replace('AVX512F', 'AVX-512')}; rte_acl method {method}; one core; "
+         f"medians of {runs} interleaved rounds.", "",
          "| set | rules | ptree Ml/s | rte_acl Ml/s | ptree ÷ rte_acl | ptree B/rule | rte_acl B/rule "
          "| ptree build ms | rte_acl build ms | dtree Ml/s | trie Ml/s | ptree = oracle | ptree = rte_acl |",
          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
