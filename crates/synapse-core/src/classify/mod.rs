@@ -104,6 +104,7 @@ impl BuildConfig {
         "ptree.simd",
         "ptree.max_trees",
         "ptree.small",
+        "ptree.max_delta",
     ];
 
     /// Sets one parameter by its dotted name (`trie.stride`, `dtree.bucket`,
@@ -135,6 +136,7 @@ impl BuildConfig {
             "ptree.simd" => self.ptree.simd = num::<u8>(key, value)? != 0,
             "ptree.max_trees" => self.ptree.max_trees = num(key, value)?,
             "ptree.small" => self.ptree.small = num(key, value)?,
+            "ptree.max_delta" => self.ptree.max_delta = num(key, value)?,
             _ => return Err(format!("unknown build parameter {key:?} (expected one of: {})", Self::KEYS.join(", "))),
         }
         Ok(())
