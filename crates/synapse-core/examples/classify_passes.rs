@@ -5,8 +5,13 @@
 //! ```text
 //! cargo run --release -p synapse-core --example classify_passes -- ALGO RULES TRACE PASSES [KEY=VALUE ...]
 //! ```
+//!
+//! `updates=N` (ptree): first deletes N rules and inserts each back where it
+//! was, so the lookups run with N tombstones and N rules in the delta and
+//! the checksum is the one without updates.
 
-use synapse_core::classify::{build_structure, BuildConfig};
+use synapse_core::classify::partition::PTree;
+use synapse_core::classify::{build_structure, BuildConfig, Structure};
 use synapse_core::rules::{classbench, Key};
 
 fn main() {
@@ -20,11 +25,28 @@ fn main() {
     let keys: Vec<Key> = classbench::parse_trace(&read(&a[2]), &a[2]).unwrap_or_else(|e| panic!("{e}")).iter().map(|e| e.key).collect();
     let passes: usize = a[3].parse().expect("PASSES: a count");
     let mut cfg = BuildConfig::default();
+    let mut updates = 0usize;
     for kv in &a[4..] {
         let (k, v) = kv.split_once('=').expect("KEY=VALUE");
-        cfg.set(k, v).unwrap_or_else(|e| panic!("{e}"));
+        match k {
+            "updates" => updates = v.parse().expect("updates: a count"),
+            _ => cfg.set(k, v).unwrap_or_else(|e| panic!("{e}")),
+        }
     }
-    let c = build_structure(&a[0], &set, &cfg).unwrap_or_else(|e| panic!("{e}"));
+    let c: Box<dyn Structure> = if updates > 0 && a[0] == "ptree" {
+        let mut t = PTree::build(&set, &cfg.ptree).unwrap_or_else(|e| panic!("{e}"));
+        for i in 0..updates {
+            // Spread over the set; the same rule back at its position.
+            let at = (i * 7919) % set.len();
+            t.delete(at).unwrap();
+            t.insert(at, set.rules[at]).unwrap();
+        }
+        let (delta, dead) = t.pending();
+        println!("{updates} updates: {delta} rules in the delta, {dead} tombstones");
+        Box::new(t)
+    } else {
+        build_structure(&a[0], &set, &cfg).unwrap_or_else(|e| panic!("{e}"))
+    };
     let mut out = vec![0i32; keys.len()];
     let mut sum = 0i64;
     let start = (std::time::Instant::now(), cpu_ns());

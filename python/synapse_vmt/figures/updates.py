@@ -10,7 +10,8 @@ them are run over the same seeded traffic and churn:
   and swapped (the replica swap t4p4s measures), its write time charged in
   simulated time (its bytes at ``build_gbps`` plus ``swap_ns``);
 - **dtree**: the decision tree updated in place (FACL), ``dtree_op_ns``
-  per operation;
+  per operation (the partitioned tree, ``elu.algo = "ptree"``, is updated
+  in place too, at ``ptree_op_ns``; not drawn here);
 
 each with **exact** invalidation (the PMUs drop exactly the cached keys a
 changed entry covers) and **flush** (every PMU of the table clears its CAM).

@@ -15,7 +15,7 @@ pub mod trie;
 #[cfg(test)]
 mod proptests;
 
-use crate::rules::{Key, RuleSet, MAX_FIELDS};
+use crate::rules::{Key, Rule, RuleSet, MAX_FIELDS};
 
 /// Answer of a classifier: the 0-based rule index, or `None` for no match.
 pub type Match = Option<u32>;
@@ -73,6 +73,64 @@ pub trait Structure<const N: usize = MAX_FIELDS>: MemoryWalk<N> + Send + Sync {
     fn stats(&self) -> Vec<(&'static str, String)>;
 }
 
+/// A structure updated in place: a rule inserted at a priority position
+/// (0 = highest; later rules move down one) or deleted from one (later
+/// rules move up), without a rebuild beside it.
+pub trait Incremental<const N: usize = MAX_FIELDS>: Structure<N> {
+    fn insert(&mut self, pos: usize, rule: Rule<N>) -> Result<(), BuildError>;
+    fn delete(&mut self, pos: usize) -> Result<(), BuildError>;
+}
+
+impl<const N: usize> Incremental<N> for dtree::DTree<N> {
+    fn insert(&mut self, pos: usize, rule: Rule<N>) -> Result<(), BuildError> {
+        dtree::DTree::insert(self, pos, rule)
+    }
+    fn delete(&mut self, pos: usize) -> Result<(), BuildError> {
+        dtree::DTree::delete(self, pos)
+    }
+}
+
+impl Incremental for partition::PTree {
+    fn insert(&mut self, pos: usize, rule: Rule) -> Result<(), BuildError> {
+        partition::PTree::insert(self, pos, rule)
+    }
+    fn delete(&mut self, pos: usize) -> Result<(), BuildError> {
+        partition::PTree::delete(self, pos)
+    }
+}
+
+/// Names [`build_incremental_n`] accepts.
+pub const INCREMENTAL_ALGORITHMS: &[&str] = &["dtree", "ptree"];
+
+/// The structure `algo` over `set`, to be updated in place: the decision
+/// tree at any width, the partitioned tree at the default 8 words.
+pub fn build_incremental_n<const N: usize>(algo: &str, set: &RuleSet<N>, config: &BuildConfig) -> Result<Box<dyn Incremental<N>>, BuildError> {
+    match algo {
+        "dtree" => Ok(Box::new(dtree::DTree::build(set, &config.dtree)?)),
+        "ptree" => {
+            let t = partition::PTree::build(narrow(set)?, &config.ptree)?;
+            Ok(widen(Box::new(t) as Box<dyn Incremental>))
+        }
+        _ => Err(BuildError::BadConfig(format!(
+            "{algo:?} is not updated in place (expected one of: {})",
+            INCREMENTAL_ALGORITHMS.join(", ")
+        ))),
+    }
+}
+
+/// `set` as the 8-word set it is when `N` is 8 (the partitioned tree is
+/// built for that width only).
+fn narrow<const N: usize>(set: &RuleSet<N>) -> Result<&RuleSet, BuildError> {
+    (set as &dyn std::any::Any)
+        .downcast_ref::<RuleSet>()
+        .ok_or_else(|| BuildError::Unsupported(format!("ptree takes keys of {MAX_FIELDS} words, not {N}")))
+}
+
+/// A boxed 8-word structure as the `N`-word one it is (after [`narrow`]).
+fn widen<T: 'static, U: 'static>(b: T) -> U {
+    *(Box::new(b) as Box<dyn std::any::Any>).downcast::<U>().expect("N is the default width")
+}
+
 /// Build parameters for every algorithm of the registry.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BuildConfig {
@@ -104,6 +162,7 @@ impl BuildConfig {
         "ptree.simd",
         "ptree.max_trees",
         "ptree.small",
+        "ptree.max_delta",
     ];
 
     /// Sets one parameter by its dotted name (`trie.stride`, `dtree.bucket`,
@@ -135,6 +194,7 @@ impl BuildConfig {
             "ptree.simd" => self.ptree.simd = num::<u8>(key, value)? != 0,
             "ptree.max_trees" => self.ptree.max_trees = num(key, value)?,
             "ptree.small" => self.ptree.small = num(key, value)?,
+            "ptree.max_delta" => self.ptree.max_delta = num(key, value)?,
             _ => return Err(format!("unknown build parameter {key:?} (expected one of: {})", Self::KEYS.join(", "))),
         }
         Ok(())
@@ -181,13 +241,15 @@ pub fn build_structure(algo: &str, set: &RuleSet, config: &BuildConfig) -> Resul
 pub const WIDE_ALGORITHMS: &[&str] = &["linear", "trie", "dtree", "exact"];
 
 /// [`build_structure`] for keys of `N` words (P4 tables wider than the
-/// 5-tuple); the algorithms of [`WIDE_ALGORITHMS`].
+/// 5-tuple); the algorithms of [`WIDE_ALGORITHMS`], and ptree when `N` is
+/// the default width (the simulator's five-tuple tables).
 pub fn build_structure_n<const N: usize>(algo: &str, set: &RuleSet<N>, config: &BuildConfig) -> Result<Box<dyn Structure<N>>, BuildError> {
     Ok(match algo {
         "linear" => Box::new(linear::Linear::new(set)),
         "trie" => Box::new(trie::Trie::build(set, &config.trie)?),
         "dtree" => Box::new(dtree::DTree::build(set, &config.dtree)?),
         "exact" => Box::new(exact::Exact::build(set)?),
+        "ptree" if N == MAX_FIELDS => widen(Box::new(partition::PTree::build(narrow(set)?, &config.ptree)?) as Box<dyn Structure>),
         _ => {
             return Err(BuildError::BadConfig(format!(
                 "unknown classifier {algo:?} (expected one of: {})",

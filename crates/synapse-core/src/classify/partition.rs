@@ -29,6 +29,15 @@
 //!
 //! Rules with a non-contiguous ternary field (not a range) are kept aside
 //! and searched linearly; ClassBench sets have none.
+//!
+//! **Updates** ([`PTree::insert`], [`PTree::delete`]; positions as in
+//! [`super::dtree::DTree`]) leave the trees' lookup path as it is. The
+//! blocks keep the rule ids of the build, whose order among themselves
+//! never changes: a delete rewrites the rule's lanes to bounds no key meets
+//! (a tombstone), an insert goes to a small *delta* searched after the trees
+//! and compared by current position ([`Updates`]). When the delta or the
+//! tombstones outgrow their bound the tree is built again (folded in) in
+//! the updating call.
 
 use super::simd::{self, Node, Row, BIAS, INNER, LANES, NODE_SLOTS, NODE_THRESHOLDS};
 use super::{BuildError, Classifier, Match, MemAccess, MemoryWalk};
@@ -54,11 +63,14 @@ pub struct PTreeConfig {
     /// replication (spfac 4), kept when the estimated lookup
     /// cost is at most 0.85x the partitioned one's (0: never).
     pub small: usize,
+    /// Updates fold in (rebuild) beyond `max(max_delta, rules / 16)`
+    /// inserted rules or `max(max_delta, rules / 4)` deleted ones.
+    pub max_delta: usize,
 }
 
 impl Default for PTreeConfig {
     fn default() -> Self {
-        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, max_trees: 4, small: 4096 }
+        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, max_trees: 4, small: 4096, max_delta: 64 }
     }
 }
 
@@ -121,6 +133,68 @@ pub struct PTree {
     odd: Vec<(u32, Rule)>,
     avx2: bool,
     stats: PTreeStats,
+    /// The built set, by rule id (the position at the build), and per id
+    /// its tree (`u32::MAX`: none), to find its lanes and to fold in.
+    set: RuleSet,
+    tree_of: Vec<u32>,
+    /// Per rule id that covered a leaf's whole box, the rules the build
+    /// dropped after it there (`fill`: they could not win); they go to the
+    /// delta when it is deleted.
+    shadow: std::collections::HashMap<u32, Vec<u32>>,
+    /// The parameters asked for (`config` may be a replicated variant).
+    asked: PTreeConfig,
+    /// None until the first update: answers are the rule ids as stored.
+    upd: Option<Box<Updates>>,
+}
+
+/// What changed since the build.
+#[derive(Clone, Debug, Default)]
+struct Updates {
+    /// Current position of each rule id (`u32::MAX`: deleted).
+    pos: Vec<u32>,
+    /// Rules searched beside the trees, by current position: (position,
+    /// rule id or [`NEW`], rule). A built rule is here when a rule that
+    /// covered it out of a leaf was deleted.
+    delta: Vec<(u32, u32, Rule)>,
+    /// Rules now, tombstoned rule ids.
+    live: usize,
+    dead: usize,
+    /// Raised when a fold-in failed (over budget), so it is not retried
+    /// on every update.
+    slack: usize,
+}
+
+/// The rule id of an inserted rule in the delta.
+const NEW: u32 = u32::MAX;
+
+impl Updates {
+    /// The current position of the best of the trees' rule id `best` and
+    /// the delta's rules that match `key`.
+    #[inline(never)]
+    fn resolve(&self, best: u32, key: &Key) -> Match {
+        let p = if best == u32::MAX { u32::MAX } else { self.pos[best as usize] };
+        for &(q, _, ref r) in &self.delta {
+            if q >= p {
+                break;
+            }
+            if r.matches(key) {
+                return Some(q);
+            }
+        }
+        (p != u32::MAX).then_some(p)
+    }
+
+    /// Moves every position at or after `from` by `d` (+1 or -1).
+    fn shift(&mut self, from: u32, d: u32) {
+        for x in &mut self.pos {
+            *x = x.wrapping_add(if *x >= from && *x != u32::MAX { d } else { 0 });
+        }
+        for e in &mut self.delta {
+            if e.0 >= from {
+                e.0 = e.0.wrapping_add(d);
+            }
+        }
+    }
 }
 
 /// Banks the memory walk spreads the structure over (by 64-byte line).
@@ -172,7 +246,7 @@ impl PTree {
             if let Ok(a) = Self::build_one(set, &c) {
                 let ac = weigh(&a, a.cost(&keys).0);
                 if ac <= 0.85 * pick_cost {
-                    pick = a;
+                    pick = PTree { asked: *config, ..a };
                     break;
                 }
             }
@@ -274,32 +348,27 @@ impl PTree {
             odd: Vec::new(),
             avx2: config.simd && simd::has_avx2(),
             stats: PTreeStats::default(),
+            set: set.clone(),
+            tree_of: vec![u32::MAX; set.len()],
+            shadow: Default::default(),
+            asked: *config,
+            upd: None,
         };
         // Boxes of the rules that are boxes; an empty box matches nothing.
         let mut boxes: Vec<Box_> = Vec::with_capacity(set.len());
         let mut slots: Vec<u32> = Vec::new();
-        'rules: for (i, r) in set.rules.iter().enumerate() {
-            let mut bx = [(0u32, 0u32); MAX_FIELDS];
-            for f in 0..nf {
-                let w = width_mask(widths[f]);
-                match r.fields[f].as_range(widths[f]) {
-                    Some((lo, hi)) => {
-                        let hi = hi.min(w);
-                        if lo > hi {
-                            boxes.push(bx);
-                            continue 'rules;
-                        }
-                        bx[f] = (lo, hi);
-                    }
-                    None => {
-                        t.odd.push((i as u32, *r));
-                        boxes.push(bx);
-                        continue 'rules;
-                    }
+        for (i, r) in set.rules.iter().enumerate() {
+            match rule_box(r, &widths) {
+                Ok(Some(bx)) => {
+                    boxes.push(bx);
+                    slots.push(i as u32);
+                }
+                Ok(None) => boxes.push([(0, 0); MAX_FIELDS]),
+                Err(()) => {
+                    t.odd.push((i as u32, *r));
+                    boxes.push([(0, 0); MAX_FIELDS]);
                 }
             }
-            boxes.push(bx);
-            slots.push(i as u32);
         }
         // CutSplit partition on the first two address fields.
         let cut_fields: Vec<usize> =
@@ -352,6 +421,9 @@ impl PTree {
             let root = t.nodes.len() as u32;
             t.nodes.push(empty_leaf());
             let d = t.fill(root, v.clone(), full, 0, &boxes, &mut leaves)?;
+            for &s in &v {
+                t.tree_of[s as usize] = t.trees.len() as u32;
+            }
             t.trees.push(Tree { root, depth: d as u32, min_prio: v[0] });
             max_depth = max_depth.max(d);
         }
@@ -372,6 +444,10 @@ impl PTree {
         let s = t.stride();
         let empty = if t.fold.is_some() { simd::FOLD_EMPTY } else { u32::MAX };
         t.stats.items = t.rows.chunks(s).map(|b| b[s - 1].0.iter().filter(|&&x| x != empty).count()).sum();
+        for v in t.shadow.values_mut() {
+            v.sort_unstable();
+            v.dedup();
+        }
         Ok(t)
     }
 
@@ -389,12 +465,166 @@ impl PTree {
         &self.stats
     }
 
+    /// Rules now (after updates).
+    pub fn len(&self) -> usize {
+        self.upd.as_ref().map_or(self.set.len(), |u| u.live)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Rules in the delta and tombstoned rules: the updates not folded in.
+    pub fn pending(&self) -> (usize, usize) {
+        self.upd.as_ref().map_or((0, 0), |u| (u.delta.len(), u.dead))
+    }
+
+    /// The rule set as it is now (after updates), in priority order.
+    pub fn rule_set(&self) -> RuleSet {
+        let Some(u) = &self.upd else {
+            return self.set.clone();
+        };
+        let mut rules = vec![None; u.live];
+        for (id, &p) in u.pos.iter().enumerate() {
+            if p != u32::MAX {
+                rules[p as usize] = Some(self.set.rules[id]);
+            }
+        }
+        for &(p, _, r) in &u.delta {
+            rules[p as usize] = Some(r);
+        }
+        RuleSet::new(self.set.schema.clone(), rules.into_iter().map(|r| r.expect("a rule at every position")).collect())
+    }
+
+    fn updates(&mut self) -> &mut Updates {
+        let n = self.set.len();
+        self.upd.get_or_insert_with(|| Box::new(Updates { pos: (0..n as u32).collect(), live: n, ..Default::default() }))
+    }
+
+    /// Inserts `rule` at priority position `pos` (0 = highest; later rules
+    /// move down one): into the delta, the trees untouched.
+    pub fn insert(&mut self, pos: usize, rule: Rule) -> Result<(), BuildError> {
+        if pos > self.len() {
+            return Err(BuildError::BadConfig(format!("cannot insert at {pos}: only {} rules", self.len())));
+        }
+        let u = self.updates();
+        let pos = pos as u32;
+        u.shift(pos, 1);
+        let at = u.delta.partition_point(|e| e.0 < pos);
+        u.delta.insert(at, (pos, NEW, rule));
+        u.live += 1;
+        self.fold_if_due()
+    }
+
+    /// Deletes the rule at priority position `pos` (later rules move up):
+    /// from the delta, or its lanes in the trees made to match nothing.
+    pub fn delete(&mut self, pos: usize) -> Result<(), BuildError> {
+        if pos >= self.len() {
+            return Err(BuildError::BadConfig(format!("no rule {pos} to delete ({} rules)", self.len())));
+        }
+        let pos = pos as u32;
+        let u = self.updates();
+        // An inserted rule, or a built one (its copy in the delta, if any,
+        // goes with it).
+        let id = match u.delta.iter().position(|e| e.0 == pos) {
+            Some(i) if u.delta[i].1 == NEW => {
+                u.delta.remove(i);
+                None
+            }
+            Some(i) => Some(u.delta.remove(i).1),
+            None => Some(u.pos.iter().position(|&p| p == pos).expect("a rule at every position") as u32),
+        };
+        if let Some(id) = id {
+            u.pos[id as usize] = u32::MAX;
+            u.dead += 1;
+            self.tombstone(id);
+            // Rules the build dropped below it where it covered a whole
+            // leaf can win there now: searched in the delta.
+            if let Some(dropped) = self.shadow.get(&id) {
+                let u = self.upd.as_mut().expect("updates");
+                for &s in dropped {
+                    let p = u.pos[s as usize];
+                    let at = u.delta.partition_point(|e| e.0 < p);
+                    if p != u32::MAX && u.delta.get(at).is_none_or(|e| e.0 != p) {
+                        u.delta.insert(at, (p, s, self.set.rules[s as usize]));
+                    }
+                }
+            }
+        }
+        let u = self.upd.as_mut().expect("updates");
+        u.shift(pos + 1, u32::MAX);
+        u.live -= 1;
+        self.fold_if_due()
+    }
+
+    /// Makes rule `id`'s lanes in the blocks match nothing (its rows stay,
+    /// so every block's first lane still bounds its best rule).
+    fn tombstone(&mut self, id: u32) {
+        if let Ok(i) = self.odd.binary_search_by_key(&id, |o| o.0) {
+            self.odd.remove(i);
+            return;
+        }
+        let widths: Vec<u8> = self.set.schema.fields.iter().map(|f| f.bits).collect();
+        let (Ok(Some(bx)), Some(tree), false) =
+            (rule_box(&self.set.rules[id as usize], &widths), self.trees.get(self.tree_of[id as usize] as usize).copied(), self.words.is_empty())
+        else {
+            return;
+        };
+        let (stride, nw) = (self.stride(), self.words.len());
+        let (lo, hi) = simd::empty_bounds(self.words[0].1.is_some());
+        let mut stack = vec![tree.root];
+        // Down every child the rule's box reaches.
+        while let Some(i) = stack.pop() {
+            let n = self.nodes[i as usize];
+            if !n.is_leaf() {
+                let f = n.field();
+                let (a, b) = (simd::below_scalar(&n, bx[f].0 ^ BIAS), simd::below_scalar(&n, bx[f].1 ^ BIAS));
+                stack.extend((a..=b).map(|c| n.base + c));
+                continue;
+            }
+            for b in n.first_block()..n.first_block() + n.blocks() {
+                let at = b * stride;
+                for l in 0..LANES {
+                    if self.rule_of(self.rows[at + 2 * nw].0[l]) == id {
+                        self.rows[at].0[l] = lo;
+                        self.rows[at + 1].0[l] = hi;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Builds the tree again from the rules now once the delta or the
+    /// tombstones are past their bound. Over budget, the updates stay
+    /// pending (still exact) and the bound doubles.
+    fn fold_if_due(&mut self) -> Result<(), BuildError> {
+        let u = self.upd.as_ref().expect("updates");
+        let m = self.asked.max_delta + u.slack;
+        // No words: no bounds to make a tombstone of.
+        if u.delta.len() <= m.max(u.live / 16) && u.dead <= m.max(self.set.len() / 4) && (u.dead == 0 || !self.words.is_empty()) {
+            return Ok(());
+        }
+        match PTree::build(&self.rule_set(), &self.asked) {
+            Ok(t) => *self = t,
+            Err(BuildError::OverBudget { .. }) => {
+                let u = self.upd.as_mut().expect("updates");
+                u.slack = 2 * (u.slack + self.asked.max_delta).max(u.delta.len()).max(u.dead);
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
     /// Builds the subtree at `idx` for `slots` (ascending rule indices, all
     /// overlapping `bx`); returns its depth.
     fn fill(&mut self, idx: u32, mut slots: Vec<u32>, bx: Box_, depth: usize, boxes: &[Box_], leaves: &mut Leaves) -> Result<usize, BuildError> {
         let nf = self.nf;
-        // Nothing after a rule covering the whole box can win there.
+        // Nothing after a rule covering the whole box can win there (until
+        // that rule is deleted: `shadow`).
         if let Some(i) = slots.iter().position(|&s| (0..nf).all(|f| boxes[s as usize][f].0 <= bx[f].0 && bx[f].1 <= boxes[s as usize][f].1)) {
+            if i + 1 < slots.len() {
+                self.shadow.entry(slots[i]).or_default().extend_from_slice(&slots[i + 1..]);
+            }
             slots.truncate(i + 1);
         }
         if slots.len() <= self.config.bucket || depth >= self.config.max_depth {
@@ -643,6 +873,21 @@ impl PTree {
     }
 }
 
+/// A rule's box (field widths `widths`): none when it matches nothing (a
+/// range beyond the field), an error when a field is not a range.
+fn rule_box(r: &Rule, widths: &[u8]) -> Result<Option<Box_>, ()> {
+    let mut bx = [(0u32, 0u32); MAX_FIELDS];
+    for (f, &w) in widths.iter().enumerate() {
+        let (lo, hi) = r.fields[f].as_range(w).ok_or(())?;
+        let hi = hi.min(width_mask(w));
+        if lo > hi {
+            return Ok(None);
+        }
+        bx[f] = (lo, hi);
+    }
+    Ok(Some(bx))
+}
+
 /// Up to `n` keys inside the set's rules (a point drawn in every field of
 /// rules spread over the set), deterministic: the lookups the cost model
 /// weighs when no trace is at hand.
@@ -814,8 +1059,17 @@ macro_rules! batch_fn {
                         }
                     }
                 }
-                for l in 0..g {
-                    os[l] = if best[l] == u32::MAX { -1 } else { best[l] as i32 };
+                match &t.upd {
+                    None => {
+                        for l in 0..g {
+                            os[l] = if best[l] == u32::MAX { -1 } else { best[l] as i32 };
+                        }
+                    }
+                    Some(u) => {
+                        for l in 0..g {
+                            os[l] = u.resolve(best[l], &ks[l]).map_or(-1, |p| p as i32);
+                        }
+                    }
                 }
             }
         }
@@ -884,12 +1138,38 @@ impl MemoryWalk for PTree {
             }
         }
         let want = self.classify(key);
-        debug_assert_eq!(want, (best != u32::MAX).then_some(best));
+        let Some(u) = &self.upd else {
+            debug_assert_eq!(want, (best != u32::MAX).then_some(best));
+            return want;
+        };
+        // After updates: the rule id's current position (one word of a
+        // table after the delta), then the delta rule by rule, as far as
+        // a rule that could beat it.
+        let delta_at = self.stats.bytes;
+        let pos_at = delta_at + u.delta.len() as u64 * super::linear::RULE_BYTES as u64;
+        if best != u32::MAX {
+            let addr = pos_at + best as u64 * 4;
+            accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: 4 });
+        }
+        let p = if best == u32::MAX { u32::MAX } else { u.pos[best as usize] };
+        for (i, &(q, _, ref r)) in u.delta.iter().enumerate() {
+            if q >= p {
+                break;
+            }
+            let addr = delta_at + i as u64 * super::linear::RULE_BYTES as u64;
+            accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: super::linear::RULE_BYTES });
+            if r.matches(key) {
+                break;
+            }
+        }
+        debug_assert_eq!(want, u.resolve(best, key));
         want
     }
 
+    /// With updates pending, also the delta and the table of current
+    /// positions.
     fn memory_bytes(&self) -> u64 {
-        self.stats.bytes
+        self.stats.bytes + self.upd.as_ref().map_or(0, |u| u.delta.len() as u64 * super::linear::RULE_BYTES as u64 + 4 * u.pos.len() as u64)
     }
 }
 
@@ -922,6 +1202,8 @@ impl super::Structure for PTree {
             ("bytes", s.bytes.to_string()),
             ("bytes per rule", format!("{per_rule:.1}")),
             ("kernels", if s.avx2 { "avx2".into() } else { "scalar".into() }),
+            ("delta rules", self.pending().0.to_string()),
+            ("tombstones", self.pending().1.to_string()),
         ]
     }
 }
@@ -995,6 +1277,62 @@ mod tests {
                 assert_eq!(*o, lin.classify(k).map_or(-1, |r| r as i32));
             }
         }
+    }
+
+    #[test]
+    fn deleting_a_rule_that_covered_leaves_finds_the_rules_below_it_again() {
+        // Rule 0 covers everything: the build drops every rule below it.
+        let mut rules = vec![rule((0, 0), (0, 0), (0, 65535))];
+        for i in 0..40u32 {
+            rules.push(rule((i << 24, 8), (0, 0), (i, i)));
+        }
+        let set = RuleSet::new(Schema::five_tuple(), rules.clone());
+        let mut t = PTree::build(&set, &PTreeConfig { bucket: 4, ..Default::default() }).unwrap();
+        let k = Key::five_tuple(7 << 24, 1, 0, 7, 6);
+        assert_eq!(t.classify(&k), Some(0));
+        t.delete(0).unwrap();
+        // Pending, not folded in: the dropped rules were moved to the delta.
+        assert_eq!(t.pending(), (40, 1));
+        assert_eq!(t.classify(&k), Some(7));
+        let mut acc = Vec::new();
+        assert_eq!(t.walk(&k, &mut acc), Some(7));
+        rules.remove(0);
+        let lin = Linear::new(&RuleSet::new(Schema::five_tuple(), rules));
+        for i in 0..200u32 {
+            let k = Key::five_tuple(i << 22, i, 0, (i % 50) as u16, 6);
+            assert_eq!(t.classify(&k), lin.classify(&k), "key {i}");
+        }
+    }
+
+    #[test]
+    fn updates_fold_in_past_their_bound_and_a_tombstone_costs_no_lookup_work() {
+        let rules: Vec<Rule> = (0..200u32).map(|i| rule((i << 24, 8), (i << 8, 24), (i, i + 10))).collect();
+        let set = RuleSet::new(Schema::five_tuple(), rules.clone());
+        let cfg = PTreeConfig { max_delta: 4, ..Default::default() };
+        let mut t = PTree::build(&set, &cfg).unwrap();
+        let k = Key::five_tuple(3 << 24, 3 << 8, 0, 5, 6);
+        let mut before = Vec::new();
+        t.walk(&k, &mut before);
+        // A deleted rule's lanes stay; the same tree reads, plus the
+        // position table.
+        t.delete(100).unwrap();
+        assert_eq!(t.pending(), (0, 1));
+        let mut after = Vec::new();
+        assert_eq!(t.walk(&k, &mut after), Some(3));
+        assert_eq!(after.len(), before.len() + 1);
+        for i in 0..12 {
+            t.insert(0, rule((1 << 31, 1), (0, 0), (i, i))).unwrap();
+            let (delta, _) = t.pending();
+            assert!(delta <= 12, "{delta} pending");
+        }
+        // 12 inserts under a bound of max(4, 211 / 16) = 13: pending.
+        assert_eq!(t.pending(), (12, 1));
+        t.insert(0, rule((1 << 31, 1), (0, 0), (99, 99))).unwrap();
+        t.insert(0, rule((1 << 31, 1), (0, 0), (98, 98))).unwrap();
+        assert_eq!(t.pending(), (0, 0), "folded in");
+        assert_eq!(t.len(), 213);
+        assert_eq!(t.classify(&k), Some(3 + 14));
+        assert_eq!(t.memory_bytes(), t.stats().bytes);
     }
 
     #[test]

@@ -151,6 +151,102 @@ proptest! {
             prop_assert_eq!(d.classify(&k), lin.classify(&k));
         }
     }
+
+    #[test]
+    fn ptree_updates_equal_the_oracle_after_every_step(
+        set in rule_set(),
+        ops in prop::collection::vec((any::<bool>(), any::<usize>(), rule()), 1..25),
+        seeds in prop::collection::vec(any::<(u32, u32, u32)>(), 1..60),
+        max_delta in 0usize..6,
+        simd in any::<bool>(),
+    ) {
+        // Small buckets so rules are replicated and cover leaves; a small
+        // delta bound so some steps fold in.
+        let cfg = PTreeConfig { bucket: 2, simd, max_delta, ..Default::default() };
+        let mut p = PTree::build(&set, &cfg).unwrap();
+        let mut rules = set.rules.clone();
+        let mut out = Vec::new();
+        let mut acc = Vec::new();
+        for (ins, at, r) in ops {
+            if ins || rules.is_empty() {
+                let at = at % (rules.len() + 1);
+                p.insert(at, r).unwrap();
+                rules.insert(at, r);
+            } else {
+                let at = at % rules.len();
+                p.delete(at).unwrap();
+                rules.remove(at);
+            }
+            let now = RuleSet::new(Schema::five_tuple(), rules.clone());
+            prop_assert_eq!(&p.rule_set().rules, &rules);
+            prop_assert_eq!(p.len(), rules.len());
+            let lin = Linear::new(&now);
+            let keys = keys_for(&now, &seeds);
+            out.resize(keys.len(), 0);
+            p.classify_batch(&keys, &mut out);
+            for (k, o) in keys.iter().zip(&out) {
+                let w = lin.classify(k);
+                prop_assert_eq!(p.classify(k), w, "{:?}", k);
+                prop_assert_eq!(*o, w.map_or(-1, |r| r as i32), "batch {:?}", k);
+                acc.clear();
+                prop_assert_eq!(p.walk(k, &mut acc), w, "walk {:?}", k);
+            }
+        }
+        prop_assert!(p.insert(rules.len() + 1, rules.first().copied().unwrap_or_else(|| Rule::new(&[FieldMatch::ANY; 5], 0, 0))).is_err());
+        prop_assert!(p.delete(rules.len()).is_err());
+    }
+}
+
+/// Churn on generated ClassBench-style sets (rules deleted, rules of
+/// another set inserted, at random positions), checked against the oracle
+/// every 25 operations with a trace and corner keys, both kernels, with
+/// the default fold-in bounds and with small ones.
+#[test]
+fn ptree_updates_on_generated_1k_sets_equal_the_oracle() {
+    use crate::workload::{rulegen, seed::Params};
+    for kind in ["acl", "fw", "ipc"] {
+        let set = rulegen::generate(&Params::builtin(kind).unwrap(), 1_000, 5);
+        let more = rulegen::generate(&Params::builtin(kind).unwrap(), 300, 6);
+        for (simd, max_delta) in [(true, 64), (false, 64), (true, 8)] {
+            let mut p = PTree::build(&set, &PTreeConfig { simd, max_delta, ..Default::default() }).unwrap();
+            let mut rules = set.rules.clone();
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            for i in 0..300 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if i % 2 == 0 {
+                    let at = (x % (rules.len() as u64 + 1)) as usize;
+                    let r = more.rules[i / 2 % more.len()];
+                    p.insert(at, r).unwrap();
+                    rules.insert(at, r);
+                } else {
+                    let at = (x % rules.len() as u64) as usize;
+                    p.delete(at).unwrap();
+                    rules.remove(at);
+                }
+                if i % 25 != 24 {
+                    continue;
+                }
+                let now = RuleSet::new(set.schema.clone(), rules.clone());
+                let mut keys = trace_keys(&now, 1_000);
+                let seeds: Vec<(u32, u32, u32)> = (0..500u32).map(|j| (j, j.wrapping_mul(31) ^ i as u32, !j)).collect();
+                keys.extend(keys_for(&now, &seeds));
+                let lin = Linear::new(&now);
+                let want: Vec<i32> = keys.iter().map(|k| lin.classify(k).map_or(-1, |r| r as i32)).collect();
+                let mut out = vec![0i32; keys.len()];
+                p.classify_batch(&keys, &mut out);
+                assert!(out == want, "{kind} simd {simd} max_delta {max_delta}: batch differs after {} updates", i + 1);
+                let mut acc = Vec::new();
+                for (k, w) in keys.iter().zip(&want).step_by(7) {
+                    acc.clear();
+                    assert_eq!(p.walk(k, &mut acc).map_or(-1, |r| r as i32), *w, "{kind}: walk after {} updates", i + 1);
+                    assert_eq!(p.classify(k).map_or(-1, |r| r as i32), *w, "{kind}: classify after {} updates", i + 1);
+                }
+            }
+            assert_eq!(p.rule_set().rules, rules);
+        }
+    }
 }
 
 #[test]

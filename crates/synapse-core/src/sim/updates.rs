@@ -7,7 +7,9 @@
 //! **update engine** in the ELU: when idle it takes every pending request
 //! as one batch and builds the next version of the table's structure:
 //! - the decision tree is updated in place, incrementally (FACL; its
-//!   `insert`/`delete`), charged `dtree_op_ns` per operation;
+//!   `insert`/`delete`), charged `dtree_op_ns` per operation; so is the
+//!   partitioned tree (tombstones and a delta, folded in now and then),
+//!   charged `ptree_op_ns`;
 //! - the trie (and the linear array) is built beside the old one and
 //!   swapped (the replica swap t4p4s measures), charged the new structure's
 //!   bytes at `build_gbps` plus `swap_ns`.
@@ -34,8 +36,7 @@
 //! `stale_answer`, anything else a `wrong_action`.
 
 use super::*;
-use crate::classify::dtree::{DTree, DTreeConfig};
-use crate::classify::{BuildConfig, Structure};
+use crate::classify::{BuildConfig, Incremental, Structure};
 use crate::rules::{FieldMatch, MatchKind, Rule};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -75,6 +76,11 @@ pub struct UpdatesConfig {
     pub swap_ns: f64,
     /// An incremental decision-tree update, ns per operation.
     pub dtree_op_ns: f64,
+    /// An incremental partitioned-tree update, ns per operation: the
+    /// software's mean with its fold-ins (rebuilds) amortized, measured
+    /// on a generated 1K acl set (`cargo bench --bench classify --
+    /// ptree_updates`: 73 us per insert+delete pair).
+    pub ptree_op_ns: f64,
     /// Most operations one build (batch) takes; the rest wait for the next.
     pub max_batch: u32,
     /// Per table (each table commits on its own) or per program (a PHV
@@ -95,6 +101,7 @@ impl Default for UpdatesConfig {
             build_gbps: 16.0,
             swap_ns: 1000.0,
             dtree_op_ns: 200.0,
+            ptree_op_ns: 37_000.0,
             max_batch: 256,
             consistency: Consistency::Table,
         }
@@ -253,8 +260,8 @@ pub fn parse_ops<const N: usize>(
 
 /// The ELU's structure of an updatable table.
 enum Inner<const N: usize> {
-    /// Updated in place (incremental insert / delete).
-    Dtree(DTree<N>),
+    /// Updated in place (incremental insert / delete): dtree, ptree.
+    InPlace(Box<dyn Incremental<N>>),
     /// Rebuilt beside the old one and swapped.
     Built(Box<dyn Structure<N>>),
 }
@@ -302,16 +309,16 @@ fn walk_inner<const N: usize>(
     acc: Option<&mut Vec<crate::classify::MemAccess>>,
 ) -> Match {
     match (i, acc) {
-        (Inner::Dtree(d), Some(a)) => d.walk(key, a),
+        (Inner::InPlace(d), Some(a)) => d.walk(key, a),
         (Inner::Built(b), Some(a)) => b.walk(key, a),
-        (Inner::Dtree(d), None) => d.classify(key),
+        (Inner::InPlace(d), None) => d.classify(key),
         (Inner::Built(b), None) => b.classify(key),
     }
 }
 
 fn inner_bytes<const N: usize>(i: &Inner<N>) -> u64 {
     match i {
-        Inner::Dtree(d) => d.memory_bytes(),
+        Inner::InPlace(d) => d.memory_bytes(),
         Inner::Built(b) => b.memory_bytes(),
     }
 }
@@ -350,8 +357,8 @@ struct Build<const N: usize> {
     rules: Vec<Rule<N>>,
     ids: Vec<u32>,
     default: Match,
-    /// A replica built beside the old structure (none: the dtree, updated
-    /// in place at the commit).
+    /// A replica built beside the old structure (none: a structure
+    /// updated in place at the commit).
     replica: Option<Box<dyn Structure<N>>>,
     /// Fields of every entry the batch inserts, deletes or modifies: the
     /// keys they cover may change answer.
@@ -390,7 +397,8 @@ struct TableUpdates<const N: usize> {
     recent: VecDeque<(u64, Vec<Rule<N>>, Option<Match>)>,
     next_id: u32,
     next_default: u32,
-    dtree: bool,
+    /// Updated in place, at this cost per operation (ns; none: replicas).
+    op_ns: Option<f64>,
     /// The ELU's algorithm for this table.
     algo: Algo,
     /// Entries once every queued operation is applied (churn positions).
@@ -525,6 +533,15 @@ fn structure<const N: usize>(
     })
 }
 
+/// The registry name of an algorithm updated in place.
+fn in_place(algo: Algo) -> Option<&'static str> {
+    match algo {
+        Algo::Dtree => Some("dtree"),
+        Algo::Ptree => Some("ptree"),
+        _ => None,
+    }
+}
+
 fn matches_fields<const N: usize>(r: &Rule<N>, k: &Key<N>) -> bool {
     r.matches(k)
 }
@@ -584,10 +601,10 @@ impl<const N: usize> Simulator<N> {
         };
         let mut built = Err(SimError(String::new()));
         for &a in tries {
-            built = if a == Algo::Dtree {
-                DTree::build(&set, &DTreeConfig::default())
-                    .map(|d| (a, Inner::Dtree(d)))
-                    .map_err(|e| SimError(format!("config: table {name:?}: building the ELU's dtree: {e}")))
+            built = if let Some(n) = in_place(a) {
+                crate::classify::build_incremental_n(n, &set, &BuildConfig::default())
+                    .map(|d| (a, Inner::InPlace(d)))
+                    .map_err(|e| SimError(format!("config: table {name:?}: building the ELU's {n}: {e}")))
             } else {
                 structure(a, &set, &name).map(|s| (a, Inner::Built(s)))
             };
@@ -636,7 +653,11 @@ impl<const N: usize> Simulator<N> {
             recent: VecDeque::new(),
             next_id: FIRST_NEW_ID,
             next_default: DEFAULT_ID,
-            dtree: algo == Algo::Dtree,
+            op_ns: match algo {
+                Algo::Dtree => Some(self.config.update_engine.dtree_op_ns),
+                Algo::Ptree => Some(self.config.update_engine.ptree_op_ns),
+                _ => None,
+            },
             algo,
             expected: n as i64,
             txn_in_force: 0,
@@ -1132,8 +1153,8 @@ impl<const N: usize> Simulator<N> {
             }
         }
         let build_ns;
-        let replica = if tu.dtree && !program {
-            build_ns = cfg.dtree_op_ns * kept.len() as f64;
+        let replica = if let (Some(op_ns), false) = (tu.op_ns, program) {
+            build_ns = op_ns * kept.len() as f64;
             None
         } else {
             let set = RuleSet::new(tu.schema.clone(), rules.clone());
@@ -1141,10 +1162,10 @@ impl<const N: usize> Simulator<N> {
             // version in force stays).
             match structure(algo, &set, &table.name) {
                 Ok(s) => {
-                    // Program consistency keeps the old decision tree for
-                    // the PHVs stamped before the flip: the new one is a
-                    // copy, written beside it, then updated in place.
-                    let ops_ns = if tu.dtree { cfg.dtree_op_ns * kept.len() as f64 } else { 0.0 };
+                    // Program consistency keeps the old tree for the PHVs
+                    // stamped before the flip: the new one is a copy,
+                    // written beside it, then updated in place.
+                    let ops_ns = tu.op_ns.map_or(0.0, |o| o * kept.len() as f64);
                     build_ns = s.memory_bytes() as f64 / cfg.build_gbps.max(1e-9) + cfg.swap_ns + ops_ns;
                     Some(s)
                 }
@@ -1189,7 +1210,7 @@ impl<const N: usize> Simulator<N> {
         {
             let mut live = tu.live.lock().unwrap();
             match (&mut live.inner, b.replica) {
-                (Inner::Dtree(d), None) => {
+                (Inner::InPlace(d), None) => {
                     for (_, _, op) in &b.ops {
                         // Positions were checked against the same sequence.
                         let r = match *op {
@@ -1201,8 +1222,9 @@ impl<const N: usize> Simulator<N> {
                             // Over budget: rebuild beside it instead.
                             let set = RuleSet::new(tu.schema.clone(), b.rules.clone());
                             let _ = e;
-                            *d = DTree::build(&set, &DTreeConfig::default())
-                                .expect("the decision tree of a rule set it held");
+                            let name = in_place(tu.algo).expect("an algorithm updated in place");
+                            *d = crate::classify::build_incremental_n(name, &set, &BuildConfig::default())
+                                .expect("the tree of a rule set it held");
                             break;
                         }
                     }
