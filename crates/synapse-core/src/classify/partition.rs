@@ -90,6 +90,7 @@ pub struct PTreeStats {
     pub bytes: u64,
     pub build_time: Duration,
     pub avx2: bool,
+    pub avx512: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -132,6 +133,8 @@ pub struct PTree {
     /// Rules that are not a box (index, rule), searched linearly.
     odd: Vec<(u32, Rule)>,
     avx2: bool,
+    /// The AVX-512 kernels (the CPU has AVX-512 F, VL and BW).
+    avx512: bool,
     stats: PTreeStats,
     /// The built set, by rule id (the position at the build), and per id
     /// its tree (`u32::MAX`: none), to find its lanes and to fold in.
@@ -347,6 +350,7 @@ impl PTree {
             trees: Vec::new(),
             odd: Vec::new(),
             avx2: config.simd && simd::has_avx2(),
+            avx512: config.simd && simd::has_avx512(),
             stats: PTreeStats::default(),
             set: set.clone(),
             tree_of: vec![u32::MAX; set.len()],
@@ -440,6 +444,7 @@ impl PTree {
             bytes: t.bytes(),
             build_time: start.elapsed(),
             avx2: t.avx2,
+            avx512: t.avx512,
         };
         let s = t.stride();
         let empty = if t.fold.is_some() { simd::FOLD_EMPTY } else { u32::MAX };
@@ -843,6 +848,12 @@ impl PTree {
         // pair, protocol) with their pairs known at compile time.
         if self.words[..] == FIVE_TUPLE_WORDS && self.fold == Some(4) {
             #[cfg(target_arch = "x86_64")]
+            if self.avx512 {
+                // SAFETY: avx512 is set only when the CPU has AVX-512 F/VL/BW.
+                unsafe { batch_avx512::<3, G, FIVE_TUPLE_PAIRS, false>(self, keys, out) };
+                return;
+            }
+            #[cfg(target_arch = "x86_64")]
             if self.avx2 {
                 // SAFETY: avx2 is set only when the CPU has AVX2.
                 unsafe { batch_avx2::<3, G, FIVE_TUPLE_PAIRS, false>(self, keys, out) };
@@ -856,6 +867,12 @@ impl PTree {
             ($($nf:literal)*) => {
                 match self.words.len() {
                     $($nf => {
+                        #[cfg(target_arch = "x86_64")]
+                        if self.avx512 {
+                            // SAFETY: avx512 is set only when the CPU has AVX-512 F/VL/BW.
+                            unsafe { batch_avx512::<$nf, G, 0, true>(self, keys, out) };
+                            return;
+                        }
                         #[cfg(target_arch = "x86_64")]
                         if self.avx2 {
                             // SAFETY: avx2 is set only when the CPU has AVX2.
@@ -1079,6 +1096,8 @@ macro_rules! batch_fn {
 batch_fn!(#[inline(never)] fn batch_scalar, simd::below_scalar, simd::block_scalar::<NW>);
 #[cfg(target_arch = "x86_64")]
 batch_fn!(#[target_feature(enable = "avx2,popcnt")] #[inline(never)] fn batch_avx2, simd::avx2::below, simd::avx2::block::<NW>);
+#[cfg(target_arch = "x86_64")]
+batch_fn!(#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,popcnt")] #[inline(never)] fn batch_avx512, simd::avx512::below, simd::avx512::block::<NW>);
 
 impl Classifier for PTree {
     fn classify(&self, key: &Key) -> Match {
@@ -1201,7 +1220,7 @@ impl super::Structure for PTree {
             ("rules searched linearly", s.odd.to_string()),
             ("bytes", s.bytes.to_string()),
             ("bytes per rule", format!("{per_rule:.1}")),
-            ("kernels", if s.avx2 { "avx2".into() } else { "scalar".into() }),
+            ("kernels", if s.avx512 { "avx512".into() } else if s.avx2 { "avx2".into() } else { "scalar".into() }),
             ("delta rules", self.pending().0.to_string()),
             ("tombstones", self.pending().1.to_string()),
         ]
@@ -1223,7 +1242,7 @@ mod tests {
     }
 
     #[test]
-    fn wide_nodes_shallow_trees_and_both_kernels_equal_the_oracle() {
+    fn wide_nodes_shallow_trees_and_every_kernel_equals_the_oracle() {
         let mut rules = Vec::new();
         for i in 0..600u32 {
             rules.push(rule((0x0a00_0000 | (i * 7919) << 8, 24), (0xc0a8_0000 | i, 32), (i * 10 % 60000, i * 10 % 60000 + 50)));
@@ -1237,8 +1256,10 @@ mod tests {
         let keys: Vec<Key> = (0..3000u32)
             .map(|i| Key::five_tuple(0x0a00_0005 | ((i % 700) * 7919) << 8, 0xc0a8_0000 | (i % 650), 0, (i * 10 % 60000 + i % 70) as u16, 6))
             .collect();
-        for simd in [false, true] {
-            let t = PTree::build(&set, &PTreeConfig { simd, ..Default::default() }).unwrap();
+        // Scalar, AVX2 and AVX-512 kernels (those the CPU has).
+        for (simd, avx512) in [(false, false), (true, false), (true, true)] {
+            let mut t = PTree::build(&set, &PTreeConfig { simd, ..Default::default() }).unwrap();
+            t.avx512 &= avx512;
             assert!(t.stats().max_depth <= 4, "depth {}", t.stats().max_depth);
             assert!(t.stats().trees >= 2);
             let mut out = vec![0; keys.len()];

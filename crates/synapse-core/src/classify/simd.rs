@@ -1,7 +1,7 @@
 //! The two inner loops of [`super::partition::PTree`], each as a scalar
-//! function and an AVX2 one (`std::arch`), chosen once at build time with
-//! `is_x86_feature_detected!` so the same binary runs on any x86-64 (and
-//! the scalar code everywhere else).
+//! function, an AVX2 one and an AVX-512 one (`std::arch`), chosen once at
+//! build time with `is_x86_feature_detected!` so the same binary runs on
+//! any x86-64 (and the scalar code everywhere else).
 //!
 //! * **Leaf block**: eight rules side by side (structure of arrays: one row of
 //!   eight lower bounds and one of eight upper bounds per field, then a row
@@ -235,6 +235,76 @@ pub mod avx2 {
     }
 }
 
+/// The kernels again with AVX-512 (F, VL, BW): a node's twelve thresholds
+/// in one 16-lane compare into a mask register, and a block's bound tests
+/// chained through masks (`vpcmpd` with a mask operand) instead of vector
+/// ors and a final compare and movemask. Fewer instructions per step; the
+/// layout is the AVX2 one, so one build serves both.
+#[cfg(target_arch = "x86_64")]
+pub mod avx512 {
+    use super::{Node, Row, NODE_THRESHOLDS};
+    use std::arch::x86_64::*;
+
+    /// [`super::below_scalar`] (key biased) with one masked 16-lane compare.
+    #[inline]
+    #[target_feature(enable = "avx512f,popcnt")]
+    pub fn below(n: &Node, kb: u32) -> u32 {
+        // SAFETY: a Node is one 64-byte, 64-aligned line.
+        unsafe {
+            let th = _mm512_load_si512(n as *const Node as *const _);
+            let m = _mm512_mask_cmplt_epi32_mask((1 << NODE_THRESHOLDS) - 1, th, _mm512_set1_epi32(kb as i32));
+            (m as u32).count_ones()
+        }
+    }
+
+    /// [`super::block_scalar`]: the lanes still in the mask after every
+    /// `lo <= k <= hi` (32-bit words, as masked compares), every pair of
+    /// 16-bit fields and the folded byte field (vector compares whose
+    /// lanes must be all zero: `vptestnmd`).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2")]
+    pub fn block<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32, fold: bool) -> u32 {
+        assert!(rows.len() > 2 * NW);
+        // SAFETY: rows holds at least 2 * NW + 1 aligned 32-byte rows.
+        unsafe {
+            let p = rows.as_ptr() as *const __m256i;
+            let mut ok: __mmask8 = 0xff;
+            if fold {
+                let f = _mm256_cmpgt_epi8(_mm256_load_si256(p.add(2 * NW)), _mm256_set1_epi32(key[7] as i32));
+                ok = _mm256_testn_epi32_mask(f, f);
+            }
+            for w in 0..NW {
+                let kv = _mm256_set1_epi32(key[w] as i32);
+                let lo = _mm256_load_si256(p.add(2 * w));
+                let hi = _mm256_load_si256(p.add(2 * w + 1));
+                if pairs >> w & 1 == 0 {
+                    ok = _mm256_mask_cmple_epi32_mask(ok, lo, kv);
+                    ok = _mm256_mask_cmple_epi32_mask(ok, kv, hi);
+                } else {
+                    let f = _mm256_or_si256(_mm256_cmpgt_epi16(lo, kv), _mm256_cmpgt_epi16(kv, hi));
+                    ok = _mm256_mask_testn_epi32_mask(ok, f, f);
+                }
+            }
+            ok as u32
+        }
+    }
+}
+
+/// Whether this CPU runs the AVX-512 kernels.
+pub fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        has_avx2()
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512bw")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Whether this CPU runs the AVX2 kernels.
 pub fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -368,6 +438,18 @@ mod tests {
             if has_avx2() {
                 // SAFETY: the CPU has AVX2 (checked above).
                 prop_assert_eq!(unsafe { avx2::block::<5>(&rf, &kf, 0, true) }, want_fold);
+            }
+            #[cfg(target_arch = "x86_64")]
+            if has_avx512() {
+                // SAFETY: the CPU has AVX-512 F/VL/BW (checked above).
+                unsafe {
+                    prop_assert_eq!(avx512::below(&n, k ^ BIAS), below_scalar(&n, k ^ BIAS));
+                    prop_assert_eq!(avx512::block::<5>(&rf, &kf, 0, true), want_fold);
+                    prop_assert_eq!(avx512::block::<5>(&r0, &k0, 0, false), want);
+                    prop_assert_eq!(avx512::block::<5>(&r1, &k1, 0b01010, false), want_pairs);
+                    prop_assert_eq!(avx512::block::<5>(&re, &k1, 0b01010, false), want_pairs & !(1 << 3));
+                    prop_assert_eq!(avx512::block::<2>(&r2, &k2, 0b10, false), block_scalar::<2>(&r2, &k2, 0b10, false));
+                }
             }
             #[cfg(target_arch = "x86_64")]
             if has_avx2() {
