@@ -216,42 +216,66 @@ impl PTree {
     /// Builds the partitioned tree; on a small set whose lookups walk
     /// several trees also one and two trees with more replication, and
     /// keeps the one whose lookups cost clearly less (instructions, weighed
-    /// by size for cache misses). Each builds in milliseconds on 1K rules.
+    /// by size for cache misses); else the partition with smaller leaves
+    /// when that costs less. Each builds in milliseconds on 1K rules.
     /// Fewer trees win on firewall-like sets (rules wildcarded on one
     /// address or the other), where the partition makes most lookups walk
     /// three trees.
     pub fn build(set: &RuleSet, config: &PTreeConfig) -> Result<PTree, BuildError> {
         let start = std::time::Instant::now();
         let t = Self::build_one(set, config)?;
-        if set.len() > config.small || t.trees.len() <= 1 {
+        if set.len() > config.small {
             return Ok(t);
         }
-        // Only when lookups walk more than one tree can one tree pay (acl
-        // sets walk ~1.05: they keep their compact partition).
         let keys = sample_keys(set, 2048);
         let (cost, walked) = t.cost(&keys);
-        if walked < 1.2 {
-            return Ok(t);
-        }
-        // Fewer trees, more replication: one tree, or the two largest
-        // partitions. A structure far beyond the L2 cache pays in misses
-        // part of what it saves in instructions, hence a weight on its size
-        // (per 8 MiB: the batch walk's prefetches hide most of an L3 hit;
-        // one tree of 1-2.5 MB ran ~30% faster than the partition on the
-        // fw 1K sets).
+        // A structure far beyond the L2 cache pays in misses part of what
+        // it saves in instructions, hence a weight on its size (per 8 MiB:
+        // the batch walk's prefetches hide most of an L3 hit; one tree of
+        // 1-2.5 MB ran ~30% faster than the partition on the fw 1K sets).
         let weigh = |t: &PTree, cost: f64| cost * (1.0 + t.stats.bytes as f64 / (8u64 << 20) as f64);
         let mut pick = t;
-        let pick_cost = weigh(&pick, cost);
-        // Two trees only when one did not win (build time: each costs
-        // about what the partition did).
-        for trees in [1, 2] {
-            let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(4.0), ..*config };
-            if let Ok(a) = Self::build_one(set, &c) {
-                let ac = weigh(&a, a.cost(&keys).0);
-                if ac <= 0.85 * pick_cost {
-                    pick = PTree { asked: *config, ..a };
-                    break;
+        let mut pick_cost = weigh(&pick, cost);
+        let mut narrow = *config;
+        // Only when lookups walk more than one tree can one tree pay (acl
+        // sets walk ~1.05: they keep their compact partition).
+        if pick.trees.len() > 1 && walked >= 1.2 {
+            // Fewer trees, more replication: one tree, or the two largest
+            // partitions; two only when one did not win (build time: each
+            // costs about what the partition did).
+            for trees in [1, 2] {
+                let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(4.0), ..*config };
+                if let Ok(a) = Self::build_one(set, &c) {
+                    let ac = weigh(&a, a.cost(&keys).0);
+                    if ac <= 0.85 * pick_cost {
+                        pick = PTree { asked: *config, ..a };
+                        pick_cost = ac;
+                        // And that many trees with smaller leaves (below).
+                        narrow = c;
+                        break;
+                    }
                 }
+            }
+        }
+        // Then the pick with smaller leaves and more replication: fewer
+        // blocks tested per lookup for a few more nodes (gen acl 1K: 1.2-1.3x
+        // the lookups/s at 43 -> 53-66 B/rule; one tree of gen ipc 1K: ~1.3x).
+        // At most 1.5x its bytes: the structure's small size is one of its
+        // goals (acl1_1k's leaves of 24 would take 1.8x for ~10 %).
+        let cap = pick.stats.bytes * 3 / 2;
+        for bucket in [24, 16] {
+            let c = PTreeConfig { bucket: bucket.min(narrow.bucket), spfac: narrow.spfac.max(4.0), ..narrow };
+            if c == narrow {
+                continue;
+            }
+            let Ok(a) = Self::build_one(set, &c) else { break };
+            if a.stats.bytes > cap {
+                break; // smaller leaves only take more
+            }
+            let ac = weigh(&a, a.cost(&keys).0);
+            if ac < pick_cost {
+                pick = PTree { asked: *config, ..a };
+                pick_cost = ac;
             }
         }
         pick.stats.build_time = start.elapsed();
@@ -1289,7 +1313,10 @@ mod tests {
                 assert!(t.cost(&keys).0 <= 0.8 * parts.cost(&keys).0);
                 assert!(parts.stats().trees > t.stats().trees);
             } else {
-                assert_eq!(t.stats().bytes, parts.stats().bytes);
+                // Its partition, maybe with smaller leaves (cheaper by the
+                // same cost model).
+                assert_eq!(t.stats().trees, parts.stats().trees);
+                assert!(t.cost(&keys).0 <= parts.cost(&keys).0);
             }
             let lin = Linear::new(&set);
             let mut out = vec![0; keys.len()];
