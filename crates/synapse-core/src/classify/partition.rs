@@ -159,6 +159,13 @@ struct Updates {
     /// rule id or [`NEW`], rule). A built rule is here when a rule that
     /// covered it out of a leaf was deleted.
     delta: Vec<(u32, u32, Rule)>,
+    /// The delta as leaf blocks (same layout and kernels, lanes in delta
+    /// order, the index row holding the delta index), so a lookup tests
+    /// eight of its rules at a time; empty when some delta rule is not a
+    /// box (then it is searched rule by rule: `resolve`).
+    rows: Vec<Row>,
+    /// `rows` holds the delta (every rule of it that can match).
+    blocks: bool,
     /// Rules now, tombstoned rule ids.
     live: usize,
     dead: usize,
@@ -542,7 +549,33 @@ impl PTree {
         let at = u.delta.partition_point(|e| e.0 < pos);
         u.delta.insert(at, (pos, NEW, rule));
         u.live += 1;
+        self.repack_delta();
         self.fold_if_due()
+    }
+
+    /// Packs the delta into blocks (see `Updates::rows`); a set with a
+    /// rule that is not a box keeps it empty and is searched rule by rule.
+    fn repack_delta(&mut self) {
+        let widths: Vec<u8> = self.set.schema.fields.iter().map(|f| f.bits).collect();
+        let Some(u) = self.upd.as_mut() else { return };
+        u.rows.clear();
+        u.blocks = false;
+        if self.words.is_empty() {
+            return;
+        }
+        let mut boxes = Vec::with_capacity(u.delta.len());
+        for (i, (_, _, r)) in u.delta.iter().enumerate() {
+            match rule_box(r, &widths) {
+                Ok(Some(bx)) => boxes.push((i as u32, bx)),
+                Ok(None) => {} // matches nothing
+                Err(()) => return,
+            }
+        }
+        for chunk in boxes.chunks(LANES) {
+            let lanes: Vec<(u32, &Box_)> = chunk.iter().map(|(i, b)| (*i, b)).collect();
+            push_block(&self.words, self.fold, &mut u.rows, &lanes);
+        }
+        u.blocks = true;
     }
 
     /// Deletes the rule at priority position `pos` (later rules move up):
@@ -583,6 +616,7 @@ impl PTree {
         let u = self.upd.as_mut().expect("updates");
         u.shift(pos + 1, u32::MAX);
         u.live -= 1;
+        self.repack_delta();
         self.fold_if_due()
     }
 
@@ -770,7 +804,6 @@ impl PTree {
     /// Makes `idx` a leaf of `slots`; leaves with the same rules share
     /// their blocks.
     fn make_leaf(&mut self, idx: u32, slots: Vec<u32>, boxes: &[Box_], leaves: &mut Leaves) -> Result<(), BuildError> {
-        let nw = self.words.len();
         let stride = self.stride();
         let first_block = match leaves.get(&slots) {
             Some(&b) => b,
@@ -779,30 +812,8 @@ impl PTree {
                 let empty = [];
                 let chunks = if slots.is_empty() && self.rows.is_empty() { vec![&empty[..]] } else { slots.chunks(LANES).collect() };
                 for chunk in chunks {
-                    let at = self.rows.len();
-                    for &(_, b) in &self.words {
-                        // A lane no key meets (both halves of a pair).
-                        let (lo, hi) = simd::empty_bounds(b.is_some());
-                        self.rows.push(Row([lo; LANES]));
-                        self.rows.push(Row([hi; LANES]));
-                    }
-                    self.rows.push(Row([if self.fold.is_some() { simd::FOLD_EMPTY } else { u32::MAX }; LANES]));
-                    for (l, &s) in chunk.iter().enumerate() {
-                        let bx = &boxes[s as usize];
-                        for (w, &(a, b)) in self.words.iter().enumerate() {
-                            let (lo, hi) = match b {
-                                None => bx[a],
-                                Some(b) => (simd::pack(bx[a].0, bx[b].0), simd::pack(bx[a].1, bx[b].1)),
-                            };
-                            let bias = simd::bias(b.is_some());
-                            self.rows[at + 2 * w].0[l] = lo ^ bias;
-                            self.rows[at + 2 * w + 1].0[l] = hi ^ bias;
-                        }
-                        self.rows[at + 2 * nw].0[l] = match self.fold {
-                            Some(f) => s << 16 | simd::fold_bounds(bx[f].0, bx[f].1),
-                            None => s,
-                        };
-                    }
+                    let lanes: Vec<(u32, &Box_)> = chunk.iter().map(|&s| (s, &boxes[s as usize])).collect();
+                    push_block(&self.words, self.fold, &mut self.rows, &lanes);
                 }
                 leaves.insert(slots.clone(), first);
                 first
@@ -916,6 +927,45 @@ impl PTree {
 
 /// A rule's box (field widths `widths`): none when it matches nothing (a
 /// range beyond the field), an error when a field is not a range.
+/// Bytes of the delta: its blocks, or its rules when searched one by one.
+fn delta_bytes(u: &Updates) -> u64 {
+    if u.blocks {
+        (u.rows.len() * std::mem::size_of::<Row>()) as u64
+    } else {
+        u.delta.len() as u64 * super::linear::RULE_BYTES as u64
+    }
+}
+
+/// Appends one block of up to [`LANES`] rules (index, box) to `rows` in
+/// the layout the kernels read: per word a row of low and a row of high
+/// bounds (biased), then the index row (with the folded field's bounds when
+/// there is one); unused lanes meet no key.
+fn push_block(words: &[(usize, Option<usize>)], fold: Option<usize>, rows: &mut Vec<Row>, lanes: &[(u32, &Box_)]) {
+    let (nw, at) = (words.len(), rows.len());
+    for &(_, b) in words {
+        // A lane no key meets (both halves of a pair).
+        let (lo, hi) = simd::empty_bounds(b.is_some());
+        rows.push(Row([lo; LANES]));
+        rows.push(Row([hi; LANES]));
+    }
+    rows.push(Row([if fold.is_some() { simd::FOLD_EMPTY } else { u32::MAX }; LANES]));
+    for (l, &(s, bx)) in lanes.iter().enumerate() {
+        for (w, &(a, b)) in words.iter().enumerate() {
+            let (lo, hi) = match b {
+                None => bx[a],
+                Some(b) => (simd::pack(bx[a].0, bx[b].0), simd::pack(bx[a].1, bx[b].1)),
+            };
+            let bias = simd::bias(b.is_some());
+            rows[at + 2 * w].0[l] = lo ^ bias;
+            rows[at + 2 * w + 1].0[l] = hi ^ bias;
+        }
+        rows[at + 2 * nw].0[l] = match fold {
+            Some(f) => s << 16 | simd::fold_bounds(bx[f].0, bx[f].1),
+            None => s,
+        };
+    }
+}
+
 fn rule_box(r: &Rule, widths: &[u8]) -> Result<Option<Box_>, ()> {
     let mut bx = [(0u32, 0u32); MAX_FIELDS];
     for (f, &w) in widths.iter().enumerate() {
@@ -1106,6 +1156,26 @@ macro_rules! batch_fn {
                             os[l] = if best[l] == u32::MAX { -1 } else { best[l] as i32 };
                         }
                     }
+                    Some(u) if u.blocks => {
+                        // The trees' answer as a position, then the delta's
+                        // blocks in position order as far as one could beat
+                        // it (the first lane is a block's best rule).
+                        let (drows, delta) = (&u.rows[..], &u.delta[..]);
+                        for l in 0..g {
+                            let mut p = if best[l] == u32::MAX { u32::MAX } else { u.pos[best[l] as usize] };
+                            for blk in drows.chunks_exact(stride) {
+                                if delta[(blk[2 * NW].0[0] >> sh) as usize].0 >= p {
+                                    break;
+                                }
+                                let m = $block(blk, &pk[l], pairs, fold);
+                                if m != 0 {
+                                    p = p.min(delta[(blk[2 * NW].0[m.trailing_zeros() as usize & (LANES - 1)] >> sh) as usize].0);
+                                    break;
+                                }
+                            }
+                            os[l] = if p == u32::MAX { -1 } else { p as i32 };
+                        }
+                    }
                     Some(u) => {
                         for l in 0..g {
                             os[l] = u.resolve(best[l], &ks[l]).map_or(-1, |p| p as i32);
@@ -1189,12 +1259,27 @@ impl MemoryWalk for PTree {
         // table after the delta), then the delta rule by rule, as far as
         // a rule that could beat it.
         let delta_at = self.stats.bytes;
-        let pos_at = delta_at + u.delta.len() as u64 * super::linear::RULE_BYTES as u64;
+        let pos_at = delta_at + delta_bytes(u);
         if best != u32::MAX {
             let addr = pos_at + best as u64 * 4;
             accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: 4 });
         }
         let p = if best == u32::MAX { u32::MAX } else { u.pos[best as usize] };
+        if u.blocks {
+            // One read per delta block tested, as for a leaf's blocks.
+            for (b, blk) in u.rows.chunks_exact(stride).enumerate() {
+                if u.delta[self.rule_of(blk[2 * nw].0[0]) as usize].0 >= p {
+                    break;
+                }
+                let addr = delta_at + (b * stride * 32) as u64;
+                accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: block_bytes });
+                if simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs, self.fold.is_some()) != 0 {
+                    break;
+                }
+            }
+            debug_assert_eq!(want, u.resolve(best, key));
+            return want;
+        }
         for (i, &(q, _, ref r)) in u.delta.iter().enumerate() {
             if q >= p {
                 break;
@@ -1212,7 +1297,7 @@ impl MemoryWalk for PTree {
     /// With updates pending, also the delta and the table of current
     /// positions.
     fn memory_bytes(&self) -> u64 {
-        self.stats.bytes + self.upd.as_ref().map_or(0, |u| u.delta.len() as u64 * super::linear::RULE_BYTES as u64 + 4 * u.pos.len() as u64)
+        self.stats.bytes + self.upd.as_ref().map_or(0, |u| delta_bytes(u) + 4 * u.pos.len() as u64)
     }
 }
 
