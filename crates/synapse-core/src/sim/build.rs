@@ -277,6 +277,8 @@ impl<const N: usize> Simulator<N> {
             keys_done: 0,
             busy_cycles: 0,
             fast: true,
+            lean_arrivals: true,
+            other_wake: 0,
             wake: 0,
             draining: false,
             fed: false,

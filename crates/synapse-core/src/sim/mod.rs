@@ -179,6 +179,10 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     /// Uncontended CAM hits are resolved as one event (`hit_ahead` in
     /// `phases.rs`); off only to test that against the stepped model.
     fast: bool,
+    /// Cycles that bring only arrivals before the wake-up cycle run just
+    /// the fed tables' request producers (`arrival_step` in `phases.rs`);
+    /// off only to test that against full steps.
+    lean_arrivals: bool,
     /// Some PMU may be transient.
     draining: bool,
     /// Phase 7 of this cycle moved a PHV into a table's input FIFO.
@@ -191,6 +195,9 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     /// What the last stepped cycle returned: no queue can move before it
     /// unless an arrival comes or a lookup finishes (see `run.rs`).
     wake: Cycle,
+    /// The part of `wake` that is not the PMUs' (`pmu_min_wake`): the
+    /// tables', the ELU's and the bus's, as of the last non-busy step.
+    other_wake: Cycle,
     /// Explicit per-PHV routes (`routed.rs`) instead of CFG probabilities.
     routes: Option<routed::Routes>,
     /// The rule sets the tables were built from (rule updates start there).

@@ -45,11 +45,12 @@ impl<const N: usize> Simulator<N> {
                     }
                 }
             }
+            let mut arrived = false;
             while let Some((c, a)) = self.next_arrival {
                 if c > now {
                     break;
                 }
-                step = true;
+                arrived = true;
                 self.arrive(now, a);
                 self.pull_arrival();
             }
@@ -57,7 +58,14 @@ impl<const N: usize> Simulator<N> {
                 self.run_updates(now);
                 step = true;
             }
-            if step {
+            if arrived && !step && self.lean_arrivals
+                && self.updates.is_none() && self.rec.is_none() && self.routes.is_none() && !self.draining
+            {
+                // Only the arrivals can move anything this cycle (the
+                // request producers they feed; next_arrival is already the
+                // next one, as hit_ahead needs).
+                self.wake = self.arrival_step(now);
+            } else if step || arrived {
                 self.wake = self.tick(now);
                 self.busy_cycles += 1;
             }
