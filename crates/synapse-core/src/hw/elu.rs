@@ -72,8 +72,8 @@ struct Entry<const N: usize> {
 /// The ELU of keys of `N` words (default: the 8-word key).
 pub struct Elu<const N: usize = MAX_FIELDS> {
     pub config: Config,
-    /// Picoseconds per pipeline cycle.
-    cycle_ps: f64,
+    /// The pipeline clock, for memory times in picoseconds.
+    clock: super::PsClock,
     miss_q: VecDeque<(Cycle, MissRequest<N>)>,
     orb: Vec<Option<Entry<N>>>,
     /// Oldest entry (the commit pointer).
@@ -99,7 +99,7 @@ impl<const N: usize> Elu<N> {
     pub fn new(config: Config, tables: usize, clock_mhz: f64) -> Elu<N> {
         let n = config.orb_entries.max(1) as usize;
         Elu {
-            cycle_ps: 1e6 / clock_mhz,
+            clock: super::PsClock::new(1e6 / clock_mhz),
             miss_q: VecDeque::new(),
             orb: (0..n).map(|_| None).collect(),
             head: 0,
@@ -183,15 +183,15 @@ impl<const N: usize> Elu<N> {
         hbm: &mut Hbm,
         sched: &mut impl FnMut(Cycle, u32),
     ) {
-        let e = self.orb[slot].as_mut().unwrap();
-        let a = e.accesses[e.next];
         let at = now.max(self.port_free);
         self.port_free = at + 1;
-        // `as i64`: one instruction, the same value for times below 2^63 ps.
-        let done_ps = hbm.read((at as f64 * self.cycle_ps) as i64 as u64, a.bank, a.bytes);
+        let clock = self.clock;
+        let e = self.orb[slot].as_mut().unwrap();
+        let a = e.accesses[e.next];
+        let done_ps = hbm.read(clock.to_ps(at), a.bank, a.bytes);
         self.bytes[e.miss.table as usize] += hbm.charged(a.bytes);
-        let done = super::ceil_cycles((done_ps as f64 / self.cycle_ps) - 1e-9).max(at + 1);
-        self.orb[slot].as_mut().unwrap().due = done;
+        let done = clock.ceil(done_ps).max(at + 1);
+        e.due = done;
         sched(done, slot as u32);
     }
 

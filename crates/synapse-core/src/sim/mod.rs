@@ -131,6 +131,8 @@ struct Table<const N: usize> {
 pub struct Simulator<const N: usize = MAX_FIELDS> {
     pub config: Config,
     cycle_ps: f64,
+    /// The same period, for arrival times in picoseconds.
+    clock: crate::hw::PsClock,
     now: Cycle,
     tables: Vec<Table<N>>,
     walkers: Vec<Box<dyn MemoryWalk<N> + Send>>,

@@ -6,12 +6,7 @@ use super::*;
 
 impl<const N: usize> Simulator<N> {
     pub(super) fn pull_arrival(&mut self) {
-        self.next_arrival = self.source.next().map(|a| {
-            (
-                crate::hw::ceil_cycles((a.t_ps as f64 / self.cycle_ps) - 1e-9),
-                a,
-            )
-        });
+        self.next_arrival = self.source.next().map(|a| (self.clock.ceil(a.t_ps), a));
     }
 
     /// Advances simulated time to `t_ns` (never back).
