@@ -279,6 +279,7 @@ impl<const N: usize> Simulator<N> {
             busy_cycles: 0,
             fast: true,
             lean_arrivals: true,
+            any_blocked: false,
             other_wake: 0,
             wake: 0,
             draining: false,

@@ -189,6 +189,8 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     draining: bool,
     /// Phase 7 of this cycle moved a PHV into a table's input FIFO.
     fed: bool,
+    /// Some table is `blocked` (else there are no skipped stalls to count).
+    any_blocked: bool,
     /// No table feeds another (no edges): a table's releases cannot change
     /// any other table's queues.
     isolated: bool,

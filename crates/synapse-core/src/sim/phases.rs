@@ -134,6 +134,7 @@ impl<const N: usize> Simulator<N> {
         let nt = self.tables.len();
         self.fed = false;
         let mut table_wake = Cycle::MAX;
+        let mut any_blocked = false;
         // (No division for the usual single table.)
         let mut ti = if nt > 1 { now as usize % nt } else { 0 };
         for _ in 0..nt {
@@ -146,6 +147,7 @@ impl<const N: usize> Simulator<N> {
             // a release; any other waiting head retries next cycle.
             t.blocked = !t.input.is_empty() && !t.vmu.has_room();
             t.stall_from = soon;
+            any_blocked |= t.blocked;
             busy |= !t.input.is_empty() && !t.blocked;
             if t.vmu.head_ready() {
                 // Released next cycle, or once a run released ahead is out.
@@ -156,6 +158,7 @@ impl<const N: usize> Simulator<N> {
             }
             ti = if ti + 1 == nt { 0 } else { ti + 1 };
         }
+        self.any_blocked = any_blocked;
         busy |= table_wake <= soon;
         // A release may have fed a table already visited in this loop: its
         // input is not empty, so the next cycle must be stepped.
@@ -249,6 +252,7 @@ impl<const N: usize> Simulator<N> {
                 let t = &mut self.tables[ti];
                 t.blocked = !t.input.is_empty() && !t.vmu.has_room();
                 t.stall_from = soon;
+                self.any_blocked |= t.blocked;
                 busy |= !t.input.is_empty() && !t.blocked;
                 if t.vmu.head_ready() {
                     other = other.min(t.release_free.max(soon));

@@ -91,6 +91,9 @@ impl<const N: usize> Simulator<N> {
     /// Counts a stall for every cycle skipped while a table's input head
     /// waited for room in its PHV buffer (as a stepped cycle would have).
     fn count_skipped_stalls(&mut self) {
+        if !self.any_blocked {
+            return;
+        }
         let now = self.now;
         for t in &mut self.tables {
             if t.blocked {
