@@ -280,6 +280,7 @@ impl<const N: usize> Simulator<N> {
             fast: true,
             lean_arrivals: true,
             any_blocked: false,
+            lookup_done: false,
             other_wake: 0,
             wake: 0,
             draining: false,

@@ -189,6 +189,9 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     draining: bool,
     /// Phase 7 of this cycle moved a PHV into a table's input FIFO.
     fed: bool,
+    /// The clock stopped at a cycle whose memory completions, already
+    /// done, finished a lookup (`run.rs`): it must be stepped.
+    lookup_done: bool,
     /// Some table is `blocked` (else there are no skipped stalls to count).
     any_blocked: bool,
     /// No table feeds another (no edges): a table's releases cannot change

@@ -29,17 +29,10 @@ impl<const N: usize> Simulator<N> {
             // Before the last step's wake-up cycle only an arrival or a
             // finished lookup can give a stepped cycle something to do; a
             // memory read in the middle of a walk just issues the next one.
-            let mut step = now >= self.wake;
-            while let Some((_, ev)) = self.engine.pop_until(now) {
-                match ev {
-                    Ev::MemDone(slot) => {
-                        let engine = &mut self.engine;
-                        step |= self.elu.access_done(now, slot, &mut self.hbm, &mut |c, s| {
-                            engine.schedule(c, Ev::MemDone(s))
-                        });
-                    }
-                }
-            }
+            // (A lookup may have finished at this cycle already, while the
+            // clock moved here: see below.)
+            let mut step = now >= self.wake || std::mem::take(&mut self.lookup_done);
+            step |= self.memory_done(now);
             let mut arrived = false;
             while let Some((c, a)) = self.next_arrival {
                 if c > now {
@@ -74,10 +67,21 @@ impl<const N: usize> Simulator<N> {
                 if let Some((c, _)) = self.next_arrival {
                     next = next.min(c);
                 }
-                if let Some(c) = self.engine.peek() {
-                    next = next.min(c);
-                }
                 next = next.min(self.updates_due());
+                // Memory completions before then that only issue a walk's
+                // next read need no visit of this loop each: the first one
+                // that finishes a lookup stops the clock at its cycle (a
+                // step). Nothing else happens in between.
+                while let Some(c) = self.engine.peek() {
+                    if c >= next {
+                        break;
+                    }
+                    if self.memory_done(c) {
+                        self.lookup_done = true;
+                        next = c;
+                        break;
+                    }
+                }
                 next.max(now + 1)
             };
         }
@@ -86,6 +90,24 @@ impl<const N: usize> Simulator<N> {
             self.close_window();
         }
         self.settle_answers(until);
+    }
+
+    /// Phase 1's memory completions due at `now`; returns whether one
+    /// finished a lookup (an intermediate read only issues the next one).
+    #[inline]
+    fn memory_done(&mut self, now: Cycle) -> bool {
+        let mut done = false;
+        while let Some((_, ev)) = self.engine.pop_until(now) {
+            match ev {
+                Ev::MemDone(slot) => {
+                    let engine = &mut self.engine;
+                    done |= self.elu.access_done(now, slot, &mut self.hbm, &mut |c, s| {
+                        engine.schedule(c, Ev::MemDone(s))
+                    });
+                }
+            }
+        }
+        done
     }
 
     /// Counts a stall for every cycle skipped while a table's input head
