@@ -195,6 +195,15 @@ impl<const N: usize> Elu<N> {
         sched(done, slot as u32);
     }
 
+    /// [`Elu::tick`] at `now` would do something: a miss-queue head is
+    /// ready and the ORB has room, or an entry waits for a free lookup
+    /// slot. Otherwise the tick is a no-op, and the caller can skip it.
+    #[inline]
+    pub fn can_tick(&self, now: Cycle) -> bool {
+        (self.issued < self.len && self.walking < self.config.lookup_slots.max(1) as usize)
+            || (self.len < self.orb.len() && self.miss_q.front().is_some_and(|&(ready, _)| ready <= now))
+    }
+
     /// One cycle: (1) register the miss-queue head in the ORB if it has room;
     /// (2) hand the entry at the issue pointer to the lookup module if a slot
     /// is free, issuing its first memory read. `sched(cycle, slot)` asks to be
@@ -455,7 +464,12 @@ mod tests {
             if now % 37 == 0 && now < 400 && elu.can_enqueue() {
                 elu.enqueue(now, miss(now, 1 + (now % 4) as u32, (now % 3) as u32));
             }
+            // A tick `can_tick` rules out changes nothing.
+            let before = (elu.len, elu.issued, elu.walking, elu.miss_q.len(), elu.port_free, events.len());
+            let can = elu.can_tick(now);
             elu.tick(now, &mut h, &walkers, &mut |c, s| events.push((c, s)));
+            let after = (elu.len, elu.issued, elu.walking, elu.miss_q.len(), elu.port_free, events.len());
+            assert!(can || before == after, "at {now}: {before:?} -> {after:?}");
             bounds.push((now, elu.quiet_until(now)));
         }
         assert!(commits.len() > 5);

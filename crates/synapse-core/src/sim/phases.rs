@@ -113,8 +113,9 @@ impl<const N: usize> Simulator<N> {
             }
         }
         busy |= !self.direct.is_empty();
-        // 6. ELU registers and starts lookups (nothing to do while empty).
-        if elu_busy || !self.elu.is_empty() {
+        // 6. ELU registers and starts lookups (when it has something to
+        // register or start).
+        if self.elu.can_tick(now) {
             let engine = &mut self.engine;
             self.elu
                 .tick(now, &mut self.hbm, &self.walkers, &mut |c, s| {

@@ -20,6 +20,10 @@ impl<const N: usize> Simulator<N> {
         self.until = until;
         // The embedding may have changed things since (assign, updates).
         self.wake = 0;
+        // Arrival-only cycles without a full step (`arrival_step`): not
+        // with rule updates, a recording or explicit routes (none of which
+        // starts during a run).
+        let lean = self.lean_arrivals && self.updates.is_none() && self.rec.is_none() && self.routes.is_none();
         while self.now < until {
             self.count_skipped_stalls();
             while self.now >= self.window_end {
@@ -46,9 +50,7 @@ impl<const N: usize> Simulator<N> {
                 self.run_updates(now);
                 step = true;
             }
-            if arrived && !step && self.lean_arrivals
-                && self.updates.is_none() && self.rec.is_none() && self.routes.is_none() && !self.draining
-            {
+            if arrived && !step && lean && !self.draining {
                 // Only the arrivals can move anything this cycle (the
                 // request producers they feed; next_arrival is already the
                 // next one, as hit_ahead needs).
