@@ -18,7 +18,8 @@ use crate::rules::MAX_FIELDS;
 use super::Cycle;
 use crate::classify::{Match, MemAccess, MemoryWalk};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
+use super::fifo::Fifo;
+use crate::rules::Key;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -74,7 +75,7 @@ pub struct Elu<const N: usize = MAX_FIELDS> {
     pub config: Config,
     /// The pipeline clock, for memory times in picoseconds.
     clock: super::PsClock,
-    miss_q: VecDeque<(Cycle, MissRequest<N>)>,
+    miss_q: Fifo<(Cycle, MissRequest<N>)>,
     orb: Vec<Option<Entry<N>>>,
     /// Oldest entry (the commit pointer).
     head: usize,
@@ -100,7 +101,10 @@ impl<const N: usize> Elu<N> {
         let n = config.orb_entries.max(1) as usize;
         Elu {
             clock: super::PsClock::new(1e6 / clock_mhz),
-            miss_q: VecDeque::new(),
+            miss_q: Fifo::new(
+                config.miss_queue.max(1) as usize,
+                (0, MissRequest { table: 0, tag: 0, key: Key([0; N]), pmu: None }),
+            ),
             orb: (0..n).map(|_| None).collect(),
             head: 0,
             len: 0,

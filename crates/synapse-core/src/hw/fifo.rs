@@ -72,6 +72,19 @@ impl<T: Copy> Fifo<T> {
     pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
         (i < self.len).then(|| self.slot_mut(self.head + i))
     }
+    /// Inserts `x` at position `i` from the front (`i <= len`), moving
+    /// the entries behind it back by one.
+    pub fn insert(&mut self, i: usize, x: T) {
+        assert!(i <= self.len, "fifo insert at {i} of {} entries", self.len);
+        self.push_back(x);
+        let mut j = self.len - 1;
+        while j > i {
+            let prev = *self.slot(self.head + j - 1);
+            *self.slot_mut(self.head + j) = prev;
+            j -= 1;
+        }
+        *self.slot_mut(self.head + i) = x;
+    }
     pub fn clear(&mut self) {
         self.head = 0;
         self.len = 0;
@@ -137,7 +150,12 @@ mod tests {
         let mut r: Fifo<u64> = Fifo::new(3, 0);
         let mut q: VecDeque<u64> = VecDeque::new();
         for step in 0..20_000u64 {
-            match rng.gen_range(0..10) {
+            match rng.gen_range(0..11) {
+                10 => {
+                    let i = rng.gen_range(0..=q.len());
+                    r.insert(i, step);
+                    q.insert(i, step);
+                }
                 0..=4 => {
                     r.push_back(step);
                     q.push_back(step);

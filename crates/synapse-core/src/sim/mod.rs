@@ -94,9 +94,17 @@ struct Phv {
     arrived: Cycle,
 }
 
+#[derive(Clone, Copy)]
 enum Ev {
     /// An HBM read of the ORB entry completed.
     MemDone(u32),
+}
+
+impl Default for Ev {
+    /// A filler for the event queue's empty slots (never read).
+    fn default() -> Ev {
+        Ev::MemDone(u32::MAX)
+    }
 }
 
 struct Table<const N: usize> {
