@@ -49,20 +49,25 @@ impl<E: Copy + Default> Engine<E> {
         let c = cycle.max(self.now);
         let n = self.queue.len();
         if n > 0 && self.queue[n - 1].0 > c {
-            // The first event of a later cycle (binary search).
-            let (mut lo, mut hi) = (0, n - 1);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if self.queue[mid].0 <= c {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            self.queue.insert(lo, (c, ev));
+            self.insert(c, ev);
         } else {
             self.queue.push_back((c, ev));
         }
+    }
+    /// `schedule` before the last event: in front of the first event of a
+    /// later cycle (binary search).
+    #[cold]
+    fn insert(&mut self, c: Cycle, ev: E) {
+        let (mut lo, mut hi) = (0, self.queue.len() - 1);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.queue[mid].0 <= c {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        self.queue.insert(lo, (c, ev));
     }
     /// Cycle of the next event.
     #[inline]
