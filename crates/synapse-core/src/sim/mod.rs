@@ -36,6 +36,11 @@
 //! waiting on memory do not force a step (the skipped cycles' stalls are
 //! added at the next step, and the clock stops at each window end).
 //!
+//! Cycles that are not stepped cost little too: one that only brings
+//! arrivals before the wake-up cycle runs just the fed tables' request
+//! producers (`arrival_step`), and memory reads in the middle of a walk
+//! are issued while the clock jumps, without a visit of the clock loop.
+//!
 //! Where things are: `build.rs` builds a simulator from a [`Config`];
 //! `run.rs` is the clock (phase 1, idle jumps, window closing); `phases.rs`
 //! is one stepped cycle (phases 2–8); `api.rs` is what the embedding reads
