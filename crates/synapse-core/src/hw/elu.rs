@@ -18,7 +18,8 @@ use crate::rules::MAX_FIELDS;
 use super::Cycle;
 use crate::classify::{Match, MemAccess, MemoryWalk};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
+use super::fifo::Fifo;
+use crate::rules::Key;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -72,9 +73,9 @@ struct Entry<const N: usize> {
 /// The ELU of keys of `N` words (default: the 8-word key).
 pub struct Elu<const N: usize = MAX_FIELDS> {
     pub config: Config,
-    /// Picoseconds per pipeline cycle.
-    cycle_ps: f64,
-    miss_q: VecDeque<(Cycle, MissRequest<N>)>,
+    /// The pipeline clock, for memory times in picoseconds.
+    clock: super::PsClock,
+    miss_q: Fifo<(Cycle, MissRequest<N>)>,
     orb: Vec<Option<Entry<N>>>,
     /// Oldest entry (the commit pointer).
     head: usize,
@@ -99,8 +100,11 @@ impl<const N: usize> Elu<N> {
     pub fn new(config: Config, tables: usize, clock_mhz: f64) -> Elu<N> {
         let n = config.orb_entries.max(1) as usize;
         Elu {
-            cycle_ps: 1e6 / clock_mhz,
-            miss_q: VecDeque::new(),
+            clock: super::PsClock::new(1e6 / clock_mhz),
+            miss_q: Fifo::new(
+                config.miss_queue.max(1) as usize,
+                (0, MissRequest { table: 0, tag: 0, key: Key([0; N]), pmu: None }),
+            ),
             orb: (0..n).map(|_| None).collect(),
             head: 0,
             len: 0,
@@ -183,16 +187,25 @@ impl<const N: usize> Elu<N> {
         hbm: &mut Hbm,
         sched: &mut impl FnMut(Cycle, u32),
     ) {
-        let e = self.orb[slot].as_mut().unwrap();
-        let a = e.accesses[e.next];
         let at = now.max(self.port_free);
         self.port_free = at + 1;
-        // `as i64`: one instruction, the same value for times below 2^63 ps.
-        let done_ps = hbm.read((at as f64 * self.cycle_ps) as i64 as u64, a.bank, a.bytes);
+        let clock = self.clock;
+        let e = self.orb[slot].as_mut().unwrap();
+        let a = e.accesses[e.next];
+        let done_ps = hbm.read(clock.to_ps(at), a.bank, a.bytes);
         self.bytes[e.miss.table as usize] += hbm.charged(a.bytes);
-        let done = super::ceil_cycles((done_ps as f64 / self.cycle_ps) - 1e-9).max(at + 1);
-        self.orb[slot].as_mut().unwrap().due = done;
+        let done = clock.ceil(done_ps).max(at + 1);
+        e.due = done;
         sched(done, slot as u32);
+    }
+
+    /// [`Elu::tick`] at `now` would do something: a miss-queue head is
+    /// ready and the ORB has room, or an entry waits for a free lookup
+    /// slot. Otherwise the tick is a no-op, and the caller can skip it.
+    #[inline]
+    pub fn can_tick(&self, now: Cycle) -> bool {
+        (self.issued < self.len && self.walking < self.config.lookup_slots.max(1) as usize)
+            || (self.len < self.orb.len() && self.miss_q.front().is_some_and(|&(ready, _)| ready <= now))
     }
 
     /// One cycle: (1) register the miss-queue head in the ORB if it has room;
@@ -455,7 +468,12 @@ mod tests {
             if now % 37 == 0 && now < 400 && elu.can_enqueue() {
                 elu.enqueue(now, miss(now, 1 + (now % 4) as u32, (now % 3) as u32));
             }
+            // A tick `can_tick` rules out changes nothing.
+            let before = (elu.len, elu.issued, elu.walking, elu.miss_q.len(), elu.port_free, events.len());
+            let can = elu.can_tick(now);
             elu.tick(now, &mut h, &walkers, &mut |c, s| events.push((c, s)));
+            let after = (elu.len, elu.issued, elu.walking, elu.miss_q.len(), elu.port_free, events.len());
+            assert!(can || before == after, "at {now}: {before:?} -> {after:?}");
             bounds.push((now, elu.quiet_until(now)));
         }
         assert!(commits.len() > 5);

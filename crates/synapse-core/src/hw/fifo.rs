@@ -41,7 +41,7 @@ impl<T: Copy> Fifo<T> {
         if self.len == 0 {
             None
         } else {
-            Some(&self.buf[self.head])
+            Some(self.slot(self.head))
         }
     }
     #[inline]
@@ -49,7 +49,7 @@ impl<T: Copy> Fifo<T> {
         if self.len == 0 {
             return None;
         }
-        let x = self.buf[self.head];
+        let x = *self.slot(self.head);
         self.head = (self.head + 1) & self.mask;
         self.len -= 1;
         Some(x)
@@ -59,25 +59,53 @@ impl<T: Copy> Fifo<T> {
         if self.len == self.buf.len() {
             self.grow();
         }
-        let i = (self.head + self.len) & self.mask;
-        self.buf[i] = x;
+        let i = self.head + self.len;
+        *self.slot_mut(i) = x;
         self.len += 1;
     }
     /// The `i`-th entry from the front.
     #[inline]
     pub fn get(&self, i: usize) -> Option<&T> {
-        (i < self.len).then(|| &self.buf[(self.head + i) & self.mask])
+        (i < self.len).then(|| self.slot(self.head + i))
     }
     #[inline]
     pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
-        (i < self.len).then(|| &mut self.buf[(self.head + i) & self.mask])
+        (i < self.len).then(|| self.slot_mut(self.head + i))
+    }
+    /// Inserts `x` at position `i` from the front (`i <= len`), moving
+    /// the entries behind it back by one.
+    pub fn insert(&mut self, i: usize, x: T) {
+        assert!(i <= self.len, "fifo insert at {i} of {} entries", self.len);
+        self.push_back(x);
+        let mut j = self.len - 1;
+        while j > i {
+            let prev = *self.slot(self.head + j - 1);
+            *self.slot_mut(self.head + j) = prev;
+            j -= 1;
+        }
+        *self.slot_mut(self.head + i) = x;
     }
     pub fn clear(&mut self) {
         self.head = 0;
         self.len = 0;
     }
     pub fn iter(&self) -> impl Iterator<Item = &T> + '_ {
-        (0..self.len).map(move |i| &self.buf[(self.head + i) & self.mask])
+        (0..self.len).map(move |i| self.slot(self.head + i))
+    }
+
+    /// The buffer slot of position `i` (wrapped by the mask).
+    #[inline]
+    fn slot(&self, i: usize) -> &T {
+        // SAFETY: `mask == buf.len() - 1` (a power of two, at least 1 slot:
+        // set together in `new` and `grow`), so `i & mask < buf.len()`.
+        // The bounds check would be a compare and a branch on every queue
+        // access of the simulator's hot path.
+        unsafe { self.buf.get_unchecked(i & self.mask) }
+    }
+    #[inline]
+    fn slot_mut(&mut self, i: usize) -> &mut T {
+        // SAFETY: as in `slot`.
+        unsafe { self.buf.get_unchecked_mut(i & self.mask) }
     }
 
     #[cold]
@@ -98,7 +126,7 @@ impl<T: Copy> std::ops::Index<usize> for Fifo<T> {
     #[inline]
     fn index(&self, i: usize) -> &T {
         assert!(i < self.len, "fifo index {i} out of {} entries", self.len);
-        &self.buf[(self.head + i) & self.mask]
+        self.slot(self.head + i)
     }
 }
 
@@ -106,7 +134,7 @@ impl<T: Copy> std::ops::IndexMut<usize> for Fifo<T> {
     #[inline]
     fn index_mut(&mut self, i: usize) -> &mut T {
         assert!(i < self.len, "fifo index {i} out of {} entries", self.len);
-        &mut self.buf[(self.head + i) & self.mask]
+        self.slot_mut(self.head + i)
     }
 }
 
@@ -122,7 +150,12 @@ mod tests {
         let mut r: Fifo<u64> = Fifo::new(3, 0);
         let mut q: VecDeque<u64> = VecDeque::new();
         for step in 0..20_000u64 {
-            match rng.gen_range(0..10) {
+            match rng.gen_range(0..11) {
+                10 => {
+                    let i = rng.gen_range(0..=q.len());
+                    r.insert(i, step);
+                    q.insert(i, step);
+                }
                 0..=4 => {
                     r.push_back(step);
                     q.push_back(step);

@@ -49,6 +49,20 @@ pub struct Hbm {
     bank_busy_ps: u64,
     bank_free_ps: Vec<u64>,
     chan_free_ps: Vec<u64>,
+    /// Power-of-two channels and banks: `read` finds a bank with masks and
+    /// shifts (`pc_mask`, `pc_bits`, `bank_mask`, `bank_bits`).
+    pow2: bool,
+    pc_mask: usize,
+    pc_bits: u32,
+    bank_mask: usize,
+    bank_bits: u32,
+    /// One burst (`bytes_per_access`) and its transfer time, the usual
+    /// read: not recomputed in floating point every time.
+    burst: u64,
+    burst_ps: u64,
+    /// `burst` is a power of two: whole bursts by a mask (`is_power_of_two`
+    /// is a dozen instructions on the baseline x86-64 target, no popcnt).
+    burst_pow2: bool,
     /// Bytes read since the start.
     pub bytes_read: u64,
     pub accesses: u64,
@@ -58,15 +72,26 @@ impl Hbm {
     pub fn new(t: Timing) -> Hbm {
         let pcs = t.pseudo_channels.max(1) as usize;
         let banks = t.banks.max(1) as usize;
-        Hbm {
+        let burst = t.bytes_per_access.max(1) as u64;
+        let mut h = Hbm {
             latency_ps: (t.latency_ns * 1000.0).round() as u64,
             bank_busy_ps: (t.bank_busy_ns * 1000.0).round() as u64,
             bank_free_ps: vec![0; pcs * banks],
             chan_free_ps: vec![0; pcs],
+            pow2: pcs.is_power_of_two() && banks.is_power_of_two(),
+            pc_mask: pcs - 1,
+            pc_bits: pcs.trailing_zeros(),
+            bank_mask: banks - 1,
+            bank_bits: banks.trailing_zeros(),
+            burst,
+            burst_ps: 0,
+            burst_pow2: burst.is_power_of_two(),
             t,
             bytes_read: 0,
             accesses: 0,
-        }
+        };
+        h.burst_ps = h.transfer_ps(burst);
+        h
     }
 
     pub fn timing(&self) -> &Timing {
@@ -87,34 +112,44 @@ impl Hbm {
     }
 
     /// Bytes actually moved for a read of `bytes`: whole bursts.
+    #[inline]
     pub fn charged(&self, bytes: u32) -> u64 {
-        let bpa = self.t.bytes_per_access.max(1) as u64;
+        let bpa = self.burst;
         let b = bytes.max(1) as u64;
-        if bpa.is_power_of_two() {
+        if self.burst_pow2 {
             return (b + bpa - 1) & !(bpa - 1);
         }
         b.div_ceil(bpa) * bpa
     }
 
-    /// Issues a read at `now_ps`; returns when its last byte arrives.
-    pub fn read(&mut self, now_ps: u64, bank: u16, bytes: u32) -> u64 {
-        let (c, b) = self.locate(bank);
-        let bi = if self.chan_free_ps.len() == 1 {
-            b
+    /// Time on the channel's data bus of a read charged `charged` bytes.
+    fn transfer_ps(&self, charged: u64) -> u64 {
+        // ceil_cycles: `ceil() as u64` without a libm call (same value
+        // below 2^63; a zero peak rate gives infinity, kept as before).
+        let x = charged as f64 * 1000.0 / self.t.peak_gbps;
+        if x < 9.0e18 {
+            super::ceil_cycles(x)
         } else {
-            c * (self.bank_free_ps.len() / self.chan_free_ps.len()) + b
+            x.ceil() as u64
+        }
+    }
+
+    /// Issues a read at `now_ps`; returns when its last byte arrives.
+    #[inline]
+    pub fn read(&mut self, now_ps: u64, bank: u16, bytes: u32) -> u64 {
+        let b = bank as usize;
+        // (channel, index in bank_free_ps): as `locate`, channel-major.
+        let (c, bi) = if self.pow2 {
+            let c = b & self.pc_mask;
+            (c, (c << self.bank_bits) | ((b >> self.pc_bits) & self.bank_mask))
+        } else {
+            let (c, k) = self.locate(bank);
+            (c, c * (self.bank_mask + 1) + k)
         };
         let charged = self.charged(bytes);
         let start = now_ps.max(self.bank_free_ps[bi]);
         self.bank_free_ps[bi] = start + self.bank_busy_ps;
-        // ceil_cycles: `ceil() as u64` without a libm call (same value
-        // below 2^63; a zero peak rate gives infinity, kept as before).
-        let x = charged as f64 * 1000.0 / self.t.peak_gbps;
-        let transfer_ps = if x < 9.0e18 {
-            super::ceil_cycles(x)
-        } else {
-            x.ceil() as u64
-        };
+        let transfer_ps = if charged == self.burst { self.burst_ps } else { self.transfer_ps(charged) };
         // Bus budget: the channel's virtual clock advances by the transfer.
         self.chan_free_ps[c] = self.chan_free_ps[c].max(now_ps) + transfer_ps;
         let done = (start + self.latency_ps + transfer_ps).max(self.chan_free_ps[c]);
@@ -157,6 +192,23 @@ mod tests {
             for bytes in 0..300u32 {
                 let want = (bytes.max(1) as u64).div_ceil(a) * a;
                 assert_eq!(h.charged(bytes), want, "{bpa} {bytes}");
+            }
+        }
+    }
+
+    /// `read`'s bank index (masks, or `locate`) is `locate`'s, channel-major,
+    /// and a burst's cached transfer time is the computed one.
+    #[test]
+    fn read_finds_the_bank_locate_names() {
+        for (pcs, banks, bpa) in [(1, 16, 32), (2, 4, 64), (4, 8, 1), (3, 5, 24), (8, 2, 48)] {
+            let t = Timing { pseudo_channels: pcs, banks, bytes_per_access: bpa, ..Timing::default() };
+            for bank in 0..100u16 {
+                let mut h = Hbm::new(t.clone());
+                h.read(1, bank, bpa);
+                let (c, b) = h.locate(bank);
+                let busy: Vec<usize> = (0..h.bank_free_ps.len()).filter(|&i| h.bank_free_ps[i] != 0).collect();
+                assert_eq!(busy, vec![c * banks as usize + b], "{pcs} {banks} {bank}");
+                assert_eq!(h.burst_ps, h.transfer_ps(h.charged(bpa)));
             }
         }
     }

@@ -250,6 +250,7 @@ impl<const N: usize> Simulator<N> {
         let window = ((config.window_ns * 1000.0 / cycle_ps).round() as Cycle).max(1);
         let mut sim = Simulator {
             cycle_ps,
+            clock: crate::hw::PsClock::new(cycle_ps),
             now: 0,
             net: Network::new(config.interconnect.clone(), pmu_count),
             bus: SharedBus::new(1),
@@ -277,6 +278,10 @@ impl<const N: usize> Simulator<N> {
             keys_done: 0,
             busy_cycles: 0,
             fast: true,
+            lean_arrivals: true,
+            any_blocked: false,
+            lookup_done: false,
+            other_wake: 0,
             wake: 0,
             draining: false,
             fed: false,

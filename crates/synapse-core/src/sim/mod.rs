@@ -36,6 +36,11 @@
 //! waiting on memory do not force a step (the skipped cycles' stalls are
 //! added at the next step, and the clock stops at each window end).
 //!
+//! Cycles that are not stepped cost little too: one that only brings
+//! arrivals before the wake-up cycle runs just the fed tables' request
+//! producers (`arrival_step`), and memory reads in the middle of a walk
+//! are issued while the clock jumps, without a visit of the clock loop.
+//!
 //! Where things are: `build.rs` builds a simulator from a [`Config`];
 //! `run.rs` is the clock (phase 1, idle jumps, window closing); `phases.rs`
 //! is one stepped cycle (phases 2–8); `api.rs` is what the embedding reads
@@ -94,9 +99,17 @@ struct Phv {
     arrived: Cycle,
 }
 
+#[derive(Clone, Copy)]
 enum Ev {
     /// An HBM read of the ORB entry completed.
     MemDone(u32),
+}
+
+impl Default for Ev {
+    /// A filler for the event queue's empty slots (never read).
+    fn default() -> Ev {
+        Ev::MemDone(u32::MAX)
+    }
 }
 
 struct Table<const N: usize> {
@@ -131,6 +144,8 @@ struct Table<const N: usize> {
 pub struct Simulator<const N: usize = MAX_FIELDS> {
     pub config: Config,
     cycle_ps: f64,
+    /// The same period, for arrival times in picoseconds.
+    clock: crate::hw::PsClock,
     now: Cycle,
     tables: Vec<Table<N>>,
     walkers: Vec<Box<dyn MemoryWalk<N> + Send>>,
@@ -179,10 +194,19 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     /// Uncontended CAM hits are resolved as one event (`hit_ahead` in
     /// `phases.rs`); off only to test that against the stepped model.
     fast: bool,
+    /// Cycles that bring only arrivals before the wake-up cycle run just
+    /// the fed tables' request producers (`arrival_step` in `phases.rs`);
+    /// off only to test that against full steps.
+    lean_arrivals: bool,
     /// Some PMU may be transient.
     draining: bool,
     /// Phase 7 of this cycle moved a PHV into a table's input FIFO.
     fed: bool,
+    /// The clock stopped at a cycle whose memory completions, already
+    /// done, finished a lookup (`run.rs`): it must be stepped.
+    lookup_done: bool,
+    /// Some table is `blocked` (else there are no skipped stalls to count).
+    any_blocked: bool,
     /// No table feeds another (no edges): a table's releases cannot change
     /// any other table's queues.
     isolated: bool,
@@ -191,6 +215,9 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     /// What the last stepped cycle returned: no queue can move before it
     /// unless an arrival comes or a lookup finishes (see `run.rs`).
     wake: Cycle,
+    /// The part of `wake` that is not the PMUs' (`pmu_min_wake`): the
+    /// tables', the ELU's and the bus's, as of the last non-busy step.
+    other_wake: Cycle,
     /// Explicit per-PHV routes (`routed.rs`) instead of CFG probabilities.
     routes: Option<routed::Routes>,
     /// The rule sets the tables were built from (rule updates start there).

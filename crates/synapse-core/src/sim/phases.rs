@@ -113,8 +113,9 @@ impl<const N: usize> Simulator<N> {
             }
         }
         busy |= !self.direct.is_empty();
-        // 6. ELU registers and starts lookups (nothing to do while empty).
-        if elu_busy || !self.elu.is_empty() {
+        // 6. ELU registers and starts lookups (when it has something to
+        // register or start).
+        if self.elu.can_tick(now) {
             let engine = &mut self.engine;
             self.elu
                 .tick(now, &mut self.hbm, &self.walkers, &mut |c, s| {
@@ -134,6 +135,7 @@ impl<const N: usize> Simulator<N> {
         let nt = self.tables.len();
         self.fed = false;
         let mut table_wake = Cycle::MAX;
+        let mut any_blocked = false;
         // (No division for the usual single table.)
         let mut ti = if nt > 1 { now as usize % nt } else { 0 };
         for _ in 0..nt {
@@ -146,6 +148,7 @@ impl<const N: usize> Simulator<N> {
             // a release; any other waiting head retries next cycle.
             t.blocked = !t.input.is_empty() && !t.vmu.has_room();
             t.stall_from = soon;
+            any_blocked |= t.blocked;
             busy |= !t.input.is_empty() && !t.blocked;
             if t.vmu.head_ready() {
                 // Released next cycle, or once a run released ahead is out.
@@ -156,6 +159,7 @@ impl<const N: usize> Simulator<N> {
             }
             ti = if ti + 1 == nt { 0 } else { ti + 1 };
         }
+        self.any_blocked = any_blocked;
         busy |= table_wake <= soon;
         // A release may have fed a table already visited in this loop: its
         // input is not empty, so the next cycle must be stepped.
@@ -185,29 +189,108 @@ impl<const N: usize> Simulator<N> {
         // PMUs (including those that got requests in phase 7) wake when
         // their next request or CAM result is due.
         if self.pmu_min_wake <= now {
-            let mut wake = Cycle::MAX;
-            for wi in 0..self.pmu_active.len() {
-                let mut bits = self.pmu_active[wi];
-                while bits != 0 {
-                    let b = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    let pi = wi * 64 + b;
-                    let w = &mut self.pmu_wake[pi];
-                    if *w <= now {
-                        *w = self.pmus[pi].next_event(now).unwrap_or(Cycle::MAX);
-                        if *w == Cycle::MAX {
-                            self.pmu_active[wi] &= !(1u64 << b);
-                        }
+            self.rescan_pmus(now);
+        }
+        self.other_wake = table_wake.min(elu_wake).min(bus_wake);
+        self.pmu_min_wake.min(self.other_wake)
+    }
+
+    /// Asks every PMU touched since the last scan for its wake cycle and
+    /// sets `pmu_min_wake` to the least.
+    fn rescan_pmus(&mut self, now: Cycle) {
+        let mut wake = Cycle::MAX;
+        for wi in 0..self.pmu_active.len() {
+            let mut bits = self.pmu_active[wi];
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let pi = wi * 64 + b;
+                let w = &mut self.pmu_wake[pi];
+                if *w <= now {
+                    *w = self.pmus[pi].next_event(now).unwrap_or(Cycle::MAX);
+                    if *w == Cycle::MAX {
+                        self.pmu_active[wi] &= !(1u64 << b);
                     }
-                    wake = wake.min(*w);
+                }
+                wake = wake.min(*w);
+            }
+        }
+        self.pmu_min_wake = wake;
+    }
+
+    /// A cycle before the last step's wake-up cycle (`self.wake`) that
+    /// brings only arrivals, in place of [`Simulator::tick`]. Until then
+    /// phases 2-6 would do nothing, and phase 7 would do nothing in a table
+    /// whose input FIFO was empty (its release is not due) or whose head is
+    /// `blocked` (the stall is counted as for a skipped cycle): so only the
+    /// request producers of the tables just fed act, in the same round
+    /// robin order. The wake-up cycle is then the last one with what those
+    /// requests changed: their tables' heads and the PMUs they touched
+    /// (asked again directly, without a scan of the other PMUs). The
+    /// caller checks that no rule update, recording, explicit route or
+    /// draining PMU is about.
+    pub(super) fn arrival_step(&mut self, now: Cycle) -> Cycle {
+        let soon = now + 1;
+        let old_min = self.pmu_min_wake;
+        let mut other = self.other_wake;
+        let mut busy = false;
+        // The PMUs the requests went to, with their wake cycles before.
+        let mut touched = [(0usize, 0 as Cycle); 4];
+        let mut n_touched = 0;
+        let nt = self.tables.len();
+        let mut ti = if nt > 1 { now as usize % nt } else { 0 };
+        for _ in 0..nt {
+            let t = &mut self.tables[ti];
+            if !t.input.is_empty() && !t.blocked {
+                t.vmu.settle(now, u32::MAX);
+                debug_assert!(!t.vmu.head_ready() || now < t.release_free, "a release was due");
+                if let Some(tp) = self.request(now, ti) {
+                    if n_touched < touched.len() {
+                        touched[n_touched] = tp;
+                    }
+                    n_touched += 1;
+                }
+                let t = &mut self.tables[ti];
+                t.blocked = !t.input.is_empty() && !t.vmu.has_room();
+                t.stall_from = soon;
+                self.any_blocked |= t.blocked;
+                busy |= !t.input.is_empty() && !t.blocked;
+                if t.vmu.head_ready() {
+                    other = other.min(t.release_free.max(soon));
+                } else if let Some(at) = t.vmu.head_due() {
+                    other = other.min(at.max(t.release_free).max(soon));
                 }
             }
-            self.pmu_min_wake = wake;
+            ti = if ti + 1 == nt { 0 } else { ti + 1 };
         }
-        self.pmu_min_wake
-            .min(table_wake)
-            .min(elu_wake)
-            .min(bus_wake)
+        if busy || !self.direct.is_empty() {
+            // As tick: the touched PMUs are asked at the next step.
+            return soon;
+        }
+        if n_touched > touched.len() {
+            self.rescan_pmus(now);
+        } else {
+            let mut min = old_min;
+            let mut rescan = false;
+            for &(pu, was) in &touched[..n_touched] {
+                debug_assert!(was > now);
+                let w = self.pmus[pu].next_event(now).unwrap_or(Cycle::MAX);
+                self.pmu_wake[pu] = w;
+                if w == Cycle::MAX {
+                    self.pmu_active[pu / 64] &= !(1u64 << (pu % 64));
+                }
+                // The earliest PMU now wakes later: the least is not known.
+                rescan |= w > was && was <= old_min;
+                min = min.min(w);
+            }
+            if rescan {
+                self.rescan_pmus(now);
+            } else {
+                self.pmu_min_wake = min;
+            }
+        }
+        self.other_wake = other;
+        self.pmu_min_wake.min(other)
     }
 
     /// A PMU changed from outside its tick: tick it at the next stepped cycle.
@@ -374,12 +457,14 @@ impl<const N: usize> Simulator<N> {
         self.tables[ti].release_free = at;
     }
 
-    fn request(&mut self, now: Cycle, ti: usize) {
+    /// Phase 7's request producer of table `ti`. Returns the PMU it sent a
+    /// request to, with that PMU's wake cycle from before (`arrival_step`).
+    fn request(&mut self, now: Cycle, ti: usize) -> Option<(usize, Cycle)> {
         let t = &mut self.tables[ti];
-        let Some(&phv) = t.input.front() else { return };
+        let Some(&phv) = t.input.front() else { return None };
         if !t.vmu.has_room() {
             t.win.stalls += 1;
-            return;
+            return None;
         }
         let flow = phv.flow;
         let mut stamp = 0;
@@ -416,11 +501,12 @@ impl<const N: usize> Simulator<N> {
             let pu = p as usize;
             if !self.pmus[pu].can_accept(now) || !self.net.try_send(now, pu) {
                 t.win.stalls += 1;
-                return;
+                return None;
             }
             t.input.pop_front();
             let tag = t.vmu.issue(phv.id, flow, phv.arrived, now);
             // touch_pmu (the table is borrowed).
+            let was = self.pmu_wake[pu];
             self.pmu_wake[pu] = 0;
             self.pmu_min_wake = 0;
             self.pmu_active[pu / 64] |= 1u64 << (pu % 64);
@@ -439,10 +525,11 @@ impl<const N: usize> Simulator<N> {
             if ahead {
                 self.hit_ahead(now, ti, pu, tag);
             }
-            return;
+            return Some((pu, was));
         }
         let t = &mut self.tables[ti];
         t.win.fifo_max = t.win.fifo_max.max(t.vmu.occupancy() as u64);
+        None
     }
 
     /// Settles every table's answers delivered ahead before `before`

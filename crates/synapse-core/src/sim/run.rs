@@ -6,12 +6,7 @@ use super::*;
 
 impl<const N: usize> Simulator<N> {
     pub(super) fn pull_arrival(&mut self) {
-        self.next_arrival = self.source.next().map(|a| {
-            (
-                crate::hw::ceil_cycles((a.t_ps as f64 / self.cycle_ps) - 1e-9),
-                a,
-            )
-        });
+        self.next_arrival = self.source.next().map(|a| (self.clock.ceil(a.t_ps), a));
     }
 
     /// Advances simulated time to `t_ns` (never back).
@@ -25,6 +20,10 @@ impl<const N: usize> Simulator<N> {
         self.until = until;
         // The embedding may have changed things since (assign, updates).
         self.wake = 0;
+        // Arrival-only cycles without a full step (`arrival_step`): not
+        // with rule updates, a recording or explicit routes (none of which
+        // starts during a run).
+        let lean = self.lean_arrivals && self.updates.is_none() && self.rec.is_none() && self.routes.is_none();
         while self.now < until {
             self.count_skipped_stalls();
             while self.now >= self.window_end {
@@ -34,22 +33,16 @@ impl<const N: usize> Simulator<N> {
             // Before the last step's wake-up cycle only an arrival or a
             // finished lookup can give a stepped cycle something to do; a
             // memory read in the middle of a walk just issues the next one.
-            let mut step = now >= self.wake;
-            while let Some((_, ev)) = self.engine.pop_until(now) {
-                match ev {
-                    Ev::MemDone(slot) => {
-                        let engine = &mut self.engine;
-                        step |= self.elu.access_done(now, slot, &mut self.hbm, &mut |c, s| {
-                            engine.schedule(c, Ev::MemDone(s))
-                        });
-                    }
-                }
-            }
+            // (A lookup may have finished at this cycle already, while the
+            // clock moved here: see below.)
+            let mut step = now >= self.wake || std::mem::take(&mut self.lookup_done);
+            step |= self.memory_done(now);
+            let mut arrived = false;
             while let Some((c, a)) = self.next_arrival {
                 if c > now {
                     break;
                 }
-                step = true;
+                arrived = true;
                 self.arrive(now, a);
                 self.pull_arrival();
             }
@@ -57,7 +50,12 @@ impl<const N: usize> Simulator<N> {
                 self.run_updates(now);
                 step = true;
             }
-            if step {
+            if arrived && !step && lean && !self.draining {
+                // Only the arrivals can move anything this cycle (the
+                // request producers they feed; next_arrival is already the
+                // next one, as hit_ahead needs).
+                self.wake = self.arrival_step(now);
+            } else if step || arrived {
                 self.wake = self.tick(now);
                 self.busy_cycles += 1;
             }
@@ -71,10 +69,21 @@ impl<const N: usize> Simulator<N> {
                 if let Some((c, _)) = self.next_arrival {
                     next = next.min(c);
                 }
-                if let Some(c) = self.engine.peek() {
-                    next = next.min(c);
-                }
                 next = next.min(self.updates_due());
+                // Memory completions before then that only issue a walk's
+                // next read need no visit of this loop each: the first one
+                // that finishes a lookup stops the clock at its cycle (a
+                // step). Nothing else happens in between.
+                while let Some(c) = self.engine.peek() {
+                    if c >= next {
+                        break;
+                    }
+                    if self.memory_done(c) {
+                        self.lookup_done = true;
+                        next = c;
+                        break;
+                    }
+                }
                 next.max(now + 1)
             };
         }
@@ -85,9 +94,30 @@ impl<const N: usize> Simulator<N> {
         self.settle_answers(until);
     }
 
+    /// Phase 1's memory completions due at `now`; returns whether one
+    /// finished a lookup (an intermediate read only issues the next one).
+    #[inline]
+    fn memory_done(&mut self, now: Cycle) -> bool {
+        let mut done = false;
+        while let Some((_, ev)) = self.engine.pop_until(now) {
+            match ev {
+                Ev::MemDone(slot) => {
+                    let engine = &mut self.engine;
+                    done |= self.elu.access_done(now, slot, &mut self.hbm, &mut |c, s| {
+                        engine.schedule(c, Ev::MemDone(s))
+                    });
+                }
+            }
+        }
+        done
+    }
+
     /// Counts a stall for every cycle skipped while a table's input head
     /// waited for room in its PHV buffer (as a stepped cycle would have).
     fn count_skipped_stalls(&mut self) {
+        if !self.any_blocked {
+            return;
+        }
         let now = self.now;
         for t in &mut self.tables {
             if t.blocked {

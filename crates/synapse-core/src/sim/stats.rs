@@ -5,9 +5,34 @@ use crate::hw::Cycle;
 
 /// Histogram with 8 linear sub-buckets per power of two: exact below 16,
 /// within 12.5 % above.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// `counts` holds the buckets up to the highest one used (the rest are
+/// zero): a window's histogram is a few hundred bytes, not the 4 KB of
+/// all buckets a fresh one would zero at every window close. Equality and
+/// `Debug` are those of all buckets.
+#[derive(Clone)]
 pub struct LogHist {
     pub counts: Vec<u64>,
+}
+
+impl PartialEq for LogHist {
+    fn eq(&self, o: &LogHist) -> bool {
+        let n = self.counts.len().max(o.counts.len());
+        (0..n).all(|b| self.counts.get(b).unwrap_or(&0) == o.counts.get(b).unwrap_or(&0))
+    }
+}
+
+impl std::fmt::Debug for LogHist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        struct All<'a>(&'a [u64]);
+        impl std::fmt::Debug for All<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let zeros = std::iter::repeat(&0u64).take(BUCKETS.saturating_sub(self.0.len()));
+                f.debug_list().entries(self.0.iter().chain(zeros)).finish()
+            }
+        }
+        f.debug_struct("LogHist").field("counts", &All(&self.counts)).finish()
+    }
 }
 
 const SUB_BITS: u32 = 3;
@@ -16,9 +41,7 @@ const BUCKETS: usize = 8 * 62;
 
 impl Default for LogHist {
     fn default() -> Self {
-        LogHist {
-            counts: vec![0; BUCKETS],
-        }
+        LogHist { counts: Vec::new() }
     }
 }
 
@@ -45,9 +68,20 @@ impl LogHist {
     #[inline]
     pub fn add(&mut self, v: u64) {
         let b = Self::bucket(v).min(BUCKETS - 1);
+        if b >= self.counts.len() {
+            self.grow(b + 1);
+        }
         self.counts[b] += 1;
     }
+    #[cold]
+    fn grow(&mut self, n: usize) {
+        // Latencies of a few hundred cycles: 64 buckets hold up to ~1,000.
+        self.counts.resize(n.max(64).min(BUCKETS), 0);
+    }
     pub fn merge(&mut self, o: &LogHist) {
+        if o.counts.len() > self.counts.len() {
+            self.counts.resize(o.counts.len(), 0);
+        }
         for (a, b) in self.counts.iter_mut().zip(&o.counts) {
             *a += b;
         }
@@ -165,6 +199,30 @@ mod tests {
             );
             prev = b;
         }
+    }
+
+    /// A histogram holding only the buckets it used prints and compares
+    /// as one holding all of them.
+    #[test]
+    fn short_histograms_print_and_compare_as_full_ones() {
+        let mut h = LogHist::default();
+        let mut full = LogHist { counts: vec![0; BUCKETS] };
+        for v in [3, 40, 41, 700, 5] {
+            h.add(v);
+            full.add(v);
+        }
+        assert!(h.counts.len() < BUCKETS);
+        assert_eq!(format!("{h:?}"), format!("{full:?}"));
+        assert_eq!(format!("{h:#?}"), format!("{full:#?}"));
+        assert_eq!(h, full);
+        assert_eq!(format!("{:?}", LogHist::default()), format!("{:?}", LogHist { counts: vec![0; BUCKETS] }));
+        let mut m = LogHist::default();
+        m.merge(&h);
+        m.merge(&full);
+        assert_eq!(m.total(), 10);
+        assert_eq!(m.quantile(0.5), full.quantile(0.5));
+        h.add(1 << 40);
+        assert_ne!(h, full);
     }
 
     #[test]

@@ -490,8 +490,14 @@ fn wide_keys_keep_the_oracle_on_every_elu_structure() {
 /// Everything a run reports (as `simgolden` hashes it), after `plans`
 /// reassignments spread over the run; `fast` switches `hit_ahead` on or off.
 fn report(c: &Config, plans: &[(&str, &[u32])], fast: bool) -> (String, u64) {
+    report_with(c, plans, fast, true)
+}
+
+/// As `report`; `lean` switches `arrival_step` on or off.
+fn report_with(c: &Config, plans: &[(&str, &[u32])], fast: bool, lean: bool) -> (String, u64) {
     let mut s = Simulator::new(c.clone()).unwrap();
     s.fast = fast;
+    s.lean_arrivals = lean;
     let step = c.duration_ns / (plans.len() + 1) as f64;
     let mut text = String::new();
     let mut t = 0.0;
@@ -548,5 +554,53 @@ fn hits_resolved_as_one_event_match_the_stepped_model() {
         // Not vacuous: the fast path saved stepped cycles (not in the
         // overloaded case 3, where every PMU has a miss at the ELU).
         assert!(fast_steps < steps || i == 3, "case {i}: {fast_steps} vs {steps} steps");
+    }
+}
+
+#[test]
+fn arrival_only_steps_match_full_steps() {
+    // One table at light and heavy load; three tables fed by two entries
+    // (arrivals for two tables in one cycle), a table without PMUs, tiny
+    // PHV buffers and stage FIFOs (heads blocked for room, drops),
+    // half-clock PMUs and reassignments (draining PMUs); rule updates
+    // (which keep full steps) from 20 us on.
+    let mut cases: Vec<(Config, Vec<(&str, &[u32])>, bool)> = Vec::new();
+    for (flows, block, q_p) in [(300, 256, 2), (1200, 32, 1), (5000, 64, 16)] {
+        let mut c = Config { duration_ns: 200_000.0, ..Config::default() };
+        c.pmus.block_size = block;
+        c.pmus.q_p = q_p;
+        if let config::Traffic::Flows { flows: f, .. } = &mut c.traffic {
+            *f = flows;
+        }
+        cases.push((c, vec![], true));
+    }
+    let pipeline = |phv: u32, stage: u32| -> Config {
+        serde_json::from_str(&format!(
+            r#"{{"duration_ns": 150000, "tables": [
+                {{"name": "acl", "pmus": [0,1,2], "phv_fifo": {phv}}},
+                {{"name": "fwd", "pmus": [3,4], "phv_fifo": {phv}, "rules": {{"generate": {{"type": "ipc", "count": 300, "seed": 5}}}}}},
+                {{"name": "nat", "pmus": [], "phv_fifo": {phv}}}],
+              "entry": {{"acl": 0.7, "fwd": 0.3}},
+              "edges": [{{"src": "acl", "dst": "fwd", "p": 0.6}}, {{"src": "acl", "dst": "nat", "p": 0.3}},
+                        {{"src": "fwd", "dst": "nat", "p": 0.5}}],
+              "pmus": {{"count": 8, "block_size": 64, "clock_ratio": 0.5}},
+              "pipeline": {{"stage_fifo": {stage}}}}}"#
+        ))
+        .unwrap()
+    };
+    let plans: Vec<(&str, &[u32])> = vec![("acl", &[0, 1, 5, 6]), ("fwd", &[2, 3]), ("acl", &[7, 4])];
+    cases.push((pipeline(16, 8), plans.clone(), true));
+    cases.push((pipeline(2, 2), plans, true));
+    let mut c = Config { duration_ns: 100_000.0, ..Config::default() };
+    c.updates.push(updates::Scheduled { at_ns: 20_000.0, churn_per_s: 2e5, seed: 3, ..Default::default() });
+    cases.push((c, vec![], false));
+    for (i, (c, plans, saves)) in cases.iter().enumerate() {
+        let (lean, lean_steps) = report_with(c, plans, true, true);
+        let (full, steps) = report_with(c, plans, true, false);
+        assert!(lean == full, "case {i}: results differ");
+        // And against the fully stepped model.
+        let (stepped, _) = report_with(c, plans, false, false);
+        assert!(lean == stepped, "case {i}: results differ from the stepped model");
+        assert!(!saves || lean_steps < steps, "case {i}: {lean_steps} vs {steps} steps");
     }
 }
