@@ -280,9 +280,15 @@ impl PTree {
                 break; // smaller leaves only take more
             }
             let ac = weigh(&a, a.cost(&keys).0);
+            // Leaves of 16 only after leaves of 24 paid at under 1.2x the
+            // bytes (build time: gen acl 1K's 16 would be over the cap).
+            let go_on = ac < pick_cost && a.stats.bytes * 5 <= cap * 4;
             if ac < pick_cost {
                 pick = PTree { asked: *config, ..a };
                 pick_cost = ac;
+            }
+            if !go_on {
+                break;
             }
         }
         pick.stats.build_time = start.elapsed();
