@@ -129,9 +129,10 @@ class UpdateEngine(_Model):
     swap_ns: float = Field(1000.0, ge=0.0)
     #: An incremental decision-tree update, ns per operation.
     dtree_op_ns: float = Field(200.0, ge=0.0)
-    #: An incremental partitioned-tree update, ns per operation (the
-    #: software's mean, its rebuilds amortized).
-    ptree_op_ns: float = Field(37_000.0, ge=0.0)
+    #: An incremental partitioned-tree update, ns per operation; a batch
+    #: that folds its pending updates in is also charged the tree's bytes
+    #: at ``build_gbps`` plus ``swap_ns`` (a replica write).
+    ptree_op_ns: float = Field(200.0, ge=0.0)
     #: Most operations one build (batch) takes; the rest wait for the next.
     max_batch: int = Field(256, ge=1)
     #: ``table``: each table commits its updates on its own; ``program``: a

@@ -308,6 +308,7 @@ impl Simulator {
         d.set_item("committed", u.committed)?;
         d.set_item("rejected", u.rejected)?;
         d.set_item("batches", u.batches)?;
+        d.set_item("fold_ins", u.fold_ins)?;
         d.set_item("invalidated", u.invalidated)?;
         d.set_item("uncached_fills", u.uncached_fills)?;
         d.set_item("stale_answers", u.stale_answers)?;

@@ -79,6 +79,12 @@ pub trait Structure<const N: usize = MAX_FIELDS>: MemoryWalk<N> + Send + Sync {
 pub trait Incremental<const N: usize = MAX_FIELDS>: Structure<N> {
     fn insert(&mut self, pos: usize, rule: Rule<N>) -> Result<(), BuildError>;
     fn delete(&mut self, pos: usize) -> Result<(), BuildError>;
+    /// Whether `inserts` and `deletes` more would rebuild the structure
+    /// (fold its pending updates in): the ELU then writes it whole, as a
+    /// replica. The decision tree never does.
+    fn folds_in(&self, _inserts: usize, _deletes: usize) -> bool {
+        false
+    }
 }
 
 impl<const N: usize> Incremental<N> for dtree::DTree<N> {
@@ -96,6 +102,9 @@ impl Incremental for partition::PTree {
     }
     fn delete(&mut self, pos: usize) -> Result<(), BuildError> {
         partition::PTree::delete(self, pos)
+    }
+    fn folds_in(&self, inserts: usize, deletes: usize) -> bool {
+        partition::PTree::folds_in(self, inserts, deletes)
     }
 }
 

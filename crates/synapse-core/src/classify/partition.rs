@@ -663,6 +663,15 @@ impl PTree {
         }
     }
 
+    /// Whether `inserts` more inserts and `deletes` more deletes would pass
+    /// a fold-in bound (`fold_if_due`'s, counted once for the whole batch;
+    /// rules a delete moves to the delta aside).
+    pub fn folds_in(&self, inserts: usize, deletes: usize) -> bool {
+        let (delta, dead, live, slack) = self.upd.as_ref().map_or((0, 0, self.set.len(), 0), |u| (u.delta.len(), u.dead, u.live, u.slack));
+        let m = self.asked.max_delta + slack;
+        delta + inserts > m.max((live + inserts).saturating_sub(deletes) / 16) || dead + deletes > m.max(self.set.len() / 4)
+    }
+
     /// Builds the tree again from the rules now once the delta or the
     /// tombstones are past their bound. Over budget, the updates stay
     /// pending (still exact) and the bound doubles.
