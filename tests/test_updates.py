@@ -63,6 +63,20 @@ def test_run_writes_the_update_counters_and_invariants(tmp_path):
     assert cfg["update_engine"]["invalidate"] == "flush"
 
 
+def test_the_partitioned_tree_is_updated_in_place_and_folds_in(tmp_path):
+    # 200 entries, churn fast enough to pass the fold-in bound (64 pending).
+    p = write(tmp_path, '[[updates]]\nat_ns = 30000.0\nchurn_per_s = 3e6\n')
+    text = p.read_text().replace('algo = "dtree"', 'algo = "ptree"')
+    p.write_text(text)
+    sim = Simulation(load(p))
+    sim.run()
+    u = sim.update_stats()
+    assert u["committed"] > 100 and u["extra_bytes_peak"] == 0  # in place: no replica
+    assert 0 < u["fold_ins"] < u["batches"]
+    inv = sim.check_invariants()
+    assert inv["ok"] and inv["stale_answers"] == 0 and inv["wrong_action"] == 0
+
+
 def test_invalidation_off_is_caught_as_stale_answers(tmp_path):
     p = write(tmp_path, '[[updates]]\nat_ns = 30000.0\nchurn_per_s = 1e6\n[update_engine]\ninvalidate = "none"\n')
     sim = Simulation(load(p))
