@@ -507,6 +507,11 @@ impl PTree {
         &self.stats
     }
 
+    /// Bits of each field of the built set (for `rule_box`).
+    fn widths(&self) -> Vec<u8> {
+        self.set.schema.fields.iter().map(|f| f.bits).collect()
+    }
+
     /// Rules now (after updates).
     pub fn len(&self) -> usize {
         self.upd.as_ref().map_or(self.set.len(), |u| u.live)
@@ -562,7 +567,7 @@ impl PTree {
     /// Packs the delta into blocks (see `Updates::rows`); a set with a
     /// rule that is not a box keeps it empty and is searched rule by rule.
     fn repack_delta(&mut self) {
-        let widths: Vec<u8> = self.set.schema.fields.iter().map(|f| f.bits).collect();
+        let widths = self.widths();
         let Some(u) = self.upd.as_mut() else { return };
         u.rows.clear();
         u.blocks = false;
@@ -633,7 +638,7 @@ impl PTree {
             self.odd.remove(i);
             return;
         }
-        let widths: Vec<u8> = self.set.schema.fields.iter().map(|f| f.bits).collect();
+        let widths = self.widths();
         let (Ok(Some(bx)), Some(tree), false) =
             (rule_box(&self.set.rules[id as usize], &widths), self.trees.get(self.tree_of[id as usize] as usize).copied(), self.words.is_empty())
         else {
@@ -664,22 +669,22 @@ impl PTree {
     }
 
     /// Whether `inserts` more inserts and `deletes` more deletes would pass
-    /// a fold-in bound (`fold_if_due`'s, counted once for the whole batch;
-    /// rules a delete moves to the delta aside).
+    /// a fold-in bound (counted once for a whole batch; rules a delete
+    /// moves to the delta aside). `fold_if_due` asks it with none.
     pub fn folds_in(&self, inserts: usize, deletes: usize) -> bool {
         let (delta, dead, live, slack) = self.upd.as_ref().map_or((0, 0, self.set.len(), 0), |u| (u.delta.len(), u.dead, u.live, u.slack));
-        let m = self.asked.max_delta + slack;
-        delta + inserts > m.max((live + inserts).saturating_sub(deletes) / 16) || dead + deletes > m.max(self.set.len() / 4)
+        let (m, dead) = (self.asked.max_delta + slack, dead + deletes);
+        delta + inserts > m.max((live + inserts).saturating_sub(deletes) / 16)
+            || dead > m.max(self.set.len() / 4)
+            // No words: no bounds to make a tombstone of.
+            || (dead > 0 && self.words.is_empty())
     }
 
     /// Builds the tree again from the rules now once the delta or the
     /// tombstones are past their bound. Over budget, the updates stay
     /// pending (still exact) and the bound doubles.
     fn fold_if_due(&mut self) -> Result<(), BuildError> {
-        let u = self.upd.as_ref().expect("updates");
-        let m = self.asked.max_delta + u.slack;
-        // No words: no bounds to make a tombstone of.
-        if u.delta.len() <= m.max(u.live / 16) && u.dead <= m.max(self.set.len() / 4) && (u.dead == 0 || !self.words.is_empty()) {
+        if !self.folds_in(0, 0) {
             return Ok(());
         }
         match PTree::build(&self.rule_set(), &self.asked) {
@@ -940,8 +945,6 @@ impl PTree {
     }
 }
 
-/// A rule's box (field widths `widths`): none when it matches nothing (a
-/// range beyond the field), an error when a field is not a range.
 /// Bytes of the delta: its blocks, or its rules when searched one by one.
 fn delta_bytes(u: &Updates) -> u64 {
     if u.blocks {
@@ -981,6 +984,8 @@ fn push_block(words: &[(usize, Option<usize>)], fold: Option<usize>, rows: &mut 
     }
 }
 
+/// A rule's box (field widths `widths`): none when it matches nothing (a
+/// range beyond the field), an error when a field is not a range.
 fn rule_box(r: &Rule, widths: &[u8]) -> Result<Option<Box_>, ()> {
     let mut bx = [(0u32, 0u32); MAX_FIELDS];
     for (f, &w) in widths.iter().enumerate() {

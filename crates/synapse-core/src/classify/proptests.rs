@@ -168,15 +168,7 @@ proptest! {
         let mut out = Vec::new();
         let mut acc = Vec::new();
         for (ins, at, r) in ops {
-            if ins || rules.is_empty() {
-                let at = at % (rules.len() + 1);
-                p.insert(at, r).unwrap();
-                rules.insert(at, r);
-            } else {
-                let at = at % rules.len();
-                p.delete(at).unwrap();
-                rules.remove(at);
-            }
+            update_both(&mut p, &mut rules, ins, at, r);
             let now = RuleSet::new(Schema::five_tuple(), rules.clone());
             prop_assert_eq!(&p.rule_set().rules, &rules);
             prop_assert_eq!(p.len(), rules.len());
@@ -194,6 +186,21 @@ proptest! {
         }
         prop_assert!(p.insert(rules.len() + 1, rules.first().copied().unwrap_or_else(|| Rule::new(&[FieldMatch::ANY; 5], 0, 0))).is_err());
         prop_assert!(p.delete(rules.len()).is_err());
+    }
+}
+
+/// The same update on the tree and on the oracle's rule list: `r` inserted
+/// at `at` (modulo the positions), or (`insert` false, or no rule left)
+/// the rule at `at` (modulo the rules) deleted.
+fn update_both(p: &mut PTree, rules: &mut Vec<Rule>, insert: bool, at: usize, r: Rule) {
+    if insert || rules.is_empty() {
+        let at = at % (rules.len() + 1);
+        p.insert(at, r).unwrap();
+        rules.insert(at, r);
+    } else {
+        let at = at % rules.len();
+        p.delete(at).unwrap();
+        rules.remove(at);
     }
 }
 
@@ -215,16 +222,7 @@ fn ptree_updates_on_generated_1k_sets_equal_the_oracle() {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                if i % 2 == 0 {
-                    let at = (x % (rules.len() as u64 + 1)) as usize;
-                    let r = more.rules[i / 2 % more.len()];
-                    p.insert(at, r).unwrap();
-                    rules.insert(at, r);
-                } else {
-                    let at = (x % rules.len() as u64) as usize;
-                    p.delete(at).unwrap();
-                    rules.remove(at);
-                }
+                update_both(&mut p, &mut rules, i % 2 == 0, x as usize, more.rules[i / 2 % more.len()]);
                 if i % 25 != 24 {
                     continue;
                 }
