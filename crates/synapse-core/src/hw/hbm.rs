@@ -49,13 +49,12 @@ pub struct Hbm {
     bank_busy_ps: u64,
     bank_free_ps: Vec<u64>,
     chan_free_ps: Vec<u64>,
-    /// Power-of-two channels and banks: `read` finds a bank with masks and
-    /// shifts (`pc_mask`, `pc_bits`, `bank_mask`, `bank_bits`).
+    /// Power-of-two channels and banks: `locate` finds a bank with masks
+    /// and a shift; `pc_mask + 1` and `bank_mask + 1` are the counts.
     pow2: bool,
     pc_mask: usize,
     pc_bits: u32,
     bank_mask: usize,
-    bank_bits: u32,
     /// One burst (`bytes_per_access`) and its transfer time, the usual
     /// read: not recomputed in floating point every time.
     burst: u64,
@@ -82,7 +81,6 @@ impl Hbm {
             pc_mask: pcs - 1,
             pc_bits: pcs.trailing_zeros(),
             bank_mask: banks - 1,
-            bank_bits: banks.trailing_zeros(),
             burst,
             burst_ps: 0,
             burst_pow2: burst.is_power_of_two(),
@@ -100,14 +98,14 @@ impl Hbm {
 
     /// The (pseudo-channel, bank) a structure's logical bank lands in:
     /// logical banks are spread over channels first, then banks.
+    #[inline]
     pub fn locate(&self, bank: u16) -> (usize, usize) {
-        let pcs = self.chan_free_ps.len();
-        let banks = self.bank_free_ps.len() / pcs;
         let b = bank as usize;
-        if pcs.is_power_of_two() && banks.is_power_of_two() {
+        if self.pow2 {
             // The usual sizes: masks and shifts, not three divisions a read.
-            return (b & (pcs - 1), (b >> pcs.trailing_zeros()) & (banks - 1));
+            return (b & self.pc_mask, (b >> self.pc_bits) & self.bank_mask);
         }
+        let (pcs, banks) = (self.pc_mask + 1, self.bank_mask + 1);
         (b % pcs, (b / pcs) % banks)
     }
 
@@ -137,15 +135,9 @@ impl Hbm {
     /// Issues a read at `now_ps`; returns when its last byte arrives.
     #[inline]
     pub fn read(&mut self, now_ps: u64, bank: u16, bytes: u32) -> u64 {
-        let b = bank as usize;
-        // (channel, index in bank_free_ps): as `locate`, channel-major.
-        let (c, bi) = if self.pow2 {
-            let c = b & self.pc_mask;
-            (c, (c << self.bank_bits) | ((b >> self.pc_bits) & self.bank_mask))
-        } else {
-            let (c, k) = self.locate(bank);
-            (c, c * (self.bank_mask + 1) + k)
-        };
+        // The bank's index in bank_free_ps: channel-major.
+        let (c, k) = self.locate(bank);
+        let bi = c * (self.bank_mask + 1) + k;
         let charged = self.charged(bytes);
         let start = now_ps.max(self.bank_free_ps[bi]);
         self.bank_free_ps[bi] = start + self.bank_busy_ps;

@@ -44,6 +44,11 @@ impl PsClock {
         let int = if ps >= 1.0 && ps <= 1e6 && ps.fract() == 0.0 { ps as u64 } else { 0 };
         PsClock { ps, int }
     }
+    /// The period, ps.
+    #[inline]
+    pub fn ps(&self) -> f64 {
+        self.ps
+    }
     /// The start of cycle `c`, in ps.
     #[inline]
     pub fn to_ps(&self, c: Cycle) -> u64 {

@@ -9,10 +9,10 @@ impl<const N: usize> Simulator<N> {
         self.now
     }
     pub fn now_ns(&self) -> f64 {
-        self.now as f64 * self.cycle_ps / 1000.0
+        self.now as f64 * self.clock.ps() / 1000.0
     }
     pub fn cycle_ns(&self) -> f64 {
-        self.cycle_ps / 1000.0
+        self.clock.ps() / 1000.0
     }
     pub fn table_names(&self) -> Vec<String> {
         self.tables.iter().map(|t| t.name.clone()).collect()

@@ -249,7 +249,6 @@ impl<const N: usize> Simulator<N> {
         let cycle_ps = 1e6 / config.clock_mhz;
         let window = ((config.window_ns * 1000.0 / cycle_ps).round() as Cycle).max(1);
         let mut sim = Simulator {
-            cycle_ps,
             clock: crate::hw::PsClock::new(cycle_ps),
             now: 0,
             net: Network::new(config.interconnect.clone(), pmu_count),

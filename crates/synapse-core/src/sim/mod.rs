@@ -143,8 +143,7 @@ struct Table<const N: usize> {
 /// The simulated system.
 pub struct Simulator<const N: usize = MAX_FIELDS> {
     pub config: Config,
-    cycle_ps: f64,
-    /// The same period, for arrival times in picoseconds.
+    /// The pipeline clock's period (ps), and conversions of times in ps.
     clock: crate::hw::PsClock,
     now: Cycle,
     tables: Vec<Table<N>>,

@@ -11,7 +11,7 @@ impl<const N: usize> Simulator<N> {
 
     /// Advances simulated time to `t_ns` (never back).
     pub fn run_until_ns(&mut self, t_ns: f64) {
-        let until = (t_ns * 1000.0 / self.cycle_ps).floor().max(0.0) as Cycle;
+        let until = (t_ns * 1000.0 / self.clock.ps()).floor().max(0.0) as Cycle;
         self.run_until(until);
     }
 

@@ -712,7 +712,7 @@ impl<const N: usize> Simulator<N> {
                 u.timed.push_back((at, k as u64, tx, op));
             }
             if s.churn_per_s > 0.0 {
-                let cycle_ns = self.cycle_ps / 1000.0;
+                let cycle_ns = self.clock.ps() / 1000.0;
                 let until = if s.until_ns > 0.0 {
                     self.ns_to_cycle(s.until_ns)
                 } else {
@@ -738,7 +738,7 @@ impl<const N: usize> Simulator<N> {
     }
 
     fn ns_to_cycle(&self, ns: f64) -> Cycle {
-        (ns.max(0.0) * 1000.0 / self.cycle_ps).round() as Cycle
+        (ns.max(0.0) * 1000.0 / self.clock.ps()).round() as Cycle
     }
 
     /// Requests a batch of operations on `table` now (the embedding API);
@@ -818,7 +818,7 @@ impl<const N: usize> Simulator<N> {
                 }
             }
         }
-        let cyc = self.cycle_ps / 1000.0;
+        let cyc = self.clock.ps() / 1000.0;
         s.first_request_ns *= cyc;
         s.last_commit_ns *= cyc;
         if let Some(u) = &self.updates {
@@ -1068,7 +1068,7 @@ impl<const N: usize> Simulator<N> {
     /// applies it to a copy of the version in force and charges its build
     /// time. Returns whether a build started.
     fn start_build(&mut self, now: Cycle, t: usize, upto: u64) -> bool {
-        let cycle_ns = self.cycle_ps / 1000.0;
+        let cycle_ns = self.clock.ps() / 1000.0;
         let table = &self.tables[t];
         let u = self.updates.as_mut().unwrap();
         let cfg = u.cfg.clone();
@@ -1302,7 +1302,7 @@ impl<const N: usize> Simulator<N> {
         u.stats.invalidated += invalidated;
         u.stats.batches += 1;
         u.stats.committed += b.ops.len() as u64;
-        let cycle_ns = self.cycle_ps / 1000.0;
+        let cycle_ns = self.clock.ps() / 1000.0;
         for (req, _, _) in &b.ops {
             u.stats
                 .latency_ns

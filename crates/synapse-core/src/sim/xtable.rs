@@ -320,7 +320,7 @@ impl<const N: usize> Simulator<N> {
             .take()
             .unwrap();
         let tag = upto as u32;
-        let cycle_ns = self.cycle_ps / 1000.0;
+        let cycle_ns = self.clock.ps() / 1000.0;
         let mut worst = 0;
         let mut reqs = Vec::new();
         for t in 0..self.tables.len() {
@@ -441,7 +441,7 @@ impl<const N: usize> Simulator<N> {
 
     /// Every PHV stamped before the flip has left: the old structures go.
     fn retire(&mut self, now: Cycle) {
-        let cycle_ns = self.cycle_ps / 1000.0;
+        let cycle_ns = self.clock.ps() / 1000.0;
         let u = self.updates.as_deref_mut().unwrap();
         let mut freed = 0u64;
         for tu in u.tables.iter_mut().flatten() {
