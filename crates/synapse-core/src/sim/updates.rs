@@ -398,8 +398,6 @@ struct TableUpdates<const N: usize> {
     recent: VecDeque<(u64, Vec<Rule<N>>, Option<Match>)>,
     next_id: u32,
     next_default: u32,
-    /// Updated in place, at this cost per operation (ns; none: replicas).
-    op_ns: Option<f64>,
     /// The ELU's algorithm for this table.
     algo: Algo,
     /// Entries once every queued operation is applied (churn positions).
@@ -546,6 +544,16 @@ fn in_place(algo: Algo) -> Option<&'static str> {
     }
 }
 
+/// What an in-place operation of `algo` costs, ns (none: rebuilt as a
+/// replica instead).
+fn op_ns(algo: Algo, cfg: &UpdatesConfig) -> Option<f64> {
+    match algo {
+        Algo::Dtree => Some(cfg.dtree_op_ns),
+        Algo::Ptree => Some(cfg.ptree_op_ns),
+        _ => None,
+    }
+}
+
 fn matches_fields<const N: usize>(r: &Rule<N>, k: &Key<N>) -> bool {
     r.matches(k)
 }
@@ -657,11 +665,6 @@ impl<const N: usize> Simulator<N> {
             recent: VecDeque::new(),
             next_id: FIRST_NEW_ID,
             next_default: DEFAULT_ID,
-            op_ns: match algo {
-                Algo::Dtree => Some(self.config.update_engine.dtree_op_ns),
-                Algo::Ptree => Some(self.config.update_engine.ptree_op_ns),
-                _ => None,
-            },
             algo,
             expected: n as i64,
             txn_in_force: 0,
@@ -1157,7 +1160,7 @@ impl<const N: usize> Simulator<N> {
             }
         }
         let build_ns;
-        let replica = if let (Some(op_ns), false) = (tu.op_ns, program) {
+        let replica = if let (Some(per_op), false) = (op_ns(tu.algo, &cfg), program) {
             // A batch that folds a ptree's pending updates in writes the
             // rebuilt tree whole (its size now stands in for the new one's).
             let inserts = kept.iter().filter(|o| matches!(o.2, Op::Insert { .. })).count();
@@ -1169,7 +1172,7 @@ impl<const N: usize> Simulator<N> {
                 }
                 _ => 0.0,
             };
-            build_ns = op_ns * kept.len() as f64 + fold_ns;
+            build_ns = per_op * kept.len() as f64 + fold_ns;
             None
         } else {
             let set = RuleSet::new(tu.schema.clone(), rules.clone());
@@ -1180,7 +1183,7 @@ impl<const N: usize> Simulator<N> {
                     // Program consistency keeps the old tree for the PHVs
                     // stamped before the flip: the new one is a copy,
                     // written beside it, then updated in place.
-                    let ops_ns = tu.op_ns.map_or(0.0, |o| o * kept.len() as f64);
+                    let ops_ns = op_ns(tu.algo, &cfg).map_or(0.0, |o| o * kept.len() as f64);
                     build_ns = s.memory_bytes() as f64 / cfg.build_gbps.max(1e-9) + cfg.swap_ns + ops_ns;
                     Some(s)
                 }
