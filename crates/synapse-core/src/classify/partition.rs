@@ -545,7 +545,9 @@ impl PTree {
 
     fn updates(&mut self) -> &mut Updates {
         let n = self.set.len();
-        self.upd.get_or_insert_with(|| Box::new(Updates { pos: (0..n as u32).collect(), live: n, ..Default::default() }))
+        // An empty delta is packed (no blocks) when there are words to pack.
+        let blocks = !self.words.is_empty();
+        self.upd.get_or_insert_with(|| Box::new(Updates { pos: (0..n as u32).collect(), live: n, blocks, ..Default::default() }))
     }
 
     /// Inserts `rule` at priority position `pos` (0 = highest; later rules
@@ -599,7 +601,11 @@ impl PTree {
         let u = self.updates();
         // An inserted rule, or a built one (its copy in the delta, if any,
         // goes with it).
-        let id = match u.delta.iter().position(|e| e.0 == pos) {
+        let in_delta = u.delta.iter().position(|e| e.0 == pos);
+        // The delta's blocks are packed again only when it changed (they
+        // hold delta indices; positions are read from the delta).
+        let mut changed = in_delta.is_some();
+        let id = match in_delta {
             Some(i) if u.delta[i].1 == NEW => {
                 u.delta.remove(i);
                 None
@@ -620,6 +626,7 @@ impl PTree {
                     let at = u.delta.partition_point(|e| e.0 < p);
                     if p != u32::MAX && u.delta.get(at).is_none_or(|e| e.0 != p) {
                         u.delta.insert(at, (p, s, self.set.rules[s as usize]));
+                        changed = true;
                     }
                 }
             }
@@ -627,7 +634,9 @@ impl PTree {
         let u = self.upd.as_mut().expect("updates");
         u.shift(pos + 1, u32::MAX);
         u.live -= 1;
-        self.repack_delta();
+        if changed {
+            self.repack_delta();
+        }
         self.fold_if_due()
     }
 
