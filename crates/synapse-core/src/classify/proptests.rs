@@ -7,7 +7,7 @@ use super::dtree::{DTree, DTreeConfig};
 use super::linear::Linear;
 use super::partition::{PTree, PTreeConfig};
 use super::trie::{Trie, TrieConfig};
-use super::{build, build_structure, BuildConfig, Classifier, MemoryWalk};
+use super::{build, build_structure, BuildConfig, Classifier, Incremental, MemoryWalk};
 use crate::rules::{classbench, FieldMatch, Key, Rule, RuleSet, Schema};
 use proptest::prelude::*;
 
@@ -135,15 +135,7 @@ proptest! {
         let mut d = DTree::build(&set, &DTreeConfig { bucket: 2, ..Default::default() }).unwrap();
         let mut rules = set.rules.clone();
         for (ins, at, r) in ops {
-            if ins || rules.is_empty() {
-                let at = at % (rules.len() + 1);
-                d.insert(at, r).unwrap();
-                rules.insert(at, r);
-            } else {
-                let at = at % rules.len();
-                d.delete(at).unwrap();
-                rules.remove(at);
-            }
+            update_both(&mut d, &mut rules, ins, at, r);
         }
         let now = RuleSet::new(Schema::five_tuple(), rules);
         let lin = Linear::new(&now);
@@ -192,14 +184,14 @@ proptest! {
 /// The same update on the tree and on the oracle's rule list: `r` inserted
 /// at `at` (modulo the positions), or (`insert` false, or no rule left)
 /// the rule at `at` (modulo the rules) deleted.
-fn update_both(p: &mut PTree, rules: &mut Vec<Rule>, insert: bool, at: usize, r: Rule) {
+fn update_both(p: &mut impl Incremental, rules: &mut Vec<Rule>, insert: bool, at: usize, r: Rule) {
     if insert || rules.is_empty() {
         let at = at % (rules.len() + 1);
-        p.insert(at, r).unwrap();
+        Incremental::insert(p, at, r).unwrap();
         rules.insert(at, r);
     } else {
         let at = at % rules.len();
-        p.delete(at).unwrap();
+        Incremental::delete(p, at).unwrap();
         rules.remove(at);
     }
 }
