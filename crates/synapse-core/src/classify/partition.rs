@@ -70,7 +70,7 @@ pub struct PTreeConfig {
 
 impl Default for PTreeConfig {
     fn default() -> Self {
-        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, max_trees: 4, small: 4096, max_delta: 64 }
+        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, max_trees: 4, small: 16384, max_delta: 64 }
     }
 }
 
@@ -219,9 +219,17 @@ const FIVE_TUPLE_WORDS: [(usize, Option<usize>); 3] = [(0, None), (1, None), (2,
 /// Lookups per group walked in lockstep by the batch path.
 const GROUP: usize = 16;
 
+/// Most bytes per rule a build candidate with fewer trees may take
+/// ([`PTree::build`]).
+const GROW: u64 = 1024;
+/// Beyond this many rules one tree is built only when two trees nearly
+/// are one ([`PTree::build`]).
+const LARGE: usize = 4096;
+
 impl PTree {
-    /// Builds the partitioned tree; on a small set whose lookups walk
-    /// several trees also one and two trees with more replication, and
+    /// Builds the partitioned tree; on a set of at most `small` rules whose
+    /// lookups walk several trees also two and one trees with more
+    /// replication, and
     /// keeps the one whose lookups cost clearly less (instructions, weighed
     /// by size for cache misses); else the partition with smaller leaves
     /// when that costs less. Each builds in milliseconds on 1K rules.
@@ -237,29 +245,45 @@ impl PTree {
         let keys = sample_keys(set, 2048);
         let (cost, walked) = t.cost(&keys);
         // A structure far beyond the L2 cache pays in misses part of what
-        // it saves in instructions, hence a weight on its size (per 8 MiB:
+        // it saves in instructions, hence a weight on its size (per 64 MiB:
         // the batch walk's prefetches hide most of an L3 hit; one tree of
-        // 1-2.5 MB ran ~30% faster than the partition on the fw 1K sets).
-        let weigh = |t: &PTree, cost: f64| cost * (1.0 + t.stats.bytes as f64 / (8u64 << 20) as f64);
+        // 1-2.5 MB ran ~30% faster than the partition on the fw 1K sets,
+        // one of 5 MB ~1.5x on the ipc 10K set).
+        let weigh = |t: &PTree, cost: f64| cost * (1.0 + t.stats.bytes as f64 / (64u64 << 20) as f64);
         let mut pick = t;
         let mut pick_cost = weigh(&pick, cost);
         let mut narrow = *config;
-        // Only when lookups walk more than one tree can one tree pay (acl
-        // sets walk ~1.05: they keep their compact partition).
+        // Only when lookups walk more than one tree can fewer trees pay
+        // (acl sets walk ~1.05: they keep their compact partition). Two
+        // trees with some replication (firewall sets: rules wildcarded on
+        // one address or the other), then one tree with more; the cheaper
+        // one wins if it costs clearly less. Each may take at most `GROW`
+        // bytes per rule: a build past that stops early (build time), and
+        // memory stays under a tenth of rte_acl's multi-trie on the sets
+        // where this pays (2-27 KB per rule on ClassBench fw and ipc sets).
         if pick.trees.len() > 1 && walked >= 1.2 {
-            // Fewer trees, more replication: one tree, or the two largest
-            // partitions; two only when one did not win (build time: each
-            // costs about what the partition did).
-            for trees in [1, 2] {
-                let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(4.0), ..*config };
+            let cap = (set.len() as u64 * GROW).min(config.max_bytes);
+            let base = pick_cost;
+            let mut two_walk = 2.0;
+            for (trees, spfac) in [(2, 2.0), (1, 4.0)] {
+                // One tree of a larger set only when two trees already
+                // serve most lookups from one: else its replication
+                // explodes (gen fw 10K: 67 MB, half a second to build).
+                if trees == 1 && set.len() > LARGE && two_walk >= 1.3 {
+                    break;
+                }
+                let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(spfac), max_bytes: cap, ..*config };
                 if let Ok(a) = Self::build_one(set, &c) {
-                    let ac = weigh(&a, a.cost(&keys).0);
-                    if ac <= 0.85 * pick_cost {
-                        pick = PTree { asked: *config, ..a };
+                    let (ac, aw) = a.cost(&keys);
+                    let ac = weigh(&a, ac);
+                    if trees == 2 {
+                        two_walk = aw;
+                    }
+                    if ac <= 0.9 * base && ac < pick_cost {
+                        pick = PTree { asked: *config, config: PTreeConfig { max_bytes: config.max_bytes, ..a.config }, ..a };
                         pick_cost = ac;
                         // And that many trees with smaller leaves (below).
-                        narrow = c;
-                        break;
+                        narrow = PTreeConfig { max_bytes: config.max_bytes, ..c };
                     }
                 }
             }
@@ -270,11 +294,15 @@ impl PTree {
         // At most 1.5x its bytes: the structure's small size is one of its
         // goals (acl1_1k's leaves of 24 would take 1.8x for ~10 %).
         let cap = pick.stats.bytes * 3 / 2;
-        for bucket in [24, 16] {
+        // (Not on larger sets: build time, for a few per cent.)
+        for bucket in if set.len() > LARGE { &[][..] } else { &[24, 16][..] } {
+            let bucket = *bucket;
             let c = PTreeConfig { bucket: bucket.min(narrow.bucket), spfac: narrow.spfac.max(4.0), ..narrow };
             if c == narrow {
                 continue;
             }
+            // Past the cap the build stops early.
+            let c = PTreeConfig { max_bytes: cap.min(narrow.max_bytes), ..c };
             let Ok(a) = Self::build_one(set, &c) else { break };
             if a.stats.bytes > cap {
                 break; // smaller leaves only take more
@@ -308,7 +336,9 @@ impl PTree {
                 if tree.min_prio >= best {
                     continue;
                 }
-                c += 15;
+                // Setting a tree up for a group and the branches a walk
+                // by some lanes only costs (mispredicted).
+                c += 40;
                 walked += 1;
                 let mut i = tree.root;
                 while !self.nodes[i as usize].is_leaf() {
