@@ -222,6 +222,10 @@ const GROUP: usize = 16;
 /// Most bytes per rule a build candidate with fewer trees may take
 /// ([`PTree::build`]).
 const GROW: u64 = 1024;
+/// A cut whose largest child keeps more than this share of a node's rules
+/// is tried again with replication up to `STUCK_SPFAC` ([`PTree::fill`]).
+const STUCK: f64 = 0.6;
+const STUCK_SPFAC: f64 = 2.0;
 /// Beyond this many rules one tree is built only when two trees nearly
 /// are one ([`PTree::build`]).
 const LARGE: usize = 4096;
@@ -753,7 +757,19 @@ impl PTree {
             self.make_leaf(idx, slots, boxes, leaves)?;
             return Ok(depth);
         }
-        let Some((f, th)) = self.choose(&slots, &bx, boxes) else {
+        // A cut whose largest child keeps most of the rules makes little
+        // progress: acl sets' trees went 80 -> 58 -> 48 -> 42 rules a level,
+        // ten levels deep. There a little more replication buys a real cut
+        // (gen acl 10K: ~20 % fewer instructions per lookup, 60 -> 73 B/rule).
+        let mut pick = self.choose(&slots, &bx, boxes, self.config.spfac);
+        if pick.as_ref().map_or(true, |p| p.0 as f64 > STUCK * slots.len() as f64) {
+            if let Some(q) = self.choose(&slots, &bx, boxes, self.config.spfac.max(STUCK_SPFAC)) {
+                if pick.as_ref().map_or(true, |p| q.0 < p.0) {
+                    pick = Some(q);
+                }
+            }
+        }
+        let Some((_, f, th)) = pick else {
             self.make_leaf(idx, slots, boxes, leaves)?;
             return Ok(depth);
         };
@@ -797,9 +813,10 @@ impl PTree {
         Ok(deepest)
     }
 
-    /// The field and thresholds (ascending, strictly inside the box) whose
-    /// largest child is smallest, with total replication within `spfac`.
-    fn choose(&self, slots: &[u32], bx: &Box_, boxes: &[Box_]) -> Option<(usize, Vec<u32>)> {
+    /// The largest child, field and thresholds (ascending, strictly inside
+    /// the box) whose largest child is smallest, with total replication
+    /// within `spfac`.
+    fn choose(&self, slots: &[u32], bx: &Box_, boxes: &[Box_], spfac: f64) -> Option<(usize, usize, Vec<u32>)> {
         let n = slots.len();
         let mut best: Option<((usize, usize), usize, Vec<u32>)> = None;
         let mut pts = Vec::with_capacity(2 * n);
@@ -847,7 +864,7 @@ impl PTree {
                     max = max.max(run);
                 }
                 let max = max as usize;
-                if (total as f64) <= self.config.spfac * n as f64 && max < n {
+                if (total as f64) <= spfac * n as f64 && max < n {
                     let cost = (max, total);
                     if best.as_ref().map_or(true, |b| cost < b.0) {
                         best = Some((cost, f, th));
@@ -857,7 +874,7 @@ impl PTree {
                 k /= 2;
             }
         }
-        best.map(|(_, f, th)| (f, th))
+        best.map(|(c, f, th)| (c.0, f, th))
     }
 
     /// Makes `idx` a leaf of `slots`; leaves with the same rules share
