@@ -15,7 +15,8 @@
 //! deep where a binary split tree (HyperSplit) is 15-20: fewer dependent
 //! reads per lookup. Thresholds are chosen at quantiles of the rules' edges
 //! in the node's box, on the field that gives the smallest largest child
-//! while replication stays under `spfac`.
+//! while replication stays under `spfac` (up to 2 where that cut would
+//! leave most rules in one child).
 //!
 //! **Leaves in SIMD blocks.** A leaf holds at most `bucket` rules in priority
 //! order, eight per block as a structure of arrays (low bounds, high bounds,
@@ -59,9 +60,9 @@ pub struct PTreeConfig {
     pub simd: bool,
     /// Most trees: the smallest partitions join the catch-all one beyond.
     pub max_trees: usize,
-    /// Sets of at most this many rules also get one and two trees with more
-    /// replication (spfac 4), kept when the estimated lookup
-    /// cost is at most 0.85x the partitioned one's (0: never).
+    /// Sets of at most this many rules also get two and one trees with more
+    /// replication (spfac 2 and 4), kept when the estimated lookup cost is
+    /// at most 0.9x the partitioned one's (0: never; [`PTree::build`]).
     pub small: usize,
     /// Updates fold in (rebuild) beyond `max(max_delta, rules / 16)`
     /// inserted rules or `max(max_delta, rules / 4)` deleted ones.
