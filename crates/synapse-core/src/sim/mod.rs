@@ -27,9 +27,10 @@
 //! change nothing. Results are bit-identical to ticking every PMU
 //! (`cargo run --release -p synapse-core --example simgolden`).
 //!
-//! Fewer cycles need a step: a request to an idle PMU with no miss at the
-//! ELU, or none whose reply can come before the request arrives
-//! (`Elu::quiet_until`), is issued ahead ([`Pmu::accept`]); a run of answered PHVs behind a
+//! Fewer cycles need a step: a request to an idle PMU (hits delivered
+//! ahead may still be in its pipeline) with no miss at the ELU, or none
+//! whose reply can come before the request arrives (`Elu::quiet_until`),
+//! is issued ahead ([`Pmu::accept`]); a run of answered PHVs behind a
 //! released head leaves ahead, each counted at its own cycle, while nothing
 //! can read the table's PHV buffer (`release_ahead`); a head waiting for
 //! room in a full PHV buffer, a miss waiting in Q_m for the bus and an ELU
