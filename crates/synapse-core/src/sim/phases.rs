@@ -523,7 +523,7 @@ impl<const N: usize> Simulator<N> {
             let t = &mut self.tables[ti];
             t.win.fifo_max = t.win.fifo_max.max(t.vmu.occupancy() as u64);
             if ahead {
-                self.hit_ahead(now, ti, pu, tag);
+                self.hit_ahead(now, ti, pu, tag, quiet);
             }
             return Some((pu, was));
         }
@@ -553,7 +553,7 @@ impl<const N: usize> Simulator<N> {
     /// recording is active. Nothing else can answer a PHV of this table
     /// meanwhile (the buffer holds only this one), so the reorder count
     /// is unchanged. Saves the stepped cycle at `r` of every such hit.
-    fn hit_ahead(&mut self, now: Cycle, ti: usize, pu: usize, tag: u64) {
+    fn hit_ahead(&mut self, now: Cycle, ti: usize, pu: usize, tag: u64, quiet: Cycle) {
         if !self.fast || self.updates.is_some() || self.rec.is_some() {
             return;
         }
@@ -566,7 +566,8 @@ impl<const N: usize> Simulator<N> {
         }
         // With a miss of this PMU out, its fill must not reach Q_p at or
         // before `ready` (it would be taken first).
-        if self.pmus[pu].outstanding() > 0 && self.elu.quiet_until(now) <= ready {
+        // (`quiet` is the request's `Elu::quiet_until(now)`: fast, no updates.)
+        if self.pmus[pu].outstanding() > 0 && quiet <= ready {
             return;
         }
         let t = &self.tables[ti];
