@@ -199,6 +199,7 @@ impl Vmu {
     /// the VMU at or past that point ([`Vmu::settle`]), exactly as a
     /// [`Vmu::resolve`] then. Answers must be delivered in tag order with
     /// non-decreasing (at, rank).
+    #[inline]
     pub fn deliver(&mut self, tag: u64, action: Match, at: Cycle, rank: u32) {
         debug_assert!(self.pending.get(self.pending.len().wrapping_sub(1)).map_or(true, |&(t, _, c, r)| t < tag && (c, r) <= (at, rank)));
         self.pending.push_back((tag, action, at, rank));

@@ -398,6 +398,7 @@ impl<const N: usize> Simulator<N> {
         }
     }
 
+    #[inline]
     fn exit(&mut self, ti: usize, phv: u64) {
         if let Some(r) = &mut self.routes {
             r.leave(phv);
