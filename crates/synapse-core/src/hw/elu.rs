@@ -192,8 +192,8 @@ impl<const N: usize> Elu<N> {
         let clock = self.clock;
         let e = self.orb[slot].as_mut().unwrap();
         let a = e.accesses[e.next];
-        let done_ps = hbm.read(clock.to_ps(at), a.bank, a.bytes);
-        self.bytes[e.miss.table as usize] += hbm.charged(a.bytes);
+        let (done_ps, charged) = hbm.read_charged(clock.to_ps(at), a.bank, a.bytes);
+        self.bytes[e.miss.table as usize] += charged;
         let done = clock.ceil(done_ps).max(at + 1);
         e.due = done;
         sched(done, slot as u32);
