@@ -35,7 +35,10 @@
 //! can read the table's PHV buffer (`release_ahead`); a head waiting for
 //! room in a full PHV buffer, a miss waiting in Q_m for the bus and an ELU
 //! waiting on memory do not force a step (the skipped cycles' stalls are
-//! added at the next step, and the clock stops at each window end).
+//! added at the next step, and the clock stops at each window end). A miss
+//! the bus brings to an ELU busy with older lookups is registered, and its
+//! walk started, at the cycle it is sent instead of the next one
+//! (`Elu::can_tick_ahead`), when no memory read completes then.
 //!
 //! Cycles that are not stepped cost little too: one that only brings
 //! arrivals before the wake-up cycle runs just the fed tables' request
