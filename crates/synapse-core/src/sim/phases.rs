@@ -547,7 +547,12 @@ impl<const N: usize> Simulator<N> {
             if let Some(r) = self.rec.as_deref_mut() { r.req(pu, &req, key_of(req.table, flow, stamp)) }
             // With rule updates (which may change a CAM at any stepped
             // cycle) only an idle PMU with no miss out issues ahead.
-            let quiet = if self.fast && self.updates.is_none() { self.elu.quiet_until(now) } else { 0 };
+            // (Only read with a miss of this PMU out: else not asked.)
+            let quiet = if self.fast && self.updates.is_none() && self.pmus[pu].outstanding() > 0 {
+                self.elu.quiet_until(now)
+            } else {
+                0
+            };
             let p = &mut self.pmus[pu];
             p.retire_delivered(now);
             let ahead = p.accept(req, quiet, &key_of);
@@ -597,7 +602,8 @@ impl<const N: usize> Simulator<N> {
         }
         // With a miss of this PMU out, its fill must not reach Q_p at or
         // before `ready` (it would be taken first).
-        // (`quiet` is the request's `Elu::quiet_until(now)`: fast, no updates.)
+        // (`quiet` is the request's `Elu::quiet_until(now)`: fast, no
+        // updates, a miss out.)
         if self.pmus[pu].outstanding() > 0 && quiet <= ready {
             return;
         }
