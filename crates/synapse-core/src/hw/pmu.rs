@@ -336,7 +336,7 @@ impl<const N: usize> Pmu<N> {
 
     /// Drops delivered entries that left the pipeline by `now` (a later
     /// [`Pmu::accept`] must see the PMU as the hardware would: idle).
-    #[inline]
+    #[inline(always)]
     pub fn retire_delivered(&mut self, now: Cycle) {
         while self.delivered > 0 && self.pipe.front().is_some_and(|e| e.delivered && e.ready <= now) {
             self.pipe.pop_front();

@@ -267,6 +267,7 @@ impl Vmu {
         self.window.len()
     }
     /// Request producer: registers a PHV, returns its tag.
+    #[inline]
     pub fn issue(&mut self, phv: u64, flow: u32, arrived: Cycle, now: Cycle) -> u64 {
         debug_assert!(self.has_room());
         let tag = self.base_tag + self.window.len() as u64;
