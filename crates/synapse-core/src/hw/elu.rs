@@ -192,8 +192,8 @@ impl<const N: usize> Elu<N> {
         let clock = self.clock;
         let e = self.orb[slot].as_mut().unwrap();
         let a = e.accesses[e.next];
-        let done_ps = hbm.read(clock.to_ps(at), a.bank, a.bytes);
-        self.bytes[e.miss.table as usize] += hbm.charged(a.bytes);
+        let (done_ps, charged) = hbm.read_charged(clock.to_ps(at), a.bank, a.bytes);
+        self.bytes[e.miss.table as usize] += charged;
         let done = clock.ceil(done_ps).max(at + 1);
         e.due = done;
         sched(done, slot as u32);
@@ -206,6 +206,27 @@ impl<const N: usize> Elu<N> {
     pub fn can_tick(&self, now: Cycle) -> bool {
         (self.issued < self.len && self.walking < self.config.lookup_slots.max(1) as usize)
             || (self.len < self.orb.len() && self.miss_q.front().is_some_and(|&(ready, _)| ready <= now))
+    }
+
+    /// The miss just enqueued at `now`, alone in the miss queue and due at
+    /// `now + 1`, may be registered (and its walk started) at `now` by a
+    /// [`Elu::tick`] for `now + 1`, if nothing else at `now + 1` changes
+    /// that tick or is changed by it (the caller checks that no memory read
+    /// completes at `now + 1` and no rule update or window end is near):
+    /// the ORB has room without a commit (which would not change the slot
+    /// taken nor the entry issued: head and issue pointer move together);
+    /// it holds an older entry, so the head (commits, `quiet_until`) is
+    /// unchanged; every older entry is issued, so the tick issues at most
+    /// this one and leaves nothing for the cycle after; and the miss queue
+    /// holds at least two, so `can_enqueue` at `now + 1` is the same.
+    #[inline]
+    pub fn can_tick_ahead(&self, now: Cycle) -> bool {
+        self.miss_q.len() == 1
+            && self.config.miss_queue >= 2
+            && self.miss_q.front().is_some_and(|&(ready, _)| ready == now + 1)
+            && self.len > 0
+            && self.len < self.orb.len()
+            && self.issued == self.len
     }
 
     /// One cycle: (1) register the miss-queue head in the ORB if it has room;

@@ -285,6 +285,11 @@ impl<const N: usize> Pmu<N> {
     /// come, is after it): the CAM is then unchanged until the issue, and
     /// a later fill enters Q_p as it would have.
     ///
+    /// Hits delivered ahead still in the pipeline do not prevent it either
+    /// while they are fewer than Q_p and Q_m hold: they only leave the
+    /// pipeline (never into Q_p), so at `req.at` the issue finds Q_p and
+    /// Q_m empty and at most that many entries in flight, not blocked.
+    ///
     /// `key_of(table, flow, stamp)` is the key a request names. Returns
     /// whether the request was issued ahead.
     #[inline]
@@ -298,7 +303,7 @@ impl<const N: usize> Pmu<N> {
         if (self.outstanding == 0 || quiet_until > req.at)
             && self.next_issue <= req.at
             && self.is_idle()
-            && self.pipe.is_empty()
+            && self.pipe.len() < self.t.q_p.min(self.t.q_m)
             && matches!(self.state, State::Associated { .. })
         {
             self.ahead_until = req.at;
@@ -313,15 +318,16 @@ impl<const N: usize> Pmu<N> {
     /// idle) PMU: if the CAM hit, its answer leaves the pipeline at its
     /// ready cycle straight into an empty Q_p, and the VMU takes it there
     /// in the same cycle (phase 4 pops one response per PMU per cycle, and
-    /// nothing else can reach this Q_p before: no miss is outstanding, and
+    /// nothing else can reach this Q_p before: no miss is outstanding, the
+    /// entries ahead of it in the pipeline were delivered already, and
     /// later requests retire later). So the simulator may hand it to the
     /// VMU now; the entry stays in the pipeline until its ready cycle
     /// (it still counts against Q_p / Q_m room for a request queued
     /// behind it) and then leaves without a Q_p entry. Returns (action,
     /// CAM compares, ready cycle) for a hit, `None` for a miss.
     pub fn deliver_ahead(&mut self) -> Option<(Match, u32, Cycle)> {
-        debug_assert!(self.pipe.len() == 1 && self.q_p.is_empty() && self.q_r.is_empty());
-        let e = self.pipe.get_mut(0)?;
+        debug_assert!(self.pipe.len() == self.delivered + 1 && self.q_p.is_empty() && self.q_r.is_empty());
+        let e = self.pipe.get_mut(self.pipe.len() - 1)?;
         let action = e.hit?;
         e.delivered = true;
         self.delivered += 1;
@@ -330,7 +336,7 @@ impl<const N: usize> Pmu<N> {
 
     /// Drops delivered entries that left the pipeline by `now` (a later
     /// [`Pmu::accept`] must see the PMU as the hardware would: idle).
-    #[inline]
+    #[inline(always)]
     pub fn retire_delivered(&mut self, now: Cycle) {
         while self.delivered > 0 && self.pipe.front().is_some_and(|e| e.delivered && e.ready <= now) {
             self.pipe.pop_front();
@@ -350,18 +356,23 @@ impl<const N: usize> Pmu<N> {
     /// then asks again); an issue blocked by full Q_p / Q_m waits for a
     /// retirement or a pop. (Ticks skipped while blocked would only have
     /// counted [`Pmu::stalls`].)
+    #[inline]
     pub fn next_event(&self, now: Cycle) -> Option<Cycle> {
         if !self.q_p.is_empty() {
             return Some(now + 1);
         }
         let mut t = Cycle::MAX;
-        // A delivered entry's retirement matters only to an issue it blocks.
-        if let Some(e) = self.pipe.front() {
-            if !e.delivered || !self.q_r.is_empty() {
-                t = e.ready;
-            } else if let Some(e) = self.pipe.get(1) {
-                t = e.ready;
+        // A delivered entry's retirement matters only to an issue it blocks:
+        // with Q_r empty, the first entry that retires into a queue (behind
+        // any number of delivered hits).
+        let mut i = 0;
+        if self.q_r.is_empty() {
+            while self.pipe.get(i).is_some_and(|e| e.delivered) {
+                i += 1;
             }
+        }
+        if let Some(e) = self.pipe.get(i) {
+            t = e.ready;
         }
         if let Some(h) = self.q_r.front() {
             if !self.issue_blocked() {
@@ -788,6 +799,57 @@ mod tests {
         assert_eq!(p.try_finish_drain(), Some(Some(1)));
         assert_eq!(p.state(), State::Associated { table: 1 });
         assert!(p.cam.is_empty());
+    }
+
+    /// Requests one cycle apart on one PMU: with each hit handed to the VMU
+    /// ahead, later requests issue ahead behind the delivered hits still in
+    /// the pipeline (up to min(Q_p, Q_m) of them), and every answer, cycle
+    /// and stall is as on a PMU that queues them all in Q_r.
+    #[test]
+    fn requests_issued_ahead_behind_delivered_hits_answer_as_if_queued() {
+        for q_p in [1, 2, 4] {
+            let c = Config { q_p, ..cfg() };
+            let reqs: Vec<(u64, u32, Cycle)> =
+                vec![(0, 1, 3), (1, 2, 4), (2, 1, 5), (3, 2, 7), (4, 1, 8), (5, 5, 10), (6, 2, 11), (7, 1, 14), (8, 2, 15)];
+            let run = |ahead: bool| {
+                let mut p = Pmu::new(0, &c);
+                p.associate(0);
+                p.cam.insert(Key::five_tuple(1, 0, 0, 0, 0), Some(3));
+                p.cam.insert(Key::five_tuple(2, 0, 0, 0, 0), Some(4));
+                let (mut out, mut issued_ahead) = (vec![], 0);
+                for now in 0..24 {
+                    // As in the simulator: PMU ticks (phase 3), then requests
+                    // (phase 7).
+                    p.tick(now, &kf);
+                    if let Some(r) = p.pop_response() {
+                        out.push((now, r));
+                    }
+                    for &(tag, k, at) in &reqs {
+                        if at == now + 2 {
+                            p.retire_delivered(now);
+                            let r = req(tag, k, at);
+                            if !ahead {
+                                p.q_r.push_back(r);
+                            } else if p.accept(r, 0, &kf) {
+                                issued_ahead += 1;
+                                if let Some((action, compared, at)) = p.deliver_ahead() {
+                                    out.push((at, Response::Hit { table: 0, tag, action, compared }));
+                                }
+                            }
+                        }
+                    }
+                }
+                out.sort_by_key(|&(c, r)| (c, format!("{r:?}")));
+                (out, p.stalls, p.is_idle(), issued_ahead)
+            };
+            let (queued, stalls, idle, _) = run(false);
+            let (ahead, stalls2, idle2, n) = run(true);
+            assert_eq!(ahead, queued, "q_p {q_p}");
+            assert_eq!((stalls, idle), (stalls2, idle2), "q_p {q_p}");
+            // Not vacuous: with room for four, most issue ahead, behind
+            // delivered hits.
+            assert!(q_p < 4 || n >= 6, "q_p {q_p}: {n} issued ahead");
+        }
     }
 
     /// A hit handed to the VMU ahead behaves like one that went through

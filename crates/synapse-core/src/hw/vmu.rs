@@ -199,6 +199,7 @@ impl Vmu {
     /// the VMU at or past that point ([`Vmu::settle`]), exactly as a
     /// [`Vmu::resolve`] then. Answers must be delivered in tag order with
     /// non-decreasing (at, rank).
+    #[inline]
     pub fn deliver(&mut self, tag: u64, action: Match, at: Cycle, rank: u32) {
         debug_assert!(self.pending.get(self.pending.len().wrapping_sub(1)).map_or(true, |&(t, _, c, r)| t < tag && (c, r) <= (at, rank)));
         self.pending.push_back((tag, action, at, rank));
@@ -266,6 +267,7 @@ impl Vmu {
         self.window.len()
     }
     /// Request producer: registers a PHV, returns its tag.
+    #[inline]
     pub fn issue(&mut self, phv: u64, flow: u32, arrived: Cycle, now: Cycle) -> u64 {
         debug_assert!(self.has_room());
         let tag = self.base_tag + self.window.len() as u64;

@@ -27,14 +27,18 @@
 //! change nothing. Results are bit-identical to ticking every PMU
 //! (`cargo run --release -p synapse-core --example simgolden`).
 //!
-//! Fewer cycles need a step: a request to an idle PMU with no miss at the
-//! ELU, or none whose reply can come before the request arrives
-//! (`Elu::quiet_until`), is issued ahead ([`Pmu::accept`]); a run of answered PHVs behind a
+//! Fewer cycles need a step: a request to an idle PMU (hits delivered
+//! ahead may still be in its pipeline) with no miss at the ELU, or none
+//! whose reply can come before the request arrives (`Elu::quiet_until`),
+//! is issued ahead ([`Pmu::accept`]); a run of answered PHVs behind a
 //! released head leaves ahead, each counted at its own cycle, while nothing
 //! can read the table's PHV buffer (`release_ahead`); a head waiting for
 //! room in a full PHV buffer, a miss waiting in Q_m for the bus and an ELU
 //! waiting on memory do not force a step (the skipped cycles' stalls are
-//! added at the next step, and the clock stops at each window end).
+//! added at the next step, and the clock stops at each window end). A miss
+//! the bus brings to an ELU busy with older lookups is registered, and its
+//! walk started, at the cycle it is sent instead of the next one
+//! (`Elu::can_tick_ahead`), when no memory read completes then.
 //!
 //! Cycles that are not stepped cost little too: one that only brings
 //! arrivals before the wake-up cycle runs just the fed tables' request

@@ -81,6 +81,7 @@ impl<const N: usize> Simulator<N> {
         // 5. PMU → ELU bus: one miss per cycle, round robin over the PMUs and
         // the VMUs' direct path (last).
         let misses_waiting = self.pmu_qm.iter().any(|&w| w != 0);
+        let mut sent = false;
         if (misses_waiting || !self.direct.is_empty())
             && self.elu.can_enqueue()
             && self.bus.can_send(now, 0)
@@ -106,6 +107,7 @@ impl<const N: usize> Simulator<N> {
                     self.bus.try_send(now, 0);
                     self.tables[m.table as usize].win.elu_requests += 1;
                     self.elu.enqueue(now, m);
+                    sent = true;
                     self.bus_rr = if i + 1 == n { 0 } else { i + 1 };
                     break;
                 }
@@ -121,6 +123,14 @@ impl<const N: usize> Simulator<N> {
                 .tick(now, &mut self.hbm, &self.walkers, &mut |c, s| {
                     engine.schedule(c, Ev::MemDone(s))
                 });
+        }
+        // A miss the bus just brought is registered ahead, its first read
+        // issued as at the next cycle (`Elu::can_tick_ahead`), when no
+        // memory read completes then (phase 1 would come first), the next
+        // cycle is in this window and run (the ELU's counters), and no rule
+        // update can swap a structure. Saves the step at the next cycle.
+        if sent {
+            self.elu_ahead(now);
         }
         let elu_wake = self.elu.next_event(now);
         // Misses waiting in Q_m move on the next cycle if the ELU's miss
@@ -193,6 +203,26 @@ impl<const N: usize> Simulator<N> {
         }
         self.other_wake = table_wake.min(elu_wake).min(bus_wake);
         self.pmu_min_wake.min(self.other_wake)
+    }
+
+    /// Phase 6 of the next cycle now, after the bus sent a miss (see
+    /// `tick`); out of line: the ELU's tick inlined a second time in
+    /// `tick` cost more than it saved.
+    #[inline(never)]
+    fn elu_ahead(&mut self, now: Cycle) {
+        if self.fast
+            && self.updates.is_none()
+            && self.rec.is_none()
+            && now + 1 < self.window_end.min(self.until)
+            && self.elu.can_tick_ahead(now)
+            && self.engine.peek().map_or(true, |c| c > now + 1)
+        {
+            let engine = &mut self.engine;
+            self.elu
+                .tick(now + 1, &mut self.hbm, &self.walkers, &mut |c, s| {
+                    engine.schedule(c, Ev::MemDone(s))
+                });
+        }
     }
 
     /// Asks every PMU touched since the last scan for its wake cycle and
@@ -398,6 +428,7 @@ impl<const N: usize> Simulator<N> {
         }
     }
 
+    #[inline]
     fn exit(&mut self, ti: usize, phv: u64) {
         if let Some(r) = &mut self.routes {
             r.leave(phv);
@@ -516,14 +547,19 @@ impl<const N: usize> Simulator<N> {
             if let Some(r) = self.rec.as_deref_mut() { r.req(pu, &req, key_of(req.table, flow, stamp)) }
             // With rule updates (which may change a CAM at any stepped
             // cycle) only an idle PMU with no miss out issues ahead.
-            let quiet = if self.fast && self.updates.is_none() { self.elu.quiet_until(now) } else { 0 };
+            // (Only read with a miss of this PMU out: else not asked.)
+            let quiet = if self.fast && self.updates.is_none() && self.pmus[pu].outstanding() > 0 {
+                self.elu.quiet_until(now)
+            } else {
+                0
+            };
             let p = &mut self.pmus[pu];
             p.retire_delivered(now);
             let ahead = p.accept(req, quiet, &key_of);
             let t = &mut self.tables[ti];
             t.win.fifo_max = t.win.fifo_max.max(t.vmu.occupancy() as u64);
             if ahead {
-                self.hit_ahead(now, ti, pu, tag);
+                self.hit_ahead(now, ti, pu, tag, quiet);
             }
             return Some((pu, was));
         }
@@ -553,7 +589,7 @@ impl<const N: usize> Simulator<N> {
     /// recording is active. Nothing else can answer a PHV of this table
     /// meanwhile (the buffer holds only this one), so the reorder count
     /// is unchanged. Saves the stepped cycle at `r` of every such hit.
-    fn hit_ahead(&mut self, now: Cycle, ti: usize, pu: usize, tag: u64) {
+    fn hit_ahead(&mut self, now: Cycle, ti: usize, pu: usize, tag: u64, quiet: Cycle) {
         if !self.fast || self.updates.is_some() || self.rec.is_some() {
             return;
         }
@@ -566,7 +602,9 @@ impl<const N: usize> Simulator<N> {
         }
         // With a miss of this PMU out, its fill must not reach Q_p at or
         // before `ready` (it would be taken first).
-        if self.pmus[pu].outstanding() > 0 && self.elu.quiet_until(now) <= ready {
+        // (`quiet` is the request's `Elu::quiet_until(now)`: fast, no
+        // updates, a miss out.)
+        if self.pmus[pu].outstanding() > 0 && quiet <= ready {
             return;
         }
         let t = &self.tables[ti];

@@ -604,3 +604,26 @@ fn arrival_only_steps_match_full_steps() {
         assert!(!saves || lean_steps < steps, "case {i}: {lean_steps} vs {steps} steps");
     }
 }
+
+#[test]
+fn elu_registration_ahead_matches_the_stepped_model() {
+    // Many misses (small CAMs, many flows: the ORB is rarely empty); a miss
+    // queue of one (no registration ahead) and of two, a small ORB (full at
+    // times), one or two lookup slots (an issue waits for a completion),
+    // an ELU latency of two (no registration ahead).
+    for (mq, orb, slots, lat) in [(1, 64, 8, 1), (2, 4, 1, 1), (64, 64, 8, 2), (64, 8, 2, 1), (64, 64, 8, 1)] {
+        let mut c = Config { duration_ns: 100_000.0, ..Config::default() };
+        c.pmus.block_size = 32;
+        c.elu.miss_queue = mq;
+        c.elu.orb_entries = orb;
+        c.elu.lookup_slots = slots;
+        c.elu.latency_cycles = lat;
+        if let config::Traffic::Flows { flows, .. } = &mut c.traffic {
+            *flows = 5000;
+        }
+        let (fast, fast_steps) = report(&c, &[], true);
+        let (stepped, steps) = report(&c, &[], false);
+        assert!(fast == stepped, "{mq} {orb} {slots} {lat}: results differ");
+        assert!(fast_steps < steps, "{mq} {orb} {slots} {lat}: {fast_steps} vs {steps} steps");
+    }
+}
