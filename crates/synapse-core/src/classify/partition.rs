@@ -149,9 +149,6 @@ pub struct PTree {
     asked: PTreeConfig,
     /// None until the first update: answers are the rule ids as stored.
     upd: Option<Box<Updates>>,
-    /// Lookups walk many trees (at least [`TOGETHER`] per lookup): a batch
-    /// walks its lanes' other trees in one pass, not tree by tree.
-    together: bool,
 }
 
 /// What changed since the build.
@@ -230,13 +227,6 @@ const GROW: u64 = 1024;
 /// is tried again with replication up to `STUCK_SPFAC` ([`PTree::fill`]).
 const STUCK: f64 = 0.6;
 const STUCK_SPFAC: f64 = 2.0;
-/// Trees walked per lookup (estimated) from which a batch walks its
-/// lanes' trees after the first in one pass ([`PTree::together`]): fewer
-/// lockstep loops cut short, more reads in flight (gen fw 10K, 1.78 trees:
-/// ~1.5x the lookups/s), but a lane walks a later tree even when an
-/// earlier one of the pass would have answered it better than the tree's
-/// best rule (acl1_1k, 1.07 trees: 0.85x).
-const TOGETHER: f64 = 1.2;
 /// Beyond this many rules one tree is built only when two trees nearly
 /// are one ([`PTree::build`]).
 const LARGE: usize = 4096;
@@ -253,13 +243,12 @@ impl PTree {
     /// three trees.
     pub fn build(set: &RuleSet, config: &PTreeConfig) -> Result<PTree, BuildError> {
         let start = std::time::Instant::now();
-        let mut t = Self::build_one(set, config)?;
-        let keys = sample_keys(set, 2048);
-        let (cost, walked) = t.cost(&keys);
+        let t = Self::build_one(set, config)?;
         if set.len() > config.small {
-            t.together = walked >= TOGETHER;
             return Ok(t);
         }
+        let keys = sample_keys(set, 2048);
+        let (cost, walked) = t.cost(&keys);
         // A structure far beyond the L2 cache pays in misses part of what
         // it saves in instructions, hence a weight on its size (per 64 MiB:
         // the batch walk's prefetches hide most of an L3 hit; one tree of
@@ -268,7 +257,6 @@ impl PTree {
         let weigh = |t: &PTree, cost: f64| cost * (1.0 + t.stats.bytes as f64 / (64u64 << 20) as f64);
         let mut pick = t;
         let mut pick_cost = weigh(&pick, cost);
-        let mut pick_walked = walked;
         let mut narrow = *config;
         // Only when lookups walk more than one tree can fewer trees pay
         // (acl sets walk ~1.05: they keep their compact partition). Two
@@ -299,7 +287,6 @@ impl PTree {
                     if ac <= 0.9 * base && ac < pick_cost {
                         pick = PTree { asked: *config, config: PTreeConfig { max_bytes: config.max_bytes, ..a.config }, ..a };
                         pick_cost = ac;
-                        pick_walked = aw;
                         // And that many trees with smaller leaves (below).
                         narrow = PTreeConfig { max_bytes: config.max_bytes, ..c };
                     }
@@ -325,21 +312,18 @@ impl PTree {
             if a.stats.bytes > cap {
                 break; // smaller leaves only take more
             }
-            let (ac, aw) = a.cost(&keys);
-            let ac = weigh(&a, ac);
+            let ac = weigh(&a, a.cost(&keys).0);
             // Leaves of 16 only after leaves of 24 paid at under 1.2x the
             // bytes (build time: gen acl 1K's 16 would be over the cap).
             let go_on = ac < pick_cost && a.stats.bytes * 5 <= cap * 4;
             if ac < pick_cost {
                 pick = PTree { asked: *config, ..a };
                 pick_cost = ac;
-                pick_walked = aw;
             }
             if !go_on {
                 break;
             }
         }
-        pick.together = pick_walked >= TOGETHER;
         pick.stats.build_time = start.elapsed();
         Ok(pick)
     }
@@ -445,7 +429,6 @@ impl PTree {
             shadow: Default::default(),
             asked: *config,
             upd: None,
-            together: false,
         };
         // Boxes of the rules that are boxes; an empty box matches nothing.
         let mut boxes: Vec<Box_> = Vec::with_capacity(set.len());
@@ -1117,9 +1100,11 @@ macro_rules! batch_fn {
             let fold = if DYN { t.fold.is_some() } else { true };
             let sh = if fold { 16 } else { 0 };
             // Per lane its key biased (nodes compare it as is) and packed
-            // into leaf words.
+            // into leaf words; per tree the walking lanes' copies in walk
+            // order, so the steps index them directly.
             let mut kk = [[0u32; 8]; GROUP];
             let mut pk = [[0u32; 8]; GROUP];
+            let (mut kb, mut pb, mut bb, mut cur) = ([[0u32; 8]; GROUP], [[0u32; 8]; GROUP], [0u32; GROUP], [0u32; GROUP]);
             for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
                 // A short last group repeats its last key: every loop below
                 // runs over the whole group, unrolled and without checks.
@@ -1147,100 +1132,99 @@ macro_rules! batch_fn {
                         best[l] = t.odd_best(&ks[l.min(g - 1)]);
                     }
                 }
-                // Per walk (a lane down one tree): its lane, its node (the
-                // tree's root, then each child on the way to a leaf).
-                // Walks are stepped in lockstep without branches per walk:
-                // one at a leaf stays there (a leaf is its own only child),
-                // the steps stop when every walk is at a leaf. Then each
-                // walk searches its leaf's blocks with its key's answer so
-                // far.
-                macro_rules! walk {
-                    ($nw:expr, $depth:expr, $lane:expr, $cur:expr) => {
-                        for _ in 0..$depth {
-                            let mut inner = 0;
-                            for i in 0..$nw {
-                                let n = nodes.get_unchecked(*$cur.get_unchecked(i) as usize);
-                                let c = n.base + $below(n, *kk.get_unchecked($lane(i)).get_unchecked(n.field()));
-                                *$cur.get_unchecked_mut(i) = c;
-                                let next = nodes.get_unchecked(c as usize);
-                                simd::prefetch(next);
-                                inner |= next.info;
+                // Until a lane matches, every lane walks each tree, in lane
+                // order: no list and no copies (the first tree, mostly the
+                // only one).
+                let mut fresh = t.odd.is_empty();
+                for tree in &t.trees {
+                    let mut act = [0u8; GROUP];
+                    let was_fresh = fresh;
+                    fresh = false;
+                    let (na, kp, pp, bp): (usize, *const [[u32; 8]; GROUP], *const [[u32; 8]; GROUP], *mut [u32; GROUP]) = if was_fresh {
+                        (GROUP, &kk, &pk, &mut best)
+                    } else {
+                        // Only the lanes whose best match so far is worse
+                        // than the tree's best rule walk it, listed without
+                        // branches, their keys copied in walk order.
+                        let mut na = 0;
+                        for l in 0..GROUP {
+                            act[na] = l as u8;
+                            na += (best[l] > tree.min_prio) as usize;
+                        }
+                        if na == 0 {
+                            continue;
+                        }
+                        // SAFETY: lanes from `act` (< GROUP), j < na <= GROUP.
+                        for j in 0..na {
+                            let l = *act.get_unchecked(j) as usize;
+                            *kb.get_unchecked_mut(j) = *kk.get_unchecked(l);
+                            *pb.get_unchecked_mut(j) = *pk.get_unchecked(l);
+                            *bb.get_unchecked_mut(j) = *best.get_unchecked(l);
+                        }
+                        (na, &kb, &pb, &mut bb)
+                    };
+                    // SAFETY: the pointers are to this function's arrays,
+                    // none of which the walk below touches otherwise.
+                    let (ka, pa, ba) = (&*kp, &*pp, &mut *bp);
+                    // SAFETY (every unchecked index below): node and block
+                    // indices come from the build (children, leaves' blocks,
+                    // block 0), j < na <= GROUP.
+                    for j in 0..na {
+                        *cur.get_unchecked_mut(j) = tree.root;
+                    }
+                    // Down the tree in lockstep, without branches per lane:
+                    // a lane at a leaf stays there; the walk stops when
+                    // every lane is at a leaf.
+                    for _ in 0..tree.depth {
+                        let mut inner = 0;
+                        for j in 0..na {
+                            // A leaf is its own only child.
+                            let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
+                            let c = n.base + $below(n, *ka.get_unchecked(j).get_unchecked(n.field()));
+                            *cur.get_unchecked_mut(j) = c;
+                            let next = nodes.get_unchecked(c as usize);
+                            simd::prefetch(next);
+                            inner |= next.info;
+                        }
+                        if inner & INNER == 0 {
+                            break;
+                        }
+                    }
+                    for j in 0..na {
+                        simd::prefetch(rows.as_ptr().wrapping_add(nodes.get_unchecked(*cur.get_unchecked(j) as usize).first_block() * stride));
+                    }
+                    for j in 0..na {
+                        let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
+                        let (key, bl) = (pa.get_unchecked(j), ba.get_unchecked_mut(j));
+                        let (first, nb) = (n.first_block() * stride, n.blocks());
+                        if nb <= 1 {
+                            // One block (or the empty block 0).
+                            let blk = rows.get_unchecked(first..first + stride);
+                            let m = $block(blk, key, pairs, fold);
+                            let id = blk[2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)] >> sh;
+                            *bl = (*bl).min(if m == 0 { u32::MAX } else { id });
+                            continue;
+                        }
+                        // The first block unconditionally (mostly the lane's
+                        // first tree: nothing to beat yet; the min keeps
+                        // the answer right anyway), a later one only when
+                        // its best rule beats the answer so far.
+                        for b in 0..nb {
+                            let blk = rows.get_unchecked(first + b * stride..first + (b + 1) * stride);
+                            if b > 0 && blk[2 * NW].0[0] >> sh >= *bl {
+                                break;
                             }
-                            if inner & INNER == 0 {
+                            let m = $block(blk, key, pairs, fold);
+                            if m != 0 {
+                                *bl = (*bl).min(blk[2 * NW].0[m.trailing_zeros() as usize & (LANES - 1)] >> sh);
                                 break;
                             }
                         }
-                        for i in 0..$nw {
-                            simd::prefetch(rows.as_ptr().wrapping_add(nodes.get_unchecked(*$cur.get_unchecked(i) as usize).first_block() * stride));
-                        }
-                        for i in 0..$nw {
-                            let n = nodes.get_unchecked(*$cur.get_unchecked(i) as usize);
-                            let l = $lane(i);
-                            let (key, bl) = (pk.get_unchecked(l), best.get_unchecked_mut(l));
-                            let (first, nb) = (n.first_block() * stride, n.blocks());
-                            if nb <= 1 {
-                                // One block (or the empty block 0).
-                                let blk = rows.get_unchecked(first..first + stride);
-                                let m = $block(blk, key, pairs, fold);
-                                let id = blk[2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)] >> sh;
-                                *bl = (*bl).min(if m == 0 { u32::MAX } else { id });
-                                continue;
-                            }
-                            // The first block unconditionally (mostly the
-                            // lane's first tree: nothing to beat yet; the
-                            // min keeps the answer right anyway), a later
-                            // one only when its best rule beats the answer
-                            // so far.
-                            for b in 0..nb {
-                                let blk = rows.get_unchecked(first + b * stride..first + (b + 1) * stride);
-                                if b > 0 && blk[2 * NW].0[0] >> sh >= *bl {
-                                    break;
-                                }
-                                let m = $block(blk, key, pairs, fold);
-                                if m != 0 {
-                                    *bl = (*bl).min(blk[2 * NW].0[m.trailing_zeros() as usize & (LANES - 1)] >> sh);
-                                    break;
-                                }
-                            }
-                        }
-                    };
-                }
-                // SAFETY (every unchecked index here): node and block
-                // indices come from the build (children, leaves' blocks,
-                // block 0), lanes < GROUP, walks < 2 * GROUP.
-                let mut rest = &t.trees[..];
-                if t.odd.is_empty() && !rest.is_empty() {
-                    // Nothing matched yet: every lane walks the first tree
-                    // (mostly the only one), lane i as walk i.
-                    let mut cur = [rest[0].root; GROUP];
-                    walk!(GROUP, rest[0].depth, |i: usize| i, cur);
-                    rest = &rest[1..];
-                }
-                // The other trees' walks, listed without branches: a lane
-                // walks a tree only when its answer so far is worse than
-                // the tree's best rule. Tree by tree, or with `together`
-                // in one lockstep pass (up to two trees' worth at a time).
-                // (GROUP is at most 16: the lists hold two groups' lanes.)
-                let mut wl = [0u8; 32];
-                let mut wc = [0u32; 32];
-                let mut nwk = 0;
-                let mut depth = 0;
-                for (ti, tree) in rest.iter().enumerate() {
-                    let before = nwk;
-                    for l in 0..GROUP {
-                        *wl.get_unchecked_mut(nwk) = l as u8;
-                        *wc.get_unchecked_mut(nwk) = tree.root;
-                        nwk += (*best.get_unchecked(l) > tree.min_prio) as usize;
                     }
-                    if nwk > before {
-                        depth = depth.max(tree.depth);
-                    }
-                    // Room for the next tree's lanes, else walk these now
-                    // (and tree by tree unless `together`).
-                    if nwk > 0 && (!t.together || nwk > GROUP || ti + 1 == rest.len()) {
-                        walk!(nwk, depth, |i: usize| *wl.get_unchecked(i) as usize, wc);
-                        nwk = 0;
-                        depth = 0;
+                    if !was_fresh {
+                        for j in 0..na {
+                            *best.get_unchecked_mut(*act.get_unchecked(j) as usize) = *bb.get_unchecked(j);
+                        }
                     }
                 }
                 match &t.upd {
@@ -1414,7 +1398,6 @@ impl super::Structure for PTree {
             ("rules", s.rules.to_string()),
             ("build_ms", format!("{:.1}", s.build_time.as_secs_f64() * 1e3)),
             ("trees", s.trees.to_string()),
-            ("later trees walked", if self.together { "together".into() } else { "one by one".into() }),
             ("inner nodes", s.inner_nodes.to_string()),
             ("leaves", s.leaves.to_string()),
             ("leaf rule items", s.items.to_string()),
@@ -1465,42 +1448,16 @@ mod tests {
             t.avx512 &= avx512;
             assert!(t.stats().max_depth <= 4, "depth {}", t.stats().max_depth);
             assert!(t.stats().trees >= 2);
-            // The later trees tree by tree and together.
-            for together in [false, true] {
-                t.together = together;
-                let mut out = vec![0; keys.len()];
-                t.classify_batch(&keys, &mut out);
-                let mut acc = Vec::new();
-                for (k, o) in keys.iter().zip(&out) {
-                    let w = lin.classify(k);
-                    assert_eq!(*o, w.map_or(-1, |r| r as i32));
-                    assert_eq!(t.classify(k), w);
-                    acc.clear();
-                    assert_eq!(t.walk(k, &mut acc), w);
-                    assert!(acc.len() <= 3 * (t.stats().max_depth + 2), "{} reads", acc.len());
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn many_trees_walked_together_or_one_by_one_equal_the_oracle() {
-        use crate::workload::{rulegen, seed::Params};
-        // The firewall partition: four trees, most lookups walk two or
-        // more (more than a group's lanes: the walks go in several passes).
-        let set = rulegen::generate(&Params::builtin("fw").unwrap(), 1000, 3);
-        let mut t = PTree::build(&set, &PTreeConfig { small: 0, ..Default::default() }).unwrap();
-        assert_eq!(t.stats().trees, 4);
-        let keys = sample_keys(&set, 3000);
-        assert!(t.cost(&keys).1 >= TOGETHER);
-        assert!(t.together, "walked {}", t.cost(&keys).1);
-        let lin = Linear::new(&set);
-        for together in [true, false] {
-            t.together = together;
             let mut out = vec![0; keys.len()];
             t.classify_batch(&keys, &mut out);
+            let mut acc = Vec::new();
             for (k, o) in keys.iter().zip(&out) {
-                assert_eq!(*o, lin.classify(k).map_or(-1, |r| r as i32));
+                let w = lin.classify(k);
+                assert_eq!(*o, w.map_or(-1, |r| r as i32));
+                assert_eq!(t.classify(k), w);
+                acc.clear();
+                assert_eq!(t.walk(k, &mut acc), w);
+                assert!(acc.len() <= 3 * (t.stats().max_depth + 2), "{} reads", acc.len());
             }
         }
     }
