@@ -227,8 +227,8 @@ const GROW: u64 = 1024;
 /// is tried again with replication up to `STUCK_SPFAC` ([`PTree::fill`]).
 const STUCK: f64 = 0.6;
 const STUCK_SPFAC: f64 = 2.0;
-/// Beyond this many rules one tree is built only when two trees nearly
-/// are one ([`PTree::build`]).
+/// Beyond this many rules the build tries one candidate, not two
+/// ([`PTree::build`]).
 const LARGE: usize = 4096;
 
 impl PTree {
@@ -269,21 +269,19 @@ impl PTree {
         if pick.trees.len() > 1 && walked >= 1.2 {
             let cap = (set.len() as u64 * GROW).min(config.max_bytes);
             let base = pick_cost;
-            let mut two_walk = 2.0;
-            for (trees, spfac) in [(2, 2.0), (1, 4.0)] {
-                // One tree of a larger set only when two trees already
-                // serve most lookups from one: else its replication
-                // explodes (gen fw 10K: 67 MB, half a second to build).
-                if trees == 1 && set.len() > LARGE && two_walk >= 1.3 {
-                    break;
-                }
+            // On a larger set one candidate (build time): one tree when
+            // the partition's lookups mostly walk one (ipc sets), else its
+            // replication explodes (gen fw 10K: 67 MB, half a second to
+            // build) and two trees it is.
+            let tries: &[(usize, f64)] = match set.len() > LARGE {
+                false => &[(2, 2.0), (1, 4.0)],
+                true if walked < 1.4 => &[(1, 4.0)],
+                true => &[(2, 2.0)],
+            };
+            for &(trees, spfac) in tries {
                 let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(spfac), max_bytes: cap, ..*config };
                 if let Ok(a) = Self::build_one(set, &c) {
-                    let (ac, aw) = a.cost(&keys);
-                    let ac = weigh(&a, ac);
-                    if trees == 2 {
-                        two_walk = aw;
-                    }
+                    let ac = weigh(&a, a.cost(&keys).0);
                     if ac <= 0.9 * base && ac < pick_cost {
                         pick = PTree { asked: *config, config: PTreeConfig { max_bytes: config.max_bytes, ..a.config }, ..a };
                         pick_cost = ac;
