@@ -808,7 +808,9 @@ mod tests {
     #[test]
     fn requests_issued_ahead_behind_delivered_hits_answer_as_if_queued() {
         for q_p in [1, 2, 4] {
-            let c = Config { q_p, ..cfg() };
+            // Q_r never full: the simulator offers a request only when it
+            // has room (accept's precondition), and here all nine may wait.
+            let c = Config { q_p, q_r: 16, ..cfg() };
             let reqs: Vec<(u64, u32, Cycle)> =
                 vec![(0, 1, 3), (1, 2, 4), (2, 1, 5), (3, 2, 7), (4, 1, 8), (5, 5, 10), (6, 2, 11), (7, 1, 14), (8, 2, 15)];
             let run = |ahead: bool| {
