@@ -283,10 +283,10 @@ impl PTree {
                 if let Ok(a) = Self::build_one(set, &c) {
                     let ac = weigh(&a, a.cost(&keys).0);
                     if ac <= 0.9 * base && ac < pick_cost {
-                        pick = PTree { asked: *config, config: PTreeConfig { max_bytes: config.max_bytes, ..a.config }, ..a };
+                        pick = PTree { asked: *config, ..a };
                         pick_cost = ac;
                         // And that many trees with smaller leaves (below).
-                        narrow = PTreeConfig { max_bytes: config.max_bytes, ..c };
+                        narrow = c;
                     }
                 }
             }
@@ -296,20 +296,16 @@ impl PTree {
         // the lookups/s at 43 -> 53-66 B/rule; one tree of gen ipc 1K: ~1.3x).
         // At most 1.5x its bytes: the structure's small size is one of its
         // goals (acl1_1k's leaves of 24 would take 1.8x for ~10 %).
+        // Not on larger sets: build time, for a few per cent.
         let cap = pick.stats.bytes * 3 / 2;
-        // (Not on larger sets: build time, for a few per cent.)
-        for bucket in if set.len() > LARGE { &[][..] } else { &[24, 16][..] } {
-            let bucket = *bucket;
+        let buckets: &[usize] = if set.len() > LARGE { &[] } else { &[24, 16] };
+        for &bucket in buckets {
             let c = PTreeConfig { bucket: bucket.min(narrow.bucket), spfac: narrow.spfac.max(4.0), ..narrow };
             if c == narrow {
                 continue;
             }
-            // Past the cap the build stops early.
-            let c = PTreeConfig { max_bytes: cap.min(narrow.max_bytes), ..c };
-            let Ok(a) = Self::build_one(set, &c) else { break };
-            if a.stats.bytes > cap {
-                break; // smaller leaves only take more
-            }
+            // Past the cap the build stops (smaller leaves only take more).
+            let Ok(a) = Self::build_one(set, &PTreeConfig { max_bytes: cap.min(narrow.max_bytes), ..c }) else { break };
             let ac = weigh(&a, a.cost(&keys).0);
             // Leaves of 16 only after leaves of 24 paid at under 1.2x the
             // bytes (build time: gen acl 1K's 16 would be over the cap).
