@@ -536,6 +536,14 @@ impl PTree {
         &self.stats
     }
 
+    /// The same tree on the AVX2 kernels (tests on an AVX-512 CPU).
+    #[cfg(test)]
+    pub(crate) fn without_avx512(mut self) -> Self {
+        self.avx512 = false;
+        self.stats.avx512 = false;
+        self
+    }
+
     /// Bits of each field of the built set (for `rule_box`).
     fn widths(&self) -> Vec<u8> {
         self.set.schema.fields.iter().map(|f| f.bits).collect()
@@ -1079,11 +1087,11 @@ fn empty_leaf() -> Node {
     Node::leaf(0, 0, 0, u32::MAX)
 }
 
-/// The batch lookup, written once and compiled twice: with the scalar
-/// kernels, and inside an AVX2 function with the AVX2 ones (so they
-/// inline).
+/// The batch lookup, written once and compiled three times: with the
+/// scalar kernels, and inside an AVX2 and an AVX-512 function with their
+/// kernels (so they inline). `$prep` packs a five-tuple key for a lane.
 macro_rules! batch_fn {
-    ($(#[$attr:meta])* fn $name:ident, $below:expr, $block:expr) => {
+    ($(#[$attr:meta])* fn $name:ident, $below:expr, $block:expr, $prep:expr) => {
         $(#[$attr])*
         unsafe fn $name<const NW: usize, const GROUP: usize, const PAIRS: u32, const DYN: bool>(t: &PTree, keys: &[Key], out: &mut [i32]) {
             let stride = 2 * NW + 1;
@@ -1094,11 +1102,11 @@ macro_rules! batch_fn {
             let fold = if DYN { t.fold.is_some() } else { true };
             let sh = if fold { 16 } else { 0 };
             // Per lane its key biased (nodes compare it as is) and packed
-            // into leaf words; per tree the walking lanes' copies in walk
-            // order, so the steps index them directly.
+            // into leaf words.
             let mut kk = [[0u32; 8]; GROUP];
             let mut pk = [[0u32; 8]; GROUP];
-            let (mut kb, mut pb, mut bb, mut cur) = ([[0u32; 8]; GROUP], [[0u32; 8]; GROUP], [0u32; GROUP], [0u32; GROUP]);
+            let mut cur = [0u32; GROUP];
+            let every: [u8; GROUP] = core::array::from_fn(|l| l as u8);
             for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
                 // A short last group repeats its last key: every loop below
                 // runs over the whole group, unrolled and without checks.
@@ -1106,18 +1114,13 @@ macro_rules! batch_fn {
                 for l in 0..GROUP {
                     // SAFETY: l.min(g - 1) < g = ks.len().
                     let k = ks.get_unchecked(l.min(g - 1));
-                    for f in 0..8 {
-                        kk[l][f] = k.0[f] ^ BIAS;
-                    }
                     if DYN {
+                        for f in 0..8 {
+                            kk[l][f] = k.0[f] ^ BIAS;
+                        }
                         pk[l] = t.pack_key_n::<NW>(k);
                     } else {
-                        // The five-tuple's words from the biased key: the
-                        // addresses as they are, the ports paired, the
-                        // protocol folded.
-                        pk[l] = kk[l];
-                        pk[l][2] = simd::pack(k.0[2], k.0[3]) ^ simd::PAIR_BIAS;
-                        pk[l][7] = simd::fold_key(k.0[4]);
+                        $prep(k, &mut kk[l], &mut pk[l]);
                     }
                 }
                 let mut best = [u32::MAX; GROUP];
@@ -1126,43 +1129,31 @@ macro_rules! batch_fn {
                         best[l] = t.odd_best(&ks[l.min(g - 1)]);
                     }
                 }
-                // Until a lane matches, every lane walks each tree, in lane
-                // order: no list and no copies (the first tree, mostly the
-                // only one).
+                // Until a lane matches, every lane walks each tree (the
+                // first tree, mostly the only one).
                 let mut fresh = t.odd.is_empty();
                 for tree in &t.trees {
-                    let mut act = [0u8; GROUP];
-                    let was_fresh = fresh;
-                    fresh = false;
-                    let (na, kp, pp, bp): (usize, *const [[u32; 8]; GROUP], *const [[u32; 8]; GROUP], *mut [u32; GROUP]) = if was_fresh {
-                        (GROUP, &kk, &pk, &mut best)
+                    // The lanes that walk it: all, or those whose best
+                    // match so far is worse than the tree's best rule
+                    // (listed without branches).
+                    let mut act = every;
+                    let na = if fresh {
+                        GROUP
                     } else {
-                        // Only the lanes whose best match so far is worse
-                        // than the tree's best rule walk it, listed without
-                        // branches, their keys copied in walk order.
                         let mut na = 0;
                         for l in 0..GROUP {
                             act[na] = l as u8;
                             na += (best[l] > tree.min_prio) as usize;
                         }
-                        if na == 0 {
-                            continue;
-                        }
-                        // SAFETY: lanes from `act` (< GROUP), j < na <= GROUP.
-                        for j in 0..na {
-                            let l = *act.get_unchecked(j) as usize;
-                            *kb.get_unchecked_mut(j) = *kk.get_unchecked(l);
-                            *pb.get_unchecked_mut(j) = *pk.get_unchecked(l);
-                            *bb.get_unchecked_mut(j) = *best.get_unchecked(l);
-                        }
-                        (na, &kb, &pb, &mut bb)
+                        na
                     };
-                    // SAFETY: the pointers are to this function's arrays,
-                    // none of which the walk below touches otherwise.
-                    let (ka, pa, ba) = (&*kp, &*pp, &mut *bp);
+                    fresh = false;
+                    if na == 0 {
+                        continue;
+                    }
                     // SAFETY (every unchecked index below): node and block
                     // indices come from the build (children, leaves' blocks,
-                    // block 0), j < na <= GROUP.
+                    // block 0), lanes from `act` (< GROUP), j < na <= GROUP.
                     for j in 0..na {
                         *cur.get_unchecked_mut(j) = tree.root;
                     }
@@ -1172,9 +1163,10 @@ macro_rules! batch_fn {
                     for _ in 0..tree.depth {
                         let mut inner = 0;
                         for j in 0..na {
+                            let l = *act.get_unchecked(j) as usize;
                             // A leaf is its own only child.
                             let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
-                            let c = n.base + $below(n, *ka.get_unchecked(j).get_unchecked(n.field()));
+                            let c = n.base + $below(n, *kk.get_unchecked(l).get_unchecked(n.field()));
                             *cur.get_unchecked_mut(j) = c;
                             let next = nodes.get_unchecked(c as usize);
                             simd::prefetch(next);
@@ -1187,44 +1179,35 @@ macro_rules! batch_fn {
                     for j in 0..na {
                         simd::prefetch(rows.as_ptr().wrapping_add(nodes.get_unchecked(*cur.get_unchecked(j) as usize).first_block() * stride));
                     }
+                    // Each lane's leaf, block by block in priority order,
+                    // as far as a block could beat its best match so far
+                    // (a block's first lane is its best rule); the first
+                    // block always (an empty leaf's is block 0, which
+                    // matches nothing).
                     for j in 0..na {
+                        let l = *act.get_unchecked(j) as usize;
                         let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
-                        let (key, bl) = (pa.get_unchecked(j), ba.get_unchecked_mut(j));
-                        let (first, nb) = (n.first_block() * stride, n.blocks());
-                        if nb <= 1 {
-                            // One block (or the empty block 0).
-                            let blk = rows.get_unchecked(first..first + stride);
-                            let m = $block(blk, key, pairs, fold);
-                            let id = blk[2 * NW].0[(m | 1 << LANES).trailing_zeros() as usize & (LANES - 1)] >> sh;
-                            *bl = (*bl).min(if m == 0 { u32::MAX } else { id });
-                            continue;
-                        }
-                        // The first block unconditionally (mostly the lane's
-                        // first tree: nothing to beat yet; the min keeps
-                        // the answer right anyway), a later one only when
-                        // its best rule beats the answer so far.
+                        let (key, bl) = (pk.get_unchecked(l), best.get_unchecked_mut(l));
+                        let (first, nb) = (n.first_block() * stride, n.blocks().max(1));
                         for b in 0..nb {
                             let blk = rows.get_unchecked(first + b * stride..first + (b + 1) * stride);
-                            if b > 0 && blk[2 * NW].0[0] >> sh >= *bl {
+                            let id = blk.get_unchecked(2 * NW).0.as_ptr();
+                            if b > 0 && *id >> sh >= *bl {
                                 break;
                             }
                             let m = $block(blk, key, pairs, fold);
                             if m != 0 {
-                                *bl = (*bl).min(blk[2 * NW].0[m.trailing_zeros() as usize & (LANES - 1)] >> sh);
+                                *bl = (*bl).min(*id.add(m.trailing_zeros() as usize) >> sh);
                                 break;
                             }
-                        }
-                    }
-                    if !was_fresh {
-                        for j in 0..na {
-                            *best.get_unchecked_mut(*act.get_unchecked(j) as usize) = *bb.get_unchecked(j);
                         }
                     }
                 }
                 match &t.upd {
                     None => {
+                        // u32::MAX (no match) is -1 as it is.
                         for l in 0..g {
-                            os[l] = if best[l] == u32::MAX { -1 } else { best[l] as i32 };
+                            os[l] = best[l] as i32;
                         }
                     }
                     Some(u) if u.blocks => {
@@ -1258,11 +1241,11 @@ macro_rules! batch_fn {
     };
 }
 
-batch_fn!(#[inline(never)] fn batch_scalar, simd::below_scalar, simd::block_scalar::<NW>);
+batch_fn!(#[inline(never)] fn batch_scalar, simd::below_scalar, simd::block_scalar::<NW>, simd::prep5_scalar);
 #[cfg(target_arch = "x86_64")]
-batch_fn!(#[target_feature(enable = "avx2,popcnt")] #[inline(never)] fn batch_avx2, simd::avx2::below, simd::avx2::block::<NW>);
+batch_fn!(#[target_feature(enable = "avx2,popcnt")] #[inline(never)] fn batch_avx2, simd::avx2::below, simd::avx2::block::<NW>, simd::avx2::prep5);
 #[cfg(target_arch = "x86_64")]
-batch_fn!(#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,popcnt")] #[inline(never)] fn batch_avx512, simd::avx512::below, simd::avx512::block::<NW>);
+batch_fn!(#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,popcnt")] #[inline(never)] fn batch_avx512, simd::avx512::below, simd::avx512::block::<NW>, simd::avx2::prep5);
 
 impl Classifier for PTree {
     fn classify(&self, key: &Key) -> Match {
@@ -1439,7 +1422,9 @@ mod tests {
         // Scalar, AVX2 and AVX-512 kernels (those the CPU has).
         for (simd, avx512) in [(false, false), (true, false), (true, true)] {
             let mut t = PTree::build(&set, &PTreeConfig { simd, ..Default::default() }).unwrap();
-            t.avx512 &= avx512;
+            if !avx512 {
+                t = t.without_avx512();
+            }
             assert!(t.stats().max_depth <= 4, "depth {}", t.stats().max_depth);
             assert!(t.stats().trees >= 2);
             let mut out = vec![0; keys.len()];

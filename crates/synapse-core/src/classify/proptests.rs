@@ -84,12 +84,15 @@ fn check_all(set: &RuleSet, keys: &[Key], trie: &TrieConfig, dtree: &DTreeConfig
     let want: Vec<Option<u32>> = keys.iter().map(|k| lin.classify(k)).collect();
     let d = DTree::build(set, dtree).unwrap();
     let mut built: Vec<(&str, Box<dyn MemoryWalk>)> = vec![("dtree", Box::new(d))];
-    // The partitioned tree with the AVX2 kernels (when the CPU has them)
-    // and with the scalar ones, small buckets so the trees branch.
+    // The partitioned tree with the best kernels the CPU has, with the
+    // AVX2 ones (on an AVX-512 CPU) and with the scalar ones, small
+    // buckets so the trees branch.
     for simd in [true, false] {
         let cfg = PTreeConfig { bucket: dtree.bucket, simd, ..Default::default() };
         built.push((if simd { "ptree" } else { "ptree scalar" }, Box::new(PTree::build(set, &cfg).unwrap())));
     }
+    let cfg = PTreeConfig { bucket: dtree.bucket, ..Default::default() };
+    built.push(("ptree avx2", Box::new(PTree::build(set, &cfg).unwrap().without_avx512())));
     match Trie::build(set, trie) {
         Ok(t) => built.push(("trie", Box::new(t))),
         // A small random set can still blow a small budget (wildcards
@@ -337,10 +340,13 @@ fn generated_10k_sets_equal_the_oracle() {
         let d = DTree::build(&set, &DTreeConfig::default()).unwrap();
         d.classify_batch(&keys, &mut out);
         assert!(out == want, "dtree differs from the oracle on generated {kind} 10K");
-        for simd in [true, false] {
-            let p = PTree::build(&set, &PTreeConfig { simd, ..Default::default() }).unwrap();
+        for (simd, avx512) in [(true, true), (true, false), (false, false)] {
+            let mut p = PTree::build(&set, &PTreeConfig { simd, ..Default::default() }).unwrap();
+            if !avx512 {
+                p = p.without_avx512();
+            }
             p.classify_batch(&keys, &mut out);
-            assert!(out == want, "ptree (simd {simd}) differs from the oracle on generated {kind} 10K");
+            assert!(out == want, "ptree (simd {simd}, avx512 {avx512}) differs from the oracle on generated {kind} 10K");
             let single: Vec<i32> = keys.iter().map(|k| p.classify(k).map_or(-1, |r| r as i32)).collect();
             assert!(single == want, "ptree (simd {simd}) one at a time on generated {kind} 10K");
         }

@@ -174,6 +174,20 @@ pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32, f
     m
 }
 
+/// A five-tuple key (source, destination, the two ports, protocol) as a
+/// batch lane keeps it: `kk` every field biased (nodes compare it as is),
+/// `pk` the leaf words: the addresses biased, the ports paired, the
+/// protocol folded (word 7).
+#[inline(always)]
+pub fn prep5_scalar(k: &crate::rules::Key, kk: &mut [u32; 8], pk: &mut [u32; 8]) {
+    for f in 0..8 {
+        kk[f] = k.0[f] ^ BIAS;
+    }
+    *pk = *kk;
+    pk[2] = pack(k.0[2], k.0[3]) ^ PAIR_BIAS;
+    pk[7] = fold_key(k.0[4]);
+}
+
 /// Packs two 16-bit values into one word (unbiased) as [`block_scalar`]
 /// reads it once biased.
 #[inline(always)]
@@ -183,8 +197,29 @@ pub fn pack(a: u32, b: u32) -> u32 {
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2 {
-    use super::{Node, Row, LANES, NODE_THRESHOLDS};
+    use super::{Node, Row, BIAS, LANES, NODE_THRESHOLDS, PAIR_BIAS};
     use std::arch::x86_64::*;
+
+    /// [`super::prep5_scalar`] with vector ops: the biased key in one xor,
+    /// the leaf words in one byte shuffle (the ports' low halves side by
+    /// side) and one xor; the folded protocol, a byte spread with a
+    /// multiply: `p ^ 0x80`, `p ^ 0x7f` (= `!p ^ 0x80`), then two 0x7f.
+    /// Words 3 to 6 of `pk` are left as they are (no five-tuple kernel
+    /// reads them).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub fn prep5(k: &crate::rules::Key, kk: &mut [u32; 8], pk: &mut [u32; 8]) {
+        // SAFETY: a Key and the lanes' arrays are eight u32s (unaligned
+        // loads and stores).
+        unsafe {
+            let v = _mm256_loadu_si256(k.0.as_ptr() as *const __m256i);
+            _mm256_storeu_si256(kk.as_mut_ptr() as *mut __m256i, _mm256_xor_si256(v, _mm256_set1_epi32(BIAS as i32)));
+            let shuf = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 12, 13, 8, 9, -1, -1, -1, -1);
+            let x = _mm_xor_si128(_mm_shuffle_epi8(_mm256_castsi256_si128(v), shuf), _mm_setr_epi32(BIAS as i32, BIAS as i32, PAIR_BIAS as i32, 0));
+            _mm_storeu_si128(pk.as_mut_ptr() as *mut __m128i, x);
+            pk[7] = (k.0[4] & 0xff) * 0x0101 ^ 0x7f7f_7f80;
+        }
+    }
 
     /// [`super::below_scalar`] (key biased) with two 8-lane compares.
     #[inline]
@@ -357,6 +392,26 @@ mod tests {
             n.th[i] = t ^ BIAS;
         }
         n
+    }
+
+    proptest! {
+        #[test]
+        fn the_vector_key_prep_packs_as_the_scalar_one(k in proptest::array::uniform8(any::<u32>())) {
+            let key = crate::rules::Key(k);
+            let (mut kk, mut pk) = ([0u32; 8], [0u32; 8]);
+            prep5_scalar(&key, &mut kk, &mut pk);
+            #[cfg(target_arch = "x86_64")]
+            if has_avx2() {
+                let (mut vk, mut vp) = ([0u32; 8], [0u32; 8]);
+                // SAFETY: the CPU has AVX2 (checked above).
+                unsafe { avx2::prep5(&key, &mut vk, &mut vp) };
+                prop_assert_eq!(vk, kk);
+                // The words the five-tuple kernels read.
+                for w in [0, 1, 2, 7] {
+                    prop_assert_eq!(vp[w], pk[w], "word {}", w);
+                }
+            }
+        }
     }
 
     proptest! {
