@@ -1087,6 +1087,20 @@ fn empty_leaf() -> Node {
     Node::leaf(0, 0, 0, u32::MAX)
 }
 
+/// `$body` sixteen times with `$j` bound to 0, 1, .., 15 (constants, so
+/// the indices they make need no arithmetic).
+macro_rules! seq16 {
+    ($j:ident => $body:expr) => {
+        seq16!(@ $j => $body; 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    };
+    (@ $j:ident => $body:expr; $($n:literal)*) => {
+        $({
+            let $j: usize = $n;
+            $body;
+        })*
+    };
+}
+
 /// The batch lookup, written once and compiled three times: with the
 /// scalar kernels, and inside an AVX2 and an AVX-512 function with their
 /// kernels (so they inline). `$prep` packs a five-tuple key for a lane.
@@ -1160,17 +1174,31 @@ macro_rules! batch_fn {
                     // Down the tree in lockstep, without branches per lane:
                     // a lane at a leaf stays there; the walk stops when
                     // every lane is at a leaf.
+                    // A lane's step: a leaf is its own only child; the
+                    // load of the child's word tells whether it is inner
+                    // and brings its line in.
+                    macro_rules! step {
+                        ($j:expr, $l:expr, $inner:ident) => {{
+                            let n = nodes.get_unchecked(*cur.get_unchecked($j) as usize);
+                            let c = n.base + $below(n, *kk.get_unchecked($l).get_unchecked(n.field()));
+                            *cur.get_unchecked_mut($j) = c;
+                            $inner |= nodes.get_unchecked(c as usize).info;
+                        }};
+                    }
                     for _ in 0..tree.depth {
                         let mut inner = 0;
-                        for j in 0..na {
-                            let l = *act.get_unchecked(j) as usize;
-                            // A leaf is its own only child.
-                            let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
-                            let c = n.base + $below(n, *kk.get_unchecked(l).get_unchecked(n.field()));
-                            *cur.get_unchecked_mut(j) = c;
-                            let next = nodes.get_unchecked(c as usize);
-                            simd::prefetch(next);
-                            inner |= next.info;
+                        if GROUP == 16 && na == GROUP {
+                            // Every lane, in lane order, unrolled: lane
+                            // indices are constants.
+                            seq16!(j => step!(j, j, inner));
+                        } else if na == GROUP {
+                            for j in 0..GROUP {
+                                step!(j, j, inner);
+                            }
+                        } else {
+                            for j in 0..na {
+                                step!(j, *act.get_unchecked(j) as usize, inner);
+                            }
                         }
                         if inner & INNER == 0 {
                             break;
