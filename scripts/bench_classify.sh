@@ -19,7 +19,9 @@
 #
 # Every number is the median of RUNS (default 3) rounds; within a round each
 # set is measured by us and then by rte_acl, so both see the same load (the
-# machine is shared). rte_acl's build time is the wall time of a
+# machine is shared), for about the same time: rte_acl makes as many passes
+# over the trace as take SECS seconds at the rate we just measured (a short
+# run would catch one phase of a host whose speed swings, ours an average). rte_acl's build time is the wall time of a
 # dpdk-test-acl run on the set minus one on a one-rule set (EAL start-up and
 # file reading cancel), both classifying one header.
 #
@@ -31,7 +33,7 @@ cd "$(dirname "$0")/.."
 
 OUT=${OUT:-target/bench-classify}
 SECS=${SECS:-1}          # seconds per rate measurement (ours)
-ITER=${ITER:-20}         # passes over the trace (rte_acl)
+ITER=${ITER:-}           # passes over the trace (rte_acl); default: about SECS seconds at our rate
 SIZES=${SIZES:-"1000 10000 100000"}
 KINDS=${KINDS:-"acl fw ipc"}
 RUNS=${RUNS:-3}
@@ -93,7 +95,9 @@ for run in $(seq 1 "$RUNS"); do
         echo "== round $run: $name: rte_acl" >&2
         n=$(grep -c '^@' "$rules")
         t=$(grep -c . "$trace")
-        if ! rte_acl "$rules" "$trace" $((n + 1)) "$t" "$ITER" 0 > "$R/$name.rte_acl.log" 2>&1; then
+        ours_mlps=$(awk -F'\t' 'NR > 1 && $9 != "" { print $9; exit }' "$R/$name.ours.tsv")
+        iter=${ITER:-$(python3 -c "import math; print(max(1, math.ceil($SECS * float('${ours_mlps:-20}' or 20) * 1e6 / $t)))")}
+        if ! rte_acl "$rules" "$trace" $((n + 1)) "$t" "$iter" 0 > "$R/$name.rte_acl.log" 2>&1; then
             printf '%s\t%s\t-\t-\t-\tfailed (see %s)\n' "$name" "$n" "$R/$name.rte_acl.log" >> "$R/rte_acl.tsv"
             continue
         fi

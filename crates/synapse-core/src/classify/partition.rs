@@ -1125,16 +1125,25 @@ macro_rules! batch_fn {
                 // A short last group repeats its last key: every loop below
                 // runs over the whole group, unrolled and without checks.
                 let g = ks.len();
-                for l in 0..GROUP {
-                    // SAFETY: l.min(g - 1) < g = ks.len().
-                    let k = ks.get_unchecked(l.min(g - 1));
-                    if DYN {
-                        for f in 0..8 {
-                            kk[l][f] = k.0[f] ^ BIAS;
+                // SAFETY: l.min(g - 1) < g = ks.len(); a full group's l < g.
+                macro_rules! prep {
+                    ($l:expr, $k:expr) => {{
+                        let (l, k) = ($l, $k);
+                        if DYN {
+                            for f in 0..8 {
+                                kk[l][f] = k.0[f] ^ BIAS;
+                            }
+                            pk[l] = t.pack_key_n::<NW>(k);
+                        } else {
+                            $prep(k, kk.get_unchecked_mut(l), pk.get_unchecked_mut(l));
                         }
-                        pk[l] = t.pack_key_n::<NW>(k);
-                    } else {
-                        $prep(k, &mut kk[l], &mut pk[l]);
+                    }};
+                }
+                if GROUP == 16 && g == GROUP {
+                    seq16!(l => prep!(l, ks.get_unchecked(l)));
+                } else {
+                    for l in 0..GROUP {
+                        prep!(l, ks.get_unchecked(l.min(g - 1)));
                     }
                 }
                 let mut best = [u32::MAX; GROUP];
@@ -1234,8 +1243,8 @@ macro_rules! batch_fn {
                 match &t.upd {
                     None => {
                         // u32::MAX (no match) is -1 as it is.
-                        for l in 0..g {
-                            os[l] = best[l] as i32;
+                        for (o, &b) in os.iter_mut().zip(&best) {
+                            *o = b as i32;
                         }
                     }
                     Some(u) if u.blocks => {
