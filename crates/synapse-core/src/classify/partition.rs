@@ -272,14 +272,17 @@ impl PTree {
             // On a larger set one candidate (build time): one tree when
             // the partition's lookups mostly walk one (ipc sets), else its
             // replication explodes (gen fw 10K: 67 MB, half a second to
-            // build) and two trees it is.
-            let tries: &[(usize, f64)] = match set.len() > LARGE {
-                false => &[(2, 2.0), (1, 4.0)],
-                true if walked < 1.4 => &[(1, 4.0)],
-                true => &[(2, 2.0)],
+            // build) and two trees it is, with leaves of 24 (no second
+            // build with smaller leaves follows there; on gen fw 10K they
+            // ran 1.18x the lookups/s of leaves of 32 at 158 B/rule, not
+            // 121: blocks from L2 cost more than the estimate below says).
+            let tries: &[(usize, f64, usize)] = match set.len() > LARGE {
+                false => &[(2, 2.0, config.bucket), (1, 4.0, config.bucket)],
+                true if walked < 1.4 => &[(1, 4.0, config.bucket)],
+                true => &[(2, 2.0, config.bucket.min(24))],
             };
-            for &(trees, spfac) in tries {
-                let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(spfac), max_bytes: cap, ..*config };
+            for &(trees, spfac, bucket) in tries {
+                let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(spfac), max_bytes: cap, bucket, ..*config };
                 if let Ok(a) = Self::build_one(set, &c) {
                     let ac = weigh(&a, a.cost(&keys).0);
                     if ac <= 0.9 * base && ac < pick_cost {
