@@ -247,7 +247,7 @@ impl PTree {
         if set.len() > config.small {
             return Ok(t);
         }
-        let keys = sample_keys(set, 2048);
+        let keys = sample_keys(set, 1024);
         let (cost, walked) = t.cost(&keys);
         // A structure far beyond the L2 cache pays in misses part of what
         // it saves in instructions, hence a weight on its size (per 64 MiB:
@@ -303,16 +303,27 @@ impl PTree {
         let cap = pick.stats.bytes * 3 / 2;
         let buckets: &[usize] = if set.len() > LARGE { &[] } else { &[24, 16] };
         for &bucket in buckets {
-            let c = PTreeConfig { bucket: bucket.min(narrow.bucket), spfac: narrow.spfac.max(4.0), ..narrow };
-            if c == narrow {
+            let c = PTreeConfig { bucket: bucket.min(narrow.bucket), spfac: narrow.spfac.max(4.0), max_bytes: cap.min(narrow.max_bytes), ..narrow };
+            if (PTreeConfig { max_bytes: narrow.max_bytes, ..c }) == narrow {
                 continue;
             }
             // Past the cap the build stops (smaller leaves only take more).
-            let Ok(a) = Self::build_one(set, &PTreeConfig { max_bytes: cap.min(narrow.max_bytes), ..c }) else { break };
+            // There leaves of 24 may still fit with the pick's own
+            // replication (acl1_1k: 44 -> 48 B/rule, 1.2x the lookups/s;
+            // its leaves of 16 would pass a tenth of rte_acl's bytes), and
+            // then no smaller ones are tried.
+            let (a, more) = match Self::build_one(set, &c) {
+                Ok(a) => (a, true),
+                Err(_) if bucket == 24 && narrow.spfac < c.spfac => match Self::build_one(set, &PTreeConfig { spfac: narrow.spfac, ..c }) {
+                    Ok(a) => (a, false),
+                    Err(_) => break,
+                },
+                Err(_) => break,
+            };
             let ac = weigh(&a, a.cost(&keys).0);
             // Leaves of 16 only after leaves of 24 paid at under 1.2x the
             // bytes (build time: gen acl 1K's 16 would be over the cap).
-            let go_on = ac < pick_cost && a.stats.bytes * 5 <= cap * 4;
+            let go_on = more && ac < pick_cost && a.stats.bytes * 5 <= cap * 4;
             if ac < pick_cost {
                 pick = PTree { asked: *config, ..a };
                 pick_cost = ac;
