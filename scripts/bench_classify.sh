@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Single-core lookups per second, bytes per rule and build time of our
 # classifiers (ptree, dtree, trie) and of DPDK's rte_acl (dpdk-test-acl,
-# its default method: AVX2 on this machine class) on the same rule and trace
+# its default method: the widest the CPU has, named in the table's
+# heading) on the same rule and trace
 # files: generated acl/fw/ipc sets of 1K, 10K and 100K rules (fw: the
 # many-wildcard kind) and, when ../shared/data is present, the real
 # ClassBench 1K sets.
