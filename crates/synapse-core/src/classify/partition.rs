@@ -303,10 +303,11 @@ impl PTree {
         let cap = pick.stats.bytes * 3 / 2;
         let buckets: &[usize] = if set.len() > LARGE { &[] } else { &[24, 16] };
         for &bucket in buckets {
-            let c = PTreeConfig { bucket: bucket.min(narrow.bucket), spfac: narrow.spfac.max(4.0), max_bytes: cap.min(narrow.max_bytes), ..narrow };
-            if (PTreeConfig { max_bytes: narrow.max_bytes, ..c }) == narrow {
+            let c = PTreeConfig { bucket: bucket.min(narrow.bucket), spfac: narrow.spfac.max(4.0), ..narrow };
+            if c == narrow {
                 continue;
             }
+            let c = PTreeConfig { max_bytes: cap.min(narrow.max_bytes), ..c };
             // Past the cap the build stops (smaller leaves only take more).
             // There leaves of 24 may still fit with the pick's own
             // replication (acl1_1k: 44 -> 48 B/rule, 1.2x the lookups/s;
@@ -1194,9 +1195,6 @@ macro_rules! batch_fn {
                     for j in 0..na {
                         *cur.get_unchecked_mut(j) = tree.root;
                     }
-                    // Down the tree in lockstep, without branches per lane:
-                    // a lane at a leaf stays there; the walk stops when
-                    // every lane is at a leaf.
                     // A lane's step: a leaf is its own only child; the
                     // load of the child's word tells whether it is inner
                     // and brings its line in.
@@ -1208,6 +1206,9 @@ macro_rules! batch_fn {
                             $inner |= nodes.get_unchecked(c as usize).info;
                         }};
                     }
+                    // Down the tree in lockstep, without branches per lane:
+                    // a lane at a leaf stays there; the walk stops when
+                    // every lane is at a leaf.
                     for _ in 0..tree.depth {
                         let mut inner = 0;
                         if GROUP == 16 && na == GROUP {
