@@ -22,9 +22,10 @@
 # set is measured by us and then by rte_acl, so both see the same load (the
 # machine is shared), for about the same time: rte_acl makes as many passes
 # over the trace as take SECS seconds at the rate we just measured (a short
-# run would catch one phase of a host whose speed swings, ours an average). rte_acl's build time is the wall time of a
-# dpdk-test-acl run on the set minus one on a one-rule set (EAL start-up and
-# file reading cancel), both classifying one header.
+# run would catch one phase of a host whose speed swings, ours an average).
+# rte_acl's build time is the wall time of a dpdk-test-acl run on the set
+# minus one on a one-rule set (EAL start-up and file reading cancel), both
+# classifying one header.
 #
 # Answers: every structure is checked against the linear oracle on the
 # trace (the first 20,000 headers) by classify_table, and rte_acl's answer
@@ -97,7 +98,7 @@ for run in $(seq 1 "$RUNS"); do
         n=$(grep -c '^@' "$rules")
         t=$(grep -c . "$trace")
         ours_mlps=$(awk -F'\t' 'NR > 1 && $9 != "" { print $9; exit }' "$R/$name.ours.tsv")
-        iter=${ITER:-$(python3 -c "import math; print(max(1, math.ceil($SECS * float('${ours_mlps:-20}' or 20) * 1e6 / $t)))")}
+        iter=${ITER:-$(awk -v s="$SECS" -v r="${ours_mlps:-20}" -v t="$t" 'BEGIN { print int(s * r * 1e6 / t) + 1 }')}
         if ! rte_acl "$rules" "$trace" $((n + 1)) "$t" "$iter" 0 > "$R/$name.rte_acl.log" 2>&1; then
             printf '%s\t%s\t-\t-\t-\tfailed (see %s)\n' "$name" "$n" "$R/$name.rte_acl.log" >> "$R/rte_acl.tsv"
             continue

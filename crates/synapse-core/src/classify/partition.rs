@@ -1145,9 +1145,7 @@ macro_rules! batch_fn {
                     ($l:expr, $k:expr) => {{
                         let (l, k) = ($l, $k);
                         if DYN {
-                            for f in 0..8 {
-                                kk[l][f] = k.0[f] ^ BIAS;
-                            }
+                            kk[l] = k.0.map(|x| x ^ BIAS);
                             pk[l] = t.pack_key_n::<NW>(k);
                         } else {
                             $prep(k, kk.get_unchecked_mut(l), pk.get_unchecked_mut(l));

@@ -180,9 +180,7 @@ pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32, f
 /// protocol folded (word 7).
 #[inline(always)]
 pub fn prep5_scalar(k: &crate::rules::Key, kk: &mut [u32; 8], pk: &mut [u32; 8]) {
-    for f in 0..8 {
-        kk[f] = k.0[f] ^ BIAS;
-    }
+    *kk = k.0.map(|x| x ^ BIAS);
     *pk = *kk;
     pk[2] = pack(k.0[2], k.0[3]) ^ PAIR_BIAS;
     pk[7] = fold_key(k.0[4]);
