@@ -120,8 +120,13 @@ pub struct PTree {
     /// protocol of a five-tuple): each lane's index in its upper 16 bits,
     /// the field's low bound and complemented high bound as two biased
     /// bytes below, so one byte-wise compare tests it ([`simd::fold_bounds`]):
-    /// 7 rows per five-tuple block, not 9. Sets of fewer than 65,535 rules.
+    /// 7 rows per five-tuple block, not 9.
     fold: Option<usize>,
+    /// The rule ids in a row of their own after the index row (`fold` on a
+    /// set of 65,535 rules or more, whose ids do not fit beside the folded
+    /// bounds): 8 rows per five-tuple block, 256 bytes, still fewer than
+    /// unfolded and four whole lines.
+    wide: bool,
     /// Per word: (field a, field b, shift of a, mask of b, bias): the packed
     /// word is `(key[a] << shift | key[b] & mask) ^ bias`.
     packing: [(u8, u8, u32, u32, u32); 8],
@@ -363,13 +368,13 @@ impl PTree {
                 let n = &self.nodes[i as usize];
                 for b in n.first_block()..n.first_block() + n.blocks() {
                     let blk = &self.rows[b * stride..(b + 1) * stride];
-                    if self.rule_of(blk[2 * nw].0[0]) >= best {
+                    if self.id_of(blk, 0) >= best {
                         break;
                     }
                     c += 34;
                     let m = simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs, self.fold.is_some());
                     if m != 0 {
-                        best = best.min(self.rule_of(blk[2 * nw].0[m.trailing_zeros() as usize]));
+                        best = best.min(self.id_of(blk, m.trailing_zeros() as usize));
                         break;
                     }
                 }
@@ -405,7 +410,7 @@ impl PTree {
             words.push((a, None));
         }
         let fold = match words.last() {
-            Some(&(f, None)) if widths[f] <= 8 && set.len() < 0xffff && words.len() > 1 => {
+            Some(&(f, None)) if widths[f] <= 8 && words.len() > 1 => {
                 words.pop();
                 Some(f)
             }
@@ -424,6 +429,7 @@ impl PTree {
             words,
             pairs,
             fold,
+            wide: fold.is_some() && set.len() >= 0xffff,
             packing,
             config: *config,
             nodes: Vec::new(),
@@ -528,7 +534,7 @@ impl PTree {
             avx512: t.avx512,
         };
         let s = t.stride();
-        let empty = if t.fold.is_some() { simd::FOLD_EMPTY } else { u32::MAX };
+        let empty = if t.fold.is_some() && !t.wide { simd::FOLD_EMPTY } else { u32::MAX };
         t.stats.items = t.rows.chunks(s).map(|b| b[s - 1].0.iter().filter(|&&x| x != empty).count()).sum();
         for v in t.shadow.values_mut() {
             v.sort_unstable();
@@ -539,7 +545,7 @@ impl PTree {
 
     /// Rows per leaf block.
     fn stride(&self) -> usize {
-        2 * self.words.len() + 1
+        2 * self.words.len() + 1 + self.wide as usize
     }
 
     fn bytes(&self) -> u64 {
@@ -638,7 +644,7 @@ impl PTree {
         }
         for chunk in boxes.chunks(LANES) {
             let lanes: Vec<(u32, &Box_)> = chunk.iter().map(|(i, b)| (*i, b)).collect();
-            push_block(&self.words, self.fold, &mut u.rows, &lanes);
+            push_block(&self.words, self.fold, self.wide, &mut u.rows, &lanes);
         }
         u.blocks = true;
     }
@@ -705,7 +711,7 @@ impl PTree {
         else {
             return;
         };
-        let (stride, nw) = (self.stride(), self.words.len());
+        let stride = self.stride();
         let (lo, hi) = simd::empty_bounds(self.words[0].1.is_some());
         let mut stack = vec![tree.root];
         // Down every child the rule's box reaches.
@@ -720,7 +726,7 @@ impl PTree {
             for b in n.first_block()..n.first_block() + n.blocks() {
                 let at = b * stride;
                 for l in 0..LANES {
-                    if self.rule_of(self.rows[at + 2 * nw].0[l]) == id {
+                    if self.id_of(&self.rows[at..at + stride], l) == id {
                         self.rows[at].0[l] = lo;
                         self.rows[at + 1].0[l] = hi;
                     }
@@ -907,7 +913,7 @@ impl PTree {
                 let chunks = if slots.is_empty() && self.rows.is_empty() { vec![&empty[..]] } else { slots.chunks(LANES).collect() };
                 for chunk in chunks {
                     let lanes: Vec<(u32, &Box_)> = chunk.iter().map(|&s| (s, &boxes[s as usize])).collect();
-                    push_block(&self.words, self.fold, &mut self.rows, &lanes);
+                    push_block(&self.words, self.fold, self.wide, &mut self.rows, &lanes);
                 }
                 leaves.insert(slots.clone(), first);
                 first
@@ -948,13 +954,14 @@ impl PTree {
         p
     }
 
-    /// The rule index of a block's index-row entry (matched lanes only).
+    /// The rule index in lane `l` of the block `blk` (matched lanes only).
     #[inline(always)]
-    fn rule_of(&self, v: u32) -> u32 {
-        if self.fold.is_some() {
-            v >> 16
-        } else {
-            v
+    fn id_of(&self, blk: &[Row], l: usize) -> u32 {
+        let nw = self.words.len();
+        match (self.wide, self.fold) {
+            (true, _) => blk[2 * nw + 1].0[l],
+            (false, Some(_)) => blk[2 * nw].0[l] >> 16,
+            (false, None) => blk[2 * nw].0[l],
         }
     }
 
@@ -972,24 +979,33 @@ impl PTree {
         p
     }
 
+    /// The five-tuple's batch on the widest kernels the CPU has.
+    fn five_tuple<const G: usize, const WIDE: bool>(&self, keys: &[Key], out: &mut [i32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx512 {
+            // SAFETY: avx512 is set only when the CPU has AVX-512 F/VL/BW.
+            unsafe { batch_avx512::<3, G, FIVE_TUPLE_PAIRS, false, WIDE>(self, keys, out) };
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: avx2 is set only when the CPU has AVX2.
+            unsafe { batch_avx2::<3, G, FIVE_TUPLE_PAIRS, false, WIDE>(self, keys, out) };
+            return;
+        }
+        // SAFETY: the scalar kernels need nothing.
+        unsafe { batch_scalar::<3, G, FIVE_TUPLE_PAIRS, false, WIDE>(self, keys, out) };
+    }
+
     fn classify_scalar_or_simd<const G: usize>(&self, keys: &[Key], out: &mut [i32]) {
         // The five-tuple's words (source, destination, the two ports as a
         // pair, protocol) with their pairs known at compile time.
         if self.words[..] == FIVE_TUPLE_WORDS && self.fold == Some(4) {
-            #[cfg(target_arch = "x86_64")]
-            if self.avx512 {
-                // SAFETY: avx512 is set only when the CPU has AVX-512 F/VL/BW.
-                unsafe { batch_avx512::<3, G, FIVE_TUPLE_PAIRS, false>(self, keys, out) };
-                return;
+            if self.wide {
+                self.five_tuple::<G, true>(keys, out)
+            } else {
+                self.five_tuple::<G, false>(keys, out)
             }
-            #[cfg(target_arch = "x86_64")]
-            if self.avx2 {
-                // SAFETY: avx2 is set only when the CPU has AVX2.
-                unsafe { batch_avx2::<3, G, FIVE_TUPLE_PAIRS, false>(self, keys, out) };
-                return;
-            }
-            // SAFETY: the scalar kernels need nothing.
-            unsafe { batch_scalar::<3, G, FIVE_TUPLE_PAIRS, false>(self, keys, out) };
             return;
         }
         macro_rules! go {
@@ -999,17 +1015,17 @@ impl PTree {
                         #[cfg(target_arch = "x86_64")]
                         if self.avx512 {
                             // SAFETY: avx512 is set only when the CPU has AVX-512 F/VL/BW.
-                            unsafe { batch_avx512::<$nf, G, 0, true>(self, keys, out) };
+                            unsafe { batch_avx512::<$nf, G, 0, true, false>(self, keys, out) };
                             return;
                         }
                         #[cfg(target_arch = "x86_64")]
                         if self.avx2 {
                             // SAFETY: avx2 is set only when the CPU has AVX2.
-                            unsafe { batch_avx2::<$nf, G, 0, true>(self, keys, out) };
+                            unsafe { batch_avx2::<$nf, G, 0, true, false>(self, keys, out) };
                             return;
                         }
                         // SAFETY: the scalar kernels need nothing.
-                        unsafe { batch_scalar::<$nf, G, 0, true>(self, keys, out) }
+                        unsafe { batch_scalar::<$nf, G, 0, true, false>(self, keys, out) }
                     })*
                     _ => unreachable!("at most {MAX_FIELDS} fields"),
                 }
@@ -1031,8 +1047,8 @@ fn delta_bytes(u: &Updates) -> u64 {
 /// Appends one block of up to [`LANES`] rules (index, box) to `rows` in
 /// the layout the kernels read: per word a row of low and a row of high
 /// bounds (biased), then the index row (with the folded field's bounds when
-/// there is one); unused lanes meet no key.
-fn push_block(words: &[(usize, Option<usize>)], fold: Option<usize>, rows: &mut Vec<Row>, lanes: &[(u32, &Box_)]) {
+/// there is one), then with `wide` the ids alone; unused lanes meet no key.
+fn push_block(words: &[(usize, Option<usize>)], fold: Option<usize>, wide: bool, rows: &mut Vec<Row>, lanes: &[(u32, &Box_)]) {
     let (nw, at) = (words.len(), rows.len());
     for &(_, b) in words {
         // A lane no key meets (both halves of a pair).
@@ -1041,6 +1057,9 @@ fn push_block(words: &[(usize, Option<usize>)], fold: Option<usize>, rows: &mut 
         rows.push(Row([hi; LANES]));
     }
     rows.push(Row([if fold.is_some() { simd::FOLD_EMPTY } else { u32::MAX }; LANES]));
+    if wide {
+        rows.push(Row([u32::MAX; LANES]));
+    }
     for (l, &(s, bx)) in lanes.iter().enumerate() {
         for (w, &(a, b)) in words.iter().enumerate() {
             let (lo, hi) = match b {
@@ -1055,6 +1074,9 @@ fn push_block(words: &[(usize, Option<usize>)], fold: Option<usize>, rows: &mut 
             Some(f) => s << 16 | simd::fold_bounds(bx[f].0, bx[f].1),
             None => s,
         };
+        if wide {
+            rows[at + 2 * nw + 1].0[l] = s;
+        }
     }
 }
 
@@ -1122,14 +1144,16 @@ macro_rules! seq16 {
 macro_rules! batch_fn {
     ($(#[$attr:meta])* fn $name:ident, $below:expr, $block:expr, $prep:expr) => {
         $(#[$attr])*
-        unsafe fn $name<const NW: usize, const GROUP: usize, const PAIRS: u32, const DYN: bool>(t: &PTree, keys: &[Key], out: &mut [i32]) {
-            let stride = 2 * NW + 1;
+        unsafe fn $name<const NW: usize, const GROUP: usize, const PAIRS: u32, const DYN: bool, const WIDE: bool>(t: &PTree, keys: &[Key], out: &mut [i32]) {
             let nodes = &t.nodes[..];
             let rows = &t.rows[..];
             let pairs = if DYN { t.pairs } else { PAIRS };
             // Five-tuple (not DYN): the protocol is folded.
             let fold = if DYN { t.fold.is_some() } else { true };
-            let sh = if fold { 16 } else { 0 };
+            // A lane's rule id: row `idr` of its block, shifted by `sh`.
+            let wide = if DYN { t.wide } else { WIDE };
+            let stride = 2 * NW + 1 + wide as usize;
+            let (idr, sh) = if wide { (2 * NW + 1, 0) } else { (2 * NW, if fold { 16 } else { 0 }) };
             // Per lane its key biased (nodes compare it as is) and packed
             // into leaf words.
             let mut kk = [[0u32; 8]; GROUP];
@@ -1241,7 +1265,7 @@ macro_rules! batch_fn {
                         let (first, nb) = (n.first_block() * stride, n.blocks().max(1));
                         for b in 0..nb {
                             let blk = rows.get_unchecked(first + b * stride..first + (b + 1) * stride);
-                            let id = blk.get_unchecked(2 * NW).0.as_ptr();
+                            let id = blk.get_unchecked(idr).0.as_ptr();
                             if b > 0 && *id >> sh >= *bl {
                                 break;
                             }
@@ -1268,12 +1292,12 @@ macro_rules! batch_fn {
                         for l in 0..g {
                             let mut p = if best[l] == u32::MAX { u32::MAX } else { u.pos[best[l] as usize] };
                             for blk in drows.chunks_exact(stride) {
-                                if delta[(blk[2 * NW].0[0] >> sh) as usize].0 >= p {
+                                if delta[(blk[idr].0[0] >> sh) as usize].0 >= p {
                                     break;
                                 }
                                 let m = $block(blk, &pk[l], pairs, fold);
                                 if m != 0 {
-                                    p = p.min(delta[(blk[2 * NW].0[m.trailing_zeros() as usize & (LANES - 1)] >> sh) as usize].0);
+                                    p = p.min(delta[(blk[idr].0[m.trailing_zeros() as usize & (LANES - 1)] >> sh) as usize].0);
                                     break;
                                 }
                             }
@@ -1342,14 +1366,14 @@ impl MemoryWalk for PTree {
             }
             for b in n.first_block()..n.first_block() + n.blocks() {
                 let blk = &self.rows[b * stride..(b + 1) * stride];
-                if self.rule_of(blk[2 * nw].0[0]) >= best {
+                if self.id_of(blk, 0) >= best {
                     break;
                 }
                 let addr = rows_at + (b * stride * 32) as u64;
                 accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: block_bytes });
                 let m = simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs, self.fold.is_some());
                 if m != 0 {
-                    best = best.min(self.rule_of(blk[2 * nw].0[m.trailing_zeros() as usize]));
+                    best = best.min(self.id_of(blk, m.trailing_zeros() as usize));
                     break;
                 }
             }
@@ -1372,7 +1396,7 @@ impl MemoryWalk for PTree {
         if u.blocks {
             // One read per delta block tested, as for a leaf's blocks.
             for (b, blk) in u.rows.chunks_exact(stride).enumerate() {
-                if u.delta[self.rule_of(blk[2 * nw].0[0]) as usize].0 >= p {
+                if u.delta[self.id_of(blk, 0) as usize].0 >= p {
                     break;
                 }
                 let addr = delta_at + (b * stride * 32) as u64;
@@ -1487,6 +1511,44 @@ mod tests {
                 acc.clear();
                 assert_eq!(t.walk(k, &mut acc), w);
                 assert!(acc.len() <= 3 * (t.stats().max_depth + 2), "{} reads", acc.len());
+            }
+        }
+    }
+
+    #[test]
+    fn a_set_of_65535_rules_or_more_keeps_the_folded_protocol_with_ids_in_a_row_of_their_own() {
+        use crate::workload::{rulegen, seed::Params};
+        let set = rulegen::generate(&Params::builtin("fw").unwrap(), 70_000, 3);
+        let keys = sample_keys(&set, 1500);
+        for (simd, avx512) in [(false, false), (true, false), (true, true)] {
+            let mut t = PTree::build(&set, &PTreeConfig { simd, ..Default::default() }).unwrap();
+            if !avx512 {
+                t = t.without_avx512();
+            }
+            assert!(t.wide && t.fold.is_some() && t.stride() == 8, "stride {}", t.stride());
+            // Ids past 65,535 answer (the trace reaches the whole set).
+            let mut out = vec![0; keys.len()];
+            for round in 0..2 {
+                let lin = Linear::new(&t.rule_set());
+                t.classify_batch(&keys, &mut out);
+                let mut acc = Vec::new();
+                for (k, o) in keys.iter().zip(&out) {
+                    let w = lin.classify(k);
+                    assert_eq!(*o, w.map_or(-1, |r| r as i32), "round {round}");
+                    acc.clear();
+                    assert_eq!(t.walk(k, &mut acc), w);
+                }
+                assert!(out.iter().any(|&o| o > 0xffff));
+                // Then with tombstones and a delta in blocks.
+                for i in 0..40 {
+                    let at = (i * 1733 + 66_000) % t.len();
+                    let r = t.rule_set().rules[at];
+                    t.delete(at).unwrap();
+                    if i % 2 == 0 {
+                        t.insert(at / 2, r).unwrap();
+                    }
+                }
+                assert!(t.pending().0 > 0 && t.pending().1 > 0);
             }
         }
     }
