@@ -277,14 +277,17 @@ impl PTree {
             // On a larger set one candidate (build time): one tree when
             // the partition's lookups mostly walk one (ipc sets), else its
             // replication explodes (gen fw 10K: 67 MB, half a second to
-            // build) and two trees it is, with leaves of 24 (no second
-            // build with smaller leaves follows there; on gen fw 10K they
-            // ran 1.18x the lookups/s of leaves of 32 at 158 B/rule, not
-            // 121: blocks from L2 cost more than the estimate below says).
+            // build) and two trees it is, with leaves of 24 and replication
+            // up to 3 (no second build with smaller leaves follows there).
+            // On gen fw 10K leaves of 24 ran 1.18x the lookups/s of leaves
+            // of 32 at 158 B/rule, not 121 (blocks from L2 cost more than
+            // the estimate below says), and spfac 3 1.08x that of 2 at 192
+            // B/rule (its walk is a third of a lookup's time, its leaves
+            // two thirds: fewer rules per leaf, fewer blocks tested).
             let tries: &[(usize, f64, usize)] = match set.len() > LARGE {
                 false => &[(2, 2.0, config.bucket), (1, 4.0, config.bucket)],
                 true if walked < 1.4 => &[(1, 4.0, config.bucket)],
-                true => &[(2, 2.0, config.bucket.min(24))],
+                true => &[(2, 3.0, config.bucket.min(24))],
             };
             for &(trees, spfac, bucket) in tries {
                 let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(spfac), max_bytes: cap, bucket, ..*config };
