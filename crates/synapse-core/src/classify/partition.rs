@@ -252,7 +252,7 @@ impl PTree {
         if set.len() > config.small {
             return Ok(t);
         }
-        let keys = sample_keys(set, 1024);
+        let keys = sample_keys(set, 512);
         let (cost, walked) = t.cost(&keys);
         // A structure far beyond the L2 cache pays in misses part of what
         // it saves in instructions, hence a weight on its size (per 64 MiB:
@@ -802,14 +802,13 @@ impl PTree {
         };
         // Neighbouring children whose rules together fill at most one block
         // become one child: fewer nodes, fuller blocks.
-        let child_of = |lo: u32, hi: u32| -> Vec<u32> {
-            slots.iter().copied().filter(|&s| boxes[s as usize][f].0 <= hi && lo <= boxes[s as usize][f].1).collect()
-        };
+        let meets = |s: u32, lo: u32, hi: u32| boxes[s as usize][f].0 <= hi && lo <= boxes[s as usize][f].1;
+        let child_of = |lo: u32, hi: u32| -> Vec<u32> { slots.iter().copied().filter(|&s| meets(s, lo, hi)).collect() };
         let mut kept: Vec<u32> = Vec::with_capacity(th.len());
         let mut lo = bx[f].0;
         for (i, &t) in th.iter().enumerate() {
             let next_hi = th.get(i + 1).copied().unwrap_or(bx[f].1);
-            if child_of(lo, next_hi).len() > LANES {
+            if slots.iter().filter(|&&s| meets(s, lo, next_hi)).nth(LANES).is_some() {
                 kept.push(t);
                 lo = t + 1;
             }
