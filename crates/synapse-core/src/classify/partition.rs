@@ -109,6 +109,38 @@ type Box_ = [(u32, u32); MAX_FIELDS];
 /// Leaves built so far by their rules: the first block.
 type Leaves = std::collections::HashMap<Vec<u32>, u32>;
 
+/// A set's rules as boxes, computed once for every build candidate.
+struct Boxes {
+    /// Per rule its box; an empty box (a rule that is not one, or matches
+    /// nothing) matches nothing.
+    boxes: Vec<Box_>,
+    /// The rules that are boxes.
+    slots: Vec<u32>,
+    /// Rules that are not a box (index, rule), searched linearly.
+    odd: Vec<(u32, Rule)>,
+}
+
+impl Boxes {
+    fn new(set: &RuleSet) -> Boxes {
+        let widths: Vec<u8> = set.schema.fields.iter().map(|f| f.bits).collect();
+        let mut b = Boxes { boxes: Vec::with_capacity(set.len()), slots: Vec::new(), odd: Vec::new() };
+        for (i, r) in set.rules.iter().enumerate() {
+            match rule_box(r, &widths) {
+                Ok(Some(bx)) => {
+                    b.boxes.push(bx);
+                    b.slots.push(i as u32);
+                }
+                Ok(None) => b.boxes.push([(0, 0); MAX_FIELDS]),
+                Err(()) => {
+                    b.odd.push((i as u32, *r));
+                    b.boxes.push([(0, 0); MAX_FIELDS]);
+                }
+            }
+        }
+        b
+    }
+}
+
 /// The partitioned multi-way decision tree.
 pub struct PTree {
     nf: usize,
@@ -248,7 +280,8 @@ impl PTree {
     /// three trees.
     pub fn build(set: &RuleSet, config: &PTreeConfig) -> Result<PTree, BuildError> {
         let start = std::time::Instant::now();
-        let t = Self::build_one(set, config)?;
+        let boxes = Boxes::new(set);
+        let t = Self::build_one(set, config, &boxes)?;
         if set.len() > config.small {
             return Ok(t);
         }
@@ -291,7 +324,7 @@ impl PTree {
             };
             for &(trees, spfac, bucket) in tries {
                 let c = PTreeConfig { max_trees: trees, spfac: config.spfac.max(spfac), max_bytes: cap, bucket, ..*config };
-                if let Ok(a) = Self::build_one(set, &c) {
+                if let Ok(a) = Self::build_one(set, &c, &boxes) {
                     let ac = weigh(&a, a.cost(&keys).0);
                     if ac <= 0.9 * base && ac < pick_cost {
                         pick = PTree { asked: *config, ..a };
@@ -321,9 +354,9 @@ impl PTree {
             // replication (acl1_1k: 44 -> 48 B/rule, 1.2x the lookups/s;
             // its leaves of 16 would pass a tenth of rte_acl's bytes), and
             // then no smaller ones are tried.
-            let (a, more) = match Self::build_one(set, &c) {
+            let (a, more) = match Self::build_one(set, &c, &boxes) {
                 Ok(a) => (a, true),
-                Err(_) if bucket == 24 && narrow.spfac < c.spfac => match Self::build_one(set, &PTreeConfig { spfac: narrow.spfac, ..c }) {
+                Err(_) if bucket == 24 && narrow.spfac < c.spfac => match Self::build_one(set, &PTreeConfig { spfac: narrow.spfac, ..c }, &boxes) {
                     Ok(a) => (a, false),
                     Err(_) => break,
                 },
@@ -349,7 +382,7 @@ impl PTree {
     /// roughly): per tree walked a fixed part, per inner node and per leaf
     /// block tested their share; and the trees walked per lookup.
     fn cost(&self, keys: &[Key]) -> (f64, f64) {
-        let (stride, nw) = (self.stride(), self.words.len());
+        let stride = self.stride();
         let (mut c, mut walked) = (0u64, 0u64);
         for key in keys {
             let pk = self.pack_key(key);
@@ -375,7 +408,7 @@ impl PTree {
                         break;
                     }
                     c += 34;
-                    let m = simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs, self.fold.is_some());
+                    let m = self.test_block(blk, &pk);
                     if m != 0 {
                         best = best.min(self.id_of(blk, m.trailing_zeros() as usize));
                         break;
@@ -387,7 +420,7 @@ impl PTree {
         (c as f64 / n, walked as f64 / n)
     }
 
-    fn build_one(set: &RuleSet, config: &PTreeConfig) -> Result<PTree, BuildError> {
+    fn build_one(set: &RuleSet, config: &PTreeConfig, bx: &Boxes) -> Result<PTree, BuildError> {
         let start = std::time::Instant::now();
         if config.bucket == 0 || config.spfac < 1.0 || config.max_depth == 0 {
             return Err(BuildError::BadConfig(format!(
@@ -448,27 +481,13 @@ impl PTree {
             asked: *config,
             upd: None,
         };
-        // Boxes of the rules that are boxes; an empty box matches nothing.
-        let mut boxes: Vec<Box_> = Vec::with_capacity(set.len());
-        let mut slots: Vec<u32> = Vec::new();
-        for (i, r) in set.rules.iter().enumerate() {
-            match rule_box(r, &widths) {
-                Ok(Some(bx)) => {
-                    boxes.push(bx);
-                    slots.push(i as u32);
-                }
-                Ok(None) => boxes.push([(0, 0); MAX_FIELDS]),
-                Err(()) => {
-                    t.odd.push((i as u32, *r));
-                    boxes.push([(0, 0); MAX_FIELDS]);
-                }
-            }
-        }
+        let (boxes, slots) = (&bx.boxes[..], &bx.slots[..]);
+        t.odd = bx.odd.clone();
         // CutSplit partition on the first two address fields.
         let cut_fields: Vec<usize> =
             (0..nf).filter(|&f| set.schema.fields[f].kind == MatchKind::Lpm && widths[f] >= 8).take(2).collect();
         let mut groups: Vec<(u8, Vec<u32>)> = Vec::new();
-        for &s in &slots {
+        for &s in slots {
             let bx = &boxes[s as usize];
             let mut small = 0u8;
             for &f in &cut_fields {
@@ -544,6 +563,15 @@ impl PTree {
             v.dedup();
         }
         Ok(t)
+    }
+
+    /// The lanes of leaf block `blk` that the packed key `pk` matches
+    /// (scalar, for the cost model and the memory walk).
+    fn test_block(&self, blk: &[Row], pk: &[u32; 8]) -> u32 {
+        match self.words.len() {
+            3 => simd::block_scalar::<3>(blk, pk, self.pairs, self.fold.is_some()),
+            nw => simd::block_scalar::<8>(&padded(blk, nw), pk, self.pairs, self.fold.is_some()),
+        }
     }
 
     /// Rows per leaf block.
@@ -845,51 +873,64 @@ impl PTree {
     fn choose(&self, slots: &[u32], bx: &Box_, boxes: &[Box_], spfac: f64) -> Option<(usize, usize, Vec<u32>)> {
         let n = slots.len();
         let mut best: Option<((usize, usize), usize, Vec<u32>)> = None;
+        let (mut lows, mut highs) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut pts = Vec::with_capacity(2 * n);
-        let mut count = vec![0i64; NODE_THRESHOLDS + 2];
         for f in 0..self.nf {
             let (blo, bhi) = bx[f];
             if blo == bhi {
                 continue;
             }
-            // Candidate thresholds: every rule edge inside the box.
-            pts.clear();
+            // The rules' bounds inside the box, each sorted (those at its
+            // edges only counted: wildcards cost no sorting): a child
+            // [lo, hi] holds the rules with a low bound <= hi less those
+            // with a high bound < lo (two binary searches, not a pass).
+            lows.clear();
+            highs.clear();
             for &s in slots {
                 let (l, h) = boxes[s as usize][f];
                 if l > blo {
-                    pts.push(l - 1);
+                    lows.push(l);
                 }
                 if h < bhi {
-                    pts.push(h);
+                    highs.push(h);
                 }
             }
-            if pts.is_empty() {
+            if lows.is_empty() && highs.is_empty() {
                 continue;
             }
-            pts.sort_unstable();
-            pts.dedup();
+            let at_lo = n - lows.len();
+            lows.sort_unstable();
+            highs.sort_unstable();
+            // Candidate thresholds: every rule edge inside the box (below a
+            // low bound, at a high one), merged in order.
+            pts.clear();
+            let (mut i, mut j, ln, hn) = (0, 0, lows.len(), highs.len());
+            while i < ln || j < hn {
+                let x = if j >= hn || (i < ln && lows[i] - 1 <= highs[j]) {
+                    i += 1;
+                    lows[i - 1] - 1
+                } else {
+                    j += 1;
+                    highs[j - 1]
+                };
+                if pts.last() != Some(&x) {
+                    pts.push(x);
+                }
+            }
             // Children of about half a bucket, at most a node's worth;
             // fewer when replication is over budget.
             let mut k = NODE_THRESHOLDS.min(pts.len()).min((2 * n).div_ceil(self.config.bucket).max(2) - 1);
             while k >= 1 {
                 let mut th: Vec<u32> = (0..k).map(|i| pts[((i + 1) * pts.len()) / (k + 1)]).collect();
                 th.dedup();
-                count[..th.len() + 2].iter_mut().for_each(|c| *c = 0);
-                let mut total = 0usize;
-                for &s in slots {
-                    let (l, h) = boxes[s as usize][f];
-                    let a = th.partition_point(|&t| t < l.max(blo));
-                    let b = th.partition_point(|&t| t < h.min(bhi));
-                    count[a] += 1;
-                    count[b + 1] -= 1;
-                    total += b - a + 1;
+                let (mut total, mut max) = (0usize, 0usize);
+                for c in 0..=th.len() {
+                    let lo = if c == 0 { blo } else { th[c - 1] + 1 };
+                    let hi = if c == th.len() { bhi } else { th[c] };
+                    let m = at_lo + lows.partition_point(|&l| l <= hi) - highs.partition_point(|&h| h < lo);
+                    total += m;
+                    max = max.max(m);
                 }
-                let (mut run, mut max) = (0i64, 0i64);
-                for c in &count[..=th.len()] {
-                    run += c;
-                    max = max.max(run);
-                }
-                let max = max as usize;
                 if (total as f64) <= spfac * n as f64 && max < n {
                     let cost = (max, total);
                     if best.as_ref().map_or(true, |b| cost < b.0) {
@@ -1344,7 +1385,6 @@ impl MemoryWalk for PTree {
     /// controller maps addresses.
     fn walk(&self, key: &Key, accesses: &mut Vec<MemAccess>) -> Match {
         let stride = self.stride();
-        let nw = self.words.len();
         let pk = self.pack_key(key);
         let block_bytes = (stride * std::mem::size_of::<Row>()) as u32;
         let rows_at = (self.nodes.len() * std::mem::size_of::<Node>()) as u64;
@@ -1373,7 +1413,7 @@ impl MemoryWalk for PTree {
                 }
                 let addr = rows_at + (b * stride * 32) as u64;
                 accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: block_bytes });
-                let m = simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs, self.fold.is_some());
+                let m = self.test_block(blk, &pk);
                 if m != 0 {
                     best = best.min(self.id_of(blk, m.trailing_zeros() as usize));
                     break;
@@ -1403,7 +1443,7 @@ impl MemoryWalk for PTree {
                 }
                 let addr = delta_at + (b * stride * 32) as u64;
                 accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: block_bytes });
-                if simd::block_scalar::<8>(&padded(blk, nw), &pk, self.pairs, self.fold.is_some()) != 0 {
+                if self.test_block(blk, &pk) != 0 {
                     break;
                 }
             }
