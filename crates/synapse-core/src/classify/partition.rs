@@ -315,8 +315,8 @@ impl PTree {
             // On gen fw 10K leaves of 24 ran 1.18x the lookups/s of leaves
             // of 32 at 158 B/rule, not 121 (blocks from L2 cost more than
             // the estimate below says), and spfac 3 1.08x that of 2 at 192
-            // B/rule (its walk is a third of a lookup's time, its leaves
-            // two thirds: fewer rules per leaf, fewer blocks tested).
+            // B/rule (its leaves take about 60 % of a lookup's time, its
+            // walk the rest: fewer rules per leaf, fewer blocks tested).
             let tries: &[(usize, f64, usize)] = match set.len() > LARGE {
                 false => &[(2, 2.0, config.bucket), (1, 4.0, config.bucket)],
                 true if walked < 1.4 => &[(1, 4.0, config.bucket)],
