@@ -43,11 +43,14 @@ def test_structures_equal_the_linear_oracle(files, algo):
         ("dtree", [], 0, "FACL DT mapping: fits"),
         ("dtree", ["--set", "dtree.bucket=4", "--set", "facl.dt_layers=8"], 0, "DT layers used"),
         ("trie", ["--set", "trie.stride=4"], 0, "mean depth"),
-        ("trie", ["--set", "trie.max_bytes=4096"], 2, "memory budget of 4096 bytes"),
+        ("trie", ["--set", "trie.max_bytes=4096"], 2, "memory budget of 4096 bytes (stopped at"),
+        # The advice names the structure's own budget parameter.
+        ("trie", ["--set", "trie.max_bytes=4096"], 2, "raise it (--set trie.max_bytes=BYTES)"),
         ("trie", ["--set", "trie.stride=17"], 2, "stride must be 1..16"),
         ("dtree", ["--set", "dtree.buckets=4"], 2, "unknown build parameter"),
         ("dtree", ["--set", "dtree.bucket"], 2, "expected KEY=VALUE"),
-        ("dtree", ["--set", "dtree.max_bytes=1000"], 2, "memory budget of 1000 bytes"),
+        ("dtree", ["--set", "dtree.max_bytes=1000"], 2, "raise it (--set dtree.max_bytes=BYTES)"),
+        ("ptree", ["--set", "ptree.max_bytes=1000"], 2, "raise it (--set ptree.max_bytes=BYTES)"),
     ],
 )
 def test_classify_cli(files, algo, settings, code, expect):

@@ -344,7 +344,7 @@ impl<const N: usize> DTree<N> {
     fn check_budget(&self) -> Result<(), BuildError> {
         let b = self.bytes();
         if b > self.config.max_bytes {
-            return Err(BuildError::OverBudget { what: "decision tree", bytes: b, budget: self.config.max_bytes });
+            return Err(BuildError::OverBudget { what: "decision tree", key: "dtree.max_bytes", bytes: b, budget: self.config.max_bytes });
         }
         Ok(())
     }

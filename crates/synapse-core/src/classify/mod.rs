@@ -56,8 +56,8 @@ pub trait MemoryWalk<const N: usize = MAX_FIELDS>: Classifier<N> {
 pub enum BuildError {
     /// The structure would exceed its memory budget (set pruning and
     /// decision-tree replication can explode); nothing large was allocated.
-    #[error("{what} needs more than its memory budget of {budget} bytes (stopped at {bytes} bytes); raise the max_bytes build parameter (--set trie.max_bytes=...), use a smaller trie stride, or use the decision tree")]
-    OverBudget { what: &'static str, bytes: u64, budget: u64 },
+    #[error("{what} needs more than its memory budget of {budget} bytes (stopped at {bytes} bytes); raise it (--set {key}=BYTES) or use another structure")]
+    OverBudget { what: &'static str, key: &'static str, bytes: u64, budget: u64 },
     /// A rule the structure cannot represent.
     #[error("unsupported rule: {0}")]
     Unsupported(String),

@@ -970,7 +970,7 @@ impl PTree {
     fn check_budget(&self) -> Result<(), BuildError> {
         let b = self.bytes();
         if b > self.config.max_bytes {
-            return Err(BuildError::OverBudget { what: "partitioned tree", bytes: b, budget: self.config.max_bytes });
+            return Err(BuildError::OverBudget { what: "partitioned tree", key: "ptree.max_bytes", bytes: b, budget: self.config.max_bytes });
         }
         Ok(())
     }

@@ -196,6 +196,7 @@ impl Builder {
         if self.bytes > self.budget || self.memo_bytes > self.budget {
             return Err(BuildError::OverBudget {
                 what: "trie",
+                key: "trie.max_bytes",
                 bytes: self.bytes.max(self.memo_bytes),
                 budget: self.budget,
             });

@@ -24,12 +24,18 @@ pub(super) fn build_walker<const N: usize>(
             what,
             bytes,
             budget,
-        } => SimError(format!(
-            "config: table {table:?}: the ELU's {what} needs more than its memory budget of \
-                 {budget} bytes (stopped at {bytes}) for these {} rules; use the decision tree: \
-                 --set elu.algo=dtree",
-            set.rules.len()
-        )),
+            ..
+        } => {
+            // The partitioned tree fits where the others explode (its
+            // default budget is 512 MiB); past that, the decision tree.
+            let other = if name == "ptree" { "dtree" } else { "ptree" };
+            SimError(format!(
+                "config: table {table:?}: the ELU's {what} needs more than its memory budget of \
+                 {budget} bytes (stopped at {bytes}) for these {} rules; use another structure: \
+                 --set elu.algo={other}",
+                set.rules.len()
+            ))
+        }
         e => SimError(format!(
             "config: table {table:?}: building the ELU's {name}: {e}"
         )),

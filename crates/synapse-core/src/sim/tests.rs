@@ -331,7 +331,7 @@ fn firewall_rules_over_the_trie_budget_run_on_the_decision_tree() {
         Ok(_) => panic!("the trie must refuse this fw set"),
     };
     assert!(!e.contains('\n'), "{e}");
-    assert!(e.contains("\"fw\"") && e.contains("--set elu.algo=dtree"), "{e}");
+    assert!(e.contains("\"fw\"") && e.contains("--set elu.algo=ptree"), "{e}");
     let json = r#"{"duration_ns": 60000, "elu": {"algo": "dtree"},
         "tables": [{"name": "fw", "pmus": [0,1,2,3],
           "rules": {"generate": {"type": "fw", "count": 1000, "seed": 3}}}],
