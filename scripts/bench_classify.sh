@@ -13,10 +13,13 @@
 #   scripts/bench_classify.sh            # everything, table in $OUT/table.md
 #   SIZES="1000 10000" SECS=0.5 RUNS=1 scripts/bench_classify.sh
 #   RTE_ALG=avx512x32 RTE_SIMD=512 scripts/bench_classify.sh   # another rte_acl method
+#   OURS_SET=ptree.avx512=0 RTE_ALG=avx2 scripts/bench_classify.sh   # both at AVX2
 #
 # rte_acl runs its default method unless RTE_ALG names one (scalar, sse,
 # avx2, avx512x16, avx512x32); RTE_SIMD sets EAL's max SIMD width (512 lets
 # it pick avx512x32). The method it ran is named in the table's heading.
+# OURS_SET lists build parameters of ours (KEY=VALUE ..., `classify_table
+# --set`; ptree.avx512=0: its AVX2 kernels), also named in the heading.
 #
 # Every number is the median of RUNS (default 3) rounds; within a round each
 # set is measured by us and then by rte_acl, so both see the same load (the
@@ -39,6 +42,9 @@ ITER=${ITER:-}           # passes over the trace (rte_acl); default: about SECS 
 SIZES=${SIZES:-"1000 10000 100000"}
 KINDS=${KINDS:-"acl fw ipc"}
 RUNS=${RUNS:-3}
+OURS_SET=${OURS_SET:-}   # our build parameters, KEY=VALUE ...
+ours_set=()
+for kv in $OURS_SET; do ours_set+=(--set "$kv"); done
 ALGOS=${ALGOS:-"ptree,dtree,trie"}
 SHARED=${SYNAPSE_SHARED:-../shared}
 mkdir -p "$OUT"
@@ -77,7 +83,7 @@ rte_acl() { # RULES TRACE RULENUM TRACENUM ITER VERBOSE
 # enum rte_acl_classify_alg).
 first="$OUT/${names[0]}"
 method=$(rte_acl "$first" "${first}_trace" "$(($(grep -c '^@' "$first") + 1))" 1 1 3 2>/dev/null | sed -n 's/^ *alg=\([0-9]*\)$/\1/p' | head -1)
-methods=(default scalar sse neon avx2 altivec avx512x16 avx512x32)
+methods=(default scalar sse avx2 neon altivec avx512x16 avx512x32)
 method=${methods[${method:-0}]:-alg $method}
 now() { date +%s.%N; }
 
@@ -90,7 +96,7 @@ for run in $(seq 1 "$RUNS"); do
         rules="$OUT/$name"
         trace="$OUT/${name}_trace"
         echo "== round $run: $name: ours ($ALGOS)" >&2
-        "$BIN" --secs "$SECS" --budget-mb "${BUDGET_MB:-512}" --algos "$ALGOS" --answers ptree --write "$OUT" "$rules:$trace" > "$R/$name.ours.tsv"
+        "$BIN" --secs "$SECS" --budget-mb "${BUDGET_MB:-512}" --algos "$ALGOS" "${ours_set[@]}" --answers ptree --write "$OUT" "$rules:$trace" > "$R/$name.ours.tsv"
         if [ ! -s "$R/ours.tsv" ]; then head -1 "$R/$name.ours.tsv" > "$R/ours.tsv"; fi
         tail -n +2 "$R/$name.ours.tsv" >> "$R/ours.tsv"
 
@@ -128,9 +134,9 @@ simd=none
 for f in sse4_2 avx2 avx512f; do
     if grep -qw "$f" <<< "$flags"; then simd=$f; fi
 done
-python3 - "$OUT" "$RUNS" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$simd" "$method" <<'EOF'
+python3 - "$OUT" "$RUNS" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$simd" "$method" "$OURS_SET" <<'EOF'
 import csv, statistics, sys
-out, runs, cpu, simd, method = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+out, runs, cpu, simd, method, ours_set = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 load = lambda f: list(csv.DictReader(open(f), delimiter="\t"))
 ours = [load(f"{out}/run{r}/ours.tsv") for r in range(1, runs + 1)]
 rte = [{x["set"]: x for x in load(f"{out}/run{r}/rte_acl.tsv")} for r in range(1, runs + 1)]
@@ -150,8 +156,9 @@ def fmt(v, p=1, none="over budget"):
     return none if v is None else f"{v:.{p}f}"
 
 
-lines = [f"{cpu}, SIMD level {simd.upper().replace('AVX512F', 'AVX-512')}; rte_acl method {method}; one core; "
-         f"medians of {runs} interleaved rounds.", "",
+lines = [f"{cpu}, SIMD level {simd.upper().replace('AVX512F', 'AVX-512')}; rte_acl method {method}; "
+         + (f"ours with {ours_set}; " if ours_set else "")
+         + f"one core; medians of {runs} interleaved rounds.", "",
          "| set | rules | ptree Ml/s | rte_acl Ml/s | ptree ÷ rte_acl | ptree B/rule | rte_acl B/rule "
          "| ptree build ms | rte_acl build ms | dtree Ml/s | trie Ml/s | ptree = oracle | ptree = rte_acl |",
          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]

@@ -48,9 +48,10 @@ def test_ptree_kernels_equal_the_oracle_through_the_binding(files):
     rs = _core.RuleSet.parse(rules.read_text(), str(rules))
     tr = _core.Trace.parse(trace.read_text(), str(trace))
     want = _core.Classifier(rs, "linear").classify(tr)
-    for simd in ("1", "0"):
-        got = _core.Classifier(rs, "ptree", {"ptree.simd": simd, "ptree.bucket": "4"}).classify(tr)
-        assert np.array_equal(got, want), f"simd={simd}"
+    # The widest kernels, AVX2 at most, scalar.
+    for simd, avx512 in (("1", "1"), ("1", "0"), ("0", "1")):
+        got = _core.Classifier(rs, "ptree", {"ptree.simd": simd, "ptree.avx512": avx512, "ptree.bucket": "4"}).classify(tr)
+        assert np.array_equal(got, want), f"simd={simd} avx512={avx512}"
 
 
 @pytest.mark.parametrize(

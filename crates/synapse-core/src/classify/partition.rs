@@ -58,6 +58,9 @@ pub struct PTreeConfig {
     pub max_bytes: u64,
     /// Use the AVX2 kernels when the CPU has them (else scalar).
     pub simd: bool,
+    /// With `simd`, the AVX-512 kernels when the CPU has them (else AVX2):
+    /// off, an AVX-512 CPU measures the AVX2 path (AVX2-only machines).
+    pub avx512: bool,
     /// Most trees: the smallest partitions join the catch-all one beyond.
     pub max_trees: usize,
     /// Sets of at most this many rules also get two and one trees with more
@@ -71,7 +74,7 @@ pub struct PTreeConfig {
 
 impl Default for PTreeConfig {
     fn default() -> Self {
-        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, max_trees: 4, small: 16384, max_delta: 64 }
+        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, avx512: true, max_trees: 4, small: 16384, max_delta: 64 }
     }
 }
 
@@ -473,7 +476,7 @@ impl PTree {
             trees: Vec::new(),
             odd: Vec::new(),
             avx2: config.simd && simd::has_avx2(),
-            avx512: config.simd && simd::has_avx512(),
+            avx512: config.simd && config.avx512 && simd::has_avx512(),
             stats: PTreeStats::default(),
             set: set.clone(),
             tree_of: vec![u32::MAX; set.len()],
@@ -586,14 +589,6 @@ impl PTree {
 
     pub fn stats(&self) -> &PTreeStats {
         &self.stats
-    }
-
-    /// The same tree on the AVX2 kernels (tests on an AVX-512 CPU).
-    #[cfg(test)]
-    pub(crate) fn without_avx512(mut self) -> Self {
-        self.avx512 = false;
-        self.stats.avx512 = false;
-        self
     }
 
     /// Bits of each field of the built set (for `rule_box`).
@@ -1537,10 +1532,8 @@ mod tests {
             .collect();
         // Scalar, AVX2 and AVX-512 kernels (those the CPU has).
         for (simd, avx512) in [(false, false), (true, false), (true, true)] {
-            let mut t = PTree::build(&set, &PTreeConfig { simd, ..Default::default() }).unwrap();
-            if !avx512 {
-                t = t.without_avx512();
-            }
+            let t = PTree::build(&set, &PTreeConfig { simd, avx512, ..Default::default() }).unwrap();
+            assert_eq!((t.stats().avx2, t.stats().avx512), (simd && simd::has_avx2(), simd && avx512 && simd::has_avx512()));
             assert!(t.stats().max_depth <= 4, "depth {}", t.stats().max_depth);
             assert!(t.stats().trees >= 2);
             let mut out = vec![0; keys.len()];
@@ -1563,10 +1556,7 @@ mod tests {
         let set = rulegen::generate(&Params::builtin("fw").unwrap(), 70_000, 3);
         let keys = sample_keys(&set, 1500);
         for (simd, avx512) in [(false, false), (true, false), (true, true)] {
-            let mut t = PTree::build(&set, &PTreeConfig { simd, ..Default::default() }).unwrap();
-            if !avx512 {
-                t = t.without_avx512();
-            }
+            let mut t = PTree::build(&set, &PTreeConfig { simd, avx512, ..Default::default() }).unwrap();
             assert!(t.wide && t.fold.is_some() && t.stride() == 8, "stride {}", t.stride());
             // Ids past 65,535 answer (the trace reaches the whole set).
             let mut out = vec![0; keys.len()];

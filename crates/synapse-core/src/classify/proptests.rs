@@ -91,8 +91,8 @@ fn check_all(set: &RuleSet, keys: &[Key], trie: &TrieConfig, dtree: &DTreeConfig
         let cfg = PTreeConfig { bucket: dtree.bucket, simd, ..Default::default() };
         built.push((if simd { "ptree" } else { "ptree scalar" }, Box::new(PTree::build(set, &cfg).unwrap())));
     }
-    let cfg = PTreeConfig { bucket: dtree.bucket, ..Default::default() };
-    built.push(("ptree avx2", Box::new(PTree::build(set, &cfg).unwrap().without_avx512())));
+    let cfg = PTreeConfig { bucket: dtree.bucket, avx512: false, ..Default::default() };
+    built.push(("ptree avx2", Box::new(PTree::build(set, &cfg).unwrap())));
     match Trie::build(set, trie) {
         Ok(t) => built.push(("trie", Box::new(t))),
         // A small random set can still blow a small budget (wildcards
@@ -341,10 +341,7 @@ fn generated_10k_sets_equal_the_oracle() {
         d.classify_batch(&keys, &mut out);
         assert!(out == want, "dtree differs from the oracle on generated {kind} 10K");
         for (simd, avx512) in [(true, true), (true, false), (false, false)] {
-            let mut p = PTree::build(&set, &PTreeConfig { simd, ..Default::default() }).unwrap();
-            if !avx512 {
-                p = p.without_avx512();
-            }
+            let p = PTree::build(&set, &PTreeConfig { simd, avx512, ..Default::default() }).unwrap();
             p.classify_batch(&keys, &mut out);
             assert!(out == want, "ptree (simd {simd}, avx512 {avx512}) differs from the oracle on generated {kind} 10K");
             let single: Vec<i32> = keys.iter().map(|k| p.classify(k).map_or(-1, |r| r as i32)).collect();
