@@ -286,7 +286,7 @@ impl PTree {
         let boxes = Boxes::new(set);
         let t = Self::build_one(set, config, &boxes)?;
         if set.len() > config.small {
-            return Ok(t);
+            return Ok(PTree { set: set.clone(), ..t });
         }
         let keys = sample_keys(set, 512);
         let (cost, walked) = t.cost(&keys);
@@ -377,6 +377,7 @@ impl PTree {
                 break;
             }
         }
+        pick.set = set.clone();
         pick.stats.build_time = start.elapsed();
         Ok(pick)
     }
@@ -478,7 +479,9 @@ impl PTree {
             avx2: config.simd && simd::has_avx2(),
             avx512: config.simd && config.avx512 && simd::has_avx512(),
             stats: PTreeStats::default(),
-            set: set.clone(),
+            // The rules only for the pick (`build`): a candidate's copy
+            // would be written, and dropped, for nothing.
+            set: RuleSet::new(set.schema.clone(), Vec::new()),
             tree_of: vec![u32::MAX; set.len()],
             shadow: Default::default(),
             asked: *config,
