@@ -114,6 +114,8 @@ type Leaves = std::collections::HashMap<Vec<u32>, u32>;
 
 /// A set's rules as boxes, computed once for every build candidate.
 struct Boxes {
+    /// Bits of each field.
+    widths: Vec<u8>,
     /// Per rule its box; an empty box (a rule that is not one, or matches
     /// nothing) matches nothing.
     boxes: Vec<Box_>,
@@ -126,7 +128,7 @@ struct Boxes {
 impl Boxes {
     fn new(set: &RuleSet) -> Boxes {
         let widths: Vec<u8> = set.schema.fields.iter().map(|f| f.bits).collect();
-        let mut b = Boxes { boxes: Vec::with_capacity(set.len()), slots: Vec::new(), odd: Vec::new() };
+        let mut b = Boxes { boxes: Vec::with_capacity(set.len()), slots: Vec::new(), odd: Vec::new(), widths: Vec::new() };
         for (i, r) in set.rules.iter().enumerate() {
             match rule_box(r, &widths) {
                 Ok(Some(bx)) => {
@@ -140,6 +142,7 @@ impl Boxes {
                 }
             }
         }
+        b.widths = widths;
         b
     }
 }
@@ -433,7 +436,7 @@ impl PTree {
             )));
         }
         let nf = set.schema.len();
-        let widths: Vec<u8> = set.schema.fields.iter().map(|f| f.bits).collect();
+        let widths = &bx.widths;
         // Fields of at most 16 bits pair up into one word.
         let mut words: Vec<(usize, Option<usize>)> = Vec::new();
         let mut pending: Option<usize> = None;
@@ -582,7 +585,7 @@ impl PTree {
 
     /// Rows per leaf block.
     fn stride(&self) -> usize {
-        2 * self.words.len() + 1 + self.wide as usize
+        block_layout(self.words.len(), self.fold.is_some(), self.wide).0
     }
 
     fn bytes(&self) -> u64 {
@@ -998,12 +1001,8 @@ impl PTree {
     /// The rule index in lane `l` of the block `blk` (matched lanes only).
     #[inline(always)]
     fn id_of(&self, blk: &[Row], l: usize) -> u32 {
-        let nw = self.words.len();
-        match (self.wide, self.fold) {
-            (true, _) => blk[2 * nw + 1].0[l],
-            (false, Some(_)) => blk[2 * nw].0[l] >> 16,
-            (false, None) => blk[2 * nw].0[l],
-        }
+        let (_, idr, sh) = block_layout(self.words.len(), self.fold.is_some(), self.wide);
+        blk[idr].0[l] >> sh
     }
 
     /// [`Self::pack_key`] without branches, from the word table.
@@ -1082,6 +1081,17 @@ fn delta_bytes(u: &Updates) -> u64 {
         (u.rows.len() * std::mem::size_of::<Row>()) as u64
     } else {
         u.delta.len() as u64 * super::linear::RULE_BYTES as u64
+    }
+}
+
+/// A leaf block of `nw` words (`push_block`): its rows, and the row and
+/// shift of a lane's rule id (beside a folded field's bounds, or alone).
+#[inline(always)]
+const fn block_layout(nw: usize, fold: bool, wide: bool) -> (usize, usize, u32) {
+    match (wide, fold) {
+        (true, _) => (2 * nw + 2, 2 * nw + 1, 0),
+        (false, true) => (2 * nw + 1, 2 * nw, 16),
+        (false, false) => (2 * nw + 1, 2 * nw, 0),
     }
 }
 
@@ -1192,9 +1202,7 @@ macro_rules! batch_fn {
             // Five-tuple (not DYN): the protocol is folded.
             let fold = if DYN { t.fold.is_some() } else { true };
             // A lane's rule id: row `idr` of its block, shifted by `sh`.
-            let wide = if DYN { t.wide } else { WIDE };
-            let stride = 2 * NW + 1 + wide as usize;
-            let (idr, sh) = if wide { (2 * NW + 1, 0) } else { (2 * NW, if fold { 16 } else { 0 }) };
+            let (stride, idr, sh) = block_layout(NW, fold, if DYN { t.wide } else { WIDE });
             // Per lane its key biased (nodes compare it as is) and packed
             // into leaf words.
             let mut kk = [[0u32; 8]; GROUP];
