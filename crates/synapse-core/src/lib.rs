@@ -24,12 +24,15 @@
 //! - [`hash`]: lookup3, the VMU's hash.
 //! - [`hw`]: the hardware components (cam, pmu, vmu, elu, hbm, interconnect).
 //! - [`pipeline`]: the CFG of tables a PHV crosses.
+//! - [`program`]: a user's P4 program, compiled by the control plane,
+//!   executed per packet.
 //! - [`sim`]: the engine, statistics and the [`sim::Simulator`].
 
 pub mod classify;
 pub mod hash;
 pub mod hw;
 pub mod pipeline;
+pub mod program;
 pub mod rules;
 pub mod sim;
 pub mod workload;
