@@ -11,10 +11,16 @@
 //! the simulator then replays those visits as routes to decide *when*
 //! (timing, PMUs, misses). BMv2 simple_switch is the semantic reference.
 //!
+//! - [`hash`]: BMv2's hash algorithms and the bytes a calculation hashes.
+//! - [`meter`]: BMv2's two-rate three-colour meters.
+//! - [`selector`]: an action selector's choice of a group member.
 //! - [`visits`]: what the executor reports of a batch of packets, the
 //!   interface between the executor and whatever consumes its output (route
 //!   interning and the routed simulator, per-table counters, tests).
 
+pub mod hash;
+pub mod meter;
+pub mod selector;
 pub mod visits;
 
 pub use visits::Visits;
