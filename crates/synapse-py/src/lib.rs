@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod cost;
+mod externs;
 mod hwmodel;
 mod routed;
 mod rules;
@@ -28,5 +29,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cost::register(m)?;
     hwmodel::register(m)?;
     routed::register(m)?;
+    externs::register(m)?;
     Ok(())
 }
