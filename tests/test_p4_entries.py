@@ -188,20 +188,25 @@ table_indirect_add_member_to_group ecmp 2 1
 table_indirect_add ecmp 5 => 0
 table_indirect_add_with_group ecmp 6 => 0
 table_indirect_add ecmp 7 => 2
-table_add ecmp set_nhop 8 => 3 0x3
 table_indirect_set_default_with_group ecmp 1
+act_prof_create_member ecmp_selector set_nhop 3 00:00:00:00:00:03
+act_prof_add_member_to_group ecmp_selector 3 0
 """
 
 
 def test_action_profile_members_and_groups(tmp_path, prog):
     got = load_entries(write(tmp_path, INDIRECT), prog)["ingress.ecmp"]
-    assert [(e.matches["meta.port"].value, e.action, e.params) for e in got.entries] == [
-        (5, "ingress.set_nhop", {"nhop": 1, "dmac": 1}),
-        (6, "ingress.set_nhop", {"nhop": 2, "dmac": 2}),  # group 0's first member is member 1
-        (7, "ingress.drop", {}),
-        (8, "ingress.set_nhop", {"nhop": 3, "dmac": 3}),
+    assert [(e.matches["meta.port"].value, e.action, e.params, e.handle) for e in got.entries] == [
+        (5, "ingress.set_nhop", {"nhop": 1, "dmac": 1}, 0),
+        (6, "ingress.set_nhop", {"nhop": 1, "dmac": 1}, 1),  # group 0's members in handle order: 0, 1, then 3
+        (7, "ingress.drop", {}, 2),
     ]
+    nh = [("ingress.set_nhop", {"nhop": i, "dmac": i}) for i in (1, 2, 3)]
+    # a member added to the group after the entry was written still counts, as in BMv2
+    assert got.entries[1].group == (nh[0], nh[1], nh[2])
+    assert got.entries[0].group is None and got.entries[2].group is None
     assert got.default == ("ingress.drop", {})
+    assert got.default_group == (("ingress.drop", {}),)
 
 
 def _view(got):
@@ -245,7 +250,16 @@ CLI_ERRORS = [
     ("\n".join(f"table_add acl permit 0&&&0 6 {i}->{i} 0 => {i}" for i in range(5)), "table ingress.acl is full (max_size 4)", 5),
     ("table_delete fwd 0", "table_delete is not supported here", 1),
     ("tabel_add fwd set_port 1 => 1", "unknown command 'tabel_add'", 1),
-    ("table_indirect_create_member fwd set_port 1", "table ingress.fwd has no action profile", 1),
+    ("table_indirect_create_member fwd set_port 1", "table ingress.fwd is not an indirect table", 1),
+    ("table_add ecmp drop 1 =>", "table_add on table ingress.ecmp, an indirect table (action profile ingress.ecmp_selector): "
+     "simple_switch_CLI refuses it (WRONG_TABLE_TYPE)", 1),
+    ("table_set_default ecmp drop", "refuses it (WRONG_TABLE_TYPE)", 1),
+    ("act_prof_create_member ecmp_selector drop\nact_prof_create_group ecmp_selector\n"
+     "act_prof_add_member_to_group ecmp_selector 0 0\nact_prof_add_member_to_group ecmp_selector 0 0",
+     "member 0 is already in group 0", 4),
+    ("mc_node_associate 1 0", "expected a multicast group created with mc_mgrp_create, found 1", 1),
+    ("mc_mgrp_create 1\nmc_node_associate 1 0", "expected a node handle created with mc_node_create, found 0", 2),
+    ("mirroring_add 40000 1", "mirror id in 0..32767", 1),
     ("table_indirect_create_member ecmp drop\ntable_indirect_add ecmp 1 => 1", "member handle of action profile ingress.ecmp_selector (0..0), found '1'", 2),
     ("act_prof_create_group ecmp_selector\ntable_indirect_add_with_group ecmp 1 => 0", "group 0 of action profile ingress.ecmp_selector has no members", 2),
     ("act_prof_create_member nope drop", "unknown action profile 'nope'", 1),
