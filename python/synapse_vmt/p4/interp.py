@@ -14,38 +14,44 @@ frames/s, the 123-table switch program ~11k; repeated frames (generated
 traffic, where a flow's frames are identical) ~700k (UPF) and ~60k (switch)
 per second. ``synapse p4 interp`` prints the rate.
 
-Per packet:
+Per packet, as BMv2 simple_switch runs it (:mod:`synapse_vmt.p4.switch`
+has the packet flow: clones, resubmit, recirculation, multicast, the egress
+pass, drops):
 
 1. the program's parser (``parsers[0]``) extracts headers from the frame;
    ``standard_metadata.ingress_port`` is a constant (``ingress_port``), and
-   ``packet_length`` the frame length;
-2. each pipeline runs in order (ingress, then egress) from its
-   ``init_table``: a table builds its key from the PHV (a field of an invalid
-   header is keyed as 0, a ``$valid$``/``valid`` key reads the validity bit;
-   conditionals and actions read a removed header's last values, as BMv2), finds
-   the first matching entry of its :class:`TableEntries` (index 0 wins; a miss
-   runs the default entry — the entries file's, else the program's), runs the
-   action's primitives with the entry's action data, and goes on where the
-   program says: ``next_tables[__HIT__/__MISS__]`` or
+   ``packet_length`` the frame length; the checksums marked ``verify`` set
+   ``checksum_error``;
+2. each pipeline runs from its ``init_table``: a table builds its key from
+   the PHV (a field of an invalid header is keyed as 0, a
+   ``$valid$``/``valid`` key reads the validity bit; conditionals and
+   actions read a removed header's last values, as BMv2), finds the first
+   matching entry of its :class:`TableEntries` (index 0 wins; a miss runs
+   the default entry — the entries file's, else the program's; an entry or
+   default pointing at an action selector's group runs the member the
+   selector's hash picks), counts a direct counter and runs a direct meter
+   on a hit, runs the action's primitives with the entry's action data, and
+   goes on where the program says: ``next_tables[__HIT__/__MISS__]`` or
    ``next_tables[action]``, else ``base_default_next``; a conditional
-   evaluates its expression on the PHV;
-3. after ingress, a packet whose ``egress_spec`` is the drop port (511,
-   ``mark_to_drop``) and has no multicast group is dropped: egress is not run.
-   ``exit`` ends the current pipeline.
+   evaluates its expression on the PHV; ``exit`` ends the current pipeline;
+3. externs run (:mod:`synapse_vmt.p4.exprs`): registers, counters, meters
+   (rates from the entries file; GREEN without), ``hash`` with BMv2's
+   algorithms (:mod:`synapse_vmt.p4.hashes`), ``random`` from the run's
+   seeded generator, clones, resubmit, recirculate, digests.
 
 What cannot be computed is named, never fatal:
 
-- ``synthesized_fields``: a key field written by an unsupported primitive or
-  extern (hashes, registers, random; or copied from one): when a table keys on it, its
-  value is drawn per flow (a hash of the table's other key values and the
-  seed) from that table's entries, written into the PHV, and counted by name;
+- ``synthesized_fields``: a key field written by an extern the interpreter
+  does not know (or copied from one): when a table keys on it, its value is
+  drawn per flow (a hash of the table's other key values and the seed) from
+  that table's entries, written into the PHV, and counted by name;
 - ``fallback_branches``: a conditional whose expression cannot be evaluated
   (an unsupported operator, or an operand holding a synthesized value) takes
   either branch with the CFG's probability (1/2) from an RNG seeded by
-  ``seed``; meters are not synthesized: like BMv2's meters without configured
-  rates they mark every packet GREEN (0);
+  ``seed``;
 - ``parser_rejects``: per BMv2 error name (``PacketTooShort``, ``NoMatch``,
-  ...); the packet still runs, as in simple_switch.
+  ...); the packet still runs, as in simple_switch;
+- ``unsupported``: primitives and constructs run as no-ops, by name.
 
 Output (:class:`Trace`) is columnar, for the simulator: per step (one visit
 of a keyed table, in packet order then visit order) ``step_table`` (index into
@@ -55,8 +61,12 @@ a miss), ``step_action`` (index into ``Trace.actions``) and ``step_keys``
 (the key as a tuple of field values in the table's key order;
 :meth:`Trace.key_words` gives the u32 word layout of ``keys.py``: a field of w
 bits is ceil(w/32) words, most significant first); ``pkt_start[i]`` is packet
-i's first step. :meth:`Trace.counters` gives per-table ``lookups``,
-``matched`` (an entry matched, in P4's sense) and ``actions`` per name.
+i's first step (a packet's steps include those of every copy it made:
+clones, replicas, resubmitted and recirculated passes, in the order they
+ran). :meth:`Trace.counters` gives per-table ``lookups``, ``matched`` (an
+entry matched, in P4's sense) and ``actions`` per name; ``Trace.externs``
+what the externs did (:class:`~synapse_vmt.p4.switch.Counts`) and
+``Trace.registers`` the registers' final cells.
 
 Entries are :class:`~synapse_vmt.p4.entries.TableEntries` (read only through
 their attributes, so any object of that shape works): ``entries`` in match
