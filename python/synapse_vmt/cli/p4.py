@@ -98,6 +98,7 @@ def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, fm
     lines = [f"# synapse p4 entries gen {program}{opts} --count {count} --seed {seed}"]
     total = 0
     members: dict = {}  # action profile -> member handles, shared by its tables
+    json_members: list = []  # the JSON file's action_profile_members
     items: list = []
     for t in chosen:
         es = gen_table(t, count, seed)
@@ -106,12 +107,15 @@ def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, fm
         if fmt == "cli":
             lines += format_cli(t, es, members)
         else:
-            items += format_json(t, es)
+            items += format_json(t, es, json_members)
     with atomic_write(output) as f:
         if fmt == "cli":
             f.write("\n".join(lines) + "\n")
         else:
-            json.dump({"target": "bmv2", "bmv2_json": program, "table_entries": items}, f, indent=1)
+            doc = {"target": "bmv2", "bmv2_json": program, "table_entries": items}
+            if json_members:
+                doc["action_profile_members"] = json_members
+            json.dump(doc, f, indent=1)
             f.write("\n")
     click.echo(f"wrote {total} entries for {len(chosen)} tables to {output}")
 

@@ -56,7 +56,18 @@ Two formats, told apart by their first non-blank character (``{`` is JSON):
     FIELD is the key's P4Runtime name (``hdr.ipv4.dstAddr``; BMv2's
     ``key[].name``) or its ``header.field``. As in P4Runtime, a ternary, lpm,
     range or optional field left out is a wildcard; priorities follow
-    P4Runtime (higher wins) and must be >= 1.
+    P4Runtime (higher wins) and must be >= 1. A key on a slice of a field
+    takes the slice's value (``11`` for ``ipv4.srcAddr[31:24]``).
+
+    Tables behind an action profile take, as P4Runtime writes them, members
+    and groups, and entries naming one instead of an action::
+
+        "action_profile_members": [{"action_profile": P, "member_id": N, "action_name": A, "action_params": {}}],
+        "action_profile_groups": [{"action_profile": P, "group_id": G, "members": [N, ...]}],
+        "table_entries": [{"table": T, "match": {...}, "group_id": G}, {"table": T, "match": {...}, "member_id": N}]
+
+    A selector picks among a group's members in the order the members were
+    written (BMv2's member handles).
 
 Table and action names are BMv2's full names (``PreQosPipe.sessions_uplink``)
 or short names when unambiguous (``sessions_uplink``).
@@ -968,14 +979,9 @@ def _load_json(doc: object, path: str, prog: P4Program) -> Entries:
     if not isinstance(doc, dict) or not isinstance(doc.get("table_entries"), list):
         raise UserError(f'{path}: expected a JSON object with a list "table_entries" (P4 tutorials\' runtime file)')
     ld = _Loader(prog, path)
-    for i, e in enumerate(doc["table_entries"]):
-        where = f"{path}: entry {i}"
-        if not isinstance(e, dict):
-            raise UserError(f"{where}: expected an object")
-        unknown = sorted(set(e) - {"table", "match", "action_name", "action_params", "priority", "default_action"})
-        if unknown:
-            raise UserError(f"{where}: unknown keys {unknown}")
-        t = ld.table(where, e.get("table"))
+    profiles = _json_profiles(doc, path, prog, ld)
+
+    def action_and_params(where: str, t: TableSpec, e: dict) -> tuple[ActionInfo, dict[str, int]]:
         a = ld.action(where, t, e.get("action_name"))
         ap = e.get("action_params", {})
         if not isinstance(ap, dict):
@@ -988,11 +994,43 @@ def _load_json(doc: object, path: str, prog: P4Program) -> Entries:
         if missing:
             raise UserError(f"{where}: action {a.name} of table {t.name} takes {len(a.params)} parameters, "
                             f"missing {', '.join(missing)}")
-        params = ld.params(where, t, a, [ap[p.name] for p in a.params])
+        return a, ld.params(where, t, a, [ap[p.name] for p in a.params])
+
+    for i, e in enumerate(doc["table_entries"]):
+        where = f"{path}: entry {i}"
+        if not isinstance(e, dict):
+            raise UserError(f"{where}: expected an object")
+        unknown = sorted(set(e) - {"table", "match", "action_name", "action_params", "priority", "default_action",
+                                   "member_id", "group_id"})
+        if unknown:
+            raise UserError(f"{where}: unknown keys {unknown}")
+        t = ld.table(where, e.get("table"))
+        group = None
+        if t.action_profile is not None:
+            # an indirect table takes a member or a group of its profile, as in P4Runtime
+            if ("member_id" in e) == ("group_id" in e) or "action_name" in e:
+                raise UserError(f"{where}: table {t.name} is behind action profile {t.action_profile}: expected "
+                                '"member_id" or "group_id" (of "action_profile_members"/"action_profile_groups"), not an action')
+            members, groups = profiles.get(t.action_profile, ({}, {}))
+            if "member_id" in e:
+                if e["member_id"] not in members:
+                    raise UserError(f"{where}: expected a member_id of action profile {t.action_profile}, found {e['member_id']!r}")
+                a, params = members[e["member_id"]][1:]
+            else:
+                if e["group_id"] not in groups:
+                    raise UserError(f"{where}: expected a group_id of action profile {t.action_profile}, found {e['group_id']!r}")
+                group = groups[e["group_id"]]
+                a = ld.action(where, t, group[0][0])
+                params = dict(group[0][1])
+        else:
+            if "member_id" in e or "group_id" in e:
+                raise UserError(f"{where}: table {t.name} has no action profile: expected an action, not a member or group")
+            a, params = action_and_params(where, t, e)
         if e.get("default_action"):
             if e.get("match"):
                 raise UserError(f"{where}: a default action has no match")
             ld.set_default(where, t, a, params)
+            ld.out[t.name].default_group = group
             continue
         m = e.get("match", {})
         if not isinstance(m, dict):
@@ -1023,8 +1061,59 @@ def _load_json(doc: object, path: str, prog: P4Program) -> Entries:
                 raise UserError(f"{where}: field {nm} ({kf.match}) of {t.name}: expected "
                                 + {"lpm": "[value, prefix_len]", "ternary": "[value, mask]", "range": "[lo, hi]"}.get(kf.match, "a single value"))
             matches[kf.field] = ld.match(where, t, kf, (form, parts))
-        ld.add(where, t, matches, a, params, ld.priority(where, t, e.get("priority"), cli=False), f"{path}#entry {i}")
+        entry = ld.add(where, t, matches, a, params, ld.priority(where, t, e.get("priority"), cli=False), f"{path}#entry {i}")
+        entry.group = group
     return ld.finish()
+
+
+def _json_profiles(doc: dict, path: str, prog: P4Program, ld: _Loader) -> dict[str, tuple[dict, dict]]:
+    """``action_profile_members`` and ``action_profile_groups`` of a runtime
+    JSON file (P4Runtime's ActionProfileMember / ActionProfileGroup):
+    profile -> (member_id -> (order, action, params), group_id -> members).
+    A group's members are in the order the members were written (BMv2's
+    member handles, from which its selector picks)."""
+    out: dict[str, tuple[dict, dict]] = {}
+    tables = {t.action_profile: t for t in prog.tables.values() if t.action_profile}
+
+    def profile(where: str, x: dict) -> str:
+        from synapse_vmt.p4.bmv2 import resolve_name
+
+        name = x.get("action_profile")
+        t = resolve_name(name, tables) if isinstance(name, str) else None
+        if t is None:
+            raise UserError(f"{where}: expected an action_profile of the program ({', '.join(tables) or 'none'}), found {name!r}")
+        return t.action_profile
+
+    for i, x in enumerate(doc.get("action_profile_members", []) or []):
+        where = f"{path}: action_profile_members[{i}]"
+        if not isinstance(x, dict) or sorted(set(x) - {"action_profile", "member_id", "action_name", "action_params"}):
+            raise UserError(f"{where}: expected an object with action_profile, member_id, action_name, action_params")
+        prof = profile(where, x)
+        members = out.setdefault(prof, ({}, {}))[0]
+        mid = x.get("member_id")
+        if not isinstance(mid, int) or isinstance(mid, bool) or mid in members:
+            raise UserError(f"{where}: expected a new integer member_id, found {mid!r}")
+        t = tables[prof]
+        a = ld.action(where, t, x.get("action_name"))
+        ap = x.get("action_params", {})
+        if not isinstance(ap, dict) or set(ap) != {p.name for p in a.params}:
+            raise UserError(f"{where}: expected action_params {{{', '.join(p.name for p in a.params)}}} for {a.name}")
+        members[mid] = (len(members), a, ld.params(where, t, a, [ap[p.name] for p in a.params]))
+    for i, x in enumerate(doc.get("action_profile_groups", []) or []):
+        where = f"{path}: action_profile_groups[{i}]"
+        if not isinstance(x, dict) or sorted(set(x) - {"action_profile", "group_id", "members"}):
+            raise UserError(f"{where}: expected an object with action_profile, group_id, members")
+        prof = profile(where, x)
+        if not prog.profiles.get(prof, tables[prof].kind == "indirect_ws"):
+            raise UserError(f"{where}: action profile {prof} has no selector (no groups)")
+        members, groups = out.setdefault(prof, ({}, {}))
+        gid, ms = x.get("group_id"), x.get("members")
+        if not isinstance(gid, int) or isinstance(gid, bool) or gid in groups:
+            raise UserError(f"{where}: expected a new integer group_id, found {gid!r}")
+        if not isinstance(ms, list) or not ms or any(m not in members for m in ms) or len(set(ms)) != len(ms):
+            raise UserError(f"{where}: expected members: a non-empty list of distinct member_ids of {prof}")
+        groups[gid] = tuple((members[m][1].name, dict(members[m][2])) for m in sorted(ms, key=lambda m: members[m][0]))
+    return {p: (m, g) for p, (m, g) in out.items()}
 
 
 def load_entries(path: str | Path, prog: P4Program | str | Path) -> Entries:
@@ -1117,12 +1206,18 @@ def _json_value(v: int, width: int, name: str) -> int | str:
     return int(s) if s.isdigit() else s
 
 
-def format_json(t: TableSpec, entries: list[Entry]) -> list[dict]:
+def format_json(t: TableSpec, entries: list[Entry], members: list[dict] | None = None) -> list[dict]:
     """``table_entries`` items (the tutorials' runtime JSON) for ``entries``
     of table ``t``: fields by their P4Runtime names, addresses as strings,
-    priorities as stored (P4Runtime: larger wins). Indirect tables are
-    written as direct entries (the format has no action profiles)."""
+    priorities as stored (P4Runtime: larger wins). A table behind an action
+    profile gets an entry per ``member_id``: one member per distinct action
+    and parameters, appended to ``members`` (the file's
+    ``action_profile_members``, shared by the profile's tables)."""
     out = []
+    known: dict[tuple, int] = {}
+    if members is not None:
+        for m in members:
+            known[(m["action_profile"], m["action_name"], tuple(sorted(m["action_params"].items())))] = m["member_id"]
     for e in entries:
         a = t.action(e.action)
         assert a is not None
@@ -1141,8 +1236,17 @@ def format_json(t: TableSpec, entries: list[Entry]) -> list[dict]:
                     match[nm] = [m.lo, m.hi]
             else:
                 match[nm] = _json_value(m.value, w, f)
-        item: dict[str, object] = {"table": t.name, "match": match, "action_name": a.name,
-                                   "action_params": {p.name: _json_value(e.params[p.name], p.width, p.name) for p in a.params}}
+        ap = {p.name: _json_value(e.params[p.name], p.width, p.name) for p in a.params}
+        item: dict[str, object] = {"table": t.name, "match": match, "action_name": a.name, "action_params": ap}
+        if t.action_profile is not None:
+            if members is None:
+                raise ValueError(f"table {t.name} is behind action profile {t.action_profile}: pass members")
+            key = (t.action_profile, a.name, tuple(sorted(ap.items())))
+            if key not in known:
+                known[key] = sum(1 for m in members if m["action_profile"] == t.action_profile)
+                members.append({"action_profile": t.action_profile, "member_id": known[key], "action_name": a.name,
+                                "action_params": ap})
+            item = {"table": t.name, "match": match, "member_id": known[key]}
         if e.priority is not None:
             item["priority"] = e.priority
         out.append(item)
