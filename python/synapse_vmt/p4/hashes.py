@@ -42,7 +42,9 @@ it); here it draws from the run's seeded generator (see
 from __future__ import annotations
 
 import binascii
+import sys
 import zlib
+from array import array
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
@@ -78,6 +80,7 @@ def _table(width: int, poly: int) -> tuple[int, ...]:
 
 
 _REFLECT8 = tuple(_reflect(b, 8) for b in range(256))
+_LITTLE = sys.byteorder == "little"
 
 
 def crc(cfg: CrcConfig, data: bytes) -> int:
@@ -185,13 +188,16 @@ def parse_custom(name: str) -> CrcConfig | None:
 
 def csum16(data: bytes) -> int:
     """The Internet checksum (BMv2's ``cksum16``): ones' complement of the
-    ones'-complement sum of big-endian 16-bit words, odd length zero-padded."""
+    ones'-complement sum of big-endian 16-bit words, odd length zero-padded.
+    (The sum is taken over native words and swapped back: the ones'-complement
+    sum does not depend on byte order, RFC 1071 §2.)"""
     if len(data) % 2:
         data = data + b"\0"
-    s = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+    s = sum(array("H", data))
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+    s = ~s & 0xFFFF
+    return ((s & 0xFF) << 8) | (s >> 8) if _LITTLE else s
 
 
 def _xor(n: int) -> Callable[[bytes], int]:

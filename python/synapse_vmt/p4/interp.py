@@ -9,10 +9,12 @@ once (:mod:`synapse_vmt.p4.exprs`, :mod:`synapse_vmt.p4.parser`) into
 generated Python functions over a flat PHV list, and table lookups are
 memoised per key; a node reached from one place is inlined into its
 predecessor; and a frame already seen is not run again (its steps are
-copied; see :meth:`Program.run`). CPU time on one core: UPF ~50k distinct
-frames/s, the 123-table switch program ~11k; repeated frames (generated
-traffic, where a flow's frames are identical) ~700k (UPF) and ~60k (switch)
-per second. ``synapse p4 interp`` prints the rate.
+copied, unless the program's state or random numbers can change it; see
+:meth:`Program.run`). CPU time on one core, externs and the switch's packet
+flow included: UPF ~26k distinct frames/s, the 123-table switch program
+~11k; repeated frames (generated traffic, where a flow's frames are
+identical) ~320k (UPF) per second; the switch calls ``random()``, so its
+repeated frames are run again (~12k/s). ``synapse p4 interp`` prints the rate.
 
 Per packet, as BMv2 simple_switch runs it (:mod:`synapse_vmt.p4.switch`
 has the packet flow: clones, resubmit, recirculation, multicast, the egress
@@ -568,6 +570,7 @@ class Program:
         s_perr, s_cerr = c.s_perr, c.s_cerr
         timeout = self.pc.errors["ParserTimeout"]
         checks = self.cksum_fns
+        verify = c.verify  # (a program that never reads checksum_error needs no verification)
         hashes = flow.hash_fns
         effect = flow.effect
 
@@ -588,11 +591,11 @@ class Program:
                 if s_perr is not None:
                     p[s_perr] = code
             flow.ctx[1] = pos
-            bad = False
-            for _, tgt, valid, k, verify, _, cond in checks:
-                if verify and p[valid] and cond(p) and hashes[k](p) != p[tgt]:
-                    bad = True
-            if s_cerr is not None:
+            if verify:
+                bad = False
+                for _, tgt, valid, k, ver, _, cond in checks:
+                    if ver and p[valid] and cond(p) and hashes[k](p) != p[tgt]:
+                        bad = True
                 p[s_cerr] = int(bad)
             return pos
 

@@ -128,6 +128,9 @@ class Compiled:
                 raise UserError(f"{path}: {where}: expected a hash algorithm simple_switch knows, found {c.get('algo')!r}")
             self.calcs.append((c["name"], c["algo"], inputs(c.get("input", []), where)))
         calc_k = {n: k for k, (n, _, _) in enumerate(self.calcs)}
+        # verification only matters to a program that reads checksum_error
+        self.verify = self.s_cerr is not None and _refers_to(
+            [doc.get(k) for k in ("actions", "pipelines")], phv, {self.s_cerr})
         self.checksums: list[tuple] = []  # (name, target slot, its header's valid slot, calc k, verify, update, cond src)
         for i, c in enumerate(doc.get("checksums", []) or []):
             where = f"checksums[{i}] ({c.get('name')})"
@@ -157,9 +160,21 @@ class Compiled:
         pipes = [pl.get("name") for pl in doc["pipelines"]]
         self.ingress = pipes.index("ingress") if "ingress" in pipes else 0
         self.egress = pipes.index("egress") if "egress" in pipes else (1 if len(pipes) > 1 else None)
-        # the frame cache is wrong for a program whose packets depend on time
-        text = repr(doc)
-        self.reads_time = any(f"'{n}'" in text for n in ("ingress_global_timestamp", "egress_global_timestamp", "enq_timestamp"))
+        # the frame cache is wrong for a program whose packets depend on time: one that reads a timestamp
+        times = set(self.s_times + self.s_etimes + (self.s_queue[:1] if self.s_queue else []))
+        self.reads_time = bool(times) and _refers_to(
+            [doc.get(k) for k in ("actions", "pipelines", "parsers", "calculations", "checksums")], phv, times)
+
+
+def _refers_to(node: object, phv, slots: set[int]) -> bool:
+    """Whether a JSON tree names a field (``[header, field]``) held in one of ``slots``."""
+    if isinstance(node, list):
+        if len(node) == 2 and all(isinstance(x, str) for x in node):
+            return phv.slot.get((node[0], node[1])) in slots
+        return any(_refers_to(x, phv, slots) for x in node)
+    if isinstance(node, dict):
+        return any(_refers_to(x, phv, slots) for x in node.values())
+    return False
 
 
 def _buffer(inputs: list, p: list, ctx: list) -> bytes:
