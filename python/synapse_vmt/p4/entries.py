@@ -198,6 +198,8 @@ class Entry:
     #: BMv2's entry handle (the table's entries numbered from 0 in the order
     #: they were added): what ``meter_set_rates`` names for a direct meter.
     handle: int | None = None
+    #: The P4Runtime member or group the entry was written with: ("member" | "group", id).
+    ref: tuple[str, int] | None = None
 
     def matches_key(self, values: dict[str, int]) -> bool:
         """Does a packet whose key fields hold ``values`` match this entry?"""

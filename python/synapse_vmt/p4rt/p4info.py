@@ -20,6 +20,7 @@ from synapse_vmt.p4.cfg import KeyField
 
 PREFIX_ACTION = 0x01
 PREFIX_TABLE = 0x02
+PREFIX_ACTION_PROFILE = 0x11
 
 _MATCH = {
     "exact": p4i.MatchField.EXACT,
@@ -79,6 +80,8 @@ def build_p4info(prog: P4Program) -> p4i.P4Info:
             actions.setdefault(a.name, a)
     tids = assign_ids([t.name for t in tables], PREFIX_TABLE)
     aids = assign_ids(list(actions), PREFIX_ACTION)
+    profiles = sorted({t.action_profile for t in tables if t.action_profile})
+    pids = assign_ids(profiles, PREFIX_ACTION_PROFILE)
     info = p4i.P4Info()
     info.pkg_info.arch = "v1model"
     tnames = [t.name for t in tables]
@@ -96,6 +99,15 @@ def build_p4info(prog: P4Program) -> p4i.P4Info:
             pt.const_default_action_id = aids[t.default[0]]
         pt.size = t.info.max_size
         pt.is_const_table = bool(t.const_entries)
+        if t.action_profile:
+            pt.implementation_id = pids[t.action_profile]
+    for name in profiles:
+        users = [t for t in tables if t.action_profile == name]
+        ap = info.action_profiles.add()
+        ap.preamble.id, ap.preamble.name, ap.preamble.alias = pids[name], name, _alias(name, profiles)
+        ap.table_ids.extend(tids[t.name] for t in users)
+        ap.with_selector = prog.profiles.get(name, any(t.kind == "indirect_ws" for t in users))
+        ap.size = max(t.info.max_size for t in users)
     anames = list(actions)
     for name, a in sorted(actions.items(), key=lambda kv: aids[kv[0]]):
         pa = info.actions.add()
@@ -144,6 +156,19 @@ class TableRef:
     const_default: bool
     const_table: bool
     field_ids: dict[str, int] = field(default_factory=dict)  # header.field -> match field id
+    profile: int | None = None  # the action profile behind it (P4Info implementation_id)
+
+
+@dataclass
+class ProfileRef:
+    """An action profile: its BMv2 name, whether it has a selector (groups),
+    the actions its members may run (those of its tables)."""
+
+    id: int
+    name: str
+    with_selector: bool
+    actions: dict[int, ActionRef]
+    size: int
 
 
 class IndexError_(Exception):
@@ -158,6 +183,7 @@ class P4Index:
     prog: P4Program
     tables: dict[int, TableRef]
     actions: dict[int, ActionRef]
+    profiles: dict[int, ProfileRef] = field(default_factory=dict)
 
     @classmethod
     def build(cls, info: p4i.P4Info, prog: P4Program) -> P4Index:
@@ -184,5 +210,13 @@ class P4Index:
             tabs[t.preamble.id] = TableRef(
                 t.preamble.id, spec, fields, tacts, int(t.size) or spec.info.max_size,
                 bool(t.const_default_action_id), bool(t.is_const_table),
-                {kf.field: i for i, (kf, _) in fields.items()})
-        return cls(info, prog, tabs, acts)
+                {kf.field: i for i, (kf, _) in fields.items()}, t.implementation_id or None)
+        profs: dict[int, ProfileRef] = {}
+        for ap in info.action_profiles:
+            users = [tabs[i] for i in ap.table_ids if i in tabs]
+            if not users or any(u.spec.action_profile is None for u in users):
+                raise IndexError_(f"P4Info action profile {ap.preamble.name!r}: expected indirect tables of the program")
+            pacts = {aid: a for u in users for aid, a in u.actions.items()}
+            profs[ap.preamble.id] = ProfileRef(ap.preamble.id, users[0].spec.action_profile, bool(ap.with_selector), pacts,
+                                               int(ap.size) or 1024)
+        return cls(info, prog, tabs, acts, profs)
