@@ -11,6 +11,8 @@
 //! the simulator then replays those visits as routes to decide *when*
 //! (timing, PMUs, misses). BMv2 simple_switch is the semantic reference.
 //!
+//! - [`flow`]: simple_switch's packet flow around the pipelines (clones,
+//!   resubmit, recirculation, multicast, the egress pass, drops).
 //! - [`hash`]: BMv2's hash algorithms and the bytes a calculation hashes.
 //! - [`meter`]: BMv2's two-rate three-colour meters.
 //! - [`selector`]: an action selector's choice of a group member.
@@ -18,8 +20,10 @@
 //!   interface between the executor and whatever consumes its output (route
 //!   interning and the routed simulator, per-table counters, tests).
 
+pub mod flow;
 pub mod hash;
 pub mod meter;
+pub mod run;
 pub mod selector;
 pub mod visits;
 
