@@ -131,13 +131,14 @@ pub fn parse_custom(name: &str) -> Option<CrcSpec> {
     Some(CrcSpec::new(width as u8, hex(digits)?, hex(init)?, hex(xout)?, rev, rev))
 }
 
-/// A CRC engine of one width, on the `crc` crate.
+/// A CRC engine of one width, on the `crc` crate (boxed: its table is 256
+/// entries of the width).
 #[derive(Clone)]
 pub enum CrcEngine {
-    W8(Crc<u8>),
-    W16(Crc<u16>),
-    W32(Crc<u32>),
-    W64(Crc<u64>),
+    W8(Box<Crc<u8>>),
+    W16(Box<Crc<u16>>),
+    W32(Box<Crc<u32>>),
+    W64(Box<Crc<u64>>),
 }
 
 /// The crate's engines keep a `&'static Algorithm`: one is made per
@@ -160,22 +161,22 @@ impl CrcEngine {
         static A64: OnceLock<Mutex<HashMap<CrcSpec, &'static Algorithm<u64>>>> = OnceLock::new();
         // check and residue only serve the crate's self-tests; the engine ignores them
         Some(match s.width {
-            8 => CrcEngine::W8(Crc::<u8>::new(interned(&A8, s, || Algorithm {
+            8 => CrcEngine::W8(Box::new(Crc::<u8>::new(interned(&A8, s, || Algorithm {
                 width: 8, poly: s.poly as u8, init: s.init as u8, refin: s.refin, refout: s.refout,
                 xorout: s.xor_out as u8, check: 0, residue: 0,
-            }))),
-            16 => CrcEngine::W16(Crc::<u16>::new(interned(&A16, s, || Algorithm {
+            })))),
+            16 => CrcEngine::W16(Box::new(Crc::<u16>::new(interned(&A16, s, || Algorithm {
                 width: 16, poly: s.poly as u16, init: s.init as u16, refin: s.refin, refout: s.refout,
                 xorout: s.xor_out as u16, check: 0, residue: 0,
-            }))),
-            32 => CrcEngine::W32(Crc::<u32>::new(interned(&A32, s, || Algorithm {
+            })))),
+            32 => CrcEngine::W32(Box::new(Crc::<u32>::new(interned(&A32, s, || Algorithm {
                 width: 32, poly: s.poly as u32, init: s.init as u32, refin: s.refin, refout: s.refout,
                 xorout: s.xor_out as u32, check: 0, residue: 0,
-            }))),
-            64 => CrcEngine::W64(Crc::<u64>::new(interned(&A64, s, || Algorithm {
+            })))),
+            64 => CrcEngine::W64(Box::new(Crc::<u64>::new(interned(&A64, s, || Algorithm {
                 width: 64, poly: s.poly, init: s.init, refin: s.refin, refout: s.refout,
                 xorout: s.xor_out, check: 0, residue: 0,
-            }))),
+            })))),
             _ => return None,
         })
     }
@@ -318,7 +319,7 @@ impl Bits {
 
     /// Appends whole bytes (a header, the payload).
     pub fn push_bytes(&mut self, bytes: &[u8]) {
-        if self.nbits % 8 == 0 {
+        if self.nbits.is_multiple_of(8) {
             self.buf.extend_from_slice(bytes);
             self.nbits += 8 * bytes.len();
         } else {
