@@ -894,8 +894,9 @@ class Program:
             mj = next((m for m in self.doc.get("meter_arrays", []) or [] if m.get("name") == dm), None)
             if mj is None or not isinstance(mj.get("result_target"), list):
                 raise UserError(f"{self.path}: table {name}: expected direct meter {dm!r} among meter_arrays, with a result_target")
-            handles = [getattr(e, "handle", None) for e in te_entries] if te_entries else []
-            hmap = tuple(h if h is not None else i for i, h in enumerate(handles))
+            # entry (match order) -> its handle, the index meter_set_rates names
+            ents = getattr(te, "entries", []) if te is not None else []
+            hmap = tuple(h if h is not None else i for i, h in enumerate(getattr(e, "handle", None) for e in ents))
             ns[f"_DM{n}"], ns[f"_DH{n}"] = flow.direct_meter(dm, mj.get("type") == "packets"), hmap
             tgt = self.phv.field_slot(mj["result_target"])
             head.append(f"if r[0] >= 0: p[{tgt}] = _DM{n}(_DH{n}[r[0]]) & {(1 << self.phv.widths[tgt]) - 1}")
