@@ -115,6 +115,34 @@ def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, fm
     click.echo(f"wrote {total} entries for {len(chosen)} tables to {output}")
 
 
+@p4.command("capture")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="table entries the traffic draws keys from")
+@click.option("--traffic", "traffic_file", type=click.Path(dir_okay=False), required=True,
+              help="a TOML file with a [traffic] table (traffic classes, as in a program scenario)")
+@click.option("--count", type=click.IntRange(min=1), required=True, help="packets to write")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="the pcap file to write")
+def capture_cmd(program: str, entries_file: str | None, traffic_file: str, count: int, seed: int, output: str) -> None:
+    """Write a capture for PROGRAM where every frame differs: packets drawn
+    from the flows of the traffic classes, each with its own IPv4
+    identification, TTL and TCP sequence number (checksums kept valid).
+    Same seed, same file."""
+    import os
+
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.capture import frames, write_pcap
+    from synapse_vmt.p4.entries import load_entries
+    from synapse_vmt.p4.simrun import load_traffic, resolve_program
+
+    program = resolve_program(program)
+    prog = read_program(program)
+    ents = load_entries(entries_file or os.devnull, prog)
+    spec = load_traffic(traffic_file)
+    n = write_pcap(output, frames(spec, prog, ents, count, seed))
+    click.echo(f"wrote {n} packets ({spec.flows} flows) to {output}")
+
+
 @p4.command("interp")
 @click.argument("program", type=click.Path(dir_okay=False))
 @click.option("--pcap", "pcap", type=click.Path(dir_okay=False), required=True, help="the packets (pcap or pcapng)")
