@@ -152,8 +152,10 @@ def capture_cmd(program: str, entries_file: str | None, traffic_file: str, count
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
 @click.option("--steps", "steps_file", type=click.Path(dir_okay=False),
               help="write every table visit as CSV: packet, table, entry (-1: miss), action, key (hex field values)")
+@click.option("--engine", type=click.Choice(["rust", "python"]), default="rust", show_default=True,
+              help="the compiled program run in Rust, or the Python interpreter (the test oracle)")
 def interp_cmd(program: str, pcap: str, entries_file: str | None, ingress_port: int, seed: int, as_json: bool,
-               steps_file: str | None) -> None:
+               steps_file: str | None, engine: str) -> None:
     """Run the packets of a capture through PROGRAM (p4c BMv2 JSON): its own
     parser, then its pipelines with the entries; print per keyed table the
     lookups, the entries matched and the actions run, and name what the run
@@ -170,8 +172,14 @@ def interp_cmd(program: str, pcap: str, entries_file: str | None, ingress_port: 
     # no file: still the program's own const entries and default actions
     got = load_entries(entries_file or os.devnull, program)
     t0 = time.process_time()
-    # streamed: a capture larger than memory runs too (only the trace is kept)
-    trace = prog.run(read_packets(pcap), got, seed=seed, ingress_port=ingress_port)
+    if engine == "rust":
+        from synapse_vmt.p4.engine import RustProgram
+
+        # compiled once; the frames run in Rust in batches as they are read
+        trace = RustProgram(prog, got).run(read_packets(pcap), ingress_port=ingress_port)
+    else:
+        # streamed: a capture larger than memory runs too (only the trace is kept)
+        trace = prog.run(read_packets(pcap), got, seed=seed, ingress_port=ingress_port)
     cpu = time.process_time() - t0
     summary = trace.summary()
     if steps_file:
