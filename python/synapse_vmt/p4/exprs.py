@@ -104,7 +104,7 @@ class Phv:
             if isinstance(a, list) and len(a) == 2 and isinstance(a[1], list) and tuple(a[1]) in phv.slot:
                 phv.aliases[str(a[0])] = phv.slot[tuple(a[1])]
         for r in cls.REGS:
-            phv.regs[r] = phv._new(f"$reg.{r}", 0)
+            phv.regs[r] = phv._new(f"$reg.{r}", 32)
         return phv
 
     def target_field(self, name: str) -> int | None:

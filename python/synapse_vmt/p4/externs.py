@@ -72,6 +72,32 @@ class Meter:
         return GREEN
 
 
+class SplitMix64:
+    """The run's random numbers (``random()``, the ``random`` hash algorithm):
+    SplitMix64 from the run's seed, as the Rust executor draws them
+    (``crates/synapse-core/src/program/externs.rs``), so both engines agree.
+    ``range(lo, hi)`` is ``lo + next % (hi - lo + 1)`` (a bias below 2^-40 for
+    the field widths P4 programs draw)."""
+
+    __slots__ = ("state",)
+    M = (1 << 64) - 1
+
+    def __init__(self, seed: int):
+        self.state = seed & self.M
+
+    def next(self) -> int:
+        self.state = (self.state + 0x9E3779B97F4A7C15) & self.M
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & self.M
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & self.M
+        return z ^ (z >> 31)
+
+    def range(self, lo: int, hi: int) -> int:
+        n = hi - lo + 1
+        x = self.next()
+        return lo + x if n > self.M else lo + x % n
+
+
 def choose_member(members: tuple, hash64: int):
     """The member an action selector runs for a packet: BMv2's
     ``GroupMgr::get_from_hash``: the hash cut to 32 bits (``hash_t`` is an

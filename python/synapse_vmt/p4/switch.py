@@ -47,7 +47,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from synapse_vmt.errors import UserError
-from synapse_vmt.p4.externs import Meter, SwitchConfig, SwitchOptions, choose_member
+from synapse_vmt.p4.externs import Meter, SplitMix64, SwitchConfig, SwitchOptions
 from synapse_vmt.p4.hashes import hasher, known, pack_bits
 
 MAX_PASSES = 64  # ingress + egress passes of one input packet (and its copies)
@@ -97,7 +97,7 @@ class Compiled:
         # program) gets hidden fields in their place
         for name in ("port", "len", "inst", "espec", "eport"):
             if getattr(self, f"s_{name}") is None:
-                setattr(self, f"s_{name}", phv._new(f"$std.{name}", 0))
+                setattr(self, f"s_{name}", phv._new(f"$std.{name}", 32))
 
         def inputs(items: list, where: str) -> list[tuple]:
             out = []
@@ -213,7 +213,7 @@ class Flow:
             self.registers[name] = cells
         self.ctx = [b"", 0, 0, 0]  # the current pass: frame, payload offset, ingress length, now (us)
         self.effects: list[tuple] | None = None  # the current packet's, for the frame cache
-        self.rng = rng
+        self.rng = SplitMix64(seed)  # random() and the random algorithm: the Rust executor's generator
         crc = config.crc_params
         self.hash_fns = [self._calc(algo, inputs, crc.get(name)) for name, algo, inputs in c.calcs]
         self.selector_fns = {n: self._calc(a, inp, None) for n, (a, inp) in c.selectors.items()}
@@ -228,7 +228,7 @@ class Flow:
         ctx = self.ctx
         if algo == "random":  # not a BMv2 algorithm: the run's seeded draws
             rng = self.rng
-            return lambda p: rng.getrandbits(64)
+            return lambda p: rng.next()
         h = hasher(algo, crc)
         return lambda p: h(_buffer(inputs, p, ctx))
 
@@ -299,8 +299,7 @@ class Flow:
             ns[f"_MT{k}"] = meter
         for k, fn in enumerate(self.hash_fns):
             ns[f"_HS{k}"] = fn
-        rng = self.rng
-        ns["_RNG"] = lambda lo, hi: rng.randint(lo, hi)
+        ns["_RNG"] = self.rng.range
         return ns
 
     def direct_meter(self, name: str, packets: bool):

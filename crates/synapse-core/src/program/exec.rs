@@ -34,6 +34,7 @@ use super::externs::Extern;
 use super::ir::{hex_u128, Description, NextDesc, NodeDesc, FORMAT, VERSION};
 use super::parser::{Errors, POp, ParseState, Parser, Part};
 use super::phv::{mask, Layout, Phv};
+use super::flow::{Meta, Pass, Pipe};
 use super::run::{Outcome, Outputs, RunPacket};
 use super::table::{Hit, Index, KeyPart, Table, MAX_KEY_WORDS};
 use super::visits::Visits;
@@ -109,6 +110,8 @@ pub struct Program {
     pub unions: Vec<Vec<u32>>,
     pub actions: Vec<Action>,
     pub externs: Vec<Extern>,
+    /// The externs' objects, calculations and the switch's configuration.
+    pub objs: super::externs::Objects,
     pub parser: Parser,
     pub errors: Errors,
     pub error_names: BTreeMap<u32, String>,
@@ -132,6 +135,8 @@ pub struct Program {
 /// A program being linked: what compiling ops needs (see `action.rs`).
 pub struct Linker<'a> {
     pub d: &'a Description,
+    /// The externs' objects and calculations (linked first: call sites name them).
+    pub objs: super::externs::Objects,
     pub lay: Layout,
     pub code: Code,
     pub headers: Vec<Hdr>,
@@ -246,7 +251,21 @@ fn read_set(d: &Description, nslots: usize) -> (Vec<bool>, Vec<bool>) {
             }
         }
     }
+    let x = &d.externs;
+    let ext_trees = x.calculations.iter().flat_map(|c| c.inputs.iter())
+        .chain(x.selectors.iter().flat_map(|c| c.inputs.iter()))
+        .chain(x.field_lists.iter().flat_map(|f| f.1.iter()))
+        .chain(x.learn_lists.iter().flat_map(|f| f.2.iter()));
+    for t in ext_trees {
+        walk(t, &mut read, &mut full);
+    }
     for ck in &d.checksums {
+        if ck.verify {
+            // the parser compares the calculation with the field it holds
+            if let Some(r) = read.get_mut(ck.target as usize) {
+                *r = true;
+            }
+        }
         for i in &ck.inputs {
             walk(i, &mut read, &mut full);
         }
@@ -397,7 +416,8 @@ impl Program {
             }
         }
 
-        let mut lk = Linker { d, lay, code: Code::default(), headers, hdr_of_slot, stacks, externs: Vec::new(), maybe, taint_reads: Vec::new(), stack_scope, union_scope };
+        let mut lk = Linker { d, objs: Default::default(), lay, code: Code::default(), headers, hdr_of_slot, stacks, externs: Vec::new(), maybe, taint_reads: Vec::new(), stack_scope, union_scope };
+        lk.objs = lk.objects()?;
 
         let mut actions = Vec::new();
         for a in &d.actions {
@@ -495,6 +515,7 @@ impl Program {
             unions,
             actions,
             externs: lk.externs,
+            objs: lk.objs,
             parser,
             errors,
             error_names,
@@ -778,6 +799,7 @@ impl Linker<'_> {
         }
         let mut rows = Vec::new();
         let mut hits = Vec::new();
+        let (mut members, mut groups, mut handles) = (Vec::new(), Vec::new(), Vec::new());
         for (ei, e) in t.entries.iter().enumerate() {
             let w = format!("{what}: entry {ei}");
             if e.m.len() != key.len() {
@@ -789,7 +811,39 @@ impl Linker<'_> {
                 rows.extend([lo, hi, m]);
             }
             hits.push(Hit { action: e.a, data: call(e.a, &e.d, &w, &mut data)?, next: next_of(e.a, true)? });
+            handles.push(e.h.unwrap_or(ei as u32));
+            match &e.g {
+                Some(ms) if !ms.is_empty() => {
+                    let start = members.len() as u32;
+                    for (a, d) in ms {
+                        members.push(Hit { action: *a, data: call(*a, d, &w, &mut data)?, next: next_of(*a, true)? });
+                    }
+                    groups.push((start, ms.len() as u32));
+                }
+                _ => groups.push((0, 0)),
+            }
         }
+        let mut default_group = (0, 0);
+        if let Some(ms) = t.default_group.as_ref().filter(|m| !m.is_empty()) {
+            let start = members.len() as u32;
+            for (a, d) in ms {
+                members.push(Hit { action: *a, data: call(*a, d, &format!("{what}: default group"), &mut data)?, next: next_of(*a, false)? });
+            }
+            default_group = (start, ms.len() as u32);
+        }
+        let selector = match &t.selector {
+            Some(n) => Some(*self.objs.selectors.get(n).ok_or_else(|| format!("{what}: expected action selector {n:?} among the externs' selectors"))?),
+            None => None,
+        };
+        let meter = match &t.meter {
+            Some(m) => {
+                let k = self.objs.meters.iter().position(|x| x.name == m.name)
+                    .ok_or_else(|| format!("{what}: expected direct meter {:?} among the externs' meters", m.name))?;
+                let s = self.lay.slot(m.target as u64, &what)?;
+                Some((k as u32, super::externs::Out { dst: self.dst(s), slot: s as u32, mask: mask(self.lay.width[s].min(128)) }))
+            }
+            None => None,
+        };
         let mut tb = Table {
             name: t.name.clone(),
             keyed: t.keyed.map(|k| k as u16),
@@ -802,6 +856,13 @@ impl Linker<'_> {
             index: Index::None,
             taint,
             taint_reason,
+            members,
+            groups,
+            default_group,
+            selector,
+            counters: t.counters,
+            meter,
+            handles,
         };
         tb.build_index();
         Ok(tb)
@@ -810,7 +871,7 @@ impl Linker<'_> {
     fn checksums(&mut self) -> Result<Vec<Checksum>, String> {
         let mut out = Vec::new();
         for ck in &self.d.checksums {
-            if !ck.update {
+            if !ck.update && !ck.verify {
                 continue;
             }
             let what = format!("checksum {}", ck.name);
@@ -847,7 +908,8 @@ impl Linker<'_> {
             let unsupported = self.code.reasons.id(&format!("unsupported: checksum {} ({})", ck.name, ck.algo));
             let supported = super::externs::calculate(&ck.algo, &[], 0, self.lay.width[target]).is_some();
             let dst = self.dst(target);
-            out.push(Checksum { name: ck.name.clone(), algo: ck.algo.clone(), target: target as u32, dst, inputs, cond, supported, unsupported });
+            out.push(Checksum { name: ck.name.clone(), algo: ck.algo.clone(), target: target as u32, dst, inputs, cond, supported, unsupported,
+                                verify: ck.verify, update: ck.update });
         }
         Ok(out)
     }
@@ -875,6 +937,8 @@ pub struct State {
     pub inexact_at: u32,
     /// Events per reason (`Code::reasons`), over every packet run.
     pub events: Vec<u64>,
+    /// Registers, counters, meters, the random generator, the current pass.
+    pub ext: super::externs::ExternState,
 }
 
 impl State {
@@ -891,6 +955,7 @@ impl State {
             inexact: NONE,
             inexact_at: 0,
             events: vec![0; p.code.reasons.names.len()],
+            ext: super::externs::ExternState::new(p),
         }
     }
 
@@ -963,6 +1028,156 @@ impl State {
     }
 }
 
+/// One copy of a packet while simple_switch's flow runs it ([`super::flow`]):
+/// its PHV and what the executor tracks of its headers.
+#[derive(Clone)]
+pub struct PktCopy {
+    pub phv: Phv,
+    pub hdr_src: Vec<u32>,
+    pub fdirty: Vec<u64>,
+    pub pos: usize,
+}
+
+/// The executor's passes for [`super::flow::Flow`]: a copy's PHV is swapped
+/// into the [`State`] for a pass and out after it; finished copies return to
+/// a pool, so a packet without copies allocates nothing.
+struct Passes<'a> {
+    p: &'a Program,
+    st: &'a mut State,
+    sc: &'a mut Scratch,
+    pool: &'a mut Vec<PktCopy>,
+    /// The first pass's parser error.
+    parser_error: Option<u32>,
+}
+
+impl Passes<'_> {
+    fn swap(&mut self, c: &mut PktCopy) {
+        std::mem::swap(&mut self.st.phv, &mut c.phv);
+        std::mem::swap(&mut self.st.hdr_src, &mut c.hdr_src);
+        std::mem::swap(&mut self.st.fdirty, &mut c.fdirty);
+        std::mem::swap(&mut self.st.pos, &mut c.pos);
+    }
+
+    fn meta_set(&self, c: &mut PktCopy, m: Meta, v: u64) {
+        if let Some(&(cell, g, mk)) = self.p.objs.meta.get(&m) {
+            c.phv.cells[cell as usize] = v as u128 & mk;
+            c.phv.mark(g);
+        }
+    }
+}
+
+impl super::flow::Passes for Passes<'_> {
+    type Phv = PktCopy;
+
+    fn fresh(&mut self) -> PktCopy {
+        match self.pool.pop() {
+            Some(mut c) => {
+                c.phv.reset(&self.p.lay);
+                c.hdr_src.fill(NONE);
+                c.fdirty.fill(0);
+                c.pos = 0;
+                c
+            }
+            None => PktCopy {
+                phv: Phv::new(&self.p.lay),
+                hdr_src: vec![NONE; self.p.headers.len()],
+                fdirty: vec![0; self.p.headers.len()],
+                pos: 0,
+            },
+        }
+    }
+
+    fn parse(&mut self, c: &mut PktCopy, frame: &[u8]) -> usize {
+        self.swap(c);
+        let p = self.p;
+        let err = if p.parser.init >= 0 { p.parse(self.st, frame) } else { 0 };
+        self.parser_error.get_or_insert(err);
+        self.swap(c);
+        if err != 0 {
+            self.meta_set(c, Meta::ParserError, err as u64);
+        }
+        if p.objs.verify {
+            self.swap(c);
+            let bad = p.verify_checksums(self.st, frame, self.sc);
+            self.swap(c);
+            self.meta_set(c, Meta::ChecksumError, bad as u64);
+        }
+        c.pos
+    }
+
+    fn pipeline(&mut self, c: &mut PktCopy, pipe: Pipe, ctx: &Pass, frame: &[u8], visits: &mut Visits) {
+        let pi = match pipe {
+            Pipe::Ingress => self.p.objs.ingress,
+            Pipe::Egress => self.p.objs.egress,
+        };
+        if pi < 0 {
+            return;
+        }
+        self.swap(c);
+        self.st.ext.pass = *ctx;
+        let p = self.p;
+        p.run_pipeline(pi as usize, self.st, frame, visits, self.sc);
+        self.swap(c);
+    }
+
+    fn deparse(&mut self, c: &mut PktCopy, frame: &[u8], payload: usize, out: &mut Vec<u8>) {
+        self.swap(c);
+        self.st.pos = payload;
+        let p = self.p;
+        p.deparse(self.st, frame, self.sc, out);
+        self.swap(c);
+    }
+
+    fn get(&self, c: &PktCopy, m: Meta) -> u64 {
+        self.p.objs.meta.get(&m).map_or(0, |&(cell, _, _)| c.phv.cells[cell as usize] as u64)
+    }
+
+    fn set(&self, c: &mut PktCopy, m: Meta, v: u64) {
+        self.meta_set(c, m, v);
+    }
+
+    fn reset_metadata(&self, c: &mut PktCopy, from: &PktCopy, field_list: u64) {
+        for &(cell, g) in &self.p.objs.metadata {
+            c.phv.cells[cell as usize] = 0;
+            c.phv.mark(g);
+        }
+        if let Some(fields) = self.p.objs.field_lists.get(&field_list) {
+            for &(cell, g, limbs) in fields {
+                let (a, b) = (cell as usize, (cell + limbs) as usize);
+                c.phv.cells[a..b].copy_from_slice(&from.phv.cells[a..b]);
+                c.phv.mark(g);
+            }
+        }
+        for m in [Meta::CloneSession, Meta::CloneFieldList, Meta::Resubmit, Meta::Recirculate, Meta::Learn] {
+            self.meta_set(c, m, 0);
+        }
+    }
+
+    fn digest(&mut self, _c: &PktCopy, learn: u64) {
+        let name = self.p.objs.learn_lists.get(&learn).map_or_else(|| format!("learn list {learn}"), |l| l.0.clone());
+        *self.st.ext.digests.entry(name).or_insert(0) += 1;
+    }
+
+    fn recycle(&mut self, c: PktCopy) {
+        self.pool.push(c);
+    }
+}
+
+impl Executor {
+    /// One received frame through simple_switch's packet flow ([`super::flow`]).
+    fn run_flow(&mut self, frame: &[u8], ingress_port: u32, now_ps: u64, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {
+        let p = &self.prog;
+        let st = &mut self.st;
+        st.start(p);
+        let mut x = Passes { p, st, sc: &mut self.sc, pool: &mut self.pool, parser_error: None };
+        let sent = self.flow.process(&mut x, frame, ingress_port, now_ps / 1_000_000, visits, outputs);
+        let parser_error = x.parser_error.unwrap_or(0);
+        self.packets += 1;
+        self.inexact_packets += (self.st.inexact != NONE) as u64;
+        Outcome { dropped: sent == 0, parser_error, outputs: sent }
+    }
+}
+
 /// Per-lookup scratch space, allocated once.
 pub struct Scratch {
     pub vals: Vec<u128>,
@@ -975,6 +1190,9 @@ pub struct Executor {
     pub prog: Program,
     st: State,
     sc: Scratch,
+    /// simple_switch's packet flow, and the copies it made, kept for reuse.
+    pub flow: super::flow::Flow,
+    pool: Vec<PktCopy>,
     /// Packets run, and how many were inexact.
     pub packets: u64,
     pub inexact_packets: u64,
@@ -984,7 +1202,8 @@ impl Executor {
     pub fn new(prog: Program) -> Executor {
         let st = State::new(&prog);
         let sc = Scratch { vals: vec![0; prog.max_key_fields.max(1)], words: vec![0; MAX_KEY_WORDS], bytes: Vec::new() };
-        Executor { prog, st, sc, packets: 0, inexact_packets: 0 }
+        let flow = super::flow::Flow::new(prog.objs.flow.clone());
+        Executor { prog, st, sc, flow, pool: Vec::new(), packets: 0, inexact_packets: 0 }
     }
 
     pub fn from_json(text: &str) -> Result<Executor, String> {
@@ -1011,6 +1230,11 @@ impl Executor {
         self.prog.code.reasons.names.iter().zip(&self.st.events).filter(|(_, &c)| c > 0).map(|(n, &c)| (n.clone(), c)).collect()
     }
 
+    /// The externs' state: registers, counters, meters, digests.
+    pub fn externs(&self) -> &super::externs::ExternState {
+        &self.st.ext
+    }
+
     /// The PHV cell of `slot` after the last packet (tests).
     pub fn field(&self, slot: usize) -> u128 {
         self.st.phv.cells[self.prog.lay.value_cell(slot) as usize]
@@ -1026,7 +1250,10 @@ impl RunPacket for Executor {
         self.prog.tables[self.prog.keyed[t] as usize].words
     }
 
-    fn run(&mut self, frame: &[u8], ingress_port: u32, _now_ps: u64, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {
+    fn run(&mut self, frame: &[u8], ingress_port: u32, now_ps: u64, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {
+        if !self.prog.objs.meta.is_empty() {
+            return self.run_flow(frame, ingress_port, now_ps, visits, outputs);
+        }
         let p = &self.prog;
         let st = &mut self.st;
         st.start(p);

@@ -79,6 +79,8 @@ pub enum Meta {
     Priority,
     IngressTimestamp,
     EgressTimestamp,
+    ChecksumError,
+    ParserError,
     /// The clone's mirror session | 0x10000 (0: no clone asked for).
     CloneSession,
     CloneFieldList,
@@ -105,8 +107,8 @@ pub trait Passes {
     fn fresh(&mut self) -> Self::Phv;
     /// Runs the parser over `frame`; returns where the payload starts.
     fn parse(&mut self, phv: &mut Self::Phv, frame: &[u8]) -> usize;
-    /// Runs a pipeline, appending the packet's visits.
-    fn pipeline(&mut self, phv: &mut Self::Phv, pipe: Pipe, ctx: &Pass, visits: &mut Visits);
+    /// Runs a pipeline over a copy parsed from `frame`, appending the packet's visits.
+    fn pipeline(&mut self, phv: &mut Self::Phv, pipe: Pipe, ctx: &Pass, frame: &[u8], visits: &mut Visits);
     /// The deparsed packet (checksums updated) into `out`.
     fn deparse(&mut self, phv: &mut Self::Phv, frame: &[u8], payload: usize, out: &mut Vec<u8>);
     /// A field simple_switch reads by name (0 if the program has none).
@@ -118,6 +120,8 @@ pub trait Passes {
     fn reset_metadata(&self, phv: &mut Self::Phv, from: &Self::Phv, field_list: u64);
     /// A digest of learn list `learn` from `phv`.
     fn digest(&mut self, phv: &Self::Phv, learn: u64);
+    /// A copy is done with (sent or dropped): its storage may be reused.
+    fn recycle(&mut self, _phv: Self::Phv) {}
 }
 
 /// The context of one pass, for externs that need it (meters, counters).
@@ -141,6 +145,8 @@ pub struct FlowCounts {
     pub resubmits: u64,
     pub recirculations: u64,
     pub replicas: u64,
+    /// Packets sent per egress port.
+    pub out_ports: std::collections::BTreeMap<u64, u64>,
 }
 
 /// A pass to run; `own` is the copy's own frame (a recirculated packet's
@@ -192,7 +198,7 @@ impl Flow {
                     let len = x.get(&phv, Meta::Length);
                     x.set(&mut phv, Meta::PacketLength, len);
                     x.set(&mut phv, Meta::EgressTimestamp, now_us);
-                    x.pipeline(&mut phv, Pipe::Egress, &ctx, visits);
+                    x.pipeline(&mut phv, Pipe::Egress, &ctx, frame_of, visits);
                     let clone = x.get(&phv, Meta::CloneSession);
                     if clone != 0 {
                         if let Some(&session) = self.config.mirroring.get(&((clone & 0xffff) as u32)) {
@@ -207,6 +213,7 @@ impl Flow {
                     }
                     if x.get(&phv, Meta::EgressSpec) == self.config.drop_port {
                         self.counts.drop_egress += 1;
+                        x.recycle(phv);
                         continue;
                     }
                     let fl = x.get(&phv, Meta::Recirculate);
@@ -225,6 +232,8 @@ impl Flow {
                     if let Some(o) = outputs.as_deref_mut() {
                         o.push(eport as u32, input, &self.out);
                     }
+                    x.recycle(phv);
+                    *self.counts.out_ports.entry(eport).or_insert(0) += 1;
                     sent += 1;
                 }
             }
@@ -248,7 +257,7 @@ impl Flow {
         x.set(&mut phv, Meta::InstanceType, inst);
         x.set(&mut phv, Meta::IngressTimestamp, ctx.now_us);
         let payload = x.parse(&mut phv, frame);
-        x.pipeline(&mut phv, Pipe::Ingress, &ctx, visits);
+        x.pipeline(&mut phv, Pipe::Ingress, &ctx, frame, visits);
         let clone = x.get(&phv, Meta::CloneSession);
         if clone != 0 {
             if let Some(&session) = self.config.mirroring.get(&((clone & 0xffff) as u32)) {
@@ -285,6 +294,7 @@ impl Flow {
         let espec = x.get(&phv, Meta::EgressSpec);
         if espec == self.config.drop_port {
             self.counts.drop_ingress += 1;
+            x.recycle(phv);
             return;
         }
         x.set(&mut phv, Meta::InstanceType, instance::NORMAL);
@@ -309,6 +319,7 @@ impl Flow {
         let reps = self.config.mc_groups.get(&grp).cloned().unwrap_or_default();
         if reps.is_empty() {
             self.counts.drop_no_replica += 1;
+            x.recycle(phv);
             return;
         }
         for (port, rid) in reps {
@@ -317,6 +328,7 @@ impl Flow {
             self.counts.replicas += 1;
             self.enqueue(x, port as u64, q, ilen, payload, own.clone(), work);
         }
+        x.recycle(phv);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -324,6 +336,7 @@ impl Flow {
                           work: &mut VecDeque<Work<X::Phv>>) {
         if x.get(&phv, Meta::Priority) >= self.config.priority_queues {
             self.counts.drop_priority += 1;
+            x.recycle(phv);
             return;
         }
         work.push_back(Work::Egress { port, phv, ingress_length: ilen, payload, own });
@@ -366,7 +379,7 @@ mod tests {
             p.payload_byte = frame.get(2).copied().unwrap_or(0) as u64;
             2
         }
-        fn pipeline(&mut self, p: &mut Phv, pipe: Pipe, _ctx: &Pass, v: &mut Visits) {
+        fn pipeline(&mut self, p: &mut Phv, pipe: Pipe, _ctx: &Pass, _frame: &[u8], v: &mut Visits) {
             let g = |m| p.meta.get(&m).copied().unwrap_or(0);
             match pipe {
                 Pipe::Ingress => {

@@ -204,6 +204,26 @@ pub enum Algo {
     Identity,
 }
 
+impl std::fmt::Debug for Algo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Algo::Crc(c) => {
+                let (w, a) = match c {
+                    CrcEngine::W8(c) => (8, (c.algorithm.poly as u64, c.algorithm.init as u64, c.algorithm.refin)),
+                    CrcEngine::W16(c) => (16, (c.algorithm.poly as u64, c.algorithm.init as u64, c.algorithm.refin)),
+                    CrcEngine::W32(c) => (32, (c.algorithm.poly as u64, c.algorithm.init as u64, c.algorithm.refin)),
+                    CrcEngine::W64(c) => (64, (c.algorithm.poly, c.algorithm.init, c.algorithm.refin)),
+                };
+                write!(f, "Crc{w}(poly {:#x}, init {:#x}, refin {})", a.0, a.1, a.2)
+            }
+            Algo::Csum16 => write!(f, "Csum16"),
+            Algo::Xor16 => write!(f, "Xor16"),
+            Algo::Xor32 => write!(f, "Xor32"),
+            Algo::Identity => write!(f, "Identity"),
+        }
+    }
+}
+
 impl Algo {
     /// The algorithm BMv2 runs for `name`; `custom` replaces the default
     /// configuration of a `crc<N>_custom` (of that width). None: not a
