@@ -132,6 +132,7 @@ class RustProgram:
         for code, n in zip(*np.unique(c["parser_error"][c["parser_error"] != 0], return_counts=True)):
             nm = names.get(int(code), f"error {int(code)}")
             rejects[nm] = rejects.get(nm, 0) + int(n)
+        perrs = [names.get(int(x), f"error {int(x)}") if x else "" for x in c["parser_error"].tolist()]
         ev = self.core.events()
         x = self.core.extern_state()
         counts = Counts(
@@ -159,4 +160,5 @@ class RustProgram:
             unsupported=list(self.core.unsupported),
             externs=counts,
             registers=x["registers"],
+            packet_errors=perrs,
         )

@@ -151,6 +151,7 @@ class Trace:
     externs: Counts = field(default_factory=Counts)
     #: the register arrays' cells at the end of the run
     registers: dict[str, list[int]] = field(default_factory=dict)
+    packet_errors: list[str] = field(default_factory=list)  # per packet: its parser error's name, "" for none
 
     def packet(self, i: int) -> list[Step]:
         lo, hi = int(self.pkt_start[i]), int(self.pkt_start[i + 1])
@@ -588,6 +589,8 @@ class Program:
                 if count:
                     nm = perr_names.get(code, f"error {code}")
                     effect(("reject", nm))
+                    if first_err[0] is None:
+                        first_err[0] = nm
                 if s_perr is not None:
                     p[s_perr] = code
             flow.ctx[1] = pos
@@ -616,9 +619,12 @@ class Program:
         cacheable = frame_cache and not (self.cg.obj.uses_rng or self.cg.obj.writes_registers or flow.stateful)
         pkt_start: list[int] = []
         dropped: list[bool] = []
+        perrs: list[str] = []
         cache: dict[bytes, tuple] = {}
         extend = steps.extend
         t0: int | None = None
+        perrs: list[str] = []
+        first_err: list[str | None] = [None]  # the received frame's parser error (its first parse)
         try:
             for item in packets:
                 if isinstance(item, tuple):
@@ -636,6 +642,7 @@ class Program:
                     if hit is not None:
                         extend(hit[0])
                         dropped.append(hit[1])
+                        perrs.append(hit[4])
                         for e in hit[2]:
                             effect(e)
                         for f in hit[3]:
@@ -645,13 +652,15 @@ class Program:
                     if drawn:
                         drawn.clear()
                     flow.effects = []
+                first_err[0] = None
                 outs = flow.process(buf, ingress_port, now_us, tmpl, parse, pipe, deparse)
                 dropped.append(outs == 0)
+                perrs.append(first_err[0] or "")
                 if cacheable:
                     if nd[0] == nd0:
                         if len(cache) >= frame_cache:
                             cache.clear()
-                        cache[buf] = (steps[start:], outs == 0, flow.effects, tuple(drawn))
+                        cache[buf] = (steps[start:], outs == 0, flow.effects, tuple(drawn), perrs[-1])
                     flow.effects = None
         except _RUNTIME as e:  # a construct of the program the interpreter cannot run on this frame
             what = f"{type(e).__name__}: {e}".replace("\n", " ")
@@ -675,6 +684,7 @@ class Program:
             unsupported=unsupported,
             externs=flow.counts,
             registers={n: list(v) for n, v in flow.registers.items()},
+            packet_errors=perrs,
         )
 
     def _bind(self, entries: dict, seed: int, rng: random.Random, steps: list, synth: dict, fallback: dict, nd: list,
