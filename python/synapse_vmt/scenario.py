@@ -178,6 +178,9 @@ class Scenario(_Model):
     clock_mhz: float = Field(250.0, gt=0.0)
     window_ns: float = Field(10_000.0, gt=0.0)
     duration_ns: float = Field(1_000_000.0, gt=0.0)
+    #: After the run, how long the simulator may run on (arrivals stopped)
+    #: until every PHV has left; PHVs still in flight then fail the run.
+    drain_ns: float = Field(1_000_000.0, ge=0.0)
     tables: list[Table] = Field(default_factory=lambda: [Table()], min_length=1)
     edges: list[Edge] = []
     entry: dict[str, float] = {}

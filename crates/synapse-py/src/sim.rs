@@ -277,6 +277,30 @@ impl Simulator {
         Ok(d)
     }
 
+    /// Ends the run: stops the arrivals and simulates on until every PHV
+    /// has exited or been dropped, for at most the config's `drain_ns`.
+    /// Returns `{"drained": bool, "ns": float, "in_flight": {table: n}}`
+    /// (`in_flight`: where PHVs remain when not drained).
+    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let t0 = Instant::now();
+        let r = each!(&mut self.inner, s => py.allow_threads(|| s.drain()));
+        self.wall_s += t0.elapsed().as_secs_f64();
+        let d = PyDict::new_bound(py);
+        d.set_item("drained", r.drained)?;
+        d.set_item("ns", r.ns)?;
+        let f = PyDict::new_bound(py);
+        for (t, n) in r.in_flight {
+            f.set_item(t, n)?;
+        }
+        d.set_item("in_flight", f)?;
+        Ok(d)
+    }
+
+    /// Tables holding no PMU now (every key of theirs goes to the ELU).
+    fn tables_without_pmus(&self) -> Vec<String> {
+        each!(&self.inner, s => s.tables_without_pmus())
+    }
+
     /// New entry shares `{table: share}` from now on (the traffic mix
     /// shifts). Unknown table or no positive share: ValueError.
     fn set_entry(&mut self, shares: std::collections::BTreeMap<String, f64>) -> PyResult<()> {

@@ -29,6 +29,7 @@ from synapse_vmt.report import save_png, write_json
 from synapse_vmt.opt import placement
 from synapse_vmt.opt.controller import Controller, Period, Settings, observe, static_oracle
 from synapse_vmt.figures.simexp import TABLE, Setup, SimFactory, calibrate, core_factory
+from synapse_vmt.sim import finish_checked
 
 PROFILES = ["step", "ramp", "diurnal", "burst"]
 
@@ -74,7 +75,11 @@ def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = cor
         peak = max(p.input_mpps for p in loop)
         fixed = static_oracle([TABLE], ctl.capacities(), N, np.zeros((1, 1)), np.ones(1), peak, headroom)
         ids = placement.initial(N, setup.channels, fixed)[TABLE]
-        base = observe(factory(setup.config(ids, pl["flows"], pl["duration"], prof)), 1, settings, pl["duration"])
+        static_sim = factory(setup.config(ids, pl["flows"], pl["duration"], prof))
+        base = observe(static_sim, 1, settings, pl["duration"])
+        # measured over the run; then each must end drained with every invariant held
+        finish_checked(sim, f"{prof} closed loop")
+        finish_checked(static_sim, f"{prof} static")
         thr_l = np.mean([p.throughput_mpps for p in loop])
         thr_s = np.mean([p.throughput_mpps for p in base])
         pm_l = np.mean([p.active_pmus for p in loop])

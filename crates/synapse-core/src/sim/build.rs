@@ -295,6 +295,7 @@ impl<const N: usize> Simulator<N> {
             routes: None,
             sets,
             updates: None,
+            ended: false,
             rec: None,
             tables,
             walkers,

@@ -13,6 +13,10 @@ pub struct Config {
     pub clock_mhz: f64,
     pub window_ns: f64,
     pub duration_ns: f64,
+    /// After the run, how long the drain ([`super::Simulator::drain`]) may
+    /// simulate on with arrivals stopped until every PHV has exited or been
+    /// dropped; past it the run failed (PHVs stuck or too slow to leave).
+    pub drain_ns: f64,
     pub tables: Vec<Table>,
     pub edges: Vec<Edge>,
     /// Share of arriving PHVs entering each table; empty = the first table.
@@ -39,6 +43,7 @@ impl Default for Config {
             clock_mhz: 250.0,
             window_ns: 10_000.0,
             duration_ns: 1_000_000.0,
+            drain_ns: 1_000_000.0,
             tables: vec![Table::default()],
             edges: Vec::new(),
             entry: BTreeMap::new(),
