@@ -131,6 +131,61 @@ fn phvs_in_flight_are_not_ok_and_the_drain_names_the_tables_holding_them() {
 }
 
 #[test]
+fn a_fault_in_the_elus_memory_image_is_counted_as_wrong_answers() {
+    // The ELU answers with what its walk reads from the memory image (the
+    // decision tree's LS rows, the partitioned tree's node lines), not with
+    // the software structure's `classify` (which the old walks returned):
+    // with the image corrupted the oracle counts wrong answers; the same
+    // run over a sound image counts none.
+    use crate::classify::{dtree::DTree, partition::PTree};
+    use crate::hw::elu::Algo;
+    for algo in [Algo::Dtree, Algo::Ptree] {
+        let run = |corrupt: bool| {
+            let mut c = Config {
+                duration_ns: 100_000.0,
+                tables: vec![table("t", vec![0])],
+                pmus: pmu::Config { count: 1, block_size: 16, ..Default::default() },
+                ..Config::default()
+            };
+            c.elu.algo = algo;
+            let mut s = sim_with(c, 200, 2000);
+            if corrupt {
+                let set = &s.sets[0];
+                s.walkers[0] = match algo {
+                    Algo::Dtree => {
+                        let mut t = DTree::build(set, &Default::default()).unwrap();
+                        // Every LS item matches every key: a leaf answers its first rule.
+                        t.corrupt_ls_items(|it| {
+                            for f in 0..set.schema.len() {
+                                it[3 * f + 1..3 * f + 4].copy_from_slice(&[0, u32::MAX, 0]);
+                            }
+                        });
+                        Box::new(t)
+                    }
+                    _ => {
+                        let mut t = PTree::build(set, &Default::default()).unwrap();
+                        // Every inner node sends every key to its first child.
+                        t.corrupt_nodes(|n| {
+                            if !n.is_leaf() {
+                                n.th = [u32::MAX ^ crate::classify::simd::BIAS; crate::classify::simd::NODE_SLOTS];
+                            }
+                        });
+                        Box::new(t)
+                    }
+                };
+            }
+            s.run_until_ns(100_000.0);
+            assert!(s.drain().drained);
+            (s.check_invariants(), s.totals()[0].misses)
+        };
+        let ((sound, misses), (bad, _)) = (run(false), run(true));
+        assert!(sound.ok() && misses > 500, "{algo:?}: {sound:?}, {misses} misses");
+        assert!(bad.wrong_action > 100 && !bad.ok(), "{algo:?}: {bad:?}");
+        assert_eq!(bad.lost, 0);
+    }
+}
+
+#[test]
 fn every_phv_leaves_once_with_the_oracle_action_under_reassignment() {
     let mut c = Config {
         duration_ns: 400_000.0,
