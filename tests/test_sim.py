@@ -300,3 +300,43 @@ def test_fewer_pmus_than_tables_is_said_before_the_run():
     sim = Simulation(scn)
     assert sim.warnings == ["2 PMUs for 3 tables: 1 table without a PMU (ELU only, no cache): c"]
     assert Simulation(load(None, SMALL)).warnings == []
+
+
+@pytest.mark.parametrize("algo, setting, value", [("trie", "trie.stride", 4), ("dtree", "dtree.bucket", 2),
+                                                  ("dtree", "dtree.facl.ls_engines", 5), ("ptree", "ptree.bucket", 8)])
+def test_elu_build_settings_reach_the_simulators_structures(algo, setting, value):
+    """``[elu.build]``: the simulator builds its ELU structure with the
+    scenario's parameters (it used to take the defaults): its bytes equal the
+    same structure's built alone with that setting (the classifier API), not
+    the default's; a narrower trie stride makes every lookup read more levels."""
+    from synapse_vmt import _core
+
+    base = SMALL + [f"elu.algo={algo}", "tables.0.rules.generate.count=300", "pmus.block_size=16"]
+    rules = _core.RuleSet.generate("acl", 300, 1)
+
+    def run(extra):
+        sim = Simulation(load(None, base + extra))
+        s = sim.run()
+        assert sim.finish()["ok"]
+        w = sim.all_windows()
+        return s["tables"]["acl"]["elu_bytes"], w["hbm_bytes"].sum() / w["elu_requests"].sum()
+
+    (got, per_lookup), (dflt, per_lookup0) = run([f"elu.build.{setting}={value}"]), run([])
+    key = setting.replace("dtree.facl.", "facl.")  # the classifier API's dotted names
+    assert got == _core.Classifier(rules, algo, {key: str(value)}).memory_bytes()
+    assert dflt == _core.Classifier(rules, algo).memory_bytes() != got
+    if setting == "trie.stride":
+        # one read per level: 8-bit strides consume the key in half the levels of 4-bit ones
+        assert per_lookup > 1.5 * per_lookup0, (per_lookup, per_lookup0)
+
+
+@pytest.mark.parametrize("setting, msg", [
+    ("elu.build.trie.stride=0", "elu.build.trie.stride: Input should be greater than or equal to 1"),
+    ("elu.build.tree.stride=4", "elu.build.tree: unknown key"),
+    ("elu.build.dtree.facl.layers=4", "elu.build.dtree.facl.layers: unknown key"),
+    ("elu.build.ptree.spfac=0.5", "elu.build.ptree.spfac: Input should be greater than or equal to 1"),
+])
+def test_elu_build_settings_are_validated(setting, msg):
+    with pytest.raises(UserError) as e:
+        load(None, [setting])
+    assert str(e.value) == f"<default scenario>: {msg}"

@@ -211,7 +211,8 @@ impl Simulator {
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new_bound(py);
         let tables = PyDict::new_bound(py);
-        for (name, s) in each!(&self.inner, s => s.summary()) {
+        let elu_bytes = each!(&self.inner, s => s.elu_memory_bytes());
+        for ((name, s), elu_bytes) in each!(&self.inner, s => s.summary()).into_iter().zip(elu_bytes) {
             let t = PyDict::new_bound(py);
             t.set_item("hit_rate", s.hit_rate)?;
             t.set_item("mean_latency_ns", s.mean_latency_ns)?;
@@ -222,6 +223,8 @@ impl Simulator {
             t.set_item("throughput_mpps", s.throughput_mpps)?;
             t.set_item("keys", s.keys)?;
             t.set_item("drops", s.drops)?;
+            // The table's ELU structure in off-chip memory (elu.build).
+            t.set_item("elu_bytes", elu_bytes)?;
             tables.set_item(name, t)?;
         }
         d.set_item("tables", tables)?;

@@ -35,7 +35,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Parameters of FACL's classification module (CFM).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct FaclConfig {
     /// DT engines chained one after the other.
     pub dt_modules: usize,
@@ -59,7 +60,8 @@ impl Default for FaclConfig {
 }
 
 /// Build parameters of the decision tree.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct DTreeConfig {
     /// Most rules in a leaf (linear search there).
     pub bucket: usize,

@@ -46,7 +46,8 @@ use crate::rules::{width_mask, Key, MatchKind, Rule, RuleSet, MAX_FIELDS};
 use std::time::Duration;
 
 /// Build parameters of the partitioned tree.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct PTreeConfig {
     /// Most rules in a leaf.
     pub bucket: usize,

@@ -46,6 +46,9 @@ pub struct Config {
     pub lookup_slots: u32,
     /// Cycles from the miss queue into the ORB (registering the request).
     pub latency_cycles: u32,
+    /// Build parameters of the lookup structures (`[elu.build]`: `trie`,
+    /// `dtree` with its `facl`, `ptree`), for every table's.
+    pub build: crate::classify::BuildConfig,
 }
 
 impl Default for Config {
@@ -56,6 +59,7 @@ impl Default for Config {
             miss_queue: 64,
             lookup_slots: 8,
             latency_cycles: 1,
+            build: Default::default(),
         }
     }
 }

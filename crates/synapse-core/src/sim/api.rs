@@ -252,6 +252,12 @@ impl<const N: usize> Simulator<N> {
             .collect()
     }
 
+    /// Per table, the bytes its ELU structure occupies in off-chip memory
+    /// (as built with the config's `elu.build` parameters).
+    pub fn elu_memory_bytes(&self) -> Vec<u64> {
+        self.walkers.iter().map(|w| w.memory_bytes()).collect()
+    }
+
     /// Tables that hold no PMU now: the VMU sends every key of theirs to
     /// the ELU (no cache), as when a pool has fewer PMUs than tables.
     pub fn tables_without_pmus(&self) -> Vec<String> {

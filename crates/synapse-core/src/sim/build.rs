@@ -22,9 +22,9 @@ pub(super) fn build_walker<const N: usize>(
         // command's advice names its own build parameters).
         crate::classify::BuildError::OverBudget {
             what,
+            key,
             bytes,
             budget,
-            ..
         } => {
             // The partitioned tree fits where the others explode (its
             // default budget is 512 MiB); past that, the decision tree.
@@ -32,7 +32,7 @@ pub(super) fn build_walker<const N: usize>(
             SimError(format!(
                 "config: table {table:?}: the ELU's {what} needs more than its memory budget of \
                  {budget} bytes (stopped at {bytes}) for these {} rules; use another structure: \
-                 --set elu.algo={other}",
+                 --set elu.algo={other} (or raise elu.build.{key})",
                 set.rules.len()
             ))
         }
@@ -202,12 +202,7 @@ impl<const N: usize> Simulator<N> {
             let keys = flow_keys[i].clone();
             let lin = Linear::new(set);
             let oracle: Vec<Match> = keys.iter().map(|k| lin.classify(k)).collect();
-            walkers.push(build_walker(
-                config.elu.algo,
-                set,
-                &t.name,
-                &crate::classify::BuildConfig::default(),
-            )?);
+            walkers.push(build_walker(config.elu.algo, set, &t.name, &config.elu.build)?);
             let words = set.schema.len().max(1);
             let mut vmu = Vmu::new(
                 i as u16,

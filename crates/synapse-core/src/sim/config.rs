@@ -235,5 +235,16 @@ mod tests {
         assert_eq!(c.pmus.count, 4);
         assert_eq!(c.pmus.block_size, 256);
         assert!(matches!(c.traffic, Traffic::Trace { rate_mpps, .. } if rate_mpps == 100.0));
+        // The ELU structures' build parameters: a table per structure,
+        // unknown keys refused at every level.
+        let c: Config =
+            serde_json::from_str(r#"{"elu": {"build": {"trie": {"stride": 4}, "dtree": {"facl": {"dt_layers": 12}}}}}"#).unwrap();
+        assert_eq!((c.elu.build.trie.stride, c.elu.build.dtree.facl.dt_layers), (4, 12));
+        assert_eq!(c.elu.build.trie.max_bytes, crate::classify::trie::TrieConfig::default().max_bytes);
+        for bad in [r#"{"elu": {"build": {"tree": {}}}}"#, r#"{"elu": {"build": {"ptree": {"buckets": 3}}}}"#,
+                    r#"{"elu": {"build": {"dtree": {"facl": {"layers": 3}}}}}"#] {
+            let e = serde_json::from_str::<Config>(bad).unwrap_err().to_string();
+            assert!(e.contains("unknown field"), "{bad}: {e}");
+        }
     }
 }

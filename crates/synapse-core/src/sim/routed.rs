@@ -196,11 +196,11 @@ fn walker_for<const N: usize>(
     algo: Algo,
     set: &RuleSet<N>,
     name: &str,
+    b: &crate::classify::BuildConfig,
 ) -> Result<Box<dyn MemoryWalk<N> + Send>, SimError> {
-    let b = crate::classify::BuildConfig::default();
     let mut last = None;
     for a in [algo, Algo::Dtree, Algo::Linear] {
-        match build::build_walker(a, set, name, &b) {
+        match build::build_walker(a, set, name, b) {
             Ok(w) => return Ok(w),
             Err(e) => last = Some(e),
         }
@@ -276,7 +276,7 @@ impl<const N: usize> Simulator<N> {
         let mut sim = Simulator::<N>::build(config, sets.clone(), keys, Box::new(feed.clone()))?;
         sim.config.elu.algo = algo;
         for (i, set) in sets.iter().enumerate() {
-            sim.walkers[i] = walker_for(algo, set, &sim.tables[i].name)?;
+            sim.walkers[i] = walker_for(algo, set, &sim.tables[i].name, &sim.config.elu.build)?;
             // The oracle (linear over the rule set) must agree with the program.
             for (o, e) in sim.tables[i].oracle.iter().zip(&expected[i]) {
                 if o != e {

@@ -20,13 +20,20 @@ fn table(name: &str, pmus: Vec<u32>) -> TableCfg {
 
 /// A simulator over generated rules and the stand-in flow traffic. The
 /// linear-scan ELU reads every rule, so tests keep rule sets small and give
-/// the ELU many slots and banks without row-cycle limits.
+/// the ELU many slots and banks without row-cycle limits (`sim_real` keeps
+/// the configured ELU and HBM timing).
 fn sim_with(mut c: Config, rules: usize, flows: u32) -> Simulator {
     if c.elu.lookup_slots == elu_default().lookup_slots {
         c.elu.lookup_slots = 64;
         c.elu.orb_entries = c.elu.orb_entries.max(128);
         c.hbm.bank_busy_ns = 0.0;
     }
+    sim_real(c, rules, flows)
+}
+
+/// [`sim_with`] with the ELU and HBM as configured (the real bank timing
+/// by default).
+fn sim_real(mut c: Config, rules: usize, flows: u32) -> Simulator {
     c.traffic = config::Traffic::Flows {
         dist: "caida2019".into(),
         flows,
@@ -183,6 +190,64 @@ fn a_fault_in_the_elus_memory_image_is_counted_as_wrong_answers() {
         assert!(bad.wrong_action > 100 && !bad.ok(), "{algo:?}: {bad:?}");
         assert_eq!(bad.lost, 0);
     }
+}
+
+#[test]
+fn the_oracle_invariant_holds_with_the_real_bank_timing_on_every_structure() {
+    // The default HBM (48 ns row cycle per bank) and ELU (8 lookup slots),
+    // two tables, PMUs moved between them while traffic flows.
+    use crate::hw::elu::Algo;
+    for algo in [Algo::Trie, Algo::Dtree, Algo::Ptree] {
+        let mut c = Config {
+            duration_ns: 150_000.0,
+            tables: vec![table("a", vec![0, 1]), table("b", vec![2])],
+            edges: vec![Edge { src: "a".into(), dst: "b".into(), p: 0.7 }],
+            pmus: pmu::Config { count: 4, block_size: 32, ..Default::default() },
+            ..Config::default()
+        };
+        c.elu.algo = algo;
+        assert_eq!(c.hbm.bank_busy_ns, 48.0);
+        let mut s = sim_real(c, 100, 1500);
+        for (i, (t, p)) in [("a", &[0u32, 3][..]), ("b", &[1, 2]), ("a", &[])].iter().enumerate() {
+            s.run_until_ns(40_000.0 * (i + 1) as f64);
+            s.assign(t, p).unwrap();
+        }
+        s.run_until_ns(150_000.0);
+        assert!(s.drain().drained, "{algo:?}");
+        let inv = s.check_invariants();
+        assert!(inv.ok() && inv.exited > 1000, "{algo:?}: {inv:?}");
+        assert!(s.totals().iter().map(|c| c.misses).sum::<u64>() > 200, "{algo:?}: the ELU must be exercised");
+    }
+}
+
+#[test]
+fn the_row_cycle_bounds_elu_lookups_by_the_first_trie_levels_bank() {
+    // Every trie lookup's first read is level 0, in bank 0, and a bank
+    // takes one read per row cycle (48 ns): a table without PMUs, whose
+    // every key goes to the ELU, then carries at most 1 / 48 ns = 20.8 Mpps
+    // however many lookups overlap. Without the row cycle the same 64
+    // overlapping lookups carry more. (At 500 MHz the ELU's memory port,
+    // one read a cycle, allows ~50 M lookups/s of ~10 reads: not the bound.)
+    let thr = |bank_busy_ns: f64| {
+        let mut c = Config {
+            clock_mhz: 500.0,
+            duration_ns: 300_000.0,
+            tables: vec![table("t", vec![])],
+            pmus: pmu::Config { count: 1, ..Default::default() },
+            ..Config::default()
+        };
+        c.elu.lookup_slots = 64;
+        c.elu.orb_entries = 128;
+        c.hbm.bank_busy_ns = bank_busy_ns;
+        let mut s = sim_real(c, 1000, 4000);
+        s.run_until_ns(300_000.0);
+        let t = s.summary()[0].1.throughput_mpps;
+        assert!(s.drain().drained && s.check_invariants().ok());
+        t
+    };
+    let (real, none) = (thr(48.0), thr(0.0));
+    assert!(real <= 1e3 / 48.0 && real > 0.8 * 1e3 / 48.0, "real bank timing: {real} Mpps");
+    assert!(none > 1.2 * 1e3 / 48.0, "no row cycle: {none} Mpps");
 }
 
 #[test]
