@@ -340,3 +340,41 @@ def test_elu_build_settings_are_validated(setting, msg):
     with pytest.raises(UserError) as e:
         load(None, [setting])
     assert str(e.value) == f"<default scenario>: {msg}"
+
+
+def _rules_without_catch_alls(path, count=300, seed=1):
+    """A generated ACL set less its all-wildcard rules, as a ClassBench file."""
+    from synapse_vmt import _core
+
+    lines = _core.RuleSet.generate("acl", count, seed).format().splitlines()
+    kept = [ln for ln in lines if not ln.startswith("@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00")]
+    path.write_text("\n".join(kept) + "\n")
+    return len(kept)
+
+
+def test_nomatch_share_sends_a_share_of_the_flows_to_the_default_action(tmp_path):
+    """``traffic.nomatch_share``: flows keyed to match no rule are answered with
+    the default action, checked against the oracle (invariants ok, every
+    structure); without the share every key lies inside a rule (0 defaults)."""
+    _rules_without_catch_alls(tmp_path / "acl.rules")
+    base = ["duration_ns=100000", f"tables.0.rules={{path = '{tmp_path / 'acl.rules'}'}}", "traffic.flows=1000",
+            "pmus.block_size=32"]
+    out = {}
+    for algo in ("trie", "ptree"):
+        for share in (0.0, 0.3):
+            sim = Simulation(load(None, base + [f"elu.algo={algo}", f"traffic.nomatch_share={share}"]))
+            s = sim.run()["tables"]["acl"]
+            inv = sim.finish()
+            assert inv["ok"] and inv["wrong_action"] == 0, (algo, share, inv)
+            out[algo, share] = (s["default_answers"], s["keys"])
+    for algo in ("trie", "ptree"):
+        assert out[algo, 0.0][0] == 0
+        d, keys = out[algo, 0.3]
+        assert 0 < d < keys, (algo, d, keys)
+
+
+@pytest.mark.parametrize("value, msg", [("1.5", "Input should be less than or equal to 1"),
+                                        ("-0.1", "Input should be greater than or equal to 0")])
+def test_nomatch_share_is_a_share(value, msg):
+    with pytest.raises(UserError, match=f"traffic.nomatch_share: {msg}"):
+        load(None, [f"traffic.nomatch_share={value}"])

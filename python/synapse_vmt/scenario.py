@@ -171,6 +171,10 @@ class FlowTraffic(_Model):
     profile: Literal["uniform", "flat", "step", "ramp", "diurnal", "burst"] = "uniform"
     #: Largest flow drawn, bytes (the CAIDA tail reaches 10 GB); 0 = no limit.
     max_bytes: float = Field(1e7, ge=0.0)
+    #: Share of the flows whose key at a table matches none of its rules
+    #: but catch-alls (chosen per table): they end at a catch-all rule, or,
+    #: in a set without one, at the default action (docs/traffic-nomatch.md).
+    nomatch_share: float = Field(0.0, ge=0.0, le=1.0)
 
 
 class TraceTraffic(_Model):

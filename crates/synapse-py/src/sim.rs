@@ -212,7 +212,8 @@ impl Simulator {
         let d = PyDict::new_bound(py);
         let tables = PyDict::new_bound(py);
         let elu_bytes = each!(&self.inner, s => s.elu_memory_bytes());
-        for ((name, s), elu_bytes) in each!(&self.inner, s => s.summary()).into_iter().zip(elu_bytes) {
+        let defaults = each!(&self.inner, s => s.default_answers());
+        for (((name, s), elu_bytes), defaults) in each!(&self.inner, s => s.summary()).into_iter().zip(elu_bytes).zip(defaults) {
             let t = PyDict::new_bound(py);
             t.set_item("hit_rate", s.hit_rate)?;
             t.set_item("mean_latency_ns", s.mean_latency_ns)?;
@@ -225,6 +226,8 @@ impl Simulator {
             t.set_item("drops", s.drops)?;
             // The table's ELU structure in off-chip memory (elu.build).
             t.set_item("elu_bytes", elu_bytes)?;
+            // PHVs released with the default action (no rule matched).
+            t.set_item("default_answers", defaults)?;
             tables.set_item(name, t)?;
         }
         d.set_item("tables", tables)?;

@@ -252,6 +252,12 @@ impl<const N: usize> Simulator<N> {
             .collect()
     }
 
+    /// Per table, the PHVs it released with the default action (no rule
+    /// matched) so far.
+    pub fn default_answers(&self) -> Vec<u64> {
+        self.tables.iter().map(|t| t.defaults).collect()
+    }
+
     /// Per table, the bytes its ELU structure occupies in off-chip memory
     /// (as built with the config's `elu.build` parameters).
     pub fn elu_memory_bytes(&self) -> Vec<u64> {

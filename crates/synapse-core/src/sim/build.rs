@@ -83,6 +83,7 @@ impl Simulator {
                 flow_duration_ns,
                 profile,
                 max_bytes,
+                nomatch_share,
             } => {
                 use crate::workload::{flowsize::FlowSizeDist, profile::Profile, traffic};
                 let terr = |e: String| SimError(format!("config: traffic: {e}"));
@@ -101,13 +102,18 @@ impl Simulator {
                     seed: config.seed,
                 };
                 let src = traffic::Traffic::new(&tc).map_err(|e| terr(e.to_string()))?;
+                if !(0.0..=1.0).contains(nomatch_share) {
+                    return Err(terr(format!("nomatch_share must be in [0, 1], found {nomatch_share}")));
+                }
                 let keys = sets
                     .iter()
+                    .zip(&config.tables)
                     .enumerate()
-                    .map(|(i, s)| {
-                        source::keys_for(s, *flows as usize, config.seed ^ (0x1000 + i as u64))
+                    .map(|(i, (s, t))| {
+                        source::keys_with_nomatch(s, *flows as usize, config.seed ^ (0x1000 + i as u64), *nomatch_share)
+                            .map_err(|e| terr(format!("nomatch_share: table {:?}: {e}", t.name)))
                     })
-                    .collect();
+                    .collect::<Result<_, _>>()?;
                 (Source::Flows(src), keys)
             }
             config::Traffic::Trace { path, rate_mpps } => {
@@ -245,6 +251,7 @@ impl<const N: usize> Simulator<N> {
                 edges: vec![0; n + 1],
                 hbm_seen: 0,
                 reordered_seen: 0,
+                defaults: 0,
             });
         }
         let cycle_ps = 1e6 / config.clock_mhz;

@@ -173,6 +173,11 @@ pub enum Traffic {
         /// 0 = no limit.
         #[serde(default = "default_max_bytes")]
         max_bytes: f64,
+        /// Share of the flows whose key at a table matches none of its
+        /// rules but catch-alls (chosen per table): their lookups end at a
+        /// catch-all rule or, in a set without one, the default action.
+        #[serde(default)]
+        nomatch_share: f64,
     },
     Trace {
         path: String,
@@ -212,6 +217,7 @@ impl Default for Traffic {
             flow_duration_ns: default_flow_duration(),
             profile: default_profile(),
             max_bytes: default_max_bytes(),
+            nomatch_share: 0.0,
         }
     }
 }

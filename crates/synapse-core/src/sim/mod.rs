@@ -142,6 +142,8 @@ struct Table<const N: usize> {
     edges: Vec<u64>,
     hbm_seen: u64,
     reordered_seen: u64,
+    /// PHVs released with the default action (no rule matched).
+    defaults: u64,
 }
 
 /// The simulated system.

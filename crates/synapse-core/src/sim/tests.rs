@@ -34,6 +34,11 @@ fn sim_with(mut c: Config, rules: usize, flows: u32) -> Simulator {
 /// [`sim_with`] with the ELU and HBM as configured (the real bank timing
 /// by default).
 fn sim_real(mut c: Config, rules: usize, flows: u32) -> Simulator {
+    // The config's share of keys matching no rule is kept.
+    let nomatch_share = match c.traffic {
+        config::Traffic::Flows { nomatch_share, .. } => nomatch_share,
+        _ => 0.0,
+    };
     c.traffic = config::Traffic::Flows {
         dist: "caida2019".into(),
         flows,
@@ -41,6 +46,7 @@ fn sim_real(mut c: Config, rules: usize, flows: u32) -> Simulator {
         flow_duration_ns: c.duration_ns / 5.0,
         profile: "uniform".into(),
         max_bytes: 1e6,
+        nomatch_share,
     };
     for t in &mut c.tables {
         t.rules = config::Rules::Generate {
@@ -248,6 +254,92 @@ fn the_row_cycle_bounds_elu_lookups_by_the_first_trie_levels_bank() {
     let (real, none) = (thr(48.0), thr(0.0));
     assert!(real <= 1e3 / 48.0 && real > 0.8 * 1e3 / 48.0, "real bank timing: {real} Mpps");
     assert!(none > 1.2 * 1e3 / 48.0, "no row cycle: {none} Mpps");
+}
+
+#[test]
+fn keys_matching_no_rule_take_the_default_action_as_the_oracle_says() {
+    // The generated set less its catch-all rules; a quarter of 2000 flows
+    // keyed to match no rule (`keys_with_nomatch`): exactly those 500
+    // flows' oracle answer (the linear scan) is the default action, every
+    // structure's answers agree with the oracle, and exactly the packets of
+    // those flows leave with the default action.
+    use crate::hw::elu::Algo;
+    use crate::workload::tracegen::matches_all;
+    let full = crate::workload::rulegen::generate(&crate::workload::seed::Params::builtin("acl").unwrap(), 300, 7);
+    let w: Vec<u8> = full.schema.fields.iter().map(|f| f.bits).collect();
+    let named: Vec<_> = full.rules.iter().filter(|r| !matches_all(r, &w)).copied().collect();
+    assert!(named.len() < full.len(), "the generated set ends in a catch-all");
+    let set = RuleSet::new(full.schema.clone(), named);
+    let keys = source::keys_with_nomatch(&set, 2000, 11, 0.25).unwrap();
+    let lin = Linear::new(&set);
+    let nomatch: Vec<bool> = keys.iter().map(|k| lin.classify(k).is_none()).collect();
+    assert_eq!(nomatch.iter().filter(|&&x| x).count(), 500);
+    let order: Vec<u32> = (0..10_000u32).map(|i| i.wrapping_mul(7919) % 2000).collect();
+    let expected = order.iter().filter(|&&f| nomatch[f as usize]).count() as u64;
+    for algo in [Algo::Trie, Algo::Dtree, Algo::Ptree] {
+        let mut c = Config {
+            tables: vec![table("t", vec![0, 1])],
+            pmus: pmu::Config { count: 2, block_size: 32, ..Default::default() },
+            ..Config::default()
+        };
+        c.elu.algo = algo;
+        c.elu.lookup_slots = 64;
+        c.elu.orb_entries = 128;
+        c.hbm.bank_busy_ns = 0.0;
+        let mut s = Simulator::build(c, vec![set.clone()], vec![keys.clone()], Box::new(Replay::new(order.clone(), 5.0))).unwrap();
+        s.run_until_ns(2_100_000.0);
+        assert!(s.drain().drained);
+        let inv = s.check_invariants();
+        assert!(inv.ok() && inv.dropped == 0 && inv.exited == 10_000, "{algo:?}: {inv:?}");
+        assert_eq!(s.default_answers()[0], expected, "{algo:?}");
+    }
+}
+
+#[test]
+fn keys_matching_no_rule_but_a_catch_all_end_there() {
+    // A generated set ends in a catch-all rule (as ClassBench sets do):
+    // keys matching no other rule end at it, the set's own default. With a
+    // quarter of the flows so keyed, at least those 500 flows' oracle
+    // answer is a catch-all; the walks agree with the oracle.
+    use crate::workload::tracegen::matches_all;
+    let run = |share: f64| {
+        let mut c = Config {
+            duration_ns: 100_000.0,
+            tables: vec![table("t", vec![0, 1])],
+            pmus: pmu::Config { count: 2, block_size: 32, ..Default::default() },
+            ..Config::default()
+        };
+        if let config::Traffic::Flows { nomatch_share, .. } = &mut c.traffic {
+            *nomatch_share = share;
+        }
+        let mut s = sim_with(c, 300, 2000);
+        let w: Vec<u8> = s.sets[0].schema.fields.iter().map(|f| f.bits).collect();
+        let to_catch_all =
+            s.tables[0].oracle.iter().filter(|o| o.is_some_and(|r| matches_all(&s.sets[0].rules[r as usize], &w))).count();
+        s.run_until_ns(100_000.0);
+        assert!(s.drain().drained);
+        let inv = s.check_invariants();
+        assert!(inv.ok(), "{inv:?}");
+        assert_eq!(s.default_answers()[0], 0);
+        to_catch_all
+    };
+    let (before, after) = (run(0.0), run(0.25));
+    assert!(after >= 500 && after > before + 400, "{before} -> {after}");
+}
+
+#[test]
+fn nomatch_keys_are_refused_when_the_rules_cover_every_key() {
+    // Two halves of the source address space: no key escapes them.
+    let path = std::env::temp_dir().join(format!("synapse-cover-{}.rules", std::process::id()));
+    std::fs::write(&path, "@0.0.0.0/1\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t\n@128.0.0.0/1\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t\n").unwrap();
+    let mut c = Config { tables: vec![table("all", vec![0])], ..Config::default() };
+    c.tables[0].rules = config::Rules::Path { path: path.display().to_string() };
+    if let config::Traffic::Flows { nomatch_share, .. } = &mut c.traffic {
+        *nomatch_share = 0.1;
+    }
+    let e = Simulator::new(c).err().unwrap().to_string();
+    std::fs::remove_file(&path).unwrap();
+    assert!(e.contains("nomatch_share: table \"all\"") && e.contains("leave no key to their default"), "{e}");
 }
 
 #[test]

@@ -50,7 +50,7 @@ use xtable::{Old, Prog};
 /// Ids of entries inserted while running start here, above any initial
 /// position; defaults get ids from [`DEFAULT_ID`].
 const FIRST_NEW_ID: u32 = 1 << 24;
-const DEFAULT_ID: u32 = 1 << 31;
+pub(super) const DEFAULT_ID: u32 = 1 << 31;
 
 /// What a committed update does to the PMUs' cached answers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -24,6 +24,7 @@ pub(super) fn cfg(algo: Algo, invalidate: Invalidate, churn: f64, seed: u64) -> 
         flow_duration_ns: 40_000.0,
         profile: "uniform".into(),
         max_bytes: 1e6,
+        nomatch_share: 0.0,
     };
     c.tables[0].rules = Rules::Generate {
         generate: Generate {
