@@ -24,7 +24,8 @@ use crate::rules::Key;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Algo {
-    /// The multibit trie of the ELU structures (linear until it lands).
+    /// The multibit set-pruning trie of the paper (§4.3), one level per
+    /// memory bank (classify::trie).
     Trie,
     /// Linear scan of the rule array (the oracle; slow on purpose).
     Linear,

@@ -4,7 +4,8 @@
 use super::*;
 
 /// Builds the ELU's structure for a rule set through the classifier
-/// registry (the multibit trie, or the linear scan).
+/// registry (`elu.algo`: the trie, the decision tree, the partitioned tree
+/// or the linear scan), with the scenario's `elu.build` parameters.
 pub(super) fn build_walker<const N: usize>(
     algo: Algo,
     set: &RuleSet<N>,

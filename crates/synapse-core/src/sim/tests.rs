@@ -77,6 +77,26 @@ fn drain(s: &mut Simulator) {
 }
 
 #[test]
+fn the_interconnect_latency_adds_to_every_hit() {
+    // A hit: VMU 2 cycles + interconnect L + τ_c 2; one flow replayed
+    // slowly misses once, then hits 9 times, each exactly 4 + L cycles.
+    for l in [0u32, 1, 3] {
+        let set = crate::workload::rulegen::generate(&crate::workload::seed::Params::builtin("acl").unwrap(), 20, 1);
+        let keys = vec![keys_for(&set, 1, 2)];
+        let mut c = Config {
+            tables: vec![table("t", vec![0])],
+            pmus: pmu::Config { count: 1, ..Default::default() },
+            ..Config::default()
+        };
+        c.interconnect.latency_cycles = l;
+        let mut s = Simulator::build(c, vec![set], keys, Box::new(Replay::new(vec![0; 10], 0.1))).unwrap();
+        s.run_until_ns(200_000.0);
+        let tot = &s.totals()[0];
+        assert_eq!((tot.hits, tot.lat.counts[4 + l as usize]), (9, 9), "interconnect latency {l}");
+    }
+}
+
+#[test]
 fn a_hit_takes_exactly_five_cycles_a_miss_goes_to_memory() {
     // One flow, replayed slowly: the first packet misses, the rest hit.
     let set = crate::workload::rulegen::generate(
