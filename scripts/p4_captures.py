@@ -16,7 +16,8 @@ NAME is one of:
   flow with the IP id varying;
 - ``switch``: the traffic classes of examples/switch/traffic.toml over
   tests/data/p4/switch-entries.txt for the P4_16 switch program
-  (../shared/data/p4/switch-p416.json);
+  (../shared/data/p4/switch-p416.json), then control-protocol frames its
+  parser gives a queue priority (ARP, LLDP, LACP, OSPF, BGP, DHCP...);
 - ``stateful``: flows for tests/data/p4/stateful.json: a few heavy flows
   crossing its per-flow threshold among light ones, in arrival order.
 
@@ -237,6 +238,21 @@ def scenario_frames(program: Path, entries: Path, traffic_toml: Path, seed: int,
     return out
 
 
+def switch_edge() -> list[bytes]:
+    """Frames the switch program's parser gives a queue priority (3 or 5: control protocols), and tagged
+    and IPv6 ones."""
+    out = [eth(0x0806, arp(1, "10.0.0.1", "10.0.0.2")), eth(0x88CC, b"\x02\x07\x04" + b"\x00" * 40),
+           eth(0x8809, b"\x01\x01" + b"\x00" * 40), eth(0x88CC, b"\x02\x07\x04" + b"\x00" * 40, vlan=10)]
+    for proto in (2, 88, 89, 103, 112):
+        out.append(eth(0x0800, ipv4("10.0.0.1", "224.0.0.5", proto, l4(proto, 0, 0))))
+    for proto, dport in ((6, 179), (6, 639), (17, 67), (17, 68), (17, 546), (17, 547), (17, 520), (17, 521), (17, 1985)):
+        out.append(eth(0x0800, ipv4("10.0.0.1", "10.0.0.2", proto, l4(proto, 40000, dport))))
+    for nh in (88, 89, 6, 17):
+        out.append(eth(0x86DD, ipv6("2001:db8::1", "2001:db8::2", nh, l4(nh, 1000, 80) if nh in (6, 17) else b"\x00" * 8)))
+    out.append(eth(0x0800, ipv4("10.0.0.1", "10.0.0.2", 6, l4(6, 1000, 80)), vlan=10))
+    return out
+
+
 def stateful(seed: int) -> list[bytes]:
     """Flows for stateful.json: 4 heavy flows (40 packets each) among 40 light ones (1-3 packets),
     interleaved; a few IPv6 and ARP frames (not counted) and a TCP flow to the monitor's own range."""
@@ -279,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     elif a.name == "route3-large":
         frames = route3_large(a.packets, a.seed)
     elif a.name == "upf-large":
-        frames = scenario_frames(ROOT / "python" / "synapse_vmt" / "data" / "up4-bmv2.json.gz", ROOT / "examples" / "upf" / "entries.txt",
+        from synapse_vmt.p4.simrun import resolve_program
+
+        frames = scenario_frames(Path(resolve_program("builtin:up4")), ROOT / "examples" / "upf" / "entries.txt",
                                  ROOT / "examples" / "upf" / "scenario.toml", a.seed, per_flow=3)
     elif a.name == "switch":
         prog = SHARED / "switch-p416.json"
@@ -287,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"p4_captures: {prog}: not found (the switch program is in ../shared only)", file=sys.stderr)
             return 2
         frames = scenario_frames(prog, ROOT / "tests" / "data" / "p4" / "switch-entries.txt", ROOT / "examples" / "switch" / "traffic.toml",
-                                 a.seed, per_flow=1)
+                                 a.seed, per_flow=1) + switch_edge()
     else:
         frames = stateful(a.seed)
     write(a.output, frames)
