@@ -311,8 +311,8 @@ def replay(bm: Bmv2, spec: Spec, work: Path, *, log: bool = True, wait: int | No
     if spec.priority_queues is not None:
         cmd += ["--", "--priority-queues", str(spec.priority_queues)]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=work, stdout=open(work / "simple_switch.out", "w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    console = open(work / "simple_switch.out", "w")
+    proc = subprocess.Popen(cmd, cwd=work, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for_port(thrift, proc)
         answers = run_cli(bm, thrift, pre + lines)
@@ -340,6 +340,7 @@ def replay(bm: Bmv2, spec: Spec, work: Path, *, log: bool = True, wait: int | No
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        console.close()
 
 
 class _TooSlow(Exception):
@@ -407,7 +408,7 @@ def _wait_outputs(run: Run, proc: subprocess.Popen, ports: tuple[int, ...], expe
     for p in ports:
         f = run.dir / f"p{p}_out.pcap"
         if f.exists() and f.stat().st_size > 24:
-            ts += [t for t, _ in dpkt.pcap.Reader(open(f, "rb"))]
+            ts += [t for t, _ in dpkt.pcap.Reader(io.BytesIO(f.read_bytes()))]
     run.wall_s = (max(ts) - min(ts)) if len(ts) > 1 else float("nan")
 
 
@@ -521,7 +522,7 @@ def read_outputs(run: Run, ports: tuple[int, ...]) -> dict[int, list[bytes]]:
     for p in ports:
         f = run.dir / f"p{p}_out.pcap"
         if f.exists() and f.stat().st_size > 24:
-            out[p] = [bytes(b) for _, b in dpkt.pcap.Reader(open(f, "rb"))]
+            out[p] = [bytes(b) for _, b in dpkt.pcap.Reader(io.BytesIO(f.read_bytes()))]
     return out
 
 

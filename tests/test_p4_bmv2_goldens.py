@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import subprocess
 import sys
@@ -278,7 +279,8 @@ def test_goldens_are_consistent():
         for port, o in g["output"].items():
             assert o["packets"] == g["transmitted"][port], (name, port)
             if o["pcap"]:
-                frames = [bytes(b) for _, b in dpkt.pcap.Reader(open(GOLDENS / name / o["pcap"], "rb"))]
+                raw = io.BytesIO((GOLDENS / name / o["pcap"]).read_bytes())
+                frames = [bytes(b) for _, b in dpkt.pcap.Reader(raw)]
                 digest = hashlib.sha256(b"".join(len(f).to_bytes(4, "big") + f for f in frames)).hexdigest()
                 assert (len(frames), sum(map(len, frames)), digest) == (o["packets"], o["bytes"], o["sha256"]), (name, port)
         assert not g["log_errors"], (name, g["log_errors"])
