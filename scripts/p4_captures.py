@@ -18,7 +18,7 @@ NAME is one of:
   tests/data/p4/switch-entries.txt for the P4_16 switch program
   (../shared/data/p4/switch-p416.json), then control-protocol frames its
   parser gives a queue priority (ARP, LLDP, LACP, OSPF, BGP, DHCP...);
-- ``stateful``: flows for tests/data/p4/stateful.json: a few heavy flows
+- ``heavyhitter``: flows for tests/data/p4/heavyhitter.json: a few heavy flows
   crossing its per-flow threshold among light ones, in arrival order.
 
 The goldens' manifest (tests/data/p4/goldens/manifest.toml) names the
@@ -253,8 +253,8 @@ def switch_edge() -> list[bytes]:
     return out
 
 
-def stateful(seed: int) -> list[bytes]:
-    """Flows for stateful.json: 4 heavy flows (40 packets each) among 40 light ones (1-3 packets),
+def heavyhitter(seed: int) -> list[bytes]:
+    """Flows for heavyhitter.json: 4 heavy flows (40 packets each) among 40 light ones (1-3 packets),
     interleaved; a few IPv6 and ARP frames (not counted) and a TCP flow to the monitor's own range."""
     rng = random.Random(seed)
     flows = []
@@ -285,7 +285,7 @@ def write(path: Path, frames: list[bytes]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("name", choices=["route3", "route3-large", "upf-large", "switch", "stateful"])
+    ap.add_argument("name", choices=["route3", "route3-large", "upf-large", "switch", "heavyhitter"])
     ap.add_argument("-o", "--output", type=Path, required=True)
     ap.add_argument("--packets", type=int, default=20000, help="route3-large: frames")
     ap.add_argument("--seed", type=int, default=1)
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         frames = scenario_frames(prog, ROOT / "tests" / "data" / "p4" / "switch-entries.txt", ROOT / "examples" / "switch" / "traffic.toml",
                                  a.seed, per_flow=1) + switch_edge()
     else:
-        frames = stateful(a.seed)
+        frames = heavyhitter(a.seed)
     write(a.output, frames)
     print(f"wrote {len(frames)} frames to {a.output}")
     return 0

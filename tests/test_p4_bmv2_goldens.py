@@ -55,11 +55,11 @@ KNOWN: dict[tuple[str, str], str] = {
     ("upf-sample", "cli"): NO_REFUSE,
     ("upf-large", "PreQosPipe.Routing.routes_v4"): SELECTOR,
     ("upf-large", "cli"): NO_REFUSE,
-    ("stateful", "MyIngress.ecmp"): HASH_KEY + " (a crc32 bucket); and the heavy-hitter meter, red past 4 packets, "
+    ("heavyhitter", "MyIngress.ecmp"): HASH_KEY + " (a crc32 bucket); and the heavy-hitter meter, red past 4 packets, "
                                     "is GREEN in Synapse",
-    ("stateful", "MyEgress.port_stats"): NO_CLONE + "; and the ecmp differences above",
-    ("stateful", "drops"): "meter colours (GREEN in Synapse) and hash-derived ecmp buckets",
-    ("stateful", "state"): "Synapse does not report register and counter state",
+    ("heavyhitter", "MyEgress.port_stats"): NO_CLONE + "; and the ecmp differences above",
+    ("heavyhitter", "drops"): "meter colours (GREEN in Synapse) and hash-derived ecmp buckets",
+    ("heavyhitter", "state"): "Synapse does not report register and counter state",
     ("switch", "drops"): PRIORITY,
 }
 

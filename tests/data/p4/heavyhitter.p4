@@ -1,4 +1,4 @@
-// stateful: externs whose results depend on state across packets or on
+// heavyhitter: externs whose results depend on state across packets or on
 // hashes, for the comparison with BMv2 simple_switch. A per-flow packet
 // counter (a register indexed by a crc16 hash of the 5-tuple) classifies
 // flows by their count (a register-keyed range table); past a threshold a
@@ -10,10 +10,10 @@
 // bucket; the egress marks the monitor copies and counts per port (a direct
 // counter); the IPv4 checksum is recomputed (csum16).
 //
-// stateful.json is this program as p4c's BMv2 back end writes it (written by
-// hand in p4c's conventions); stateful-entries.txt holds its entries (and
-// the mirroring session and meter rates), stateful.pcap its capture
-// (scripts/p4_captures.py stateful). The meter's rates (1 packet/s,
+// heavyhitter.json is this program as p4c's BMv2 back end writes it (written by
+// hand in p4c's conventions); heavyhitter-entries.txt holds its entries (and
+// the mirroring session and meter rates), heavyhitter.pcap its capture
+// (scripts/p4_captures.py heavyhitter). The meter's rates (1 packet/s,
 // bursts 2 and 4) make its colours independent of replay speed as long as
 // the capture replays within a second: after the threshold a heavy flow's
 // first 2 packets are green, the next 2 yellow, the rest red.
