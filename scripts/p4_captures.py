@@ -289,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--output", type=Path, required=True)
     ap.add_argument("--packets", type=int, default=20000, help="route3-large: frames")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--per-flow", type=int, help="upf-large, switch: packets per flow (default 3 and 1)")
     a = ap.parse_args(argv)
     if a.name == "route3":
         frames = route3_edge()
@@ -298,14 +299,14 @@ def main(argv: list[str] | None = None) -> int:
         from synapse_vmt.p4.simrun import resolve_program
 
         frames = scenario_frames(Path(resolve_program("builtin:up4")), ROOT / "examples" / "upf" / "entries.txt",
-                                 ROOT / "examples" / "upf" / "scenario.toml", a.seed, per_flow=3)
+                                 ROOT / "examples" / "upf" / "scenario.toml", a.seed, per_flow=a.per_flow or 3)
     elif a.name == "switch":
         prog = SHARED / "switch-p416.json"
         if not prog.exists():
             print(f"p4_captures: {prog}: not found (the switch program is in ../shared only)", file=sys.stderr)
             return 2
         frames = scenario_frames(prog, ROOT / "tests" / "data" / "p4" / "switch-entries.txt", ROOT / "examples" / "switch" / "traffic.toml",
-                                 a.seed, per_flow=1) + switch_edge()
+                                 a.seed, per_flow=a.per_flow or 1) + switch_edge()
     else:
         frames = heavyhitter(a.seed)
     write(a.output, frames)
