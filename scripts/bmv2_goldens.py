@@ -53,6 +53,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -60,7 +61,7 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,7 +158,6 @@ class Spec:
     generate: list[str] | None = None  # command writing the capture (for captures not committed)
     state: bool = False  # read the registers and counters after the run
     note: str = ""
-    raw: dict = field(default_factory=dict)
 
 
 def load_manifest(path: Path = MANIFEST) -> dict[str, Spec]:
@@ -169,8 +169,7 @@ def load_manifest(path: Path = MANIFEST) -> dict[str, Spec]:
         out[name] = Spec(name=name, program=rel(g["program"]), entries=rel(g.get("entries")), pcap=rel(g["pcap"]),
                          ingress_port=int(g.get("ingress_port", 0)), priority_queues=g.get("priority_queues"),
                          ports=tuple(g.get("ports", DEFAULT_PORTS)), generate=g.get("generate"), note=g.get("note", ""),
-                         state=bool(g.get("state", False)),
-                         raw=g)
+                         state=bool(g.get("state", False)))
     return out
 
 
@@ -204,11 +203,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 20.0) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen, console: Path, timeout: float = 20.0) -> None:
     t_end = time.monotonic() + timeout
     while time.monotonic() < t_end:
         if proc.poll() is not None:
-            raise Fail(f"simple_switch exited with status {proc.returncode} before its thrift server was up")
+            said = [ln for ln in console.read_text(errors="replace").splitlines()
+                    if ln.strip() and not ln.startswith(("Calling target", "Adding interface", " ", "\t", "{", "}"))]
+            raise Fail(f"simple_switch exited with status {proc.returncode} before its thrift server was up"
+                       + (f": {said[0]}" if said else ""))
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return
@@ -314,7 +316,7 @@ def replay(bm: Bmv2, spec: Spec, work: Path, *, log: bool = True, wait: int | No
     console = open(work / "simple_switch.out", "w")
     proc = subprocess.Popen(cmd, cwd=work, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_for_port(thrift, proc)
+        wait_for_port(thrift, proc, work / "simple_switch.out")
         answers = run_cli(bm, thrift, pre + lines)
         loaded = time.monotonic() - t0
         if loaded > wait - 0.5:
@@ -600,6 +602,19 @@ def show_cmd(run: Run, bm: Bmv2) -> list[str]:
     return out
 
 
+@contextlib.contextmanager
+def workdir(prefix: str, keep: bool):
+    """simple_switch's files for one replay: removed afterwards, failed or not, unless ``keep``."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield work
+    finally:
+        if keep:
+            print(f"kept {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def rel(p: Path | None) -> str | None:
     if p is None:
         return None
@@ -610,8 +625,13 @@ def rel(p: Path | None) -> str | None:
 
 
 def record(bm: Bmv2, spec: Spec, out_root: Path, keep: bool) -> Path:
-    work = Path(tempfile.mkdtemp(prefix=f"bmv2-{spec.name}-"))
-    run, summary, outputs, inst = replay_full(bm, spec, work)
+    with workdir(f"bmv2-{spec.name}-", keep) as work:
+        run, summary, outputs, inst = replay_full(bm, spec, work)
+        return write_golden(bm, spec, out_root, work, run, summary, outputs, inst)
+
+
+def write_golden(bm: Bmv2, spec: Spec, out_root: Path, work: Path, run: Run, summary: dict,
+                 outputs: dict[int, list[bytes]], inst: dict) -> Path:
     gdir = out_root / spec.name
     gdir.mkdir(parents=True, exist_ok=True)
     for f in gdir.glob("port*.pcap"):
@@ -662,10 +682,6 @@ def record(bm: Bmv2, spec: Spec, out_root: Path, keep: bool) -> Path:
     tmp = gdir / "golden.json.tmp"
     tmp.write_text(json.dumps(golden, indent=1) + "\n")
     tmp.rename(gdir / "golden.json")
-    if not keep:
-        subprocess.run(["rm", "-rf", str(work)])
-    else:
-        print(f"  kept {work}", file=sys.stderr)
     return gdir
 
 
@@ -674,8 +690,7 @@ def bench(bm: Bmv2, spec: Spec, repeat: int, golden: dict | None) -> dict:
     golden of these inputs, a replay ends when the output pcaps hold its frames; else when simple_switch
     has been idle for 1.5 s."""
     ensure_capture(spec)
-    work = Path(tempfile.mkdtemp(prefix=f"bmv2-bench-{spec.name}-"))
-    try:
+    with workdir(f"bmv2-bench-{spec.name}-", False) as work:
         expect, ports = None, spec.ports
         if golden is not None and golden["inputs"]["pcap"]["sha256"] == sha256(spec.pcap):
             expect = {int(p): 24 + 16 * o["packets"] + o["bytes"] for p, o in golden["output"].items()}
@@ -691,8 +706,6 @@ def bench(bm: Bmv2, spec: Spec, repeat: int, golden: dict | None) -> dict:
                 "pps_wall": round(n / best.wall_s) if best.wall_s == best.wall_s and best.wall_s else None,
                 "ended_by": "outputs of the golden" if expect else "idle",
                 "command": shlex.join(show_cmd(best, bm))}
-    finally:
-        subprocess.run(["rm", "-rf", str(work)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -730,14 +743,10 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "replay":
             spec = Spec("replay", a.program.resolve(), a.entries.resolve() if a.entries else None, a.pcap.resolve(),
                         a.ingress_port, a.priority_queues)
-            work = Path(tempfile.mkdtemp(prefix="bmv2-replay-"))
-            run, summary, _, _ = replay_full(bm, spec, work)
+            with workdir("bmv2-replay-", a.keep) as work:
+                run, summary, _, _ = replay_full(bm, spec, work)
             summary["cli"] = cli_report(run)
             print(json.dumps(summary, indent=1))
-            if a.keep:
-                print(f"kept {work}", file=sys.stderr)
-            else:
-                subprocess.run(["rm", "-rf", str(work)])
             return 0
         specs = load_manifest(a.manifest)
         if a.cmd == "bench" and a.program:
