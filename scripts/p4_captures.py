@@ -4,12 +4,12 @@
 
 NAME is one of:
 
-- ``route3``: the edge cases of real captures for tests/data/p4/route3.json,
+- ``route3-edge``: the edge cases of real captures for tests/data/p4/route3-edge.json,
   every destination of its routes crossed with TCP/UDP/SCTP/GRE/ICMP/OSPF, a
   VLAN tag, IPv4 options (IHL 6..15), a bad IHL, fragments (first, middle,
   last), TTL 0..2, IPv6, ARP, unknown EtherTypes, QinQ and frames cut short
-  at every header (committed as tests/data/p4/route3.pcap);
-- ``route3-large``: ``--packets`` frames drawn from the same mix, IP id, TTL,
+  at every header (committed as tests/data/p4/route3-edge.pcap);
+- ``route3-edge-large``: ``--packets`` frames drawn from the same mix, IP id, TTL,
   ports and TCP sequence numbers varying per packet, as in a real trace;
 - ``upf-large``: the traffic classes of examples/upf/scenario.toml over
   examples/upf/entries.txt (GTP-U uplink, IPv4 downlink), a few packets per
@@ -107,7 +107,7 @@ def arp(op: int, spa: str, tpa: str) -> bytes:
     return struct.pack("!HHBBH", 1, 0x0800, 6, 4, op) + SRC_MAC + ip4(spa) + b"\x00" * 6 + ip4(tpa)
 
 
-# route3.json's routes (route3-entries.txt): one destination per prefix, and ones no prefix holds
+# route3-edge.json's routes (route3-edge-entries.txt): one destination per prefix, and ones no prefix holds
 DESTS = ["10.1.2.3", "10.1.2.77", "10.1.9.9", "10.200.0.1", "10.66.1.1", "192.168.3.4", "172.20.0.1",
          "100.100.0.1", "224.0.0.5", "8.8.8.8"]
 SOURCES = ["1.2.3.4", "10.9.0.5", "192.168.7.7"]
@@ -285,15 +285,15 @@ def write(path: Path, frames: list[bytes]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("name", choices=["route3", "route3-large", "upf-large", "switch", "heavyhitter"])
+    ap.add_argument("name", choices=["route3-edge", "route3-edge-large", "upf-large", "switch", "heavyhitter"])
     ap.add_argument("-o", "--output", type=Path, required=True)
-    ap.add_argument("--packets", type=int, default=20000, help="route3-large: frames")
+    ap.add_argument("--packets", type=int, default=20000, help="route3-edge-large: frames")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--per-flow", type=int, help="upf-large, switch: packets per flow (default 3 and 1)")
     a = ap.parse_args(argv)
-    if a.name == "route3":
+    if a.name == "route3-edge":
         frames = route3_edge()
-    elif a.name == "route3-large":
+    elif a.name == "route3-edge-large":
         frames = route3_large(a.packets, a.seed)
     elif a.name == "upf-large":
         from synapse_vmt.p4.simrun import resolve_program

@@ -1,12 +1,12 @@
-// route3: the 3-table class of v1model program (LPM route -> exact next hop
+// route3-edge: the 3-table class of v1model program (LPM route -> exact next hop
 // -> ternary/range ACL) with a parser that meets the edge cases of real
 // captures: VLAN, IPv4 options (skipped with advance), fragments (no L4
 // header past the first), IPv6, ARP, TCP/UDP/SCTP/GRE, short frames.
 //
-// route3.json is this program as p4c's BMv2 back end writes it (written by
+// route3-edge.json is this program as p4c's BMv2 back end writes it (written by
 // hand in p4c's conventions: p4c is not needed to run the tests);
-// route3-entries.txt holds its entries, route3.pcap the edge-case capture
-// (scripts/p4_captures.py). BMv2 simple_switch runs route3.json as is.
+// route3-edge-entries.txt holds its entries, route3-edge.pcap the edge-case capture
+// (scripts/p4_captures.py). BMv2 simple_switch runs route3-edge.json as is.
 
 #include <core.p4>
 #include <v1model.p4>
