@@ -29,7 +29,8 @@ from synapse_vmt.p4rt import p4info as p4info_mod
 from synapse_vmt.p4rt.p4info import assign_ids, build_p4info, jenkins, parse_p4info, to_text
 from synapse_vmt.p4rt.server import SYNAPSE_STATE_EXTERN, P4RuntimeServer, make_server
 
-fy = pytest.importorskip("finsy")
+import finsy as fy  # a core dependency (server.py imports it)
+import requires
 
 HEADER_TYPES = [
     {"name": "eth_t", "id": 0, "fields": [["dst", 48, False], ["src", 48, False], ["type", 16, False]]},
@@ -560,7 +561,7 @@ def test_tls_with_client_certificates(tmp_path, prog):
     import subprocess
 
     if shutil.which("openssl") is None:
-        pytest.skip("openssl not installed")
+        requires.unavailable("openssl is not installed")
 
     def run(*args):
         subprocess.run(["openssl", *args], cwd=tmp_path, check=True, capture_output=True)
