@@ -17,9 +17,39 @@ def test_fig9_quick_writes_summary_and_plot(tmp_path):
     assert set(s["median_ms"]) == {"fast", "milp"}
     assert list(s["median_ms"]["fast"]) == [str(t) for t in s["sizes"]]
     assert all(ms > 0 for per in s["median_ms"].values() for ms in per.values())
-    assert s["solvers_agree"] and s["upf"]["tables"] == 10
+    from synapse_vmt import data
+    from synapse_vmt.p4.cfg import load_cfg
+
+    assert s["upf"]["tables"] == len(load_cfg(data.path("upf-cfg.json")).tables) == 10
+    assert s["solvers_agree"] and [(c["cfg"], c["tables"]) for c in s["checks"]] == [("upf", 10), *(
+        ("switch-like", t) for t in s["sizes"])]
+    for c in s["checks"]:
+        assert c["agree"] and c["throughput_mpps"]["fast"] == pytest.approx(c["throughput_mpps"]["milp"], rel=1e-6)
     assert (tmp_path / "fig9.png").stat().st_size > 1000
     assert (tmp_path / "fig9.csv").read_text().startswith("cfg,tables,solver,ms")
+
+
+def test_fig9_counts_the_tables_and_reports_a_disagreement(tmp_path, monkeypatch):
+    """Its summary's table count comes from the CFG solved, and solvers_agree
+    from comparing the answers: a solver that holds back PMUs is caught."""
+    from dataclasses import replace
+
+    from synapse_vmt.figures import fig9
+    from synapse_vmt.opt import fast
+    from synapse_vmt.opt.synthetic import switch_like_problem
+
+    monkeypatch.setattr(fig9, "upf_problem", lambda rng: switch_like_problem(3, 6, rng))
+    s = fig9.run(tmp_path / "a", quick=True)
+    assert s["upf"]["tables"] == 3 and s["solvers_agree"]
+
+    def short(problem):  # solves with 10 % less capacity than there is: less flow than the optimum
+        return fast.solve(replace(problem, capacity=0.9 * problem.capacity, _visits=None))
+
+    monkeypatch.setitem(fig9.SOLVERS, "fast", short)
+    with pytest.raises(RuntimeError, match="solvers disagree"):
+        fig9.run(tmp_path / "b", quick=True)
+    bad = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert not bad["solvers_agree"] and not all(c["agree"] for c in bad["checks"])
 
 
 def test_fig10_and_fig8_plumbing_on_the_test_double(tmp_path):
