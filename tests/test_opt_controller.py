@@ -82,8 +82,11 @@ def run_pair(models, rate, duration=30e6):
     sim = FakeSim(NAMES, ENTRY, P, TRUE, N, 4, rate, start)
     ctl = Controller(sim, dict(models), N, s)
     loop = ctl.run(duration)
-    peak = max(p.input_mpps for p in loop)
-    fixed = static_oracle(NAMES, ctl.capacities(), N, ctl.prior_P, ctl.prior_entry, peak, s.headroom)
+    # The static oracle from what the double really is (its true curves, routing and peak rate),
+    # not from anything the controller under test measured or learnt.
+    peak = max(rate(t) for t in np.arange(0.0, duration, s.window_ns))
+    true_cap = np.array([TRUE[n].capacity(np.arange(N + 1)) for n in NAMES])
+    fixed = static_oracle(NAMES, true_cap, N, np.array(P), np.array(ENTRY), peak, 1.0)
     sim2 = FakeSim(NAMES, ENTRY, P, TRUE, N, 4, rate, placement.initial(N, 4, fixed))
     base = observe(sim2, 2, s, duration)
     return ctl, loop, base, fixed

@@ -21,14 +21,13 @@ software driving the hardware:
    table on the same channel). Leaving PMUs drain through the transient
    state in the simulator; only the affected lookup-table entries change.
 
-The static oracle baseline knows the whole run in advance: it provisions,
-for the entire run, the allocation that the model (as corrected by the
-closed loop's observations) gives for the peak input rate of the run, and
-never changes it.
+The static oracle the figures compare with is built without the controller
+(:mod:`.oracle`); :func:`static_oracle` here is its model-based form, for a
+test double whose true capacity curves are known.
 
 Anything with the simulator's Python API (``docs/simulator-api.md``) can be
 driven: ``run_until``, ``now_ns``, ``windows``, ``edges``, ``table_names``,
-``assign``, ``pmu_states``.
+``assign``, ``pmu_states``, ``check_invariants`` (checked when a run ends).
 """
 
 from __future__ import annotations
@@ -323,8 +322,13 @@ class Controller:
             self.sim.assign(name, changes[name])
 
     def run(self, duration_ns: float) -> list[Period]:
+        """Periods until ``duration_ns``; then the simulator's invariants must
+        hold (every PHV left once, with the oracle's action), else RuntimeError."""
         while self.sim.now_ns() + self.settings.period_ns <= duration_ns + 1e-6:
             self.step()
+        self.invariants = self.sim.check_invariants()
+        if not self.invariants["ok"]:
+            raise RuntimeError(f"closed loop: simulator invariant violated: {self.invariants}")
         return self.history
 
 
@@ -333,8 +337,9 @@ def static_oracle(
     headroom: float = 1.3, min_pmus: int = 1,
 ) -> dict[str, int]:
     """The fixed allocation an oracle that knows the run's peak input rate
-    provisions, from capacity rows C_j(0..N) (e.g. a controller's
-    :meth:`Controller.capacities` after the run: the model corrected by all it saw)."""
+    provisions, from the true capacity rows C_j(0..N) (a test double's: never
+    a model of the controller under test, which would grade it by its own
+    mistakes; the figures' oracle is :mod:`.oracle`)."""
     alloc = fast.solve(Problem(names, entry, P, capacity, total_pmus, min_pmus, peak_input_mpps * headroom))
     return {n: int(k) for n, k in zip(names, alloc.pmus)}
 

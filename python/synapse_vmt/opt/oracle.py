@@ -20,11 +20,14 @@ traffic's peak. It uses nothing the controller under test measured or learnt:
    load x the swept miss ratio, summed over tables) stay within what the ELU
    was seen to carry in the sweeps (the largest such load in a period that a
    sweep run kept up with); fewest PMUs, then least peak ELU load.
-4. **Checked by simulation**: the split runs on the exact simulator; if it
-   falls behind, the ELU bound is lowered below the load it failed at and
-   the split solved again (a few rounds). A single table (Fig. 8) needs no
-   model: every static allocation is one of the sweep's runs, and the oracle
-   is the fewest PMUs whose run kept up.
+4. **Checked by simulation**: every split runs on the exact simulator. What
+   the ELU carries is bracketed by runs (the highest predicted load of a run
+   that kept up, the lowest one a run fell behind at) and the bound bisected
+   between them, a split solved and simulated each round; then, from the
+   cheapest split that kept up, one PMU fewer at a time while a run still
+   keeps up. The oracle is the cheapest allocation of the pool whose run kept
+   up. A single table (Fig. 8) needs no model: every static allocation is one
+   of the sweep's runs, and the oracle is the fewest PMUs whose run kept up.
 
 When no split of the pool keeps up, the oracle is the split with the least
 peak ELU load (the best a fixed allocation can do), marked
@@ -251,30 +254,53 @@ def search(names: list[str], total: int, offered_mpps: np.ndarray, simulate: Cal
         load = np.stack([offered_mpps * r.miss_ratio for r in sweep])  # (K, P, T)
 
         def elu(counts: np.ndarray) -> np.ndarray:  # per period, predicted
-            return load[counts - min_pmus, :, np.arange(T)].sum(axis=0)
+            return load[np.asarray(counts) - min_pmus, :, np.arange(T)].sum(axis=0)
 
-        carried = [load[i].sum(axis=1)[~r.behind] for i, r in enumerate(sweep)]
-        cap = max((float(c.max()) for c in carried if len(c)), default=None)
-        while True:
+        # What the ELU carries lies between `lo`, the highest predicted peak of a run that
+        # kept up, and `hi`, the lowest load a run fell behind at (its highest predicted load
+        # up to its first drop): both from simulated runs only.
+        lo, hi = None, np.inf
+
+        def learn(r: Run) -> None:
+            nonlocal lo, hi
+            e = elu(r.alloc)
+            if kept_up(r):
+                lo = max(lo or 0.0, float(e.max()))
+            elif r.behind.any():
+                hi = min(hi, float(e[: int(np.argmax(r.behind)) + 1].max()))
+
+        for r in sweep:
+            learn(r)
+        # Bisect the ELU bound between them: at each bound, the cheapest split the model
+        # allows, simulated. A split that keeps up (or none in the pool under the bound)
+        # sends the search higher; one that falls behind brings `hi` down.
+        cap, a = lo, lo
+        while a is not None and done < rounds:
             counts, met = cheapest_split(load, total, cap, min_pmus)
-            done += 1
-            r = run(counts, total)
-            if kept_up(r) or not met or done >= rounds:
+            if met:
+                done += 1
+                r = run(counts, total)
+                learn(r)
+            if not met or kept_up(r):
+                a = cap
+            if not np.isfinite(hi) or hi - a <= 0.01 * a:
                 break
-            # It fell behind at a load the bound allowed: lower the bound below that load.
-            cap = float(elu(counts)[r.behind].min()) * (1 - 1e-6)
-        # Then one PMU fewer at a time while a run still keeps up, trying the
-        # tables whose loss the model predicts to cost the least first.
-        while kept_up(r):
-            cands = sorted((j for j in range(T) if counts[j] > min_pmus),
-                           key=lambda j: float(elu(counts - np.eye(T, dtype=np.int64)[j]).max()))
-            for j in cands[:descent]:
-                c = counts - np.eye(T, dtype=np.int64)[j]
-                if kept_up(run(c, total)):
-                    counts, r = c, runs[",".join(map(str, c))]
+            cap = 0.5 * (a + hi)
+        # Then one PMU fewer at a time from the cheapest split that kept up, while a run
+        # still keeps up, trying the tables whose loss the model predicts to cost the least first.
+        good = [r for r in runs.values() if r.alloc.sum() <= total and kept_up(r)]
+        if good:
+            counts = min(good, key=lambda r: int(r.alloc.sum())).alloc
+            while True:
+                cands = sorted((j for j in range(T) if counts[j] > min_pmus),
+                               key=lambda j: float(elu(counts - np.eye(T, dtype=np.int64)[j]).max()))
+                for j in cands[:descent]:
+                    c = counts - np.eye(T, dtype=np.int64)[j]
+                    if kept_up(run(c, total)):
+                        counts = c
+                        break
+                else:
                     break
-            else:
-                break
     # The cheapest allocation of the pool that kept up among all that ran; if none did, the one
     # that carried the most.
     fit = [r for r in runs.values() if r.alloc.sum() <= total]
