@@ -129,3 +129,16 @@ def test_the_overload_alarm_catches_a_burst_within_the_period():
     assert out[0.0][2] == 0 and out[100_000.0][2] >= 1
     assert out[100_000.0][1] < 0.5 * out[0.0][1]  # far fewer drops
     assert out[100_000.0][0] > out[0.0][0]
+
+
+def test_a_run_that_breaks_the_simulators_invariants_is_an_error():
+    """The closed loop checks the simulator's invariants when its run ends."""
+
+    class Broken(FakeSim):
+        def check_invariants(self):
+            return {**super().check_invariants(), "wrong_action": 3, "ok": False}
+
+    sim = Broken(NAMES, ENTRY, P, TRUE, N, 4, lambda t: 30.0, placement.initial(N, 4, {"acl": 2, "fwd": 2}))
+    ctl = Controller(sim, dict(TRUE), N, Settings(period_ns=1e6))
+    with pytest.raises(RuntimeError, match="invariant violated.*'wrong_action': 3"):
+        ctl.run(3e6)
