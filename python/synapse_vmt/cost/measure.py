@@ -20,10 +20,11 @@ its RMS relative error, R² and leave-one-out error.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import curve_fit
+from scipy.optimize import OptimizeWarning, curve_fit
 
 from synapse_vmt import _core
 from synapse_vmt.cost import cpu
@@ -148,8 +149,10 @@ def _fit_beyond(x: np.ndarray, y: np.ndarray, nb: float, at: float):
         return at + s / (n + u) - s / (nb + u)
     u0 = float(x.min())
     s0 = -(float(y.max()) - at) * (nb + u0) * 2.0
-    (s, u), _ = curve_fit(form, x, y, p0=(min(s0, -1.0), u0), sigma=y,
-                          bounds=([-np.inf, 0.0], [0.0, 10 * float(x.max())]), maxfev=20000)
+    with warnings.catch_warnings():  # two points determine two parameters: no covariance, as expected
+        warnings.simplefilter("ignore", OptimizeWarning)
+        (s, u), _ = curve_fit(form, x, y, p0=(min(s0, -1.0), u0), sigma=y,
+                              bounds=([-np.inf, 0.0], [0.0, 10 * float(x.max())]), maxfev=20000)
     return s, u
 
 
@@ -190,7 +193,7 @@ def fit_series(series: str, points: list[Point], p: Params) -> dict:
         return out
     beyond = ~in_cache
     out["hyperbolic_points"] = int(beyond.sum())
-    if beyond.sum() >= 3 and "p" in out:
+    if beyond.sum() >= 2 and "p" in out:  # two parameters: two points determine them (no leave-one-out then)
         nb = out["boundary_n"]
         at = float(cpu.log_form(nb, out["p"], 1.0, out["r"]))
 

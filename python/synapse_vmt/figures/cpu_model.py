@@ -156,8 +156,10 @@ def _plot(path: Path, points, fits: dict, p: Params, m: dict) -> None:
         n = np.array([q.n for q in pts], float)
         c = np.array([q.cycles for q in pts], float)
         f = fits.get(s, {})
-        err = f.get("error")
-        label = f"{s} ({measure.SERIES[s][1]})" + (f", fit error {err:.0%}" if err is not None else "")
+        err, r2 = f.get("error"), f.get("r2")
+        loo = f.get("loo_error", f.get("log_loo_error"))
+        label = f"{s} ({measure.SERIES[s][1]})" + (f": RMS rel. error {_pct(err)}, R² {_r2(r2)}, leave-one-out {_pct(loo)}"
+                                                  if err is not None else "")
         ax.plot(n, c, "o", color=col, ms=4, label=label)
         x = np.geomspace(n.min(), n.max(), 200)
         if s == "ternary" and "a" in f:
