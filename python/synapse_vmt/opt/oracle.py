@@ -64,6 +64,13 @@ class Run:
     exits: np.ndarray  # per period: PHVs leaving the pipeline
     period_ns: float
     created: int = 0  # PHVs that entered the pipeline over the run
+    lat_sum: np.ndarray | None = None  # per period and table: mean per-key latency x lookups (ns)
+
+    @property
+    def mean_latency_ns(self) -> float:
+        """Mean per-key match latency over the run, all tables."""
+        n = float(self.lookups.sum())
+        return float(self.lat_sum.sum()) / n if self.lat_sum is not None and n > 0 else float("nan")
 
     @property
     def throughput_mpps(self) -> float:
@@ -97,11 +104,15 @@ def period_counts(w: dict, e: dict, T: int, period_ns: float, periods: int, allo
         return out
 
     hits, misses = total("hits"), total("misses")
+    lat = np.zeros((periods, T))
+    if "lat_mean_ns" in w:
+        np.add.at(lat, (k, tab), np.nan_to_num(np.asarray(w["lat_mean_ns"], dtype=float))
+                  * (np.asarray(w["hits"], dtype=float) + np.asarray(w["misses"], dtype=float)))
     out = np.asarray(e["dst"]) < 0
     ke = np.clip(np.floor((np.asarray(e["t_ns"], dtype=float)[out] - 1e-6) / period_ns).astype(np.int64), 0, periods - 1)
     exits = np.bincount(ke, weights=np.asarray(e["count"], dtype=float)[out], minlength=periods)
     return Run(np.asarray(alloc, dtype=np.int64), hits + misses, misses, total("arrived"), total("processed"),
-               total("drops"), exits, period_ns)
+               total("drops"), exits, period_ns, lat_sum=lat)
 
 
 def run_static(sim, T: int, period_ns: float, duration_ns: float, alloc) -> Run:
@@ -224,8 +235,8 @@ class Oracle:
             "peak_offered_mpps": self.peak_offered_mpps,
             "elu_cap_mpps": self.elu_cap_mpps,
             "rounds": self.rounds,
-            "sweep": {k: {"kept_up": kept_up(r), "throughput_mpps": r.throughput_mpps,
-                          "drops": int(r.drops.sum()), "pmus": r.alloc.tolist()} for k, r in self.runs.items()},
+            "sweep": {k: {"kept_up": kept_up(r), "throughput_mpps": r.throughput_mpps, "drops": int(r.drops.sum()),
+                          "mean_latency_ns": r.mean_latency_ns, "pmus": r.alloc.tolist()} for k, r in self.runs.items()},
         }
 
 
