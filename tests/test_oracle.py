@@ -81,7 +81,8 @@ def test_search_on_a_single_table_takes_the_fewest_pmus_that_keep_up():
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_search_finds_the_cheapest_split_a_stand_in_elu_carries(seed):
+@pytest.mark.parametrize("margin", [1.15, 1.0001])  # 1.0001: only the best splits of the pool carry it
+def test_search_finds_the_cheapest_split_a_stand_in_elu_carries(seed, margin):
     """Three tables behind one stand-in ELU: the search (sweep, split,
     simulate, descend) ends at the fewest PMUs any split needs."""
     rng = np.random.default_rng(seed)
@@ -92,7 +93,7 @@ def test_search_finds_the_cheapest_split_a_stand_in_elu_carries(seed):
     load = offered[None] * ratio  # (K, P, T)
     least = min(float(load[list(ks), :, range(T)].sum(axis=0).max())
                 for ks in itertools.product(range(K), repeat=T) if sum(k + 1 for k in ks) <= N)
-    cap = 1.15 * least  # some splits of the pool carry it, the cheap ones do not
+    cap = margin * least  # some splits of the pool carry it, the cheap ones do not
     ran = []
 
     def simulate(counts, pool):

@@ -25,8 +25,11 @@ traffic's peak. It uses nothing the controller under test measured or learnt:
    that kept up, the lowest one a run fell behind at) and the bound bisected
    between them, a split solved and simulated each round; then, from the
    cheapest split that kept up, one PMU fewer at a time while a run still
-   keeps up. The oracle is the cheapest allocation of the pool whose run kept
-   up. A single table (Fig. 8) needs no model: every static allocation is one
+   keeps up. If no split of the pool has kept up, the split with the least
+   predicted peak ELU load is simulated, and from the best run one PMU added
+   (or, with the pool used up, moved) where the model predicts the most
+   relief, while that carries more. The oracle is the cheapest allocation of
+   the pool whose run kept up. A single table (Fig. 8) needs no model: every static allocation is one
    of the sweep's runs, and the oracle is the fewest PMUs whose run kept up.
 
 When no split of the pool keeps up, the oracle is the split with the least
@@ -241,7 +244,8 @@ class Oracle:
 
 
 def search(names: list[str], total: int, offered_mpps: np.ndarray, simulate: Callable[[np.ndarray, int], Run],
-           max_k: int | None = None, min_pmus: int = 1, rounds: int = 4, descent: int = 3) -> Oracle:
+           max_k: int | None = None, min_pmus: int = 1, rounds: int = 4, descent: int = 3,
+           max_runs: int = 40) -> Oracle:
     """The cheapest static split carrying ``offered_mpps`` (periods x tables,
     from :func:`offered`). ``simulate(counts, pool)`` runs the static
     allocation ``counts`` (PMUs per table) with ``pool`` PMUs in the system
@@ -284,7 +288,10 @@ def search(names: list[str], total: int, offered_mpps: np.ndarray, simulate: Cal
             learn(r)
         # Bisect the ELU bound between them: at each bound, the cheapest split the model
         # allows, simulated. A split that keeps up (or none in the pool under the bound)
-        # sends the search higher; one that falls behind brings `hi` down.
+        # sends the search higher; one that falls behind brings `hi` down. (Runs can
+        # contradict the model: a bracket with hi <= lo says nothing, and is dropped.)
+        if lo is not None and hi <= lo:
+            hi = np.inf
         cap, a = lo, lo
         while a is not None and done < rounds:
             counts, met = cheapest_split(load, total, cap, min_pmus)
@@ -297,12 +304,39 @@ def search(names: list[str], total: int, offered_mpps: np.ndarray, simulate: Cal
             if not np.isfinite(hi) or hi - a <= 0.01 * a:
                 break
             cap = 0.5 * (a + hi)
+
+        def in_pool() -> list[Run]:
+            return [r for r in runs.values() if r.alloc.sum() <= total]
+
+        def ranked(r: Run) -> tuple:
+            return (kept_up(r), r.throughput_mpps, -int(r.alloc.sum()))
+
+        if not any(kept_up(r) for r in in_pool()):
+            # Nothing in the pool kept up yet: the split with the least predicted peak ELU
+            # load, then (while that improves what the best run carries) one PMU more from
+            # the pool, or one PMU moved, where the model predicts the most relief.
+            done += 1
+            run(cheapest_split(load, total, None, min_pmus)[0], total)
+            eye = np.eye(T, dtype=np.int64)
+            while len(runs) < max_runs:
+                best = max(in_pool(), key=ranked)
+                if kept_up(best):
+                    break
+                n = best.alloc
+                give = min((j for j in range(T) if n[j] > min_pmus), default=None,
+                           key=lambda j: float(elu(n - eye[j]).max()))
+                steps = [n + eye[j] for j in range(T) if n[j] < K] if n.sum() < total else \
+                    [n - eye[give] + eye[j] for j in range(T) if j != give and n[j] < K] if give is not None else []
+                steps = sorted(steps, key=lambda c: float(elu(c).max()))[:descent]
+                tried = [run(c, total) for c in steps if ",".join(map(str, c)) not in runs]
+                if not tried or max(ranked(r) for r in tried) <= ranked(best):
+                    break
         # Then one PMU fewer at a time from the cheapest split that kept up, while a run
         # still keeps up, trying the tables whose loss the model predicts to cost the least first.
-        good = [r for r in runs.values() if r.alloc.sum() <= total and kept_up(r)]
+        good = [r for r in in_pool() if kept_up(r)]
         if good:
             counts = min(good, key=lambda r: int(r.alloc.sum())).alloc
-            while True:
+            while len(runs) < max_runs:
                 cands = sorted((j for j in range(T) if counts[j] > min_pmus),
                                key=lambda j: float(elu(counts - np.eye(T, dtype=np.int64)[j]).max()))
                 for j in cands[:descent]:
