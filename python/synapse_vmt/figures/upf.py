@@ -10,8 +10,11 @@ schemes over the same seeded traffic:
 - **closed loop**: the runtime controller (:class:`~synapse_vmt.opt.controller.Controller`
   with a miss-volume model, :class:`MissAware`) starting from the even
   split, re-solving every period and moving PMUs;
-- **static oracle** (per table): knows the whole run: each table's peak load,
-  provisioned by the same model for the whole run;
+- **static oracle** (:mod:`synapse_vmt.opt.oracle`), built without the
+  closed loop: the traffic model's true load per table, per-table sweeps of
+  PMU counts on the exact simulator, and the cheapest split of the pool that
+  carries the run (searched with HiGHS and checked by simulation), fixed for
+  the whole run;
 - **even split**: the pool dealt evenly over the tables, fixed.
 
 The model: all tables' misses go to one shared ELU, so a table's PMUs are

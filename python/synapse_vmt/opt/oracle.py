@@ -17,24 +17,22 @@ traffic's peak. It uses nothing the controller under test measured or learnt:
 3. **The cheapest split meeting the peak**, solved with HiGHS
    (:func:`cheapest_split`): one count per table, at most the pool, such that
    in every period the misses the split sends to the shared ELU (true offered
-   load x the swept miss ratio, summed over tables) stay within what the ELU
-   was seen to carry in the sweeps (the largest such load in a period that a
-   sweep run kept up with); fewest PMUs, then least peak ELU load.
-4. **Checked by simulation**: every split runs on the exact simulator. What
-   the ELU carries is bracketed by runs (the highest predicted load of a run
-   that kept up, the lowest one a run fell behind at) and the bound bisected
-   between them, a split solved and simulated each round; then, from the
-   cheapest split that kept up, one PMU fewer at a time while a run still
-   keeps up. If no split of the pool has kept up, the split with the least
-   predicted peak ELU load is simulated, and from the best run one PMU added
-   (or, with the pool used up, moved) where the model predicts the most
-   relief, while that carries more. The oracle is the cheapest allocation of
-   the pool whose run kept up. A single table (Fig. 8) needs no model: every static allocation is one
-   of the sweep's runs, and the oracle is the fewest PMUs whose run kept up.
+   load x the swept miss ratio, summed over tables) stay within a bound;
+   fewest PMUs, then least peak ELU load.
+4. **Checked by simulation**: every split runs on the exact simulator. The
+   ELU's bound is bracketed by runs (the highest predicted load of a run
+   that kept up, the lowest one a run fell behind at) and bisected, a split
+   solved and simulated each round; then, from the cheapest split that kept
+   up, one PMU fewer at a time while a run still keeps up. If no split of the
+   pool has kept up, the split with the least predicted peak ELU load is
+   simulated, and from the best run one PMU is added (or, with the pool used
+   up, moved) where the model predicts the most relief, while that carries
+   more.
 
-When no split of the pool keeps up, the oracle is the split with the least
-peak ELU load (the best a fixed allocation can do), marked
-``carries_peak = False``.
+The oracle is the cheapest allocation of the pool whose run kept up; when
+none did, the run that carried the most (``carries_peak = False``). A single
+table (Fig. 8) needs no model: every static allocation is one of the sweep's
+runs, and the oracle is the fewest PMUs whose run kept up.
 """
 
 from __future__ import annotations
