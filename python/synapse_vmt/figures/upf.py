@@ -70,7 +70,7 @@ import numpy as np
 from synapse_vmt.errors import atomic_write
 from synapse_vmt.figures.simexp import Recording
 from synapse_vmt.opt import oracle, placement
-from synapse_vmt.opt.controller import Controller, Settings, concat, observe
+from synapse_vmt.opt.controller import Controller, Settings, observe
 from synapse_vmt.opt.counters import Samples, usl_samples
 from synapse_vmt.opt.usl import Usl, fit
 from synapse_vmt.p4 import gentraffic, simrun, upf
