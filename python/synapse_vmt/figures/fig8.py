@@ -29,7 +29,7 @@ import numpy as np
 from synapse_vmt.errors import atomic_write
 from synapse_vmt.report import save_png, write_json
 from synapse_vmt.opt import oracle, placement
-from synapse_vmt.opt.controller import Controller, Period, Settings, observe
+from synapse_vmt.opt.controller import Controller, Period, Settings, checked_so_far, observe
 from synapse_vmt.figures.simexp import TABLE, Recording, Setup, SimFactory, calibrate, core_factory, mean_latency_ns
 
 PROFILES = ["step", "ramp", "diurnal", "burst"]
@@ -72,14 +72,6 @@ def traffic_offered(config: dict, period_ns: float) -> np.ndarray:
     return oracle.offered(t, np.ones(len(t)), period_ns, dur)
 
 
-def checked(sim, what: str) -> dict:
-    """The simulator's invariants at the end of a run; a violation is an error."""
-    inv = sim.check_invariants()
-    if not inv["ok"]:
-        raise RuntimeError(f"{what}: simulator invariant violated: {inv}")
-    return {k: (bool(v) if isinstance(v, bool) else int(v)) for k, v in inv.items()}
-
-
 def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = core_factory, period_ns: float | None = None,
         headroom: float = 1.3, alarm_ns: float = 100_000.0, offered=traffic_offered) -> dict:
     pl = plan(quick)
@@ -100,14 +92,14 @@ def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = cor
         sim = Recording(factory(config(ids_of(1))))
         ctl = Controller(sim, {TABLE: fitres.usl}, N, settings)
         loop = ctl.run(pl["duration"])
-        inv_l = checked(sim, f"fig8 {prof}: closed loop")
+        inv_l = checked_so_far(sim, f"fig8 {prof}: closed loop")
         orc = oracle.search([TABLE], N, offered(config([]), settings.period_ns),
                             lambda counts, pool: oracle.run_static(factory(config(ids_of(int(counts[0])))), 1, settings.period_ns,
                                                                    pl["duration"], counts))
         fixed = orc.counts
         sim_s = Recording(factory(config(ids_of(fixed[TABLE]))))
         base = observe(sim_s, 1, settings, pl["duration"])
-        inv_s = checked(sim_s, f"fig8 {prof}: static oracle")
+        inv_s = checked_so_far(sim_s, f"fig8 {prof}: static oracle")
         thr_l = np.mean([p.throughput_mpps for p in loop])
         thr_s = np.mean([p.throughput_mpps for p in base])
         pm_l = np.mean([p.active_pmus for p in loop])

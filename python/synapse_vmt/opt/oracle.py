@@ -43,7 +43,7 @@ from typing import Callable
 import highspy
 import numpy as np
 
-from synapse_vmt.opt.controller import concat
+from synapse_vmt.opt.controller import checked_so_far, concat
 
 #: A run keeps up when it drops nothing and, at its end, at least this share
 #: of its PHVs has left the pipeline (the rest in flight). The PHV FIFOs are
@@ -125,9 +125,7 @@ def run_static(sim, T: int, period_ns: float, duration_ns: float, alloc) -> Run:
         sim.run_until((p + 1) * period_ns)
         ws.append(sim.windows())
         es.append(sim.edges())
-    inv = sim.check_invariants()
-    if not inv["ok"]:
-        raise RuntimeError(f"static oracle, run of {list(alloc)} PMUs: simulator invariant violated: {inv}")
+    inv = checked_so_far(sim, f"static oracle, run of {list(alloc)} PMUs")
     r = period_counts(concat(ws), concat(es), T, period_ns, periods, alloc)
     r.created = int(inv["created"])
     return r
