@@ -105,3 +105,18 @@ def test_switch_program_both_engines_agree(shared_data, tmp_path):
     b = RustProgram(prog, ents, seed=3).run(pk)
     same(a, b)
     assert (a.synthesized_fields, a.fallback_branches) == ({}, {})
+
+
+def test_heavyhitter_program_both_engines_agree():
+    """The BMv2-golden heavy-hitter program (hashes, meters, registers, counters, an I2E clone) with
+    its capture's arrival times."""
+    from synapse_vmt.p4.parser import read_frames
+
+    prog_path = DATA / "heavyhitter.json"
+    ents = load_entries(DATA / "heavyhitter-entries.txt", prog_path)
+    pk = [(round(ts * 1e12), b) for ts, b in read_frames(DATA / "heavyhitter.pcap")]
+    prog = Program.load(prog_path)
+    a = prog.run(pk, ents, seed=1)
+    b = RustProgram(prog, ents, seed=1).run(pk)
+    same(a, b)
+    assert a.externs.copies == {"ingress_clone": 80} and a.externs.drops["ingress: mark_to_drop"] > 0
