@@ -179,20 +179,26 @@ impl PyP4Program {
         let p = &self.ex.prog;
         let d = PyDict::new_bound(py);
         let counters = PyDict::new_bound(py);
+        let nonzero = |cells: &[[u64; 2]]| -> Vec<(usize, u64, u64)> {
+            cells.iter().enumerate().filter(|(_, c)| c[0] > 0).map(|(i, c)| (i, c[0], c[1])).collect()
+        };
         for (k, cells) in x.counters.iter().enumerate() {
-            if !cells.is_empty() {
-                counters.set_item(&p.objs.counters[k].0, cells.iter().map(|(&i, c)| (i, c[0], c[1])).collect::<Vec<_>>())?;
+            let v = nonzero(cells);
+            if !v.is_empty() {
+                counters.set_item(&p.objs.counters[k].0, v)?;
             }
         }
         d.set_item("counters", counters)?;
         let direct = PyDict::new_bound(py);
         for (t, cells) in x.direct.iter().enumerate() {
-            if !cells.is_empty() {
-                direct.set_item(&p.tables[t].name, cells.iter().map(|(&i, c)| (i, c[0], c[1])).collect::<Vec<_>>())?;
+            let v = nonzero(cells);
+            if !v.is_empty() {
+                direct.set_item(&p.tables[t].name, v)?;
             }
         }
         d.set_item("direct", direct)?;
-        d.set_item("colors", x.colors.iter().map(|(n, c)| (n.clone(), c.to_vec())).collect::<Vec<_>>())?;
+        d.set_item("colors", x.colors.iter().zip(&p.objs.meters).filter(|(c, _)| c.iter().any(|&n| n > 0))
+            .map(|(c, m)| (m.name.clone(), c.to_vec())).collect::<Vec<_>>())?;
         d.set_item("digests", x.digests.iter().map(|(n, c)| (n.clone(), *c)).collect::<Vec<_>>())?;
         let regs = PyDict::new_bound(py);
         for (k, cells) in x.registers.iter().enumerate() {

@@ -127,7 +127,7 @@ impl Program {
         if let Some(e) = entry {
             if t.counters {
                 let len = st.ext.pass.ingress_length;
-                let c = st.ext.direct[ti as usize].entry(e).or_insert([0; 2]);
+                let c = &mut st.ext.direct[ti as usize][e as usize];
                 c[0] += 1;
                 c[1] += len;
             }
@@ -137,7 +137,7 @@ impl Program {
                 let color = super::externs::ExternState::meter_cell(&mut st.ext.direct_meters[ti as usize], &md.rates,
                                                                      md.packets, t.handles[e as usize])
                     .map_or(0, |c| c.execute(ingress_length, now_us));
-                st.ext.color(&md.name, color);
+                st.ext.color(m, color);
                 st.phv.cells[out.dst.cell as usize] = color as u128 & out.mask;
                 st.wrote(out.dst);
             }

@@ -536,13 +536,22 @@ impl Program {
     /// Sets header `h` valid or invalid (see `action.rs` for the semantics).
     pub fn set_valid(&self, st: &mut State, h: u32, on: bool) {
         let hd = &self.headers[h as usize];
+        let was = st.phv.cells[hd.valid as usize] != 0;
         if on {
-            if st.phv.cells[hd.valid as usize] == 0 {
+            if !was {
                 st.phv.cells[hd.cells.0 as usize..hd.cells.1 as usize].fill(0);
                 self.make_valid(st, h);
             }
         } else {
             st.phv.cells[hd.valid as usize] = 0;
+        }
+        if was != on && !hd.metadata {
+            // BMv2's add_header / remove_header: the packet's length register follows
+            if let Some((c, g, m)) = self.objs.meta[super::flow::Meta::Length as usize] {
+                let len = st.phv.cells[c as usize] as i128 + if on { hd.bytes as i128 } else { -(hd.bytes as i128) };
+                st.phv.cells[c as usize] = len.max(0) as u128 & m;
+                st.phv.mark(g);
+            }
         }
         st.wrote_header(hd.group, h);
     }
@@ -1059,7 +1068,7 @@ impl Passes<'_> {
     }
 
     fn meta_set(&self, c: &mut PktCopy, m: Meta, v: u64) {
-        if let Some(&(cell, g, mk)) = self.p.objs.meta.get(&m) {
+        if let Some((cell, g, mk)) = self.p.objs.meta[m as usize] {
             c.phv.cells[cell as usize] = v as u128 & mk;
             c.phv.mark(g);
         }
@@ -1129,7 +1138,7 @@ impl super::flow::Passes for Passes<'_> {
     }
 
     fn get(&self, c: &PktCopy, m: Meta) -> u64 {
-        self.p.objs.meta.get(&m).map_or(0, |&(cell, _, _)| c.phv.cells[cell as usize] as u64)
+        self.p.objs.meta[m as usize].map_or(0, |(cell, _, _)| c.phv.cells[cell as usize] as u64)
     }
 
     fn set(&self, c: &mut PktCopy, m: Meta, v: u64) {
@@ -1251,7 +1260,7 @@ impl RunPacket for Executor {
     }
 
     fn run(&mut self, frame: &[u8], ingress_port: u32, now_ps: u64, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {
-        if !self.prog.objs.meta.is_empty() {
+        if self.prog.objs.meta.iter().any(Option::is_some) {
             return self.run_flow(frame, ingress_port, now_ps, visits, outputs);
         }
         let p = &self.prog;

@@ -122,8 +122,8 @@ pub struct Objects {
     /// Action profile -> its selector's calculation (an index into `calcs`).
     pub selectors: HashMap<String, u32>,
     pub flow: SwitchConfig,
-    /// The fields simple_switch reads and writes by name: (cell, group, mask).
-    pub meta: HashMap<Meta, (u32, u32, u128)>,
+    /// The fields simple_switch reads and writes by name, indexed by [`Meta`]: (cell, group, mask).
+    pub meta: [Option<(u32, u32, u128)>; Meta::COUNT],
     /// Metadata cells and their groups (zeroed for a copy).
     pub metadata: Vec<(u32, u32)>,
     pub ingress: i64,
@@ -161,15 +161,15 @@ impl SplitMix64 {
 #[derive(Clone, Debug)]
 pub struct ExternState {
     pub registers: Vec<Vec<u128>>,
-    /// Per counter: index -> [packets, bytes].
-    pub counters: Vec<BTreeMap<u32, [u64; 2]>>,
+    /// Per counter: per index [packets, bytes].
+    pub counters: Vec<Vec<[u64; 2]>>,
     /// Per meter: its configured cells.
     pub meters: Vec<HashMap<u32, Meter>>,
-    /// Per table: a direct counter's entries -> [packets, bytes]; a direct meter's cells.
-    pub direct: Vec<BTreeMap<u32, [u64; 2]>>,
+    /// Per table: a direct counter's entries' [packets, bytes]; a direct meter's cells.
+    pub direct: Vec<Vec<[u64; 2]>>,
     pub direct_meters: Vec<HashMap<u32, Meter>>,
-    /// Per meter name: packets marked GREEN, YELLOW, RED.
-    pub colors: BTreeMap<String, [u64; 3]>,
+    /// Per meter (in `Objects::meters` order): packets marked GREEN, YELLOW, RED.
+    pub colors: Vec<[u64; 3]>,
     /// Per learn list: digests sent.
     pub digests: BTreeMap<String, u64>,
     pub rng: SplitMix64,
@@ -190,11 +190,11 @@ impl ExternState {
                 }
                 cells
             }).collect(),
-            counters: vec![BTreeMap::new(); o.counters.len()],
+            counters: o.counters.iter().map(|c| vec![[0; 2]; c.1 as usize]).collect(),
             meters: vec![HashMap::new(); o.meters.len()],
-            direct: vec![BTreeMap::new(); p.tables.len()],
+            direct: p.tables.iter().map(|t| vec![[0; 2]; if t.counters { t.hits.len() } else { 0 }]).collect(),
             direct_meters: vec![HashMap::new(); p.tables.len()],
-            colors: BTreeMap::new(),
+            colors: vec![[0; 3]; o.meters.len()],
             digests: BTreeMap::new(),
             rng: SplitMix64(o.seed),
             pass: Pass::default(),
@@ -214,9 +214,8 @@ impl ExternState {
         cells.get_mut(&i)
     }
 
-    pub fn color(&mut self, name: &str, c: u32) {
-        let e = self.colors.entry(name.to_string()).or_insert([0; 3]);
-        e[(c as usize).min(2)] += 1;
+    pub fn color(&mut self, meter: u32, c: u32) {
+        self.colors[meter as usize][(c as usize).min(2)] += 1;
     }
 }
 
@@ -261,9 +260,8 @@ impl Extern {
             Extern::NoOp => {}
             Extern::Count { counter, idx } => {
                 let i = val(p, st, *idx, params, frame);
-                if i < p.objs.counters[*counter as usize].1 as u128 {
-                    let len = st.ext.pass.ingress_length;
-                    let c = st.ext.counters[*counter as usize].entry(i as u32).or_insert([0; 2]);
+                let len = st.ext.pass.ingress_length;
+                if let Some(c) = st.ext.counters[*counter as usize].get_mut(i as usize) {
                     c[0] += 1;
                     c[1] += len;
                 }
@@ -278,7 +276,7 @@ impl Extern {
                 } else {
                     0
                 };
-                st.ext.color(&m.name, color);
+                st.ext.color(*meter, color);
                 write(st, *out, color as u128);
             }
             Extern::RegRead { reg, idx, out } => {
@@ -480,7 +478,7 @@ impl Linker<'_> {
             let s = self.lay.slot(slot as u64, "externs.meta")?;
             let m = META.iter().find(|(n, _)| n == name).map(|&(_, m)| m);
             if let Some(m) = m {
-                o.meta.insert(m, (self.lay.value_cell(s), self.lay.group[s], mask(self.lay.width[s].min(128))));
+                o.meta[m as usize] = Some((self.lay.value_cell(s), self.lay.group[s], mask(self.lay.width[s].min(128))));
             }
         }
         for &s in &x.metadata {
@@ -557,7 +555,7 @@ impl Linker<'_> {
         if NO_OPS.contains(&name) {
             return Ok(Extern::NoOp);
         }
-        let meta = |m: Meta| objs.meta.get(&m).map(|&(c, g, _)| (c, g));
+        let meta = |m: Meta| objs.meta[m as usize].map(|(c, g, _)| (c, g));
         Ok(match name {
             "count" => match named(args.first(), "counter_array").and_then(|n| objs.counters.iter().position(|c| c.0 == n)) {
                 Some(k) => Extern::Count { counter: k as u32, idx: v(args.get(1))? },

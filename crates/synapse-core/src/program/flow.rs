@@ -68,6 +68,7 @@ impl Default for SwitchConfig {
 /// The fields simple_switch reads and writes by name, and the packet's
 /// own registers (set by the clone/resubmit/recirculate/digest externs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(usize)]
 pub enum Meta {
     IngressPort,
     PacketLength,
@@ -91,6 +92,10 @@ pub enum Meta {
     Learn,
     /// The packet's length as headers are added and removed.
     Length,
+}
+
+impl Meta {
+    pub const COUNT: usize = Meta::Length as usize + 1;
 }
 
 /// Which pipeline a pass runs.
