@@ -35,29 +35,17 @@ ROOT = Path(__file__).resolve().parent.parent
 GOLDENS = ROOT / "tests" / "data" / "p4" / "goldens"
 MANIFEST = tomllib.loads((GOLDENS / "manifest.toml").read_text())
 
-SELECTOR = ("routes_v4 is an action-selector table: simple_switch_CLI refuses table_add on it (WRONG_TABLE_TYPE) and runs "
-            "with it empty (every lookup a miss, action NULL); Synapse accepts the table_add lines and hits")
-SLICED = ("a key on a slice of a field: simple_switch_CLI reads the CLI value and mask at the full field's width (the "
-          "entries' slice-width '11&&&0xffff' masks the field's low bits), Synapse at the slice's width")
-HASH_KEY = "a key written by a hash or register extern: Synapse synthesizes it from the table's entries (always a hit)"
-PRIORITY = ("the parser sets a queue priority (3 or 5) for control protocols; simple_switch with its default single "
-            "queue drops those packets after ingress ('Priority out of range'), Synapse forwards them")
 NO_OUTPUT = "Synapse does not write output packets yet (synapse run --p4 --out-pcap and the executor's deparser)"
-NO_CLONE = "Synapse does not run clones (clone I2E to a mirroring session): BMv2's egress also sees the copies"
-NO_REFUSE = "Synapse accepts the table_add lines simple_switch_CLI refuses (an indirect table's entries)"
 
 # (golden, table | "drops" | "parser_errors" | "output" | "cli" | "state") -> why Synapse differs today
 KNOWN: dict[tuple[str, str], str] = {
     ("router", "MyEgress.color_tbl"): "hdr.u.isValid() (valid_union on a header union) is not evaluated: Synapse takes "
                                       "a seeded fallback branch into color_tbl with a synthesized register value; "
                                       "BMv2: the union is never valid",
-    ("upf-sample", "PreQosPipe.Routing.routes_v4"): SELECTOR,
-    ("upf-sample", "cli"): NO_REFUSE,
-    ("upf-large", "PreQosPipe.Routing.routes_v4"): SELECTOR,
-    ("upf-large", "cli"): NO_REFUSE,
 }
-# (The switch program's sliced keys, hash-keyed tables and priority queues, and the heavy-hitter
-# program's hashes, meters, registers and clones agree with BMv2: docs/externs.md.)
+# (The switch program's sliced keys, hash-keyed tables and priority queues, the heavy-hitter
+# program's hashes, meters, registers and clones, and UPF's action-selector routes_v4 agree
+# with BMv2: docs/externs.md.)
 
 
 def goldens() -> dict[str, dict]:
