@@ -244,3 +244,26 @@ def test_capture_frames_differ_and_carry_valid_checksums():
                 s = (s & 0xFFFF) + (s >> 16)
             assert s == 0xFFFF
     assert os.path.exists(DATA / "route3-traffic.toml")
+
+
+def test_the_benchmarks_description_is_the_compiled_program():
+    """crates/synapse-core/benches/scenarios/route3-program.json is what `synapse p4 compile` writes today."""
+    committed = json.loads((DATA.parent.parent.parent / "crates/synapse-core/benches/scenarios/route3-program.json").read_text())
+    fresh = RustProgram.load(str(DATA / "route3.json"), str(DATA / "route3-entries.txt")).description
+    committed.pop("source")
+    fresh = json.loads(json.dumps(fresh))
+    fresh.pop("source")
+    assert committed == fresh
+
+
+def test_bench_p4_checks_against_the_interpreter_then_rates(tmp_path):
+    from synapse_vmt.cli.bench import bench_program
+    from synapse_vmt.p4.capture import write_pcap
+
+    prog = str(DATA / "route3.json")
+    ents = load_entries(DATA / "route3-entries.txt", prog)
+    pcap = tmp_path / "f.pcap"
+    write_pcap(str(pcap), iter(program_frames(prog, ents, 9, 200)))
+    rec = bench_program(prog, str(DATA / "route3-entries.txt"), str(pcap), rounds=1, python_packets=50)
+    assert rec["packets"] == len(program_frames(prog, ents, 9, 200)) and rec["packets_per_s"] > 0
+    assert rec["speedup"] > 0 and rec["lookup_structures"]["Route3Ingress.ipv4_lpm"] == "lpm trie"
