@@ -154,7 +154,10 @@ impl Phv {
                 let g = wi * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 let (a, b) = lay.groups[g];
-                self.cells[a as usize..b as usize].copy_from_slice(&lay.template[a as usize..b as usize]);
+                // cell by cell: groups are a header's few cells (memmove's call costs more)
+                for c in a as usize..b as usize {
+                    self.cells[c] = lay.template[c];
+                }
             }
         }
     }
