@@ -153,10 +153,10 @@ impl Phv {
             while bits != 0 {
                 let g = wi * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                let (a, b) = lay.groups[g];
-                // cell by cell: groups are a header's few cells (memmove's call costs more)
-                for c in a as usize..b as usize {
-                    self.cells[c] = lay.template[c];
+                let (a, b) = (lay.groups[g].0 as usize, lay.groups[g].1 as usize);
+                // a header's few cells: a plain loop (memmove's call costs more)
+                for (c, t) in self.cells[a..b].iter_mut().zip(&lay.template[a..b]) {
+                    *c = *t;
                 }
             }
         }
