@@ -152,6 +152,7 @@ class Trace:
     #: the register arrays' cells at the end of the run
     registers: dict[str, list[int]] = field(default_factory=dict)
     packet_errors: list[str] = field(default_factory=list)  # per packet: its parser error's name, "" for none
+    packet_guessed: list[bool] = field(default_factory=list)  # per packet: it took a fallback branch or drew a field
 
     def packet(self, i: int) -> list[Step]:
         lo, hi = int(self.pkt_start[i]), int(self.pkt_start[i + 1])
@@ -620,10 +621,10 @@ class Program:
         pkt_start: list[int] = []
         dropped: list[bool] = []
         perrs: list[str] = []
+        guessed: list[bool] = []
         cache: dict[bytes, tuple] = {}
         extend = steps.extend
         t0: int | None = None
-        perrs: list[str] = []
         first_err: list[str | None] = [None]  # the received frame's parser error (its first parse)
         try:
             for item in packets:
@@ -643,6 +644,7 @@ class Program:
                         extend(hit[0])
                         dropped.append(hit[1])
                         perrs.append(hit[4])
+                        guessed.append(bool(hit[3]))
                         for e in hit[2]:
                             effect(e)
                         for f in hit[3]:
@@ -653,9 +655,11 @@ class Program:
                         drawn.clear()
                     flow.effects = []
                 first_err[0] = None
+                g0, d0 = nd[0], len(drawn)
                 outs = flow.process(buf, ingress_port, now_us, tmpl, parse, pipe, deparse)
                 dropped.append(outs == 0)
                 perrs.append(first_err[0] or "")
+                guessed.append(nd[0] != g0 or len(drawn) != d0)
                 if cacheable:
                     if nd[0] == nd0:
                         if len(cache) >= frame_cache:
@@ -685,6 +689,7 @@ class Program:
             externs=flow.counts,
             registers={n: list(v) for n, v in flow.registers.items()},
             packet_errors=perrs,
+            packet_guessed=guessed,
         )
 
     def _bind(self, entries: dict, seed: int, rng: random.Random, steps: list, synth: dict, fallback: dict, nd: list,
