@@ -7,9 +7,11 @@ import threading
 
 import click
 
+from synapse_vmt.cli.p4 import program_path
+
 
 @click.command("serve")
-@click.option("--p4", "program", type=click.Path(dir_okay=False), required=True,
+@click.option("--p4", "program", type=click.Path(dir_okay=False), required=True, callback=program_path,
               help="p4c BMv2 JSON loaded as the initial pipeline")
 @click.option("--p4info", type=click.Path(dir_okay=False), help="P4Info (text or binary); default: derived")
 @click.option("--listen", default="127.0.0.1:9559", show_default=True, help="address:port (loopback by default)")
@@ -89,7 +91,7 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
 
 
 @click.command("p4info")
-@click.argument("program", type=click.Path(dir_okay=False))
+@click.argument("program", type=click.Path(dir_okay=False), callback=program_path)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write here (default: stdout)")
 def p4info_cmd(program: str, output: str | None) -> None:
     """Write the P4Info of PROGRAM (p4c BMv2 JSON) in protobuf text format,
