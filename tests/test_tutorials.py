@@ -125,12 +125,14 @@ def test_drive_synapse_from_a_p4runtime_controller(clone):
         if not c.startswith("synapse serve"):
             sh(c, clone)
     port = _free_port()
-    server = subprocess.Popen(["bash", "-c", f"exec {serve[0]} --listen 127.0.0.1:{port}"], cwd=clone, env=env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = clone / "serve.log"
+    with log.open("w") as out:  # a file, not a pipe: nothing reads the server's output while it runs
+        server = subprocess.Popen(["bash", "-c", f"exec {serve[0]} --listen 127.0.0.1:{port}"], cwd=clone,
+                                  env=env(), stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while True:
-            assert server.poll() is None, server.stdout.read()
+            assert server.poll() is None, log.read_text()
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     break
