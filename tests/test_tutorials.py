@@ -162,9 +162,12 @@ def test_reproduce_the_papers_figures(clone):
     for name, d in f8["profiles"].items():
         assert d["throughput_ratio_vs_static"] >= 0.9, (name, d)
     f9 = summary(clone / "results/fig9/summary.json")
-    assert f9["upf"]["median_ms"]["fast"] < 10
+    assert f9["solvers_agree"] and f9["upf"]["median_ms"]["fast"] < 10  # the page: a tenth of a millisecond
     f10 = summary(clone / "results/fig10/summary.json")
-    assert 0.3 <= f10["fit"]["r2"] <= 1.0
+    assert 0 < f10["fit"]["r2"] <= 1.0  # the page: low in the quick run, about 0.7 in the full one
+    cap = [f10["per_pmus"][n]["capacity_mpps"] for n in ("3", "4", "5")]
+    assert cap == sorted(cap), cap  # the fitted capacity grows with the PMUs
+    assert len(f7["peak_throughput_mpps"]) == 2 and f7["peak_throughput_mpps"]["3"] < f7["peak_throughput_mpps"]["5"]
     for f in ("fig6", "fig7", "fig8", "fig9", "fig10"):
         assert (clone / "results" / f / f"{f}.png").stat().st_size > 10_000
 
