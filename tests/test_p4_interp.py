@@ -673,7 +673,7 @@ def test_switch_generated_entries_match_the_entries_oracle(shared_data, tmp_path
 
 
 def test_committed_captures_are_the_tests_packets():
-    """tests/data/p4/*.pcap (used by the README's examples) hold exactly the frames built here."""
+    """tests/data/p4/*.pcap (used by the docs' examples) hold exactly the frames built here."""
     assert list(read_packets(DATA / "router.pcap")) == [p for p, *_ in PACKETS]
     assert list(read_packets(DATA / "upf-sample.pcap")) == [upf_uplink(1234), upf_uplink(999), upf_downlink()]
 

@@ -38,7 +38,7 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
           ca: str | None, algo: str, rate: float, scenario: str | None, sim_speed: float, no_optimizer: bool,
           opt_period_ns: float, opt_solver: str) -> None:
     """Run a P4Runtime v1 gRPC server whose target is Synapse's table store
-    (README: "Control plane: synapse serve"). Stops on Ctrl-C / SIGTERM."""
+    (docs/reference/p4runtime.md). Stops on Ctrl-C / SIGTERM."""
     from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
 
     scn = None
