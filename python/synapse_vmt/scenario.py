@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from synapse_vmt.errors import UserError, read_text
+from synapse_vmt.errors import TomlLines, UserError, read_text
 
 
 class _Model(BaseModel):
@@ -378,15 +378,36 @@ def _set(tree: dict, dotted: str, value: Any) -> None:
             raise UserError(f"--set {dotted}: {'.'.join(parts[:i])} is a value, not a table")
 
 
-def _fmt_error(e: ValidationError, source: str) -> str:
+def _fmt_error(e: ValidationError, source: str, text: str | None = None, overridden: set[str] = frozenset()) -> str:
     errs = e.errors()
     first = errs[0]
-    loc = ".".join(str(x) for x in first["loc"] if not (isinstance(x, str) and x in ("RulesFile", "RulesGen", "flows", "trace")))
+    path = [x for x in first["loc"] if not (isinstance(x, str) and x in ("RulesFile", "RulesGen", "flows", "trace"))]
+    loc = ".".join(str(x) for x in path)
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
     more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
-    return f"{source}: {loc or '<top>'}: {msg}{more}"
+    line = _line_of(text, path) if text is not None and loc not in overridden else None
+    return f"{source}{f':{line}' if line else ''}: {loc or '<top>'}: {msg}{more}"
+
+
+def _line_of(text: str, path: list) -> int | None:
+    """The line of the scenario file where the key at ``path`` is written
+    (``["tables", 0, "lookup_bits"]``: in the first ``[[tables]]``), or
+    None when the file does not write it (a default, or a missing key)."""
+    if not path:
+        return None
+    where = TomlLines(text)
+    head, rest, nth = str(path[0]), [str(x) for x in path[1:]], 0
+    if rest and path[1:2] and isinstance(path[1], int):
+        nth, rest = path[1], [str(x) for x in path[2:]]
+    if head in {h for _, h in where.headers} and rest:
+        line = where.key(".".join(rest), head, nth)
+    else:
+        line = where.key(".".join([head, *rest]))
+    last = str(path[-1])
+    written = where.lines[line - 1] if 0 < line <= len(where.lines) else ""
+    return line if re.search(rf"(^|[\s{{,.\"']){re.escape(last)}[\"']?\s*=", written) else None
 
 
 def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
@@ -427,7 +448,8 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
     try:
         scn = Scenario.model_validate(tree)
     except ValidationError as e:
-        raise UserError(_fmt_error(e, source)) from None
+        given = {o.split("=", 1)[0].strip() for o in overrides}
+        raise UserError(_fmt_error(e, source, None if path is None else text, given)) from None
     if path is not None:
         scn._op_lines = _op_lines(text, scn, source)
     return scn
