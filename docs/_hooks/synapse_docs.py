@@ -46,10 +46,16 @@ def on_config(config, **_):
     if extra:
         log.info("pages not in mkdocs.yml's nav, added under More: %s", ", ".join(extra))
         config["nav"].append({"More": extra})
-    # mkdocstrings and the schema read the package from the source tree.
-    src = str(Path(config["config_file_path"]).parent / "python")
-    if src not in sys.path:
-        sys.path.insert(0, src)
+    # The schema and the CLI reference import the package: the installed one
+    # (`pip install .` built its Rust extension, which the source tree lacks
+    # unless the install was editable), else the source tree. mkdocstrings
+    # reads the source tree without importing it (mkdocs.yml: paths).
+    try:
+        import synapse_vmt  # noqa: F401
+    except ImportError:
+        src = str(Path(config["config_file_path"]).parent / "python")
+        if src not in sys.path:
+            sys.path.insert(0, src)
     _external.clear()
     return config
 
