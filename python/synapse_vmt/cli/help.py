@@ -49,7 +49,7 @@ HELP: dict[str, tuple[str, list[str]]] = {
     "sweep": ("Run a grid of scenario overrides x seeds.",
               ["synapse sweep grid.toml -o results/grid -w 2"]),
     # P4 programs
-    "p4": ("P4 programs: CFG, entries, interpreter, P4Info.",
+    "p4": ("P4 programs: CFG, entries, interpreter, compiler.",
            ["synapse p4 cfg tests/data/p4/router.json"]),
     "p4 cfg": ("Print a program's tables and control-flow graph.",
                ["synapse p4 cfg tests/data/p4/router.json -o cfg.json"]),
@@ -64,6 +64,12 @@ HELP: dict[str, tuple[str, list[str]]] = {
                    "--pcap tests/data/p4/router.pcap"]),
     "p4 p4info": ("Write a program's P4Info (stable ids).",
                   ["synapse p4 p4info tests/data/p4/router.json -o p4info.txtpb"]),
+    "p4 compile": ("Compile a program and entries for the executor.",
+                   ["synapse p4 compile tests/data/p4/route3.json --entries tests/data/p4/route3-entries.txt "
+                    "-o route3-compiled.json"]),
+    "p4 capture": ("Write a capture whose frames all differ.",
+                   ["synapse p4 capture tests/data/p4/route3.json --entries tests/data/p4/route3-entries.txt "
+                    "--traffic tests/data/p4/route3-traffic.toml --count 10000 -o route3.pcap"]),
     # control plane
     "opt": ("The runtime optimizer: PMUs to tables.",
             ["synapse opt solve problem.json --solver both"]),
@@ -104,6 +110,9 @@ HELP: dict[str, tuple[str, list[str]]] = {
               ["synapse bench classify --rules rules.txt --trace trace.txt --algo ptree"]),
     "bench classify": ("Lookups/s, bytes and build time of a classifier.",
                        ["synapse bench classify --rules rules.txt --trace trace.txt --algo ptree --secs 2"]),
+    "bench p4": ("Packets/s of a program run by the executor.",
+                 ["synapse bench p4 tests/data/p4/route3.json --entries tests/data/p4/route3-entries.txt "
+                  "--pcap route3.pcap"]),
 }
 
 
