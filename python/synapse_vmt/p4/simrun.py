@@ -459,7 +459,8 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
                 window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, quiet: bool = True) -> dict:
     """``synapse run --p4``: every keyed table a VMT from one pool of ``pmus``
     PMUs (split evenly to start; the run is static); writes windows.csv,
-    edges.csv, run.png and summary.json to ``out``."""
+    edges.csv, run.png and summary.json to ``out``, then the report
+    (report.html, latency.csv, cfg.json, run.json: :func:`synapse_vmt.view.finish_run`)."""
     from pathlib import Path
 
     from synapse_vmt import report
@@ -492,4 +493,7 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
     report.write_edges_csv(out / "edges.csv", e, names)
     report.plot_run(out / "run.png", w, names, window_ns, {n: sim.latency_histogram(n) for n in names})
     report.write_json(out / "summary.json", s)
+    from synapse_vmt import view
+
+    view.finish_run(out, kind="run --p4", window_ns=window_ns, sim=sim, cfg=program)
     return s
