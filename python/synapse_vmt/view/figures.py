@@ -58,7 +58,7 @@ def _log_ticks(lo: float, hi: float, unit: str) -> tuple[list[float], list[str]]
             if lo - 1e-9 <= x <= hi + 1e-9:
                 vals.append(x)
                 text.append(fmt(10 ** x, unit))
-    if len(vals) > 8:  # decades only
+    if len(vals) > 5:  # decades only
         keep = [i for i, v in enumerate(vals) if abs(v - round(v)) < 1e-9]
         vals, text = [vals[i] for i in keep], [text[i] for i in keep]
     return vals, text
