@@ -206,11 +206,11 @@ def _diverging(fig, key_order):
     import plotly.graph_objects as go  # noqa: F401
 
     tr = next(t for t in fig.data if t.name == "tables")
-    c = np.array([np.nan if v is None else v for v in tr.marker.color], dtype=float)
+    c = np.asarray(tr.marker.color, dtype=float)
     m = float(np.nanmax(np.abs(c))) if np.isfinite(c).any() else 1.0
     tr.marker.update(cmin=-max(m, 1e-9), cmax=max(m, 1e-9), colorscale="RdBu_r", cmid=None)
     for btn in fig.layout.updatemenus[0].buttons:
-        cc = np.array([np.nan if v is None else v for v in btn.args[0]["marker.color"][0]], dtype=float)
+        cc = np.asarray(btn.args[0]["marker.color"][0], dtype=float)
         mm = float(np.nanmax(np.abs(cc))) if np.isfinite(cc).any() else 1.0
         btn.args[0].update({"marker.cmin": [-max(mm, 1e-9)], "marker.cmax": [max(mm, 1e-9)], "marker.colorscale": ["RdBu_r"]})
 

@@ -74,8 +74,9 @@ def _scale(values: np.ndarray, log: bool) -> tuple[np.ndarray, float, float]:
     if not len(fin):
         return v, 0.0, 1.0
     lo, hi = float(fin.min()), float(fin.max())
-    if hi - lo < 1e-9:
-        lo, hi = lo - (0.5 if log else max(abs(lo) * 0.1, 0.5)), hi + (0.5 if log else max(abs(hi) * 0.1, 0.5))
+    if hi - lo < 1e-9:  # one value: a range around it (not below 0 for a count or a rate)
+        pad = 0.5 if log else max(abs(lo) * 0.1, 0.5)
+        lo, hi = (lo - pad if log or lo < 0 else max(lo - pad, 0.0)), hi + pad
     return v, lo, hi
 
 
@@ -112,6 +113,8 @@ def node_hover(run: Run, n: str) -> str:
     t = run.tables.get(n)
     if t is None:
         return f"<b>{n}</b><br>no packet visited this table"
+    if t["lookups"] == 0:
+        return f"<b>{n}</b><br>no key looked up (yet)"
     lines = [f"<b>{n}</b>",
              f"lookups {t['lookups']:,}   hit rate {fmt(t['hit_rate'])}",
              f"offered {fmt(t['offered_mpps'], 'Mpps')} → processed {fmt(t['throughput_mpps'], 'Mpps')}",
@@ -140,7 +143,8 @@ def _node_color_args(vals: np.ndarray, key: str, title: str, unit: str, log: boo
         bar.update(tickvals=tv, ticktext=tt)
     if key == "hit_rate":
         lo, hi = min(lo, 1.0), 1.0
-    return {"color": _round(c), "cmin": lo, "cmax": hi, "colorscale": _NODE_SCALE.get(key, COLORSCALES.get(key, "Viridis")),
+    c = np.array([np.nan if v is None else v for v in _round(c)], dtype=float)  # NaN, not None: Plotly's validator takes numbers
+    return {"color": c, "cmin": lo, "cmax": hi, "colorscale": _NODE_SCALE.get(key, COLORSCALES.get(key, "Viridis")),
             "colorbar": bar}
 
 
@@ -183,8 +187,9 @@ def graph_figure(run: Run, color: str = "hit_rate", values: dict[str, dict[str, 
                                            dash="dot" if k < 0 else "solid")))
     fig.add_trace(go.Scatter(x=mid_x, y=mid_y, mode="markers", marker=dict(size=10, opacity=0), hovertext=mid_text,
                              hoverinfo="text", showlegend=False, name="edges"))
-    seen = [n for n in nodes if n in values]
-    unseen = [n for n in nodes if n not in values]
+    # a table no key reached (yet) is drawn grey
+    seen = [n for n in nodes if n in values and (n not in run.tables or run.tables[n]["lookups"] > 0)]
+    unseen = [n for n in nodes if n not in seen]
     if unseen:
         fig.add_trace(go.Scatter(x=[lay.pos[n][0] for n in unseen], y=[lay.pos[n][1] for n in unseen], mode="markers+text",
                                  marker=dict(size=10, color="#dddddd", line=dict(color="#999999", width=1)),

@@ -198,8 +198,10 @@ def build(d: Path, names: list[str], table_idx, num: dict[str, np.ndarray], t_ns
         if hist is not None and hist[2].sum() > 0:
             p50, p99 = quantiles(hist, (0.5, 0.99))
         else:  # no histogram: the windows' own figures (p99: the worst window)
-            p50 = float(np.nanmedian(num["lat_p50_ns"][m])) if "lat_p50_ns" in num and m.any() else float("nan")
-            p99 = float(np.nanmax(num["lat_p99_ns"][m])) if m.any() and np.isfinite(num["lat_p99_ns"][m]).any() else float("nan")
+            p50s = num["lat_p50_ns"][m] if "lat_p50_ns" in num else np.zeros(0)
+            p99s = num["lat_p99_ns"][m]
+            p50 = float(np.median(p50s[np.isfinite(p50s)])) if np.isfinite(p50s).any() else float("nan")
+            p99 = float(np.max(p99s[np.isfinite(p99s)])) if np.isfinite(p99s).any() else float("nan")
         mean_lat = float((lat * looked[m]).sum() / lk) if lk else float("nan")
         tables[n] = {
             "arrived": int(num["arrived"][m].sum()), "processed": int(num["processed"][m].sum()), "lookups": int(lk),
