@@ -78,6 +78,11 @@ from synapse_vmt.view import figures as F  # noqa: E402
 from synapse_vmt.view.page import Section, render, table_html  # noqa: E402
 
 
+def facts(run: Run) -> str:
+    """The header's key facts (the live view refreshes them)."""
+    return _facts(run)
+
+
 def _facts(run: Run) -> str:
     span = len(run.t_ns) * run.window_ns
     inv = run.invariants
@@ -85,7 +90,8 @@ def _facts(run: Run) -> str:
     status = "-" if ok is None else ('<span class="ok">hold</span>' if ok else '<span class="bad">VIOLATED</span>')
     b = run.bottleneck
     items = [f"<b>{len(run.names)}</b> tables simulated" + (f" of {len(run.graph_nodes)} drawn" if len(run.graph_nodes) != len(run.names) else ""),
-             f"<b>{F.fmt_ns(span)}</b> simulated in {len(run.t_ns)} windows of {F.fmt_ns(run.window_ns)}",
+             (f"the last <b>{F.fmt_ns(span)}</b> of {F.fmt_ns(float(run.t_ns[-1]))} simulated ({len(run.t_ns)} windows of {F.fmt_ns(run.window_ns)})"
+              if "live" in run.kind else f"<b>{F.fmt_ns(span)}</b> simulated in {len(run.t_ns)} windows of {F.fmt_ns(run.window_ns)}"),
              f"invariants: {status}"]
     if b:
         t = run.tables[b]
@@ -97,7 +103,7 @@ def _facts(run: Run) -> str:
 def _header(run: Run, title: str) -> str:
     cmd = html.escape(run.command or "(not recorded)")
     return (f"<h1>{html.escape(title)}</h1><p class=\"note\">{html.escape(run.kind)} · <code>{html.escape(str(run.path))}</code></p>"
-            f"<p>command: <code>{cmd}</code></p>{_facts(run)}")
+            f"<p>command: <code>{cmd}</code></p><div id=\"facts\">{_facts(run)}</div>")
 
 
 def tables_html(run: Run) -> str:
@@ -149,11 +155,15 @@ HEAT_NOTE = ("One row per table, the most offered PHVs at the top; one column pe
 
 
 def sections(run: Run) -> list[Section]:
-    out = [Section("graph", "The program's table graph", F.graph_figure(run), note=GRAPH_NOTE),
+    hidden = ""
+    if run.graph_hidden:
+        hidden = (f"<details><summary>{len(run.graph_hidden)} more tables of the program, which no packet visited "
+                  "(not drawn)</summary><p>" + ", ".join(html.escape(n) for n in run.graph_hidden) + "</p></details>")
+    out = [Section("graph", "The program's table graph", F.graph_figure(run), html=hidden, note=GRAPH_NOTE),
            Section("heatmap", "Per-table time series", F.heatmap_figure(run), note=HEAT_NOTE)]
     if run.closed_loop:
         out.append(Section("pmus", "PMU allocation over time", F.pmu_figure(run),
-                           note="PMUs held per table (stacked); triangles: the controller's decisions, hover for what each changed."))
+                           note="PMUs held per table (stacked); triangles: the controller's decisions that moved PMUs, hover for what each changed."))
     if run.schemes:
         out.append(Section("schemes", "Schemes compared (upf.csv)", F.schemes_figure(run),
                            note="The closed loop (the tables above) against the static oracle and the even split, per control period."))

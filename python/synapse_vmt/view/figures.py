@@ -50,18 +50,14 @@ def labels(names: list[str]) -> dict[str, str]:
 
 
 def _log_ticks(lo: float, hi: float, unit: str) -> tuple[list[float], list[str]]:
-    """Colour-bar ticks for a log10 scale: 1, 2, 5 per decade between lo and hi."""
-    vals, text = [], []
-    for e in range(int(math.floor(lo)) - 1, int(math.ceil(hi)) + 1):
-        for m in (1, 2, 5):
-            x = math.log10(m) + e
-            if lo - 1e-9 <= x <= hi + 1e-9:
-                vals.append(x)
-                text.append(fmt(10 ** x, unit))
-    if len(vals) > 5:  # decades only
-        keep = [i for i, v in enumerate(vals) if abs(v - round(v)) < 1e-9]
-        vals, text = [vals[i] for i in keep], [text[i] for i in keep]
-    return vals, text
+    """Colour-bar ticks for a log10 scale between lo and hi: 1-2-5 per decade,
+    else 1-3, else decades (at most 4 ticks where that suffices: the bars are narrow)."""
+    for ms in ((1, 2, 5), (1, 3), (1,)):
+        vals = [math.log10(m) + e for e in range(int(math.floor(lo)) - 1, int(math.ceil(hi)) + 1) for m in ms]
+        vals = [x for x in vals if lo - 1e-9 <= x <= hi + 1e-9]
+        if len(vals) <= 4 or ms == (1,):
+            return vals, [fmt(10 ** x, unit) for x in vals]
+    return [], []
 
 
 def _scale(values: np.ndarray, log: bool) -> tuple[np.ndarray, float, float]:
@@ -313,10 +309,12 @@ def pmu_figure(run: Run, top: int = 12) -> go.Figure:
         tot = pm.sum(axis=0)
         for d in run.decisions:
             ch = [f"{lab.get(n, n)} {d['held'][n]} → {d['target'][n]}" for n in d["target"] if d["target"][n] != d["held"].get(n)]
+            if not ch:  # a period that kept the allocation: no mark
+                continue
             xs.append(d["t_ns"] / 1e3)
             k = int(np.clip(np.searchsorted(run.t_ns, d["t_ns"]), 0, max(len(tot) - 1, 0)))
             ys.append(float(tot[k]) + 0.3 if len(tot) else 0.0)
-            body = "<br>".join(ch) if ch else "no change"
+            body = "<br>".join(ch)
             txt.append(f"<b>decision at {d['t_ns'] / 1e3:.4g} µs</b><br>{body}" + (f"<br><i>{d['note']}</i>" if d.get("note") else ""))
         fig.add_trace(go.Scatter(x=_round(np.array(xs)), y=ys, mode="markers", name="controller decisions",
                                  marker=dict(symbol="triangle-down", size=9, color="#d62728"), hovertext=txt, hoverinfo="text"))

@@ -41,7 +41,7 @@ class Recorder:
 
     recent = 10  # windows the metrics average over
 
-    def __init__(self, names: list[str], window_ns: float, keep: int = 400):
+    def __init__(self, names: list[str], window_ns: float, keep: int = 1000):
         self.names, self.window_ns, self.keep = list(names), float(window_ns), int(keep)
         self.parts: list[dict] = []
         self.rows = 0
@@ -102,7 +102,7 @@ def snapshot(target) -> rundir.Run | None:
     run = rundir.build(Path("(live)"), rec.names, np.asarray(w["table"], dtype=np.int64), num, t_ns, rec.window_ns,
                        meta={"kind": "serve --sim (live)", "command": cmdline.text()}, summary=summ, config=config,
                        edges=edges, latency=lat, cfg=getattr(target, "cfg_json", None))
-    run.decisions = decisions
+    run.decisions = [d for d in decisions if d["t_ns"] >= t_ns[0] - rec.window_ns]  # those within the recorded windows
     return run
 
 
@@ -240,9 +240,11 @@ class LiveServer:
         run = snapshot(self.current())
         if run is None:
             return {"figures": {}, "html": {}}
+        from synapse_vmt.view import facts
+
         secs = sections(run)
         return {"figures": {f"fig-{s.id}": figure_json(s.figure) for s in secs if s.figure is not None},
-                "html": {f"html-{s.id}": s.html for s in secs if s.html}}
+                "html": {f"html-{s.id}": s.html for s in secs if s.html} | {"facts": facts(run)}}
 
     def _handler(self):
         live = self

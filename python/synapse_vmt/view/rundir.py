@@ -91,6 +91,7 @@ class Run:
     tables: dict[str, dict]  # per table of ``names``: run totals and figures
     graph_nodes: list[str]  # every table the graph shows (the program's, in its order)
     graph_edges: dict[tuple[str, str], float]  # (src, dst) -> PHVs that took it (0: a program edge no PHV took)
+    graph_hidden: list[str] = field(default_factory=list)  # a large program's tables no packet visited (not drawn)
     latency: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)  # lo, hi, count
     summary: dict = field(default_factory=dict)
     config: dict = field(default_factory=dict)
@@ -218,8 +219,10 @@ def build(d: Path, names: list[str], table_idx, num: dict[str, np.ndarray], t_ns
     for t in tables.values():
         t["lookup_time_share"] = t["lookup_time_ns"] / total if total else 0.0
     nodes, gedges = _graph(names, config, cfg, edges)
+    hidden = [t["name"] for t in cfg["tables"] if t["name"] not in set(nodes)] if cfg is not None else []
     return Run(path=d, kind=str(meta.get("kind") or _guess_kind(d, summary, cfg)), command=str(meta.get("command") or ""),
                window_ns=window_ns, names=names, t_ns=t_ns, grid=grid, tables=tables, graph_nodes=nodes, graph_edges=gedges,
+               graph_hidden=hidden,
                latency=latency, summary=summary, config=config, invariants=_invariants(summary),
                decisions=_decisions(summary), schemes=_schemes(d))
 
