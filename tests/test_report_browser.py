@@ -77,9 +77,11 @@ class Dom(HTMLParser):
                 self.fig.setdefault(fig, {}).setdefault(kind, []).append(data)
 
 
-def render(url: str) -> Dom:
+def render(url: str, budget_ms: int = 30000) -> Dom:
+    """The DOM after the page's scripts ran (``budget_ms`` of virtual time:
+    the live page polls every second, so it gets a short one)."""
     r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                        "--window-size=1500,3000", "--virtual-time-budget=30000", "--dump-dom", url],
+                        "--window-size=1500,3000", f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
                        capture_output=True, text=True, timeout=180)
     assert r.returncode == 0 and "</html>" in r.stdout, r.stderr[-2000:]
     dom = Dom(r.stdout)
@@ -181,7 +183,7 @@ def test_compare_sweep_and_live_pages_render(tmp_path):
             time.sleep(0.1)
         url = f"http://127.0.0.1:{live.port}/"
         page = urllib.request.urlopen(url, timeout=30).read().decode()
-        dom = render(url)  # loads plotly.min.js from the server, polls view.json
+        dom = render(url, 3000)  # loads plotly.min.js from the server, polls view.json
         assert dom.rendered == str(page.count('class="fig"')) and dom.fig["fig-graph"]["textpoint"] == ["acl5"]
     finally:
         live.stop()

@@ -81,6 +81,18 @@ COLORSCALES = {"hit_rate": "RdYlGn", "throughput_mpps": "Blues", "lat_p50_ns": "
                "lookup_time_share": "Reds"}
 
 
+def _r4(a) -> np.ndarray:
+    """Four significant digits (NaN stays NaN; Plotly writes it as null): the JSON stays small."""
+    a = np.asarray(a, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mag = np.where(np.isfinite(a) & (a != 0), np.floor(np.log10(np.abs(np.where(a == 0, 1, a)))), 0)
+        return np.round(a / 10 ** (mag - 3)) * 10 ** (mag - 3)
+
+
+#: hover formats per unit (Plotly's d3 formats)
+HOVER = {"": ":.4g", "ns": ":.4g", "Mpps": ":.4g", "GB/s": ":.4g"}
+
+
 def _round(a: np.ndarray) -> list:
     """Four significant digits, NaN as null: the figure's JSON stays small."""
     a = np.asarray(a, dtype=float)
@@ -241,7 +253,7 @@ def heatmap_figure(run: Run, order: list[str] | None = None, ranges: dict | None
     mets = [m for m in METRICS if np.isfinite(run.grid[m[0]]).any()]
     fig = make_subplots(rows=1, cols=len(mets), shared_yaxes=True, horizontal_spacing=0.012,
                         subplot_titles=[f"{t} ({u})" if u else t for _, t, u, _ in mets])
-    x = _round(run.t_ns / 1e3)
+    x = _r4(run.t_ns / 1e3)
     T = len(order)
     w = 1.0 / len(mets)
     row_px = 15 if T <= 50 else 11
@@ -262,9 +274,8 @@ def heatmap_figure(run: Run, order: list[str] | None = None, ranges: dict | None
             tv, tt = _log_ticks(lo, hi, unit)
             bar.update(tickvals=tv, ticktext=tt)
         fig.add_trace(go.Heatmap(
-            z=_round(z), x=x, y=ylab, zmin=lo, zmax=hi, colorscale=COLORSCALES[key], colorbar=bar,
-            customdata=[[fmt(v, unit) for v in row] for row in g],
-            hovertemplate=f"%{{y}}<br>t = %{{x}} µs<br>{t}: %{{customdata}}<extra></extra>"), row=1, col=i + 1)
+            z=_r4(z), x=x, y=ylab, zmin=lo, zmax=hi, colorscale=COLORSCALES[key], colorbar=bar, customdata=_r4(g),
+            hovertemplate=f"%{{y}}<br>t = %{{x}} µs<br>{t}: %{{customdata{HOVER[unit]}}} {unit}<extra></extra>"), row=1, col=i + 1)
         fig.update_xaxes(title_text="time (µs)", title_font=dict(size=11), tickfont=dict(size=10), row=1, col=i + 1)
     fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=ylab, ticktext=ylab, tickfont=dict(size=11 if T <= 50 else 9))
     fig.update_yaxes(showticklabels=True, row=1, col=1)
@@ -379,11 +390,9 @@ def latency_heatmap(run: Run, order: list[str] | None = None) -> go.Figure:
     lo_ = max(lo_, -5.0)
     tv, tt = _log_ticks(lo_, hi_, "")
     fig = go.Figure(go.Heatmap(
-        z=_round(zl), x=edges, y=y, zmin=lo_, zmax=hi_, colorscale="Viridis",
+        z=_r4(zl), x=edges, y=y, zmin=lo_, zmax=hi_, colorscale="Viridis",
         colorbar=dict(title=dict(text="share of keys", side="right"), tickvals=tv, ticktext=[f"{10 ** v:.0e}" for v in tv], thickness=12),
-        customdata=[[f"{v:.3%} of keys in {fmt_ns(edges[i])} .. {fmt_ns(edges[i + 1])}" if np.isfinite(v) else "no key"
-                     for i, v in enumerate(row)] for row in z],
-        hovertemplate="%{y}: %{customdata}<extra></extra>"))
+        customdata=_r4(z), hovertemplate="%{y}: %{customdata:.3%} of keys at %{x:.4g} ns<extra></extra>"))
     T = len(order)
     fig.update_layout(font=FONT, height=130 + (15 if T <= 50 else 11) * T, margin=dict(l=10, r=10, t=30, b=60),
                       xaxis=dict(title="per-key latency (ns)", type="log"),

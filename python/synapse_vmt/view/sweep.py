@@ -91,9 +91,9 @@ def _heatmaps(points: dict, cols: list, tables: list[str]) -> go.Figure:
         if log:
             tv, tt = F._log_ticks(lo, hi, unit)
             bar.update(tickvals=tv, ticktext=tt)
-        fig.add_trace(go.Heatmap(z=F._round(z), x=x, y=y, zmin=lo, zmax=hi, colorscale=F.COLORSCALES.get(key, "YlOrRd"),
-                                 colorbar=bar, customdata=[[F.fmt(v, unit) for v in row] for row in g],
-                                 hovertemplate=f"%{{y}}<br>%{{x}}<br>{title}: %{{customdata}}<extra></extra>"), row=i + 1, col=1)
+        fig.add_trace(go.Heatmap(z=F._r4(z), x=x, y=y, zmin=lo, zmax=hi, colorscale=F.COLORSCALES.get(key, "YlOrRd"),
+                                 colorbar=bar, customdata=F._r4(g),
+                                 hovertemplate=f"%{{y}}<br>%{{x}}<br>{title}: %{{customdata:.4g}} {unit}<extra></extra>"), row=i + 1, col=1)
     fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=y, ticktext=y)
     per = 60 + 15 * len(tables)
     fig.update_layout(font=F.FONT, height=per * len(figs) + 200, margin=dict(l=10, r=10, t=40, b=160), plot_bgcolor="#f4f4f4")
