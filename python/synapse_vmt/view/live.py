@@ -11,7 +11,7 @@ the simulation runs, and Prometheus metrics, on one loopback HTTP port.
   ``synapse_table_offered_mpps``, ``synapse_table_latency_ns{quantile="0.5"|"0.99"}``,
   ``synapse_table_latency_mean_ns``, ``synapse_table_pmus``,
   ``synapse_table_hbm_gbps`` (all over the last :attr:`Recorder.recent`
-  windows; quantiles: the last window's), ``synapse_table_lookups_total``,
+  windows; quantiles: the last of those windows that answered keys), ``synapse_table_lookups_total``,
   ``synapse_table_hits_total``; and ``synapse_update_latency_ns{quantile}``,
   ``synapse_updates_committed_total``, ``synapse_sim_time_ns``,
   ``synapse_invariant_violations_total{check}``.
@@ -141,7 +141,8 @@ class Collector:
             ("latency_mean_ns", "mean per-key match latency over the recent windows"),
             ("pmus", "PMUs held at the last window's end"),
             ("hbm_gbps", "HBM bytes read per ns over the recent windows"))}
-        q = GaugeMetricFamily("synapse_table_latency_ns", "per-key match latency quantile, the last window", labels=["table", "quantile"])
+        q = GaugeMetricFamily("synapse_table_latency_ns", "per-key match latency quantile, the last window that answered keys",
+                              labels=["table", "quantile"])
         lookups = CounterMetricFamily("synapse_table_lookups", "keys looked up since the start", labels=["table"])
         hits = CounterMetricFamily("synapse_table_hits", "PMU hits since the start", labels=["table"])
         with target.lock:
@@ -171,9 +172,13 @@ class Collector:
                 g["latency_mean_ns"].add_metric([n], float(np.sum(lat * n_k) / lk) if lk else float("nan"))
                 g["pmus"].add_metric([n], float(w["pmus"][last]))
                 g["hbm_gbps"].add_metric([n], float(np.sum(w["hbm_bytes"][m]) / span))
-                if "lat_p50_ns" in w:
-                    q.add_metric([n, "0.5"], float(w["lat_p50_ns"][last]))
-                q.add_metric([n, "0.99"], float(w["lat_p99_ns"][last]))
+                # quantiles do not add up over windows: the last recent window in which keys were answered
+                answered = np.flatnonzero(m & np.isfinite(np.asarray(w["lat_p99_ns"], dtype=float)))
+                if len(answered):
+                    k = answered[-1]
+                    if "lat_p50_ns" in w:
+                        q.add_metric([n, "0.5"], float(w["lat_p50_ns"][k]))
+                    q.add_metric([n, "0.99"], float(w["lat_p99_ns"][k]))
         for n, (lk, hi) in totals.items():
             lookups.add_metric([n], lk)
             hits.add_metric([n], hi)
