@@ -28,16 +28,19 @@ from synapse_vmt.view.rundir import Run, load
 __all__ = ["finish_run", "write_report", "single_page", "compare_page", "load", "Run"]
 
 
-def finish_run(out: str | Path, *, kind: str, window_ns: float, sim=None, cfg=None, **meta) -> Path:
+def finish_run(out: str | Path, *, kind: str, window_ns: float, sim=None, hists=None, cfg=None, **meta) -> Path:
     """After a run has written its files to ``out``: write the report's own
-    inputs (``latency.csv`` from ``sim``'s histograms, ``cfg.json`` from
+    inputs (``latency.csv`` from ``hists``, per table ``(edges, counts)`` as
+    measured over the run's duration, by default ``sim``'s histograms now; ``cfg.json`` from
     ``cfg``: a BMv2 JSON path or a :class:`~synapse_vmt.p4.cfg.Cfg`,
     ``scenario.json`` from ``sim``'s config when the run wrote none, and
     ``run.json``), then ``out/report.html`` from the directory."""
     out = Path(out)
+    if hists is None and sim is not None:
+        hists = {n: sim.latency_histogram(n) for n in sim.table_names()}
+    if hists is not None:
+        rundir.write_latency_csv(out / "latency.csv", hists)
     if sim is not None:
-        names = sim.table_names()
-        rundir.write_latency_csv(out / "latency.csv", {n: sim.latency_histogram(n) for n in names})
         if not (out / "scenario.json").exists() and hasattr(sim, "config_json"):  # a P4 run: its simulator's config
             from synapse_vmt.report import write_json
 
