@@ -214,10 +214,8 @@ DELTA_COLORS = [
 ]
 
 
-def _diverging(fig, key_order):
+def _diverging(fig) -> None:
     """Centre every colouring of the delta graph on zero (blue: B lower, red: B higher)."""
-    import plotly.graph_objects as go  # noqa: F401
-
     tr = next(t for t in fig.data if t.name == "tables")
     c = np.asarray(tr.marker.color, dtype=float)
     m = float(np.nanmax(np.abs(c))) if np.isfinite(c).any() else 1.0
@@ -279,7 +277,7 @@ def compare_page(a: Run, b: Run) -> str:
     both = Run(**{**a.__dict__, "graph_nodes": list(dict.fromkeys([*a.graph_nodes, *b.graph_nodes])),
                   "graph_edges": {**{e: 0.0 for e in b.graph_edges}, **a.graph_edges}})
     g = F.graph_figure(both, color="p99_latency_ns", values=_delta_values(a, b), color_options=DELTA_COLORS)
-    _diverging(g, DELTA_COLORS)
+    _diverging(g)
     secs.append(Section("graph", "Where B differs from A", g,
                         note="A's graph (edge widths: A's PHVs), nodes coloured by B against A: red where B is higher. "
                              "Latency as log2(B/A): +1 is twice as slow. The bottleneck ring is A's."))
