@@ -123,6 +123,17 @@ def test_layout_places_every_table_once_and_edges_go_forward(seed):
                     assert lay.pos[s][1] < lay.pos[t][1]
 
 
+def test_layout_of_tables_without_edges_fills_rows():
+    """A scenario's independent tables (no edge): one per layer after the
+    DAG's, 12 to a row, so 100 of them take 9 rows, not one column of 100."""
+    lay = layout([f"t{i}" for i in range(100)], [], per_row=12)
+    assert lay.rows == 9 and len(set(lay.pos.values())) == 100
+    assert [lay.pos[f"t{i}"] for i in (0, 11, 12)] == [(0.0, 0.0), (11.0, 0.0), (0.0, lay.pos["t12"][1])]
+    assert lay.pos["t12"][1] > 0 and lay.height < 20
+    lay = layout(["a", "b", "c", "x"], [("a", "b"), ("a", "c")], per_row=12)  # x follows the DAG's two layers
+    assert lay.layer == {"a": 0, "b": 1, "c": 1, "x": 2} and lay.rows == 1
+
+
 def test_report_command_compares_two_runs(tmp_path):
     a = _run(tmp_path / "a", "pmus.count=1")
     b = _run(tmp_path / "b", "pmus.count=4")

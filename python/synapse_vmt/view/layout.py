@@ -7,7 +7,10 @@ would be unreadable, so the layers are laid out like text: ``per_row``
 layers left to right, then the next row below. Steps:
 
 1. layers: the longest path from a source (edges that close a cycle, which a
-   CFG should not have but observed edges might, are ignored);
+   CFG should not have but observed edges might, are ignored); a table with
+   no edge at all (a scenario's independent tables) gets a layer of its own
+   after the others', so many such tables fill rows like words, not one
+   column 100 tables tall;
 2. order inside a layer: barycentre sweeps (a node moves towards the mean
    position of its neighbours in the layers before and after), the classic
    crossing-reduction heuristic;
@@ -101,7 +104,14 @@ def layout(nodes: list[str], edges: list[tuple[str, str]], per_row: int = 12, sw
             indeg[w] -= 1
             if indeg[w] == 0:
                 ready.append(w)
-    L = max(layer.values()) + 1
+    alone = [n for n in nodes if not pred[n] and not succ[n]]
+    if len(alone) < len(nodes):
+        L = max(layer[n] for n in nodes if pred[n] or succ[n]) + 1
+    else:
+        L = 0
+    for i, n in enumerate(alone):
+        layer[n] = L + i
+    L += len(alone)
     layers: list[list[str]] = [[] for _ in range(L)]
     for n in nodes:
         layers[layer[n]].append(n)
