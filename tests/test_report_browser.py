@@ -2,8 +2,8 @@
 loads each kind of page and dumps the DOM it rendered. Checked: no
 JavaScript error (the page records every one in ``#js-errors``), every
 figure drawn (``body[data-rendered]``), the graph's node labels are the
-program's tables, and a 37-table switch run's heatmap has 37 rows, in load
-order. Without chromium the tests skip (fail in CI: tests/requires.py)."""
+program's tables, a 37-table switch run's heatmap has 37 rows, in load
+order, and a 100-table run's has its 100 rows all labelled. Without chromium the tests skip (fail in CI: tests/requires.py)."""
 
 from __future__ import annotations
 
@@ -139,6 +139,29 @@ def test_switch_run_heatmap_has_37_rows_in_load_order(tmp_path, shared_data):
     with (out / "latency.csv").open() as f:
         answered = {row["table"] for row in csv.DictReader(f)}  # tables with an answered key (the pipeline is still filling)
     assert sorted(_ticks(dom, "fig-latmap")) == sorted(answered)
+
+
+def test_report_of_100_tables_labels_every_row(tmp_path):
+    """Readable at 100 tables: a run directory of 100 independent tables
+    (``windows.csv`` only, written here with a known load per table) gives a
+    heatmap whose 100 rows are all labelled, the most offered first, and a
+    graph with the 100 tables as nodes."""
+    from synapse_vmt.view import rundir, write_report
+
+    T, W = 100, 20
+    arrived = {f"t{j:03d}": 1000 + 37 * ((j * 53) % T) for j in range(T)}  # distinct loads, not in name order
+    with (tmp_path / "windows.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(rundir.NEEDED)
+        for k in range(W):
+            for n, a in arrived.items():
+                row = {"t_ns": (k + 1) * 1e4, "table": n, "arrived": a, "processed": a, "hits": a // 2, "misses": a - a // 2,
+                       "hbm_bytes": 64 * (a - a // 2), "lat_mean_ns": 50.0, "lat_p99_ns": 400.0, "pmus": 1}
+                w.writerow([row[c] for c in rundir.NEEDED])
+    dom = render(write_report([tmp_path]).as_uri())
+    assert dom.rendered == str(_figures(tmp_path / "report.html"))
+    assert _ticks(dom, "fig-heatmap") == sorted(arrived, key=lambda n: -arrived[n])
+    assert sorted(dom.fig["fig-graph"]["textpoint"]) == sorted(arrived)
 
 
 def test_compare_sweep_and_live_pages_render(tmp_path):
