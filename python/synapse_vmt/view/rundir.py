@@ -1,8 +1,9 @@
 """A run's output directory, read back: the one input of every report.
 
 The report is a function of these files, so any command that writes them
-(``run``, ``run --p4``, ``run --fast``, ``reproduce upf``, a point of a
-sweep) gets a report, and ``synapse report DIR`` rebuilds it later:
+(``run``, ``run --p4``, ``reproduce upf``, a point of a sweep; a new run
+mode, such as a fast engine's, by calling :func:`synapse_vmt.view.finish_run`)
+gets a report, and ``synapse report DIR`` rebuilds it later:
 
 ============== ======== ==========================================================
 file           needed   what the report takes from it
