@@ -5,9 +5,11 @@ view's Prometheus metrics. In a real browser: test_report_browser.py."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import random
+import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +31,31 @@ def _run(out, *extra):
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
     return out
+
+
+@contextlib.contextmanager
+def serving(tmp_path, rows: int):
+    """A P4Runtime server whose simulator (one ACL table, 4 PMUs) runs at
+    2e6 x slower than real time, and its live view on a free loopback port;
+    entered once the simulator has recorded ``rows`` windows (60 s at most)."""
+    from synapse_vmt.p4rt.server import P4RuntimeServer
+    from synapse_vmt.scenario import load
+    from synapse_vmt.view.live import LiveServer
+    from test_p4rt import _sim_prog
+
+    scn = tmp_path / "scn.toml"
+    scn.write_text('duration_ns = 100000000.0\n[pmus]\ncount = 4\n[[tables]]\nname = "acl5"\n'
+                   'rules = {generate = {type = "acl", count = 100, seed = 3}}\n')
+    svc = P4RuntimeServer(_sim_prog(tmp_path), sim=load(scn), sim_speed=2e6)
+    live = LiveServer(lambda: svc.sim, "127.0.0.1:0")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and svc.sim.recorder.rows < rows:
+            time.sleep(0.1)
+        yield svc, live
+    finally:
+        live.stop()
+        svc.stop()
 
 
 def test_run_writes_the_report_and_its_inputs(tmp_path):
@@ -194,26 +221,14 @@ def test_live_metrics_of_a_serving_simulator(tmp_path):
     """serve --sim's live view: /metrics in Prometheus format per table
     (hits/lookups since the start agree with the simulator's own hit rate),
     / is the report's page, /view.json its figures, advancing with the simulation."""
-    import time
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from synapse_vmt.p4rt.server import P4RuntimeServer
-    from synapse_vmt.scenario import load
-    from synapse_vmt.view.live import LiveServer
-    from test_p4rt import ACL5, _sim_prog
+    from test_p4rt import ACL5
 
-    scn = tmp_path / "scn.toml"
-    scn.write_text('duration_ns = 100000000.0\n[pmus]\ncount = 4\n[[tables]]\nname = "acl5"\n'
-                   'rules = {generate = {type = "acl", count = 100, seed = 3}}\n')
-    svc = P4RuntimeServer(_sim_prog(tmp_path), sim=load(scn), sim_speed=2e6)
-    live = LiveServer(lambda: svc.sim, "127.0.0.1:0")
-    try:
+    with serving(tmp_path, 20) as (svc, live):
         get = lambda p: urllib.request.urlopen(f"http://127.0.0.1:{live.port}{p}", timeout=30).read().decode()  # noqa: E731
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and svc.sim.recorder.rows < 20:
-            time.sleep(0.1)
         samples = [s for f in text_string_to_metric_families(get("/metrics")) for s in f.samples]
         with svc.sim.lock:
             summ = svc.sim.sim.summary()["tables"]["acl5"]
@@ -230,6 +245,7 @@ def test_live_metrics_of_a_serving_simulator(tmp_path):
         assert "Synapse run report" in get("/") and '<script src="plotly.min.js">' in get("/")
         v1 = json.loads(get("/view.json"))
         assert {"fig-graph", "fig-heatmap", "fig-cdf"} <= set(v1["figures"]) and "html-tables" in v1["html"]
+
         def last_window(v) -> float:
             x = v["figures"]["fig-heatmap"]["data"][0]["x"]
             if isinstance(x, dict):  # Plotly's typed array: {"dtype", "bdata": base64}
@@ -243,6 +259,3 @@ def test_live_metrics_of_a_serving_simulator(tmp_path):
         t2 = last_window(json.loads(get("/view.json")))
         assert t2 > t1  # the view follows the simulation
         assert ACL5 in svc.sim.tables
-    finally:
-        live.stop()
-        svc.stop()

@@ -165,7 +165,6 @@ def test_report_of_100_tables_labels_every_row(tmp_path):
 
 
 def test_compare_sweep_and_live_pages_render(tmp_path):
-    import time
     import urllib.request
 
     from test_sim import SMALL
@@ -190,24 +189,10 @@ def test_compare_sweep_and_live_pages_render(tmp_path):
     dom = render((tmp_path / "sw" / "report.html").as_uri())
     assert dom.rendered == "1" and _ticks(dom, "fig-points") == ["acl"]
 
-    from synapse_vmt.p4rt.server import P4RuntimeServer
-    from synapse_vmt.scenario import load
-    from synapse_vmt.view.live import LiveServer
-    from test_p4rt import _sim_prog
+    from test_report import serving
 
-    scn = tmp_path / "scn.toml"
-    scn.write_text('duration_ns = 100000000.0\n[pmus]\ncount = 4\n[[tables]]\nname = "acl5"\n'
-                   'rules = {generate = {type = "acl", count = 100, seed = 3}}\n')
-    svc = P4RuntimeServer(_sim_prog(tmp_path), sim=load(scn), sim_speed=2e6)
-    live = LiveServer(lambda: svc.sim, "127.0.0.1:0")
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and svc.sim.recorder.rows < 5:
-            time.sleep(0.1)
+    with serving(tmp_path, 5) as (svc, live):
         url = f"http://127.0.0.1:{live.port}/"
         page = urllib.request.urlopen(url, timeout=30).read().decode()
         dom = render(url, 3000)  # loads plotly.min.js from the server, polls view.json
         assert dom.rendered == str(page.count('class="fig"')) and dom.fig["fig-graph"]["textpoint"] == ["acl5"]
-    finally:
-        live.stop()
-        svc.stop()
