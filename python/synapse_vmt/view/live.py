@@ -187,8 +187,9 @@ class Collector:
         u = GaugeMetricFamily("synapse_update_latency_ns", "rule update latency (request to every PMU consistent) since the start",
                               labels=["quantile"])
         if upd:
-            u.add_metric(["0.5"], float(upd.get("latency_ns_p50", float("nan"))))
-            u.add_metric(["0.99"], float(upd.get("latency_ns_p99", float("nan"))))
+            done = upd.get("committed", 0) > 0  # before the first commit the simulator says 0: no latency yet (NaN, as Prometheus's summaries)
+            u.add_metric(["0.5"], float(upd.get("latency_ns_p50", float("nan"))) if done else float("nan"))
+            u.add_metric(["0.99"], float(upd.get("latency_ns_p99", float("nan"))) if done else float("nan"))
             c = CounterMetricFamily("synapse_updates_committed", "rule updates committed since the start")
             c.add_metric([], float(upd.get("committed", 0)))
             yield c
