@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rebuild the report screenshots of docs/report.md (docs/report-*.png).
+"""Rebuild the report screenshots of docs/report.md (docs/img/report-*.png).
 
 Runs each kind of command whose report the docs show, opens its
 report.html in headless Chromium (Debian's ``chromium``) and keeps the top
@@ -55,33 +55,33 @@ def main() -> None:
     syn = [sys.executable, "-m", "synapse_vmt.cli"]
     # a program scenario (UPF, 10 tables)
     sh(*syn, "run", "examples/upf/scenario.toml", "-o", str(w / "upf"), "-q")
-    shot((w / "upf" / "report.html").as_uri(), docs / "report-run.png", 1500, (0, 1000))
+    shot((w / "upf" / "report.html").as_uri(), docs / "img" / "report-run.png", 1500, (0, 1000))
     # the switch program: 37 tables visited
     if SWITCH.exists():
         sh(*syn, "p4", "entries", "gen", str(SWITCH), "--count", "64", "-o", str(w / "switch-entries.txt"))
         sh(*syn, "run", "--p4", str(SWITCH), "--entries", str(w / "switch-entries.txt"), "--traffic", "examples/switch/traffic.toml",
            "--pmus", "48", "--duration-ns", "200000", "-o", str(w / "switch"), "-q")
-        shot((w / "switch" / "report.html").as_uri(), docs / "report-switch.png", 1800, (0, 1800), scale=0.7)
+        shot((w / "switch" / "report.html").as_uri(), docs / "img" / "report-switch.png", 1800, (0, 1800), scale=0.7)
         shutil.copy(w / "switch" / "run.png", w / "switch-run.png")
         from PIL import Image
 
         im = Image.open(w / "switch-run.png").convert("RGB")
         im = im.resize((im.width // 2, im.height // 2), Image.LANCZOS)
-        im.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(docs / "report-switch-run-png.png", optimize=True)
+        im.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(docs / "img" / "report-switch-run-png.png", optimize=True)
     # the closed loop (reproduce upf): PMU allocation with the controller's decisions
     sh(*syn, "reproduce", "upf", "--quick", "-o", str(w / "rupf"))
-    shot((w / "rupf" / "report.html").as_uri(), docs / "report-closed-loop.png", 1500, (560, 1500))
+    shot((w / "rupf" / "report.html").as_uri(), docs / "img" / "report-closed-loop.png", 1500, (560, 1500))
     # two runs: the UPF program with 10 and 20 PMUs
     for n in (10, 20):
         sh(*syn, "run", "--p4", "builtin:up4", "--entries", "examples/upf/entries.txt", "--traffic", "examples/upf/scenario.toml",
            "--pmus", str(n), "--duration-ns", "2000000", "-o", str(w / f"upf-{n}"), "-q")
     sh(*syn, "report", str(w / "upf-10"), str(w / "upf-20"))
-    shot((w / "upf-20" / "compare.html").as_uri(), docs / "report-compare.png", 1400, (0, 1000))
+    shot((w / "upf-20" / "compare.html").as_uri(), docs / "img" / "report-compare.png", 1400, (0, 1000))
     # a sweep
     grid = w / "grid.toml"
     grid.write_text('seeds = [1, 2]\n[set]\nduration_ns = 200000\n[grid]\n"pmus.count" = [1, 2, 4, 8]\n"pmus.block_size" = [64, 256]\n')
     sh(*syn, "sweep", str(grid), "-o", str(w / "sweep"), "-q")
-    shot((w / "sweep" / "report.html").as_uri(), docs / "report-sweep.png", 1300, (0, 900))
+    shot((w / "sweep" / "report.html").as_uri(), docs / "img" / "report-sweep.png", 1300, (0, 900))
     # the live view of serve --sim, the optimizer moving PMUs after the shift
     p = subprocess.Popen([*syn, "serve", "--p4", "tests/data/p4/router.json", "--sim", "examples/shift/scenario.toml",
                           "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--sim-speed", "1e6"],
@@ -101,7 +101,7 @@ def main() -> None:
             if float(next(ln.split()[1] for ln in m.splitlines() if ln.startswith("synapse_sim_time_ns"))) > 12e6:
                 break
             time.sleep(0.5)
-        shot(f"http://127.0.0.1:{port}/", docs / "report-live.png", 1500, (0, 1400), scale=0.7, budget_ms=3000)
+        shot(f"http://127.0.0.1:{port}/", docs / "img" / "report-live.png", 1500, (0, 1400), scale=0.7, budget_ms=3000)
     finally:
         p.terminate()
         p.wait(30)
