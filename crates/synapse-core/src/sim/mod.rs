@@ -55,6 +55,7 @@ mod api;
 mod build;
 pub mod config;
 pub mod engine;
+pub mod mrc;
 mod phases;
 mod record;
 mod routed;
