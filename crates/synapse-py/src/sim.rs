@@ -298,6 +298,8 @@ impl Simulator {
         f.set_item("sampled_refs", rep.sampled_refs)?;
         f.set_item("elu_windows", rep.elu_windows)?;
         f.set_item("measured_misses", rep.measured_misses)?;
+        f.set_item("backlog_ns", rep.backlog_ns)?;
+        f.set_item("overloaded", rep.overloaded)?;
         d.set_item("fast", f)?;
         let w = PyDict::new_bound(py);
         let col = |g: &dyn Fn(&sim::fast::FastWindow) -> f64| rep.windows.iter().map(g).collect::<Vec<f64>>();

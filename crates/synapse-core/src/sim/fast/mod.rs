@@ -130,6 +130,14 @@ pub struct FastReport {
     /// ELU windows simulated and the misses they measured.
     pub elu_windows: u64,
     pub measured_misses: u64,
+    /// Mean over the ELU windows of how long after a window's measured
+    /// part its last measured miss was answered, ns: the backlog the ELU
+    /// carries. Beyond a window's tail the ELU falls behind its misses.
+    pub backlog_ns: f64,
+    /// The ELU falls behind (`backlog_ns` > the windows' tail, or 1 µs):
+    /// the run is overloaded, and its throughput, drops and latencies are
+    /// beyond this model (the exact engine's producers stall and drop).
+    pub overloaded: bool,
     /// Per-window estimates (the exact run's statistics windows).
     pub windows: Vec<FastWindow>,
 }
@@ -253,7 +261,7 @@ impl<const N: usize> Simulator<N> {
         let seed = self.config.seed ^ fc.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let rate = if flows == 0 { 1.0 } else { (fc.sample_flows as f64 / flows as f64).min(1.0) };
         let thr = (rate * 4294967296.0) as u64;
-        let groups = fc.groups.max(2) as usize;
+        let groups = fc.groups.clamp(2, 255) as usize; // a group id is a u8
         let hseed = (seed as u32) ^ 0x6f1d_2a47;
         // 1. The sampled flows, and per flow its group.
         let mut sampled: Vec<u32> = Vec::new();
@@ -392,6 +400,9 @@ impl<const N: usize> Simulator<N> {
         let mut window_misses: Vec<(u16, Cycle, Cycle, bool)> = Vec::new();
         let mut measure_refs = vec![0.0f64; nt];
         let mut miss_model: Vec<WHist> = vec![WHist::default(); nt];
+        // Per window: how long after its measured part its last measured
+        // miss was answered (the ELU's backlog).
+        let mut lags: Vec<Cycle> = Vec::new();
         let (mut elu_windows, mut measured) = (0u64, 0u64);
         let w = 1.0 / rate;
         let period_ix = |c: Cycle| -> usize { win_of(c).map_or(0, |(k, _)| k as usize + 1) };
@@ -412,6 +423,7 @@ impl<const N: usize> Simulator<N> {
                     measured += record(&done, &mut period_hist, &mut window_misses, &period_ix);
                     let ms = offset + k * period + warm;
                     window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
+                lags.extend(window_lag(&window_misses, ms + meas));
                     measure_refs.iter_mut().for_each(|x| *x = 0.0);
                 }
             }
@@ -477,6 +489,7 @@ impl<const N: usize> Simulator<N> {
                 let (k, _) = window.take().unwrap();
                 let ms = offset + k * period + warm;
                 window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
+                lags.extend(window_lag(&window_misses, ms + meas));
                 measure_refs.iter_mut().for_each(|x| *x = 0.0);
             }
             // The lookups at `lk`.
@@ -536,6 +549,7 @@ impl<const N: usize> Simulator<N> {
             measured += record(&done, &mut period_hist, &mut window_misses, &period_ix);
             let ms = offset + k * period + warm;
             window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
+                lags.extend(window_lag(&window_misses, ms + meas));
         }
         drop(walkers);
         self.walkers = handles.into_iter().map(Memo::give_back).collect();
@@ -641,6 +655,8 @@ impl<const N: usize> Simulator<N> {
             sampled_refs: refs.len() as u64,
             elu_windows,
             measured_misses: measured,
+            backlog_ns: if lags.is_empty() { 0.0 } else { lags.iter().sum::<Cycle>() as f64 / lags.len() as f64 * cyc_ns },
+            overloaded: !lags.is_empty() && lags.iter().sum::<Cycle>() as f64 / lags.len() as f64 * cyc_ns > fc.tail_ns.max(1_000.0),
             windows,
         })
     }
@@ -718,6 +734,12 @@ fn window_sojourn(
             a.1 += weight[t];
         }
     }
+}
+
+/// How long after `end` the last measured miss of a window was answered
+/// (none: the window measured no miss).
+fn window_lag(misses: &[(u16, Cycle, Cycle, bool)], end: Cycle) -> Option<Cycle> {
+    misses.iter().filter(|m| m.3).map(|m| m.2.saturating_sub(end)).max()
 }
 
 /// The measured latencies of period `k`, or of the nearest period with some.
