@@ -237,6 +237,22 @@ class Mix(_Model):
     entry: dict[str, float]
 
 
+class Fast(_Model):
+    """The fast mode's parameters (``synapse run --mode fast``,
+    docs/fast-mode.md; the Rust side is ``sim::fast::FastConfig``): flows
+    simulated (SHARDS sampling), the share of the run's time the exact ELU
+    and HBM run in sampled windows, a window's warm-up, measured part and
+    tail, the random groups its intervals come from, and its own seed."""
+
+    sample_flows: int = Field(400, ge=1)
+    elu_share: float = Field(0.25, gt=0.0, le=1.0)
+    warm_ns: float = Field(4_000.0, ge=0.0)
+    measure_ns: float = Field(8_000.0, gt=0.0)
+    tail_ns: float = Field(4_000.0, ge=0.0)
+    groups: int = Field(16, ge=2, le=255)
+    seed: int = Field(0, ge=0)
+
+
 class Scenario(_Model):
     #: ``FILE:LINE`` of each inline update operation (set by :func:`load`).
     _op_lines: dict[str, str] = PrivateAttr(default_factory=dict)
@@ -260,6 +276,8 @@ class Scenario(_Model):
     updates: list[Update] = []
     update_engine: UpdateEngine = UpdateEngine()
     mix: list[Mix] = []
+    #: Used by the fast mode only (not a simulator key).
+    fast: Fast = Fast()
 
     @model_validator(mode="after")
     def _check_names(self) -> "Scenario":
@@ -306,6 +324,7 @@ class Scenario(_Model):
         if d["update_engine"] == UpdateEngine().model_dump():
             del d["update_engine"]
         del d["mix"]  # applied by sim.Simulation between runs, not a simulator key
+        del d["fast"]  # the fast mode's own parameters (Simulation.run_fast)
         for u in d.get("updates", []):
             # Absent when unused, as above.
             for k in ("transaction", "churn_tables"):
