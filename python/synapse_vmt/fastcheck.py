@@ -22,7 +22,7 @@ BOUNDS = (
     ("throughput_mpps", "rel", 0.03),
     ("mean_latency_ns", "rel", 0.10),
     ("p99_latency_ns", "rel", 0.25),
-    ("hbm_gbps", "rel", 0.05),
+    ("hbm_gbps", "rel", 0.10),
 )
 
 

@@ -242,15 +242,20 @@ class Fast(_Model):
     docs/fast-mode.md; the Rust side is ``sim::fast::FastConfig``): flows
     simulated (SHARDS sampling), the share of the run's time the exact ELU
     and HBM run in sampled windows, a window's warm-up, measured part and
-    tail, the random groups its intervals come from, and its own seed."""
+    tail, the random groups its intervals come from, its own seed, the
+    fewest entries a miniature PMU cache has (the sampling rate rises to
+    give them), and the ELU backlog beyond which a run is flagged
+    overloaded."""
 
-    sample_flows: int = Field(400, ge=1)
+    sample_flows: int = Field(1000, ge=1)
     elu_share: float = Field(0.25, gt=0.0, le=1.0)
     warm_ns: float = Field(4_000.0, ge=0.0)
     measure_ns: float = Field(8_000.0, gt=0.0)
     tail_ns: float = Field(4_000.0, ge=0.0)
     groups: int = Field(16, ge=2, le=255)
     seed: int = Field(0, ge=0)
+    min_entries: int = Field(32, ge=1)
+    backlog_limit_ns: float = Field(1_000.0, gt=0.0)
 
 
 class Scenario(_Model):

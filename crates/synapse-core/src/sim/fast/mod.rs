@@ -69,18 +69,26 @@ pub struct FastConfig {
     pub groups: u32,
     /// Seed of the sampling hash and the draws (the run's seed is mixed in).
     pub seed: u64,
+    /// Entries a miniature PMU cache has at least: the rate is raised to
+    /// `min_entries / block_size` when `sample_flows` gives fewer (an LRU of
+    /// a handful of entries does not scale to one of hundreds).
+    pub min_entries: u32,
+    /// A mean ELU backlog beyond this (ns) flags the run as overloaded.
+    pub backlog_limit_ns: f64,
 }
 
 impl Default for FastConfig {
     fn default() -> FastConfig {
         FastConfig {
-            sample_flows: 400,
+            sample_flows: 1000,
             elu_share: 0.25,
             warm_ns: 4_000.0,
             measure_ns: 8_000.0,
             tail_ns: 4_000.0,
             groups: 16,
             seed: 0,
+            min_entries: 32,
+            backlog_limit_ns: 1_000.0,
         }
     }
 }
@@ -134,7 +142,7 @@ pub struct FastReport {
     /// part its last measured miss was answered, ns: the backlog the ELU
     /// carries. Beyond a window's tail the ELU falls behind its misses.
     pub backlog_ns: f64,
-    /// The ELU falls behind (`backlog_ns` > the windows' tail, or 1 µs):
+    /// The ELU falls behind (`backlog_ns` > `backlog_limit_ns`):
     /// the run is overloaded, and its throughput, drops and latencies are
     /// beyond this model (the exact engine's producers stall and drop).
     pub overloaded: bool,
@@ -259,7 +267,13 @@ impl<const N: usize> Simulator<N> {
         let tau = Timing::from_config(&self.config.pmus).tau;
         let elu_lat = self.config.elu.latency_cycles as Cycle;
         let seed = self.config.seed ^ fc.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let rate = if flows == 0 { 1.0 } else { (fc.sample_flows as f64 / flows as f64).min(1.0) };
+        let block = self.config.pmus.block_size;
+        let rate = if flows == 0 {
+            1.0
+        } else {
+            let by_size = if block > 0 { fc.min_entries as f64 / block as f64 } else { 0.0 };
+            (fc.sample_flows as f64 / flows as f64).max(by_size).min(1.0)
+        };
         let thr = (rate * 4294967296.0) as u64;
         let groups = fc.groups.clamp(2, 255) as usize; // a group id is a u8
         let hseed = (seed as u32) ^ 0x6f1d_2a47;
@@ -376,7 +390,6 @@ impl<const N: usize> Simulator<N> {
         // 6. The run: sampled references in time order, the windows beside.
         let (walkers, handles): (Vec<Box<dyn MemoryWalk<N> + Send>>, Vec<_>) =
             std::mem::take(&mut self.walkers).into_iter().map(Memo::wrap).unzip();
-        let block = self.config.pmus.block_size;
         let cap = ((block as f64 * rate).round() as u32).max(1);
         let mut caches: Vec<MiniCaches> = (0..nt).map(|t| MiniCaches::new(keys[t].len(), self.tables[t].members.len(), if block == 0 { 0 } else { cap })).collect();
         let mut fills: BinaryHeap<Reverse<(Cycle, u16, u32)>> = BinaryHeap::new();
@@ -656,7 +669,7 @@ impl<const N: usize> Simulator<N> {
             elu_windows,
             measured_misses: measured,
             backlog_ns: if lags.is_empty() { 0.0 } else { lags.iter().sum::<Cycle>() as f64 / lags.len() as f64 * cyc_ns },
-            overloaded: !lags.is_empty() && lags.iter().sum::<Cycle>() as f64 / lags.len() as f64 * cyc_ns > fc.tail_ns.max(1_000.0),
+            overloaded: !lags.is_empty() && lags.iter().sum::<Cycle>() as f64 / lags.len() as f64 * cyc_ns > fc.backlog_limit_ns,
             windows,
         })
     }
