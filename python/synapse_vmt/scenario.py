@@ -242,7 +242,7 @@ class Fast(_Model):
     docs/fast-mode.md; the Rust side is ``sim::fast::FastConfig``): flows
     simulated (SHARDS sampling), the share of the run's time the exact ELU
     and HBM run in sampled windows, a window's warm-up, measured part and
-    tail, the random groups its intervals come from, its own seed, the
+    tail (at most ``max_windows`` of them), the random groups its intervals come from, its own seed, the
     fewest entries a miniature PMU cache has (the sampling rate rises to
     give them), and the ELU backlog beyond which a run is flagged
     overloaded."""
@@ -255,6 +255,7 @@ class Fast(_Model):
     groups: int = Field(16, ge=2, le=255)
     seed: int = Field(0, ge=0)
     min_entries: int = Field(32, ge=1)
+    max_windows: int = Field(64, ge=1)
     backlog_limit_ns: float = Field(1_000.0, gt=0.0)
 
 

@@ -73,6 +73,8 @@ pub struct FastConfig {
     /// `min_entries / block_size` when `sample_flows` gives fewer (an LRU of
     /// a handful of entries does not scale to one of hundreds).
     pub min_entries: u32,
+    /// Windows at most (the share shrinks on long runs).
+    pub max_windows: u32,
     /// A mean ELU backlog beyond this (ns) flags the run as overloaded.
     pub backlog_limit_ns: f64,
 }
@@ -88,6 +90,7 @@ impl Default for FastConfig {
             groups: 16,
             seed: 0,
             min_entries: 32,
+            max_windows: 64,
             backlog_limit_ns: 1_000.0,
         }
     }
@@ -380,7 +383,10 @@ impl<const N: usize> Simulator<N> {
         let ns = |x: f64| ((x / cyc_ns).round() as Cycle).max(1);
         let (warm, meas, tail) = (ns(fc.warm_ns), ns(fc.measure_ns), ns(fc.tail_ns));
         let span = warm + meas + tail;
-        let period = ((span as f64 / fc.elu_share.clamp(1e-6, 1.0)).round() as Cycle).max(span);
+        // At most `max_windows` windows: a long run samples a smaller share.
+        let period = ((span as f64 / fc.elu_share.clamp(1e-6, 1.0)).round() as Cycle)
+            .max(span)
+            .max(until / fc.max_windows.max(1) as Cycle);
         let offset = rng.gen_range(0..period);
         let win_of = |c: Cycle| -> Option<(u64, Cycle)> {
             (c >= offset).then(|| ((c - offset) / period, (c - offset) % period))
