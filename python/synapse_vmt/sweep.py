@@ -7,6 +7,7 @@ as every combination of some overrides (``[grid]``) or as a list
     scenario = "base.toml"          # optional; the built-in scenario otherwise
     seeds = [1, 2, 3, 4, 5]         # optional; the scenario's seed otherwise
     windows = false                 # optional; keep each point's per-window rows
+    mode = "exact"                  # optional; "fast": every point in the fast mode (docs/fast-mode.md)
     [set]                           # optional; the same overrides for every point
     duration_ns = 500000
     [grid]                          # every combination of these overrides
