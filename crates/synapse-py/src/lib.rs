@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 mod cost;
 mod hwmodel;
 mod mrc;
+mod program;
 mod routed;
 mod rules;
 mod sim;
@@ -30,5 +31,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hwmodel::register(m)?;
     routed::register(m)?;
     mrc::register(m)?;
+    program::register(m)?;
     Ok(())
 }
