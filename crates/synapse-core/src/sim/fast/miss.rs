@@ -139,11 +139,6 @@ impl<const N: usize> EluWindow<N> {
         self.seq += 1;
     }
 
-    /// The next cycle to simulate.
-    pub(super) fn now(&self) -> Cycle {
-        self.now
-    }
-
     /// The earliest cycle, not before `now`, at which something can happen
     /// (`Cycle::MAX`: nothing will).
     pub(super) fn next_cycle(&self) -> Cycle {
