@@ -7,9 +7,11 @@ import threading
 
 import click
 
+from synapse_vmt.cli.p4 import program_path
+
 
 @click.command("serve")
-@click.option("--p4", "program", type=click.Path(dir_okay=False), required=True,
+@click.option("--p4", "program", type=click.Path(dir_okay=False), required=True, callback=program_path,
               help="p4c BMv2 JSON loaded as the initial pipeline")
 @click.option("--p4info", type=click.Path(dir_okay=False), help="P4Info (text or binary); default: derived")
 @click.option("--listen", default="127.0.0.1:9559", show_default=True, help="address:port (loopback by default)")
@@ -32,11 +34,14 @@ import click
               help="with --sim: the runtime optimizer's control period, simulated ns")
 @click.option("--opt-solver", type=click.Choice(["fast", "milp"]), default="fast", show_default=True,
               help="with --sim: the allocation solver (milp: HiGHS; the same optimum)")
+@click.option("--http", "http", default="127.0.0.1:9560", show_default=True,
+              help="with --sim: the live view (the run report, updating) and Prometheus /metrics on this "
+              "address:port (port 0: any free one; 'off': none)")
 def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: str | None, key: str | None,
           ca: str | None, algo: str, rate: float, scenario: str | None, sim_speed: float, no_optimizer: bool,
-          opt_period_ns: float, opt_solver: str) -> None:
+          opt_period_ns: float, opt_solver: str, http: str) -> None:
     """Run a P4Runtime v1 gRPC server whose target is Synapse's table store
-    (README: "Control plane: synapse serve"). Stops on Ctrl-C / SIGTERM."""
+    (docs/reference/p4runtime.md). Stops on Ctrl-C / SIGTERM."""
     from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
 
     scn = None
@@ -78,10 +83,18 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
                 click.echo(f"runtime optimizer: every {opt_period_ns:g} ns simulated ({opt_solver}); capacity models "
                            + ", ".join(f"{t} r2={c['r2']:.2f}" for t, c in cal.items())
                            + f" (calibrated in {sum(c['wall_s'] for c in cal.values()):.1f} s)", err=True)
+        live = None
+        if scn is not None and http != "off":
+            from synapse_vmt.view.live import LiveServer
+
+            live = LiveServer(lambda: svc.sim, http)
+            click.echo(f"live view on http://{http.rsplit(':', 1)[0]}:{live.port}/ (Prometheus: /metrics)", err=True)
         try:
             done.wait()
         except KeyboardInterrupt:
             pass
+        if live is not None:
+            live.stop()
         server.stop(grace=1).wait()
         svc.stop()
     finally:
@@ -89,7 +102,7 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
 
 
 @click.command("p4info")
-@click.argument("program", type=click.Path(dir_okay=False))
+@click.argument("program", type=click.Path(dir_okay=False), callback=program_path)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write here (default: stdout)")
 def p4info_cmd(program: str, output: str | None) -> None:
     """Write the P4Info of PROGRAM (p4c BMv2 JSON) in protobuf text format,
