@@ -1043,3 +1043,37 @@ def test_serve_optimizer_loop_fast_and_highs_agree(tmp_path):
     print(f"optimizer loop: solve p50 fast {med['fast']:.0f} us, milp {med['milp']:.0f} us; drops {drops['fast']:.1f} % "
           f"(static even split {100.0 * si['dropped'] / si['created']:.1f} %); mean PMUs held "
           f"{np.mean([sum(h['pmus_held'].values()) for h in fast]):.1f} of 8")
+
+
+# --- hardening: what a careless or hostile client (or user) must not break ---
+
+
+def test_second_serve_on_a_busy_port_fails_with_one_line(prog, served, monkeypatch):
+    """No SO_REUSEPORT: a second server on the port of a running one does
+    not start (it would otherwise take half of the new connections)."""
+    from synapse_vmt.errors import UserError
+    from synapse_vmt.p4rt import server as server_mod
+
+    _, port = served
+    r = CliRunner().invoke(main, ["serve", "--p4", str(prog), "--listen", f"127.0.0.1:{port}"])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines() == [f"synapse: error: --listen 127.0.0.1:{port}: cannot bind: "
+                                             "Address already in use"]
+    # gRPC's own bind (without the up-front check) refuses too: SO_REUSEPORT is off.
+    monkeypatch.setattr(server_mod, "_check_bind", lambda listen: None)
+    with pytest.raises(UserError, match="cannot bind"):
+        make_server(P4RuntimeServer(prog), f"127.0.0.1:{port}")
+
+
+@pytest.mark.parametrize("listen, why", [
+    ("nonsense", "expected HOST:PORT"),
+    ("127.0.0.1:99999", "port '99999' is not a number in 0..65535"),
+    ("127.0.0.1:-1", "port '-1' is not a number"),
+    (":9559", "expected HOST:PORT"),
+    ("192.0.2.1:9559", "cannot bind: Cannot assign requested address"),  # TEST-NET: not this host's
+])
+def test_serve_bad_listen_is_one_line_exit_2(prog, listen, why):
+    r = CliRunner().invoke(main, ["serve", "--p4", str(prog), "--listen", listen])
+    assert r.exit_code == 2, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"synapse: error: --listen ") and why in lines[0], lines

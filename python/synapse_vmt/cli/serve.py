@@ -37,8 +37,9 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
           opt_period_ns: float, opt_solver: str) -> None:
     """Run a P4Runtime v1 gRPC server whose target is Synapse's table store
     (README: "Control plane: synapse serve"). Stops on Ctrl-C / SIGTERM."""
-    from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
+    from synapse_vmt.p4rt.server import P4RuntimeServer, make_server, parse_listen
 
+    parse_listen(listen)  # before anything slow starts
     scn = None
     if scenario is not None and scenario != "default":
         from synapse_vmt.p4rt.routedtarget import is_program_scenario

@@ -587,24 +587,64 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             x.entry.Pack(s)
 
 
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) checked: a host and a port in 0..65535
+    (0: any free port), or a one-line UserError."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or host == "[]":
+        raise UserError(f"--listen {listen!r}: expected HOST:PORT (e.g. 127.0.0.1:9559)")
+    if not port.isdigit() or int(port) > 65535:
+        raise UserError(f"--listen {listen!r}: port {port!r} is not a number in 0..65535")
+    return host, int(port)
+
+
+def _check_bind(listen: str) -> None:
+    """Bind ``listen`` once as gRPC will (SO_REUSEADDR, no SO_REUSEPORT) and
+    turn a failure into one line naming the OS's reason (gRPC's own error
+    is a log line and a bare RuntimeError)."""
+    import socket
+
+    host, port = parse_listen(listen)
+    if port == 0:
+        return
+    try:
+        addrs = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise UserError(f"--listen {listen}: {e.strerror}") from None
+    for fam, typ, proto, _, addr in addrs:
+        with socket.socket(fam, typ, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(addr)
+            except OSError as e:
+                raise UserError(f"--listen {listen}: cannot bind: {e.strerror}") from None
+
+
 def make_server(service: P4RuntimeServer, listen: str = "127.0.0.1:9559", cert: str | None = None,
                 key: str | None = None, ca: str | None = None, workers: int = 32) -> tuple[grpc.Server, int]:
     """A started gRPC server (TLS when ``cert``/``key`` are given; client
-    certificates required when ``ca`` is); the port it bound."""
+    certificates required when ``ca`` is); the port it bound. The port is
+    bound without SO_REUSEPORT, so a second server on a busy port fails
+    instead of taking half of the new connections."""
+    _check_bind(listen)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
                          options=[("grpc.max_receive_message_length", 64 << 20),
-                                  ("grpc.max_send_message_length", 64 << 20)])
+                                  ("grpc.max_send_message_length", 64 << 20),
+                                  ("grpc.so_reuseport", 0)])
     p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
-    if cert or key:
-        if not (cert and key):
-            raise UserError("--cert and --key go together")
-        creds = grpc.ssl_server_credentials([(Path(key).read_bytes(), Path(cert).read_bytes())],
-                                            root_certificates=Path(ca).read_bytes() if ca else None,
-                                            require_client_auth=bool(ca))
-        port = server.add_secure_port(listen, creds)
-    else:
-        port = server.add_insecure_port(listen)
+    try:
+        if cert or key:
+            if not (cert and key):
+                raise UserError("--cert and --key go together")
+            creds = grpc.ssl_server_credentials([(Path(key).read_bytes(), Path(cert).read_bytes())],
+                                                root_certificates=Path(ca).read_bytes() if ca else None,
+                                                require_client_auth=bool(ca))
+            port = server.add_secure_port(listen, creds)
+        else:
+            port = server.add_insecure_port(listen)
+    except RuntimeError:  # grpcio >= 1.60 raises where it used to return 0
+        port = 0
     if not port:
-        raise UserError(f"--listen {listen}: cannot bind")
+        raise UserError(f"--listen {listen}: cannot bind (address in use, or not an address of this host)")
     server.start()
     return server, port
