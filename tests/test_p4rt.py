@@ -1077,3 +1077,30 @@ def test_serve_bad_listen_is_one_line_exit_2(prog, listen, why):
     assert r.exit_code == 2, r.output
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"synapse: error: --listen ") and why in lines[0], lines
+
+
+def test_entry_metadata_reads_back_and_unstored_fields_are_refused(tmp_path, prog, served):
+    """TableEntry.metadata is returned as written (and as modified), through
+    finsy; an idle timeout or a meter config on a table without them is
+    INVALID_ARGUMENT, not OK-and-dropped."""
+    svc, port = served
+
+    async def run():
+        async with _switch(prog, port, tmp_path) as sw:
+            await sw.insert([fy.P4TableEntry(ROUTE, match=fy.P4TableMatch(dst=_route(i)[0]),
+                                             action=fy.P4TableAction("set_nhop", nhop=i),
+                                             metadata=f"cookie-{i}".encode()) for i in range(3)])
+            await sw.modify([fy.P4TableEntry(ROUTE, match=fy.P4TableMatch(dst=_route(1)[0]),
+                                             action=fy.P4TableAction("set_nhop", nhop=7), metadata=b"\x00changed")])
+            got = [e async for e in sw.read(fy.P4TableEntry(ROUTE))]
+            back = {e.action.args["nhop"]: e.metadata for e in got}
+            assert back == {0: b"cookie-0", 7: b"\x00changed", 2: b"cookie-2"}
+            for extra in ({"idle_timeout_ns": 10**9}, {"meter_config": fy.P4MeterConfig(cir=1, cburst=1, pir=2, pburst=2)}):
+                with pytest.raises(fy.P4ClientError) as ei:
+                    await sw.insert([fy.P4TableEntry(ROUTE, match=fy.P4TableMatch(dst=_route(9)[0]),
+                                                     action=fy.P4TableAction("set_nhop", nhop=9), **extra)])
+                assert ei.value.code == fy.GRPCStatusCode.UNKNOWN  # a batch error; the update's own code:
+                assert [d.canonical_code for d in ei.value.details.values()] == [3]  # INVALID_ARGUMENT
+            assert len(svc.store.entries(ROUTE)) == 3
+
+    asyncio.run(run())

@@ -20,6 +20,10 @@ from synapse_vmt.p4.cfg import KeyField
 
 PREFIX_ACTION = 0x01
 PREFIX_TABLE = 0x02
+PREFIX_COUNTER = 0x12
+PREFIX_DIRECT_COUNTER = 0x13
+PREFIX_METER = 0x14
+PREFIX_DIRECT_METER = 0x15
 
 _MATCH = {
     "exact": p4i.MatchField.EXACT,
@@ -144,6 +148,8 @@ class TableRef:
     const_default: bool
     const_table: bool
     field_ids: dict[str, int] = field(default_factory=dict)  # header.field -> match field id
+    idle_timeout: bool = False  # the P4Info asks for idle-timeout notifications
+    direct_meter: bool = False  # the P4Info gives the table a direct meter
 
 
 class IndexError_(Exception):
@@ -184,5 +190,7 @@ class P4Index:
             tabs[t.preamble.id] = TableRef(
                 t.preamble.id, spec, fields, tacts, int(t.size) or spec.info.max_size,
                 bool(t.const_default_action_id), bool(t.is_const_table),
-                {kf.field: i for i, (kf, _) in fields.items()})
+                {kf.field: i for i, (kf, _) in fields.items()},
+                t.idle_timeout_behavior == p4i.Table.NOTIFY_CONTROL,
+                any(r >> 24 == PREFIX_DIRECT_METER for r in t.direct_resource_ids))
         return cls(info, prog, tabs, acts)

@@ -43,6 +43,9 @@ from synapse_vmt.p4rt.p4info import MATCH_NAMES, IndexError_, P4Index, TableRef,
 from synapse_vmt.p4rt.store import Op, StoreError, TableStore
 
 SYNAPSE_STATE_EXTERN = 0x81
+#: A ReadResponse carries at most this many bytes of entities (gRPC clients
+#: refuse messages over 4 MiB unless told otherwise); a read streams as many as it needs.
+READ_CHUNK_BYTES = 1 << 20
 API_VERSION = "1.4.0"
 _CODES = {name: getattr(rpc_code, name) for name in (
     "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
@@ -387,6 +390,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             return Op("default", t.spec.name, Entry(t.spec.name, {}, name, params, None, "p4runtime"))
         if t.const_table:
             raise StoreError("PERMISSION_DENIED", f"{t.spec.name} has const entries")
+        self._check_unstored(t, te)
         matches = self._decode_match(t, te)
         ternary = t.spec.needs_priority
         if ternary and te.priority <= 0:
@@ -400,7 +404,21 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         else:
             name, params = self._decode_action(t, te.action)
         return Op(kind, t.spec.name, Entry(t.spec.name, matches, name, params, te.priority if ternary else None,
-                                           "p4runtime"))
+                                           "p4runtime"), te.metadata)
+
+    @staticmethod
+    def _check_unstored(t: TableRef, te) -> None:
+        """Refuse what the store would drop: an idle timeout or a meter
+        config is INVALID_ARGUMENT on a table the P4Info gives none, and
+        UNIMPLEMENTED where it does (neither is modelled)."""
+        if te.idle_timeout_ns or te.HasField("time_since_last_hit"):
+            if not t.idle_timeout:
+                raise StoreError("INVALID_ARGUMENT", f"{t.spec.name} has no idle timeout (idle_timeout_ns must be 0)")
+            raise StoreError("UNIMPLEMENTED", f"{t.spec.name}: idle timeouts are not supported")
+        if te.HasField("meter_config") or te.HasField("meter_counter_data"):
+            if not t.direct_meter:
+                raise StoreError("INVALID_ARGUMENT", f"{t.spec.name} has no direct meter (no meter_config)")
+            raise StoreError("UNIMPLEMENTED", f"{t.spec.name}: direct meters are not supported")
 
     @staticmethod
     def _decode_match(t: TableRef, te) -> dict[str, Match]:
@@ -520,45 +538,51 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         return te
 
     def Read(self, request, context):
+        """The entities asked for, streamed in ReadResponses of at most
+        ``READ_CHUNK_BYTES`` each (clients refuse messages over 4 MiB by default)."""
         if request.device_id != self.device_id:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id}")
         p = self.pipeline
         if p is None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "No forwarding pipeline config set")
-        out = p4r.ReadResponse()
+        out, size = p4r.ReadResponse(), 0
         for ent in request.entities:
             which = ent.WhichOneof("entity")
             if which == "table_entry":
-                self._read_table(p, ent.table_entry, out, context, as_counter=False)
+                found = self._read_table(p, ent.table_entry, context, as_counter=False)
             elif which == "direct_counter_entry":
-                self._read_table(p, ent.direct_counter_entry.table_entry, out, context, as_counter=True)
+                found = self._read_table(p, ent.direct_counter_entry.table_entry, context, as_counter=True)
             elif which == "extern_entry" and ent.extern_entry.extern_type_id == SYNAPSE_STATE_EXTERN:
-                self._read_state(p, ent.extern_entry.extern_id, out, context)
+                found = self._read_state(p, ent.extern_entry.extern_id)
             else:
                 context.abort(grpc.StatusCode.UNIMPLEMENTED, f"reading {which} is not supported")
-            if len(out.entities) >= 1000:
-                yield out
-                out = p4r.ReadResponse()
+            for e in found:
+                n = e.ByteSize() + 6  # + the repeated field's tag and length
+                if size + n > READ_CHUNK_BYTES and size:
+                    yield out
+                    out, size = p4r.ReadResponse(), 0
+                out.entities.append(e)
+                size += n
         yield out
 
-    def _read_table(self, p: _Pipeline, req, out, context, as_counter: bool) -> None:
+    def _read_table(self, p: _Pipeline, req, context, as_counter: bool):
+        """The table entries (or direct counter entries) ``req`` selects, one Entity each."""
         if req.table_id and req.table_id not in p.index.tables:
             context.abort(grpc.StatusCode.NOT_FOUND, f"unknown table id {req.table_id:#x}")
         tables = [p.index.tables[req.table_id]] if req.table_id else list(p.index.tables.values())
         want_counters = as_counter or req.HasField("counter_data")
 
-        def emit(te):
+        def entity(te) -> p4r.Entity:
             if as_counter:
-                d = out.entities.add().direct_counter_entry
-                d.data.CopyFrom(te.counter_data)
+                d = p4r.DirectCounterEntry(data=te.counter_data)
                 te.ClearField("counter_data")
                 d.table_entry.CopyFrom(te)
-            else:
-                out.entities.add().table_entry.CopyFrom(te)
+                return p4r.Entity(direct_counter_entry=d)
+            return p4r.Entity(table_entry=te)
 
         for t in tables:
             if req.is_default_action:
-                emit(self._encode(p, t, None, p.store.default(t.spec.name)))
+                yield entity(self._encode(p, t, None, p.store.default(t.spec.name)))
                 continue
             if len(req.match):
                 try:
@@ -571,9 +595,12 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             else:
                 stored = p.store.entries(t.spec.name)
             for s in stored:
-                emit(self._encode(p, t, s.entry, counters=(s.packets, s.bytes) if want_counters else None))
+                te = self._encode(p, t, s.entry, counters=(s.packets, s.bytes) if want_counters else None)
+                if not as_counter:
+                    te.metadata = s.metadata
+                yield entity(te)
 
-    def _read_state(self, p: _Pipeline, extern_id: int, out, context) -> None:
+    def _read_state(self, p: _Pipeline, extern_id: int):
         stats = p.store.stats()
         for t in p.index.tables.values():
             if extern_id and extern_id != t.id:
@@ -582,9 +609,10 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             s.update({"table": t.spec.name, **stats[t.spec.name]})
             if self.sim is not None and t.spec.name in self.sim.tables:
                 s.update({"sim": self.sim.state(t.spec.name)})
-            x = out.entities.add().extern_entry
-            x.extern_type_id, x.extern_id = SYNAPSE_STATE_EXTERN, t.id
-            x.entry.Pack(s)
+            x = p4r.Entity()
+            x.extern_entry.extern_type_id, x.extern_entry.extern_id = SYNAPSE_STATE_EXTERN, t.id
+            x.extern_entry.entry.Pack(s)
+            yield x
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -50,6 +50,7 @@ class Op:
     kind: str
     table: str
     entry: Entry | None
+    metadata: bytes = b""  # P4Runtime's TableEntry.metadata: the controller's, stored and read back as written
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Stored:
     seq: int  # insertion order: ties in match order keep it
     packets: int = 0
     bytes: int = 0
+    metadata: bytes = b""
 
 
 @dataclass
@@ -149,12 +151,12 @@ class TableStore:
             if len(t.entries) >= t.size:
                 raise StoreError("RESOURCE_EXHAUSTED", f"{t.spec.name}: table full ({t.size} entries)")
             self._seq += 1
-            t.entries[key] = Stored(op.entry, self._seq)
+            t.entries[key] = Stored(op.entry, self._seq, metadata=op.metadata)
         elif op.kind == "modify":
             old = t.entries.get(key)
             if old is None:
                 raise StoreError("NOT_FOUND", f"{t.spec.name}: no entry with this match and priority")
-            t.entries[key] = Stored(op.entry, old.seq, old.packets, old.bytes)
+            t.entries[key] = Stored(op.entry, old.seq, old.packets, old.bytes, op.metadata)
         elif op.kind == "delete":
             if t.entries.pop(key, None) is None:
                 raise StoreError("NOT_FOUND", f"{t.spec.name}: no entry with this match and priority")
