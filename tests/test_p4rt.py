@@ -204,7 +204,7 @@ def _ip_prefix(i: int) -> tuple[int, int]:
 class Raw:
     """A controller on the generated stub: a StreamChannel for arbitration."""
 
-    def __init__(self, port: int, election: int, device_id: int = 1):
+    def __init__(self, port: int, election: int | None, device_id: int = 1):
         self.ch = grpc.insecure_channel(f"127.0.0.1:{port}")
         self.stub = p4r_grpc.P4RuntimeStub(self.ch)
         self.election = election
@@ -214,7 +214,8 @@ class Raw:
         self._cond = threading.Condition()
         req = p4r.StreamMessageRequest()
         req.arbitration.device_id = device_id
-        req.arbitration.election_id.low = election
+        if election is not None:  # None: no election id at all
+            req.arbitration.election_id.low = election
         self._closed = threading.Event()
 
         def gen():
@@ -226,7 +227,8 @@ class Raw:
 
     def write(self, updates, atomicity=p4r.WriteRequest.CONTINUE_ON_ERROR, timeout=30):
         req = p4r.WriteRequest(device_id=1, updates=updates, atomicity=atomicity)
-        req.election_id.low = self.election
+        if self.election is not None:
+            req.election_id.low = self.election
         return self.stub.Write(req, timeout=timeout)
 
     def close(self):
@@ -1104,3 +1106,28 @@ def test_entry_metadata_reads_back_and_unstored_fields_are_refused(tmp_path, pro
             assert len(svc.store.entries(ROUTE)) == 3
 
     asyncio.run(run())
+
+
+def test_no_election_id_is_a_backup_that_cannot_write(served):
+    """A controller that arbitrates without an election id is a backup (as
+    in Stratum): told so, refused its writes, and told who the primary is
+    once one arrives."""
+    svc, port = served
+    nobody = Raw(port, None)
+    assert nobody.first.arbitration.status.code == 6  # ALREADY_EXISTS: backup, not primary
+    u = _upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", b"\x0a\x00\x00\x00", 8)}, "ingress.set_nhop", [b"\x01"])
+    with pytest.raises(grpc.RpcError) as ei:
+        nobody.write([u])
+    assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert _route_entries(svc) == set()
+    primary = Raw(port, 3)
+    assert primary.first.arbitration.status.code == 0
+    told = next(nobody.stream).arbitration
+    assert told.status.code == 6 and told.election_id.low == 3
+    with pytest.raises(grpc.RpcError) as ei:
+        nobody.write([u])
+    assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    primary.write([u])
+    assert len(_route_entries(svc)) == 1
+    primary.close()
+    nobody.close()

@@ -168,8 +168,11 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
 
     # --- arbitration ---
 
-    def _is_primary(self, election_id) -> bool:
-        eid = (election_id.high << 64) | election_id.low
+    def _is_primary(self, request) -> bool:
+        """The request carries the primary's election id (none: never primary)."""
+        if not request.HasField("election_id"):
+            return False
+        eid = (request.election_id.high << 64) | request.election_id.low
         with self.lock:
             return self.primary is not None and eid == self.primary
 
@@ -178,20 +181,21 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         elections = [s["election"] for s in self.streams.values() if s["election"] is not None]
         self.primary = max(elections) if elections else None
         for s in self.streams.values():
-            if s["election"] is None:
+            if not s["arbitrated"]:
                 continue
             m = p4r.StreamMessageResponse()
             a = m.arbitration
             a.device_id = self.device_id
             top = self.primary or 0
             a.election_id.high, a.election_id.low = top >> 64, top & ((1 << 64) - 1)
-            primary = s["election"] == self.primary
+            primary = s["election"] is not None and s["election"] == self.primary
             a.status.code = rpc_code.OK if primary else rpc_code.ALREADY_EXISTS
             a.status.message = "primary" if primary else "backup"
             s["q"].put(m)
 
     def StreamChannel(self, request_iterator, context):
-        me = {"election": None, "q": queue.Queue()}
+        # election None: no election id (a backup, as in Stratum: it is told who is primary, never writes)
+        me = {"election": None, "arbitrated": False, "q": queue.Queue()}
         key = id(me)
         with self.lock:
             self.streams[key] = me
@@ -201,7 +205,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 for req in request_iterator:
                     if req.HasField("arbitration"):
                         a = req.arbitration
-                        eid = (a.election_id.high << 64) | a.election_id.low
+                        eid = (a.election_id.high << 64) | a.election_id.low if a.HasField("election_id") else None
                         with self.lock:
                             if a.device_id != self.device_id:
                                 me["q"].put(("abort", grpc.StatusCode.NOT_FOUND, f"no device {a.device_id}"))
@@ -209,11 +213,11 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                             if a.role.name or a.role.HasField("config"):
                                 me["q"].put(("abort", grpc.StatusCode.UNIMPLEMENTED, "roles are not supported"))
                                 return
-                            if any(s["election"] == eid for k, s in self.streams.items() if k != key):
+                            if eid is not None and any(s["election"] == eid for k, s in self.streams.items() if k != key):
                                 me["q"].put(("abort", grpc.StatusCode.INVALID_ARGUMENT,
                                              f"election id {eid} is used by another controller"))
                                 return
-                            me["election"] = eid
+                            me["election"], me["arbitrated"] = eid, True
                             self._recompute()
                     # packet-out and digest acks: no packet I/O in this target
             except Exception:
@@ -244,7 +248,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
     def SetForwardingPipelineConfig(self, request, context):
         if request.device_id != self.device_id:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id}")
-        if not self._is_primary(request.election_id):
+        if not self._is_primary(request):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, "not the primary controller")
         A = p4r.SetForwardingPipelineConfigRequest
         if request.action == A.COMMIT:
@@ -311,7 +315,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         p = self.pipeline
         if p is None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "No forwarding pipeline config set")
-        if not self._is_primary(request.election_id):
+        if not self._is_primary(request):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, "not the primary controller")
         W = p4r.WriteRequest
         if request.atomicity not in (W.CONTINUE_ON_ERROR, W.ROLLBACK_ON_ERROR, W.DATAPLANE_ATOMIC):
