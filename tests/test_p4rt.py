@@ -1131,3 +1131,43 @@ def test_no_election_id_is_a_backup_that_cannot_write(served):
     assert len(_route_entries(svc)) == 1
     primary.close()
     nobody.close()
+
+
+def test_100k_upf_sessions_read_by_finsy_in_messages_under_4mib(shared_data, tmp_path):
+    """A read of 100,000 UPF downlink sessions (about 4.5 MB of entries)
+    streams in several ReadResponses, each under the 4 MiB a client accepts
+    by default: finsy (default limits) and the raw stub (4 MiB receive cap)
+    get every session back."""
+    from synapse_vmt.p4.entries import Entry, Match
+    from synapse_vmt.p4rt.store import Op
+
+    upf = shared_data / "p4" / "up4-bmv2.json"
+    name, n = "PreQosPipe.sessions_downlink", 100_000
+    svc = P4RuntimeServer(None, sizes={name: n})
+    server, port = make_server(svc, "127.0.0.1:0")
+    try:
+        ue = [0x0A000000 + 7 * i for i in range(n)]  # distinct UE addresses
+
+        def fill_and_read_raw():
+            _, errs = svc.store.apply([Op("insert", name, Entry(
+                name, {"ipv4.dst_addr": Match("exact", a)}, "PreQosPipe.set_session_downlink",
+                {"tunnel_peer_id": i % 256, "session_meter_idx": i}, None, "t")) for i, a in enumerate(ue)])
+            assert not any(errs)
+            tid = next(t.id for t in svc.pipeline.index.tables.values() if t.spec.name == name)
+            with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", 4 << 20)]) as ch:
+                req = p4r.ReadRequest(device_id=1)
+                req.entities.add().table_entry.table_id = tid
+                return [(r.ByteSize(), len(r.entities)) for r in p4r_grpc.P4RuntimeStub(ch).Read(req, timeout=60)]
+
+        async def run():
+            async with _switch(upf, port, tmp_path) as sw:  # finsy pushes the pipeline, then the store is filled
+                sizes = fill_and_read_raw()
+                return sizes, [(e.match["ue_address"], e.action.args["session_meter_idx"])
+                               async for e in sw.read(fy.P4TableEntry("sessions_downlink"))]
+
+        sizes, got = asyncio.run(run())
+        assert sum(k for _, k in sizes) == n and len(sizes) > 1 and sum(b for b, _ in sizes) > 4 << 20
+        assert max(b for b, _ in sizes) < 4 << 20
+        assert sorted(got) == [(a, i) for i, a in enumerate(ue)]
+    finally:
+        server.stop(grace=None)
