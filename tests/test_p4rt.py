@@ -638,6 +638,8 @@ def test_background_traffic_follows_the_writes(prog):
             time.sleep(0.05)
         s = svc.store.stats()[ROUTE]
         assert s["lookups"] >= 500 and 0.8 <= s["hit_rate"] <= 0.97  # 90% drawn to hit (+ random hits)
+        pk, by = (sum(getattr(e, f) for e in svc.store.entries(ROUTE)) for f in ("packets", "bytes"))
+        assert pk > 0 and 64 * pk < by < 1500 * pk  # IMIX lengths: bytes counted too
         c.write([_upd(svc, p4r.Update.DELETE, ROUTE, {"hdr.ipv4.dst": ("lpm", bytes([10, i, 0, 0]), 16)})
                  for i in range(50)])
         before = svc.store.stats()[ROUTE]
@@ -1171,3 +1173,59 @@ def test_100k_upf_sessions_read_by_finsy_in_messages_under_4mib(shared_data, tmp
         assert sorted(got) == [(a, i) for i, a in enumerate(ue)]
     finally:
         server.stop(grace=None)
+
+
+# p4c's own P4Info of UP4 (as published in omec-project/upf's pfcpiface tests): ids an independent
+# compiler gave, to check ours against. (name, P4Info field, id)
+P4C_UP4_IDS = [
+    ("PreQosPipe.Acl.acls", "tables", 47204971), ("PreQosPipe.sessions_downlink", "tables", 34742049),
+    ("PreQosPipe.Routing.routes_v4", "tables", 39015874), ("PreQosPipe.my_station", "tables", 40931612),
+    ("PreQosPipe.set_session_downlink", "actions", 21848329), ("NoAction", "actions", 21257015),
+    ("PreQosPipe.pre_qos_counter", "counters", 315693181), ("PostQosPipe.post_qos_counter", "counters", 302958180),
+    ("acls", "direct_counters", 325583051), ("PreQosPipe.app_meter", "meters", 338231090),
+]
+
+
+def test_upf_p4info_declares_counters_and_meters_with_p4c_ids(shared_data):
+    info = build_p4info(read_program(shared_data / "p4" / "up4-bmv2.json"))
+    for name, kind, want in P4C_UP4_IDS:
+        got = {x.preamble.name: x.preamble.id for x in getattr(info, kind)}
+        assert got.get(name) == want, (name, kind)
+    assert [(c.preamble.name, c.size, c.spec.unit) for c in info.counters] == [
+        ("PostQosPipe.post_qos_counter", 1024, 3), ("PreQosPipe.pre_qos_counter", 1024, 3)]  # 3: BOTH
+    assert sorted((m.preamble.name, m.size, m.spec.unit) for m in info.meters) == [
+        ("PreQosPipe.app_meter", 1024, 1), ("PreQosPipe.session_meter", 1024, 1),
+        ("PreQosPipe.slice_tc_meter", 64, 1)]  # 1: BYTES
+    acls = next(t for t in info.tables if t.preamble.name == "PreQosPipe.Acl.acls")
+    assert list(acls.direct_resource_ids) == [325583051] and info.direct_counters[0].direct_table_id == acls.preamble.id
+    assert acls.preamble.alias == "Acl.acls"  # as p4c: "acls" is the direct counter's alias
+
+
+def test_direct_counters_count_bytes(tmp_path, prog, served):
+    """byte_count, read through finsy, is the sum of the lengths of the
+    packets that hit each entry (the linear oracle says which entry)."""
+    svc, port = served
+    rng = random.Random(5)
+
+    async def run():
+        async with _switch(prog, port, tmp_path) as sw:
+            await sw.insert([fy.P4TableEntry(ROUTE, match=fy.P4TableMatch(dst=_route(i)[0]),
+                                             action=fy.P4TableAction("set_nhop", nhop=i)) for i in range(20)])
+            snap = svc.store.snapshot()[ROUTE]
+            spec = svc.pipeline.prog.tables[ROUTE]
+            rows = [sample_key(rng.choice(snap.entries), spec, rng) for _ in range(300)]
+            rows += [{"ipv4.dst": rng.getrandbits(32)} for _ in range(30)]
+            sizes = [rng.choice((64, 576, 1500)) for _ in rows]
+            svc.store.lookup(ROUTE, rows, sizes)
+            want: dict = {}
+            for r, n in zip(rows, sizes):
+                e = snap.lookup(r)
+                if e is not None:
+                    c = want.setdefault(e.params["nhop"], [0, 0])
+                    c[0], c[1] = c[0] + 1, c[1] + n
+            got = {e.action.args["nhop"]: [e.counter_data.packet_count, e.counter_data.byte_count]
+                   async for e in sw.read(fy.P4TableEntry(ROUTE, counter_data=fy.P4CounterData()))
+                   if e.counter_data.packet_count}
+            assert got == want and sum(b for _, b in got.values()) > 0
+
+    asyncio.run(run())

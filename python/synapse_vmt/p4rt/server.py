@@ -558,6 +558,10 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 found = self._read_table(p, ent.direct_counter_entry.table_entry, context, as_counter=True)
             elif which == "extern_entry" and ent.extern_entry.extern_type_id == SYNAPSE_STATE_EXTERN:
                 found = self._read_state(p, ent.extern_entry.extern_id)
+            elif which in ("counter_entry", "meter_entry", "direct_meter_entry"):
+                context.abort(grpc.StatusCode.UNIMPLEMENTED, f"reading {which}: the P4Info declares the program's "
+                              "counters and meters, but the store's lookups run no actions, so only direct "
+                              "counters count")
             else:
                 context.abort(grpc.StatusCode.UNIMPLEMENTED, f"reading {which} is not supported")
             for e in found:

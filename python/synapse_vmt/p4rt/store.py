@@ -212,9 +212,11 @@ class TableStore:
         self._clf[name] = c
         return c
 
-    def lookup(self, table: str, rows: list[dict[str, int]], pkt_bytes: int = 0, count: bool = True) -> list[Entry | None]:
+    def lookup(self, table: str, rows: list[dict[str, int]], pkt_bytes: int | list[int] = 0,
+               count: bool = True) -> list[Entry | None]:
         """The entry each key (field values by ``header.field``) hits, through
-        the table's classifier; hits count in the entries' direct counters."""
+        the table's classifier; hits count in the entries' direct counters
+        (packets, and bytes: ``pkt_bytes`` for every key or one length per key)."""
         with self.lock:
             _, clf, ordered, layout = self._classifier(table)
             t = self._tables[table]
@@ -223,11 +225,12 @@ class TableStore:
             ids = clf.classify_keys(keys)
             t.lookup_s += time.perf_counter() - t0
             out: list[Entry | None] = []
-            for i in ids:
+            sizes = [pkt_bytes] * len(rows) if isinstance(pkt_bytes, int) else pkt_bytes
+            for i, size in zip(ids, sizes):
                 s = ordered[i] if i >= 0 else None
                 if s is not None and count:
                     s.packets += 1
-                    s.bytes += pkt_bytes
+                    s.bytes += size
                 out.append(s.entry if s is not None else None)
             if count:
                 t.lookups += len(rows)
@@ -254,9 +257,13 @@ class TableStore:
 class Traffic:
     """Background traffic against a store: every ``period_s`` each table with
     entries gets ``rate * period_s`` lookups, a share ``hit_share`` drawn to
-    hit a random current entry (``sample_key``), the rest random keys. So the
+    hit a random current entry (``sample_key``), the rest random keys; each
+    lookup is a packet whose length is drawn from the simple IMIX (64, 576
+    and 1500 bytes, 7:4:1), so direct counters count bytes too. So the
     state a client reads (hit rate, lookups, direct counters) moves while it
     writes. ``stop()`` ends the thread."""
+
+    IMIX = (64,) * 7 + (576,) * 4 + (1500,)
 
     def __init__(self, store: TableStore, rate: float, seed: int = 0, hit_share: float = 0.9,
                  period_s: float = 0.05):
@@ -286,7 +293,7 @@ class Traffic:
         while not self._stop.wait(self.period_s):
             for name in self.store.table_names():
                 if self.store._tables[name].entries:
-                    self.store.lookup(name, self._keys(name, n))
+                    self.store.lookup(name, self._keys(name, n), [self.rng.choice(self.IMIX) for _ in range(n)])
 
     def stop(self) -> None:
         self._stop.set()
