@@ -1229,3 +1229,180 @@ def test_direct_counters_count_bytes(tmp_path, prog, served):
             assert got == want and sum(b for _, b in got.values()) > 0
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("atomicity, at, kept", [
+    (p4r.WriteRequest.ROLLBACK_ON_ERROR, 30_000, 0),  # all or nothing: a cancel before the swap leaves nothing
+    (p4r.WriteRequest.DATAPLANE_ATOMIC, 30_000, 0),
+    (p4r.WriteRequest.CONTINUE_ON_ERROR, 29_999, 29_999),  # each update stands alone: those before the cancel stay
+])
+def test_write_cancelled_after_its_last_update(prog, atomicity, at, kept):
+    """The client cancels a 30,000-update Write at the end (the test hook
+    cancels there): once every update is applied to an atomic batch's copy
+    but before it is swapped in, nothing is applied; a CONTINUE_ON_ERROR
+    batch cancelled before its last update keeps the updates before (as the
+    spec allows, and the docs say)."""
+    n, seen = 30_000, {}
+
+    def cancel_at_the_end(i, context):
+        if i != at:
+            return
+        seen["future"].cancel()
+        deadline = time.monotonic() + 10
+        while context.is_active() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        seen["inactive"] = not context.is_active()
+
+    svc = P4RuntimeServer(prog, sizes={ROUTE: n}, before_update=cancel_at_the_end)
+    server, port = make_server(svc, "127.0.0.1:0")
+    try:
+        c = Raw(port, 1)
+        ups = [_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", (0x0A000000 | i << 8).to_bytes(4, "big"), 24)},
+                    "ingress.set_nhop", [b"\x01"]) for i in range(n)]
+        req = p4r.WriteRequest(device_id=1, updates=ups, atomicity=atomicity)
+        req.election_id.low = 1
+        seen["future"] = c.stub.Write.future(req)
+        with pytest.raises(grpc.FutureCancelledError):
+            seen["future"].result(timeout=60)
+        deadline = time.monotonic() + 60
+        while "inactive" not in seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen.get("inactive"), "the server never saw the cancel"
+        with svc.store.lock:  # taken once the Write is done
+            assert len(svc.store.entries(ROUTE)) == kept
+        c.close()
+    finally:
+        server.stop(grace=None)
+
+
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]  # channels of one process otherwise share one
+
+
+def test_500_idle_streams_do_not_lock_out_the_primary(prog):
+    """500 StreamChannels that never arbitrate (50 connections × 10) hold no
+    server thread: the primary arbitrates after them and makes 200 single
+    writes (10 s deadline each), and a Read answers, while they stay open."""
+    from synapse_vmt.p4rt.server import StreamLimits
+
+    svc = P4RuntimeServer(prog, limits=StreamLimits(arbitration_timeout=120))
+    server, port = make_server(svc, "127.0.0.1:0")
+
+    async def run():
+        chans = [grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OWN_CONNECTION) for _ in range(50)]
+        idle = [p4r_grpc.P4RuntimeStub(ch).StreamChannel() for ch in chans for _ in range(10)]
+        try:
+            deadline = time.monotonic() + 30
+            while len(svc.streams) < 500 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert len(svc.streams) == 500
+            return await asyncio.to_thread(primary_writes)
+        finally:
+            for call in idle:
+                call.cancel()
+            for ch in chans:
+                await ch.close()
+
+    def primary_writes():
+        c = Raw(port, 7)
+        assert c.first.arbitration.status.code == 0
+        t0 = time.perf_counter()
+        for i in range(200):
+            c.write([_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", bytes([10, i, 0, 0]), 16)},
+                          "ingress.set_nhop", [b"\x01"])], timeout=10)
+        dt = time.perf_counter() - t0
+        req = p4r.ReadRequest(device_id=1)
+        req.entities.add().table_entry.table_id = next(t.id for t in svc.pipeline.index.tables.values()
+                                                       if t.spec.name == ROUTE)
+        assert sum(len(r.entities) for r in c.stub.Read(req, timeout=10)) == 200
+        c.close()
+        return dt
+
+    try:
+        dt = asyncio.run(run())
+        print(f"with 500 idle streams: 200 single writes in {dt:.2f} s ({200 / dt:.0f} writes/s)")
+    finally:
+        server.stop(grace=None)
+
+
+def test_stream_limits_refuse_clearly_and_silent_streams_time_out(prog):
+    """Past the per-connection or the total bound a new stream is refused
+    with RESOURCE_EXHAUSTED; a stream that never arbitrates is closed with
+    DEADLINE_EXCEEDED, which frees its place for a real controller."""
+    from synapse_vmt.p4rt.server import StreamLimits
+
+    svc = P4RuntimeServer(prog, limits=StreamLimits(max_streams=6, per_peer=3, arbitration_timeout=1.0))
+    server, port = make_server(svc, "127.0.0.1:0")
+
+    async def run():
+        async def status(call):
+            try:
+                async for _ in call:
+                    pass
+            except grpc.aio.AioRpcError as e:
+                return e.code(), e.details()
+            return await call.code(), ""
+
+        a, b, c = (grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OWN_CONNECTION) for _ in range(3))
+        try:
+            first = [p4r_grpc.P4RuntimeStub(a).StreamChannel() for _ in range(3)]
+            while len(svc.streams) < 3:
+                await asyncio.sleep(0.02)
+            code, why = await status(p4r_grpc.P4RuntimeStub(a).StreamChannel())  # a 4th on one connection
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "too many streams from" in why
+            more = [p4r_grpc.P4RuntimeStub(b).StreamChannel() for _ in range(3)]
+            while len(svc.streams) < 6:
+                await asyncio.sleep(0.02)
+            code, why = await status(p4r_grpc.P4RuntimeStub(c).StreamChannel())  # a 7th in all
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "too many streams (6 open)" in why
+            for call in first + more:  # silent: closed after the arbitration timeout
+                code, why = await status(call)
+                assert code == grpc.StatusCode.DEADLINE_EXCEEDED and "no arbitration message" in why
+            deadline = time.monotonic() + 10  # the server forgets them once their handlers finish
+            while svc.streams and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert len(svc.streams) == 0
+        finally:
+            for ch in (a, b, c):
+                await ch.close()
+
+    try:
+        asyncio.run(run())
+        ctl = Raw(port, 1)  # the places are free again
+        assert ctl.first.arbitration.status.code == 0
+        ctl.close()
+    finally:
+        server.stop(grace=None)
+
+
+def test_table_size_option_raises_the_p4_size(prog):
+    """--table-size lifts a table's cap above its P4 `size` (4 for the ACL
+    here): the store takes 6 entries, refuses the 7th; bad values are one line."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "synapse_vmt.cli", "serve", "--p4", str(prog), "--listen", "127.0.0.1:0",
+                          "--table-size", "acl=6", "--table-size", "100"], stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stderr.readline()
+        port = int(line.split()[2].rsplit(":", 1)[1])
+        c = Raw(port, 1)
+        idx = P4RuntimeServer(prog)  # the same ids (a local copy, to build updates)
+
+        def rule(i):
+            return _upd(idx, p4r.Update.INSERT, "ingress.acl", {"hdr.ipv4.proto": ("exact", bytes([i]))},
+                        "ingress.permit", priority=1)
+
+        c.write([rule(i) for i in range(1, 7)])
+        with pytest.raises(grpc.RpcError) as ei:
+            c.write([rule(7)])
+        assert _errors(ei.value) == [8]  # RESOURCE_EXHAUSTED at 6
+        c.write([_upd(idx, p4r.Update.INSERT, "ingress.fwd", {"hdr.eth.dst": ("exact", bytes([i + 1]))},
+                      "ingress.set_port", [b"\x01"]) for i in range(100)])  # fwd (P4 size 64) takes 100
+        c.close()
+    finally:
+        p.terminate()
+        p.wait(10)
+        p.stderr.close()
+    for bad, why in [("acl=0", "expected [TABLE=]N"), ("nosuch=5", "has no table 'nosuch'"), ("x", "expected")]:
+        r = CliRunner().invoke(main, ["serve", "--p4", str(prog), "--table-size", bad])
+        assert r.exit_code == 2 and why in r.output and len(r.output.strip().splitlines()) == 1, r.output

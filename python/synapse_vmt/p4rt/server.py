@@ -23,13 +23,14 @@ stale_answers, update counts and latency of the simulator.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
-import queue
 import tempfile
 import threading
 from concurrent import futures
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -76,6 +77,16 @@ def program_from_bytes(data: bytes) -> P4Program:
         os.unlink(path)
 
 
+@dataclass(frozen=True)
+class StreamLimits:
+    """Bounds on StreamChannels: open streams in all and per connection, and
+    the seconds a stream may stay open without arbitrating."""
+
+    max_streams: int = 1024
+    per_peer: int = 16
+    arbitration_timeout: float = 10.0
+
+
 class _Pipeline:
     def __init__(self, prog: P4Program, index: P4Index, device_config: bytes, cookie: int | None, store: TableStore):
         self.prog, self.index, self.device_config, self.cookie, self.store = prog, index, device_config, cookie, store
@@ -87,7 +98,8 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
 
     def __init__(self, prog: str | Path | None = None, p4info: str | Path | None = None, device_id: int = 1,
                  sizes: dict[str, int] | None = None, algo: str = "linear", traffic: float = 0.0,
-                 sim=None, sim_speed: float = 2e6, sim_opt=None, before_update=None):
+                 sim=None, sim_speed: float = 2e6, sim_opt=None, before_update=None,
+                 limits: StreamLimits | None = None):
         self.device_id = device_id
         # Test-only: called as before_update(i, context) before a Write's
         # i-th update is applied (a test drops the connection there).
@@ -105,6 +117,9 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         self.sizes = sizes
         self.algo = algo
         self.lock = threading.RLock()
+        self.limits = limits or StreamLimits()
+        self.arb_lock = threading.Lock()  # streams, peers, primary
+        self.peers: dict[str, int] = {}  # open streams per connection (gRPC peer)
         self.pipeline: _Pipeline | None = None
         self.saved: _Pipeline | None = None
         self.streams: dict[int, dict] = {}  # id(stream) -> {"election": int|None, "q": Queue}
@@ -158,8 +173,9 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
 
     def _make(self, prog, index, device_config, cookie) -> _Pipeline:
         sizes = dict(self.sizes or {})
+        every = sizes.pop("*", None)  # one cap for every table (``--table-size N``)
         for t in index.tables.values():
-            sizes.setdefault(t.spec.name, t.size)
+            sizes.setdefault(t.spec.name, every or t.size)
         return _Pipeline(prog, index, device_config, cookie, TableStore(prog, sizes, self.algo))
 
     @property
@@ -173,11 +189,12 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         if not request.HasField("election_id"):
             return False
         eid = (request.election_id.high << 64) | request.election_id.low
-        with self.lock:
+        with self.arb_lock:
             return self.primary is not None and eid == self.primary
 
     def _recompute(self) -> None:
-        """Elect the highest election id among open streams; tell every stream."""
+        """Elect the highest election id among open streams; tell every
+        arbitrated stream (on the event loop's thread, which owns the queues)."""
         elections = [s["election"] for s in self.streams.values() if s["election"] is not None]
         self.primary = max(elections) if elections else None
         for s in self.streams.values():
@@ -191,53 +208,81 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             primary = s["election"] is not None and s["election"] == self.primary
             a.status.code = rpc_code.OK if primary else rpc_code.ALREADY_EXISTS
             a.status.message = "primary" if primary else "backup"
-            s["q"].put(m)
+            s["q"].put_nowait(m)
 
-    def StreamChannel(self, request_iterator, context):
-        # election None: no election id (a backup, as in Stratum: it is told who is primary, never writes)
-        me = {"election": None, "arbitrated": False, "q": queue.Queue()}
-        key = id(me)
-        with self.lock:
-            self.streams[key] = me
+    def _arbitrate(self, key: int, me: dict, a) -> tuple | None:
+        """A stream's arbitration message: None, or the (code, message) it is aborted with."""
+        eid = (a.election_id.high << 64) | a.election_id.low if a.HasField("election_id") else None
+        with self.arb_lock:
+            if a.device_id != self.device_id:
+                return grpc.StatusCode.NOT_FOUND, f"no device {a.device_id}"
+            if a.role.name or a.role.HasField("config"):
+                return grpc.StatusCode.UNIMPLEMENTED, "roles are not supported"
+            if eid is not None and any(s["election"] == eid for k, s in self.streams.items() if k != key):
+                return grpc.StatusCode.INVALID_ARGUMENT, f"election id {eid} is used by another controller"
+            me["election"], me["arbitrated"] = eid, True
+            self._recompute()
+        return None
 
-        def reader():
+    async def StreamChannel(self, request_iterator, context):
+        """Arbitration (a coroutine on the server's event loop: an open
+        stream holds no thread). Streams are bounded per connection and in
+        total (RESOURCE_EXHAUSTED past either); one that sends no
+        arbitration within the timeout is closed (DEADLINE_EXCEEDED)."""
+        lim, peer = self.limits, context.peer()
+        with self.arb_lock:
+            if len(self.streams) >= lim.max_streams:
+                refused = f"too many streams ({lim.max_streams} open)"
+            elif self.peers.get(peer, 0) >= lim.per_peer:
+                refused = f"too many streams from {peer} ({lim.per_peer} open)"
+            else:
+                refused = None
+                # election None: no election id (a backup, as in Stratum: it is told who is primary, never writes)
+                me = {"election": None, "arbitrated": False, "q": asyncio.Queue()}
+                key = id(me)
+                self.streams[key] = me
+                self.peers[peer] = self.peers.get(peer, 0) + 1
+        if refused:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
+        q = me["q"]
+
+        def silent():
+            if not me["arbitrated"]:
+                q.put_nowait(("abort", grpc.StatusCode.DEADLINE_EXCEEDED,
+                              f"no arbitration message within {lim.arbitration_timeout:g} s"))
+
+        async def reader():
             try:
-                for req in request_iterator:
+                async for req in request_iterator:
                     if req.HasField("arbitration"):
-                        a = req.arbitration
-                        eid = (a.election_id.high << 64) | a.election_id.low if a.HasField("election_id") else None
-                        with self.lock:
-                            if a.device_id != self.device_id:
-                                me["q"].put(("abort", grpc.StatusCode.NOT_FOUND, f"no device {a.device_id}"))
-                                return
-                            if a.role.name or a.role.HasField("config"):
-                                me["q"].put(("abort", grpc.StatusCode.UNIMPLEMENTED, "roles are not supported"))
-                                return
-                            if eid is not None and any(s["election"] == eid for k, s in self.streams.items() if k != key):
-                                me["q"].put(("abort", grpc.StatusCode.INVALID_ARGUMENT,
-                                             f"election id {eid} is used by another controller"))
-                                return
-                            me["election"], me["arbitrated"] = eid, True
-                            self._recompute()
+                        err = self._arbitrate(key, me, req.arbitration)
+                        if err is not None:
+                            q.put_nowait(("abort", *err))
+                            return
                     # packet-out and digest acks: no packet I/O in this target
-            except Exception:
+            except Exception:  # noqa: BLE001 - the client went away: the stream ends
                 pass
             finally:
-                me["q"].put(None)
+                q.put_nowait(None)
 
-        threading.Thread(target=reader, daemon=True).start()
-        context.add_callback(lambda: me["q"].put(None))
+        timer = asyncio.get_running_loop().call_later(lim.arbitration_timeout, silent)
+        task = asyncio.create_task(reader())
         try:
             while True:
-                m = me["q"].get()
+                m = await q.get()
                 if m is None:
                     break
                 if isinstance(m, tuple):
-                    context.abort(m[1], m[2])
+                    await context.abort(m[1], m[2])
                 yield m
         finally:
-            with self.lock:
+            timer.cancel()
+            task.cancel()
+            with self.arb_lock:
                 self.streams.pop(key, None)
+                self.peers[peer] -= 1
+                if not self.peers[peer]:
+                    del self.peers[peer]
                 self._recompute()
 
     # --- pipeline ---
@@ -324,7 +369,9 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         # Decode every update first; a malformed one fails alone (or the batch, if atomic).
         ops: list[Op | None] = []
         errs: list[StoreError | None] = []
-        for u in request.updates:
+        for i, u in enumerate(request.updates):
+            if i % 1024 == 1023 and not context.is_active():  # cancelled while decoding: apply nothing
+                context.abort(grpc.StatusCode.CANCELLED, "cancelled by the client")
             try:
                 ops.append(self._decode_update(p, u))
                 errs.append(None)
@@ -656,31 +703,147 @@ def _check_bind(listen: str) -> None:
                 raise UserError(f"--listen {listen}: cannot bind: {e.strerror}") from None
 
 
+class _Abort(Exception):
+    def __init__(self, code, details: str):
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class _SyncContext:
+    """What a handler run on a worker thread sees of its aio call: ``abort``
+    raises (the event loop aborts the call), ``is_active`` turns False once
+    the call is done or cancelled, a status set is applied when it returns."""
+
+    def __init__(self, context):
+        self.done = threading.Event()
+        self.code = self.details = self.trailing = None
+        self._peer = context.peer()
+
+    def abort(self, code, details: str):
+        raise _Abort(code, details)
+
+    def is_active(self) -> bool:
+        return not self.done.is_set()
+
+    def peer(self) -> str:
+        return self._peer
+
+    def set_code(self, code) -> None:
+        self.code = code
+
+    def set_details(self, details: str) -> None:
+        self.details = details
+
+    def set_trailing_metadata(self, md) -> None:
+        self.trailing = md
+
+
+class _AioServicer(p4r_grpc.P4RuntimeServicer):
+    """The service on a grpc.aio server: StreamChannel runs on the event loop
+    (an idle stream costs no thread); the other RPCs run the service's
+    synchronous handlers on a bounded pool of worker threads."""
+
+    def __init__(self, svc: P4RuntimeServer, pool: futures.Executor):
+        self.svc, self.pool = svc, pool
+        self.StreamChannel = svc.StreamChannel  # an async generator itself: gRPC must see it as one
+
+    async def _run(self, fn, request, context):
+        ctx = _SyncContext(context)
+        context.add_done_callback(lambda _: ctx.done.set())
+        try:
+            out = await asyncio.get_running_loop().run_in_executor(self.pool, fn, request, ctx)
+        except asyncio.CancelledError:  # the client cancelled: the worker stops at its next check
+            ctx.done.set()
+            raise
+        except _Abort as e:
+            await context.abort(e.code, e.details)
+        if ctx.code is not None and ctx.code != grpc.StatusCode.OK:
+            await context.abort(ctx.code, ctx.details or "", ctx.trailing)
+        return out
+
+    async def Capabilities(self, request, context):
+        return await self._run(self.svc.Capabilities, request, context)
+
+    async def SetForwardingPipelineConfig(self, request, context):
+        return await self._run(self.svc.SetForwardingPipelineConfig, request, context)
+
+    async def GetForwardingPipelineConfig(self, request, context):
+        return await self._run(self.svc.GetForwardingPipelineConfig, request, context)
+
+    async def Write(self, request, context):
+        return await self._run(self.svc.Write, request, context)
+
+    async def Read(self, request, context):
+        for m in await self._run(lambda r, c: list(self.svc.Read(r, c)), request, context):
+            yield m
+
+
+class RunningServer:
+    """A started server: its event loop runs on a thread of its own."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread, server, pool):
+        self.loop, self.thread, self.server, self.pool = loop, thread, server, pool
+
+    def stop(self, grace: float | None = None) -> threading.Event:
+        """Stop serving (``grace`` seconds for the RPCs in flight); the event is set once stopped."""
+        stopped = threading.Event()
+
+        async def stop():
+            await self.server.stop(grace)
+            self.loop.call_soon(self.loop.stop)
+
+        def done(_):
+            self.pool.shutdown(wait=False)
+            stopped.set()
+
+        if self.loop.is_running():
+            asyncio.run_coroutine_threadsafe(stop(), self.loop).add_done_callback(done)
+        else:
+            stopped.set()
+        return stopped
+
+
 def make_server(service: P4RuntimeServer, listen: str = "127.0.0.1:9559", cert: str | None = None,
-                key: str | None = None, ca: str | None = None, workers: int = 32) -> tuple[grpc.Server, int]:
+                key: str | None = None, ca: str | None = None, workers: int = 32) -> tuple[RunningServer, int]:
     """A started gRPC server (TLS when ``cert``/``key`` are given; client
     certificates required when ``ca`` is); the port it bound. The port is
     bound without SO_REUSEPORT, so a second server on a busy port fails
-    instead of taking half of the new connections."""
+    instead of taking half of the new connections. ``workers`` threads run
+    the unary RPCs; streams need none (grpc.aio)."""
     _check_bind(listen)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
-                         options=[("grpc.max_receive_message_length", 64 << 20),
-                                  ("grpc.max_send_message_length", 64 << 20),
-                                  ("grpc.so_reuseport", 0)])
-    p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
+    if (cert or key) and not (cert and key):
+        raise UserError("--cert and --key go together")
+    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="p4rt")
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="p4rt-server", daemon=True)
+    thread.start()
+
+    async def start():
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 << 20),
+                                          ("grpc.max_send_message_length", 64 << 20),
+                                          ("grpc.so_reuseport", 0)])
+        p4r_grpc.add_P4RuntimeServicer_to_server(_AioServicer(service, pool), server)
+        try:
+            if cert:
+                creds = grpc.ssl_server_credentials([(Path(key).read_bytes(), Path(cert).read_bytes())],
+                                                    root_certificates=Path(ca).read_bytes() if ca else None,
+                                                    require_client_auth=bool(ca))
+                port = server.add_secure_port(listen, creds)
+            else:
+                port = server.add_insecure_port(listen)
+        except RuntimeError:  # grpcio >= 1.60 raises where it used to return 0
+            port = 0
+        if port:
+            await server.start()
+        return server, port
+
     try:
-        if cert or key:
-            if not (cert and key):
-                raise UserError("--cert and --key go together")
-            creds = grpc.ssl_server_credentials([(Path(key).read_bytes(), Path(cert).read_bytes())],
-                                                root_certificates=Path(ca).read_bytes() if ca else None,
-                                                require_client_auth=bool(ca))
-            port = server.add_secure_port(listen, creds)
-        else:
-            port = server.add_insecure_port(listen)
-    except RuntimeError:  # grpcio >= 1.60 raises where it used to return 0
-        port = 0
+        server, port = asyncio.run_coroutine_threadsafe(start(), loop).result()
+    except BaseException:
+        loop.call_soon_threadsafe(loop.stop)
+        raise
+    running = RunningServer(loop, thread, server, pool)
     if not port:
+        running.stop(None).wait(5)
         raise UserError(f"--listen {listen}: cannot bind (address in use, or not an address of this host)")
-    server.start()
-    return server, port
+    return running, port

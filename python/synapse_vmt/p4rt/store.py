@@ -105,7 +105,8 @@ class TableStore:
         """Apply ``ops`` in order; the store's version after, and per op None
         or the error it failed with. ``atomic``: all or nothing; ``dry_run``
         (with atomic): check every op, change nothing. ``gone(i)``, asked
-        before op ``i``: the client went away; the ops from there fail
+        before op ``i`` (and, for an atomic batch, once more before it is
+        swapped in): the client went away; the ops from there fail
         CANCELLED (so an atomic batch applies nothing, another keeps the ops
         before)."""
         with self.lock:
@@ -130,6 +131,8 @@ class TableStore:
                     errs.append(e)
             if atomic and (dry_run or any(e is not None for e in errs)):
                 return self.version, errs
+            if atomic and gone is not None and gone(len(ops)):  # cancelled after the last op: still nothing
+                return self.version, [StoreError("CANCELLED", "not applied: the client went away")] * len(ops)
             if changed:
                 self.version += 1
                 for name, t in work.items():
