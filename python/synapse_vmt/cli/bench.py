@@ -106,13 +106,16 @@ def bench_classify(rules_file: str, trace_file: str, algo: str, secs: float, set
 @click.option("--batch", default=1000, show_default=True, type=click.IntRange(min=1), help="updates per batched Write")
 @click.option("--singles", default=2000, show_default=True, type=click.IntRange(min=1),
               help="Writes of one insert each")
+@click.option("--traffic", default=0.0, show_default=True, type=click.FloatRange(min=0.0),
+              help="the server's background lookups per second per table (serve --traffic)")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_p4rt_cmd(program: str, table: str | None, entries: int, batch: int, singles: int, as_json: bool) -> None:
+def bench_p4rt_cmd(program: str, table: str | None, entries: int, batch: int, singles: int, traffic: float,
+                   as_json: bool) -> None:
     """Write throughput of `synapse serve` (its own process, loopback) with a
     raw gRPC client whose requests are serialised before timing."""
     from synapse_vmt.p4rt.bench import bench_p4rt
 
-    rec = bench_p4rt(program, table, entries, batch, singles)
+    rec = bench_p4rt(program, table, entries, batch, singles, traffic=traffic)
     if as_json:
         click.echo(json.dumps(rec))
         return

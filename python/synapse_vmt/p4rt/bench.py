@@ -62,8 +62,9 @@ def _requests(program: str, table, entries, kind: int, batch: int) -> list[bytes
 
 
 def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, batch: int = 1000,
-               singles: int = 2000, seed: int = 1) -> dict:
-    """Rates of batched and single Writes to a ``synapse serve`` of ``program``."""
+               singles: int = 2000, seed: int = 1, traffic: float = 0.0) -> dict:
+    """Rates of batched and single Writes to a ``synapse serve`` of ``program``
+    (``traffic``: its ``--traffic``, background lookups per second per table)."""
     prog = read_program(program)
     spec = _pick_table(prog, table)
     big = dataclasses.replace(spec, info=dataclasses.replace(spec.info, max_size=entries + singles))
@@ -79,7 +80,7 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
     read.entities.add().table_entry.table_id = 0
 
     proc = subprocess.Popen([sys.executable, "-m", "synapse_vmt.cli", "serve", "--p4", program, "--listen",
-                             "127.0.0.1:0", "--table-size", f"{spec.name}={entries + singles}"],
+                             "127.0.0.1:0", "--table-size", f"{spec.name}={entries + singles}", "--traffic", str(traffic)],
                             stderr=subprocess.PIPE, text=True)
     closed = threading.Event()
     try:
@@ -131,6 +132,7 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
         proc.stderr.close()
     return {
         "program": program, "table": spec.name, "entries": entries, "batch": batch, "singles": singles,
+        "traffic": traffic,
         "batched_inserts_per_s": entries / t_ins, "batched_deletes_per_s": entries / t_del,
         "single_writes_per_s": singles / float(lat_ms.sum() / 1e3),
         "single_p50_ms": float(np.percentile(lat_ms, 50)), "single_p99_ms": float(np.percentile(lat_ms, 99)),
