@@ -9,8 +9,15 @@ optional; priorities; MODIFY of the default entry) with per-update
 table, per entry, default entries, ``counter_data``), of direct counters,
 and of Synapse's state as an extern (``SYNAPSE_STATE_EXTERN``); StreamChannel
 master arbitration for the default role (the highest election id is
-primary; writes from anyone else are PERMISSION_DENIED). Not supported
-(UNIMPLEMENTED): action profiles, meters, registers, packet I/O, roles.
+primary; writes from anyone else are PERMISSION_DENIED; no election id: a
+backup). Not supported (UNIMPLEMENTED): action profiles, meters, reading
+indirect counters, registers, packet I/O, roles.
+
+Transport (``make_server``): a grpc.aio server on its own event-loop
+thread. StreamChannels are coroutines there, bounded per connection and in
+total (``StreamLimits``); the other RPCs run the synchronous handlers below
+on a pool of worker threads (``_AioServicer``). Reads stream ReadResponses
+of at most ``READ_CHUNK_BYTES``. docs/p4runtime-limits.md says what holds.
 
 Synapse's state: ``Read`` an ``ExternEntry`` with ``extern_type_id =
 0x81`` (``extern_id`` a table id, or 0 for all) answers one ExternEntry per
