@@ -657,7 +657,16 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             else:
                 stored = p.store.entries(t.spec.name)
             for s in stored:
-                te = self._encode(p, t, s.entry, counters=(s.packets, s.bytes) if want_counters else None)
+                if not want_counters:  # an entry reads the same until it changes (a new Stored): encode it once
+                    if s.wire is None or s.wire[0] is not p.index:
+                        te = self._encode(p, t, s.entry)
+                        te.metadata = s.metadata
+                        s.wire = (p.index, te.SerializeToString())
+                    e = p4r.Entity()
+                    e.table_entry.MergeFromString(s.wire[1])
+                    yield e
+                    continue
+                te = self._encode(p, t, s.entry, counters=(s.packets, s.bytes))
                 if not as_counter:
                     te.metadata = s.metadata
                 yield entity(te)

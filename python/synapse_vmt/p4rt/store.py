@@ -60,6 +60,7 @@ class Stored:
     packets: int = 0
     bytes: int = 0
     metadata: bytes = b""
+    wire: tuple | None = None  # the reader's cache: (its id index, the encoded TableEntry)
 
 
 @dataclass
