@@ -794,29 +794,41 @@ class _AioServicer(p4r_grpc.P4RuntimeServicer):
             yield m
 
 
+def _serve_loop(loop: asyncio.AbstractEventLoop, closed: threading.Event) -> None:
+    """Run the server's event loop until stopped; then end what is left on
+    it, close it and set ``closed``."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        left = asyncio.all_tasks(loop)
+        for t in left:
+            t.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+        closed.set()
+
+
 class RunningServer:
     """A started server: its event loop runs on a thread of its own."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread, server, pool):
-        self.loop, self.thread, self.server, self.pool = loop, thread, server, pool
+    def __init__(self, loop: asyncio.AbstractEventLoop, closed: threading.Event, server, pool):
+        self.loop, self.closed, self.server, self.pool = loop, closed, server, pool
 
     def stop(self, grace: float | None = None) -> threading.Event:
-        """Stop serving (``grace`` seconds for the RPCs in flight); the event is set once stopped."""
-        stopped = threading.Event()
+        """Stop serving (``grace`` seconds for the RPCs in flight); the event
+        is set once the server and its loop are closed."""
 
         async def stop():
             await self.server.stop(grace)
+            self.pool.shutdown(wait=False)
             self.loop.call_soon(self.loop.stop)
 
-        def done(_):
-            self.pool.shutdown(wait=False)
-            stopped.set()
-
-        if self.loop.is_running():
-            asyncio.run_coroutine_threadsafe(stop(), self.loop).add_done_callback(done)
-        else:
-            stopped.set()
-        return stopped
+        if not self.closed.is_set():
+            with contextlib.suppress(RuntimeError):  # the loop is stopping already
+                asyncio.run_coroutine_threadsafe(stop(), self.loop)
+        return self.closed
 
 
 def make_server(service: P4RuntimeServer, listen: str = "127.0.0.1:9559", cert: str | None = None,
@@ -830,9 +842,8 @@ def make_server(service: P4RuntimeServer, listen: str = "127.0.0.1:9559", cert: 
     if (cert or key) and not (cert and key):
         raise UserError("--cert and --key go together")
     pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="p4rt")
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="p4rt-server", daemon=True)
-    thread.start()
+    loop, closed = asyncio.new_event_loop(), threading.Event()
+    threading.Thread(target=_serve_loop, args=(loop, closed), name="p4rt-server", daemon=True).start()
 
     async def start():
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 << 20),
@@ -858,7 +869,7 @@ def make_server(service: P4RuntimeServer, listen: str = "127.0.0.1:9559", cert: 
     except BaseException:
         loop.call_soon_threadsafe(loop.stop)
         raise
-    running = RunningServer(loop, thread, server, pool)
+    running = RunningServer(loop, closed, server, pool)
     if not port:
         running.stop(None).wait(5)
         raise UserError(f"--listen {listen}: cannot bind (address in use, or not an address of this host)")
