@@ -1,6 +1,9 @@
 """``synapse bench``: measured rates of the data plane's structures on the
 user's own files.
 
+``synapse bench p4`` rates a compiled P4 program on a capture (see
+:func:`bench_program`).
+
 ``synapse bench classify`` builds one classifier over a ClassBench rule file
 and classifies a header trace in repeated batch passes on one core for about
 ``--secs`` seconds (the loop runs in Rust; Python only times it), then prints
@@ -122,3 +125,106 @@ def bench_p4rt_cmd(program: str, table: str | None, entries: int, batch: int, si
     click.echo(f"{rec['table']}: batched ({batch}/Write) {rec['batched_inserts_per_s']:,.0f} inserts/s, "
                f"{rec['batched_deletes_per_s']:,.0f} deletes/s; single Writes {rec['single_writes_per_s']:,.0f}/s "
                f"(p50 {rec['single_p50_ms']:.2f} ms, p99 {rec['single_p99_ms']:.2f} ms)")
+
+
+def bench_program(program: str, entries_file: str | None, pcap: str, rounds: int = 5, ingress_port: int = 0,
+                  python_packets: int = 0, check: int = 2000, limit: int | None = None) -> dict:
+    """The functional rate of PROGRAM (parse, tables, actions, deparse; no
+    timing model) on the frames of ``pcap``, run by the compiled program in
+    Rust on one core: each round is one pass over the capture, timed in CPU
+    time of the running thread (and wall time); the median round is
+    reported. The first ``check`` packets are compared with the Python
+    interpreter first, so a fast wrong executor cannot report a rate. With
+    ``python_packets``, the interpreter's rate on that many packets is
+    measured in rounds interleaved with Rust's. Returns the JSON record of
+    ``synapse bench p4``."""
+    import itertools
+    import os
+    import statistics
+    import time
+
+    from synapse_vmt.p4.engine import NO_ACTION, RustProgram, pack
+    from synapse_vmt.p4.entries import load_entries
+    from synapse_vmt.p4.interp import Program
+    from synapse_vmt.p4.parser import read_packets
+    from synapse_vmt.p4.simrun import resolve_program
+
+    program = resolve_program(program)
+    prog = Program.load(program)
+    ents = load_entries(entries_file or os.devnull, program)
+    rp = RustProgram(prog, ents)
+    frames = list(itertools.islice(read_packets(pcap), limit))
+    if not frames:
+        raise UserError(f"{pcap}: no packets")
+    data, offsets = pack(frames)
+    if check:
+        sample = frames[:check]
+        tr = prog.run(sample, ents, ingress_port=ingress_port)
+        c = rp.core.run_batch(*pack(sample), ingress_port, False)
+        ps, ks = c["pkt_start"], c["key_start"]
+        for i in range(len(sample)):
+            if c["inexact"][i]:
+                continue
+            lo, hi = int(tr.pkt_start[i]), int(tr.pkt_start[i + 1])
+            want = [(int(tr.step_table[j]), int(tr.step_entry[j]), int(tr.step_action[j]), tuple(tr.key_words(j))) for j in range(lo, hi)]
+            got = [(int(c["table"][j]), int(c["entry"][j]), -1 if c["action"][j] == NO_ACTION else int(c["action"][j]),
+                    tuple(c["key_words"][ks[j]:ks[j + 1]].tolist())) for j in range(int(ps[i]), int(ps[i + 1]))]
+            if want != got or bool(tr.dropped[i]) != bool(c["dropped"][i]):
+                raise UserError(f"{pcap}: packet {i + 1}: the executor differs from the interpreter ({got} != {want})")
+    rust_cpu, rust_wall, py_cpu = [], [], []
+    py_frames = frames[:python_packets]
+    rp.core.time_batch(data, offsets, 1, ingress_port, True)  # warm the caches
+    for _ in range(rounds):
+        t0, w0 = time.thread_time(), time.perf_counter()
+        rp.core.time_batch(data, offsets, 1, ingress_port, True)
+        rust_cpu.append(time.thread_time() - t0)
+        rust_wall.append(time.perf_counter() - w0)
+        if py_frames:
+            t0 = time.thread_time()
+            prog.run(py_frames, ents, ingress_port=ingress_port, frame_cache=0)
+            py_cpu.append(time.thread_time() - t0)
+    n = len(frames)
+    rec = {
+        "program": program,
+        "packets": n,
+        "rounds": rounds,
+        "packets_per_s": n / statistics.median(rust_cpu),
+        "packets_per_s_wall": n / statistics.median(rust_wall),
+        "lookup_structures": dict(rp.core.lookup_structures),
+        "inexact_packets": int(rp.core.packets[1]),
+    }
+    if py_cpu:
+        rec["python_packets_per_s"] = len(py_frames) / statistics.median(py_cpu)
+        rec["speedup"] = rec["packets_per_s"] / rec["python_packets_per_s"]
+    return rec
+
+
+@bench.command("p4")
+@click.argument("program")
+@click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="table entries (simple_switch_CLI or runtime JSON)")
+@click.option("--pcap", type=click.Path(dir_okay=False), required=True, help="the frames (pcap or pcapng; `synapse p4 capture` writes one)")
+@click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True, help="passes over the capture; the median is reported")
+@click.option("--ingress-port", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--python", "python_packets", type=click.IntRange(min=0), default=0,
+              help="also rate the Python interpreter on this many packets, in rounds interleaved with Rust's")
+@click.option("--limit", type=click.IntRange(min=1), help="only the first N packets of the capture")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_p4(program: str, entries_file: str | None, pcap: str, rounds: int, ingress_port: int, python_packets: int,
+             limit: int | None, as_json: bool) -> None:
+    """Packets per second of PROGRAM (p4c BMv2 JSON, or builtin:up4) run by
+    the compiled executor on one core: parse, tables, actions and deparse
+    of every frame of the capture, no timing model. CPU time of the running
+    thread (the machine may be shared), median of the rounds."""
+    rec = bench_program(program, entries_file, pcap, rounds, ingress_port, python_packets, limit=limit)
+    if as_json:
+        click.echo(json.dumps(rec))
+        return
+    line = (f"{rec['program']}: {rec['packets']} packets, {rec['packets_per_s'] / 1e6:.2f} M packets/s "
+            f"(CPU time; {rec['packets_per_s_wall'] / 1e6:.2f} M/s wall), median of {rec['rounds']} rounds")
+    if "python_packets_per_s" in rec:
+        line += f"; interpreter {rec['python_packets_per_s'] / 1e3:.1f} k packets/s ({rec['speedup']:.0f}x)"
+    click.echo(line)
+    kinds: dict[str, int] = {}
+    for s in rec["lookup_structures"].values():
+        kinds[s] = kinds.get(s, 0) + 1
+    click.echo("  keyed tables by lookup structure: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))

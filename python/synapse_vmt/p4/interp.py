@@ -132,6 +132,8 @@ class Trace:
     fallback_branches: dict[str, int] = field(default_factory=dict)
     parser_rejects: dict[str, int] = field(default_factory=dict)
     unsupported: list[str] = field(default_factory=list)  # constructs compiled as no-ops
+    packet_errors: list[str] = field(default_factory=list)  # per packet: its parser error's name, "" for none
+    packet_guessed: list[bool] = field(default_factory=list)  # per packet: it took a fallback branch or drew a field
 
     def packet(self, i: int) -> list[Step]:
         lo, hi = int(self.pkt_start[i]), int(self.pkt_start[i + 1])
@@ -503,6 +505,8 @@ class Program:
         timeout = self.pc.errors["ParserTimeout"]
         pkt_start: list[int] = []
         dropped: list[bool] = []
+        perrs: list[str] = []
+        guessed: list[bool] = []
         cache: dict[bytes, tuple] = {}
         extend = steps.extend
         try:
@@ -516,6 +520,8 @@ class Program:
                     if hit is not None:
                         extend(hit[0])
                         dropped.append(hit[1])
+                        perrs.append(hit[2] or "")
+                        guessed.append(bool(hit[3]))
                         if hit[2] is not None:
                             rejects[hit[2]] += 1
                         for f in hit[3]:
@@ -524,6 +530,7 @@ class Program:
                     nd0 = nd[0]
                     if drawn:
                         drawn.clear()
+                g0, d0 = nd[0], len(drawn)
                 p = tmpl[:]
                 T: set[int] = set()
                 if s_port is not None:
@@ -544,6 +551,7 @@ class Program:
                     rejects[nm] = rejects.get(nm, 0) + 1
                     if s_perr is not None:
                         p[s_perr] = code
+                perrs.append(nm or "")
                 drop = False
                 for pi, n in enumerate(inits):
                     while n >= 0:
@@ -555,6 +563,7 @@ class Program:
                     if pi == 0 and s_eport is not None and s_espec is not None:
                         p[s_eport] = p[s_espec]
                 dropped.append(drop)
+                guessed.append(nd[0] != g0 or len(drawn) != d0)
                 if frame_cache and nd[0] == nd0:
                     if len(cache) >= frame_cache:
                         cache.clear()
@@ -579,6 +588,8 @@ class Program:
             fallback_branches=fallback,
             parser_rejects=rejects,
             unsupported=unsupported,
+            packet_errors=perrs,
+            packet_guessed=guessed,
         )
 
     def _bind(self, entries: dict, seed: int, rng: random.Random, steps: list, synth: dict, fallback: dict, nd: list,

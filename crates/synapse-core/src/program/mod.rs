@@ -14,7 +14,31 @@
 //! - [`visits`]: what the executor reports of a batch of packets, the
 //!   interface between the executor and whatever consumes its output (route
 //!   interning and the routed simulator, per-table counters, tests).
+//! - [`run`]: [`RunPacket`], the executor's face, and what it reports
+//!   besides the visits ([`Outcome`], [`Outputs`]).
+//! - [`ir`]: the description as serde reads it.
+//! - [`exec`]: linking a description into a [`Program`], and the
+//!   [`Executor`] that runs packets through it; built from
+//!   [`phv`] (the packet header vector and bit I/O), [`expr`] (expressions
+//!   as stack code, BMv2's value semantics), [`action`] (primitives as ops),
+//!   [`externs`] (the one dispatch point for externs and calculations),
+//!   [`parser`], [`table`] (keys and lookup structures), [`control`]
+//!   (pipelines, conditionals, next-table choices) and [`deparser`].
 
+pub mod action;
+pub mod control;
+pub mod deparser;
+pub mod exec;
+pub mod expr;
+pub mod externs;
+pub mod ir;
+pub mod parser;
+pub mod phv;
+pub mod run;
+pub mod table;
 pub mod visits;
 
+pub use exec::{Executor, Program};
+pub use run::{Outcome, Outputs, RunPacket};
 pub use visits::Visits;
+

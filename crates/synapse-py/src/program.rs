@@ -1,0 +1,175 @@
+//! Binding of the P4 program executor (`synapse_core::program`): a program
+//! description (JSON, from `synapse_vmt.p4.compile`) in; batches of frames
+//! (one byte array and offsets) in, numpy columns of visits and outcomes
+//! (and, on request, output packets) out. The per-packet loop is Rust's.
+
+use numpy::{IntoPyArray, PyReadonlyArray1};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use synapse_core::program::{Executor, Outputs, RunPacket, Visits};
+
+fn verr(e: impl ToString) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// A compiled P4 program and the executor's state (see `synapse_vmt.p4.compile`).
+#[pyclass(name = "P4Program", module = "synapse_vmt._core")]
+pub struct PyP4Program {
+    ex: Executor,
+}
+
+/// The frames of a batch: `data[offsets[i]..offsets[i + 1]]`, checked.
+fn frames<'a>(data: &'a [u8], offsets: &'a [i64]) -> PyResult<Vec<&'a [u8]>> {
+    if offsets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::with_capacity(offsets.len() - 1);
+    for w in offsets.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if a < 0 || b < a || b as usize > data.len() {
+            return Err(verr(format!("offsets: expected a non-decreasing sequence within the {} bytes of data, found {a}..{b}", data.len())));
+        }
+        out.push(&data[a as usize..b as usize]);
+    }
+    Ok(out)
+}
+
+#[pymethods]
+impl PyP4Program {
+    #[new]
+    fn new(description: &str) -> PyResult<Self> {
+        Ok(PyP4Program { ex: Executor::from_json(description).map_err(verr)? })
+    }
+
+    /// Names of the keyed tables, in visit numbering.
+    #[getter]
+    fn tables(&self) -> Vec<String> {
+        self.ex.prog.keyed_tables().map(|t| t.name.clone()).collect()
+    }
+
+    /// 32-bit words of each keyed table's key.
+    #[getter]
+    fn key_words(&self) -> Vec<usize> {
+        (0..self.ex.tables()).map(|t| self.ex.key_words(t)).collect()
+    }
+
+    /// Names of the actions, by action index.
+    #[getter]
+    fn actions(&self) -> Vec<String> {
+        self.ex.prog.actions.iter().map(|a| a.name.clone()).collect()
+    }
+
+    /// Constructs compiled as no-ops or fallbacks, by name.
+    #[getter]
+    fn unsupported(&self) -> Vec<String> {
+        self.ex.prog.unsupported.clone()
+    }
+
+    /// Parser error names by code.
+    #[getter]
+    fn error_names(&self) -> std::collections::BTreeMap<u32, String> {
+        self.ex.prog.error_names.clone()
+    }
+
+    /// Per keyed table, the lookup structure its entries were bound to.
+    #[getter]
+    fn lookup_structures(&self) -> Vec<(String, String)> {
+        self.ex.prog.keyed_tables().map(|t| (t.name.clone(), format!("{:?}", t.index))).collect()
+    }
+
+    /// Runs the frames `data[offsets[i]:offsets[i+1]]` in order. Returns a
+    /// dict of numpy arrays: per visit `table` (u16), `entry` (i32, -1:
+    /// miss), `action` (u32, 2^32-1: none), `key_start` (u32, one more than
+    /// visits) and `key_words` (u32); per packet `pkt_start` (u32, one more
+    /// than packets), `dropped` (bool), `parser_error` (u32),
+    /// `exact_visits` (u32: visits before the packet became inexact, all
+    /// when exact), `inexact` (bool); with `outputs`, the output packets
+    /// `out_port`, `out_input`, `out_start`, `out_bytes`.
+    #[pyo3(signature = (data, offsets, ingress_port = 0, outputs = false))]
+    fn run_batch<'py>(&mut self, py: Python<'py>, data: PyReadonlyArray1<'py, u8>, offsets: PyReadonlyArray1<'py, i64>,
+                      ingress_port: u32, outputs: bool) -> PyResult<Bound<'py, PyDict>> {
+        let (data, offsets) = (data.as_slice()?, offsets.as_slice()?);
+        let fr = frames(data, offsets)?;
+        let ex = &mut self.ex;
+        let (v, o, dropped, perr, exact, inexact) = py.allow_threads(|| {
+            let mut v = Visits::new();
+            let mut o = Outputs::new();
+            let n = fr.len();
+            let (mut dropped, mut perr, mut exact, mut inexact) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+            for f in &fr {
+                let out = ex.run(f, ingress_port, 0, &mut v, if outputs { Some(&mut o) } else { None });
+                dropped.push(out.dropped);
+                perr.push(out.parser_error);
+                exact.push(ex.exact_visits());
+                inexact.push(ex.inexact_reason().is_some());
+            }
+            (v, o, dropped, perr, exact, inexact)
+        });
+        let d = PyDict::new_bound(py);
+        d.set_item("table", v.table.into_pyarray_bound(py))?;
+        d.set_item("entry", v.entry.into_pyarray_bound(py))?;
+        d.set_item("action", v.action.into_pyarray_bound(py))?;
+        d.set_item("key_start", v.key_start.into_pyarray_bound(py))?;
+        d.set_item("key_words", v.key_words.into_pyarray_bound(py))?;
+        d.set_item("pkt_start", v.pkt_start.into_pyarray_bound(py))?;
+        d.set_item("dropped", dropped.into_pyarray_bound(py))?;
+        d.set_item("parser_error", perr.into_pyarray_bound(py))?;
+        d.set_item("exact_visits", exact.into_pyarray_bound(py))?;
+        d.set_item("inexact", inexact.into_pyarray_bound(py))?;
+        if outputs {
+            d.set_item("out_port", o.port.into_pyarray_bound(py))?;
+            d.set_item("out_input", o.input.into_pyarray_bound(py))?;
+            d.set_item("out_start", o.start.into_pyarray_bound(py))?;
+            d.set_item("out_bytes", o.bytes.into_pyarray_bound(py))?;
+        }
+        Ok(d)
+    }
+
+    /// Seconds to run the batch `passes` times (visits and output packets
+    /// produced and dropped after each pass, as a consumer would): the
+    /// functional rate, without Python in the loop.
+    #[pyo3(signature = (data, offsets, passes = 1, ingress_port = 0, outputs = true))]
+    fn time_batch(&mut self, py: Python<'_>, data: PyReadonlyArray1<'_, u8>, offsets: PyReadonlyArray1<'_, i64>, passes: usize,
+                  ingress_port: u32, outputs: bool) -> PyResult<f64> {
+        let (data, offsets) = (data.as_slice()?, offsets.as_slice()?);
+        let fr = frames(data, offsets)?;
+        let ex = &mut self.ex;
+        Ok(py.allow_threads(|| {
+            let mut v = Visits::new();
+            let mut o = Outputs::new();
+            let t = std::time::Instant::now();
+            for _ in 0..passes {
+                for chunk in fr.chunks(4096) {
+                    v.clear();
+                    o.clear();
+                    for f in chunk {
+                        ex.run(f, ingress_port, 0, &mut v, if outputs { Some(&mut o) } else { None });
+                    }
+                    std::hint::black_box((&v, &o));
+                }
+            }
+            t.elapsed().as_secs_f64()
+        }))
+    }
+
+    /// Counted events so far (synthesized fields, fallback branches,
+    /// unsupported externs and checksums), by name; and packets run.
+    fn events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new_bound(py);
+        for (k, v) in self.ex.events() {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    #[getter]
+    fn packets(&self) -> (u64, u64) {
+        (self.ex.packets, self.ex.inexact_packets)
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyP4Program>()?;
+    Ok(())
+}

@@ -1,0 +1,341 @@
+"""The Rust executor of compiled P4 programs against the Python interpreter
+(the oracle), packet by packet, on every shipped program: visits (table,
+key, entry, action), drops and parser errors must be equal.
+
+Frames: random valid header chains built from each program's own parser
+(tests/p4frames.py), the same cut short or with bytes changed, generated
+traffic that hits the entries, and the recorded captures. Where the
+executor reports a packet inexact (a synthesized field or a fallback
+branch), only the visits before that point are compared, and the
+interpreter must have guessed on that packet too (Trace.packet_guessed).
+The output packets are compared with BMv2's own (the goldens)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from p4frames import mutants, parser_frames, truncations
+from synapse_vmt.errors import UserError
+from synapse_vmt.p4.engine import NO_ACTION, RustProgram
+from synapse_vmt.p4.entries import load_entries
+from synapse_vmt.p4.interp import Program
+from synapse_vmt.p4.parser import read_packets
+
+DATA = Path(__file__).parent / "data" / "p4"
+
+
+def visits(tr, i):
+    lo, hi = int(tr.pkt_start[i]), int(tr.pkt_start[i + 1])
+    return [(int(tr.step_table[j]), int(tr.step_entry[j]), int(tr.step_action[j]), tuple(tr.key_words(j))) for j in range(lo, hi)]
+
+
+def rust_visits(c, i):
+    lo, hi = int(c["pkt_start"][i]), int(c["pkt_start"][i + 1])
+    ks = c["key_start"]
+    return [(int(c["table"][j]), int(c["entry"][j]), -1 if c["action"][j] == NO_ACTION else int(c["action"][j]),
+             tuple(c["key_words"][ks[j]:ks[j + 1]].tolist())) for j in range(lo, hi)]
+
+
+def differential(program: str, ents: dict, frames: list[bytes], oracle_guesses: bool = False) -> dict:
+    """Runs ``frames`` through both engines and asserts they agree packet by
+    packet; returns what was compared. A packet the executor reports inexact
+    is compared up to that point, and the interpreter must have guessed on
+    it too (a fallback branch or a synthesized field). A packet on which
+    only the interpreter guessed (``oracle_guesses``: a construct the
+    executor computes and the interpreter does not, such as ``valid_union``)
+    is left out."""
+    prog = Program.load(program)
+    rp = RustProgram(prog, ents)
+    tr = prog.run(frames, ents, seed=1)
+    c = rp.columns(frames)
+    names = rp.core.error_names
+    stats = {"packets": len(frames), "exact": 0, "inexact": 0, "oracle_guessed": 0, "visits": 0, "matched": 0}
+    for i in range(len(frames)):
+        py, ru = visits(tr, i), rust_visits(c, i)
+        guessed = tr.packet_guessed[i]
+        if c["inexact"][i]:
+            assert guessed, (i, frames[i].hex(), "the executor is inexact where the interpreter did not guess")
+            k = int(c["exact_visits"][i])
+            assert py[:k] == ru[:k], (i, frames[i].hex(), py, ru)
+            stats["inexact"] += 1
+            stats["visits"] += k
+            stats["matched"] += sum(1 for v in ru[:k] if v[1] >= 0)
+            continue
+        if guessed:
+            stats["oracle_guessed"] += 1
+            continue
+        assert py == ru, (i, frames[i].hex(), py, ru)
+        assert bool(tr.dropped[i]) == bool(c["dropped"][i]), (i, frames[i].hex())
+        err = int(c["parser_error"][i])
+        assert tr.packet_errors[i] == (names.get(err, f"error {err}") if err else ""), (i, frames[i].hex())
+        stats["exact"] += 1
+        stats["visits"] += len(ru)
+        stats["matched"] += sum(1 for v in ru if v[1] >= 0)
+    if not oracle_guesses:
+        assert stats["oracle_guessed"] == 0, stats
+    return stats
+
+
+def program_frames(program: str, ents: dict, seed: int, n: int) -> list[bytes]:
+    """Valid chains from the parser, then as many cut short and mutated."""
+    desc = RustProgram(Program.load(program), ents).description
+    rng = random.Random(seed)
+    fr = parser_frames(desc, rng, n)
+    return fr + truncations(fr, rng, n // 3) + mutants(fr, rng, n // 3)
+
+
+# ---- the shipped programs -----------------------------------------------------------
+
+def test_router_agrees_with_the_interpreter():
+    prog = str(DATA / "router.json")
+    ents = load_entries(DATA / "router-entries.txt", prog)
+    rec = list(read_packets(DATA / "router.pcap"))  # hand-checked packets that hit the entries
+    frames = rec + mutants(rec, random.Random(1), 1000) + program_frames(prog, ents, 1, 1500)
+    s = differential(prog, ents, frames, oracle_guesses=True)
+    # hdr.u.isValid() in egress: the interpreter takes a fallback branch, the executor computes it (false,
+    # as BMv2: test_router_output_packets_equal_bmv2s); those packets are compared on BMv2's outputs
+    assert s["exact"] > 2000 and s["oracle_guessed"] > 100 and s["inexact"] == 0
+    assert s["matched"] > 300
+
+
+def test_route3_agrees_with_the_interpreter():
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.capture import frames as capture_frames
+    from synapse_vmt.p4.simrun import load_traffic
+
+    prog = str(DATA / "route3.json")
+    ents = load_entries(DATA / "route3-entries.txt", prog)
+    spec = load_traffic(str(DATA / "route3-traffic.toml"))
+    spec.flows = 500
+    frames = list(capture_frames(spec, read_program(prog), ents, 2000, seed=4)) + program_frames(prog, ents, 2, 600)
+    s = differential(prog, ents, frames)
+    assert s["inexact"] == 0 and s["exact"] == len(frames)
+    assert s["matched"] > 3 * 2000 * 0.9  # the capture hits its routes, next hops and ACL
+
+
+@pytest.mark.parametrize("name", ["route3-edge", "heavyhitter"])
+def test_edge_case_and_stateful_programs_agree_with_the_interpreter(name):
+    """route3-edge (IPv4 options, fragments, VLAN, IPv6, ARP, GRE/SCTP/OSPF, frames cut at every header)
+    and heavyhitter (registers, hashes, meters, clones: its hash- and register-derived keys are inexact)."""
+    prog = str(DATA / f"{name}.json")
+    ents = load_entries(DATA / f"{name}-entries.txt", prog)
+    rec = list(read_packets(DATA / f"{name}.pcap"))
+    s = differential(prog, ents, rec + mutants(rec, random.Random(6), 600) + program_frames(prog, ents, 6, 600))
+    if name == "heavyhitter":
+        # its first table keys on a register's value: every packet reaching it is inexact from there
+        assert s["inexact"] > 200
+    else:
+        assert s["inexact"] == 0 and s["matched"] > 300
+
+
+def test_upf_agrees_with_the_interpreter():
+    from synapse_vmt.p4 import gentraffic
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.simrun import load_scenario, resolve_program
+
+    prog = resolve_program("builtin:up4")
+    root = Path(__file__).parent.parent
+    # the example's entries with its scenario's uplink (GTP-U) and downlink traffic
+    ents = load_entries(root / "examples/upf/entries.txt", prog)
+    sc = load_scenario(str(root / "examples/upf/scenario.toml"))
+    sc["traffic"].flows = 600
+    flows, _ = gentraffic.class_frames(sc["traffic"], read_program(prog), ents, seed=3)
+    s = differential(prog, ents, flows + mutants(flows, random.Random(3), 600) + program_frames(prog, ents, 3, 1200))
+    assert s["inexact"] == 0 and s["matched"] > 600 * 6
+    # the tests' entries with the recorded sample (uplink hit, uplink miss, downlink) and its mutants
+    ents = load_entries(DATA / "upf-entries.txt", prog)
+    rec = list(read_packets(DATA / "upf-sample.pcap"))
+    s = differential(prog, ents, rec + mutants(rec, random.Random(4), 900))
+    assert s["inexact"] == 0 and s["matched"] > 900
+
+
+@pytest.fixture
+def switch(shared_data, tmp_path_factory):
+    from click.testing import CliRunner
+
+    from synapse_vmt.cli import main
+
+    prog = str(shared_data / "p4" / "switch-p416.json")
+    out = tmp_path_factory.mktemp("sw") / "sw.txt"
+    r = CliRunner().invoke(main, ["p4", "entries", "gen", prog, "--count", "10", "--seed", "2", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    return prog, load_entries(out, prog)
+
+
+def test_switch_agrees_with_the_interpreter(switch):
+    from synapse_vmt.p4 import gentraffic
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.simrun import load_traffic
+
+    prog, ents = switch
+    spec = load_traffic(str(Path(__file__).parent.parent / "examples/switch/traffic.toml"))
+    spec.flows = 150
+    flows, _ = gentraffic.class_frames(spec, read_program(prog), ents, seed=5)
+    frames = flows + program_frames(prog, ents, 5, 450)
+    s = differential(prog, ents, frames)
+    # the switch hashes (unsupported): packets keying on a hash are compared up to that table
+    assert s["exact"] > 200 and s["visits"] > 200 * 10
+
+
+# ---- exactness, engines, bad input ----------------------------------------------------
+
+def test_executor_and_interpreter_report_the_same_summary_on_exact_runs():
+    prog = str(DATA / "route3.json")
+    ents = load_entries(DATA / "route3-entries.txt", prog)
+    frames = program_frames(prog, ents, 7, 300)
+    a = Program.load(prog).run(frames, ents).summary()
+    b = RustProgram(Program.load(prog), ents).run(frames).summary()
+    assert a == b
+
+
+def test_cli_interp_engines_agree_on_exact_counts(tmp_path):
+    from click.testing import CliRunner
+
+    from synapse_vmt.cli import main
+
+    args = ["p4", "interp", str(DATA / "route3.json"), "--entries", str(DATA / "route3-entries.txt"), "--json"]
+    pcap = tmp_path / "r.pcap"
+    r = CliRunner().invoke(main, ["p4", "capture", str(DATA / "route3.json"), "--entries", str(DATA / "route3-entries.txt"),
+                                  "--traffic", str(DATA / "route3-traffic.toml"), "--count", "300", "-o", str(pcap)])
+    assert r.exit_code == 0, r.output
+    out = {e: json.loads(CliRunner().invoke(main, args + ["--pcap", str(pcap), "--engine", e]).output) for e in ("rust", "python")}
+    assert out["rust"] == out["python"]
+    assert out["rust"]["tables"]["Route3Ingress.acl"]["lookups"] == 300
+
+
+def test_unsupported_constructs_are_named():
+    prog = Program.load(DATA / "router.json")
+    rp = RustProgram(prog, load_entries(DATA / "router-entries.txt", DATA / "router.json"))
+    assert rp.core.unsupported == ["unsupported extern register_read"]
+    doc = json.loads((DATA / "router.json").read_text())
+    doc["header_unions"] = []  # a union the program does not declare: its validity is a fallback branch
+    rp = RustProgram(Program(doc, "undeclared.json"), {})
+    assert any("valid_union" in u for u in rp.core.unsupported)
+
+
+def test_malformed_description_is_one_line(tmp_path):
+    doc = json.loads((DATA / "route3.json").read_text())
+    # an action primitive assigning an expression with an operator BMv2 does not have
+    doc["actions"][2]["primitives"][0]["parameters"][1] = {"type": "expression", "value": {"op": "@@", "left": None, "right": None}}
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc))
+    rp = RustProgram(Program.load(p), {})
+    assert any("@@" in u for u in rp.core.unsupported)  # compiled as the interpreter does: a synthesized field
+    # a primitive with malformed parameters: one line naming the action and the primitive
+    doc["actions"][2]["primitives"][0]["parameters"] = [{"type": "field", "value": ["nope", "x"]}]
+    p.write_text(json.dumps(doc))
+    with pytest.raises(UserError) as e:
+        RustProgram(Program.load(p), {})
+    assert "\n" not in str(e.value) and str(p) in str(e.value)
+
+
+def test_capture_frames_differ_and_carry_valid_checksums():
+    import dpkt
+
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.capture import frames as capture_frames
+    from synapse_vmt.p4.simrun import load_traffic
+
+    prog = str(DATA / "route3.json")
+    ents = load_entries(DATA / "route3-entries.txt", prog)
+    spec = load_traffic(str(DATA / "route3-traffic.toml"))
+    spec.flows = 20
+    fr = list(capture_frames(spec, read_program(prog), ents, 400, seed=1))
+    assert len(set(fr)) == 400  # every frame differs though there are 20 flows
+    assert fr == list(capture_frames(spec, read_program(prog), ents, 400, seed=1))
+    for f in fr:
+        ip = dpkt.ethernet.Ethernet(f).data
+        raw = bytes(ip)
+        # the IPv4 header checksum verifies (ones' complement sum of the header is 0xffff)
+        s = sum(int.from_bytes(raw[i:i + 2], "big") for i in range(0, 20, 2))
+        while s >> 16:
+            s = (s & 0xFFFF) + (s >> 16)
+        assert s == 0xFFFF
+        if isinstance(ip.data, dpkt.tcp.TCP):
+            seg = bytes(ip.data)
+            ph = ip.src + ip.dst + bytes([0, 6]) + len(seg).to_bytes(2, "big")
+            data = ph + seg + (b"\0" if len(seg) % 2 else b"")
+            s = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+            while s >> 16:
+                s = (s & 0xFFFF) + (s >> 16)
+            assert s == 0xFFFF
+    assert os.path.exists(DATA / "route3-traffic.toml")
+
+
+def test_the_benchmarks_description_is_the_compiled_program():
+    """crates/synapse-core/benches/scenarios/route3-program.json is what `synapse p4 compile` writes today."""
+    committed = json.loads((DATA.parent.parent.parent / "crates/synapse-core/benches/scenarios/route3-program.json").read_text())
+    fresh = RustProgram.load(str(DATA / "route3.json"), str(DATA / "route3-entries.txt")).description
+    committed.pop("source")
+    fresh = json.loads(json.dumps(fresh))
+    fresh.pop("source")
+    assert committed == fresh
+
+
+def test_bench_p4_checks_against_the_interpreter_then_rates(tmp_path):
+    from synapse_vmt.cli.bench import bench_program
+    from synapse_vmt.p4.capture import write_pcap
+
+    prog = str(DATA / "route3.json")
+    ents = load_entries(DATA / "route3-entries.txt", prog)
+    pcap = tmp_path / "f.pcap"
+    write_pcap(str(pcap), iter(program_frames(prog, ents, 9, 200)))
+    rec = bench_program(prog, str(DATA / "route3-entries.txt"), str(pcap), rounds=1, python_packets=50)
+    assert rec["packets"] == len(program_frames(prog, ents, 9, 200)) and rec["packets_per_s"] > 0
+    assert rec["speedup"] > 0 and rec["lookup_structures"]["Route3Ingress.ipv4_lpm"] == "lpm trie"
+
+
+# ---- output packets against BMv2 (tests/data/p4/goldens: simple_switch's own output pcaps) ----
+
+GOLDENS = DATA / "goldens"
+
+
+def outputs_by_port(name: str) -> tuple[dict[str, list[bytes]], dict[str, list[bytes]]]:
+    """(the executor's, BMv2's) output frames per egress port for golden ``name``."""
+    g = json.loads((GOLDENS / name / "golden.json").read_text())
+    root = DATA.parent.parent.parent
+    prog = str(root / g["inputs"]["program"]["path"])
+    rp = RustProgram(Program.load(prog), load_entries(root / g["inputs"]["entries"]["path"], prog))
+    c = rp.columns(read_packets(root / g["inputs"]["pcap"]["path"]), ingress_port=g["options"]["ingress_port"], outputs=True)
+    ours: dict[str, list[bytes]] = {}
+    for i, port in enumerate(c["out_port"].tolist()):
+        ours.setdefault(str(port), []).append(bytes(c["out_bytes"][c["out_start"][i]:c["out_start"][i + 1]]))
+    theirs = {p: list(read_packets(GOLDENS / name / o["pcap"])) for p, o in g["output"].items()}
+    return ours, theirs
+
+
+def test_router_output_packets_equal_bmv2s():
+    ours, theirs = outputs_by_port("router")
+    assert ours == theirs
+
+
+def without_ipv4_checksum(f: bytes) -> bytes:
+    """The frame with its IPv4 header checksum zeroed (Ethernet, VLAN tags, IPv4; others unchanged)."""
+    t = 12
+    while f[t:t + 2] in (b"\x81\x00", b"\x88\xa8"):
+        t += 4
+    ck = t + 2 + 10
+    if f[t:t + 2] == b"\x08\x00" and len(f) >= ck + 2:
+        return f[:ck] + b"\0\0" + f[ck + 2:]
+    return f
+
+
+def test_route3_edge_output_packets_equal_bmv2s_but_the_checksum():
+    """Every frame BMv2 sent, on the same port, in order, byte for byte, except the IPv4 header
+    checksum, which the program updates with csum16 (not computed by the executor yet: counted)."""
+    ours, theirs = outputs_by_port("route3-edge")
+    assert sorted(ours) == sorted(theirs)
+    for p in theirs:
+        assert [without_ipv4_checksum(f) for f in ours[p]] == [without_ipv4_checksum(f) for f in theirs[p]], p
+
+
+@pytest.mark.xfail(strict=True, reason="csum16 is not computed by the executor yet: the IPv4 header checksum keeps its input value")
+def test_route3_edge_output_packets_equal_bmv2s():
+    ours, theirs = outputs_by_port("route3-edge")
+    assert ours == theirs
