@@ -460,9 +460,10 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
                 warn=None) -> dict:
     """``synapse run --p4``: every keyed table a VMT from one pool of ``pmus``
     PMUs (split evenly to start; the run is static); writes windows.csv,
-    edges.csv, run.png and summary.json to ``out``. The summary covers the
-    duration; the run then ends drained (``invariants``: ``drained``,
-    ``stuck``); ``warn(line)`` hears of tables left without a PMU before the run."""
+    edges.csv, run.png and summary.json to ``out``, then the report
+    (report.html, latency.csv, cfg.json, run.json: :func:`synapse_vmt.view.finish_run`).
+    The summary covers the duration; the run then ends drained (``invariants``:
+    ``drained``, ``stuck``); ``warn(line)`` hears of tables left without a PMU before the run."""
     from pathlib import Path
 
     from synapse_vmt import report
@@ -502,4 +503,7 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
     report.write_edges_csv(out / "edges.csv", e, names)
     report.plot_run(out / "run.png", w, names, window_ns, hists)
     report.write_json(out / "summary.json", s)
+    from synapse_vmt import view
+
+    view.finish_run(out, kind="run --p4", window_ns=window_ns, sim=sim, hists=hists, cfg=program)
     return s
