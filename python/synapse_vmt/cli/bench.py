@@ -4,6 +4,10 @@ user's own files.
 ``synapse bench p4`` rates a compiled P4 program on a capture (see
 :func:`bench_program`).
 
+``synapse bench fast`` runs a scenario in the exact engine and in the fast
+mode side by side and prints both keys/s and the fast mode's error per
+figure (docs/fast-mode.md).
+
 ``synapse bench classify`` builds one classifier over a ClassBench rule file
 and classifies a header trace in repeated batch passes on one core for about
 ``--secs`` seconds (the loop runs in Rust; Python only times it), then prints
@@ -98,6 +102,75 @@ def bench_classify(rules_file: str, trace_file: str, algo: str, secs: float, set
         return
     click.echo(f"{algo}: {rec['rules']} rules, {rec['lookups_per_s'] / 1e6:.2f} M lookups/s, "
                f"{rec['bytes']} bytes ({rec['bytes_per_rule']:.1f} per rule), built in {rec['build_s'] * 1e3:.1f} ms")
+
+
+@bench.command("fast")
+@click.argument("scenario", required=False, type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field (repeatable).")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Interleaved rounds of exact then fast; the median wall times count.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_fast(scenario: str | None, overrides: tuple[str, ...], rounds: int, as_json: bool) -> None:
+    """Keys/s of the exact engine and of the fast mode on one scenario, side
+    by side (interleaved rounds, one core), their ratio, and the fast mode's
+    error on each summary figure against the exact run (docs/fast-mode.md)."""
+    import statistics
+
+    from synapse_vmt import fastcheck
+    from synapse_vmt.scenario import load
+
+    scn = load(scenario, overrides)
+    walls: dict[str, list[float]] = {"exact": [], "fast": []}
+    for _ in range(rounds):
+        exact, we = fastcheck.run_exact(scn)
+        fast, wf = fastcheck.run_fast(scn)
+        walls["exact"].append(we)
+        walls["fast"].append(wf)
+    keys = sum(t["keys"] for t in exact["tables"].values())
+    med = {m: statistics.median(w) for m, w in walls.items()}
+    rec = {"scenario": scenario or "default", "overrides": list(overrides), "rounds": rounds, "keys": keys,
+           "exact_wall_s": med["exact"], "fast_wall_s": med["fast"],
+           "exact_keys_per_s": keys / med["exact"], "fast_keys_per_s": keys / med["fast"],
+           "speedup": med["exact"] / med["fast"], "overloaded": fastcheck.overloaded(exact),
+           "errors": fastcheck.compare(exact, fast)}
+    if as_json:
+        click.echo(json.dumps(rec))
+        return
+    click.echo(f"{rec['scenario']} {' '.join(overrides)}: {keys} keys; exact {rec['exact_keys_per_s'] / 1e6:.2f} M keys/s, "
+               f"fast {rec['fast_keys_per_s'] / 1e6:.1f} M keys/s: {rec['speedup']:.1f}x (median of {rounds} rounds)"
+               + ("; OVERLOADED: beyond the fast mode's model" if rec["overloaded"] else ""))
+    for r in rec["errors"]:
+        err = f"{r['error']:+.4f}" if r["kind"] == "abs" else f"{100 * r['error']:+.1f} %"
+        click.echo(f"  {r['table']:>10} {r['figure']:>16}: exact {r['exact']:10.4f} fast {r['fast']:10.4f} "
+                   f"[{r['lo']:.4f}, {r['hi']:.4f}] {err:>9} {'ok' if r['within'] else 'OUT OF BOUND'}"
+                   f"{'' if r['covered'] else ', exact outside interval'}")
+
+
+@bench.command("p4rt")
+@click.option("--p4", "program", type=click.Path(dir_okay=False), required=True,
+              help="p4c BMv2 JSON the server loads (e.g. up4-bmv2.json)")
+@click.option("--table", help="table written (default: the writable table with the widest key)")
+@click.option("--entries", default=20_000, show_default=True, type=click.IntRange(min=1),
+              help="entries inserted, then deleted, in batched Writes")
+@click.option("--batch", default=1000, show_default=True, type=click.IntRange(min=1), help="updates per batched Write")
+@click.option("--singles", default=2000, show_default=True, type=click.IntRange(min=1),
+              help="Writes of one insert each")
+@click.option("--traffic", default=0.0, show_default=True, type=click.FloatRange(min=0.0),
+              help="the server's background lookups per second per table (serve --traffic)")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_p4rt_cmd(program: str, table: str | None, entries: int, batch: int, singles: int, traffic: float,
+                   as_json: bool) -> None:
+    """Write throughput of `synapse serve` (its own process, loopback) with a
+    raw gRPC client whose requests are serialised before timing."""
+    from synapse_vmt.p4rt.bench import bench_p4rt
+
+    rec = bench_p4rt(program, table, entries, batch, singles, traffic=traffic)
+    if as_json:
+        click.echo(json.dumps(rec))
+        return
+    click.echo(f"{rec['table']}: batched ({batch}/Write) {rec['batched_inserts_per_s']:,.0f} inserts/s, "
+               f"{rec['batched_deletes_per_s']:,.0f} deletes/s; single Writes {rec['single_writes_per_s']:,.0f}/s "
+               f"(p50 {rec['single_p50_ms']:.2f} ms, p99 {rec['single_p99_ms']:.2f} ms)")
 
 
 def bench_program(program: str, entries_file: str | None, pcap: str, rounds: int = 5, ingress_port: int = 0,

@@ -322,6 +322,19 @@ class ExternArray:
     binding: str | None = None
 
 
+@dataclass(frozen=True)
+class StatefulArray:
+    """A counter or meter array of the program as the P4Info declares it (a view of
+    :class:`ExternArray`): ``direct_table`` names the table a direct one is bound
+    to; ``unit`` is "bytes" or "packets" for a meter, "both" for a counter
+    (BMv2 counters always count both)."""
+
+    name: str
+    size: int
+    direct_table: str | None
+    unit: str
+
+
 @dataclass
 class P4Program:
     """A p4c BMv2 program: its CFG and its keyed tables (in CFG order); the
@@ -335,6 +348,17 @@ class P4Program:
     externs: dict[str, ExternArray] = field(default_factory=dict)
     profiles: dict[str, bool] = field(default_factory=dict)
     calculations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def counters(self) -> tuple[StatefulArray, ...]:
+        """The counter arrays, in the program's order."""
+        return tuple(StatefulArray(x.name, x.size, x.binding, "both") for x in self.externs.values() if x.kind == "counter")
+
+    @property
+    def meters(self) -> tuple[StatefulArray, ...]:
+        """The meter arrays, in the program's order."""
+        return tuple(StatefulArray(x.name, x.size, x.binding, "packets" if x.packets else "bytes")
+                     for x in self.externs.values() if x.kind == "meter")
 
     def table(self, name: str) -> TableSpec | None:
         """The table ``name`` (BMv2 full name, or a short name that is unambiguous)."""
