@@ -14,7 +14,14 @@
 //! - [`visits`]: what the executor reports of a batch of packets, the
 //!   interface between the executor and whatever consumes its output (route
 //!   interning and the routed simulator, per-table counters, tests).
+//! - [`run`]: [`RunPacket`], the executor's face, and what it reports
+//!   besides the visits (an [`Outcome`], output packets).
+//! - [`capture`]: pcap and pcapng files (gzip'd or not) read in chunks.
 
+pub mod capture;
+pub mod run;
 pub mod visits;
 
+pub use capture::{Capture, CaptureError, Frames, OnTruncated};
+pub use run::{Outcome, Outputs, RunPacket};
 pub use visits::Visits;
