@@ -17,11 +17,29 @@
 //! - [`run`]: [`RunPacket`], the executor's face, and what it reports
 //!   besides the visits (an [`Outcome`], output packets).
 //! - [`capture`]: pcap and pcapng files (gzip'd or not) read in chunks.
+//! - [`intern`]: routes (a packet's visits of simulated tables with its
+//!   key at each) and keys, deduplicated.
+//! - [`stream`]: a capture through the executor into the routed
+//!   simulator in bounded memory, with per-table counters.
+//! - [`pcapout`]: output packets, one pcap per egress port.
+//! - [`precomputed`]: an executor replaying visits computed elsewhere
+//!   (the Python interpreter's).
+//! - [`standin`]: a tiny fixed program, for tests and benchmarks of the
+//!   consumers.
 
 pub mod capture;
+pub mod intern;
+pub mod pcapout;
+pub mod precomputed;
 pub mod run;
+pub mod standin;
+pub mod stream;
 pub mod visits;
 
 pub use capture::{Capture, CaptureError, Frames, OnTruncated};
+pub use intern::Interner;
+pub use pcapout::PcapOut;
+pub use precomputed::Precomputed;
 pub use run::{Outcome, Outputs, RunPacket};
+pub use stream::{Clock, Counters, Port, RouteSink, Stream};
 pub use visits::Visits;
