@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 
 mod cost;
 mod hwmodel;
+mod program;
 mod routed;
 mod rules;
 mod sim;
@@ -28,5 +29,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cost::register(m)?;
     hwmodel::register(m)?;
     routed::register(m)?;
+    program::register(m)?;
     Ok(())
 }

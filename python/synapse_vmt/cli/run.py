@@ -63,8 +63,16 @@ def run_scenario(scn, out: Path, quiet: bool = False) -> dict:
 @click.option("--pmus", type=click.IntRange(min=1), default=16, show_default=True, help="PMU pool of --p4, split evenly over the tables.")
 @click.option("--duration-ns", type=click.FloatRange(min=1.0), help="Simulated time of --p4 (default: the capture plus a drain).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of --p4 runs.")
+@click.option("--timestamps", is_flag=True, help="Replay --pcap at its own timestamps instead of --rate-mpps.")
+@click.option("--ingress-port", default="0", show_default=True, metavar="N|interface",
+              help="standard_metadata.ingress_port of --pcap's packets: a port, or 'interface' (pcapng's interface id).")
+@click.option("--out-pcap", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write the program's output packets of --pcap to DIR, one pcap per egress port.")
+@click.option("--stop-at-truncated", is_flag=True,
+              help="A --pcap cut short ends the run at its last complete packet with a warning (default: an error).")
 def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bool, p4: str | None,
-        entries_file: str | None, pcap: str | None, traffic_file: str | None, rate_mpps: float, pmus: int, duration_ns: float | None, seed: int) -> None:
+        entries_file: str | None, pcap: str | None, traffic_file: str | None, rate_mpps: float, pmus: int, duration_ns: float | None, seed: int,
+        timestamps: bool, ingress_port: str, out_pcap: str | None, stop_at_truncated: bool) -> None:
     """Simulate SCENARIO (a TOML file; the built-in default if omitted) and
     write per-window metrics, plots and summary.json to the output directory.
 
@@ -80,12 +88,14 @@ def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bo
         if p4 is not None:
             traffic = simrun.load_traffic(traffic_file) if traffic_file else None
             kw = {"program": simrun.resolve_program(p4), "entries_file": entries_file, "pcap": pcap, "traffic": traffic,
-                  "rate_mpps": rate_mpps, "pmus": pmus, "duration_ns": duration_ns, "seed": seed}
+                  "rate_mpps": rate_mpps, "pmus": pmus, "duration_ns": duration_ns, "seed": seed,
+                  "timestamps": timestamps, "ingress_port": simrun.parse_ingress_port(ingress_port, "--ingress-port"),
+                  "out_pcap": out_pcap, "stop_at_truncated": stop_at_truncated}
             if scenario:
                 raise UserError("run: give either SCENARIO or --p4, not both")
         else:
             kw = simrun.load_scenario(scenario)
-        s = simrun.run_program(out, **kw)
+        s = simrun.run_program(out, **kw, quiet=quiet)
         if not quiet:
             _print_program(s, out)
         return
@@ -130,4 +140,12 @@ def _print_program(s: dict, out: Path) -> None:
         if s.get(k):
             con.print(f"{k}: " + ", ".join(f"{a}={b}" for a, b in s[k].items()))
     inv = s["invariants"]
-    con.print(f"{s['packets']} packets, {s['routes']} routes; invariants: {inv['wrong_action']} wrong, {inv['lost']} lost")
+    drops = s.get("p4_drops", {})
+    con.print(f"{s['packets']} packets, {s['routes']} routes; P4 drops {drops.get('total', 0)}"
+              + (f" ({', '.join(f'{k} {v}' for k, v in drops.get('by_reason', {}).items())})" if drops.get("by_reason") else "")
+              + f"; input-FIFO overflows {inv['fifo_overflows']}")
+    if inv["in_flight"]:
+        con.print(f"invariants: {inv['wrong_action']} wrong, {inv['lost']} lost, {inv['in_flight']} PHVs still in flight "
+                  "at the end (not checked)")
+    else:
+        con.print(f"invariants: {inv['wrong_action']} wrong, {inv['lost']} lost (drained)")

@@ -40,7 +40,7 @@ import numpy as np
 
 from synapse_vmt import _core
 from synapse_vmt.errors import UserError, read_toml
-from synapse_vmt.p4.interp import Program, Trace, TableSpec, _match_row
+from synapse_vmt.p4.interp import Program, Trace, TableSpec, _match_row, encode_words
 
 
 def max_key_words() -> int:
@@ -388,10 +388,272 @@ def program_summary(pr: ProgramRun, sim: RoutedSim) -> dict:
     return s
 
 
+# ---- a capture, streamed -------------------------------------------------------
+
+DISCOVER = 100_000  # packets read before the simulator is built: its tables are those they visit
+INTERP_BATCH = 8192  # frames per interpreter batch (the Python path)
+
+
+class InterpExec:
+    """Runs a stream's held frames through the Python interpreter and hands
+    the visits to Rust (``CaptureStream.run_held``): the executor of the
+    streaming path until the compiled program runs in Rust. Each batch is a
+    separate interpreter run (its frame cache and fallback draws per batch,
+    seeded by the seed and the batch number)."""
+
+    REASONS = ["dropped", "ingress", "egress"]  # drop_pipeline -1 / 0 / 1
+
+    def __init__(self, prog: Program, entries: Mapping[str, object], seed: int):
+        self.prog, self.entries, self.seed = prog, entries, seed
+        self.table_cache: dict = {}
+        self.action_id = np.array(sorted(prog.actions) + [0xFFFFFFFF], dtype=np.uint32)  # index -1: none
+        self.batches = 0
+        self.synthesized: dict[str, int] = {}
+        self.fallback: dict[str, int] = {}
+        self.unsupported: list[str] = []
+
+    def run(self, stream) -> None:
+        buf, start, _t, ports = stream.held()
+        data = buf.tobytes()
+        st = start.tolist()
+        frames = [data[st[i]:st[i + 1]] for i in range(len(st) - 1)]
+        pl = ports.tolist()
+        traces = []
+        i = 0
+        while i < len(frames):  # a run per stretch of one ingress port
+            j = i + 1
+            while j < len(frames) and pl[j] == pl[i]:
+                j += 1
+            seed = self.seed if self.batches == 0 else hash((self.seed, self.batches)) & 0x7FFFFFFF
+            traces.append(self.prog.run(frames[i:j], self.entries, seed=seed, ingress_port=pl[i], table_cache=self.table_cache))
+            self.batches += 1
+            i = j
+        for tr in traces:
+            for k, v in tr.synthesized_fields.items():
+                self.synthesized[k] = self.synthesized.get(k, 0) + v
+            for k, v in tr.fallback_branches.items():
+                self.fallback[k] = self.fallback.get(k, 0) + v
+            self.unsupported = tr.unsupported
+        specs = self.prog.tables
+        narrow = [all(k.width <= 32 for k in sp.key) for sp in specs]
+        tab, ent, act, kst, kw, pst, drp, rsn, per = [], [], [], [0], [], [0], [], [], []
+        for tr in traces:
+            tab.append(tr.step_table)
+            ent.append(tr.step_entry)
+            act.append(self.action_id[tr.step_action])
+            for t, k in zip(tr.step_table.tolist(), tr.step_keys):
+                kw.extend(k if narrow[t] else encode_words(specs[t], k))
+                kst.append(len(kw))
+            pst.extend((tr.pkt_start[1:] + (pst[-1])).tolist())
+            drp.append(tr.dropped)
+            rsn.append((tr.drop_pipeline.astype(np.int64) + 1).astype(np.uint32))
+            per.append(tr.parser_error)
+        cat = lambda xs, dt: np.ascontiguousarray(np.concatenate(xs) if xs else np.zeros(0), dtype=dt)  # noqa: E731
+        stream.run_held(cat(tab, np.uint16), cat(ent, np.int32), cat(act, np.uint32), np.array(kst, dtype=np.uint32),
+                        np.array(kw, dtype=np.uint32), np.array(pst, dtype=np.uint32), cat(drp, bool), cat(rsn, np.uint32),
+                        cat(per, np.uint32))
+
+    def fill(self, stream, until_ps: int, max_packets: int | None = None) -> None:
+        """Reads and runs packets while the last one read arrives before ``until_ps``."""
+        left = max_packets
+        while left is None or left > 0:
+            n = stream.read(until_ps, INTERP_BATCH if left is None else min(INTERP_BATCH, left))
+            if n == 0:
+                return
+            self.run(stream)
+            if left is not None:
+                left -= n
+
+
+def _capture_error(e: ValueError) -> UserError:
+    return UserError(str(e))
+
+
+def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_mpps: float | None = 50.0,
+                ingress_port: int | None = 0, duration_ns: float | None = None, pmus: int = 16, block_size: int = 256,
+                window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, out_pcap: str | None = None,
+                stop_at_truncated: bool = False, discover: int = DISCOVER, quiet: bool = True) -> dict:
+    """``synapse run --p4 --pcap``, streamed: the capture is read in chunks in
+    Rust, each batch run through the program, its routes interned and
+    appended to the running simulator, one control period at a time
+    (``docs/program-layer-streaming.md``). ``rate_mpps`` None replays at the
+    capture's timestamps; ``ingress_port`` None takes the capture's
+    interface. The simulator's tables are the keyed tables the first
+    ``discover`` packets visit; a table first visited later is counted but
+    not simulated (``unsimulated_tables``)."""
+    import os
+    import time
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from synapse_vmt import report
+    from synapse_vmt.opt.controller import concat
+    from synapse_vmt.p4.entries import load_entries
+
+    if out_pcap is not None:
+        raise UserError("run --p4 --out-pcap: output packets need the compiled program's executor (the deparser); "
+                        "the interpreter computes no output packets")
+    out = Path(out)
+    prog = Program.load(program)
+    entries = load_entries(entries_file or os.devnull, program)
+    specs = prog.tables
+    exe = InterpExec(prog, entries, seed)
+    try:
+        stream = _core.CaptureStream(str(pcap), [sp.words for sp in specs], rate_mpps, ingress_port, None,
+                                     stop_at_truncated, out_pcap, InterpExec.REASONS)
+    except ValueError as e:
+        raise _capture_error(e) from None
+    limit_ps = None if duration_ns is None else int(duration_ns * 1000)
+    con = Console(stderr=True, quiet=quiet)
+    t0 = time.perf_counter()
+    with Progress(TextColumn("streaming"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[pkts]:,} packets"),
+                  TextColumn("{task.fields[rate]:,.0f} packets/s"), TimeElapsedColumn(), console=con, transient=True,
+                  disable=quiet) as bar:
+        size = stream.progress()[1]
+        task = bar.add_task("run", total=size, pkts=0, rate=0.0)
+
+        def tick():
+            b, _, n = stream.progress()
+            bar.update(task, completed=b, pkts=n, rate=n / max(time.perf_counter() - t0, 1e-9))
+
+        try:
+            exe.fill(stream, limit_ps if limit_ps is not None else 1 << 63, discover)
+        except ValueError as e:
+            raise _capture_error(e) from None
+        if stream.progress()[2] == 0:
+            raise UserError(f"{pcap}: no packets")
+        limit = max_key_words()
+        visited = stream.visited()
+        for t in visited:
+            if specs[t].words > limit:
+                raise UserError(f"table {specs[t].name}: key of {specs[t].words} 32-bit words is wider than the simulator's "
+                                f"{limit} words ({32 * limit} bits)")
+        sim_tables = visited
+        if not sim_tables:
+            raise UserError(f"{program}: no packet visits a keyed table the simulator can take; nothing to simulate")
+        sim_of = [None] * len(specs)
+        for i, t in enumerate(sim_tables):
+            sim_of[t] = i
+        stream.simulate(sim_of)
+        names = [specs[t].name for t in sim_tables]
+        args = []
+        for t in sim_tables:
+            bits, kinds, lo, hi, mask = _word_rows(specs[t], entries.get(specs[t].name))
+            args.append((specs[t].name, bits, kinds, lo, hi, mask, np.zeros((0, len(bits)), dtype=np.uint32),
+                         np.zeros(0, dtype=np.int64)))
+        base = json.loads(_core.default_sim_config())
+        base.update({"seed": seed, "window_ns": window_ns, "duration_ns": duration_ns or 0.0})
+        base["pmus"]["block_size"] = block_size
+        for k, v in (overrides or {}).items():
+            if isinstance(v, dict) and isinstance(base.get(k), dict):
+                base[k].update(v)
+            else:
+                base[k] = v
+        cfg = sim_config(base, names, even_split(names, pmus), pmus)
+        try:
+            core = _core.routed_simulator(json.dumps(cfg), args, np.zeros(1, np.uint32), np.zeros(0, np.uint32),
+                                          np.zeros(0, np.uint32))
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        period = max(window_ns, 50 * window_ns)  # ns of simulated time per control period
+        t, ws, es = 0.0, [], []
+        sim_s = 0.0
+
+        def advance(t_end: float) -> None:
+            nonlocal sim_s
+            stream.sync(core)
+            a = time.perf_counter()
+            core.run_until(t_end)
+            sim_s += time.perf_counter() - a
+            ws.append(core.windows())
+            es.append(core.edges())
+
+        try:
+            while not stream.done and (limit_ps is None or t * 1000 < limit_ps):
+                t = t + period if limit_ps is None else min(t + period, limit_ps / 1000)
+                exe.fill(stream, int(t * 1000) + 1)
+                advance(t)
+                tick()
+        except ValueError as e:
+            raise _capture_error(e) from None
+        stream.sync(core)
+        # The end: the capture plus a drain, then on until nothing is in flight (or the given duration).
+        end = max(t, stream.last_time_ps / 1000 + 50_000.0) if limit_ps is None else limit_ps / 1000
+        if end > t:
+            advance(end)
+            t = end
+        drain_cap = t + 10_000_000.0  # 10 ms of simulated time at most
+        while limit_ps is None and t < drain_cap:
+            inv = core.check_invariants()
+            if inv["in_flight"] == 0 and _core.pending_arrivals(core) == 0:
+                break
+            t += period
+            advance(t)
+    wall = time.perf_counter() - t0
+    inv = core.check_invariants()
+    if not inv["ok"]:
+        raise RuntimeError(f"simulator invariant violated: {inv}")
+    c = stream.counters()
+    s = core.summary()
+    tables = {}
+    for ti, sp in enumerate(specs):
+        if c["lookups"][ti] == 0:
+            continue
+        row = dict(s["tables"].get(sp.name, {}))
+        acts = {}
+        for a, n in c["actions"][ti].items():
+            acts[prog.actions[a].name if a in prog.actions else ""] = n
+        row.update({"lookups": c["lookups"][ti], "matched": c["matched"][ti], "actions": acts})
+        row["simulated"] = sp.name in s["tables"]
+        row["distinct_keys"] = c["keys"][ti]
+        tables[sp.name] = row
+    s["tables"] = tables
+    s["packets"] = c["packets"]
+    s["synthesized_fields"] = dict(sorted(exe.synthesized.items()))
+    s["fallback_branches"] = dict(sorted(exe.fallback.items()))
+    names_of = prog.pc.error_names
+    s["parser_rejects"] = dict(sorted((names_of.get(k, f"error {k}"), v) for k, v in c["parser_errors"].items()))
+    s["unsimulated_tables"] = {specs[t].name: f"first visited after the first {discover} packets"
+                               for t in range(len(specs)) if c["lookups"][t] > 0 and sim_of[t] is None}
+    s["sim_key_words"] = int(core.key_words)
+    s["unsupported"] = exe.unsupported
+    s["routes"] = c["routes"]
+    inv["fifo_overflows"] = inv.pop("dropped")
+    s["invariants"] = inv
+    s["pmus_total"] = pmus
+    s["p4_drops"] = {"total": c["dropped"], "by_reason": c["drops"]}
+    s["stream"] = {
+        "clock": "timestamps" if rate_mpps is None else f"rate {rate_mpps} Mpps",
+        "ingress_port": "interface" if ingress_port is None else ingress_port,
+        "unrouted_packets": c["unrouted"],
+        "reordered_timestamps": c["reordered"],
+        "entry_conflicts": c["entry_conflicts"],
+        "interner_bytes": c["interner_bytes"],
+        "wall_s": wall,
+        "packets_per_s": c["packets"] / wall if wall > 0 else 0.0,
+        "sim_wall_s": sim_s,
+        "drained": inv["in_flight"] == 0 and _core.pending_arrivals(core) == 0,
+    }
+    if stream.warning:
+        s["stream"]["warning"] = stream.warning
+        con.print(f"warning: {stream.warning}")
+    stream.finish()
+    w, e = concat(ws), concat(es)
+    out.mkdir(parents=True, exist_ok=True)
+    report.write_windows_csv(out / "windows.csv", w, names, window_ns)
+    report.write_edges_csv(out / "edges.csv", e, names)
+    report.plot_run(out / "run.png", w, names, window_ns, {n: core.latency_histogram(n) for n in names})
+    report.write_json(out / "summary.json", s)
+    return s
+
+
 # ---- program scenarios and the run command ---------------------------------------
 
 SCENARIO_KEYS = {"program", "traffic", "sim"}
-PROGRAM_KEYS = {"p4", "entries", "pcap", "rate_mpps", "duration_ns", "pmus", "block_size", "window_ns", "seed"}
+PROGRAM_KEYS = {"p4", "entries", "pcap", "rate_mpps", "duration_ns", "pmus", "block_size", "window_ns", "seed",
+                "timestamps", "ingress_port", "out_pcap", "stop_at_truncated"}
 BUILTIN = {"builtin:up4": "up4-bmv2.json.gz"}
 
 
@@ -418,6 +680,19 @@ def resolve_program(spec: str, base: "Path | None" = None) -> str:
     return str(p)
 
 
+def parse_ingress_port(v, where: str) -> int | None:
+    """An ingress port: a number, or ``interface`` (the capture's; None)."""
+    if v == "interface":
+        return None
+    try:
+        p = int(v)
+    except (TypeError, ValueError):
+        p = -1
+    if p < 0 or isinstance(v, bool):
+        raise UserError(f"{where}: expected a port number >= 0 or \"interface\", found {v!r}")
+    return p
+
+
 def load_scenario(path: str) -> dict:
     """A program scenario (TOML with ``[program]``): the keyword arguments of :func:`run_program`."""
     from pathlib import Path
@@ -441,6 +716,10 @@ def load_scenario(path: str) -> dict:
     kw["pcap"] = str(base / pg["pcap"]) if pg.get("pcap") else None
     kw["traffic"] = gentraffic.parse_spec(doc["traffic"], f"{path}: [traffic]") if "traffic" in doc else None
     kw["overrides"] = doc.get("sim", {})
+    if "ingress_port" in kw:
+        kw["ingress_port"] = parse_ingress_port(kw["ingress_port"], f"{path}: [program] ingress_port")
+    if kw.get("out_pcap"):
+        kw["out_pcap"] = str(base / kw["out_pcap"])
     return kw
 
 
@@ -456,14 +735,25 @@ def load_traffic(path: str):
 
 def run_program(out, *, program: str, entries_file: str | None, pcap: str | None = None, traffic=None,
                 duration_ns: float | None = None, rate_mpps: float = 50.0, pmus: int = 16, block_size: int = 256,
-                window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, quiet: bool = True) -> dict:
+                window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, quiet: bool = True,
+                timestamps: bool = False, ingress_port: int | None = 0, out_pcap: str | None = None,
+                stop_at_truncated: bool = False) -> dict:
     """``synapse run --p4``: every keyed table a VMT from one pool of ``pmus``
     PMUs (split evenly to start; the run is static); writes windows.csv,
-    edges.csv, run.png and summary.json to ``out``."""
+    edges.csv, run.png and summary.json to ``out``. A capture is streamed
+    (:func:`run_capture`); generated traffic has one frame per flow, run
+    through the interpreter up front."""
     from pathlib import Path
 
     from synapse_vmt import report
 
+    if pcap is not None and traffic is None:
+        return run_capture(out, program=program, entries_file=entries_file, pcap=pcap,
+                           rate_mpps=None if timestamps else rate_mpps, ingress_port=ingress_port,
+                           duration_ns=duration_ns, pmus=pmus, block_size=block_size, window_ns=window_ns, seed=seed,
+                           overrides=overrides, out_pcap=out_pcap, stop_at_truncated=stop_at_truncated, quiet=quiet)
+    if out_pcap is not None:
+        raise UserError("run --p4 --out-pcap: output packets are written for a capture (--pcap), not generated traffic")
     out = Path(out)
     pr = prepare(program, entries_file, pcap=pcap, traffic=traffic, duration_ns=duration_ns, rate_mpps=rate_mpps, seed=seed)
     if not pr.routes.tables:
@@ -481,6 +771,7 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
     if not inv["ok"]:
         raise RuntimeError(f"simulator invariant violated: {inv}")
     s = program_summary(pr, sim)
+    inv["fifo_overflows"] = inv.pop("dropped")
     s["invariants"] = inv
     s["pmus_total"] = pmus
     names = sim.table_names()
