@@ -507,7 +507,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         raise _capture_error(e) from None
     limit_ps = None if duration_ns is None else int(duration_ns * 1000)
     con = Console(stderr=True, quiet=quiet)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with Progress(TextColumn("streaming"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[pkts]:,} packets"),
                   TextColumn("{task.fields[rate]:,.0f} packets/s"), TimeElapsedColumn(), console=con, transient=True,
                   disable=quiet) as bar:
@@ -559,14 +559,15 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
             raise UserError(str(e)) from None
         period = max(window_ns, 50 * window_ns)  # ns of simulated time per control period
         t, ws, es = 0.0, [], []
-        sim_s = 0.0
+        sim_s = sim_cpu = 0.0
 
         def advance(t_end: float) -> None:
-            nonlocal sim_s
+            nonlocal sim_s, sim_cpu
             stream.sync(core)
-            a = time.perf_counter()
+            a, b = time.perf_counter(), time.process_time()
             core.run_until(t_end)
             sim_s += time.perf_counter() - a
+            sim_cpu += time.process_time() - b
             ws.append(core.windows())
             es.append(core.edges())
 
@@ -591,7 +592,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
                 break
             t += period
             advance(t)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     inv = core.check_invariants()
     if not inv["ok"]:
         raise RuntimeError(f"simulator invariant violated: {inv}")
@@ -634,6 +635,8 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         "wall_s": wall,
         "packets_per_s": c["packets"] / wall if wall > 0 else 0.0,
         "sim_wall_s": sim_s,
+        "cpu_s": cpu,
+        "sim_cpu_s": sim_cpu,
         "drained": inv["in_flight"] == 0 and _core.pending_arrivals(core) == 0,
     }
     if stream.warning:
