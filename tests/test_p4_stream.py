@@ -208,3 +208,19 @@ def test_ingress_port_and_timestamps(tmp_path):
     assert r.exit_code == 2 and "--ingress-port: expected a port number" in r.output
     with pytest.raises(UserError, match="output packets need the compiled program"):
         simrun.run_program(out, program=str(ROUTER), entries_file=str(ROUTER_ENT), pcap=str(f), out_pcap=str(tmp_path / "pc"))
+
+
+def test_generated_traffic_names_p4_drops_apart_from_fifo_overflows(tmp_path):
+    """Generated traffic (one frame per flow) keeps working: P4 drops per
+    reason, weighted by the flows' packets, and the simulator's FIFO
+    overflows under their own name."""
+    tf = tmp_path / "t.toml"
+    # 10.x is routed; 11.x misses the LPM table and is dropped at the end of ingress
+    tf.write_text('[traffic]\nflows = 40\n[[traffic.classes]]\nframe = "ipv4-udp"\n'
+                  '[traffic.classes.fields]\n"ipv4.dst" = {range = ["10.0.0.0", "11.255.255.255"]}\n')
+    s = simrun.run_program(tmp_path / "o", program=str(ROUTER), entries_file=str(ROUTER_ENT),
+                           traffic=simrun.load_traffic(str(tf)), duration_ns=50_000.0, pmus=4)
+    lpm = s["tables"]["MyIngress.ipv4_lpm"]
+    assert s["p4_drops"]["by_reason"].get("ingress", 0) >= lpm["actions"].get("MyIngress.drop", 0) > 0
+    assert s["p4_drops"]["total"] == sum(s["p4_drops"]["by_reason"].values())
+    assert "fifo_overflows" in s["invariants"] and "dropped" not in s["invariants"]

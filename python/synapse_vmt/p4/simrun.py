@@ -385,6 +385,10 @@ def program_summary(pr: ProgramRun, sim: RoutedSim) -> dict:
     s["sim_key_words"] = int(sim.core.key_words)
     s["unsupported"] = pr.trace.unsupported
     s["routes"] = pr.routes.n_routes
+    # packets the program dropped, weighted as the counters (per distinct frame's packets)
+    dp = pr.trace.drop_pipeline
+    by = {InterpExec.REASONS[p + 1]: int(weights[dp == p].sum()) for p in (0, 1) if (weights[dp == p] > 0).any()}
+    s["p4_drops"] = {"total": sum(by.values()), "by_reason": by}
     return s
 
 
