@@ -485,6 +485,8 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     interface. The simulator's tables are the keyed tables the first
     ``discover`` packets visit; a table first visited later is counted but
     not simulated (``unsimulated_tables``)."""
+    import contextlib
+    import csv
     import os
     import time
     from pathlib import Path
@@ -493,6 +495,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
     from synapse_vmt import report
+    from synapse_vmt.errors import atomic_write
     from synapse_vmt.opt.controller import concat
     from synapse_vmt.p4.entries import load_entries
 
@@ -512,7 +515,8 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     limit_ps = None if duration_ns is None else int(duration_ns * 1000)
     con = Console(stderr=True, quiet=quiet)
     t0, c0 = time.perf_counter(), time.process_time()
-    with Progress(TextColumn("streaming"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[pkts]:,} packets"),
+    files = contextlib.ExitStack()
+    with files, Progress(TextColumn("streaming"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[pkts]:,} packets"),
                   TextColumn("{task.fields[rate]:,.0f} packets/s"), TimeElapsedColumn(), console=con, transient=True,
                   disable=quiet) as bar:
         size = stream.progress()[1]
@@ -562,8 +566,14 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         except ValueError as e:
             raise UserError(str(e)) from None
         period = max(window_ns, 50 * window_ns)  # ns of simulated time per control period
-        t, ws, es = 0.0, [], []
+        t, ws = 0.0, []
         sim_s = sim_cpu = 0.0
+        # windows.csv and edges.csv are written as the run goes (renamed at the end): only the
+        # plot's columns stay in memory
+        wcsv = csv.writer(files.enter_context(atomic_write(out / "windows.csv")))
+        wcsv.writerow(report.WINDOW_COLUMNS + report.DERIVED_COLUMNS)
+        ecsv = csv.writer(files.enter_context(atomic_write(out / "edges.csv")))
+        ecsv.writerow(report.EDGE_COLUMNS)
 
         def advance(t_end: float) -> None:
             nonlocal sim_s, sim_cpu
@@ -572,8 +582,10 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
             core.run_until(t_end)
             sim_s += time.perf_counter() - a
             sim_cpu += time.process_time() - b
-            ws.append(core.windows())
-            es.append(core.edges())
+            w = core.windows()
+            wcsv.writerows(report.window_rows(w, names, window_ns))
+            ecsv.writerows(report.edge_rows(core.edges(), names))
+            ws.append({k: np.asarray(w[k], dtype=np.float32 if k != "t_ns" else np.float64) for k in report.PLOT_COLUMNS})
 
         try:
             while not stream.done and (limit_ps is None or t * 1000 < limit_ps):
@@ -647,10 +659,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         s["stream"]["warning"] = stream.warning
         con.print(f"warning: {stream.warning}")
     stream.finish()
-    w, e = concat(ws), concat(es)
-    out.mkdir(parents=True, exist_ok=True)
-    report.write_windows_csv(out / "windows.csv", w, names, window_ns)
-    report.write_edges_csv(out / "edges.csv", e, names)
+    w = concat(ws)
     report.plot_run(out / "run.png", w, names, window_ns, {n: core.latency_histogram(n) for n in names})
     report.write_json(out / "summary.json", s)
     return s
