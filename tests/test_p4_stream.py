@@ -143,7 +143,7 @@ def test_streamed_counters_equal_the_interpreters(tmp_path, program, entries, pc
     frames = list(read_packets(pcap)) * 5
     f = tmp_path / "x.pcap"
     _write(f, "pcap", frames, [1.0 + 1e-6 * i for i in range(len(frames))])
-    s = simrun.run_program(tmp_path / "out", program=program, entries_file=entries, pcap=str(f), pmus=8)
+    s = simrun.run_program(tmp_path / "out", program=program, entries_file=entries, pcap=str(f), pmus=8, engine="python")
     n_routes, n_keys, tr = _reference(prog, frames, ent)
     want = {k: v for k, v in tr.counters().items() if v["lookups"] > 0}
     assert {k: {f: r[f] for f in ("lookups", "matched", "actions")} for k, r in s["tables"].items()} == want
@@ -207,7 +207,56 @@ def test_ingress_port_and_timestamps(tmp_path):
     r = CliRunner().invoke(main, ["run", "--p4", str(ROUTER), "--pcap", str(f), "-o", str(out), "-q", "--ingress-port", "x"])
     assert r.exit_code == 2 and "--ingress-port: expected a port number" in r.output
     with pytest.raises(UserError, match="output packets need the compiled program"):
-        simrun.run_program(out, program=str(ROUTER), entries_file=str(ROUTER_ENT), pcap=str(f), out_pcap=str(tmp_path / "pc"))
+        simrun.run_program(out, program=str(ROUTER), entries_file=str(ROUTER_ENT), pcap=str(f), out_pcap=str(tmp_path / "pc"),
+                           engine="python")
+
+
+def test_out_pcap_equals_bmv2s_output(tmp_path):
+    """--out-pcap on the router capture (the compiled program's executor): one
+    pcap per egress port, the same frames simple_switch sent on each port
+    (tests/data/p4/goldens/router, recorded from BMv2), and its drops."""
+    gold = json.loads((DATA / "goldens" / "router" / "golden.json").read_text())
+    out, pc = tmp_path / "o", tmp_path / "pcaps"
+    r = CliRunner().invoke(main, ["run", "--p4", str(ROUTER), "--entries", str(ROUTER_ENT), "--pcap", str(DATA / "router.pcap"),
+                                  "-o", str(out), "-q", "--pmus", "4", "--out-pcap", str(pc)])
+    assert r.exit_code == 0, r.output
+    s = json.loads((out / "summary.json").read_text())
+    assert sorted(p.name for p in pc.iterdir()) == sorted(f"port-{p}.pcap" for p in gold["output"])
+    for port, o in gold["output"].items():
+        assert list(read_packets(pc / f"port-{port}.pcap")) == list(read_packets(DATA / "goldens" / "router" / o["pcap"])), port
+    assert s["out_pcap"]["per_port"] == {p: o["packets"] for p, o in gold["output"].items()}
+    assert s["p4_drops"]["total"] == s["out_pcap"]["dropped"] == gold["drops"]["ingress"]
+
+
+@pytest.mark.parametrize("program, entries, pcap", [
+    (str(ROUTER), str(ROUTER_ENT), str(DATA / "router.pcap")),
+    ("builtin:up4", str(DATA / "upf-entries.txt"), str(DATA / "upf-sample.pcap")),
+])
+def test_streamed_counters_equal_the_executors_own(tmp_path, program, entries, pcap):
+    """The compiled program as the stream's executor (the default): the
+    per-table counts, parser errors and drops equal the executor's own run
+    over every packet at once (engine.RustProgram)."""
+    from synapse_vmt.p4.engine import RustProgram
+
+    program = simrun.resolve_program(program)
+    s = simrun.run_program(tmp_path / "a", program=program, entries_file=entries, pcap=pcap, pmus=8)
+    tr = RustProgram(Program.load(program), load_entries(entries, program)).run(list(read_packets(pcap)))
+    want = {k: v for k, v in tr.counters().items() if v["lookups"] > 0}
+    assert {k: {f: r[f] for f in ("lookups", "matched", "actions")} for k, r in s["tables"].items()} == want
+    assert s["parser_rejects"] == dict(sorted(tr.parser_rejects.items()))
+    assert s["p4_drops"]["total"] == int(tr.dropped.sum()) and s["stream"]["engine"] == "rust"
+    assert s["invariants"]["ok"] and s["stream"]["drained"]
+
+
+def test_both_engines_stream_the_same_upf_counts(tmp_path):
+    """UPF (nothing synthesized, no fallback branch): the compiled program and
+    the interpreter as the stream's executor give the same counts and routes."""
+    program, entries, pcap = simrun.resolve_program("builtin:up4"), str(DATA / "upf-entries.txt"), str(DATA / "upf-sample.pcap")
+    a = simrun.run_program(tmp_path / "a", program=program, entries_file=entries, pcap=pcap, pmus=8, engine="rust")
+    b = simrun.run_program(tmp_path / "b", program=program, entries_file=entries, pcap=pcap, pmus=8, engine="python")
+    pick = lambda s: ({k: {f: r[f] for f in ("lookups", "matched", "actions", "distinct_keys")} for k, r in s["tables"].items()},  # noqa: E731
+                      s["parser_rejects"], s["p4_drops"]["total"], s["routes"], s["packets"])
+    assert pick(a) == pick(b)
 
 
 def test_generated_traffic_names_p4_drops_apart_from_fifo_overflows(tmp_path):

@@ -130,6 +130,25 @@ def change_routes(sim: Simulator, op_table: npt.NDArray[np.uint16], op_kind: npt
 def route_stats(sim: Simulator) -> dict: ...
 def flow_route(sim: Simulator, f: int) -> list[tuple[int, int]]: ...
 
+# --- P4 program executor (crates/synapse-py/src/program.rs; synapse_vmt.p4.compile, docs/program-layer.md) ---
+class P4Program:
+    """A compiled P4 program (the JSON description synapse_vmt.p4.compile
+    writes) and its executor's state; frames run in batches."""
+
+    tables: list[str]  # keyed tables, in visit numbering
+    key_words: list[int]
+    actions: list[str]  # by action index
+    unsupported: list[str]
+    error_names: dict[int, str]
+    lookup_structures: list[tuple[str, str]]
+    packets: tuple[int, int]  # (run, inexact)
+    def __init__(self, description: str) -> None: ...
+    def run_batch(self, data: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], ingress_port: int = 0,
+                  outputs: bool = False) -> dict[str, npt.NDArray]: ...
+    def time_batch(self, data: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], passes: int = 1,
+                   ingress_port: int = 0, outputs: bool = True) -> float: ...
+    def events(self) -> dict[str, int]: ...
+
 # --- cost-model probes (crates/synapse-py/src/cost.rs) ---
 class CostTable:
     """A software table of `entries` exact/lpm/ternary entries in structure

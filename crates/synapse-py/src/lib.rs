@@ -12,6 +12,7 @@ mod program;
 mod routed;
 mod rules;
 mod sim;
+mod stream;
 mod traffic;
 
 /// The crate version, so Python can check it loaded the matching build.
@@ -30,5 +31,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hwmodel::register(m)?;
     routed::register(m)?;
     program::register(m)?;
+    stream::register(m)?;
     Ok(())
 }

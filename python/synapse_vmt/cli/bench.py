@@ -99,7 +99,8 @@ def bench_classify(rules_file: str, trace_file: str, algo: str, secs: float, set
 
 # ---- synapse bench p4: the streaming path ----------------------------------------
 
-def bench_p4_stream(program: str, entries: str | None, pcap: str, rate_mpps: float = 50.0, pmus: int = 16) -> dict:
+def bench_p4_stream(program: str, entries: str | None, pcap: str, rate_mpps: float = 50.0, pmus: int = 16,
+                    engine: str = "rust") -> dict:
     """``run --p4`` end to end on a capture (read, execute, intern, simulate,
     drain): packets per second of the whole path and of the cycle simulator
     alone (its share of the wall time), the interned routes and bytes, and
@@ -112,7 +113,7 @@ def bench_p4_stream(program: str, entries: str | None, pcap: str, rate_mpps: flo
 
     with tempfile.TemporaryDirectory() as d:
         s = simrun.run_capture(d, program=simrun.resolve_program(program), entries_file=entries, pcap=pcap,
-                               rate_mpps=rate_mpps, pmus=pmus)
+                               rate_mpps=rate_mpps, pmus=pmus, engine=engine)
     st = s["stream"]
     n = s["packets"]
     return {
@@ -120,7 +121,7 @@ def bench_p4_stream(program: str, entries: str | None, pcap: str, rate_mpps: flo
         "packets": n,
         "routes": s["routes"],
         "interner_bytes": st["interner_bytes"],
-        "executor": "interpreter",
+        "executor": engine,
         # per CPU second (the host may be shared: wall time is not the program's)
         "end_to_end_packets_per_cpu_s": n / st["cpu_s"] if st["cpu_s"] > 0 else float("inf"),
         "sim_packets_per_cpu_s": n / st["sim_cpu_s"] if st["sim_cpu_s"] > 0 else float("inf"),
@@ -151,13 +152,15 @@ def bench_p4_standin(pcap: str) -> dict:
               help="Capture (scripts/gen_p4_capture.py makes large ones).")
 @click.option("--rate-mpps", type=click.FloatRange(min=1e-6), default=50.0, show_default=True)
 @click.option("--pmus", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--engine", type=click.Choice(["rust", "python"]), default="rust", show_default=True,
+              help="The stream's executor: the compiled program, or the interpreter.")
 @click.option("--standin", is_flag=True, help="Rate the reader and interner alone, under the stand-in executor.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_p4(program: str, entries_file: str | None, pcap: str, rate_mpps: float, pmus: int, standin: bool,
+def bench_p4(program: str, entries_file: str | None, pcap: str, rate_mpps: float, pmus: int, engine: str, standin: bool,
              as_json: bool) -> None:
     """Rate ``run --p4`` on a capture: end to end and the cycle simulator's
     own share, with peak memory (docs/program-layer-streaming.md)."""
-    r = bench_p4_standin(pcap) if standin else bench_p4_stream(program, entries_file, pcap, rate_mpps, pmus)
+    r = bench_p4_standin(pcap) if standin else bench_p4_stream(program, entries_file, pcap, rate_mpps, pmus, engine)
     if as_json:
         click.echo(json.dumps(r))
         return

@@ -115,6 +115,34 @@ def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, fm
     click.echo(f"wrote {total} entries for {len(chosen)} tables to {output}")
 
 
+@p4.command("capture")
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="table entries the traffic draws keys from")
+@click.option("--traffic", "traffic_file", type=click.Path(dir_okay=False), required=True,
+              help="a TOML file with a [traffic] table (traffic classes, as in a program scenario)")
+@click.option("--count", type=click.IntRange(min=1), required=True, help="packets to write")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="the pcap file to write")
+def capture_cmd(program: str, entries_file: str | None, traffic_file: str, count: int, seed: int, output: str) -> None:
+    """Write a capture for PROGRAM where every frame differs: packets drawn
+    from the flows of the traffic classes, each with its own IPv4
+    identification, TTL and TCP sequence number (checksums kept valid).
+    Same seed, same file."""
+    import os
+
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.capture import frames, write_pcap
+    from synapse_vmt.p4.entries import load_entries
+    from synapse_vmt.p4.simrun import load_traffic, resolve_program
+
+    program = resolve_program(program)
+    prog = read_program(program)
+    ents = load_entries(entries_file or os.devnull, prog)
+    spec = load_traffic(traffic_file)
+    n = write_pcap(output, frames(spec, prog, ents, count, seed))
+    click.echo(f"wrote {n} packets ({spec.flows} flows) to {output}")
+
+
 @p4.command("interp")
 @click.argument("program", type=click.Path(dir_okay=False))
 @click.option("--pcap", "pcap", type=click.Path(dir_okay=False), required=True, help="the packets (pcap or pcapng)")
@@ -124,8 +152,10 @@ def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, fm
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
 @click.option("--steps", "steps_file", type=click.Path(dir_okay=False),
               help="write every table visit as CSV: packet, table, entry (-1: miss), action, key (hex field values)")
+@click.option("--engine", type=click.Choice(["rust", "python"]), default="rust", show_default=True,
+              help="the compiled program run in Rust, or the Python interpreter (the test oracle)")
 def interp_cmd(program: str, pcap: str, entries_file: str | None, ingress_port: int, seed: int, as_json: bool,
-               steps_file: str | None) -> None:
+               steps_file: str | None, engine: str) -> None:
     """Run the packets of a capture through PROGRAM (p4c BMv2 JSON): its own
     parser, then its pipelines with the entries; print per keyed table the
     lookups, the entries matched and the actions run, and name what the run
@@ -142,8 +172,14 @@ def interp_cmd(program: str, pcap: str, entries_file: str | None, ingress_port: 
     # no file: still the program's own const entries and default actions
     got = load_entries(entries_file or os.devnull, program)
     t0 = time.process_time()
-    # streamed: a capture larger than memory runs too (only the trace is kept)
-    trace = prog.run(read_packets(pcap), got, seed=seed, ingress_port=ingress_port)
+    if engine == "rust":
+        from synapse_vmt.p4.engine import RustProgram
+
+        # compiled once; the frames run in Rust in batches as they are read
+        trace = RustProgram(prog, got).run(read_packets(pcap), ingress_port=ingress_port)
+    else:
+        # streamed: a capture larger than memory runs too (only the trace is kept)
+        trace = prog.run(read_packets(pcap), got, seed=seed, ingress_port=ingress_port)
     cpu = time.process_time() - t0
     summary = trace.summary()
     if steps_file:

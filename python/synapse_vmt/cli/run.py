@@ -68,11 +68,13 @@ def run_scenario(scn, out: Path, quiet: bool = False) -> dict:
               help="standard_metadata.ingress_port of --pcap's packets: a port, or 'interface' (pcapng's interface id).")
 @click.option("--out-pcap", type=click.Path(file_okay=False), metavar="DIR",
               help="Write the program's output packets of --pcap to DIR, one pcap per egress port.")
+@click.option("--engine", type=click.Choice(["rust", "python"]), default="rust", show_default=True,
+              help="Executor of --pcap's packets: the compiled program in Rust, or the Python interpreter (the oracle).")
 @click.option("--stop-at-truncated", is_flag=True,
               help="A --pcap cut short ends the run at its last complete packet with a warning (default: an error).")
 def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bool, p4: str | None,
         entries_file: str | None, pcap: str | None, traffic_file: str | None, rate_mpps: float, pmus: int, duration_ns: float | None, seed: int,
-        timestamps: bool, ingress_port: str, out_pcap: str | None, stop_at_truncated: bool) -> None:
+        timestamps: bool, ingress_port: str, out_pcap: str | None, stop_at_truncated: bool, engine: str) -> None:
     """Simulate SCENARIO (a TOML file; the built-in default if omitted) and
     write per-window metrics, plots and summary.json to the output directory.
 
@@ -90,7 +92,7 @@ def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bo
             kw = {"program": simrun.resolve_program(p4), "entries_file": entries_file, "pcap": pcap, "traffic": traffic,
                   "rate_mpps": rate_mpps, "pmus": pmus, "duration_ns": duration_ns, "seed": seed,
                   "timestamps": timestamps, "ingress_port": simrun.parse_ingress_port(ingress_port, "--ingress-port"),
-                  "out_pcap": out_pcap, "stop_at_truncated": stop_at_truncated}
+                  "out_pcap": out_pcap, "stop_at_truncated": stop_at_truncated, "engine": engine}
             if scenario:
                 raise UserError("run: give either SCENARIO or --p4, not both")
         else:

@@ -457,6 +457,12 @@ class InterpExec:
                         np.array(kw, dtype=np.uint32), np.array(pst, dtype=np.uint32), cat(drp, bool), cat(rsn, np.uint32),
                         cat(per, np.uint32))
 
+    def action_name(self, a: int) -> str:
+        return self.prog.actions[a].name if a in self.prog.actions else ""
+
+    def events(self) -> tuple[dict, dict, list]:
+        return self.synthesized, self.fallback, self.unsupported
+
     def fill(self, stream, until_ps: int, max_packets: int | None = None) -> None:
         """Reads and runs packets while the last one read arrives before ``until_ps``."""
         left = max_packets
@@ -469,6 +475,28 @@ class InterpExec:
                 left -= n
 
 
+class NativeExec:
+    """The compiled program's Rust executor (:class:`synapse_vmt.p4.engine.RustProgram`)
+    run by the stream itself: the per-packet loop never leaves Rust."""
+
+    def __init__(self, rp):
+        self.rp = rp
+        self.action_names = list(rp.core.actions)
+        self.error_names = dict(rp.core.error_names)
+
+    def fill(self, stream, until_ps: int, max_packets: int | None = None) -> None:
+        stream.fill(self.rp.core, until_ps, max_packets)
+
+    def action_name(self, a: int) -> str:
+        return self.action_names[a] if 0 <= a < len(self.action_names) else ""
+
+    def events(self) -> tuple[dict, dict, list]:
+        ev = self.rp.core.events()
+        synth = {k.split(": ", 1)[1]: v for k, v in ev.items() if k.startswith("synthesized field: ")}
+        fb = {k.split(": ", 1)[1]: v for k, v in ev.items() if k.startswith("fallback branch: ")}
+        return synth, fb, list(self.rp.core.unsupported)
+
+
 def _capture_error(e: ValueError) -> UserError:
     return UserError(str(e))
 
@@ -476,7 +504,8 @@ def _capture_error(e: ValueError) -> UserError:
 def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_mpps: float | None = 50.0,
                 ingress_port: int | None = 0, duration_ns: float | None = None, pmus: int = 16, block_size: int = 256,
                 window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, out_pcap: str | None = None,
-                stop_at_truncated: bool = False, discover: int = DISCOVER, quiet: bool = True) -> dict:
+                stop_at_truncated: bool = False, discover: int = DISCOVER, quiet: bool = True,
+                engine: str = "rust") -> dict:
     """``synapse run --p4 --pcap``, streamed: the capture is read in chunks in
     Rust, each batch run through the program, its routes interned and
     appended to the running simulator, one control period at a time
@@ -499,17 +528,24 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     from synapse_vmt.opt.controller import concat
     from synapse_vmt.p4.entries import load_entries
 
-    if out_pcap is not None:
+    if out_pcap is not None and engine != "rust":
         raise UserError("run --p4 --out-pcap: output packets need the compiled program's executor (the deparser); "
                         "the interpreter computes no output packets")
     out = Path(out)
     prog = Program.load(program)
     entries = load_entries(entries_file or os.devnull, program)
     specs = prog.tables
-    exe = InterpExec(prog, entries, seed)
+    if engine == "rust":
+        from synapse_vmt.p4.engine import RustProgram
+
+        exe = NativeExec(RustProgram(prog, entries))
+        reasons = ["dropped"]
+    else:
+        exe = InterpExec(prog, entries, seed)
+        reasons = InterpExec.REASONS
     try:
         stream = _core.CaptureStream(str(pcap), [sp.words for sp in specs], rate_mpps, ingress_port, None,
-                                     stop_at_truncated, out_pcap, InterpExec.REASONS)
+                                     stop_at_truncated, out_pcap, reasons)
     except ValueError as e:
         raise _capture_error(e) from None
     limit_ps = None if duration_ns is None else int(duration_ns * 1000)
@@ -621,21 +657,22 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         row = dict(s["tables"].get(sp.name, {}))
         acts = {}
         for a, n in c["actions"][ti].items():
-            acts[prog.actions[a].name if a in prog.actions else ""] = n
+            acts[exe.action_name(a)] = n
         row.update({"lookups": c["lookups"][ti], "matched": c["matched"][ti], "actions": acts})
         row["simulated"] = sp.name in s["tables"]
         row["distinct_keys"] = c["keys"][ti]
         tables[sp.name] = row
     s["tables"] = tables
     s["packets"] = c["packets"]
-    s["synthesized_fields"] = dict(sorted(exe.synthesized.items()))
-    s["fallback_branches"] = dict(sorted(exe.fallback.items()))
-    names_of = prog.pc.error_names
+    synth, fallback, unsupported = exe.events()
+    s["synthesized_fields"] = dict(sorted(synth.items()))
+    s["fallback_branches"] = dict(sorted(fallback.items()))
+    names_of = exe.error_names if engine == "rust" else prog.pc.error_names
     s["parser_rejects"] = dict(sorted((names_of.get(k, f"error {k}"), v) for k, v in c["parser_errors"].items()))
     s["unsimulated_tables"] = {specs[t].name: f"first visited after the first {discover} packets"
                                for t in range(len(specs)) if c["lookups"][t] > 0 and sim_of[t] is None}
     s["sim_key_words"] = int(core.key_words)
-    s["unsupported"] = exe.unsupported
+    s["unsupported"] = unsupported
     s["routes"] = c["routes"]
     inv["fifo_overflows"] = inv.pop("dropped")
     s["invariants"] = inv
@@ -655,10 +692,14 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         "sim_cpu_s": sim_cpu,
         "drained": inv["in_flight"] == 0 and _core.pending_arrivals(core) == 0,
     }
+    s["stream"]["engine"] = engine
     if stream.warning:
         s["stream"]["warning"] = stream.warning
         con.print(f"warning: {stream.warning}")
-    stream.finish()
+    per_port = stream.finish()
+    if out_pcap is not None:
+        s["out_pcap"] = {"dir": str(out_pcap), "packets": c["outputs"], "per_port": {str(k): v for k, v in per_port.items()},
+                         "dropped": c["dropped"], "copies": c["copies"]}
     w = concat(ws)
     report.plot_run(out / "run.png", w, names, window_ns, {n: core.latency_histogram(n) for n in names})
     report.write_json(out / "summary.json", s)
@@ -669,7 +710,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
 
 SCENARIO_KEYS = {"program", "traffic", "sim"}
 PROGRAM_KEYS = {"p4", "entries", "pcap", "rate_mpps", "duration_ns", "pmus", "block_size", "window_ns", "seed",
-                "timestamps", "ingress_port", "out_pcap", "stop_at_truncated"}
+                "timestamps", "ingress_port", "out_pcap", "stop_at_truncated", "engine"}
 BUILTIN = {"builtin:up4": "up4-bmv2.json.gz"}
 
 
@@ -753,7 +794,7 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
                 duration_ns: float | None = None, rate_mpps: float = 50.0, pmus: int = 16, block_size: int = 256,
                 window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, quiet: bool = True,
                 timestamps: bool = False, ingress_port: int | None = 0, out_pcap: str | None = None,
-                stop_at_truncated: bool = False) -> dict:
+                stop_at_truncated: bool = False, engine: str = "rust") -> dict:
     """``synapse run --p4``: every keyed table a VMT from one pool of ``pmus``
     PMUs (split evenly to start; the run is static); writes windows.csv,
     edges.csv, run.png and summary.json to ``out``. A capture is streamed
@@ -767,7 +808,8 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
         return run_capture(out, program=program, entries_file=entries_file, pcap=pcap,
                            rate_mpps=None if timestamps else rate_mpps, ingress_port=ingress_port,
                            duration_ns=duration_ns, pmus=pmus, block_size=block_size, window_ns=window_ns, seed=seed,
-                           overrides=overrides, out_pcap=out_pcap, stop_at_truncated=stop_at_truncated, quiet=quiet)
+                           overrides=overrides, out_pcap=out_pcap, stop_at_truncated=stop_at_truncated, quiet=quiet,
+                           engine=engine)
     if out_pcap is not None:
         raise UserError("run --p4 --out-pcap: output packets are written for a capture (--pcap), not generated traffic")
     out = Path(out)

@@ -315,6 +315,18 @@ impl AnyStructure {
         }
     }
 
+    /// Classifies one key given as `words` (at most the structure's width;
+    /// missing words are zero), without a batch's buffers: the P4
+    /// executor's per-packet lookup.
+    #[inline]
+    pub fn classify_one(&self, words: &[u32]) -> Match {
+        match self {
+            AnyStructure::W8(s) => s.classify(&Key::<8>::from_words(words)),
+            AnyStructure::W16(s) => s.classify(&Key::<16>::from_words(words)),
+            AnyStructure::W32(s) => s.classify(&Key::<32>::from_words(words)),
+        }
+    }
+
     /// Key words the structure takes at most.
     pub fn width(&self) -> usize {
         match self {

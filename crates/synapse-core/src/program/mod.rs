@@ -15,7 +15,15 @@
 //!   interface between the executor and whatever consumes its output (route
 //!   interning and the routed simulator, per-table counters, tests).
 //! - [`run`]: [`RunPacket`], the executor's face, and what it reports
-//!   besides the visits (an [`Outcome`], output packets).
+//!   besides the visits ([`Outcome`], [`Outputs`]).
+//! - [`ir`]: the description as serde reads it.
+//! - [`exec`]: linking a description into a [`Program`], and the
+//!   [`Executor`] that runs packets through it; built from
+//!   [`phv`] (the packet header vector and bit I/O), [`expr`] (expressions
+//!   as stack code, BMv2's value semantics), [`action`] (primitives as ops),
+//!   [`externs`] (the one dispatch point for externs and calculations),
+//!   [`parser`], [`table`] (keys and lookup structures), [`control`]
+//!   (pipelines, conditionals, next-table choices) and [`deparser`].
 //! - [`capture`]: pcap and pcapng files (gzip'd or not) read in chunks.
 //! - [`intern`]: routes (a packet's visits of simulated tables with its
 //!   key at each) and keys, deduplicated.
@@ -27,19 +35,31 @@
 //! - [`standin`]: a tiny fixed program, for tests and benchmarks of the
 //!   consumers.
 
+pub mod action;
 pub mod capture;
+pub mod control;
+pub mod deparser;
+pub mod exec;
+pub mod expr;
+pub mod externs;
 pub mod intern;
+pub mod ir;
+pub mod parser;
 pub mod pcapout;
+pub mod phv;
 pub mod precomputed;
 pub mod run;
 pub mod standin;
 pub mod stream;
+pub mod table;
 pub mod visits;
 
 pub use capture::{Capture, CaptureError, Frames, OnTruncated};
+pub use exec::{Executor, Program};
 pub use intern::Interner;
 pub use pcapout::PcapOut;
 pub use precomputed::Precomputed;
 pub use run::{Outcome, Outputs, RunPacket};
 pub use stream::{Clock, Counters, Port, RouteSink, Stream};
 pub use visits::Visits;
+

@@ -1,0 +1,273 @@
+//! Actions: each primitive compiled once into an [`Op`] over PHV cells
+//! (the common assignments — a constant, a field, an action parameter —
+//! get their own op; anything else evaluates its [`Expr`]), and the loop
+//! that runs an action's ops for one packet.
+//!
+//! Semantics follow BMv2 as the interpreter (`synapse_vmt.p4.exprs`) runs
+//! it: an assignment truncates to the destination's width; `setValid` on
+//! an invalid header zeroes its fields (BMv2's `add_header`) and
+//! invalidates the other members of its union; `setInvalid` clears the
+//! validity bit only (the fields keep their values); `assign_header`
+//! copies validity and fields; `push`/`pop` shift a stack's elements (the
+//! new elements of a P4_14 `push` are valid and zeroed, of `push_front`
+//! invalid); `mark_to_drop` sets `egress_spec` to 511 and `mcast_grp` to 0;
+//! `exit` ends the pipeline; `_jump`/`_jump_if_zero` jump to a primitive.
+
+use serde_json::Value;
+
+use super::exec::{scope, Linker, Program, State};
+use super::expr::Scope;
+use super::expr::{Env, Expr};
+use super::externs::Extern;
+use super::phv::mask;
+
+/// BMv2 simple_switch's drop port: `mark_to_drop` sets `egress_spec` to it.
+pub const DROP_PORT: u128 = 511;
+
+/// Where an assignment writes: the cell, its reset group, and for a field
+/// of a packet header the header and the field's bit in its dirty mask
+/// (0: the whole header is re-assembled; see the deparser).
+#[derive(Clone, Copy, Debug)]
+pub struct Dst {
+    pub cell: u32,
+    pub group: u32,
+    pub hdr: u32,
+    pub fbit: u64,
+}
+
+/// One compiled primitive.
+#[derive(Clone, Debug)]
+pub enum Op {
+    SetConst { dst: Dst, v: u128 },
+    Copy { dst: Dst, src: u32, mask: u128 },
+    SetParam { dst: Dst, param: u32, mask: u128 },
+    Set { dst: Dst, mask: u128, e: Expr },
+    /// A field wider than 128 bits copied from one of the same width.
+    SetWide { dst: Dst, src: u32, n: u32 },
+    /// After an assignment: the destination's taint is its reads' (slots in `reads`).
+    Taint { slot: u32, reads: (u32, u32) },
+    /// The field's value cannot be computed: marked synthesized, left as it was.
+    Synth { slot: u32, reason: u32 },
+    Valid { h: u32, on: bool },
+    HdrCopy { dst: u32, src: u32 },
+    Push { stack: u32, n: u32, front: bool },
+    Pop { stack: u32, n: u32 },
+    Drop,
+    Exit,
+    Jump(u32),
+    JumpZero { e: Expr, to: u32 },
+    Extern(u32),
+    /// A primitive the compiler could not lower: counted, no effect.
+    Unsupported(u32),
+}
+
+/// An action: its name and its ops.
+#[derive(Clone, Debug)]
+pub struct Action {
+    pub name: String,
+    pub params: Vec<u32>,
+    pub ops: Vec<Op>,
+}
+
+impl Linker<'_> {
+    /// Compiles one op (`["set", slot, expr]`, ...); `params`: the action's
+    /// parameter widths (None in the parser); `what` names the place.
+    pub fn op(&mut self, v: &Value, params: Option<&[u32]>, parser: bool, what: &str, out: &mut Vec<Op>) -> Result<(), String> {
+        let bad = || format!("{what}: expected an op array, found {v}");
+        let a = v.as_array().ok_or_else(bad)?;
+        let tag = a.first().and_then(|x| x.as_str()).ok_or_else(bad)?;
+        let int = |i: usize| a.get(i).and_then(|x| x.as_u64()).ok_or_else(|| format!("{what}: {tag}: expected an integer operand {i}"));
+        match tag {
+            "set" => {
+                let s = self.lay.slot(int(1)?, what)?;
+                let tree = a.get(2).ok_or_else(bad)?;
+                let dst = self.dst(s);
+                let w = self.lay.width[s];
+                if self.lay.varbit[s] {
+                    return Err(format!("{what}: assignment to varbit field {} is not supported", self.lay.names[s]));
+                }
+                if self.lay.limbs[s] > 1 {
+                    // only a copy from a field of the same width
+                    let src = tree.as_array().filter(|t| t.first().and_then(|x| x.as_str()) == Some("f")).and_then(|t| t.get(1)?.as_u64());
+                    match src.map(|x| x as usize).filter(|&x| x < self.lay.width.len() && self.lay.width[x] == w && !self.lay.varbit[x]) {
+                        Some(src) => out.push(Op::SetWide { dst, src: self.lay.cell[src], n: self.lay.limbs[s] }),
+                        None => {
+                            let r = self.code.reasons.id(&format!("{what}: assignment to field {} wider than 128 bits", self.lay.names[s]));
+                            out.push(Op::Synth { slot: s as u32, reason: r });
+                        }
+                    }
+                    return Ok(());
+                }
+                let sc = scope!(self, params, parser);
+                let (e, b) = self.code.compile(tree, &sc, what)?;
+                let e = e.for_bits(w);
+                let m = mask(w);
+                let op = match self.code.ins[e.start as usize..e.end as usize] {
+                    [super::expr::Ins::Const(k)] => Op::SetConst { dst, v: self.code.consts[k as usize] & m },
+                    [super::expr::Ins::Field(c)] => Op::Copy { dst, src: c, mask: if b.bits <= w { u128::MAX } else { m } },
+                    [super::expr::Ins::Param(p)] => Op::SetParam { dst, param: p, mask: m },
+                    _ => Op::Set { dst, mask: m, e },
+                };
+                out.push(op);
+                self.taint_after(s as u32, tree, out);
+            }
+            "synth" => {
+                let s = self.lay.slot(int(1)?, what)?;
+                let why = a.get(2).and_then(|x| x.as_str()).unwrap_or("an expression it cannot evaluate");
+                let r = self.code.reasons.id(&format!("unsupported: {why}"));
+                out.push(Op::Synth { slot: s as u32, reason: r });
+            }
+            "unsupported" => {
+                let why = a.get(1).and_then(|x| x.as_str()).unwrap_or("?");
+                out.push(Op::Unsupported(self.code.reasons.id(&format!("unsupported: {why}"))));
+            }
+            "hdr_copy" => {
+                let (d, s) = (self.header(int(1)?, what)?, self.header(int(2)?, what)?);
+                if self.headers[d as usize].fields.len() != self.headers[s as usize].fields.len() {
+                    return Err(format!("{what}: assign_header: expected headers of one type"));
+                }
+                out.push(Op::HdrCopy { dst: d, src: s });
+            }
+            "valid" => out.push(Op::Valid { h: self.header(int(1)?, what)?, on: int(2)? != 0 }),
+            "drop" => out.push(Op::Drop),
+            "exit" => out.push(Op::Exit),
+            "push" | "pop" => {
+                let st = int(1)? as u32;
+                if st as usize >= self.stacks.len() {
+                    return Err(format!("{what}: expected a header stack index, found {st}"));
+                }
+                let n = int(2)? as u32;
+                out.push(if tag == "push" { Op::Push { stack: st, n, front: int(3)? != 0 } } else { Op::Pop { stack: st, n } });
+            }
+            "jump" => out.push(Op::Jump(int(1)? as u32)),
+            "jz" => {
+                let sc = scope!(self, params, parser);
+                let e = self.code.compile_truth(a.get(1).ok_or_else(bad)?, &sc, what)?;
+                out.push(Op::JumpZero { e, to: int(2)? as u32 });
+            }
+            "extern" => {
+                let name = a.get(1).and_then(|x| x.as_str()).ok_or_else(bad)?;
+                let raw = a.get(2).and_then(|x| x.as_array()).ok_or_else(bad)?;
+                let sc = scope!(self, params, parser);
+                let mut args = Vec::with_capacity(raw.len());
+                for x in raw {
+                    args.push(Extern::arg(x, &mut self.code, &sc, &format!("{what}: {name}"))?);
+                }
+                let ex = Extern::compile(name, &args, raw, &mut self.code);
+                self.externs.push(ex);
+                out.push(Op::Extern(self.externs.len() as u32 - 1));
+            }
+            _ => return Err(format!("{what}: unknown op {tag:?}")),
+        }
+        Ok(())
+    }
+
+    /// An action's ops: one per primitive, so `_jump` targets are primitive indices.
+    pub fn action(&mut self, name: &str, params: &[u32], ops: &[Value]) -> Result<Action, String> {
+        let mut out = Vec::new();
+        let mut at = Vec::with_capacity(ops.len() + 1); // primitive index -> op index
+        for (i, v) in ops.iter().enumerate() {
+            at.push(out.len() as u32);
+            self.op(v, Some(params), false, &format!("action {name}: primitive {i}"), &mut out)?;
+        }
+        at.push(out.len() as u32);
+        for op in out.iter_mut() {
+            match op {
+                Op::Jump(t) | Op::JumpZero { to: t, .. } => {
+                    *t = *at.get(*t as usize).ok_or_else(|| format!("action {name}: expected a jump to a primitive below {}, found {t}", ops.len()))?;
+                }
+                _ => {}
+            }
+        }
+        Ok(Action { name: name.to_string(), params: params.to_vec(), ops: out })
+    }
+}
+
+/// Runs `ops` with action data `params`; true when the action ran `exit`.
+pub fn run(ops: &[Op], params: &[u128], lk: &Program, st: &mut State, frame: &[u8]) -> bool {
+    let mut pc = 0;
+    while pc < ops.len() {
+        let op = &ops[pc];
+        pc += 1;
+        match *op {
+            Op::SetConst { dst, v } => {
+                st.phv.cells[dst.cell as usize] = v;
+                st.wrote(dst);
+            }
+            Op::Copy { dst, src, mask } => {
+                st.phv.cells[dst.cell as usize] = st.phv.cells[src as usize] & mask;
+                st.wrote(dst);
+            }
+            Op::SetParam { dst, param, mask } => {
+                st.phv.cells[dst.cell as usize] = params[param as usize] & mask;
+                st.wrote(dst);
+            }
+            Op::Set { dst, mask, e } => {
+                let mut why = u32::MAX;
+                let v = lk.code.eval(e, &Env { cells: &st.phv.cells, params, frame, pos: st.pos }, &mut why);
+                let v = match v {
+                    Ok(v) => v,
+                    Err(_) => {
+                        // a lookahead past the end inside a parser `set`: the state rejects
+                        st.too_short = true;
+                        return true;
+                    }
+                };
+                if why != u32::MAX {
+                    st.note_inexact(why);
+                }
+                st.phv.cells[dst.cell as usize] = v & mask;
+                st.wrote(dst);
+            }
+            Op::SetWide { dst, src, n } => {
+                let (c, s, n) = (dst.cell as usize, src as usize, n as usize);
+                st.phv.cells.copy_within(s..s + n, c);
+                st.wrote(dst);
+            }
+            Op::Taint { slot, reads } => {
+                let t = lk.taint_reads[reads.0 as usize..reads.1 as usize].iter().any(|&r| st.tainted(r));
+                st.set_taint(slot, t);
+            }
+            Op::Synth { slot, reason } => {
+                st.note(reason);
+                st.set_taint(slot, true);
+            }
+            Op::Valid { h, on } => lk.set_valid(st, h, on),
+            Op::HdrCopy { dst, src } => {
+                let (d, s) = (&lk.headers[dst as usize], &lk.headers[src as usize]);
+                st.phv.cells[d.valid as usize] = st.phv.cells[s.valid as usize];
+                let (ds, ss) = (d.cells.0 as usize, s.cells.0 as usize);
+                let n = (d.cells.1 - d.cells.0) as usize;
+                st.phv.cells.copy_within(ss..ss + n, ds);
+                st.wrote_header(d.group, dst);
+            }
+            Op::Push { stack, n, front } => lk.shift_stack(st, stack, n, true, front),
+            Op::Pop { stack, n } => lk.shift_stack(st, stack, n, false, false),
+            Op::Drop => {
+                if let Some((c, g)) = lk.std.egress_spec {
+                    st.phv.cells[c as usize] = DROP_PORT;
+                    st.phv.mark(g);
+                }
+                if let Some((c, g)) = lk.std.mcast_grp {
+                    st.phv.cells[c as usize] = 0;
+                    st.phv.mark(g);
+                }
+            }
+            Op::Exit => return true,
+            Op::Jump(t) => pc = t as usize,
+            Op::JumpZero { e, to } => {
+                let mut why = u32::MAX;
+                let v = lk.code.eval(e, &Env { cells: &st.phv.cells, params, frame, pos: st.pos }, &mut why).unwrap_or(0);
+                if why != u32::MAX {
+                    st.note_inexact(why);
+                }
+                if v == 0 {
+                    pc = to as usize;
+                }
+            }
+            Op::Extern(i) => lk.externs[i as usize].run(&lk.code, st, params, frame),
+            Op::Unsupported(r) => st.note(r),
+        }
+    }
+    false
+}

@@ -1,0 +1,119 @@
+//! The control flow: pipelines (ingress, then egress) of nodes, each a
+//! table (keyed: build the key, look it up, record the visit, run the
+//! entry's or the default action; keyless: run its default action) or a
+//! conditional (an expression on the PHV), and where each goes next.
+//!
+//! As simple_switch does (and the interpreter): `exit` ends the current
+//! pipeline; after a pipeline, a packet whose `egress_spec` is the drop
+//! port (511) and whose `mcast_grp` is 0 is dropped (egress does not run
+//! after a drop in ingress); `egress_port` takes `egress_spec` between
+//! ingress and egress.
+
+use super::action::{self, DROP_PORT};
+use super::exec::{Program, Scratch, State};
+use super::expr::{Env, Expr};
+use super::table::tainted_key;
+use super::visits::Visits;
+
+/// A node of a pipeline.
+#[derive(Clone, Debug)]
+pub enum Node {
+    Table(u32),
+    Cond(Cond),
+}
+
+#[derive(Clone, Debug)]
+pub struct Cond {
+    pub name: String,
+    /// None: an expression the compiler could not lower (a fallback branch, taken false).
+    pub e: Option<Expr>,
+    pub on_true: i32,
+    pub on_false: i32,
+    /// Slots it reads that may hold a synthesized value.
+    pub taint: Vec<u32>,
+    /// What a fallback branch here is counted as.
+    pub fallback: u32,
+}
+
+/// No action (a miss of a table without a default action).
+pub const NO_ACTION: u32 = u32::MAX;
+
+impl Program {
+    /// Runs the pipelines; true when the packet is dropped.
+    pub fn run_pipelines(&self, st: &mut State, frame: &[u8], visits: &mut Visits, sc: &mut Scratch) -> bool {
+        for (pi, &(_, init)) in self.pipelines.iter().enumerate() {
+            let mut n = init;
+            while n >= 0 {
+                n = match &self.nodes[n as usize] {
+                    Node::Table(t) => self.run_table(*t, st, frame, visits, sc),
+                    Node::Cond(c) => self.run_cond(c, st, frame),
+                };
+            }
+            if let Some((spec, _)) = self.std.egress_spec {
+                let mcast = self.std.mcast_grp.map_or(0, |(c, _)| st.phv.cells[c as usize]);
+                if st.phv.cells[spec as usize] == DROP_PORT && mcast == 0 {
+                    return true;
+                }
+                if pi == 0 {
+                    if let Some((port, g)) = self.std.egress_port {
+                        st.phv.cells[port as usize] = st.phv.cells[spec as usize] & self.std.egress_port_mask;
+                        st.phv.mark(g);
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    fn run_cond(&self, c: &Cond, st: &mut State, frame: &[u8]) -> i32 {
+        let Some(e) = c.e else {
+            st.note_inexact(c.fallback);
+            return c.on_false;
+        };
+        if !c.taint.is_empty() && c.taint.iter().any(|&s| st.tainted(s)) {
+            st.note_inexact(c.fallback);
+        }
+        let mut why = u32::MAX;
+        let v = self.code.eval(e, &Env { cells: &st.phv.cells, params: &[], frame, pos: st.pos }, &mut why).unwrap_or(0);
+        if why != u32::MAX {
+            st.note_inexact(why);
+        }
+        if v != 0 {
+            c.on_true
+        } else {
+            c.on_false
+        }
+    }
+
+    fn run_table(&self, ti: u32, st: &mut State, frame: &[u8], visits: &mut Visits, sc: &mut Scratch) -> i32 {
+        let t = &self.tables[ti as usize];
+        let Some(keyed) = t.keyed else {
+            let h = t.miss;
+            if h.action != NO_ACTION && self.run_action(h.action, &t.data[h.data as usize..], st, frame) {
+                return -1;
+            }
+            return h.next;
+        };
+        t.key(&st.phv.cells, &mut sc.vals, &mut sc.words);
+        if !t.taint.is_empty() {
+            if let Some(i) = tainted_key(t, st) {
+                st.note_inexact(t.taint_reason[i]);
+            }
+        }
+        let entry = t.lookup(&sc.vals, &sc.words[..t.words]);
+        let h = entry.map_or(t.miss, |e| t.hits[e as usize]);
+        visits.push(keyed, entry.map_or(-1, |e| e as i32), h.action, &sc.words[..t.words]);
+        st.nvisits += 1;
+        if h.action != NO_ACTION && self.run_action(h.action, &t.data[h.data as usize..], st, frame) {
+            return -1;
+        }
+        h.next
+    }
+
+    /// Runs action `a` with its data at the front of `data`; true on `exit`.
+    #[inline]
+    fn run_action(&self, a: u32, data: &[u128], st: &mut State, frame: &[u8]) -> bool {
+        let act = &self.actions[a as usize];
+        !act.ops.is_empty() && action::run(&act.ops, &data[..act.params.len()], self, st, frame)
+    }
+}

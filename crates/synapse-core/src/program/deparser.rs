@@ -1,0 +1,183 @@
+//! The deparser: the checksums it updates, then the valid headers in the
+//! program's emit order, then the payload (the frame's bytes after what
+//! the parser consumed).
+//!
+//! A header extracted from the frame and not written since is copied from
+//! the frame's bytes; any other is assembled field by field. Checksum
+//! updates (`update_checksum`: a calculation over fields, constants,
+//! headers and the payload, written into a field when its condition holds)
+//! hand the calculation's bit string to [`super::externs::calculate`]; an
+//! algorithm it does not implement leaves the field as it is and is
+//! counted by name.
+
+use super::exec::{Program, Scratch, State, NONE};
+use super::expr::{Env, Expr};
+use super::externs::calculate;
+use super::phv::{mask, write_bits, write_wide};
+
+/// One input of a checksum's calculation.
+#[derive(Clone, Debug)]
+pub enum CkInput {
+    /// A field (skipped while its header is invalid).
+    Field { slot: u32, header: u32 },
+    Const { v: u128, width: u32 },
+    Header(u32),
+    /// The headers after the last input's header in emit order, then the payload.
+    Payload,
+}
+
+#[derive(Clone, Debug)]
+pub struct Checksum {
+    pub name: String,
+    pub algo: String,
+    pub target: u32,
+    pub dst: super::action::Dst,
+    pub inputs: Vec<CkInput>,
+    pub cond: Option<Expr>,
+    /// Whether [`calculate`] implements the algorithm; counted under
+    /// `unsupported` when it does not.
+    pub supported: bool,
+    pub unsupported: u32,
+}
+
+impl Program {
+    /// Updates the checksums and appends the packet's bytes to `out`.
+    pub fn deparse(&self, st: &mut State, frame: &[u8], sc: &mut Scratch, out: &mut Vec<u8>) {
+        for ck in &self.checksums {
+            self.update_checksum(ck, st, frame, sc);
+        }
+        for &h in &self.deparser {
+            self.emit(h, st, frame, out);
+        }
+        out.extend_from_slice(&frame[st.pos.min(frame.len())..]);
+    }
+
+    /// Bytes of header `h` as emitted (fixed part and its varbit field's current length).
+    fn header_bytes(&self, h: u32, st: &State) -> usize {
+        let hd = &self.headers[h as usize];
+        let vb: usize = hd.fields.iter().filter(|f| f.varbit).map(|f| (st.phv.cells[f.cell as usize] / 8) as usize).sum();
+        hd.bytes as usize + vb
+    }
+
+    /// Appends header `h`'s bits to `out` at bit `at` (out must hold them); returns the bits written.
+    fn write_header(&self, h: u32, st: &State, out: &mut [u8], at: usize) -> usize {
+        let hd = &self.headers[h as usize];
+        let mut bit = at;
+        for f in &hd.fields {
+            let c = f.cell as usize;
+            if f.varbit {
+                let len = st.phv.cells[c] as u32;
+                write_wide(out, bit, len, &st.phv.cells[c + 1..c + 1 + f.limbs as usize]);
+                bit += len as usize;
+            } else if f.limbs == 1 {
+                write_bits(out, bit, f.width, st.phv.cells[c]);
+                bit += f.width as usize;
+            } else {
+                write_wide(out, bit, f.width, &st.phv.cells[c..c + f.limbs as usize]);
+                bit += f.width as usize;
+            }
+        }
+        bit - at
+    }
+
+    fn emit(&self, h: u32, st: &State, frame: &[u8], out: &mut Vec<u8>) {
+        let hd = &self.headers[h as usize];
+        if st.phv.cells[hd.valid as usize] == 0 {
+            return;
+        }
+        let n = self.header_bytes(h, st);
+        let src = st.hdr_src[h as usize];
+        if src != NONE && (src as usize + n) <= frame.len() {
+            // the bytes it was extracted from, with the fields written since
+            let start = out.len();
+            out.extend_from_slice(&frame[src as usize..src as usize + n]);
+            let mut m = st.fdirty[h as usize];
+            while m != 0 {
+                let f = &hd.fields[m.trailing_zeros() as usize];
+                m &= m - 1;
+                if f.limbs == 1 {
+                    write_bits(&mut out[start..], f.bit as usize, f.width, st.phv.cells[f.cell as usize]);
+                } else {
+                    write_wide(&mut out[start..], f.bit as usize, f.width, &st.phv.cells[f.cell as usize..(f.cell + f.limbs) as usize]);
+                }
+            }
+            return;
+        }
+        let start = out.len();
+        out.resize(start + n, 0);
+        self.write_header(h, st, &mut out[start..], 0);
+    }
+
+    fn update_checksum(&self, ck: &Checksum, st: &mut State, frame: &[u8], sc: &mut Scratch) {
+        if !ck.supported {
+            st.note(ck.unsupported);
+            return;
+        }
+        if let Some(c) = ck.cond {
+            let mut why = u32::MAX;
+            let env = Env { cells: &st.phv.cells, params: &[], frame, pos: st.pos };
+            if self.code.eval(c, &env, &mut why).unwrap_or(0) == 0 {
+                return;
+            }
+        }
+        // the calculation's input as a bit string
+        let buf = &mut sc.bytes;
+        buf.clear();
+        let mut bits = 0usize;
+        let mut last_header = None;
+        for inp in &ck.inputs {
+            match *inp {
+                CkInput::Field { slot, header } => {
+                    let hd = &self.headers[header as usize];
+                    if st.phv.cells[hd.valid as usize] == 0 {
+                        continue;
+                    }
+                    let (c, w) = (self.lay.value_cell(slot as usize) as usize, self.lay.width[slot as usize]);
+                    buf.resize((bits + w as usize).div_ceil(8), 0);
+                    if self.lay.limbs[slot as usize] == 1 {
+                        write_bits(buf, bits, w, st.phv.cells[c]);
+                    } else {
+                        write_wide(buf, bits, w, &st.phv.cells[c..c + self.lay.limbs[slot as usize] as usize]);
+                    }
+                    bits += w as usize;
+                    last_header = Some(header);
+                }
+                CkInput::Const { v, width } => {
+                    buf.resize((bits + width as usize).div_ceil(8), 0);
+                    write_wide(buf, bits, width, &[v & mask(width.min(128))]);
+                    bits += width as usize;
+                }
+                CkInput::Header(h) => {
+                    if st.phv.cells[self.headers[h as usize].valid as usize] == 0 {
+                        continue;
+                    }
+                    buf.resize((bits + 8 * self.header_bytes(h, st)).div_ceil(8), 0);
+                    bits += self.write_header(h, st, buf, bits);
+                    last_header = Some(h);
+                }
+                CkInput::Payload => {
+                    let after = last_header.and_then(|lh| self.deparser.iter().position(|&x| x == lh)).map_or(0, |p| p + 1);
+                    for &h in &self.deparser[after..] {
+                        if st.phv.cells[self.headers[h as usize].valid as usize] != 0 {
+                            buf.resize((bits + 8 * self.header_bytes(h, st)).div_ceil(8), 0);
+                            bits += self.write_header(h, st, buf, bits);
+                        }
+                    }
+                    for &b in &frame[st.pos.min(frame.len())..] {
+                        buf.resize((bits + 8).div_ceil(8), 0);
+                        write_bits(buf, bits, 8, b as u128);
+                        bits += 8;
+                    }
+                }
+            }
+        }
+        let (slot, w) = (ck.target as usize, self.lay.width[ck.target as usize]);
+        match calculate(&ck.algo, buf, bits, w) {
+            Some(v) => {
+                st.phv.cells[self.lay.value_cell(slot) as usize] = v;
+                st.wrote(ck.dst);
+            }
+            None => st.note(ck.unsupported),
+        }
+    }
+}

@@ -1,0 +1,1068 @@
+//! The executor: a [`Program`] linked from its [`Description`] (every
+//! reference checked, expressions and ops compiled, entries bound to their
+//! tables' lookup structures) and an [`Executor`] that runs packets
+//! through it, implementing [`RunPacket`].
+//!
+//! Per packet: the PHV is restored (only the groups the last packet wrote),
+//! `standard_metadata.ingress_port` and `packet_length` are set, the parser
+//! runs, then the pipelines (each keyed table visited is appended to the
+//! [`Visits`]), then, when output packets are asked for and the packet is
+//! not dropped, the deparser. Nothing is allocated per packet.
+//!
+//! **Exactness.** What the executor cannot compute is never guessed
+//! silently. An extern it does not run marks its output field
+//! *synthesized*; the mark follows assignments (as in the interpreter: a
+//! static closure over the program's assignments, tracked per packet only
+//! where it can matter). A table keying on a synthesized field, a
+//! conditional reading one or one the compiler could not lower (a fallback
+//! branch), and an expression needing more than 128 bits make the packet
+//! **inexact** from that point: [`Executor::exact_visits`] says how many of
+//! its visits came before, and [`Executor::events`] counts each reason by
+//! name. Constructs run as no-ops (counters, clones, digests) are counted
+//! too, without making the packet inexact (they do not change what the
+//! visits are).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::action::{Action, Dst, Op};
+use super::control::{Cond, Node, NO_ACTION};
+use super::deparser::{CkInput, Checksum};
+use super::expr::{reads, Code, Scope};
+use super::externs::Extern;
+use super::ir::{hex_u128, Description, NextDesc, NodeDesc, FORMAT, VERSION};
+use super::parser::{Errors, POp, ParseState, Parser, Part};
+use super::phv::{mask, Layout, Phv};
+use super::run::{Outcome, Outputs, RunPacket};
+use super::table::{Hit, Index, KeyPart, Table, MAX_KEY_WORDS};
+use super::visits::Visits;
+use crate::rules::MatchKind;
+
+/// "None" for indices stored as u32 (no header, no reason, not extracted).
+pub const NONE: u32 = u32::MAX;
+
+/// One field of a header, for extraction and emission.
+#[derive(Clone, Debug)]
+pub struct FieldIo {
+    pub slot: u32,
+    pub cell: u32,
+    /// Offset in the header's fixed part (bits).
+    pub bit: u32,
+    pub width: u32,
+    pub limbs: u32,
+    pub varbit: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Hdr {
+    pub name: String,
+    pub valid: u32,
+    pub group: u32,
+    /// Cells of its fields (after the validity cell).
+    pub cells: (u32, u32),
+    pub fields: Vec<FieldIo>,
+    /// The fields extraction fills: those the program reads (a field no
+    /// expression, key, select or checksum reads stays 0 in the PHV; the
+    /// deparser emits it from the frame's bytes), or all of them for a
+    /// header copied, shifted in a stack or hashed whole.
+    pub loads: Vec<FieldIo>,
+    /// Bytes of its fixed fields.
+    pub bytes: u32,
+    /// Largest varbit length in bits (0: none).
+    pub varbit_max: u32,
+    pub union: Option<u32>,
+    pub metadata: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Stack {
+    pub name: String,
+    pub headers: Vec<u32>,
+    /// The next-index cell and its reset group.
+    pub next: u32,
+    pub group: u32,
+}
+
+/// `standard_metadata` fields the executor reads and writes: (cell, group).
+#[derive(Clone, Debug, Default)]
+pub struct Std {
+    pub ingress_port: Option<(u32, u32)>,
+    pub packet_length: Option<(u32, u32)>,
+    pub parser_error: Option<(u32, u32)>,
+    pub egress_spec: Option<(u32, u32)>,
+    pub egress_port: Option<(u32, u32)>,
+    pub mcast_grp: Option<(u32, u32)>,
+    pub masks: [u128; 3],
+    pub egress_port_mask: u128,
+}
+
+/// A linked program (see the module doc).
+#[derive(Debug)]
+pub struct Program {
+    pub source: String,
+    pub lay: Layout,
+    pub code: Code,
+    pub headers: Vec<Hdr>,
+    pub hdr_of_slot: Vec<u32>,
+    pub stacks: Vec<Stack>,
+    pub unions: Vec<Vec<u32>>,
+    pub actions: Vec<Action>,
+    pub externs: Vec<Extern>,
+    pub parser: Parser,
+    pub errors: Errors,
+    pub error_names: BTreeMap<u32, String>,
+    pub tables: Vec<Table>,
+    pub nodes: Vec<Node>,
+    pub pipelines: Vec<(String, i32)>,
+    /// Table index of each keyed table, in visit numbering.
+    pub keyed: Vec<u32>,
+    pub deparser: Vec<u32>,
+    pub checksums: Vec<Checksum>,
+    pub std: Std,
+    /// Slots that may hold a synthesized value; the reads an assignment's taint follows.
+    pub maybe: Vec<bool>,
+    pub taint_reads: Vec<u32>,
+    /// What the compiler and the linker could not lower (named).
+    pub unsupported: Vec<String>,
+    /// Most key fields of a table.
+    pub max_key_fields: usize,
+}
+
+/// A program being linked: what compiling ops needs (see `action.rs`).
+pub struct Linker<'a> {
+    pub d: &'a Description,
+    pub lay: Layout,
+    pub code: Code,
+    pub headers: Vec<Hdr>,
+    pub hdr_of_slot: Vec<u32>,
+    pub stacks: Vec<Stack>,
+    pub externs: Vec<Extern>,
+    pub maybe: Vec<bool>,
+    pub taint_reads: Vec<u32>,
+    /// For expression scopes: stacks as (next slot, element field slots), unions as validity slots.
+    pub stack_scope: Vec<(u32, Vec<Vec<u32>>)>,
+    pub union_scope: Vec<Vec<u32>>,
+}
+
+/// The expression scope of a linker (a macro: it borrows fields, not the whole linker).
+macro_rules! scope {
+    ($lk:expr, $params:expr, $parser:expr) => {
+        Scope { lay: &$lk.lay, stacks: &$lk.stack_scope, unions: &$lk.union_scope, params: $params, parser: $parser }
+    };
+}
+pub(crate) use scope;
+
+impl Linker<'_> {
+    /// Where an assignment to `slot` writes.
+    pub fn dst(&self, slot: usize) -> Dst {
+        let h = self.hdr_of_slot[slot];
+        let (hdr, fbit) = match self.headers.get(h as usize) {
+            Some(hd) if !hd.metadata => {
+                // a varbit header moves its later fields: it is re-assembled
+                let i = hd.fields.iter().position(|f| f.slot as usize == slot).filter(|_| hd.varbit_max == 0);
+                (h, i.filter(|&i| i < 64).map_or(0, |i| 1u64 << i))
+            }
+            _ => (NONE, 0),
+        };
+        Dst { cell: self.lay.cell[slot], group: self.lay.group[slot], hdr, fbit }
+    }
+
+    pub fn header(&self, h: u64, what: &str) -> Result<u32, String> {
+        if (h as usize) < self.headers.len() {
+            Ok(h as u32)
+        } else {
+            Err(format!("{what}: expected a header index below {}, found {h}", self.headers.len()))
+        }
+    }
+
+    /// After an assignment to `slot` from `tree`: the op that carries the synthesized mark, if any can arrive.
+    pub fn taint_after(&mut self, slot: u32, tree: &Value, out: &mut Vec<Op>) {
+        if !self.maybe.iter().any(|&m| m) {
+            return;
+        }
+        let mut r = Vec::new();
+        reads(tree, &mut r);
+        r.retain(|&s| (s as usize) < self.maybe.len() && self.maybe[s as usize]);
+        if r.is_empty() && !self.maybe[slot as usize] {
+            return;
+        }
+        let start = self.taint_reads.len() as u32;
+        self.taint_reads.extend(r);
+        out.push(Op::Taint { slot, reads: (start, self.taint_reads.len() as u32) });
+    }
+}
+
+/// Which slots the program reads, and which headers it uses whole (see [`Hdr::loads`]).
+fn read_set(d: &Description, nslots: usize) -> (Vec<bool>, Vec<bool>) {
+    fn walk(v: &Value, read: &mut [bool], full: &mut [bool]) {
+        let Some(a) = v.as_array() else { return };
+        let int = |i: usize| a.get(i).and_then(|x| x.as_u64()).map(|x| x as usize);
+        match a.first().and_then(|x| x.as_str()) {
+            Some("f") => {
+                if let Some(s) = int(1).filter(|&s| s < read.len()) {
+                    read[s] = true;
+                }
+            }
+            Some("h") | Some("hdr_copy") => {
+                let i = if a[0] == "h" { 1 } else { 2 };
+                if let Some(h) = int(i).filter(|&h| h < full.len()) {
+                    full[h] = true;
+                }
+            }
+            Some("payload") => full.iter_mut().for_each(|f| *f = true),
+            _ => {}
+        }
+        for x in a.iter().skip(1) {
+            walk(x, read, full);
+        }
+    }
+    let mut read = vec![false; nslots];
+    let mut full = vec![false; d.headers.len()];
+    for st in &d.stacks {
+        for &h in &st.headers {
+            if let Some(f) = full.get_mut(h as usize) {
+                *f = true;
+            }
+        }
+    }
+    let trees = d.actions.iter().flat_map(|a| a.ops.iter()).chain(d.parser.states.iter().flat_map(|s| s.ops.iter().chain(s.key.iter())));
+    for t in trees {
+        walk(t, &mut read, &mut full);
+    }
+    for n in &d.nodes {
+        match n {
+            NodeDesc::Cond(c) => {
+                if let Some(e) = &c.expr {
+                    walk(e, &mut read, &mut full);
+                }
+            }
+            NodeDesc::Table(t) => {
+                for k in &t.key {
+                    if let Some(r) = read.get_mut(k.slot as usize) {
+                        *r = true;
+                    }
+                }
+            }
+        }
+    }
+    for ck in &d.checksums {
+        for i in &ck.inputs {
+            walk(i, &mut read, &mut full);
+        }
+        if let Some(c) = &ck.cond {
+            walk(c, &mut read, &mut full);
+        }
+    }
+    (read, full)
+}
+
+/// Slots an op list marks synthesized, and assignments (destination, reads).
+fn collect_taint(ops: &[Value], synth: &mut Vec<u32>, deps: &mut Vec<(u32, Vec<u32>)>) {
+    for op in ops {
+        let Some(a) = op.as_array() else { continue };
+        match a.first().and_then(|x| x.as_str()) {
+            Some("set") => {
+                if let (Some(s), Some(t)) = (a.get(1).and_then(|x| x.as_u64()), a.get(2)) {
+                    let mut r = Vec::new();
+                    reads(t, &mut r);
+                    deps.push((s as u32, r));
+                }
+            }
+            Some("synth") => synth.extend(a.get(1).and_then(|x| x.as_u64()).map(|s| s as u32)),
+            Some("extern") => {
+                if let (Some(n), Some(args)) = (a.get(1).and_then(|x| x.as_str()), a.get(2).and_then(|x| x.as_array())) {
+                    synth.extend(Extern::taints(n, args));
+                }
+            }
+            Some("prim") => collect_taint(&a[1..], synth, deps),
+            _ => {}
+        }
+    }
+}
+
+fn hexes(v: &[String], what: &str) -> Result<Vec<u128>, String> {
+    v.iter().map(|x| hex_u128(x, what)).collect()
+}
+
+fn kind(s: &str, what: &str) -> Result<MatchKind, String> {
+    match s {
+        "valid" | "selector" => Ok(MatchKind::Exact),
+        _ => MatchKind::parse(s).ok_or_else(|| format!("{what}: expected a match kind among exact, lpm, ternary, range, optional; found {s:?}")),
+    }
+}
+
+impl Program {
+    /// Parses and links a description (JSON text).
+    pub fn from_json(text: &str) -> Result<Program, String> {
+        let d: Description = serde_json::from_str(text).map_err(|e| format!("program description: {e}"))?;
+        Program::link(&d)
+    }
+
+    /// Checks and compiles `d`; an error names the place (action and
+    /// primitive, parser state, table, entry).
+    pub fn link(d: &Description) -> Result<Program, String> {
+        if d.format != FORMAT || d.version != VERSION {
+            return Err(format!("program description: expected format {FORMAT:?} version {VERSION}, found {:?} version {}", d.format, d.version));
+        }
+        let lay = Layout::new(d)?;
+        let nslots = lay.cell.len();
+        let slot = |s: u32, what: &str| lay.slot(s as u64, what);
+        // headers
+        let mut headers = Vec::new();
+        let mut hdr_of_slot = vec![NONE; nslots];
+        for (hi, h) in d.headers.iter().enumerate() {
+            let what = format!("header {}", h.name);
+            let v = slot(h.valid, &what)?;
+            hdr_of_slot[v] = hi as u32;
+            let mut fields = Vec::new();
+            let mut bit = 0;
+            for &f in &h.fields {
+                let s = slot(f, &what)?;
+                hdr_of_slot[s] = hi as u32;
+                fields.push(FieldIo { slot: s as u32, cell: lay.cell[s], bit, width: lay.width[s], limbs: lay.limbs[s], varbit: lay.varbit[s] });
+                if !lay.varbit[s] {
+                    bit += lay.width[s];
+                }
+            }
+            let first = fields.first().map_or(lay.cell[v] + 1, |f| f.cell);
+            let last = fields.last().map_or(first, |f| f.cell + f.limbs + f.varbit as u32);
+            headers.push(Hdr {
+                name: h.name.clone(),
+                valid: lay.cell[v],
+                group: lay.group[v],
+                cells: (first, last),
+                loads: Vec::new(),
+                bytes: bit.div_ceil(8),
+                varbit_max: fields.iter().filter(|f| f.varbit).map(|f| f.width).sum(),
+                fields,
+                union: h.union,
+                metadata: h.metadata,
+            });
+        }
+        let (read, full) = read_set(d, nslots);
+        for (hi, hd) in headers.iter_mut().enumerate() {
+            let whole = full.get(hi).copied().unwrap_or(true) || hd.varbit_max > 0;
+            hd.loads = hd.fields.iter().filter(|f| whole || read[f.slot as usize]).cloned().collect();
+        }
+        let mut stacks = Vec::new();
+        let mut stack_scope = Vec::new();
+        for st in &d.stacks {
+            let what = format!("header stack {}", st.name);
+            let next = slot(st.next, &what)?;
+            let mut elems = Vec::new();
+            for &h in &st.headers {
+                let hd = d.headers.get(h as usize).ok_or_else(|| format!("{what}: expected header indices"))?;
+                elems.push(hd.fields.clone());
+            }
+            stack_scope.push((st.next, elems));
+            stacks.push(Stack { name: st.name.clone(), headers: st.headers.clone(), next: lay.cell[next], group: lay.group[next] });
+        }
+        let mut unions = Vec::new();
+        let mut union_scope = Vec::new();
+        for u in &d.unions {
+            for &h in &u.headers {
+                if h as usize >= headers.len() {
+                    return Err(format!("header union {}: expected header indices", u.name));
+                }
+            }
+            unions.push(u.headers.clone());
+            union_scope.push(u.headers.iter().map(|&h| d.headers[h as usize].valid).collect());
+        }
+        // static taint: what unsupported externs write, closed over assignments
+        let (mut synth, mut deps) = (Vec::new(), Vec::new());
+        for a in &d.actions {
+            collect_taint(&a.ops, &mut synth, &mut deps);
+        }
+        for s in &d.parser.states {
+            collect_taint(&s.ops, &mut synth, &mut deps);
+        }
+        let mut maybe = vec![false; nslots];
+        for s in synth {
+            if (s as usize) < nslots {
+                maybe[s as usize] = true;
+            }
+        }
+        loop {
+            let mut changed = false;
+            for (dst, r) in &deps {
+                let dst = *dst as usize;
+                if dst < nslots && !maybe[dst] && r.iter().any(|&s| (s as usize) < nslots && maybe[s as usize]) {
+                    maybe[dst] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+
+        let mut lk = Linker { d, lay, code: Code::default(), headers, hdr_of_slot, stacks, externs: Vec::new(), maybe, taint_reads: Vec::new(), stack_scope, union_scope };
+
+        let mut actions = Vec::new();
+        for a in &d.actions {
+            actions.push(lk.action(&a.name, &a.params, &a.ops)?);
+        }
+        let parser = lk.parser()?;
+        let std = lk.std()?;
+        let mut tables = Vec::new();
+        let mut nodes = Vec::new();
+        for (ni, n) in d.nodes.iter().enumerate() {
+            match n {
+                NodeDesc::Table(t) => {
+                    tables.push(lk.table(t, &actions, d.nodes.len())?);
+                    nodes.push(Node::Table(tables.len() as u32 - 1));
+                }
+                NodeDesc::Cond(c) => {
+                    let what = format!("conditional {}", c.name);
+                    let e = match &c.expr {
+                        Some(t) => Some(lk.code.compile_truth(t, &scope!(lk, None, false), &what)?),
+                        None => None,
+                    };
+                    let mut r = Vec::new();
+                    if let Some(t) = &c.expr {
+                        reads(t, &mut r);
+                    }
+                    r.retain(|&s| (s as usize) < nslots && lk.maybe[s as usize]);
+                    r.dedup();
+                    let check = |x: i64| -> Result<i32, String> {
+                        if x >= -1 && x < d.nodes.len() as i64 {
+                            Ok(x as i32)
+                        } else {
+                            Err(format!("{what}: expected a next node below {}, found {x}", d.nodes.len()))
+                        }
+                    };
+                    let fallback = lk.code.reasons.id(&format!("fallback branch: {}", c.label));
+                    nodes.push(Node::Cond(Cond { name: c.name.clone(), e, on_true: check(c.true_next)?, on_false: check(c.false_next)?, taint: r, fallback }));
+                }
+            }
+            let _ = ni;
+        }
+        let mut keyed = Vec::new();
+        for (k, &n) in d.keyed.iter().enumerate() {
+            match nodes.get(n as usize) {
+                Some(Node::Table(t)) if tables[*t as usize].keyed == Some(k as u16) => keyed.push(*t),
+                _ => return Err(format!("keyed[{k}]: expected the node of keyed table {k}, found {n}")),
+            }
+        }
+        let mut pipelines = Vec::new();
+        for p in &d.pipelines {
+            if p.init < -1 || p.init >= nodes.len() as i64 {
+                return Err(format!("pipeline {}: expected an init node below {}, found {}", p.name, nodes.len(), p.init));
+            }
+            pipelines.push((p.name.clone(), p.init as i32));
+        }
+        for &h in &d.deparser {
+            lk.header(h as u64, "deparser")?;
+        }
+        let checksums = lk.checksums()?;
+        let errors = Errors {
+            too_short: d.errors.packet_too_short,
+            no_match: d.errors.no_match,
+            stack_out_of_bounds: d.errors.stack_out_of_bounds,
+            header_too_short: d.errors.header_too_short,
+            timeout: d.errors.parser_timeout,
+            invalid_argument: d.errors.names.iter().find(|(_, n)| *n == "ParserInvalidArgument").and_then(|(c, _)| c.parse().ok()).unwrap_or(d.errors.header_too_short),
+        };
+        let error_names = d.errors.names.iter().filter_map(|(c, n)| Some((c.parse::<u32>().ok()?, n.clone()))).collect();
+        let max_key_fields = tables.iter().map(|t: &Table| t.key.len()).max().unwrap_or(0);
+        let mut unsupported = d.unsupported.clone();
+        for (i, e) in lk.externs.iter().enumerate() {
+            if let Extern::Unsupported { reason, .. } = e {
+                let name = lk.code.reasons.names[*reason as usize].clone();
+                if !unsupported.contains(&name) {
+                    unsupported.push(name);
+                }
+            }
+            let _ = i;
+        }
+        for ck in &checksums {
+            if !ck.supported {
+                let n = format!("checksum {} ({})", ck.name, ck.algo);
+                if !unsupported.contains(&n) {
+                    unsupported.push(n);
+                }
+            }
+        }
+        unsupported.sort();
+        Ok(Program {
+            source: d.source.clone(),
+            lay: lk.lay,
+            code: lk.code,
+            headers: lk.headers,
+            hdr_of_slot: lk.hdr_of_slot,
+            stacks: lk.stacks,
+            unions,
+            actions,
+            externs: lk.externs,
+            parser,
+            errors,
+            error_names,
+            tables,
+            nodes,
+            pipelines,
+            keyed,
+            deparser: d.deparser.clone(),
+            checksums,
+            std,
+            maybe: lk.maybe,
+            taint_reads: lk.taint_reads,
+            unsupported,
+            max_key_fields,
+        })
+    }
+
+    /// Sets header `h` valid or invalid (see `action.rs` for the semantics).
+    pub fn set_valid(&self, st: &mut State, h: u32, on: bool) {
+        let hd = &self.headers[h as usize];
+        if on {
+            if st.phv.cells[hd.valid as usize] == 0 {
+                st.phv.cells[hd.cells.0 as usize..hd.cells.1 as usize].fill(0);
+                self.make_valid(st, h);
+            }
+        } else {
+            st.phv.cells[hd.valid as usize] = 0;
+        }
+        st.wrote_header(hd.group, h);
+    }
+
+    /// Header `h` valid, the other members of its union invalid.
+    pub fn make_valid(&self, st: &mut State, h: u32) {
+        let hd = &self.headers[h as usize];
+        st.phv.cells[hd.valid as usize] = 1;
+        st.phv.mark(hd.group);
+        if let Some(u) = hd.union {
+            for &o in &self.unions[u as usize] {
+                if o != h {
+                    let od = &self.headers[o as usize];
+                    st.phv.cells[od.valid as usize] = 0;
+                    st.phv.mark(od.group);
+                }
+            }
+        }
+    }
+
+    /// `push` (or `push_front`) / `pop` of `n` elements of a stack.
+    pub fn shift_stack(&self, st: &mut State, stack: u32, n: u32, push: bool, front: bool) {
+        let s = &self.stacks[stack as usize];
+        let len = s.headers.len();
+        let n = n as usize;
+        let order: Vec<usize> = if push { (0..len).rev().collect() } else { (0..len).collect() };
+        for i in order {
+            let j = if push { i.checked_sub(n) } else { Some(i + n).filter(|&j| j < len) };
+            let d = &self.headers[s.headers[i] as usize];
+            match j {
+                Some(j) => {
+                    let sh = &self.headers[s.headers[j] as usize];
+                    st.phv.cells[d.valid as usize] = st.phv.cells[sh.valid as usize];
+                    let k = (d.cells.1 - d.cells.0) as usize;
+                    st.phv.cells.copy_within(sh.cells.0 as usize..sh.cells.0 as usize + k, d.cells.0 as usize);
+                }
+                None => {
+                    st.phv.cells[d.cells.0 as usize..d.cells.1 as usize].fill(0);
+                    st.phv.cells[d.valid as usize] = (push && !(front && i < n)) as u128;
+                }
+            }
+            st.wrote_header(d.group, s.headers[i]);
+        }
+        let next = st.phv.cells[s.next as usize];
+        st.phv.cells[s.next as usize] = if push { (next + n as u128).min(len as u128) } else { next.saturating_sub(n as u128) };
+        st.phv.mark(s.group);
+    }
+
+    /// Keyed tables.
+    pub fn keyed_tables(&self) -> impl Iterator<Item = &Table> {
+        self.keyed.iter().map(|&t| &self.tables[t as usize])
+    }
+}
+
+impl Linker<'_> {
+    fn std(&self) -> Result<Std, String> {
+        let s = &self.d.std;
+        let f = |x: Option<u32>, what: &str| -> Result<Option<(u32, u32)>, String> {
+            x.map(|x| self.lay.slot(x as u64, what).map(|s| (self.lay.cell[s], self.lay.group[s]))).transpose()
+        };
+        let w = |x: Option<u32>| x.map_or(u128::MAX, |x| mask(self.lay.width[x as usize]));
+        Ok(Std {
+            ingress_port: f(s.ingress_port, "std.ingress_port")?,
+            packet_length: f(s.packet_length, "std.packet_length")?,
+            parser_error: f(s.parser_error, "std.parser_error")?,
+            egress_spec: f(s.egress_spec, "std.egress_spec")?,
+            egress_port: f(s.egress_port, "std.egress_port")?,
+            mcast_grp: f(s.mcast_grp, "std.mcast_grp")?,
+            masks: [w(s.ingress_port), w(s.packet_length), w(s.parser_error)],
+            egress_port_mask: w(s.egress_port),
+        })
+    }
+
+    fn parser(&mut self) -> Result<Parser, String> {
+        let p = &self.d.parser;
+        let n = p.states.len() as i64;
+        if p.init < -1 || p.init >= n || (p.init == -1 && n > 0) {
+            return Err(format!("parser: expected an init state below {n}, found {}", p.init));
+        }
+        let mut states = Vec::new();
+        for (i, s) in p.states.iter().enumerate() {
+            let name = s.name.clone().unwrap_or_else(|| format!("#{i}"));
+            let what = format!("parser state {name}");
+            let mut ops = Vec::new();
+            for (oi, v) in s.ops.iter().enumerate() {
+                let w = format!("{what}: op {oi}");
+                let bad = || format!("{w}: expected a parser op array, found {v}");
+                let a = v.as_array().ok_or_else(bad)?;
+                let tag = a.first().and_then(|x| x.as_str()).ok_or_else(bad)?;
+                let int = |k: usize| a.get(k).and_then(|x| x.as_u64()).ok_or_else(bad);
+                match tag {
+                    "extract" => {
+                        let h = self.header(int(1)?, &w)?;
+                        if self.headers[h as usize].varbit_max > 0 {
+                            return Err(format!("{w}: header {} has a varbit field: expected extract_vl", self.headers[h as usize].name));
+                        }
+                        ops.push(POp::Extract(h));
+                    }
+                    "extract_stack" => {
+                        let k = int(1)? as usize;
+                        let st = self.stacks.get(k).ok_or_else(|| format!("{w}: expected a header stack index, found {k}"))?;
+                        if st.headers.iter().any(|&h| self.headers.get(h as usize).is_none_or(|hd| hd.varbit_max > 0)) {
+                            return Err(format!("{w}: expected a stack of fixed-size headers"));
+                        }
+                        ops.push(POp::ExtractStack(k as u32));
+                    }
+                    "extract_vl" => {
+                        let h = self.header(int(1)?, &w)?;
+                        if self.headers[h as usize].varbit_max == 0 {
+                            return Err(format!("{w}: header {} has no varbit field", self.headers[h as usize].name));
+                        }
+                        let (e, _) = self.code.compile(a.get(2).ok_or_else(bad)?, &scope!(self, None, true), &w)?;
+                        ops.push(POp::ExtractVl(h, e));
+                    }
+                    "set" | "synth" => {
+                        let mut out = Vec::new();
+                        self.op(v, None, true, &w, &mut out)?;
+                        ops.extend(out.into_iter().map(POp::Do));
+                    }
+                    "prim" => {
+                        let mut out = Vec::new();
+                        self.op(a.get(1).ok_or_else(bad)?, None, true, &w, &mut out)?;
+                        ops.extend(out.into_iter().map(POp::Do));
+                    }
+                    "verify" => {
+                        let cond = self.code.compile_truth(a.get(1).ok_or_else(bad)?, &scope!(self, None, true), &w)?;
+                        let (error, _) = self.code.compile(a.get(2).ok_or_else(bad)?, &scope!(self, None, true), &w)?;
+                        ops.push(POp::Verify { cond, error });
+                    }
+                    "advance" => {
+                        let (e, _) = self.code.compile(a.get(1).ok_or_else(bad)?, &scope!(self, None, true), &w)?;
+                        ops.push(POp::Advance(e));
+                    }
+                    _ => return Err(format!("{w}: unknown parser op {tag:?}")),
+                }
+            }
+            let mut key = Vec::new();
+            let mut total = 0u32;
+            for v in &s.key {
+                let bad = || format!("{what}: expected a select key part, found {v}");
+                let a = v.as_array().ok_or_else(bad)?;
+                let int = |k: usize| a.get(k).and_then(|x| x.as_u64()).ok_or_else(bad);
+                let part = match a.first().and_then(|x| x.as_str()) {
+                    Some("f") => {
+                        let s = self.lay.slot(int(1)?, &what)?;
+                        if self.lay.limbs[s] > 1 || self.lay.varbit[s] {
+                            return Err(format!("{what}: select on field {} wider than 128 bits is not supported", self.lay.names[s]));
+                        }
+                        Part::Field { cell: self.lay.cell[s], w: self.lay.width[s] }
+                    }
+                    Some("la") => Part::Look { off: int(1)? as u32, w: int(2)? as u32 },
+                    Some("sf") => {
+                        let (e, _) = self.code.compile(&serde_json::json!(["sf", int(1)?, int(2)?]), &scope!(self, None, true), &what)?;
+                        let Some(super::expr::Ins::StackField(i)) = self.code.ins.get(e.start as usize).copied() else { return Err(bad()) };
+                        Part::Stack { i, w: int(3)? as u32 }
+                    }
+                    _ => return Err(bad()),
+                };
+                let w = match part {
+                    Part::Field { w, .. } | Part::Look { w, .. } | Part::Stack { w, .. } => w,
+                };
+                total += w.div_ceil(8) * 8;
+                key.push(part);
+            }
+            if total > 128 {
+                return Err(format!("{what}: select key of {total} bits: at most 128 are supported"));
+            }
+            let mut transitions = Vec::new();
+            let next = |x: i64| -> Result<i32, String> {
+                if x >= -1 && x < n {
+                    Ok(x as i32)
+                } else {
+                    Err(format!("{what}: expected a next state below {n}, found {x}"))
+                }
+            };
+            for (v, m, nx) in &s.transitions {
+                let (v, m) = (hex_u128(v, &what)?, hex_u128(m, &what)?);
+                transitions.push((v & m, m, next(*nx)?));
+            }
+            let default = s.default.map(next).transpose()?;
+            states.push(ParseState { name, ops, key, transitions, default, reject: s.reject });
+        }
+        Ok(Parser { init: p.init as i32, states })
+    }
+
+    fn table(&mut self, t: &super::ir::TableDesc, actions: &[Action], nnodes: usize) -> Result<Table, String> {
+        let what = format!("table {}", t.name);
+        let node = |x: i64| -> Result<i32, String> {
+            if x >= -1 && x < nnodes as i64 {
+                Ok(x as i32)
+            } else {
+                Err(format!("{what}: expected a next node below {nnodes}, found {x}"))
+            }
+        };
+        let action = |a: u32, w: &str| -> Result<&Action, String> {
+            actions.get(a as usize).ok_or_else(|| format!("{w}: expected an action index below {}, found {a}", actions.len()))
+        };
+        let next_of = |a: u32, hit: bool| -> Result<i32, String> {
+            match &t.next {
+                NextDesc::HitMiss { hit: h, miss: m } => node(if hit { *h } else { *m }),
+                NextDesc::Actions { actions: by, base } => node(*by.get(&a.to_string()).unwrap_or(base)),
+            }
+        };
+        let mut data = Vec::new();
+        let call = |a: u32, d: &[String], w: &str, data: &mut Vec<u128>| -> Result<u32, String> {
+            let act = action(a, w)?;
+            if d.len() != act.params.len() {
+                return Err(format!("{w}: action {} takes {} parameters, found {}", act.name, act.params.len(), d.len()));
+            }
+            let off = data.len() as u32;
+            for (x, &pw) in hexes(d, w)?.into_iter().zip(&act.params) {
+                data.push(x & mask(pw));
+            }
+            Ok(off)
+        };
+        let miss = match &t.default {
+            Some(c) => Hit { action: c.a, data: call(c.a, &c.d, &format!("{what}: default action"), &mut data)?, next: next_of(c.a, false)? },
+            None => Hit { action: NO_ACTION, data: 0, next: match &t.next {
+                NextDesc::HitMiss { miss, .. } => node(*miss)?,
+                NextDesc::Actions { base, .. } => node(*base)?,
+            } },
+        };
+        let mut key = Vec::new();
+        let mut words = 0usize;
+        let mut taint = Vec::new();
+        let mut taint_reason = Vec::new();
+        for (i, k) in t.key.iter().enumerate() {
+            let w = format!("{what}: key field {}", k.name);
+            let s = self.lay.slot(k.slot as u64, &w)?;
+            if self.lay.limbs[s] > 1 || self.lay.varbit[s] || k.width == 0 || k.width > 128 {
+                return Err(format!("{w}: expected a key field of 1 to 128 bits"));
+            }
+            let slice = match &k.mask {
+                Some(m) => Some((hex_u128(m, &w)?, k.shift)),
+                None => None,
+            };
+            let valid = match k.valid {
+                Some(v) => Some(self.lay.cell[self.lay.slot(v as u64, &w)?]),
+                None => None,
+            };
+            let kw = k.width.div_ceil(32);
+            words += kw as usize;
+            if self.maybe[s] {
+                taint.push((i as u32, s as u32));
+            }
+            taint_reason.push(self.code.reasons.id(&format!("synthesized field: {}", k.name)));
+            key.push(KeyPart { cell: self.lay.cell[s], width: k.width, kind: kind(&k.kind, &w)?, valid, slice, words: kw, slot: s as u32, name: k.name.clone() });
+        }
+        if words > MAX_KEY_WORDS {
+            return Err(format!("{what}: key of {words} 32-bit words is wider than the supported {MAX_KEY_WORDS} words"));
+        }
+        if t.keyed.is_none() && !t.entries.is_empty() {
+            return Err(format!("{what}: a keyless table takes no entries"));
+        }
+        let mut rows = Vec::new();
+        let mut hits = Vec::new();
+        for (ei, e) in t.entries.iter().enumerate() {
+            let w = format!("{what}: entry {ei}");
+            if e.m.len() != key.len() {
+                return Err(format!("{w}: expected {} match fields, found {}", key.len(), e.m.len()));
+            }
+            for (k, (lo, hi, m)) in key.iter().zip(&e.m) {
+                let (lo, hi, m) = (hex_u128(lo, &w)?, hex_u128(hi, &w)?, hex_u128(m, &w)?);
+                let _ = k;
+                rows.extend([lo, hi, m]);
+            }
+            hits.push(Hit { action: e.a, data: call(e.a, &e.d, &w, &mut data)?, next: next_of(e.a, true)? });
+        }
+        let mut tb = Table {
+            name: t.name.clone(),
+            keyed: t.keyed.map(|k| k as u16),
+            key,
+            words,
+            rows,
+            hits,
+            miss,
+            data,
+            index: Index::None,
+            taint,
+            taint_reason,
+        };
+        tb.build_index();
+        Ok(tb)
+    }
+
+    fn checksums(&mut self) -> Result<Vec<Checksum>, String> {
+        let mut out = Vec::new();
+        for ck in &self.d.checksums {
+            if !ck.update {
+                continue;
+            }
+            let what = format!("checksum {}", ck.name);
+            let target = self.lay.slot(ck.target as u64, &what)?;
+            let mut inputs = Vec::new();
+            for v in &ck.inputs {
+                let bad = || format!("{what}: expected a calculation input, found {v}");
+                let a = v.as_array().ok_or_else(bad)?;
+                let int = |k: usize| a.get(k).and_then(|x| x.as_u64()).ok_or_else(bad);
+                inputs.push(match a.first().and_then(|x| x.as_str()) {
+                    Some("f") => {
+                        let s = self.lay.slot(int(1)?, &what)?;
+                        if self.lay.varbit[s] {
+                            return Err(format!("{what}: a varbit field as a calculation input is not supported"));
+                        }
+                        CkInput::Field { slot: s as u32, header: self.hdr_of_slot[s] }
+                    }
+                    Some("c") => {
+                        let (v, _, _) = super::ir::parse_hex(a.get(1).and_then(|x| x.as_str()).ok_or_else(bad)?).map_err(|e| format!("{what}: expected {e}"))?;
+                        CkInput::Const { v, width: int(2)? as u32 }
+                    }
+                    Some("h") => CkInput::Header(self.header(int(1)?, &what)?),
+                    Some("payload") => CkInput::Payload,
+                    _ => return Err(bad()),
+                });
+            }
+            if inputs.iter().any(|i| matches!(i, CkInput::Field { header: NONE, .. })) {
+                return Err(format!("{what}: expected fields of headers as inputs"));
+            }
+            let cond = match &ck.cond {
+                Some(c) => Some(self.code.compile_truth(c, &scope!(self, None, false), &what)?),
+                None => None,
+            };
+            let unsupported = self.code.reasons.id(&format!("unsupported: checksum {} ({})", ck.name, ck.algo));
+            let supported = super::externs::calculate(&ck.algo, &[], 0, self.lay.width[target]).is_some();
+            let dst = self.dst(target);
+            out.push(Checksum { name: ck.name.clone(), algo: ck.algo.clone(), target: target as u32, dst, inputs, cond, supported, unsupported });
+        }
+        Ok(out)
+    }
+}
+
+/// One packet's state while it runs (see the module doc).
+pub struct State {
+    pub phv: Phv,
+    /// Bitset over slots: holds a synthesized value (only slots in `maybe`).
+    taint: Vec<u64>,
+    taints: bool,
+    /// Per header: the frame offset it was extracted from (NONE: not
+    /// extracted, or written as a whole since), and which of its fields
+    /// were written since (bit i: field i).
+    pub hdr_src: Vec<u32>,
+    pub fdirty: Vec<u64>,
+    /// The parser's position (bytes); after parsing, the payload's start.
+    pub pos: usize,
+    /// A lookahead in a parser `set` ran past the frame.
+    pub too_short: bool,
+    /// Visits of the current packet so far.
+    pub nvisits: u32,
+    /// The first inexact event of the packet (NONE: exact) and the visits before it.
+    pub inexact: u32,
+    pub inexact_at: u32,
+    /// Events per reason (`Code::reasons`), over every packet run.
+    pub events: Vec<u64>,
+}
+
+impl State {
+    pub fn new(p: &Program) -> State {
+        State {
+            phv: Phv::new(&p.lay),
+            taint: vec![0; p.lay.cell.len().div_ceil(64)],
+            taints: p.maybe.iter().any(|&m| m),
+            hdr_src: vec![NONE; p.headers.len()],
+            fdirty: vec![0; p.headers.len()],
+            pos: 0,
+            too_short: false,
+            nvisits: 0,
+            inexact: NONE,
+            inexact_at: 0,
+            events: vec![0; p.code.reasons.names.len()],
+        }
+    }
+
+    /// A field was written (see [`Dst`]).
+    #[inline(always)]
+    pub fn wrote(&mut self, d: Dst) {
+        self.phv.mark(d.group);
+        if d.hdr != NONE {
+            if d.fbit == 0 {
+                self.hdr_src[d.hdr as usize] = NONE;
+            } else {
+                self.fdirty[d.hdr as usize] |= d.fbit;
+            }
+        }
+    }
+
+    /// Header `h` (reset group `g`) was written as a whole: the deparser assembles it.
+    #[inline]
+    pub fn wrote_header(&mut self, g: u32, h: u32) {
+        self.phv.mark(g);
+        self.hdr_src[h as usize] = NONE;
+    }
+
+    #[inline]
+    pub fn note(&mut self, r: u32) {
+        if let Some(c) = self.events.get_mut(r as usize) {
+            *c += 1;
+        }
+    }
+
+    /// An event that makes the packet inexact from here on.
+    #[inline]
+    pub fn note_inexact(&mut self, r: u32) {
+        self.note(r);
+        if self.inexact == NONE {
+            self.inexact = r;
+            self.inexact_at = self.nvisits;
+        }
+    }
+
+    #[inline]
+    pub fn tainted(&self, slot: u32) -> bool {
+        self.taints && (self.taint[(slot >> 6) as usize] >> (slot & 63)) & 1 == 1
+    }
+
+    #[inline]
+    pub fn set_taint(&mut self, slot: u32, on: bool) {
+        if !self.taints {
+            return;
+        }
+        let (w, b) = ((slot >> 6) as usize, 1u64 << (slot & 63));
+        if on {
+            self.taint[w] |= b;
+        } else {
+            self.taint[w] &= !b;
+        }
+    }
+
+    fn start(&mut self, p: &Program) {
+        self.phv.reset(&p.lay);
+        if self.taints {
+            self.taint.fill(0);
+        }
+        self.hdr_src.fill(NONE);
+        self.pos = 0;
+        self.too_short = false;
+        self.nvisits = 0;
+        self.inexact = NONE;
+        self.inexact_at = 0;
+    }
+}
+
+/// Per-lookup scratch space, allocated once.
+pub struct Scratch {
+    pub vals: Vec<u128>,
+    pub words: Vec<u32>,
+    pub bytes: Vec<u8>,
+}
+
+/// Runs packets through a [`Program`] (see the module doc).
+pub struct Executor {
+    pub prog: Program,
+    st: State,
+    sc: Scratch,
+    /// Packets run, and how many were inexact.
+    pub packets: u64,
+    pub inexact_packets: u64,
+}
+
+impl Executor {
+    pub fn new(prog: Program) -> Executor {
+        let st = State::new(&prog);
+        let sc = Scratch { vals: vec![0; prog.max_key_fields.max(1)], words: vec![0; MAX_KEY_WORDS], bytes: Vec::new() };
+        Executor { prog, st, sc, packets: 0, inexact_packets: 0 }
+    }
+
+    pub fn from_json(text: &str) -> Result<Executor, String> {
+        Ok(Executor::new(Program::from_json(text)?))
+    }
+
+    /// Visits the last packet made before it became inexact (all of them when exact).
+    pub fn exact_visits(&self) -> u32 {
+        if self.st.inexact == NONE {
+            self.st.nvisits
+        } else {
+            self.st.inexact_at
+        }
+    }
+
+    /// Why the last packet became inexact, if it did.
+    pub fn inexact_reason(&self) -> Option<&str> {
+        (self.st.inexact != NONE).then(|| self.prog.code.reasons.names[self.st.inexact as usize].as_str())
+    }
+
+    /// Events so far, by name (synthesized fields, fallback branches,
+    /// unsupported externs and checksums, inexact expressions), nonzero only.
+    pub fn events(&self) -> Vec<(String, u64)> {
+        self.prog.code.reasons.names.iter().zip(&self.st.events).filter(|(_, &c)| c > 0).map(|(n, &c)| (n.clone(), c)).collect()
+    }
+
+    /// The PHV cell of `slot` after the last packet (tests).
+    pub fn field(&self, slot: usize) -> u128 {
+        self.st.phv.cells[self.prog.lay.value_cell(slot) as usize]
+    }
+}
+
+impl RunPacket for Executor {
+    fn tables(&self) -> usize {
+        self.prog.keyed.len()
+    }
+
+    fn key_words(&self, t: usize) -> usize {
+        self.prog.tables[self.prog.keyed[t] as usize].words
+    }
+
+    fn run(&mut self, frame: &[u8], ingress_port: u32, _now_ps: u64, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {
+        let p = &self.prog;
+        let st = &mut self.st;
+        st.start(p);
+        if let Some((c, g)) = p.std.ingress_port {
+            st.phv.cells[c as usize] = ingress_port as u128 & p.std.masks[0];
+            st.phv.mark(g);
+        }
+        if let Some((c, g)) = p.std.packet_length {
+            st.phv.cells[c as usize] = frame.len() as u128 & p.std.masks[1];
+            st.phv.mark(g);
+        }
+        let input = visits.packets() as u32;
+        let parser_error = if p.parser.init >= 0 { p.parse(st, frame) } else { 0 };
+        if parser_error != 0 {
+            if let Some((c, g)) = p.std.parser_error {
+                st.phv.cells[c as usize] = parser_error as u128 & p.std.masks[2];
+                st.phv.mark(g);
+            }
+        }
+        let dropped = p.run_pipelines(st, frame, visits, &mut self.sc);
+        let mut n = 0;
+        if let Some(out) = outputs {
+            if !dropped {
+                // deparsed straight into the batch's bytes
+                p.deparse(st, frame, &mut self.sc, &mut out.bytes);
+                let port = p.std.egress_port.or(p.std.egress_spec).map_or(0, |(c, _)| st.phv.cells[c as usize] as u32);
+                out.port.push(port);
+                out.input.push(input);
+                out.start.push(out.bytes.len() as u32);
+                n = 1;
+            }
+        }
+        visits.end_packet();
+        self.packets += 1;
+        self.inexact_packets += (st.inexact != NONE) as u64;
+        Outcome { dropped, parser_error, outputs: n }
+    }
+}
+

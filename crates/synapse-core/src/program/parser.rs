@@ -1,0 +1,262 @@
+//! The program's parser as a table of states: each state's ops (extract a
+//! header, the next element of a stack, a header with a varbit field;
+//! `set`, `verify`, `advance`, parser primitives), then its select key
+//! (fields, `lookahead` bits, fields of a stack's last element, each padded
+//! to whole bytes and concatenated, as BMv2 does) matched against
+//! value/mask transitions in order, then the default.
+//!
+//! A packet the parser rejects (too short for an extract or a lookahead, no
+//! transition matching, a failed `verify`, a full stack, a varbit longer
+//! than its header allows, more than [`MAX_STATES`] states) keeps what it
+//! extracted and goes on into ingress with `standard_metadata.parser_error`
+//! set, as simple_switch does (and the interpreter).
+
+use super::action::{self, Op};
+use super::exec::{Program, State};
+use super::expr::{Env, Expr};
+use super::phv::{read_bits, read_wide};
+
+/// States visited per packet before ParserTimeout (a loop without extract).
+pub const MAX_STATES: usize = 1000;
+
+#[derive(Clone, Debug)]
+pub enum POp {
+    Extract(u32),
+    ExtractStack(u32),
+    /// A header with a varbit field, the field's length in bits computed first.
+    ExtractVl(u32, Expr),
+    /// `set` and parser primitives.
+    Do(Op),
+    Verify { cond: Expr, error: Expr },
+    Advance(Expr),
+}
+
+/// One part of a select key: where its value comes from and its width
+/// (padded to whole bytes in the key).
+#[derive(Clone, Copy, Debug)]
+pub enum Part {
+    Field { cell: u32, w: u32 },
+    Look { off: u32, w: u32 },
+    /// `code.stack_fields[i]`.
+    Stack { i: u32, w: u32 },
+}
+
+#[derive(Clone, Debug)]
+pub struct ParseState {
+    pub name: String,
+    pub ops: Vec<POp>,
+    pub key: Vec<Part>,
+    /// (value, mask, next state; -1: accept).
+    pub transitions: Vec<(u128, u128, i32)>,
+    /// None: no default, NoMatch.
+    pub default: Option<i32>,
+    /// A state the compiler could not lower: rejects with this code.
+    pub reject: Option<u32>,
+}
+
+/// The core parser errors' codes (the program's own numbering).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Errors {
+    pub too_short: u32,
+    pub no_match: u32,
+    pub stack_out_of_bounds: u32,
+    pub header_too_short: u32,
+    pub timeout: u32,
+    pub invalid_argument: u32,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Parser {
+    pub init: i32,
+    pub states: Vec<ParseState>,
+}
+
+impl Program {
+    /// Parses `frame` into `st`'s PHV; returns the parser error (0: none)
+    /// and leaves `st.pos` at the first byte not parsed.
+    pub fn parse(&self, st: &mut State, frame: &[u8]) -> u32 {
+        let e = &self.errors;
+        let mut s = self.parser.init;
+        st.pos = 0;
+        let mut visited = 0usize;
+        while s >= 0 {
+            let state = &self.parser.states[s as usize];
+            if let Some(code) = state.reject {
+                return code;
+            }
+            for op in &state.ops {
+                match op {
+                    POp::Extract(h) => {
+                        if !self.extract(st, *h, frame) {
+                            return e.too_short;
+                        }
+                    }
+                    POp::ExtractStack(k) => {
+                        let stack = &self.stacks[*k as usize];
+                        let i = st.phv.cells[stack.next as usize] as usize;
+                        if i >= stack.headers.len() {
+                            return e.stack_out_of_bounds;
+                        }
+                        if !self.extract(st, stack.headers[i], frame) {
+                            return e.too_short;
+                        }
+                        st.phv.cells[stack.next as usize] = i as u128 + 1;
+                        st.phv.mark(stack.group);
+                    }
+                    POp::ExtractVl(h, len) => {
+                        let mut why = u32::MAX;
+                        let env = Env { cells: &st.phv.cells, params: &[], frame, pos: st.pos };
+                        let Ok(bits) = self.code.eval(*len, &env, &mut why) else { return e.too_short };
+                        if let Err(code) = self.extract_vl(st, *h, bits, frame) {
+                            return code;
+                        }
+                    }
+                    POp::Do(op) => {
+                        action::run(std::slice::from_ref(op), &[], self, st, frame);
+                        if std::mem::take(&mut st.too_short) {
+                            return e.too_short;
+                        }
+                    }
+                    POp::Verify { cond, error } => {
+                        let mut why = u32::MAX;
+                        let env = Env { cells: &st.phv.cells, params: &[], frame, pos: st.pos };
+                        match self.code.eval(*cond, &env, &mut why) {
+                            Err(_) => return e.too_short,
+                            Ok(0) => return self.code.eval(*error, &env, &mut why).map_or(e.too_short, |c| c as u32),
+                            Ok(_) => {}
+                        }
+                    }
+                    POp::Advance(bits) => {
+                        let mut why = u32::MAX;
+                        let env = Env { cells: &st.phv.cells, params: &[], frame, pos: st.pos };
+                        let Ok(bits) = self.code.eval(*bits, &env, &mut why) else { return e.too_short };
+                        let end = (st.pos as u128).saturating_add(bits / 8);
+                        if end > frame.len() as u128 {
+                            return e.too_short;
+                        }
+                        st.pos = end as usize;
+                    }
+                }
+            }
+            let next = match self.select(state, st, frame) {
+                Some(n) => n,
+                None => return e.too_short,
+            };
+            visited += 1;
+            if visited > MAX_STATES {
+                return e.timeout;
+            }
+            match next {
+                Ok(n) => s = n,
+                Err(()) => return e.no_match,
+            }
+        }
+        0
+    }
+
+    /// The next state: Some(Ok(state)), Some(Err) for no match, None when a
+    /// lookahead runs past the frame.
+    fn select(&self, state: &ParseState, st: &State, frame: &[u8]) -> Option<Result<i32, ()>> {
+        if state.key.is_empty() {
+            return Some(state.default.ok_or(()));
+        }
+        let mut key = 0u128;
+        for p in &state.key {
+            let (v, w) = match *p {
+                Part::Field { cell, w } => (st.phv.cells[cell as usize], w),
+                Part::Look { off, w } => {
+                    let bit = st.pos * 8 + off as usize;
+                    if bit + w as usize > frame.len() * 8 {
+                        return None;
+                    }
+                    (read_bits(frame, bit, w), w)
+                }
+                Part::Stack { i, w } => {
+                    let (next, cells) = &self.code.stack_fields[i as usize];
+                    let n = st.phv.cells[*next as usize] as usize;
+                    let idx = if n == 0 { cells.len() - 1 } else { (n - 1).min(cells.len() - 1) };
+                    (st.phv.cells[cells[idx] as usize], w)
+                }
+            };
+            key = key.checked_shl(w.div_ceil(8) * 8).unwrap_or(0) | v;
+        }
+        for &(v, m, n) in &state.transitions {
+            if key & m == v {
+                return Some(Ok(n));
+            }
+        }
+        Some(state.default.ok_or(()))
+    }
+
+    /// Extracts fixed-size header `h` at the parser's position; false when
+    /// the frame is too short.
+    #[inline]
+    pub fn extract(&self, st: &mut State, h: u32, frame: &[u8]) -> bool {
+        let hd = &self.headers[h as usize];
+        let start = st.pos;
+        let end = start + hd.bytes as usize;
+        if end > frame.len() {
+            return false;
+        }
+        let base = start * 8;
+        for f in &hd.loads {
+            if f.limbs == 1 {
+                let b0 = start + (f.bit >> 3) as usize;
+                let sh = f.bit & 7;
+                st.phv.cells[f.cell as usize] = if sh + f.width <= 64 && f.width > 0 && b0 + 8 <= frame.len() {
+                    let x = u64::from_be_bytes(frame[b0..b0 + 8].try_into().unwrap());
+                    ((x << sh) >> (64 - f.width)) as u128
+                } else {
+                    read_bits(frame, base + f.bit as usize, f.width)
+                };
+            } else {
+                read_wide(frame, base + f.bit as usize, f.width, &mut st.phv.cells[f.cell as usize..(f.cell + f.limbs) as usize]);
+            }
+        }
+        self.make_valid(st, h);
+        st.hdr_src[h as usize] = start as u32;
+        st.fdirty[h as usize] = 0;
+        st.pos = end;
+        true
+    }
+
+    /// Extracts header `h` whose varbit field is `bits` long.
+    fn extract_vl(&self, st: &mut State, h: u32, bits: u128, frame: &[u8]) -> Result<(), u32> {
+        let hd = &self.headers[h as usize];
+        let vmax = hd.varbit_max as u128;
+        if bits > vmax {
+            return Err(self.errors.header_too_short);
+        }
+        if bits % 8 != 0 {
+            return Err(self.errors.invalid_argument);
+        }
+        let total = hd.bytes as usize + (bits / 8) as usize;
+        let start = st.pos;
+        if start + total > frame.len() {
+            return Err(self.errors.too_short);
+        }
+        let mut bit = start * 8;
+        for f in &hd.fields {
+            let c = f.cell as usize;
+            if f.varbit {
+                st.phv.cells[c] = bits; // the length cell, then the value
+                let cells = &mut st.phv.cells[c + 1..c + 1 + f.limbs as usize];
+                cells.fill(0);
+                read_wide(frame, bit, bits as u32, cells);
+                bit += bits as usize;
+            } else {
+                if f.limbs == 1 {
+                    st.phv.cells[c] = read_bits(frame, bit, f.width);
+                } else {
+                    read_wide(frame, bit, f.width, &mut st.phv.cells[c..c + f.limbs as usize]);
+                }
+                bit += f.width as usize;
+            }
+        }
+        self.make_valid(st, h);
+        st.hdr_src[h as usize] = start as u32;
+        st.fdirty[h as usize] = 0;
+        st.pos = start + total;
+        Ok(())
+    }
+}

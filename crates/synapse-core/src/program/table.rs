@@ -1,0 +1,446 @@
+//! Match tables: the key a packet builds (per field: the PHV value, 0 while
+//! its header is invalid, a slice's bits shifted down), its 32-bit words
+//! (most significant first, `ceil(w / 32)` per field: the visit's key), and
+//! the first entry it matches in match order (index 0 wins), found by a
+//! structure chosen for the table's match kinds:
+//!
+//! - all fields exact: a hash table on the key words;
+//! - one lpm field, the others exact: a multibit trie (stride 8) on the
+//!   exact fields' bits followed by the lpm field's, each slot keeping the
+//!   smallest entry index of the prefixes that end there; a lookup takes the
+//!   smallest along its path, which is the longest prefix when entries are
+//!   in match order, and the first entry in any order;
+//! - anything else (ternary, range, optional): a linear scan over the
+//!   entries' (lo, hi, mask) per field up to [`LINEAR_MAX`] entries, else
+//!   one of the ELU's classifiers over the key words (`ptree` for keys of
+//!   up to 8 words, `dtree` beyond; `crate::classify`), which answer the
+//!   first matching rule exactly as the scan does. A table with a range on
+//!   a field wider than 32 bits (not expressible per word) is scanned.
+
+use crate::classify::{AnyStructure, BuildConfig};
+use crate::rules::{AnyRuleSet, FieldSpec, MatchKind, Schema};
+
+use super::exec::State;
+use super::phv::mask;
+
+/// Largest table matched by a linear scan.
+pub const LINEAR_MAX: usize = 16;
+/// Most key words a table may have (`crate::rules::MAX_WORDS`).
+pub const MAX_KEY_WORDS: usize = crate::rules::MAX_WORDS;
+
+/// One key field.
+#[derive(Clone, Debug)]
+pub struct KeyPart {
+    pub cell: u32,
+    pub width: u32,
+    pub kind: MatchKind,
+    /// The header's validity cell: the key reads 0 while it is 0.
+    pub valid: Option<u32>,
+    /// A slice: `(value & mask) >> shift`.
+    pub slice: Option<(u128, u32)>,
+    /// Words of this field in the key.
+    pub words: u32,
+    pub slot: u32,
+    pub name: String,
+}
+
+/// What a lookup gives: the action (u32::MAX: none), where its data
+/// starts in [`Table::data`], and the next node (-1: end of pipeline).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hit {
+    pub action: u32,
+    pub data: u32,
+    pub next: i32,
+}
+
+/// How a table finds its first matching entry.
+pub enum Index {
+    /// Entries with no lookup structure (a keyless table, or an empty one).
+    None,
+    Exact(HashIndex),
+    Lpm(Trie),
+    Linear,
+    Classifier(AnyStructure),
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(match self {
+            Index::None => "none",
+            Index::Exact(_) => "exact hash",
+            Index::Lpm(_) => "lpm trie",
+            Index::Linear => "linear scan",
+            Index::Classifier(_) => "classifier",
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct Table {
+    pub name: String,
+    /// Index among the keyed tables (visits name it), None for keyless ones.
+    pub keyed: Option<u16>,
+    pub key: Vec<KeyPart>,
+    pub words: usize,
+    /// Per entry, per key field: lo, hi, mask.
+    pub rows: Vec<u128>,
+    pub hits: Vec<Hit>,
+    pub miss: Hit,
+    pub data: Vec<u128>,
+    pub index: Index,
+    /// Key fields that may hold a synthesized value: (key field, slot).
+    pub taint: Vec<(u32, u32)>,
+    /// Per key field: the reason a synthesized value there is counted under.
+    pub taint_reason: Vec<u32>,
+}
+
+impl Table {
+    /// Reads the key's field values into `vals` and its words into `words`.
+    #[inline]
+    pub fn key(&self, cells: &[u128], vals: &mut [u128], words: &mut [u32]) {
+        let mut w = 0;
+        for (k, v) in self.key.iter().zip(vals.iter_mut()) {
+            let mut x = cells[k.cell as usize];
+            if let Some(vc) = k.valid {
+                if cells[vc as usize] == 0 {
+                    x = 0;
+                }
+            }
+            if let Some((m, s)) = k.slice {
+                x = (x & m) >> s;
+            }
+            *v = x;
+            for i in (0..k.words).rev() {
+                words[w] = (x >> (32 * i)) as u32;
+                w += 1;
+            }
+        }
+    }
+
+    /// The index of the first entry the key matches.
+    #[inline]
+    pub fn lookup(&self, vals: &[u128], words: &[u32]) -> Option<u32> {
+        match &self.index {
+            Index::None => None,
+            Index::Exact(h) => h.get(words),
+            Index::Lpm(t) => t.get(&self.key, vals),
+            Index::Linear => self.scan(vals),
+            Index::Classifier(c) => c.classify_one(words),
+        }
+    }
+
+    /// The linear oracle: the first entry whose every field has `lo <= v & mask <= hi`.
+    pub fn scan(&self, vals: &[u128]) -> Option<u32> {
+        let nf = self.key.len();
+        'entry: for (e, row) in self.rows.chunks_exact(3 * nf.max(1)).enumerate() {
+            for (i, &v) in vals[..nf].iter().enumerate() {
+                let x = v & row[3 * i + 2];
+                if x < row[3 * i] || x > row[3 * i + 1] {
+                    continue 'entry;
+                }
+            }
+            return Some(e as u32);
+        }
+        None
+    }
+
+    /// Builds the lookup structure for the entries in `rows`.
+    pub fn build_index(&mut self) {
+        let n = self.hits.len();
+        let nf = self.key.len();
+        self.index = if nf == 0 || n == 0 {
+            Index::None
+        } else if self.key.iter().all(|k| k.kind == MatchKind::Exact) {
+            let mut words = vec![0u32; self.words];
+            let mut h = HashIndex::new(self.words, n);
+            for e in 0..n {
+                let mut w = 0;
+                for (i, k) in self.key.iter().enumerate() {
+                    let v = self.rows[e * 3 * nf + 3 * i];
+                    for j in (0..k.words).rev() {
+                        words[w] = (v >> (32 * j)) as u32;
+                        w += 1;
+                    }
+                }
+                h.insert(&words, e as u32);
+            }
+            Index::Exact(h)
+        } else if let Some(t) = Trie::build(self) {
+            Index::Lpm(t)
+        } else if n <= LINEAR_MAX || self.key.iter().any(|k| k.kind == MatchKind::Range && k.width > 32) {
+            Index::Linear
+        } else {
+            self.classifier().map_or(Index::Linear, Index::Classifier)
+        };
+    }
+
+    fn classifier(&self) -> Option<AnyStructure> {
+        let nf = self.key.len();
+        let mut fields = Vec::new();
+        for k in &self.key {
+            let top = k.width - 32 * (k.words - 1);
+            for j in 0..k.words {
+                let bits = if j == 0 { top } else { 32 } as u8;
+                fields.push(FieldSpec { name: k.name.clone(), bits, kind: k.kind });
+            }
+        }
+        let (mut lo, mut hi, mut mk) = (Vec::new(), Vec::new(), Vec::new());
+        for row in self.rows.chunks_exact(3 * nf) {
+            for (i, k) in self.key.iter().enumerate() {
+                for j in (0..k.words).rev() {
+                    lo.push((row[3 * i] >> (32 * j)) as u32);
+                    hi.push((row[3 * i + 1] >> (32 * j)) as u32);
+                    mk.push((row[3 * i + 2] >> (32 * j)) as u32);
+                }
+            }
+        }
+        let set = AnyRuleSet::from_words(&self.name, Schema { fields }, &lo, &hi, &mk).ok()?;
+        let algo = if self.words <= crate::rules::MAX_FIELDS { "ptree" } else { "dtree" };
+        AnyStructure::build(algo, &set, &BuildConfig::default()).ok()
+    }
+}
+
+/// An open-addressing hash table from key words to the first entry with them.
+pub struct HashIndex {
+    words: usize,
+    keys: Vec<u32>,
+    /// Entry index + 1 per slot (0: empty); capacity a power of two.
+    slots: Vec<u32>,
+    entries: Vec<u32>,
+}
+
+#[inline]
+fn hash(words: &[u32]) -> u64 {
+    let mut h = 0x9e37_79b9_7f4a_7c15u64;
+    for &w in words {
+        h = (h.rotate_left(5) ^ w as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    h ^ (h >> 29)
+}
+
+impl HashIndex {
+    pub fn new(words: usize, n: usize) -> HashIndex {
+        let cap = (n * 2).next_power_of_two().max(16);
+        HashIndex { words, keys: Vec::with_capacity(n * words), slots: vec![0; cap], entries: Vec::with_capacity(n) }
+    }
+
+    /// Adds `key` -> `entry` unless the key is there already (the first wins).
+    pub fn insert(&mut self, key: &[u32], entry: u32) {
+        let m = self.slots.len() - 1;
+        let mut i = hash(key) as usize & m;
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                self.keys.extend_from_slice(key);
+                self.entries.push(entry);
+                self.slots[i] = self.entries.len() as u32;
+                return;
+            }
+            let k = (s - 1) as usize * self.words;
+            if &self.keys[k..k + self.words] == key {
+                return;
+            }
+            i = (i + 1) & m;
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, key: &[u32]) -> Option<u32> {
+        let m = self.slots.len() - 1;
+        let mut i = hash(key) as usize & m;
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                return None;
+            }
+            let k = (s - 1) as usize * self.words;
+            if &self.keys[k..k + self.words] == key {
+                return Some(self.entries[(s - 1) as usize]);
+            }
+            i = (i + 1) & m;
+        }
+    }
+}
+
+/// A stride-8 multibit trie over a key's bit string (see the module doc),
+/// stored compressed as poptrie does: per node, a 256-bit map of the
+/// slots with a child (children contiguous, found by popcount) and a
+/// 256-bit map of where the slots' smallest entry index changes (one
+/// value per run). A node is 88 bytes instead of 256 slots.
+pub struct Trie {
+    /// Key fields in bit-string order (exact ones first, the lpm field last).
+    order: Vec<usize>,
+    bytes: usize,
+    nodes: Vec<PNode>,
+    /// Per run of slots: the smallest entry index ending there (u32::MAX: none).
+    leaves: Vec<u32>,
+    /// Smallest index of the entries with an empty prefix.
+    zero: u32,
+}
+
+#[derive(Clone, Copy, Default)]
+struct PNode {
+    child: [u64; 4],
+    leaf: [u64; 4],
+    /// Set bits of `child` / `leaf` in the words before each word.
+    child_pre: [u16; 4],
+    leaf_pre: [u16; 4],
+    child_base: u32,
+    leaf_base: u32,
+}
+
+/// The uncompressed trie a [`Trie`] is built from: 256 slots per node of
+/// (child node, smallest entry index ending in the slot).
+struct Wide {
+    slots: Vec<(u32, u32)>,
+    zero: u32,
+}
+
+impl Wide {
+    fn insert(&mut self, key: &[u8], len: u32, e: u32) {
+        if len == 0 {
+            self.zero = self.zero.min(e);
+            return;
+        }
+        let lv = ((len - 1) / 8) as usize;
+        let r = len - 8 * lv as u32;
+        let mut node = 0usize;
+        for &b in &key[..lv] {
+            let s = node * 256 + b as usize;
+            if self.slots[s].0 == 0 {
+                let child = (self.slots.len() / 256) as u32;
+                self.slots.extend(std::iter::repeat_n((0, u32::MAX), 256));
+                self.slots[s].0 = child;
+            }
+            node = self.slots[s].0 as usize;
+        }
+        let base = (key[lv] as usize) & (0xff00usize >> r) & 0xff;
+        for x in base..base + (1usize << (8 - r)) {
+            let s = &mut self.slots[node * 256 + x].1;
+            *s = (*s).min(e);
+        }
+    }
+}
+
+impl Trie {
+    /// The trie of `t`'s entries, if its key is exact fields and one lpm
+    /// field and every entry's masks have that shape.
+    fn build(t: &Table) -> Option<Trie> {
+        let nf = t.key.len();
+        let lpm: Vec<usize> = (0..nf).filter(|&i| t.key[i].kind == MatchKind::Lpm).collect();
+        if lpm.len() != 1 || t.key.iter().any(|k| !matches!(k.kind, MatchKind::Exact | MatchKind::Lpm)) {
+            return None;
+        }
+        let mut order: Vec<usize> = (0..nf).filter(|&i| i != lpm[0]).collect();
+        order.push(lpm[0]);
+        let bits: u32 = t.key.iter().map(|k| k.width).sum();
+        let bytes = bits.div_ceil(8) as usize;
+        if bytes > 64 {
+            return None;
+        }
+        let mut tr = Trie { order, bytes, nodes: Vec::new(), leaves: Vec::new(), zero: u32::MAX };
+        let mut wide = Wide { slots: vec![(0, u32::MAX); 256], zero: u32::MAX };
+        let mut buf = [0u8; 64];
+        for e in 0..t.hits.len() {
+            let row = &t.rows[e * 3 * nf..(e + 1) * 3 * nf];
+            let mut len = 0u32;
+            for (j, &i) in tr.order.iter().enumerate() {
+                let (w, m) = (t.key[i].width, row[3 * i + 2]);
+                let full = mask(w);
+                if j + 1 < tr.order.len() {
+                    if m != full {
+                        return None;
+                    }
+                    len += w;
+                } else {
+                    let plen = m.count_ones();
+                    if m != full & !mask(w - plen) {
+                        return None; // not a prefix
+                    }
+                    len += plen;
+                }
+            }
+            tr.write(&t.key, &row.iter().step_by(3).copied().collect::<Vec<_>>(), &mut buf);
+            wide.insert(&buf[..bytes], len, e as u32);
+        }
+        tr.zero = wide.zero;
+        tr.nodes.push(PNode::default());
+        tr.compress(&wide, 0, 0);
+        Some(tr)
+    }
+
+    /// Fills compressed node `at` from wide node `w`, its children after it.
+    fn compress(&mut self, wide: &Wide, w: usize, at: usize) {
+        let slots = &wide.slots[w * 256..(w + 1) * 256];
+        let mut n = PNode { leaf_base: self.leaves.len() as u32, ..PNode::default() };
+        let mut kids = Vec::new();
+        for (x, &(child, best)) in slots.iter().enumerate() {
+            if x == 0 || best != slots[x - 1].1 {
+                n.leaf[x >> 6] |= 1 << (x & 63);
+                self.leaves.push(best);
+            }
+            if child != 0 {
+                n.child[x >> 6] |= 1 << (x & 63);
+                kids.push(child as usize);
+            }
+        }
+        for i in 1..4 {
+            n.child_pre[i] = n.child_pre[i - 1] + n.child[i - 1].count_ones() as u16;
+            n.leaf_pre[i] = n.leaf_pre[i - 1] + n.leaf[i - 1].count_ones() as u16;
+        }
+        n.child_base = self.nodes.len() as u32;
+        self.nodes.extend(std::iter::repeat_n(PNode::default(), kids.len()));
+        self.nodes[at] = n;
+        for (i, k) in kids.into_iter().enumerate() {
+            self.compress(wide, k, n.child_base as usize + i);
+        }
+    }
+
+    /// The key's bit string (fields in `order`) into `buf`.
+    #[inline]
+    fn write(&self, key: &[KeyPart], vals: &[u128], buf: &mut [u8; 64]) {
+        buf[..self.bytes].fill(0);
+        let mut bit = 0usize;
+        for &i in &self.order {
+            let w = key[i].width;
+            super::phv::write_bits(buf, bit, w, vals[i]);
+            bit += w as usize;
+        }
+    }
+
+    #[inline]
+    fn get(&self, key: &[KeyPart], vals: &[u128]) -> Option<u32> {
+        if self.order.len() == 1 && self.bytes <= 16 {
+            // one field: its value's bytes, the padding bits at the end
+            let pad = 8 * self.bytes as u32 - key[self.order[0]].width;
+            let b = (vals[self.order[0]] << pad).to_be_bytes();
+            return self.walk(&b[16 - self.bytes..]);
+        }
+        let mut buf = [0u8; 64];
+        self.write(key, vals, &mut buf);
+        self.walk(&buf[..self.bytes])
+    }
+
+    #[inline]
+    fn walk(&self, key: &[u8]) -> Option<u32> {
+        let mut best = self.zero;
+        let mut n = &self.nodes[0];
+        for &b in key {
+            let (w, bit) = ((b >> 6) as usize, (b & 63) as u32);
+            let upto = (2u64 << bit).wrapping_sub(1); // bits 0..=bit
+            let lr = n.leaf_pre[w] as u32 + (n.leaf[w] & upto).count_ones();
+            best = best.min(self.leaves[(n.leaf_base + lr - 1) as usize]);
+            if (n.child[w] >> bit) & 1 == 0 {
+                break;
+            }
+            let cr = n.child_pre[w] as u32 + (n.child[w] & (upto >> 1)).count_ones();
+            n = &self.nodes[(n.child_base + cr) as usize];
+        }
+        (best != u32::MAX).then_some(best)
+    }
+}
+
+/// Where a keyed lookup with a synthesized key field is counted.
+pub fn tainted_key(t: &Table, st: &State) -> Option<usize> {
+    t.taint.iter().find(|&&(_, s)| st.tainted(s)).map(|&(i, _)| i as usize)
+}

@@ -1,0 +1,138 @@
+"""The Rust executor of a compiled P4 program, seen from Python.
+
+:class:`RustProgram` compiles a program and its entries once
+(:func:`synapse_vmt.p4.compile.compile_program`) and runs frames through
+``_core.P4Program`` in batches: :meth:`RustProgram.columns` gives the
+executor's numpy columns, :meth:`RustProgram.run` the same
+:class:`~synapse_vmt.p4.interp.Trace` the interpreter gives, so the two
+engines are compared (and printed) the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable, Iterator, Mapping
+
+import numpy as np
+
+from synapse_vmt import _core
+from synapse_vmt.errors import UserError
+from synapse_vmt.p4.compile import compile_program
+from synapse_vmt.p4.interp import Program, Trace
+
+NO_ACTION = 2**32 - 1
+BATCH = 1 << 16  # frames per call into Rust
+
+
+def pack(frames: Iterable[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Frames as one uint8 array and int64 offsets (one more than frames)."""
+    fs = [bytes(f) for f in frames]
+    offsets = np.zeros(len(fs) + 1, dtype=np.int64)
+    np.cumsum([len(f) for f in fs], out=offsets[1:])
+    data = np.frombuffer(b"".join(fs), dtype=np.uint8) if fs else np.zeros(0, dtype=np.uint8)
+    return data, offsets
+
+
+def _chunks(frames: Iterable[bytes], n: int) -> Iterator[list[bytes]]:
+    buf: list[bytes] = []
+    for f in frames:
+        buf.append(f)
+        if len(buf) >= n:
+            yield buf
+            buf = []
+    if buf:
+        yield buf
+
+
+class RustProgram:
+    """A program and its entries, compiled for the Rust executor."""
+
+    def __init__(self, prog: Program, entries: Mapping[str, object] | None = None):
+        self.prog = prog
+        self.description = compile_program(prog, entries)
+        try:
+            self.core = _core.P4Program(json.dumps(self.description, separators=(",", ":")))
+        except ValueError as e:
+            raise UserError(f"{prog.path}: {e}") from None
+
+    @classmethod
+    def load(cls, program: str, entries_file: str | None = None) -> "RustProgram":
+        import os
+
+        from synapse_vmt.p4.entries import load_entries
+
+        prog = Program.load(program)
+        return cls(prog, load_entries(entries_file or os.devnull, program))
+
+    def columns(self, frames: Iterable[bytes], ingress_port: int = 0, outputs: bool = False,
+                batch: int = BATCH) -> dict[str, np.ndarray]:
+        """The executor's columns (``_core.P4Program.run_batch``) over all
+        ``frames``, concatenated (indices rebased)."""
+        parts: list[dict] = []
+        for chunk in _chunks(frames, batch):
+            data, offsets = pack(chunk)
+            parts.append(self.core.run_batch(data, offsets, ingress_port, outputs))
+        if not parts:
+            data, offsets = pack([])
+            return self.core.run_batch(data, offsets, ingress_port, outputs)
+        out: dict[str, np.ndarray] = {}
+        for k in parts[0]:
+            if k in ("key_start", "pkt_start", "out_start"):
+                base = {"key_start": "key_words", "pkt_start": "table", "out_start": "out_bytes"}[k]
+                acc, segs = 0, []
+                for i, p in enumerate(parts):
+                    segs.append(p[k][(1 if i else 0):].astype(np.int64) + acc)
+                    acc += len(p[base])
+                out[k] = np.concatenate(segs)
+            elif k == "out_input":
+                acc, segs = 0, []
+                for p in parts:
+                    segs.append(p[k].astype(np.int64) + acc)
+                    acc += len(p["dropped"])
+                out[k] = np.concatenate(segs)
+            else:
+                out[k] = np.concatenate([p[k] for p in parts])
+        return out
+
+    def run(self, packets: Iterable[bytes], ingress_port: int = 0) -> Trace:
+        """Run ``packets``; the interpreter's :class:`Trace` of it (keys as
+        field values; ``synthesized_fields`` and ``fallback_branches`` are
+        the executor's events of those kinds)."""
+        c = self.columns(packets, ingress_port)
+        tables = list(self.prog.tables)
+        t = c["table"].astype(np.int32)
+        keys: list[tuple[int, ...]] = []
+        ks, kw = c["key_start"].tolist(), c["key_words"].tolist()
+        layouts = [[(k.width + 31) // 32 for k in spec.key] for spec in tables]
+        for j, ti in enumerate(t.tolist()):
+            words, at, vals = kw[ks[j]:ks[j + 1]], 0, []
+            for n in layouts[ti]:
+                v = 0
+                for w in words[at:at + n]:
+                    v = (v << 32) | w
+                vals.append(v)
+                at += n
+            keys.append(tuple(vals))
+        act = c["action"].astype(np.int64)
+        act[act == NO_ACTION] = -1
+        names = self.core.error_names
+        rejects: dict[str, int] = {}
+        for code, n in zip(*np.unique(c["parser_error"][c["parser_error"] != 0], return_counts=True)):
+            nm = names.get(int(code), f"error {int(code)}")
+            rejects[nm] = rejects.get(nm, 0) + int(n)
+        ev = self.core.events()
+        return Trace(
+            tables=tables,
+            actions=list(self.core.actions),
+            n_packets=len(c["dropped"]),
+            pkt_start=c["pkt_start"].astype(np.int64),
+            step_table=t,
+            step_entry=c["entry"].astype(np.int32),
+            step_action=act.astype(np.int32),
+            step_keys=keys,
+            dropped=c["dropped"].astype(bool),
+            synthesized_fields={k.split(": ", 1)[1]: v for k, v in ev.items() if k.startswith("synthesized field: ")},
+            fallback_branches={k.split(": ", 1)[1]: v for k, v in ev.items() if k.startswith("fallback branch: ")},
+            parser_rejects=rejects,
+            unsupported=list(self.core.unsupported),
+        )
