@@ -461,7 +461,7 @@ def test_cli_interp_json_counts(tmp_path):
     f = tmp_path / "a.pcapng"
     _write_pcap(f, [p for p, *_ in PACKETS], ng=True)
     r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--entries", str(DATA / "router-entries.txt"),
-                                  "--pcap", str(f), "--json"])
+                                  "--pcap", str(f), "--json", "--engine", "python"])
     assert r.exit_code == 0, r.output
     s = json.loads(r.output)
     assert s["packets"] == 12 and s["dropped"] == 8
@@ -469,7 +469,7 @@ def test_cli_interp_json_counts(tmp_path):
     assert s["tables"][A]["actions"] == {"MyIngress.deny": 2, "MyIngress.permit": 4}
     assert s["parser_rejects"] == {"BadIhl": 1, "NoMatch": 1, "PacketTooShort": 1, "StackOutOfBounds": 1}
     assert sum(s["fallback_branches"].values()) == 4
-    r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--entries", str(DATA / "router-entries.txt"), "--pcap", str(f)])
+    r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--entries", str(DATA / "router-entries.txt"), "--pcap", str(f), "--engine", "python"])
     assert r.exit_code == 0 and "fallback branches: node_e1 (hdr.u.isValid())=4" in r.output
     assert "register_read" in r.output.splitlines()[-1]
     r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--pcap", str(f), "--json"])

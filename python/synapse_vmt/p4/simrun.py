@@ -475,6 +475,58 @@ class InterpExec:
                 left -= n
 
 
+class PlotSeries:
+    """The counters run.png plots (per table: hits, misses, HBM bytes,
+    arrived, processed), summed over bins of whole windows, at most ``cap``
+    bins per table: when a table reaches it, neighbouring bins merge (bins
+    twice as wide). A long run's plot costs a bounded memory."""
+
+    COLS = ("hits", "misses", "hbm_bytes", "arrived", "processed")
+
+    def __init__(self, window_ns: float, cap: int = 2048):
+        self.window_ns, self.cap, self.k = window_ns, cap, 1
+        self.bins: dict[int, list[list[float]]] = {}  # table -> closed bins [t_end, sums...]
+        self.open: dict[int, list[float]] = {}  # table -> [windows in it, t_end, sums...]
+
+    def add(self, w: dict) -> None:
+        cols = [np.asarray(w[c], dtype=np.float64) for c in self.COLS]
+        for i, (t, te) in enumerate(zip(np.asarray(w["table"]).tolist(), np.asarray(w["t_ns"]).tolist())):
+            b = self.open.setdefault(int(t), [0, 0.0] + [0.0] * len(cols))
+            b[0] += 1
+            b[1] = te
+            for j, c in enumerate(cols):
+                b[2 + j] += c[i]
+            if b[0] == self.k:
+                done = self.bins.setdefault(int(t), [])
+                done.append(b[1:])
+                del self.open[int(t)]
+                if len(done) >= self.cap:
+                    self._merge()
+
+    def _merge(self) -> None:
+        for t, done in self.bins.items():
+            merged = []
+            for a in range(0, len(done) - 1, 2):
+                x, y = done[a], done[a + 1]
+                merged.append([y[0]] + [u + v for u, v in zip(x[1:], y[1:])])
+            if len(done) % 2:  # an odd last bin goes back to the open one
+                last = done[-1]
+                o = self.open.get(t)
+                self.open[t] = [self.k + (o[0] if o else 0), o[1] if o else last[0]] + \
+                    [u + (o[2 + j] if o else 0.0) for j, u in enumerate(last[1:])]
+            self.bins[t] = merged
+        self.k *= 2
+
+    def windows(self) -> tuple[dict, float]:
+        """(rows for report.plot_run, the bin width in ns)."""
+        rows = [(b[0], t, *b[1:]) for t, done in self.bins.items() for b in done]
+        rows.sort(key=lambda r: (r[0], r[1]))
+        a = np.array(rows, dtype=np.float64).reshape(len(rows), 2 + len(self.COLS))
+        out = {"t_ns": a[:, 0], "table": a[:, 1].astype(np.int64)}
+        out.update({c: a[:, 2 + j] for j, c in enumerate(self.COLS)})
+        return out, self.window_ns * self.k
+
+
 class NativeExec:
     """The compiled program's Rust executor (:class:`synapse_vmt.p4.engine.RustProgram`)
     run by the stream itself: the per-packet loop never leaves Rust."""
@@ -525,7 +577,6 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
 
     from synapse_vmt import report
     from synapse_vmt.errors import atomic_write
-    from synapse_vmt.opt.controller import concat
     from synapse_vmt.p4.entries import load_entries
 
     if out_pcap is not None and engine != "rust":
@@ -602,7 +653,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         except ValueError as e:
             raise UserError(str(e)) from None
         period = max(window_ns, 50 * window_ns)  # ns of simulated time per control period
-        t, ws = 0.0, []
+        t, series = 0.0, PlotSeries(window_ns)
         sim_s = sim_cpu = 0.0
         # windows.csv and edges.csv are written as the run goes (renamed at the end): only the
         # plot's columns stay in memory
@@ -621,7 +672,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
             w = core.windows()
             wcsv.writerows(report.window_rows(w, names, window_ns))
             ecsv.writerows(report.edge_rows(core.edges(), names))
-            ws.append({k: np.asarray(w[k], dtype=np.float32 if k != "t_ns" else np.float64) for k in report.PLOT_COLUMNS})
+            series.add(w)
 
         try:
             while not stream.done and (limit_ps is None or t * 1000 < limit_ps):
@@ -700,8 +751,8 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     if out_pcap is not None:
         s["out_pcap"] = {"dir": str(out_pcap), "packets": c["outputs"], "per_port": {str(k): v for k, v in per_port.items()},
                          "dropped": c["dropped"], "copies": c["copies"]}
-    w = concat(ws)
-    report.plot_run(out / "run.png", w, names, window_ns, {n: core.latency_histogram(n) for n in names})
+    w, bin_ns = series.windows()
+    report.plot_run(out / "run.png", w, names, bin_ns, {n: core.latency_histogram(n) for n in names})
     report.write_json(out / "summary.json", s)
     return s
 
