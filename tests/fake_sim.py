@@ -35,6 +35,7 @@ class FakeSim:
         self._w = {k: [] for k in ("t_ns", "table", "arrived", "processed", "hits", "misses", "pmus", "drops")}
         self._e = {k: [] for k in ("t_ns", "src", "dst", "count")}
         self.assign_calls = 0
+        self.totals = {"created": 0.0, "exited": 0.0, "dropped": 0.0}
 
     def table_names(self):
         return list(self.names)
@@ -47,6 +48,7 @@ class FakeSim:
         t_end = self.t + self.w
         n = np.array([sum(1 for o in self.owner if o == j) for j in range(T)])
         arrived = self.entry * self.rate(self.t) * self.w / 1e3
+        self.totals["created"] += float(arrived.sum())
         out = np.zeros(T)
         for j in range(T):  # tables are in topological order
             a = arrived[j] + (out @ self.P[:, j] if j else 0.0)
@@ -57,6 +59,8 @@ class FakeSim:
             left = work - done
             drops = max(0.0, left - self.fifo)
             self.backlog[j] = left - drops
+            self.totals["dropped"] += drops
+            self.totals["exited"] += done * (1 - self.P[j].sum())
             out[j] = done
             hit = 1 - 0.5 ** n[j]
             for k, v in (("t_ns", t_end), ("table", j), ("arrived", a), ("processed", done), ("hits", done * hit), ("misses", done * (1 - hit)), ("pmus", n[j]), ("drops", drops)):
@@ -106,6 +110,12 @@ class FakeSim:
             elif self.owner[p] != j:
                 self.drain[p] = (self.owner[p], j)
                 self.owner[p] = None
+
+    def check_invariants(self):
+        """The fluid's conservation (its counts rounded): created = exited + dropped + in flight."""
+        c = {k: int(round(v)) for k, v in self.totals.items()}
+        c["in_flight"] = int(round(float(self.backlog.sum())))
+        return {**c, "lost": 0, "duplicates": 0, "wrong_action": 0, "stale_answers": 0, "ok": True}
 
     def pmu_states(self):
         out = []

@@ -16,8 +16,16 @@ import pytest
 from synapse_vmt import _core
 from synapse_vmt.hw import cosim
 
-why = cosim.have_tools()
-pytestmark = pytest.mark.skipif(why is not None, reason=why or "")
+import requires
+
+
+
+@pytest.fixture(autouse=True)
+def _tools():
+    """iverilog and cocotb: skip without them, fail under CI (requires.py)."""
+    requires.tool(cosim.have_tools())
+
+
 LONG = os.environ.get("SYNAPSE_COSIM_LONG") == "1"
 
 

@@ -12,6 +12,8 @@ from click.testing import CliRunner
 from synapse_vmt.cli import main
 from synapse_vmt.hw import cosim, synth
 
+import requires
+
 
 def test_parse_stat_counts_luts_ffs_and_block_rams():
     stat = {"design": {"num_cells_by_type": {
@@ -20,7 +22,13 @@ def test_parse_stat_counts_luts_ffs_and_block_rams():
     assert synth.parse_stat(stat) == (8, 12, 2.5, 1)
 
 
-needs_yosys = pytest.mark.skipif(shutil.which("yosys") is None, reason="yosys is not installed")
+@pytest.fixture
+def yosys():
+    """yosys: skip without it, fail under CI (requires.py)."""
+    requires.tool(None if shutil.which("yosys") else "yosys is not installed")
+
+
+needs_yosys = pytest.mark.usefixtures("yosys")
 SHIPPED_YOSYS = "Yosys 0.23 (git sha1 7ce5011c24b)"
 
 
@@ -82,8 +90,8 @@ def test_synth_command_prints_json_rows_and_writes_csv(tmp_path, monkeypatch):
     assert out.read_text().splitlines()[1].startswith("orb,4,16,")
 
 
-@pytest.mark.skipif(cosim.have_tools() is not None, reason=cosim.have_tools() or "")
 def test_cosim_command_reports_agreement():
+    requires.tool(cosim.have_tools())
     r = CliRunner().invoke(main, ["hw", "cosim", "--unit", "orb", "--cycles", "300"])
     assert r.exit_code == 0, r.output
     assert "responses compared; all agree" in r.output

@@ -82,8 +82,11 @@ def run_pair(models, rate, duration=30e6):
     sim = FakeSim(NAMES, ENTRY, P, TRUE, N, 4, rate, start)
     ctl = Controller(sim, dict(models), N, s)
     loop = ctl.run(duration)
-    peak = max(p.input_mpps for p in loop)
-    fixed = static_oracle(NAMES, ctl.capacities(), N, ctl.prior_P, ctl.prior_entry, peak, s.headroom)
+    # The static oracle from what the double really is (its true curves, routing and peak rate),
+    # not from anything the controller under test measured or learnt.
+    peak = max(rate(t) for t in np.arange(0.0, duration, s.window_ns))
+    true_cap = np.array([TRUE[n].capacity(np.arange(N + 1)) for n in NAMES])
+    fixed = static_oracle(NAMES, true_cap, N, np.array(P), np.array(ENTRY), peak, 1.0)
     sim2 = FakeSim(NAMES, ENTRY, P, TRUE, N, 4, rate, placement.initial(N, 4, fixed))
     base = observe(sim2, 2, s, duration)
     return ctl, loop, base, fixed
@@ -126,3 +129,16 @@ def test_the_overload_alarm_catches_a_burst_within_the_period():
     assert out[0.0][2] == 0 and out[100_000.0][2] >= 1
     assert out[100_000.0][1] < 0.5 * out[0.0][1]  # far fewer drops
     assert out[100_000.0][0] > out[0.0][0]
+
+
+def test_a_run_that_breaks_the_simulators_invariants_is_an_error():
+    """The closed loop checks the simulator's invariants when its run ends."""
+
+    class Broken(FakeSim):
+        def check_invariants(self):
+            return {**super().check_invariants(), "wrong_action": 3, "ok": False}
+
+    sim = Broken(NAMES, ENTRY, P, TRUE, N, 4, lambda t: 30.0, placement.initial(N, 4, {"acl": 2, "fwd": 2}))
+    ctl = Controller(sim, dict(TRUE), N, Settings(period_ns=1e6))
+    with pytest.raises(RuntimeError, match="invariant violated.*'wrong_action': 3"):
+        ctl.run(3e6)

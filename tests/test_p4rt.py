@@ -29,7 +29,8 @@ from synapse_vmt.p4rt import p4info as p4info_mod
 from synapse_vmt.p4rt.p4info import assign_ids, build_p4info, jenkins, parse_p4info, to_text
 from synapse_vmt.p4rt.server import SYNAPSE_STATE_EXTERN, P4RuntimeServer, make_server
 
-fy = pytest.importorskip("finsy")
+import finsy as fy  # a core dependency (server.py imports it)
+import requires
 
 HEADER_TYPES = [
     {"name": "eth_t", "id": 0, "fields": [["dst", 48, False], ["src", 48, False], ["type", 16, False]]},
@@ -415,21 +416,52 @@ def test_write_before_pipeline_and_bad_pipeline(prog):
         server.stop(grace=None)
 
 
-def test_dropped_connection_mid_batch_leaves_all_or_nothing(served):
-    svc, port = served
-    c = Raw(port, 1)
-    batch = [_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", (0x0A000000 | i << 8).to_bytes(4, "big"), 24)},
-                  "ingress.set_nhop", [b"\x01"]) for i in range(5000)]
-    req = p4r.WriteRequest(device_id=1, updates=batch, atomicity=p4r.WriteRequest.ROLLBACK_ON_ERROR)
-    req.election_id.low = 1
-    fut = c.stub.Write.future(req)
-    fut.cancel()  # the client goes away mid-request
-    c.close()
-    time.sleep(0.3)
-    assert len(_route_entries(svc)) in (0, 5000)
-    d = Raw(port, 2)  # the server keeps serving
-    d.write([_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", b"\x0c\x00\x00\x00", 8)}, "ingress.set_nhop", [b"\x02"])])
-    d.close()
+@pytest.mark.parametrize("atomicity, kept", [
+    (p4r.WriteRequest.ROLLBACK_ON_ERROR, 0),  # all or nothing: nothing
+    (p4r.WriteRequest.DATAPLANE_ATOMIC, 0),
+    (p4r.WriteRequest.CONTINUE_ON_ERROR, 2500),  # the updates before the drop stay: a partial apply
+])
+def test_dropped_connection_mid_batch(prog, atomicity, kept):
+    """The server's test hook drops the client's connection just before the
+    batch's 2,500th update: an atomic batch applies nothing, another exactly
+    the 2,500 updates before the drop; the server keeps serving."""
+    seen: dict = {}
+
+    def drop(i, context):
+        if i != 2500:
+            return
+        seen["client"].ch.close()  # the connection goes away mid-batch
+        deadline = time.monotonic() + 10
+        while context.is_active() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        seen["inactive"] = not context.is_active()
+
+    svc = P4RuntimeServer(prog, before_update=drop)
+    server, port = make_server(svc, "127.0.0.1:0")
+    try:
+        c = seen["client"] = Raw(port, 1)
+        dst = [(0x0A000000 | i << 8).to_bytes(4, "big") for i in range(5000)]
+        batch = [_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", d, 24)}, "ingress.set_nhop", [b"\x01"])
+                 for d in dst]
+        req = p4r.WriteRequest(device_id=1, updates=batch, atomicity=atomicity)
+        req.election_id.low = 1
+        fut = c.stub.Write.future(req)
+        with pytest.raises((grpc.RpcError, grpc.FutureCancelledError)):
+            fut.result(timeout=30)
+        deadline = time.monotonic() + 30
+        while "inactive" not in seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen.get("inactive"), "the server never saw the connection drop"
+        with svc.store.lock:  # the Write holds it while it applies: taken, the batch is done
+            got = [next(iter(s.entry.matches.values())).value for s in svc.store.entries(ROUTE)]
+        assert got == [int.from_bytes(d, "big") for d in dst[:kept]]  # the first `kept`, in order
+        d = Raw(port, 2)  # the server keeps serving
+        d.write([_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", b"\x0c\x00\x00\x00", 8)},
+                      "ingress.set_nhop", [b"\x02"])])
+        assert len(_route_entries(svc)) == kept + 1
+        d.close()
+    finally:
+        server.stop(grace=None)
 
 
 def test_concurrent_writers_lose_and_duplicate_nothing(served):
@@ -560,7 +592,7 @@ def test_tls_with_client_certificates(tmp_path, prog):
     import subprocess
 
     if shutil.which("openssl") is None:
-        pytest.skip("openssl not installed")
+        requires.unavailable("openssl is not installed")
 
     def run(*args):
         subprocess.run(["openssl", *args], cwd=tmp_path, check=True, capture_output=True)

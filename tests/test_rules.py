@@ -82,8 +82,10 @@ def test_generated_sets_look_like_the_published_ones(shared_data, kind):
     for field in ["src_len", "dst_len"]:
         assert tv(shares(smooth, field), shares(real, field)) < 0.25, field
         assert tv(shares(smooth, field), shares(real, field)) < tv(shares(plain, field), shares(real, field))
+    # Distinct addresses against the published set's: over seeds 1-20 the ratio spans 0.77-3.10x (ours
+    # makes more distinct destinations: fw 1.9-3.1x, ipc 1.2-2.0x, acl 1.0-2.2x); seed 1 gives 0.81-2.53x.
     for field in ["unique_src", "unique_dst"]:
-        assert real[field] / 4 < smooth[field] < real[field] * 4, field
+        assert real[field] * 0.7 < smooth[field] < real[field] * 3.2, (field, smooth[field], real[field])
 
 
 def test_seed_file_gives_the_same_set_as_the_builtin_type(tmp_path):

@@ -9,6 +9,7 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
+import requires
 
 from synapse_vmt import sweep as sw
 from synapse_vmt.errors import UserError
@@ -177,7 +178,7 @@ def test_cli_sweep_writes_results_and_exits_1_on_a_failed_point(tmp_path):
 
 
 def _ray():
-    return pytest.importorskip("ray", reason="ray is not installed (pip install '.[ray]')")
+    return requires.module("ray", "pip install '.[ray]'")
 
 
 @pytest.mark.slow

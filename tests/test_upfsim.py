@@ -25,7 +25,7 @@ from synapse_vmt.p4rt.p4info import build_p4info, to_text
 from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
 from test_p4rt import _state as p4rt_state
 
-fy = pytest.importorskip("finsy")
+import finsy as fy  # a core dependency (server.py imports it)
 
 T = upf.T
 SU, TU = T + "sessions_uplink", T + "terminations_uplink"

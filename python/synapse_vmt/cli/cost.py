@@ -42,9 +42,13 @@ def _print(res: dict) -> None:
     tot = res["total"]
     con = Console(width=200)
     con.print(t)
-    con.print(f"CPU: {tot['cpu_cycles_per_packet']:.0f} cycles/packet = {tot['cpu_mpps_per_core']:.3g} Mpps per core")
+    f = res["cpu_model_machine"]["fitted"]
+    con.print(f"CPU: {tot['cpu_cycles_per_packet']:.0f} cycles/packet = {tot['cpu_mpps_per_core']:.3g} Mpps per core "
+              f"(model fitted on {f['cpu']} at {f['clock_hz'] / 1e9:.3g} GHz)")
     con.print(f"ASIC: {tot['asic_sram_blocks']}/{tot['asic_sram_capacity']} SRAM and {tot['asic_tcam_blocks']}/"
-              f"{tot['asic_tcam_capacity']} TCAM blocks: {'fits' if res['fits_asic'] else 'does NOT fit'} (capacity check, not a placement)")
+              f"{tot['asic_tcam_capacity']} TCAM blocks, {tot['asic_logical_tables']}/{tot['asic_logical_table_capacity']} "
+              f"tables ({tot['asic_ternary_tables']}/{tot['asic_ternary_table_capacity']} ternary): "
+              f"{'fits' if res['fits_asic'] else 'does NOT fit'} (capacity check, not a placement)")
     pm = "-" if tot["synapse_pmus"] is None else tot["synapse_pmus"]
     con.print(f"Synapse: {pm} PMUs of {res['pmu_block_size']} entries for hit rate {res['target_hit_rate']:g}, "
               f"HBM {tot['hbm_bytes'] / 2**20:.1f} MiB")
@@ -110,6 +114,12 @@ def cost(program, entries_file, rate_mpps, hit_rate, slo_latency_ns, block_size,
     p = load_params(params_file)
     counts = _entries(entries_file, program) if entries_file else None
     res = program_cost(program, p, rate_mpps, counts, hit_rate, slo_latency_ns, block_size, pmus=not no_pmus)
+    diff = res["cpu_model_machine"]["differences"]
+    if diff:
+        f = res["cpu_model_machine"]["fitted"]
+        click.echo(f"warning: the CPU model was fitted on another machine ({f['cpu']}, {f['simd']}): its cycles are that "
+                   f"machine's; refit here with `synapse reproduce cpu-model -o DIR` and pass DIR/params-fit.toml as "
+                   f"--params ({'; '.join(diff)})", err=True)
     if output:
         from synapse_vmt.report import write_json
 

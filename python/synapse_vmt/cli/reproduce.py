@@ -83,7 +83,9 @@ def fig8(out: str, quick: bool, seed: int, period_ns: float | None, headroom: fl
         raise UserError(f"--alarm-ns: expected a time >= 0, got {alarm_ns}")
     s = f.run(Path(out), quick, seed, period_ns=period_ns, headroom=headroom, alarm_ns=alarm_ns)
     for name, d in s["profiles"].items():
-        click.echo(f"  {name:>8}: throughput {d['throughput_ratio_vs_static']:.3f} of static, PMUs {d['mean_pmus_ratio_vs_static']:.3f} of static")
+        lat = d["mean_latency_ns"]
+        click.echo(f"  {name:>8}: throughput {d['throughput_ratio_vs_static']:.3f} of static, PMUs {d['mean_pmus_ratio_vs_static']:.3f} "
+                   f"of static ({d['static_pmus']} held), mean latency {lat['closed_loop']:.0f} / {lat['static']:.0f} ns")
     click.echo(f"wrote {out}/summary.json, fig8.csv, fig8.png")
 
 
@@ -136,6 +138,9 @@ def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_
     click.echo(f"  closed loop: throughput {c['throughput_ratio_vs_static']:.3f} of static, PMU-time "
                f"{c['pmu_time_ratio_vs_static']:.3f} of static, mean latency {c['mean_latency_ns']:.1f} ns")
     click.echo(f"  even split:  throughput {e['throughput_ratio_vs_static']:.3f} of static, mean latency {e['mean_latency_ns']:.1f} ns")
+    o = s["static"]
+    click.echo(f"  static oracle: {sum(o['pmus'].values())} PMUs, mean latency {o['mean_latency_ns']:.1f} ns"
+               f"{'' if o['oracle']['carries_peak'] else ' (no split of the pool carries the peak)'}")
     if "closed_loop_slo" in s:
         t = s["closed_loop_slo"]
         click.echo(f"  with target: PMU-time {t['pmu_time_ratio_vs_closed_loop']:.3f} of the closed loop, mean latency "

@@ -39,7 +39,6 @@ class ExactFit(_Section):
     s: Param
     t: Param
     u: Param
-    v: Param
 
 
 class LogFit(_Section):
@@ -60,6 +59,21 @@ class CpuFit(BaseModel):
     ternary: LinearFit
 
 
+class Machine(BaseModel):
+    """The machine base_cycles, clock_hz, l3_bytes and the fits were measured on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    cpu: str
+    simd: str
+    l2_bytes: int | None
+    l3_bytes: int | None
+    clock_hz: float
+    source: str = Field(min_length=3)
+
+    def fingerprint(self) -> dict:
+        return self.model_dump(exclude={"source"})
+
+
 class Cpu(_Section):
     base_cycles: Param
     action_bytes: Param
@@ -67,16 +81,21 @@ class Cpu(_Section):
     table_overhead_bytes: Param
     l3_bytes: Param
     clock_hz: Param
+    machine: Machine
     fit: CpuFit
 
-    def values(self) -> dict[str, float]:  # the fits are read through .fit
-        return {k: getattr(self, k).value for k in type(self).model_fields if k != "fit"}
+    def values(self) -> dict[str, float]:  # the fits are read through .fit, the machine through .machine
+        return {k: getattr(self, k).value for k in type(self).model_fields if k not in ("fit", "machine")}
 
 
 class Asic(_Section):
     stages: Param
     sram_blocks_per_stage: Param
     tcam_blocks_per_stage: Param
+    logical_tables_per_stage: Param
+    ternary_tables_per_stage: Param
+    exact_hash_ways: Param
+    max_entries_per_word: Param
     sram_block_words: Param
     sram_word_bits: Param
     tcam_block_entries: Param

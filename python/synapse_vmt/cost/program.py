@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from synapse_vmt.cost import asic, cpu, vmt
+from synapse_vmt.cost import asic, cpu, machine, vmt
 from synapse_vmt.cost.params import Params
 from synapse_vmt.errors import UserError
 from synapse_vmt.opt.problem import visit_ratios
@@ -48,6 +48,20 @@ class TableCost:
         return asdict(self)
 
 
+def cpu_model_machine(p: Params, here: dict | None = None) -> dict:
+    """The machine the CPU model was fitted on, this one, and how they differ."""
+    fitted = p.cpu.machine.fingerprint()
+    here = here or machine.fingerprint(_clock())
+    return {"fitted": fitted, "here": here, "differences": machine.differences(fitted, here)}
+
+
+def _clock() -> float | None:
+    try:
+        return machine.measure_clock(min_s=0.02, rounds=3)
+    except ValueError:  # no timed loop for this architecture: /proc/cpuinfo's figure
+        return None
+
+
 def program_cost(path: str | Path, p: Params, rate_mpps: float, entries: dict[str, list] | None = None,
                  hit_rate: float | None = None, latency_ns: float | None = None, block_size: int = 256,
                  pmus: bool = True, on_table=None, seed: int = 1) -> dict:
@@ -62,6 +76,7 @@ def program_cost(path: str | Path, p: Params, rate_mpps: float, entries: dict[st
     visits = visit_ratios(e, P)
     target = p.synapse.target_hit_rate.value if hit_rate is None else hit_rate
     rows = []
+    costs: list[asic.AsicCost] = []
     unmet: dict[str, str] = {}
     for t, v in zip(cfg.tables, visits):
         spec = prog.tables[t.name]
@@ -71,6 +86,7 @@ def program_cost(path: str | Path, p: Params, rate_mpps: float, entries: dict[st
         kind = cpu.kind_of([k.match for k in t.key])
         key_bytes = math.ceil(t.key_bits / 8)
         a = asic.table_cost(kind, n, t.key_bits, abits.get(t.name, 0), p)
+        costs.append(a)
         pt, top = vmt.pmus_needed(rate_mpps * float(v), target, latency_ns, block_size, int(p.synapse.max_pmus.value)) \
             if pmus else (None, None)
         if pmus and pt is None and top is not None:
@@ -86,6 +102,8 @@ def program_cost(path: str | Path, p: Params, rate_mpps: float, entries: dict[st
         if on_table:
             on_table(rows[-1])
     sram_cap, tcam_cap = asic.capacity(p)
+    logical_cap, ternary_cap = asic.table_capacity(p)
+    logical, ternary = asic.stage_tables(costs, p)
     cycles = p.cpu.base_cycles.value + sum(r.visits * r.cpu_cycles_per_packet for r in rows)
     sram = sum(r.asic_sram_blocks for r in rows)
     tcam = sum(r.asic_tcam_blocks for r in rows)
@@ -97,6 +115,10 @@ def program_cost(path: str | Path, p: Params, rate_mpps: float, entries: dict[st
         "asic_tcam_blocks": tcam,
         "asic_sram_capacity": sram_cap,
         "asic_tcam_capacity": tcam_cap,
+        "asic_logical_tables": logical,
+        "asic_logical_table_capacity": logical_cap,
+        "asic_ternary_tables": ternary,
+        "asic_ternary_table_capacity": ternary_cap,
         "synapse_pmus": sum(r.synapse_pmus or 0 for r in rows) if pmus else None,
         "hbm_bytes": sum(r.hbm_bytes or 0 for r in rows),
     }
@@ -108,7 +130,8 @@ def program_cost(path: str | Path, p: Params, rate_mpps: float, entries: dict[st
         "pmu_block_size": block_size,
         "tables": {r.name: r.to_json() for r in rows},
         "total": total,
-        "fits_asic": sram <= sram_cap and tcam <= tcam_cap,
+        "fits_asic": sram <= sram_cap and tcam <= tcam_cap and logical <= logical_cap and ternary <= ternary_cap,
+        "cpu_model_machine": cpu_model_machine(p),
         "unmet_pmu_target": unmet,
         "hbm_not_built": unbuilt,
     }

@@ -6,10 +6,12 @@ model's ``step``, ``ramp``, ``diurnal`` and ``burst``). For each:
 - **closed loop** (:class:`~synapse_vmt.opt.controller.Controller`): starts
   with few PMUs; every control period reads the counters, checks its model,
   solves and reassigns PMUs;
-- **static oracle**: knows the run's peak input rate in advance (taken from
-  the closed-loop run of the same seeded traffic) and provisions, for the
-  whole run, the allocation the capacity model gives for it (the model as
-  corrected by everything the closed loop observed).
+- **static oracle** (:mod:`synapse_vmt.opt.oracle`), independent of the
+  closed loop: the same seeded traffic run on the exact simulator with every
+  fixed PMU count from 1 to the pool; the oracle holds, for the whole run,
+  the fewest PMUs whose run carries the load (no drops, the PHVs through).
+  The traffic model's true peak (its arrivals per control period) is
+  reported beside it.
 
 The capacity model is fitted offline, as in the paper (Appendix C), from
 calibration runs at several PMU counts and loads. Throughput (PHVs leaving
@@ -26,9 +28,9 @@ import numpy as np
 
 from synapse_vmt.errors import atomic_write
 from synapse_vmt.report import save_png, write_json
-from synapse_vmt.opt import placement
-from synapse_vmt.opt.controller import Controller, Period, Settings, observe, static_oracle
-from synapse_vmt.figures.simexp import TABLE, Setup, SimFactory, calibrate, core_factory
+from synapse_vmt.opt import oracle, placement
+from synapse_vmt.opt.controller import Controller, Period, Settings, checked_so_far, observe
+from synapse_vmt.figures.simexp import TABLE, Recording, Setup, SimFactory, calibrate, core_factory, mean_latency_ns
 
 PROFILES = ["step", "ramp", "diurnal", "burst"]
 
@@ -56,8 +58,22 @@ def series(hist: list[Period]) -> dict:
     }
 
 
+def traffic_offered(config: dict, period_ns: float) -> np.ndarray:
+    """The load the traffic model offers the table per control period (Mpps,
+    (periods, 1)): the arrivals the simulator's generator draws for this
+    config (same generator, same seed), counted per period."""
+    from synapse_vmt.workloads.traffic import make_traffic
+
+    tr, dur = config["traffic"], config["duration_ns"]
+    gen = make_traffic(dist=tr["dist"], flows=int(tr["flows"]), duration_ps=int(dur * 1000),
+                       flow_duration_ps=int(tr["flow_duration_ns"] * 1000), mean_pkt_bytes=tr["mean_pkt_bytes"],
+                       max_bytes=tr["max_bytes"], profile=tr["profile"], seed=config["seed"])
+    t, _ = gen.until(int(dur * 1000) + 1)
+    return oracle.offered(t, np.ones(len(t)), period_ns, dur)
+
+
 def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = core_factory, period_ns: float | None = None,
-        headroom: float = 1.3, alarm_ns: float = 100_000.0) -> dict:
+        headroom: float = 1.3, alarm_ns: float = 100_000.0, offered=traffic_offered) -> dict:
     pl = plan(quick)
     if period_ns is not None:
         pl["period"] = float(period_ns)
@@ -67,14 +83,23 @@ def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = cor
     settings = Settings(period_ns=pl["period"], window_ns=setup.window_ns, headroom=headroom, alarm_ns=alarm_ns)
     profiles, traces = {}, {}
     for prof in PROFILES:
-        start = placement.initial(N, setup.channels, {TABLE: 1})
-        sim = factory(setup.config(start[TABLE], pl["flows"], pl["duration"], prof))
+        def config(ids: list[int]) -> dict:
+            return setup.config(ids, pl["flows"], pl["duration"], prof)
+
+        def ids_of(k: int) -> list[int]:
+            return placement.initial(N, setup.channels, {TABLE: k})[TABLE]
+
+        sim = Recording(factory(config(ids_of(1))))
         ctl = Controller(sim, {TABLE: fitres.usl}, N, settings)
         loop = ctl.run(pl["duration"])
-        peak = max(p.input_mpps for p in loop)
-        fixed = static_oracle([TABLE], ctl.capacities(), N, np.zeros((1, 1)), np.ones(1), peak, headroom)
-        ids = placement.initial(N, setup.channels, fixed)[TABLE]
-        base = observe(factory(setup.config(ids, pl["flows"], pl["duration"], prof)), 1, settings, pl["duration"])
+        inv_l = checked_so_far(sim, f"fig8 {prof}: closed loop")
+        orc = oracle.search([TABLE], N, offered(config([]), settings.period_ns),
+                            lambda counts, pool: oracle.run_static(factory(config(ids_of(int(counts[0])))), 1, settings.period_ns,
+                                                                   pl["duration"], counts))
+        fixed = orc.counts
+        sim_s = Recording(factory(config(ids_of(fixed[TABLE]))))
+        base = observe(sim_s, 1, settings, pl["duration"])
+        inv_s = checked_so_far(sim_s, f"fig8 {prof}: static oracle")
         thr_l = np.mean([p.throughput_mpps for p in loop])
         thr_s = np.mean([p.throughput_mpps for p in base])
         pm_l = np.mean([p.active_pmus for p in loop])
@@ -85,9 +110,12 @@ def run(out: Path, quick: bool = False, seed: int = 1, factory: SimFactory = cor
             "throughput_mpps": {"closed_loop": float(thr_l), "static": float(thr_s)},
             "mean_pmus": {"closed_loop": float(pm_l), "static": float(pm_s)},
             "hit_rate": {"closed_loop": float(np.nanmean([p.hit_rate for p in loop])), "static": float(np.nanmean([p.hit_rate for p in base]))},
+            "mean_latency_ns": {"closed_loop": mean_latency_ns(sim.all_windows()), "static": mean_latency_ns(sim_s.all_windows())},
             "drops": {"closed_loop": int(sum(p.drops for p in loop)), "static": int(sum(p.drops for p in base))},
             "static_pmus": fixed[TABLE],
-            "peak_input_mpps": float(peak),
+            "peak_input_mpps": orc.peak_offered_mpps[TABLE],
+            "oracle": orc.to_json(),
+            "invariants": {"closed_loop": inv_l, "static": inv_s},
             "refits": ctl.refits,
             "alarms": ctl.alarms,
         }

@@ -18,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 
+from synapse_vmt.opt.controller import concat
 from synapse_vmt.opt.counters import Samples, warm_samples
 from synapse_vmt.opt.usl import Fit, fit
 
@@ -70,6 +71,35 @@ class Setup:
             "interconnect": {"kind": "segmented", "channels": self.channels},
             "traffic": traffic,
         }
+
+
+class Recording:
+    """The simulator, keeping every window batch the controller reads."""
+
+    def __init__(self, sim):
+        self.sim, self.parts = sim, []
+
+    def windows(self):
+        w = self.sim.windows()
+        self.parts.append(w)
+        return w
+
+    def __getattr__(self, name):
+        return getattr(self.sim, name)
+
+    def all_windows(self) -> dict:
+        parts = [p for p in self.parts if len(p["t_ns"])]
+        return concat(parts) if parts else {}
+
+
+def mean_latency_ns(w: dict) -> float:
+    """Mean per-key match latency over window rows (each window's mean
+    weighted by its lookups); NaN without latency columns or lookups."""
+    if "lat_mean_ns" not in w or not len(w.get("t_ns", [])):
+        return float("nan")
+    n = np.asarray(w["hits"], dtype=float) + np.asarray(w["misses"], dtype=float)
+    lat = np.nan_to_num(np.asarray(w["lat_mean_ns"], dtype=float))
+    return float(np.sum(lat * n) / n.sum()) if n.sum() > 0 else float("nan")
 
 
 def collect(factory: SimFactory, setup: Setup, n: int, flows: int, duration_ns: float, warmup_ns: float) -> Samples:

@@ -10,8 +10,11 @@ schemes over the same seeded traffic:
 - **closed loop**: the runtime controller (:class:`~synapse_vmt.opt.controller.Controller`
   with a miss-volume model, :class:`MissAware`) starting from the even
   split, re-solving every period and moving PMUs;
-- **static oracle** (per table): knows the whole run: each table's peak load,
-  provisioned by the same model for the whole run;
+- **static oracle** (:mod:`synapse_vmt.opt.oracle`), built without the
+  closed loop: the traffic model's true load per table, per-table sweeps of
+  PMU counts on the exact simulator, and the cheapest split of the pool that
+  carries the run (searched with HiGHS and checked by simulation), fixed for
+  the whole run;
 - **even split**: the pool dealt evenly over the tables, fixed.
 
 The model: all tables' misses go to one shared ELU, so a table's PMUs are
@@ -65,8 +68,9 @@ from pathlib import Path
 import numpy as np
 
 from synapse_vmt.errors import atomic_write
-from synapse_vmt.opt import placement
-from synapse_vmt.opt.controller import Controller, Settings, concat, observe, static_oracle
+from synapse_vmt.figures.simexp import Recording
+from synapse_vmt.opt import oracle, placement
+from synapse_vmt.opt.controller import Controller, Settings, observe
 from synapse_vmt.opt.counters import Samples, usl_samples
 from synapse_vmt.opt.usl import Usl, fit
 from synapse_vmt.p4 import gentraffic, simrun, upf
@@ -80,25 +84,6 @@ def plan(quick: bool) -> dict:
     # the same flow density as --quick (flows per µs), over a longer run
     return {"flows": 10_600, "duration": 4_000_000.0, "period": 100_000.0, "pmus": 16, "sessions": 1000,
             "cal_per_table": [1, 2, 3, 4], "cal_duration": 600_000.0, "cal_warmup": 200_000.0}
-
-
-class Recording:
-    """The simulator, keeping every window batch the controller reads."""
-
-    def __init__(self, sim):
-        self.sim, self.parts = sim, []
-
-    def windows(self):
-        w = self.sim.windows()
-        self.parts.append(w)
-        return w
-
-    def __getattr__(self, name):
-        return getattr(self.sim, name)
-
-    def all_windows(self) -> dict:
-        parts = [p for p in self.parts if len(p["t_ns"])]
-        return concat(parts) if parts else {}
 
 
 def per_period(w: dict, period_ns: float, T: int) -> dict:
@@ -360,6 +345,27 @@ class MissAware(Controller):
             c[1:n] = np.maximum(c[1:n], c[n])
 
 
+def true_offered(pr, T: int, period_ns: float, duration_ns: float) -> np.ndarray:
+    """Per period and table, the load the traffic model offers (Mpps): its
+    arrivals over the run, each counted at every table its route visits."""
+    t, r = pr.feeder_factory()(int(duration_ns * 1000) + 1)
+    visits = oracle.route_visits(pr.routes.route_start, pr.routes.hop_table, T)
+    return oracle.offered(t, visits[np.asarray(r, dtype=np.int64)], period_ns, duration_ns)
+
+
+def static_oracle(pr, names: list[str], N: int, period_ns: float, duration_ns: float, make) -> oracle.Oracle:
+    """:func:`synapse_vmt.opt.oracle.search` on a program run; ``make(alloc,
+    pool)`` builds a simulator holding the PMU ids ``alloc`` of ``pool``."""
+    T = len(names)
+    off = true_offered(pr, T, period_ns, duration_ns)
+
+    def simulate(counts: np.ndarray, pool: int) -> oracle.Run:
+        alloc = placement.initial(pool, 4, dict(zip(names, (int(c) for c in counts))))
+        return oracle.run_static(make(alloc, pool), T, period_ns, duration_ns, counts)
+
+    return oracle.search(names, N, off, simulate)
+
+
 def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
         hit_rate_floor: float | None = None, headroom: float = 1.3, pmus: int | None = None,
         elu_utilization: float = 1.0, elu_release: float | None = None) -> dict:
@@ -380,9 +386,8 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
     T, N = len(names), pl["pmus"]
     window = 10_000.0
 
-    def make(alloc: dict[str, list[int]], duration: float | None = None):
-        p = pr if duration is None else simrun.ProgramRun(**{**pr.__dict__, "duration_ns": duration})
-        return Recording(simrun.build_sim(p, alloc, N, window_ns=window, seed=seed))
+    def make(alloc: dict[str, list[int]], pool: int = N):
+        return Recording(simrun.build_sim(pr, alloc, pool, window_ns=window, seed=seed))
 
     # Calibration: the pool split evenly at several sizes, flat traffic.
     flat = gentraffic.TrafficSpec([gentraffic.TrafficClass(c.name, c.share, "flat", c.frame, c.fields) for c in traffic.classes],
@@ -450,11 +455,11 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         return sim, ctl, hist
 
     sim_l, ctl, hist_l = loop(settings)
-    # the per-table static oracle: each table's peak load over the run, provisioned for the whole run by the
-    # same model (the curves as the closed loop corrected them: it knows what the run showed)
-    peak_load = np.max(np.array([p.offered_mpps for p in hist_l]), axis=0) * headroom
-    fixed = dict(zip(names, (int(k) for k in greedy_misses(peak_load, ctl.curves, N, settings.min_pmus, MissAware.theta_mpps,
-                                                           elu_target, ctl.measured))))
+    # The static oracle, independent of the closed loop: the traffic model's true per-table load per
+    # period, per-table sweeps of PMU counts with the exact simulator, the cheapest split carrying the
+    # peak (HiGHS), checked by simulation (opt/oracle.py).
+    orc = static_oracle(pr, names, N, pl["period"], pl["duration"], lambda alloc, pool: make(alloc, pool))
+    fixed = orc.counts
 
     sim_s = make(placement.initial(N, 4, fixed))
     hist_s = observe(sim_s, T, settings, pl["duration"])
@@ -491,7 +496,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
                         "mean_latency_ns": stats["closed_loop"]["mean_latency_ns"]},
         "even_split": {"throughput_ratio_vs_static": stats["even_split"]["throughput_mpps"] / st_s["throughput_mpps"],
                        "mean_latency_ns": stats["even_split"]["mean_latency_ns"]},
-        "static": {"mean_latency_ns": st_s["mean_latency_ns"], "pmus": fixed},
+        "static": {"mean_latency_ns": st_s["mean_latency_ns"], "pmus": fixed, "oracle": orc.to_json()},
         "schemes": stats,
         "tables": names,
         "unsimulated_tables": pr.routes.unsimulated,

@@ -21,14 +21,13 @@ software driving the hardware:
    table on the same channel). Leaving PMUs drain through the transient
    state in the simulator; only the affected lookup-table entries change.
 
-The static oracle baseline knows the whole run in advance: it provisions,
-for the entire run, the allocation that the model (as corrected by the
-closed loop's observations) gives for the peak input rate of the run, and
-never changes it.
+The static oracle the figures compare with is built without the controller
+(:mod:`.oracle`); :func:`static_oracle` here is its model-based form, for a
+test double whose true capacity curves are known.
 
 Anything with the simulator's Python API (``docs/simulator-api.md``) can be
 driven: ``run_until``, ``now_ns``, ``windows``, ``edges``, ``table_names``,
-``assign``, ``pmu_states``.
+``assign``, ``pmu_states``, ``check_invariants`` (checked when a run ends).
 """
 
 from __future__ import annotations
@@ -323,9 +322,28 @@ class Controller:
             self.sim.assign(name, changes[name])
 
     def run(self, duration_ns: float) -> list[Period]:
+        """Periods until ``duration_ns``; then the simulator's invariants must
+        hold (:func:`checked_so_far`), else RuntimeError."""
         while self.sim.now_ns() + self.settings.period_ns <= duration_ns + 1e-6:
             self.step()
+        self.invariants = checked_so_far(self.sim, "closed loop")
         return self.history
+
+
+#: The invariants a run must hold at any moment: no PHV lost, none left twice,
+#: none with another action than the linear oracle's. (PHVs still in flight
+#: are not among them: a run's end is checked once it has drained.)
+SO_FAR = ("lost", "duplicates", "wrong_action")
+
+
+def checked_so_far(sim, what: str) -> dict:
+    """The simulator's invariants (``check_invariants()``); RuntimeError
+    naming ``what`` when one of :data:`SO_FAR` is violated."""
+    inv = dict(sim.check_invariants())
+    bad = {k: inv[k] for k in SO_FAR if inv.get(k)}
+    if bad:
+        raise RuntimeError(f"{what}: simulator invariant violated: {bad} ({inv})")
+    return inv
 
 
 def static_oracle(
@@ -333,8 +351,9 @@ def static_oracle(
     headroom: float = 1.3, min_pmus: int = 1,
 ) -> dict[str, int]:
     """The fixed allocation an oracle that knows the run's peak input rate
-    provisions, from capacity rows C_j(0..N) (e.g. a controller's
-    :meth:`Controller.capacities` after the run: the model corrected by all it saw)."""
+    provisions, from the true capacity rows C_j(0..N) (a test double's: never
+    a model of the controller under test, which would grade it by its own
+    mistakes; the figures' oracle is :mod:`.oracle`)."""
     alloc = fast.solve(Problem(names, entry, P, capacity, total_pmus, min_pmus, peak_input_mpps * headroom))
     return {n: int(k) for n, k in zip(names, alloc.pmus)}
 

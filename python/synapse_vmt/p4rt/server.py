@@ -84,8 +84,11 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
 
     def __init__(self, prog: str | Path | None = None, p4info: str | Path | None = None, device_id: int = 1,
                  sizes: dict[str, int] | None = None, algo: str = "linear", traffic: float = 0.0,
-                 sim=None, sim_speed: float = 2e6, sim_opt=None):
+                 sim=None, sim_speed: float = 2e6, sim_opt=None, before_update=None):
         self.device_id = device_id
+        # Test-only: called as before_update(i, context) before a Write's
+        # i-th update is applied (a test drops the connection there).
+        self.before_update = before_update
         # A Scenario (ClassBench tables, simtarget.py) or a program scenario
         # (simrun.load_scenario's dict, routedtarget.py): committed writes
         # also go to a running simulator.
@@ -324,8 +327,14 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         good = [o for o in ops if o is not None]
         # An atomic batch with a malformed update is still checked (dry run) so every update gets its error.
         sim = self.sim
+
+        def gone(i: int) -> bool:  # the client cancelled or its connection dropped: stop applying
+            if self.before_update is not None:
+                self.before_update(i, context)
+            return not context.is_active()
+
         with sim.lock if sim is not None else _nolock:  # the simulator sees the store's order
-            _, applied = p.store.apply(good, atomic=atomic, dry_run=atomic and any(errs))
+            _, applied = p.store.apply(good, atomic=atomic, dry_run=atomic and any(errs), gone=gone)
             if sim is not None and not (atomic and (any(errs) or any(applied))):
                 sim.forward([o for o, e in zip(good, applied) if e is None], locked=True)
         it = iter(applied)

@@ -98,15 +98,22 @@ class TableStore:
 
     # --- writes ---
 
-    def apply(self, ops: list[Op], atomic: bool = False, dry_run: bool = False) -> tuple[int, list[StoreError | None]]:
+    def apply(self, ops: list[Op], atomic: bool = False, dry_run: bool = False,
+              gone=None) -> tuple[int, list[StoreError | None]]:
         """Apply ``ops`` in order; the store's version after, and per op None
         or the error it failed with. ``atomic``: all or nothing; ``dry_run``
-        (with atomic): check every op, change nothing."""
+        (with atomic): check every op, change nothing. ``gone(i)``, asked
+        before op ``i``: the client went away; the ops from there fail
+        CANCELLED (so an atomic batch applies nothing, another keeps the ops
+        before)."""
         with self.lock:
             work = {}  # table name -> working copy (atomic) or the table itself
             errs: list[StoreError | None] = []
             changed = False
-            for op in ops:
+            for i, op in enumerate(ops):
+                if gone is not None and gone(i):
+                    errs += [StoreError("CANCELLED", "not applied: the client went away")] * (len(ops) - i)
+                    break
                 t = self._tables.get(op.table)
                 if t is None:
                     errs.append(StoreError("NOT_FOUND", f"no table {op.table}"))
