@@ -177,7 +177,7 @@ class _Lower:
         try:
             return ["set", slot, self.expr(src, parser)]
         except Unsupported as e:
-            self.unsupported.add(what)
+            self.unsupported.add(f"{what} ({e})")
             return ["synth", slot, f"{what} ({e})"]
 
     def arg(self, x: object, parser: bool) -> list:

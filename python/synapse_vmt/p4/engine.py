@@ -120,6 +120,7 @@ class RustProgram:
         for code, n in zip(*np.unique(c["parser_error"][c["parser_error"] != 0], return_counts=True)):
             nm = names.get(int(code), f"error {int(code)}")
             rejects[nm] = rejects.get(nm, 0) + int(n)
+        perrs = [names.get(int(x), f"error {int(x)}") if x else "" for x in c["parser_error"].tolist()]
         ev = self.core.events()
         return Trace(
             tables=tables,
@@ -135,4 +136,5 @@ class RustProgram:
             fallback_branches={k.split(": ", 1)[1]: v for k, v in ev.items() if k.startswith("fallback branch: ")},
             parser_rejects=rejects,
             unsupported=list(self.core.unsupported),
+            packet_errors=perrs,
         )

@@ -135,6 +135,7 @@ class Trace:
     fallback_branches: dict[str, int] = field(default_factory=dict)
     parser_rejects: dict[str, int] = field(default_factory=dict)
     unsupported: list[str] = field(default_factory=list)  # constructs compiled as no-ops
+    packet_errors: list[str] = field(default_factory=list)  # per packet: its parser error's name, "" for none
 
     def packet(self, i: int) -> list[Step]:
         lo, hi = int(self.pkt_start[i]), int(self.pkt_start[i + 1])
@@ -508,6 +509,7 @@ class Program:
         dropped: list[bool] = []
         perr: list[int] = []
         dpipe: list[int] = []
+        perrs: list[str] = []
         cache: dict[bytes, tuple] = {}
         extend = steps.extend
         try:
@@ -523,6 +525,7 @@ class Program:
                         dropped.append(hit[1])
                         perr.append(hit[4])
                         dpipe.append(hit[5])
+                        perrs.append(hit[2] or "")
                         if hit[2] is not None:
                             rejects[hit[2]] += 1
                         for f in hit[3]:
@@ -552,6 +555,7 @@ class Program:
                     rejects[nm] = rejects.get(nm, 0) + 1
                     if s_perr is not None:
                         p[s_perr] = code
+                perrs.append(nm or "")
                 drop = False
                 dp = -1
                 for pi, n in enumerate(inits):
@@ -593,6 +597,7 @@ class Program:
             fallback_branches=fallback,
             parser_rejects=rejects,
             unsupported=unsupported,
+            packet_errors=perrs,
         )
 
     def _bind(self, entries: dict, seed: int, rng: random.Random, steps: list, synth: dict, fallback: dict, nd: list,

@@ -1066,3 +1066,321 @@ impl RunPacket for Executor {
     }
 }
 
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// Builds descriptions for tests: headers (slots in order: validity,
+    /// then fields), then everything else as JSON.
+    #[derive(Default)]
+    pub struct B {
+        fields: Vec<(String, u32, i64)>,
+        headers: Vec<Value>,
+        slots: std::collections::HashMap<String, u32>,
+        hidx: std::collections::HashMap<String, u32>,
+    }
+
+    impl B {
+        pub fn new() -> B {
+            let mut b = B::default();
+            b.header("standard_metadata", &[("ingress_port", 9), ("egress_spec", 9), ("egress_port", 9), ("packet_length", 32), ("mcast_grp", 16), ("parser_error", 32)], true);
+            b.header("meta", &[("a", 16), ("b", 16), ("c", 32)], true);
+            b
+        }
+        pub fn header(&mut self, name: &str, fields: &[(&str, u32)], metadata: bool) -> u32 {
+            let h = self.headers.len() as i64;
+            let valid = self.fields.len() as u32;
+            self.fields.push((format!("{name}.$valid$"), 1, h));
+            self.slots.insert(format!("{name}.$valid$"), valid);
+            let mut fs = Vec::new();
+            for (f, w) in fields {
+                let s = self.fields.len() as u32;
+                self.fields.push((format!("{name}.{f}"), *w, h));
+                self.slots.insert(format!("{name}.{f}"), s);
+                fs.push(s);
+            }
+            let max_bits: u32 = fields.iter().map(|f| f.1).sum::<u32>() + 64;
+            self.headers.push(json!({"name": name, "valid": valid, "fields": fs, "metadata": metadata, "max_bits": max_bits}));
+            self.hidx.insert(name.to_string(), h as u32);
+            h as u32
+        }
+        pub fn s(&self, name: &str) -> u32 {
+            self.slots[name]
+        }
+        pub fn h(&self, name: &str) -> u32 {
+            self.hidx[name]
+        }
+        pub fn f(&self, name: &str) -> Value {
+            json!(["f", self.s(name)])
+        }
+        /// A description: `rest` gives parser, actions, nodes, pipelines, ... (defaults: empty).
+        pub fn build(&self, rest: Value) -> Description {
+            let mut d = json!({
+                "format": FORMAT, "version": VERSION, "fields": self.fields, "headers": self.headers,
+                "errors": {"names": {"0": "NoError", "1": "PacketTooShort", "2": "NoMatch", "3": "StackOutOfBounds", "4": "HeaderTooShort", "5": "ParserTimeout"},
+                           "PacketTooShort": 1, "NoMatch": 2, "StackOutOfBounds": 3, "HeaderTooShort": 4, "ParserTimeout": 5},
+                "std": {"ingress_port": self.s("standard_metadata.ingress_port"), "packet_length": self.s("standard_metadata.packet_length"),
+                        "parser_error": self.s("standard_metadata.parser_error"), "egress_spec": self.s("standard_metadata.egress_spec"),
+                        "egress_port": self.s("standard_metadata.egress_port"), "mcast_grp": self.s("standard_metadata.mcast_grp")},
+                "parser": {"init": -1, "states": []}, "actions": [], "nodes": [], "pipelines": [], "keyed": []
+            });
+            for (k, v) in rest.as_object().unwrap() {
+                d[k] = v.clone();
+            }
+            serde_json::from_value(d).unwrap()
+        }
+    }
+
+    pub fn state(name: &str, ops: Value, key: Value, transitions: Value, default: Value) -> Value {
+        json!({"name": name, "ops": ops, "key": key, "transitions": transitions, "default": default, "reject": null})
+    }
+
+    /// Runs `frames`; per packet (visits as (table, entry, action, key), outcome, output bytes).
+    pub fn run(ex: &mut Executor, frames: &[Vec<u8>]) -> Vec<(Vec<(u16, i32, u32, Vec<u32>)>, Outcome, Option<Vec<u8>>)> {
+        let mut v = Visits::new();
+        let mut o = Outputs::new();
+        frames
+            .iter()
+            .map(|f| {
+                v.clear();
+                o.clear();
+                let out = ex.run(f, 3, 0, &mut v, Some(&mut o));
+                let visits = (0..v.len()).map(|i| (v.table[i], v.entry[i], v.action[i], v.key(i).to_vec())).collect();
+                (visits, out, (!o.is_empty()).then(|| o.packet(0).to_vec()))
+            })
+            .collect()
+    }
+
+    /// Ethernet-like and IPv4-like headers, a parser selecting on the type.
+    fn eth_ip() -> B {
+        let mut b = B::new();
+        b.header("eth", &[("dst", 48), ("src", 48), ("type", 16)], false);
+        b.header("ip", &[("ver", 4), ("ihl", 4), ("tos", 8), ("ttl", 8), ("proto", 8), ("dst", 32)], false);
+        b
+    }
+
+    fn eth_ip_parser(b: &B) -> Value {
+        json!({"init": 0, "states": [
+            state("start", json!([["extract", b.h("eth")]]), json!([["f", b.s("eth.type"), 16]]), json!([["0x800", "0xffff", 1]]), json!(-1)),
+            state("ip", json!([["extract", b.h("ip")], ["verify", ["==", b.f("ip.ver"), ["c", "0x4"]], ["c", "0x7"]]]), json!([]), json!([]), json!(-1)),
+        ]})
+    }
+
+    fn frame(ty: u16, ip: &[u8], payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0xaa; 6];
+        f.extend([0xbb; 6]);
+        f.extend(ty.to_be_bytes());
+        f.extend(ip);
+        f.extend(payload);
+        f
+    }
+
+    #[test]
+    fn extracts_selects_and_emits_the_frame_unchanged_and_patched() {
+        let b = eth_ip();
+        // one action: ttl - 1 (p4c's masked form), and the lookup of an exact table on ip.dst
+        let d = b.build(json!({
+            "parser": eth_ip_parser(&b),
+            "actions": [{"name": "dec", "id": 0, "params": [], "ops": [["set", b.s("ip.ttl"), ["&", ["+", b.f("ip.ttl"), ["c", "0xff"]], ["c", "0xff"]]]]},
+                        {"name": "fwd", "id": 1, "params": [9], "ops": [["set", b.s("standard_metadata.egress_spec"), ["p", 0]]]}],
+            "nodes": [{"kind": "table", "name": "t", "keyed": 0, "key": [{"slot": b.s("ip.dst"), "width": 32, "match": "exact", "valid": b.s("ip.$valid$"), "mask": null, "name": "ip.dst"}],
+                       "entries": [{"m": [["0xa000001", "0xa000001", "0xffffffff"]], "a": 1, "d": ["0x5"]}],
+                       "default": {"a": 0, "d": []}, "next": {"actions": {}, "base": -1}}],
+            "pipelines": [{"name": "ingress", "init": 0}],
+            "deparser": [b.h("eth"), b.h("ip")], "keyed": [0]
+        }));
+        let mut ex = Executor::new(Program::link(&d).unwrap());
+        let ip_hit = [0x45, 0, 64, 17, 10, 0, 0, 1];
+        let ip_miss = [0x45, 0, 64, 17, 10, 0, 0, 2];
+        let arp = frame(0x806, &[1, 2, 3], b"");
+        let out = run(&mut ex, &[frame(0x800, &ip_hit, b"xyz"), frame(0x800, &ip_miss, b"xyz"), arp.clone()]);
+        // a hit forwards to port 5, frame unchanged (headers copied, then the payload)
+        assert_eq!(out[0].0, vec![(0, 0, 1, vec![0x0a00_0001])]);
+        assert_eq!(out[0].2.as_deref(), Some(&frame(0x800, &ip_hit, b"xyz")[..]));
+        // a miss runs the default: ttl 64 -> 63, the only byte patched
+        assert_eq!(out[1].0, vec![(0, -1, 0, vec![0x0a00_0002])]);
+        assert_eq!(out[1].2.as_deref(), Some(&frame(0x800, &[0x45, 0, 63, 17, 10, 0, 0, 2], b"xyz")[..]));
+        // not IPv4: the key of an invalid header is 0; the frame is its own payload after eth
+        assert_eq!(out[2].0, vec![(0, -1, 0, vec![0])]);
+        assert_eq!(out[2].2.as_deref(), Some(&arp[..]));
+        assert_eq!(ex.field(b.s("standard_metadata.packet_length") as usize), arp.len() as u128);
+        assert_eq!(ex.field(b.s("standard_metadata.ingress_port") as usize), 3);
+    }
+
+    #[test]
+    fn a_rejected_packet_keeps_its_headers_and_runs_with_parser_error() {
+        let b = eth_ip();
+        let d = b.build(json!({"parser": eth_ip_parser(&b), "deparser": [b.h("eth"), b.h("ip")]}));
+        let mut ex = Executor::new(Program::link(&d).unwrap());
+        let out = run(&mut ex, &[frame(0x800, &[0x55, 0, 64, 17, 10, 0, 0, 1], b""), frame(0x800, &[0x45, 0, 64], b""), vec![1, 2, 3]]);
+        // verify fails (version 5): error 7 from the program; ip stays extracted
+        assert_eq!(out[0].1.parser_error, 7);
+        assert_eq!(ex.prog.error_names.get(&7), None);
+        assert_eq!(out[0].2.as_ref().unwrap().len(), 14 + 8);
+        // too short for ip: PacketTooShort, ip invalid, eth kept and its bytes and the rest emitted
+        assert_eq!(out[1].1.parser_error, 1);
+        assert_eq!(out[1].2.as_ref().unwrap().len(), 14 + 3);
+        // too short for eth: nothing extracted, the whole frame is payload
+        assert_eq!(out[2].1.parser_error, 1);
+        assert_eq!(out[2].2.as_deref(), Some(&[1u8, 2, 3][..]));
+        assert!(!out[0].1.dropped);
+    }
+
+    #[test]
+    fn a_loop_without_extract_times_out() {
+        let b = eth_ip();
+        let d = b.build(json!({"parser": {"init": 0, "states": [state("spin", json!([]), json!([]), json!([]), json!(0))]}}));
+        let mut ex = Executor::new(Program::link(&d).unwrap());
+        assert_eq!(run(&mut ex, &[vec![0; 20]])[0].1.parser_error, 5);
+    }
+
+    #[test]
+    fn exit_ends_the_pipeline_and_a_drop_in_ingress_skips_egress() {
+        let b = eth_ip();
+        let m = |x: &str| b.s(&format!("meta.{x}"));
+        let d = b.build(json!({
+            "actions": [{"name": "mark_a", "id": 0, "params": [], "ops": [["set", m("a"), ["c", "0x1"]], ["exit"], ["set", m("b"), ["c", "0x1"]]]},
+                        {"name": "mark_c", "id": 1, "params": [], "ops": [["set", m("c"), ["+", ["f", m("c")], ["c", "0x1"]]]]},
+                        {"name": "drop", "id": 2, "params": [], "ops": [["drop"]]}],
+            "nodes": [{"kind": "table", "name": "t0", "keyed": null, "key": [], "entries": [], "default": {"a": 0, "d": []}, "next": {"actions": {}, "base": 1}},
+                      {"kind": "table", "name": "t1", "keyed": null, "key": [], "entries": [], "default": {"a": 1, "d": []}, "next": {"actions": {}, "base": -1}},
+                      {"kind": "cond", "name": "c", "label": "c", "expr": ["==", ["f", m("a")], ["c", "0x1"]], "true": 4, "false": 1},
+                      {"kind": "table", "name": "e0", "keyed": null, "key": [], "entries": [], "default": {"a": 1, "d": []}, "next": {"actions": {}, "base": -1}},
+                      {"kind": "table", "name": "d0", "keyed": null, "key": [], "entries": [], "default": {"a": 2, "d": []}, "next": {"actions": {}, "base": -1}}],
+            "pipelines": [{"name": "ingress", "init": 0}, {"name": "egress", "init": 3}]
+        }));
+        let mut ex = Executor::new(Program::link(&d).unwrap());
+        run(&mut ex, &[vec![0; 4]]);
+        // exit skipped the rest of mark_a and t1; egress ran
+        assert_eq!((ex.field(m("a") as usize), ex.field(m("b") as usize), ex.field(m("c") as usize)), (1, 0, 1));
+        // a program whose ingress drops: egress does not run
+        let mut d2 = d.clone();
+        d2.pipelines[0].init = 4;
+        let mut ex = Executor::new(Program::link(&d2).unwrap());
+        let out = run(&mut ex, &[vec![0; 4]]);
+        assert!(out[0].1.dropped && out[0].2.is_none());
+        assert_eq!(ex.field(m("c") as usize), 0);
+        assert_eq!(ex.field(b.s("standard_metadata.egress_spec") as usize), 511);
+    }
+
+    #[test]
+    fn stacks_extract_in_order_then_push_and_pop_shift_them() {
+        let mut b = B::new();
+        b.header("t0", &[("v", 8)], false);
+        b.header("t1", &[("v", 8)], false);
+        b.header("t2", &[("v", 8)], false);
+        let next = b.fields.len() as u32;
+        b.fields.push(("s.$next$".into(), 32, -1));
+        let stack = json!([{"name": "s", "headers": [b.h("t0"), b.h("t1"), b.h("t2")], "next": next}]);
+        // extract elements while the last one's value is odd; then run `ops`
+        let prog = |ops: Value| {
+            b.build(json!({
+                "stacks": stack,
+                "parser": {"init": 0, "states": [state("s", json!([["extract_stack", 0]]), json!([["sf", 0, 0, 8]]), json!([["0x1", "0x1", 0]]), json!(-1))]},
+                "actions": [{"name": "a", "id": 0, "params": [], "ops": ops}],
+                "nodes": [{"kind": "table", "name": "t", "keyed": null, "key": [], "entries": [], "default": {"a": 0, "d": []}, "next": {"actions": {}, "base": -1}}],
+                "pipelines": [{"name": "ingress", "init": 0}], "deparser": [b.h("t0"), b.h("t1"), b.h("t2")]
+            }))
+        };
+        let mut ex = Executor::new(Program::link(&prog(json!([]))).unwrap());
+        let out = run(&mut ex, &[vec![1, 3, 4, 9], vec![1, 3, 5, 7]]);
+        assert_eq!(out[0].2.as_deref(), Some(&[1u8, 3, 4, 9][..]));
+        assert_eq!(ex.field(next as usize), 3);
+        // a fourth element does not fit
+        assert_eq!(out[1].1.parser_error, 3);
+        // pop 1: t0 <- t1, t1 <- t2, t2 invalid; push 1 (P4_14): t0 new (valid, 0)
+        let mut ex = Executor::new(Program::link(&prog(json!([["pop", 0, 1]]))).unwrap());
+        assert_eq!(run(&mut ex, &[vec![1, 3, 4, 9]])[0].2.as_deref(), Some(&[3u8, 4, 9][..]));
+        assert_eq!(ex.field(next as usize), 2);
+        let mut ex = Executor::new(Program::link(&prog(json!([["push", 0, 1, 0]]))).unwrap());
+        assert_eq!(run(&mut ex, &[vec![1, 4, 9]])[0].2.as_deref(), Some(&[0u8, 1, 4, 9][..]));
+        // push_front leaves the new element invalid
+        let mut ex = Executor::new(Program::link(&prog(json!([["push", 0, 1, 1]]))).unwrap());
+        assert_eq!(run(&mut ex, &[vec![1, 4, 9]])[0].2.as_deref(), Some(&[1u8, 4, 9][..]));
+    }
+
+    #[test]
+    fn set_valid_zeroes_and_a_union_keeps_one_member() {
+        let mut b = B::new();
+        b.header("x", &[("v", 8)], false);
+        b.header("y", &[("w", 16)], false);
+        let mut d = b.build(json!({
+            "unions": [{"name": "u", "headers": [b.h("x"), b.h("y")]}],
+            "parser": {"init": 0, "states": [state("s", json!([["extract", b.h("x")]]), json!([]), json!([]), json!(-1))]},
+            "actions": [{"name": "a", "id": 0, "params": [], "ops": [["valid", b.h("y"), 1], ["set", b.s("y.w"), ["c", "0xbeef"]],
+                         ["set", b.s("meta.a"), ["b2d", ["vu", 0]]]]}],
+            "nodes": [{"kind": "table", "name": "t", "keyed": null, "key": [], "entries": [], "default": {"a": 0, "d": []}, "next": {"actions": {}, "base": -1}}],
+            "pipelines": [{"name": "ingress", "init": 0}], "deparser": [b.h("x"), b.h("y")]
+        }));
+        d.headers[b.h("x") as usize].union = Some(0);
+        d.headers[b.h("y") as usize].union = Some(0);
+        let mut ex = Executor::new(Program::link(&d).unwrap());
+        // y became valid: x (the other member) invalid; y emitted, x not
+        assert_eq!(run(&mut ex, &[vec![7, 1, 2]])[0].2.as_deref(), Some(&[0xbe, 0xef, 1, 2][..]));
+        assert_eq!(ex.field(b.s("meta.a") as usize), 1);
+    }
+
+    #[test]
+    fn varbit_fields_extract_by_length_and_emit_as_read() {
+        let mut b = B::new();
+        b.header("o", &[("len", 8), ("opts", 0)], false);
+        let mut d = b.build(json!({
+            "parser": {"init": 0, "states": [
+                state("l", json!([["extract_vl", 0, ["<<", ["la", 0, 8], ["c", "0x3"]]]]), json!([]), json!([]), json!(-1))]},
+            "deparser": [0]
+        }));
+        d.headers[0].max_bits = Some(8 + 64);
+        d.parser.states[0].ops = vec![json!(["extract_vl", b.h("o"), ["<<", ["la", 0, 8], ["c", "0x3"]]])];
+        d.deparser = vec![b.h("o")];
+        let mut ex = Executor::new(Program::link(&d).unwrap());
+        let out = run(&mut ex, &[vec![2, 0xa, 0xb, 0xc], [vec![9], vec![0; 20]].concat(), vec![3, 1]]);
+        // len 2: two bytes of options, then the payload
+        assert_eq!(out[0].2.as_deref(), Some(&[2u8, 0xa, 0xb, 0xc][..]));
+        assert_eq!(out[0].1.parser_error, 0);
+        // 9 bytes do not fit in 64 bits of options: HeaderTooShort
+        assert_eq!(out[1].1.parser_error, 4);
+        // 3 bytes announced, 1 present: PacketTooShort
+        assert_eq!(out[2].1.parser_error, 1);
+    }
+
+    #[test]
+    fn a_synthesized_key_makes_the_packet_inexact_from_that_visit() {
+        let b = eth_ip();
+        let m = |x: &str| b.s(&format!("meta.{x}"));
+        let key = |s: u32| json!([{"slot": s, "width": 16, "match": "exact", "valid": null, "mask": null, "name": "k"}]);
+        let d = b.build(json!({
+            "actions": [{"name": "hash", "id": 0, "params": [], "ops": [["extern", "modify_field_with_hash_based_offset", [["f", m("a")], ["n", "calculation", "h"]]],
+                                                                        ["set", m("b"), ["&", ["f", m("a")], ["c", "0xff"]]]]}],
+            "nodes": [{"kind": "table", "name": "t0", "keyed": 0, "key": key(m("c")), "entries": [], "default": {"a": 0, "d": []}, "next": {"actions": {}, "base": 1}},
+                      {"kind": "table", "name": "t1", "keyed": 1, "key": key(m("b")), "entries": [], "default": null, "next": {"actions": {}, "base": -1}}],
+            "pipelines": [{"name": "ingress", "init": 0}], "keyed": [0, 1]
+        }));
+        let mut ex = Executor::new(Program::link(&d).unwrap());
+        let out = run(&mut ex, &[vec![0; 4]]);
+        assert_eq!(out[0].0.len(), 2);
+        // t0 was exact; t1 keys on b, copied from the hash output
+        assert_eq!(ex.exact_visits(), 1);
+        assert_eq!(ex.inexact_reason(), Some("synthesized field: k"));
+        let ev: std::collections::BTreeMap<_, _> = ex.events().into_iter().collect();
+        assert_eq!(ev.get("unsupported extern modify_field_with_hash_based_offset"), Some(&1));
+        assert!(ex.prog.unsupported.iter().any(|u| u.contains("modify_field_with_hash_based_offset")));
+    }
+
+    #[test]
+    fn malformed_descriptions_name_the_place() {
+        let b = eth_ip();
+        let bad = |rest: Value| Program::link(&b.build(rest)).unwrap_err();
+        let e = bad(json!({"actions": [{"name": "act", "id": 0, "params": [], "ops": [["set", 999, ["c", "0x1"]]]}]}));
+        assert!(e.contains("action act: primitive 0") && e.contains("999"), "{e}");
+        let e = bad(json!({"actions": [{"name": "act", "id": 0, "params": [], "ops": [["set", 2, ["frobnicate", ["c", "0x1"]]]]}]}));
+        assert!(e.contains("action act: primitive 0") && e.contains("frobnicate"), "{e}");
+        let e = bad(json!({"parser": {"init": 0, "states": [state("st", json!([["extract", 99]]), json!([]), json!([]), json!(-1))]}}));
+        assert!(e.contains("parser state st") && e.contains("header index"), "{e}");
+        let e = bad(json!({"nodes": [{"kind": "table", "name": "tb", "keyed": 0, "key": [], "entries": [], "default": {"a": 3, "d": []}, "next": {"actions": {}, "base": -1}}], "keyed": [0]}));
+        assert!(e.contains("table tb: default action") && e.contains("action index"), "{e}");
+        assert!(Program::from_json("{\"format\": 1}").unwrap_err().starts_with("program description:"));
+        assert!(Program::from_json(&serde_json::to_string(&json!({"format": "x"})).unwrap()).is_err());
+    }
+}

@@ -927,7 +927,15 @@ mod tests {
         }
         let mut inexact = u32::MAX;
         let frame = [0xa5u8, 0x5a];
-        let v = code.eval(e, &Env { cells: &full, params, frame: &frame, pos: 0 }, &mut inexact).unwrap();
+        let env = Env { cells: &full, params, frame: &frame, pos: 0 };
+        let v = code.eval(e, &env, &mut inexact).unwrap();
+        // as the value of a 16-bit assignment (evaluated in u64 when its operations allow)
+        let mut why = u32::MAX;
+        let v16 = code.eval(e.for_bits(16), &env, &mut why).unwrap();
+        assert_eq!(v16 & 0xffff, v & 0xffff, "{tree}: {:?}", e);
+        // and without the fast forms, through the stack machine
+        let slow = code.eval(Expr { fast: Fast::No, ..e }, &env, &mut why).unwrap();
+        assert_eq!(slow, v, "{tree}");
         (v, inexact)
     }
 

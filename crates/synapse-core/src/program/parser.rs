@@ -260,3 +260,48 @@ impl Program {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::program::exec::tests::{run, state, B};
+    use crate::program::exec::{Executor, Program};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    proptest! {
+        /// A select key of a 12-bit field and 4 lookahead bits, each padded
+        /// to whole bytes (24 bits), against value/mask transitions in order.
+        #[test]
+        fn select_takes_the_first_transition_whose_masked_value_matches(
+            trans in proptest::collection::vec((any::<u32>(), any::<u32>()), 0..6), default in any::<bool>(),
+            f in 0u32..4096, la in 0u32..16, fixed in any::<u32>(),
+        ) {
+            let mut b = B::new();
+            b.header("h", &[("f", 12), ("pad", 4)], false);
+            // transitions masked to the key's 24 bits; some given the key's exact bits so they hit
+            let key = (f << 8) | la;
+            let trans: Vec<(u32, u32)> = trans.iter().map(|&(v, m)| {
+                let m = m & 0x00ff_ff0f & if v & 1 == 1 { 0x000f_000f } else { u32::MAX };
+                (if fixed & 1 == 1 { key & m } else { v & m }, m)
+            }).collect();
+            let mut states = vec![state("start", json!([["extract", b.h("h")]]), json!([["f", b.s("h.f"), 12], ["la", 0, 4]]),
+                json!(trans.iter().enumerate().map(|(i, (v, m))| json!([format!("{v:#x}"), format!("{m:#x}"), i + 1])).collect::<Vec<_>>()),
+                if default { json!(7) } else { json!(null) })];
+            for i in 1..=7 {
+                states.push(state(&format!("s{i}"), json!([["set", b.s("meta.a"), ["c", format!("{i:#x}")]]]), json!([]), json!([]), json!(-1)));
+            }
+            let d = b.build(json!({"parser": {"init": 0, "states": states}}));
+            let mut ex = Executor::new(Program::link(&d).unwrap());
+            let frame = vec![(f >> 4) as u8, ((f & 0xf) << 4) as u8, (la << 4) as u8];
+            let out = run(&mut ex, &[frame]);
+            let want = trans.iter().position(|&(v, m)| key & m == v).map(|i| i + 1).or(default.then_some(7));
+            match want {
+                Some(s) => {
+                    prop_assert_eq!(out[0].1.parser_error, 0);
+                    prop_assert_eq!(ex.field(b.s("meta.a") as usize), s as u128);
+                }
+                None => prop_assert_eq!(out[0].1.parser_error, 2),
+            }
+        }
+    }
+}

@@ -444,3 +444,98 @@ impl Trie {
 pub fn tainted_key(t: &Table, st: &State) -> Option<usize> {
     t.taint.iter().find(|&&(_, s)| st.tainted(s)).map(|&(i, _)| i as usize)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A table over cells 0.. (one per field) with `rows` (lo, hi, mask per field), index built.
+    fn table(fields: &[(MatchKind, u32)], rows: &[Vec<(u128, u128, u128)>]) -> Table {
+        let key: Vec<KeyPart> = fields
+            .iter()
+            .enumerate()
+            .map(|(i, &(kind, width))| KeyPart { cell: i as u32, width, kind, valid: None, slice: None, words: width.div_ceil(32), slot: i as u32, name: format!("f{i}") })
+            .collect();
+        let words = key.iter().map(|k| k.words as usize).sum();
+        let mut t = Table {
+            name: "t".into(),
+            keyed: Some(0),
+            key,
+            words,
+            rows: rows.iter().flat_map(|r| r.iter().flat_map(|&(a, b, c)| [a, b, c])).collect(),
+            hits: (0..rows.len()).map(|e| Hit { action: e as u32, data: 0, next: -1 }).collect(),
+            miss: Hit { action: NO_HIT, data: 0, next: -1 },
+            data: vec![],
+            index: Index::None,
+            taint: vec![],
+            taint_reason: vec![],
+        };
+        t.build_index();
+        t
+    }
+    const NO_HIT: u32 = u32::MAX;
+
+    /// A random match of `kind` on a `w`-bit field, and a value near it.
+    fn field_match(kind: MatchKind, w: u32) -> impl Strategy<Value = ((u128, u128, u128), u128)> {
+        let full = mask(w);
+        (any::<u128>(), any::<u128>(), 0..=w, any::<u128>()).prop_map(move |(a, b, plen, noise)| {
+            let (a, b) = (a & full, b & full);
+            let near = a ^ (noise & full & mask(3)); // close to the entry: hits often
+            match kind {
+                MatchKind::Exact | MatchKind::Optional => ((a, a, full), near),
+                MatchKind::Lpm => {
+                    let m = full & !mask(w - plen);
+                    ((a & m, a & m, m), near)
+                }
+                MatchKind::Ternary => ((a & b, a & b, b), near),
+                MatchKind::Range => ((a.min(b), a.max(b), full), near),
+            }
+        })
+    }
+
+    fn check(fields: Vec<(MatchKind, u32)>, n: std::ops::Range<usize>) -> impl Strategy<Value = ()> {
+        let f2 = fields.clone();
+        let row = fields.iter().map(|&(k, w)| field_match(k, w)).collect::<Vec<_>>();
+        (proptest::collection::vec(row, n), proptest::collection::vec(any::<u64>(), 20)).prop_map(move |(rows, picks)| {
+            let entries: Vec<Vec<_>> = rows.iter().map(|r| r.iter().map(|x| x.0).collect()).collect();
+            let t = table(&f2, &entries);
+            let mut keys: Vec<Vec<u128>> = rows.iter().map(|r| r.iter().map(|x| x.1).collect()).collect();
+            keys.extend(picks.iter().map(|&p| f2.iter().map(|&(_, w)| (p as u128 * 0x9e37_79b9_7f4a_7c15) & mask(w)).collect()));
+            let (mut vals, mut words) = (vec![0u128; f2.len()], vec![0u32; MAX_KEY_WORDS]);
+            for k in keys {
+                t.key(&k, &mut vals, &mut words);
+                assert_eq!(t.lookup(&vals, &words[..t.words]), t.scan(&vals), "{:?} on {:?} with {:?}", t.index, k, entries);
+            }
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn exact_hash_answers_the_first_entry(_ in check(vec![(MatchKind::Exact, 16), (MatchKind::Exact, 48), (MatchKind::Exact, 9)], 0..60)) {}
+        #[test]
+        fn exact_hash_keeps_the_first_of_duplicate_keys(_ in check(vec![(MatchKind::Exact, 3), (MatchKind::Exact, 2)], 0..30)) {}
+        #[test]
+        fn lpm_trie_answers_the_first_entry_in_any_order(_ in check(vec![(MatchKind::Exact, 3), (MatchKind::Lpm, 32)], 0..80)) {}
+        #[test]
+        fn lpm_trie_on_128_bit_prefixes(_ in check(vec![(MatchKind::Lpm, 128)], 0..40)) {}
+        #[test]
+        fn ternary_and_range_scan_or_classifier(_ in check(vec![(MatchKind::Ternary, 32), (MatchKind::Range, 16), (MatchKind::Ternary, 8), (MatchKind::Lpm, 24)], 0..60)) {}
+        #[test]
+        fn wide_ranges_are_scanned(_ in check(vec![(MatchKind::Range, 48), (MatchKind::Exact, 8)], 0..40)) {}
+    }
+
+    #[test]
+    fn structures_are_chosen_by_match_kinds_and_size() {
+        let kinds = |t: &Table| format!("{:?}", t.index);
+        let e = |v: u128| vec![(v, v, mask(16))];
+        assert_eq!(kinds(&table(&[(MatchKind::Exact, 16)], &[e(1), e(2)])), "exact hash");
+        assert_eq!(kinds(&table(&[(MatchKind::Lpm, 16)], &[e(1)])), "lpm trie");
+        assert_eq!(kinds(&table(&[(MatchKind::Ternary, 16)], &(0..LINEAR_MAX as u128).map(e).collect::<Vec<_>>())), "linear scan");
+        assert_eq!(kinds(&table(&[(MatchKind::Ternary, 16)], &(0..40).map(e).collect::<Vec<_>>())), "classifier");
+        assert_eq!(kinds(&table(&[(MatchKind::Ternary, 16)], &[])), "none");
+        // an lpm field given a non-prefix mask (a hand-written entry): scanned, not mis-indexed
+        assert_eq!(kinds(&table(&[(MatchKind::Lpm, 16)], &[vec![(0x0f0, 0x0f0, 0x0ff0)]])), "linear scan");
+    }
+}
