@@ -27,7 +27,7 @@ class FakeSim:
         per = -(-n_pmus // channels)
         self.chan = [i // per for i in range(n_pmus)]
         self.owner: list[int | None] = [None] * n_pmus  # associated table
-        self.drain: list[tuple[int, int | None] | None] = [None] * n_pmus  # (from, next) while transient
+        self.draining: list[tuple[int, int | None] | None] = [None] * n_pmus  # (from, next) while transient
         for name, ids in initial.items():
             for p in ids:
                 self.owner[p] = self.names.index(name)
@@ -71,9 +71,9 @@ class FakeSim:
             self._edge(t_end, j, -1, done * (1 - self.P[j].sum()))
         # Arrivals that enter no table leave at once.
         self.t = t_end
-        for p, d in enumerate(self.drain):  # transient PMUs finish draining
+        for p, d in enumerate(self.draining):  # transient PMUs finish draining
             if d is not None:
-                self.drain[p] = None
+                self.draining[p] = None
                 self.owner[p] = d[1]
 
     def _edge(self, t, s, d, c):
@@ -101,27 +101,33 @@ class FakeSim:
         for p in range(len(self.owner)):
             if self.owner[p] == j and p not in want:
                 self.owner[p] = None
-                self.drain[p] = (j, None)
+                self.draining[p] = (j, None)
         for p in want:
-            if self.drain[p] is not None:
-                self.drain[p] = (self.drain[p][0], j)
+            if self.draining[p] is not None:
+                self.draining[p] = (self.draining[p][0], j)
             elif self.owner[p] is None:
                 self.owner[p] = j
             elif self.owner[p] != j:
-                self.drain[p] = (self.owner[p], j)
+                self.draining[p] = (self.owner[p], j)
                 self.owner[p] = None
 
     def check_invariants(self):
         """The fluid's conservation (its counts rounded): created = exited + dropped + in flight."""
         c = {k: int(round(v)) for k, v in self.totals.items()}
         c["in_flight"] = int(round(float(self.backlog.sum())))
-        return {**c, "lost": 0, "duplicates": 0, "wrong_action": 0, "stale_answers": 0, "ok": True}
+        return {**c, "lost": 0, "duplicates": 0, "wrong_action": 0, "stale_answers": 0, "ok": c["in_flight"] == 0}
+
+    def drain(self):
+        """Ends the run: the fluid's backlog leaves at once (drained)."""
+        self.totals["exited"] += float(self.backlog.sum())
+        self.backlog[:] = 0.0
+        return {"drained": True, "ns": 0.0, "in_flight": {}}
 
     def pmu_states(self):
         out = []
         for p in range(len(self.owner)):
-            if self.drain[p] is not None:
-                out.append({"id": p, "state": "transient", "table": self.names[self.drain[p][0]], "channel": self.chan[p]})
+            if self.draining[p] is not None:
+                out.append({"id": p, "state": "transient", "table": self.names[self.draining[p][0]], "channel": self.chan[p]})
             elif self.owner[p] is not None:
                 out.append({"id": p, "state": "associated", "table": self.names[self.owner[p]], "channel": self.chan[p]})
             else:

@@ -95,7 +95,7 @@ def test_cfg_solve_run_chain(shared_data, tmp_path, name):
 
         sim = Simulation(load(tmp_path / "scn.toml"))
         summary = sim.run()
-        inv = sim.check_invariants()
+        inv = sim.finish()
     assert set(summary["tables"]) == {t["name"] for t in cfg["tables"]}
     assert inv["ok"] and inv["created"] > 0 and inv["lost"] == 0 and inv["wrong_action"] == 0
     # PHVs entered the tables the CFG's entry names

@@ -6,9 +6,9 @@ Frames: random valid header chains built from each program's own parser
 (tests/p4frames.py), the same cut short or with bytes changed, generated
 traffic that hits the entries, and the recorded captures. Where the
 executor reports a packet inexact (a synthesized field or a fallback
-branch the interpreter guesses), only the visits before that point are
-compared, and a per-packet run of the interpreter checks that it guessed
-on exactly those packets."""
+branch), only the visits before that point are compared, and the
+interpreter must have guessed on that packet too (Trace.packet_guessed).
+The output packets are compared with BMv2's own (the goldens)."""
 
 from __future__ import annotations
 
@@ -42,25 +42,33 @@ def rust_visits(c, i):
              tuple(c["key_words"][ks[j]:ks[j + 1]].tolist())) for j in range(lo, hi)]
 
 
-def differential(program: str, ents: dict, frames: list[bytes], check_inexact: int = 0) -> dict:
+def differential(program: str, ents: dict, frames: list[bytes], oracle_guesses: bool = False) -> dict:
     """Runs ``frames`` through both engines and asserts they agree packet by
-    packet; returns what was compared. ``check_inexact``: packets (the first
-    inexact ones and as many exact ones) run one by one through the
-    interpreter to check it guessed exactly where the executor says."""
+    packet; returns what was compared. A packet the executor reports inexact
+    is compared up to that point, and the interpreter must have guessed on
+    it too (a fallback branch or a synthesized field). A packet on which
+    only the interpreter guessed (``oracle_guesses``: a construct the
+    executor computes and the interpreter does not, such as ``valid_union``)
+    is left out."""
     prog = Program.load(program)
     rp = RustProgram(prog, ents)
     tr = prog.run(frames, ents, seed=1)
     c = rp.columns(frames)
     names = rp.core.error_names
-    stats = {"packets": len(frames), "exact": 0, "inexact": 0, "visits": 0, "matched": 0}
+    stats = {"packets": len(frames), "exact": 0, "inexact": 0, "oracle_guessed": 0, "visits": 0, "matched": 0}
     for i in range(len(frames)):
         py, ru = visits(tr, i), rust_visits(c, i)
+        guessed = tr.packet_guessed[i]
         if c["inexact"][i]:
+            assert guessed, (i, frames[i].hex(), "the executor is inexact where the interpreter did not guess")
             k = int(c["exact_visits"][i])
             assert py[:k] == ru[:k], (i, frames[i].hex(), py, ru)
             stats["inexact"] += 1
             stats["visits"] += k
             stats["matched"] += sum(1 for v in ru[:k] if v[1] >= 0)
+            continue
+        if guessed:
+            stats["oracle_guessed"] += 1
             continue
         assert py == ru, (i, frames[i].hex(), py, ru)
         assert bool(tr.dropped[i]) == bool(c["dropped"][i]), (i, frames[i].hex())
@@ -69,13 +77,8 @@ def differential(program: str, ents: dict, frames: list[bytes], check_inexact: i
         stats["exact"] += 1
         stats["visits"] += len(ru)
         stats["matched"] += sum(1 for v in ru if v[1] >= 0)
-    if check_inexact:
-        flagged = np.flatnonzero(c["inexact"])[:check_inexact].tolist()
-        exact = np.flatnonzero(~c["inexact"])[:check_inexact].tolist()
-        for i in flagged + exact:
-            one = prog.run([frames[i]], ents, seed=1)
-            guessed = bool(one.synthesized_fields or one.fallback_branches)
-            assert guessed == bool(c["inexact"][i]), (i, frames[i].hex(), one.synthesized_fields, one.fallback_branches)
+    if not oracle_guesses:
+        assert stats["oracle_guessed"] == 0, stats
     return stats
 
 
@@ -94,10 +97,11 @@ def test_router_agrees_with_the_interpreter():
     ents = load_entries(DATA / "router-entries.txt", prog)
     rec = list(read_packets(DATA / "router.pcap"))  # hand-checked packets that hit the entries
     frames = rec + mutants(rec, random.Random(1), 1000) + program_frames(prog, ents, 1, 1500)
-    s = differential(prog, ents, frames, check_inexact=20)
-    # the egress conditional on an undeclared union is a fallback branch: everything before it is compared
-    assert s["exact"] > 2000 and s["inexact"] > 100
-    assert s["matched"] > 500
+    s = differential(prog, ents, frames, oracle_guesses=True)
+    # hdr.u.isValid() in egress: the interpreter takes a fallback branch, the executor computes it (false,
+    # as BMv2: test_router_output_packets_equal_bmv2s); those packets are compared on BMv2's outputs
+    assert s["exact"] > 2000 and s["oracle_guessed"] > 100 and s["inexact"] == 0
+    assert s["matched"] > 300
 
 
 def test_route3_agrees_with_the_interpreter():
@@ -113,6 +117,21 @@ def test_route3_agrees_with_the_interpreter():
     s = differential(prog, ents, frames)
     assert s["inexact"] == 0 and s["exact"] == len(frames)
     assert s["matched"] > 3 * 2000 * 0.9  # the capture hits its routes, next hops and ACL
+
+
+@pytest.mark.parametrize("name", ["route3-edge", "heavyhitter"])
+def test_edge_case_and_stateful_programs_agree_with_the_interpreter(name):
+    """route3-edge (IPv4 options, fragments, VLAN, IPv6, ARP, GRE/SCTP/OSPF, frames cut at every header)
+    and heavyhitter (registers, hashes, meters, clones: its hash- and register-derived keys are inexact)."""
+    prog = str(DATA / f"{name}.json")
+    ents = load_entries(DATA / f"{name}-entries.txt", prog)
+    rec = list(read_packets(DATA / f"{name}.pcap"))
+    s = differential(prog, ents, rec + mutants(rec, random.Random(6), 600) + program_frames(prog, ents, 6, 600))
+    if name == "heavyhitter":
+        # its first table keys on a register's value: every packet reaching it is inexact from there
+        assert s["inexact"] > 200
+    else:
+        assert s["inexact"] == 0 and s["matched"] > 300
 
 
 def test_upf_agrees_with_the_interpreter():
@@ -159,7 +178,7 @@ def test_switch_agrees_with_the_interpreter(switch):
     spec.flows = 150
     flows, _ = gentraffic.class_frames(spec, read_program(prog), ents, seed=5)
     frames = flows + program_frames(prog, ents, 5, 450)
-    s = differential(prog, ents, frames, check_inexact=12)
+    s = differential(prog, ents, frames)
     # the switch hashes (unsupported): packets keying on a hash are compared up to that table
     assert s["exact"] > 200 and s["visits"] > 200 * 10
 
@@ -193,8 +212,11 @@ def test_cli_interp_engines_agree_on_exact_counts(tmp_path):
 def test_unsupported_constructs_are_named():
     prog = Program.load(DATA / "router.json")
     rp = RustProgram(prog, load_entries(DATA / "router-entries.txt", DATA / "router.json"))
+    assert rp.core.unsupported == ["unsupported extern register_read"]
+    doc = json.loads((DATA / "router.json").read_text())
+    doc["header_unions"] = []  # a union the program does not declare: its validity is a fallback branch
+    rp = RustProgram(Program(doc, "undeclared.json"), {})
     assert any("valid_union" in u for u in rp.core.unsupported)
-    assert any("register_read" in u for u in rp.core.unsupported)
 
 
 def test_malformed_description_is_one_line(tmp_path):
@@ -244,3 +266,76 @@ def test_capture_frames_differ_and_carry_valid_checksums():
                 s = (s & 0xFFFF) + (s >> 16)
             assert s == 0xFFFF
     assert os.path.exists(DATA / "route3-traffic.toml")
+
+
+def test_the_benchmarks_description_is_the_compiled_program():
+    """crates/synapse-core/benches/scenarios/route3-program.json is what `synapse p4 compile` writes today."""
+    committed = json.loads((DATA.parent.parent.parent / "crates/synapse-core/benches/scenarios/route3-program.json").read_text())
+    fresh = RustProgram.load(str(DATA / "route3.json"), str(DATA / "route3-entries.txt")).description
+    committed.pop("source")
+    fresh = json.loads(json.dumps(fresh))
+    fresh.pop("source")
+    assert committed == fresh
+
+
+def test_bench_p4_checks_against_the_interpreter_then_rates(tmp_path):
+    from synapse_vmt.cli.bench import bench_program
+    from synapse_vmt.p4.capture import write_pcap
+
+    prog = str(DATA / "route3.json")
+    ents = load_entries(DATA / "route3-entries.txt", prog)
+    pcap = tmp_path / "f.pcap"
+    write_pcap(str(pcap), iter(program_frames(prog, ents, 9, 200)))
+    rec = bench_program(prog, str(DATA / "route3-entries.txt"), str(pcap), rounds=1, python_packets=50)
+    assert rec["packets"] == len(program_frames(prog, ents, 9, 200)) and rec["packets_per_s"] > 0
+    assert rec["speedup"] > 0 and rec["lookup_structures"]["Route3Ingress.ipv4_lpm"] == "lpm trie"
+
+
+# ---- output packets against BMv2 (tests/data/p4/goldens: simple_switch's own output pcaps) ----
+
+GOLDENS = DATA / "goldens"
+
+
+def outputs_by_port(name: str) -> tuple[dict[str, list[bytes]], dict[str, list[bytes]]]:
+    """(the executor's, BMv2's) output frames per egress port for golden ``name``."""
+    g = json.loads((GOLDENS / name / "golden.json").read_text())
+    root = DATA.parent.parent.parent
+    prog = str(root / g["inputs"]["program"]["path"])
+    rp = RustProgram(Program.load(prog), load_entries(root / g["inputs"]["entries"]["path"], prog))
+    c = rp.columns(read_packets(root / g["inputs"]["pcap"]["path"]), ingress_port=g["options"]["ingress_port"], outputs=True)
+    ours: dict[str, list[bytes]] = {}
+    for i, port in enumerate(c["out_port"].tolist()):
+        ours.setdefault(str(port), []).append(bytes(c["out_bytes"][c["out_start"][i]:c["out_start"][i + 1]]))
+    theirs = {p: list(read_packets(GOLDENS / name / o["pcap"])) for p, o in g["output"].items()}
+    return ours, theirs
+
+
+def test_router_output_packets_equal_bmv2s():
+    ours, theirs = outputs_by_port("router")
+    assert ours == theirs
+
+
+def without_ipv4_checksum(f: bytes) -> bytes:
+    """The frame with its IPv4 header checksum zeroed (Ethernet, VLAN tags, IPv4; others unchanged)."""
+    t = 12
+    while f[t:t + 2] in (b"\x81\x00", b"\x88\xa8"):
+        t += 4
+    ck = t + 2 + 10
+    if f[t:t + 2] == b"\x08\x00" and len(f) >= ck + 2:
+        return f[:ck] + b"\0\0" + f[ck + 2:]
+    return f
+
+
+def test_route3_edge_output_packets_equal_bmv2s_but_the_checksum():
+    """Every frame BMv2 sent, on the same port, in order, byte for byte, except the IPv4 header
+    checksum, which the program updates with csum16 (not computed by the executor yet: counted)."""
+    ours, theirs = outputs_by_port("route3-edge")
+    assert sorted(ours) == sorted(theirs)
+    for p in theirs:
+        assert [without_ipv4_checksum(f) for f in ours[p]] == [without_ipv4_checksum(f) for f in theirs[p]], p
+
+
+@pytest.mark.xfail(strict=True, reason="csum16 is not computed by the executor yet: the IPv4 header checksum keeps its input value")
+def test_route3_edge_output_packets_equal_bmv2s():
+    ours, theirs = outputs_by_port("route3-edge")
+    assert ours == theirs

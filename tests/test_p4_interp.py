@@ -460,6 +460,7 @@ def test_cli_interp_json_counts(tmp_path):
 
     f = tmp_path / "a.pcapng"
     _write_pcap(f, [p for p, *_ in PACKETS], ng=True)
+    # the interpreter's run (the default engine, Rust, evaluates hdr.u.isValid(): no fallback branch there)
     r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--entries", str(DATA / "router-entries.txt"),
                                   "--pcap", str(f), "--json", "--engine", "python"])
     assert r.exit_code == 0, r.output
@@ -469,7 +470,8 @@ def test_cli_interp_json_counts(tmp_path):
     assert s["tables"][A]["actions"] == {"MyIngress.deny": 2, "MyIngress.permit": 4}
     assert s["parser_rejects"] == {"BadIhl": 1, "NoMatch": 1, "PacketTooShort": 1, "StackOutOfBounds": 1}
     assert sum(s["fallback_branches"].values()) == 4
-    r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--entries", str(DATA / "router-entries.txt"), "--pcap", str(f), "--engine", "python"])
+    r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--entries", str(DATA / "router-entries.txt"), "--pcap", str(f),
+                                  "--engine", "python"])
     assert r.exit_code == 0 and "fallback branches: node_e1 (hdr.u.isValid())=4" in r.output
     assert "register_read" in r.output.splitlines()[-1]
     r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--pcap", str(f), "--json"])

@@ -107,7 +107,8 @@ def test_simulation_contract_windows_edges_assign_invariants():
     assert list(w2["t_ns"]) == [40_000.0, 50_000.0, 60_000.0]
     assert (w2["pmus"] == 2).all()
     inv = sim.check_invariants()
-    assert inv["ok"] and inv["lost"] == 0 and inv["created"] > 0
+    # mid-run: nothing lost so far, but not ok while PHVs are in flight
+    assert inv["lost"] == 0 and inv["created"] > 0 and inv["ok"] == (inv["in_flight"] == 0)
     s = sim.summary()
     assert set(s["tables"]["acl"]) >= {"hit_rate", "mean_latency_ns", "p99_latency_ns", "hbm_gbps", "offered_mpps",
                                        "throughput_mpps", "keys"}
@@ -115,6 +116,9 @@ def test_simulation_contract_windows_edges_assign_invariants():
     # One entry per answered key: released ones plus answered ones still waiting in order.
     assert len(edges) == len(counts) + 1
     assert s["tables"]["acl"]["keys"] <= counts.sum() <= s["tables"]["acl"]["keys"] + inv["in_flight"]
+    fin = sim.finish()
+    assert fin["ok"] and fin["drained"] and fin["in_flight"] == 0 and fin["stuck"] == {}
+    assert fin["exited"] + fin["dropped"] == fin["created"]
 
 
 def test_synapse_run_writes_summary_csv_and_plot(tmp_path):
@@ -174,8 +178,10 @@ def test_rules_file_and_header_trace_replay(tmp_path):
     sim = Simulation(scn)
     s = sim.run()
     inv = sim.check_invariants()
-    assert inv["ok"] and inv["created"] == 2000  # 50 Mpps for 40 µs
+    assert inv["created"] == 2000  # 50 Mpps for 40 µs
     assert s["tables"]["fw"]["keys"] + inv["in_flight"] + inv["dropped"] == 2000
+    fin = sim.finish()
+    assert fin["ok"] and fin["exited"] + fin["dropped"] == 2000
     (tmp_path / "s.toml").write_text('[traffic]\nkind = "trace"\npath = "missing.txt"\n')
     with pytest.raises(UserError, match="missing.txt"):
         Simulation(load(tmp_path / "s.toml"))
@@ -216,7 +222,7 @@ def test_mix_shifts_the_traffic_between_tables_at_its_time(tmp_path):
     for chunk in (10_000.0, 130_000.0):
         sim = Simulation(load(p))
         sim.run(chunk_ns=chunk)
-        assert sim.check_invariants()["ok"]
+        assert sim.finish()["ok"]
         runs.append(sim.all_windows())
     w = runs[0]
     for (t0, t1), share in (((0.0, 200_000.0), 0.8), ((200_000.0, 400_000.0), 0.1)):
@@ -240,4 +246,135 @@ def test_mix_errors_name_the_table_and_set_entry_checks():
     cfg = load(None, SMALL).sim_config() | {"mix": [{"at_ns": 0.0, "entry": {"acl": 1.0}}]}
     s = Simulation(cfg)
     s.run_until(30_000.0)
-    assert s.check_invariants()["ok"] and s.check_invariants()["created"] > 0
+    assert s.finish()["ok"] and s.check_invariants()["created"] > 0
+
+
+def test_phvs_in_flight_are_never_ok_and_a_run_ends_drained():
+    """Stopped mid-traffic, PHVs are in flight and the invariants are not ok
+    (they used to be); the drain stops the arrivals and runs on until every
+    PHV left: then ok, with created = exited + dropped."""
+    sim = Simulation(load(None, SMALL))
+    sim.run_until(30_000.0)
+    inv = sim.check_invariants()
+    assert inv["in_flight"] > 0 and inv["lost"] == 0 and not inv["ok"], inv
+    created = inv["created"]
+    fin = sim.finish()
+    assert fin["drained"] and fin["ok"] and fin["in_flight"] == 0 and fin["stuck"] == {}, fin
+    assert fin["created"] == created  # no arrival after the drain began
+    assert fin["exited"] + fin["dropped"] == created
+    assert 0 < fin["drain_ns"] < 100_000.0
+
+
+# One table without PMUs behind a very slow ELU (a linear scan of 2000 rules
+# per key): its PHVs cannot leave within a 2 µs drain.
+SLOW = ["duration_ns=30000", "drain_ns=2000", "pmus.count=1", "tables.0.rules.generate.count=2000",
+        "tables.0.pmus=[]", "elu.algo=linear", "traffic.flows=400"]
+
+
+def test_phvs_stuck_after_the_drain_limit_fail_the_run_naming_the_table(tmp_path):
+    """`synapse run` says before the run which tables have no PMU, and a run
+    whose PHVs are still in flight after drain_ns fails (exit 1) naming the
+    table they are in, with summary.json written (drained false)."""
+    out = tmp_path / "r"
+    args = [sys.executable, "-m", "synapse_vmt.cli", "run", "-o", str(out)]
+    for o in SLOW:
+        args += ["--set", o]
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 1, r.stderr
+    err = r.stderr.splitlines()
+    assert err[0] == "synapse: warning: 1 table without a PMU (ELU only, no cache): acl", r.stderr
+    assert any(ln.startswith("synapse: run failed: not drained:") and " at acl " in ln for ln in err), r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    inv = s["invariants"]
+    assert f"{inv['in_flight']} PHVs in flight after the drain" in " ".join(r.stdout.split())
+    assert not inv["ok"] and not inv["drained"] and inv["stuck"] == {"acl": inv["in_flight"]} and inv["in_flight"] > 0
+    assert s["warnings"] == ["1 table without a PMU (ELU only, no cache): acl"]
+    # with time enough to drain, the same run passes
+    r = subprocess.run(args + ["--set", "drain_ns=1e8", "-q"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "summary.json").read_text())["invariants"]["drained"]
+
+
+def test_fewer_pmus_than_tables_is_said_before_the_run():
+    scn = load(None, SMALL + ["pmus.count=2", "tables=[{name = 'a'}, {name = 'b'}, {name = 'c'}]"])
+    sim = Simulation(scn)
+    assert sim.warnings == ["2 PMUs for 3 tables: 1 table without a PMU (ELU only, no cache): c"]
+    assert Simulation(load(None, SMALL)).warnings == []
+
+
+@pytest.mark.parametrize("algo, setting, value", [("trie", "trie.stride", 4), ("dtree", "dtree.bucket", 2),
+                                                  ("dtree", "dtree.facl.ls_engines", 5), ("ptree", "ptree.bucket", 8)])
+def test_elu_build_settings_reach_the_simulators_structures(algo, setting, value):
+    """``[elu.build]``: the simulator builds its ELU structure with the
+    scenario's parameters (it used to take the defaults): its bytes equal the
+    same structure's built alone with that setting (the classifier API), not
+    the default's; a narrower trie stride makes every lookup read more levels."""
+    from synapse_vmt import _core
+
+    base = SMALL + [f"elu.algo={algo}", "tables.0.rules.generate.count=300", "pmus.block_size=16"]
+    rules = _core.RuleSet.generate("acl", 300, 1)
+
+    def run(extra):
+        sim = Simulation(load(None, base + extra))
+        s = sim.run()
+        assert sim.finish()["ok"]
+        w = sim.all_windows()
+        return s["tables"]["acl"]["elu_bytes"], w["hbm_bytes"].sum() / w["elu_requests"].sum()
+
+    (got, per_lookup), (dflt, per_lookup0) = run([f"elu.build.{setting}={value}"]), run([])
+    key = setting.replace("dtree.facl.", "facl.")  # the classifier API's dotted names
+    assert got == _core.Classifier(rules, algo, {key: str(value)}).memory_bytes()
+    assert dflt == _core.Classifier(rules, algo).memory_bytes() != got
+    if setting == "trie.stride":
+        # one read per level: 8-bit strides consume the key in half the levels of 4-bit ones
+        assert per_lookup > 1.5 * per_lookup0, (per_lookup, per_lookup0)
+
+
+@pytest.mark.parametrize("setting, msg", [
+    ("elu.build.trie.stride=0", "elu.build.trie.stride: Input should be greater than or equal to 1"),
+    ("elu.build.tree.stride=4", "elu.build.tree: unknown key"),
+    ("elu.build.dtree.facl.layers=4", "elu.build.dtree.facl.layers: unknown key"),
+    ("elu.build.ptree.spfac=0.5", "elu.build.ptree.spfac: Input should be greater than or equal to 1"),
+])
+def test_elu_build_settings_are_validated(setting, msg):
+    with pytest.raises(UserError) as e:
+        load(None, [setting])
+    assert str(e.value) == f"<default scenario>: {msg}"
+
+
+def _rules_without_catch_alls(path, count=300, seed=1):
+    """A generated ACL set less its all-wildcard rules, as a ClassBench file."""
+    from synapse_vmt import _core
+
+    lines = _core.RuleSet.generate("acl", count, seed).format().splitlines()
+    kept = [ln for ln in lines if not ln.startswith("@0.0.0.0/0\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00")]
+    path.write_text("\n".join(kept) + "\n")
+    return len(kept)
+
+
+def test_nomatch_share_sends_a_share_of_the_flows_to_the_default_action(tmp_path):
+    """``traffic.nomatch_share``: flows keyed to match no rule are answered with
+    the default action, checked against the oracle (invariants ok, every
+    structure); without the share every key lies inside a rule (0 defaults)."""
+    _rules_without_catch_alls(tmp_path / "acl.rules")
+    base = ["duration_ns=100000", f"tables.0.rules={{path = '{tmp_path / 'acl.rules'}'}}", "traffic.flows=1000",
+            "pmus.block_size=32"]
+    out = {}
+    for algo in ("trie", "ptree"):
+        for share in (0.0, 0.3):
+            sim = Simulation(load(None, base + [f"elu.algo={algo}", f"traffic.nomatch_share={share}"]))
+            s = sim.run()["tables"]["acl"]
+            inv = sim.finish()
+            assert inv["ok"] and inv["wrong_action"] == 0, (algo, share, inv)
+            out[algo, share] = (s["default_answers"], s["keys"])
+    for algo in ("trie", "ptree"):
+        assert out[algo, 0.0][0] == 0
+        d, keys = out[algo, 0.3]
+        assert 0 < d < keys, (algo, d, keys)
+
+
+@pytest.mark.parametrize("value, msg", [("1.5", "Input should be less than or equal to 1"),
+                                        ("-0.1", "Input should be greater than or equal to 0")])
+def test_nomatch_share_is_a_share(value, msg):
+    with pytest.raises(UserError, match=f"traffic.nomatch_share: {msg}"):
+        load(None, [f"traffic.nomatch_share={value}"])

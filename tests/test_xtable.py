@@ -100,7 +100,7 @@ consistency = "program"
     assert (u["committed"], u["flips"], u["batches"], u["mixed_version_phvs"]) == (3, 1, 2, 0)
     # One request -> flip latency for all three (the slower table's build).
     assert u["latency_ns_p50"] == u["latency_ns_max"] > 0
-    assert sim.check_invariants()["ok"]
+    assert sim.finish()["ok"]
 
 
 @pytest.mark.parametrize("text,line,msg", [

@@ -82,12 +82,74 @@ class Interconnect(_Model):
     latency_cycles: int = Field(1, ge=0)
 
 
+class TrieBuild(_Model):
+    """The multibit trie's build (``[elu.build.trie]``; classify/trie.rs)."""
+
+    #: Key bits consumed per level (a node has ``2^stride`` entries).
+    stride: int = Field(8, ge=1, le=16)
+    #: Most bytes the trie may take (else the build fails: use another algo).
+    max_bytes: int = Field(256 << 20, ge=1)
+
+
+class Facl(_Model):
+    """FACL's classification module the decision tree is mapped onto
+    (``[elu.build.dtree.facl]``)."""
+
+    dt_modules: int = Field(4, ge=1)
+    dt_layers: int = Field(20, ge=1)
+    layer_nodes: int = Field(4096, ge=1)
+    ls_engines: int = Field(8, ge=1)
+    ls_depth: int = Field(8192, ge=1)
+    ls_modules: int = Field(3, ge=1)
+
+
+class DtreeBuild(_Model):
+    """The decision tree's build (``[elu.build.dtree]``; classify/dtree.rs)."""
+
+    #: Most rules in a leaf (searched linearly).
+    bucket: int = Field(8, ge=1)
+    max_depth: int = Field(40, ge=1)
+    #: Cuts may replicate rules up to ``spfac`` times a node's rule count.
+    spfac: float = Field(4.0, ge=1.0)
+    #: Most bits one cut consumes.
+    max_cut_bits: int = Field(7, ge=1, le=16)
+    max_bytes: int = Field(512 << 20, ge=1)
+    facl: Facl = Facl()
+
+
+class PtreeBuild(_Model):
+    """The partitioned tree's build (``[elu.build.ptree]``; classify/partition.rs)."""
+
+    #: Most rules in a leaf.
+    bucket: int = Field(32, ge=1)
+    max_depth: int = Field(16, ge=1)
+    spfac: float = Field(1.2, ge=1.0)
+    max_bytes: int = Field(512 << 20, ge=1)
+    simd: bool = True
+    avx512: bool = True
+    #: Most trees (the smallest partitions join the catch-all one).
+    max_trees: int = Field(4, ge=1)
+    #: Sets up to this many rules also try fewer trees (0: never).
+    small: int = Field(16384, ge=0)
+    #: Updates fold in past ``max(max_delta, rules / 16)`` inserts.
+    max_delta: int = Field(64, ge=0)
+
+
+class EluBuild(_Model):
+    """Build parameters of the ELU's lookup structures (``[elu.build]``)."""
+
+    trie: TrieBuild = TrieBuild()
+    dtree: DtreeBuild = DtreeBuild()
+    ptree: PtreeBuild = PtreeBuild()
+
+
 class Elu(_Model):
     algo: Literal["trie", "linear", "dtree", "ptree"] = "trie"
     orb_entries: int = Field(64, ge=1)
     miss_queue: int = Field(64, ge=1)
     lookup_slots: int = Field(8, ge=1)
     latency_cycles: int = Field(1, ge=0)
+    build: EluBuild = EluBuild()
 
 
 class Hbm(_Model):
@@ -109,6 +171,10 @@ class FlowTraffic(_Model):
     profile: Literal["uniform", "flat", "step", "ramp", "diurnal", "burst"] = "uniform"
     #: Largest flow drawn, bytes (the CAIDA tail reaches 10 GB); 0 = no limit.
     max_bytes: float = Field(1e7, ge=0.0)
+    #: Share of the flows whose key at a table matches none of its rules
+    #: but catch-alls (chosen per table): they end at a catch-all rule, or,
+    #: in a set without one, at the default action (docs/traffic-nomatch.md).
+    nomatch_share: float = Field(0.0, ge=0.0, le=1.0)
 
 
 class TraceTraffic(_Model):
@@ -178,6 +244,9 @@ class Scenario(_Model):
     clock_mhz: float = Field(250.0, gt=0.0)
     window_ns: float = Field(10_000.0, gt=0.0)
     duration_ns: float = Field(1_000_000.0, gt=0.0)
+    #: After the run, how long the simulator may run on (arrivals stopped)
+    #: until every PHV has left; PHVs still in flight then fail the run.
+    drain_ns: float = Field(1_000_000.0, ge=0.0)
     tables: list[Table] = Field(default_factory=lambda: [Table()], min_length=1)
     edges: list[Edge] = []
     entry: dict[str, float] = {}

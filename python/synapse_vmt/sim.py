@@ -1,6 +1,12 @@
 """The simulator seen from Python: :class:`Simulation` wraps the Rust
 ``synapse_vmt._core.Simulator`` (contract: docs/simulator-api.md) and collects its
-per-window rows as numpy columns while it runs in chunks."""
+per-window rows as numpy columns while it runs in chunks.
+
+A run ends drained (:func:`finish`): arrivals stop and the simulator runs on
+until every PHV has exited or been dropped, within the scenario's
+``drain_ns``; PHVs still in flight then are a failure (:func:`failure`),
+never a pass. Tables that start without a PMU send every key to the ELU:
+:func:`pmu_warning` says so before the run."""
 
 from __future__ import annotations
 
@@ -43,7 +49,12 @@ class Simulation:
         self.window_ns = float(cfg.get("window_ns", 10_000.0))
         self._windows: list[dict[str, np.ndarray]] = []
         self._edges: list[dict[str, np.ndarray]] = []
+        #: Window rows closed while draining (:meth:`finish`), kept apart
+        #: from the run's own (:meth:`all_windows`).
+        self.drain_windows: dict[str, np.ndarray] = {}
         self.wall_s = 0.0
+        #: Said before the run (the CLI prints them; summaries carry them).
+        self.warnings: list[str] = [w for w in [pmu_warning(self.core)] if w]
 
     # Thin pass-throughs of the contract.
     def run_until(self, t_ns: float) -> None:
@@ -96,6 +107,23 @@ class Simulation:
     def check_invariants(self) -> dict:
         return self.core.check_invariants()
 
+    def drain(self) -> dict:
+        """Stops the arrivals and runs on until no PHV is in flight (at most
+        ``drain_ns``): ``{"drained", "ns", "in_flight": {table: n}}``.
+        Windows closed meanwhile go to :attr:`drain_windows`."""
+        t0 = time.perf_counter()
+        d = self.core.drain()
+        self.wall_s += time.perf_counter() - t0
+        self.drain_windows = self.core.windows()
+        self.core.edges()
+        return d
+
+    def finish(self) -> dict:
+        """Ends the run drained and returns the invariants (:func:`finish`).
+        Read the summary, windows and histograms first: they then cover the
+        scenario's duration only."""
+        return finish(self)
+
     def request_updates(self, table: str, ops: list[str]) -> int:
         """Queues a batch of rule updates on ``table`` now (lines as in a
         schedule file); they commit as the simulation runs."""
@@ -144,3 +172,62 @@ class Simulation:
 
     def all_edges(self) -> dict[str, np.ndarray]:
         return self._concat(self._edges)
+
+
+def finish(sim: Any) -> dict:
+    """Ends a run of ``sim`` (a :class:`Simulation` or a ``_core.Simulator``,
+    plain or routed, or anything passing ``drain`` and ``check_invariants``
+    through): arrivals stop and it simulates on until every PHV has exited
+    or been dropped, for at most the config's ``drain_ns``. Returns the
+    invariants (``check_invariants()``, whose ``ok`` is False while PHVs are
+    in flight) with ``drained``, ``drain_ns`` (simulated time the drain
+    took), ``stuck`` (``{table: PHVs still in flight}``, empty when
+    drained) and ``in_flight_before_drain``. Read what the run measured
+    first."""
+    before = int(sim.check_invariants()["in_flight"])
+    d = sim.drain()
+    inv = dict(sim.check_invariants())
+    inv.update(drained=bool(d["drained"]), drain_ns=float(d["ns"]), stuck=dict(d["in_flight"]),
+               in_flight_before_drain=before)
+    return inv
+
+
+def finish_checked(sim: Any, what: str = "") -> dict:
+    """:func:`finish`, raising ``RuntimeError`` (prefixed by ``what``) when
+    the run did not end well (:func:`failure`): for experiments, whose
+    numbers must come from a run that drained with every invariant held."""
+    inv = finish(sim)
+    msg = failure(inv)
+    if msg:
+        raise RuntimeError(f"{what}: {msg}" if what else msg)
+    return inv
+
+
+def failure(inv: dict) -> str | None:
+    """What is wrong with a finished run's invariants (:func:`finish`), in
+    one line, or None when it ended well."""
+    if inv.get("ok"):
+        return None
+    if inv.get("drained") is False or inv.get("in_flight", 0) > 0:
+        where = ", ".join(f"{t} {n}" for t, n in sorted((inv.get("stuck") or {}).items(), key=lambda kv: -kv[1]))
+        return (f"not drained: {inv['in_flight']} of {inv['created']} PHVs still in flight "
+                f"{inv.get('drain_ns', 0.0) / 1e3:.0f} µs after the last arrival"
+                + (f", at {where}" if where else "")
+                + " (stuck, or queued behind a bottleneck too slow to clear them; raise drain_ns to wait longer)")
+    bad = {k: inv[k] for k in ("lost", "duplicates", "wrong_action", "stale_answers") if inv.get(k)}
+    if inv.get("mixed_version_phvs"):
+        bad["mixed_version_phvs"] = inv["mixed_version_phvs"]
+    return "simulator invariant violated: " + ", ".join(f"{k} {v}" for k, v in bad.items()) + f" ({inv})"
+
+
+def pmu_warning(core: Any, pool: int | None = None) -> str | None:
+    """A warning when tables start without a PMU (every key of theirs goes
+    to the ELU, which serves them all), or None."""
+    none = list(core.tables_without_pmus())
+    if not none:
+        return None
+    n = len(core.table_names())
+    pool = len(core.pmu_states()) if pool is None else pool
+    head = f"{pool} PMUs for {n} tables: " if pool < n else ""
+    return (f"{head}{len(none)} table{'s' * (len(none) != 1)} without a PMU (ELU only, no cache): "
+            + ", ".join(none))

@@ -1,94 +1,13 @@
-//! Golden outputs of the simulator: one line per scenario with a hash of every
-//! window row, edge row, the summary and the invariants. Speed work must keep
-//! these lines bit-identical:
+//! Prints the simulator's golden lines (`tests/golden/mod.rs`): one per
+//! scenario, a hash of every window row, edge row, the summary and the
+//! invariants over its duration, then whether the run drained after it.
+//! `tests/simgolden.rs` pins them; regenerate them there with:
 //! `cargo run --release -p synapse-core --example simgolden`
-//!
-//! Recorded before the speed work (commit d37dee1) and unchanged since:
-//! ```text
-//! default: 695f07bac0017626 keys 32161 inv_ok true
-//! fig6_b64: a696a832591bc7da keys 16187 inv_ok true
-//! fig7_p3_overload: 8126ca00a3d05981 keys 13012 inv_ok true
-//! cfg3_reassign_half_clock: e5905ea29b3604e5 keys 2634 inv_ok true
-//! cfg3_bus_two_entries: a9f2ab6321e0eafd keys 3161 inv_ok true
-//! ```
-//! (A change of model semantics changes them on purpose; record the new ones.)
-use synapse_core::sim::{config, Config, Simulator};
-
-fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100000001b3)
-    })
-}
-
-fn run(name: &str, c: Config, plans: &[(&str, &[u32])]) {
-    let mut s = Simulator::new(c.clone()).unwrap();
-    let mut text = String::new();
-    let step = c.duration_ns / (plans.len() + 1) as f64;
-    let mut t = 0.0;
-    for (n, p) in plans {
-        t += step;
-        s.run_until_ns(t);
-        s.assign(n, p).unwrap();
-    }
-    s.run_until_ns(c.duration_ns);
-    for w in s.take_windows() {
-        text += &format!("{w:?}\n");
-    }
-    for e in s.take_edges() {
-        text += &format!("{e:?}\n");
-    }
-    let sum = format!("{:?}", s.summary());
-    text += &sum;
-    text += &format!("{:?}", s.check_invariants());
-    // GOLDEN_DUMP=DIR writes the hashed text to DIR/<name>.txt, to diff two
-    // builds when a hash changes.
-    if let Ok(dir) = std::env::var("GOLDEN_DUMP") {
-        std::fs::write(format!("{dir}/{name}.txt"), &text).unwrap();
-    }
-    println!("{name}: {:016x} keys {} inv_ok {}", fnv(&text), s.keys_done(), s.check_invariants().ok());
-    if std::env::var("GOLDEN_VERBOSE").is_ok() {
-        println!("  {sum}");
-    }
-}
+#[path = "../tests/golden/mod.rs"]
+mod golden;
 
 fn main() {
-    run("default", Config::default(), &[]);
-    let mut c = Config { duration_ns: 300_000.0, ..Config::default() };
-    c.pmus.block_size = 64;
-    run("fig6_b64", c, &[]);
-    let mut c = Config { duration_ns: 300_000.0, ..Config::default() };
-    c.pmus.count = 3;
-    c.tables[0].pmus = vec![0, 1, 2];
-    c.vmu.vnodes = 8;
-    if let config::Traffic::Flows { flows, .. } = &mut c.traffic {
-        *flows = 5000;
+    for g in golden::run_all() {
+        println!("{} inv_ok {}", g.line(), g.drain.drained && g.invariants.ok());
     }
-    run("fig7_p3_overload", c, &[]);
-    let mut c: Config = serde_json::from_str(
-        r#"{"duration_ns": 200000, "tables": [
-            {"name": "acl", "pmus": [0,1,2], "phv_fifo": 16},
-            {"name": "fwd", "pmus": [3,4], "phv_fifo": 16, "rules": {"generate": {"type": "ipc", "count": 300, "seed": 5}}},
-            {"name": "nat", "pmus": [], "phv_fifo": 16}],
-          "edges": [{"src": "acl", "dst": "fwd", "p": 0.6}, {"src": "acl", "dst": "nat", "p": 0.3},
-                    {"src": "fwd", "dst": "nat", "p": 0.5}],
-          "pmus": {"count": 8, "block_size": 32, "q_r": 4, "q_p": 4, "q_m": 4, "clock_ratio": 0.5},
-          "pipeline": {"stage_fifo": 8}}"#,
-    )
-    .unwrap();
-    c.elu.orb_entries = 8;
-    c.elu.miss_queue = 4;
-    let plans: [(&str, &[u32]); 6] = [
-        ("acl", &[0, 1, 5, 6]),
-        ("fwd", &[2, 3]),
-        ("nat", &[4, 7]),
-        ("acl", &[]),
-        ("fwd", &[0, 1, 2, 3, 5, 6]),
-        ("acl", &[7, 4]),
-    ];
-    let plans: Vec<(&str, &[u32])> = plans.iter().cycle().take(20).cloned().collect();
-    run("cfg3_reassign_half_clock", c.clone(), &plans);
-    c.interconnect.kind = synapse_core::hw::interconnect::Kind::Bus;
-    c.entry.insert("acl".into(), 1.0);
-    c.entry.insert("fwd".into(), 1.0);
-    run("cfg3_bus_two_entries", c, &plans[..7]);
 }

@@ -211,7 +211,9 @@ impl Simulator {
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new_bound(py);
         let tables = PyDict::new_bound(py);
-        for (name, s) in each!(&self.inner, s => s.summary()) {
+        let elu_bytes = each!(&self.inner, s => s.elu_memory_bytes());
+        let defaults = each!(&self.inner, s => s.default_answers());
+        for (((name, s), elu_bytes), defaults) in each!(&self.inner, s => s.summary()).into_iter().zip(elu_bytes).zip(defaults) {
             let t = PyDict::new_bound(py);
             t.set_item("hit_rate", s.hit_rate)?;
             t.set_item("mean_latency_ns", s.mean_latency_ns)?;
@@ -222,6 +224,10 @@ impl Simulator {
             t.set_item("throughput_mpps", s.throughput_mpps)?;
             t.set_item("keys", s.keys)?;
             t.set_item("drops", s.drops)?;
+            // The table's ELU structure in off-chip memory (elu.build).
+            t.set_item("elu_bytes", elu_bytes)?;
+            // PHVs released with the default action (no rule matched).
+            t.set_item("default_answers", defaults)?;
             tables.set_item(name, t)?;
         }
         d.set_item("tables", tables)?;
@@ -275,6 +281,30 @@ impl Simulator {
             == synapse_core::sim::Consistency::Program;
         d.set_item("ok", v.ok() && u.stale_answers == 0 && !(program && u.mixed_version_phvs > 0))?;
         Ok(d)
+    }
+
+    /// Ends the run: stops the arrivals and simulates on until every PHV
+    /// has exited or been dropped, for at most the config's `drain_ns`.
+    /// Returns `{"drained": bool, "ns": float, "in_flight": {table: n}}`
+    /// (`in_flight`: where PHVs remain when not drained).
+    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let t0 = Instant::now();
+        let r = each!(&mut self.inner, s => py.allow_threads(|| s.drain()));
+        self.wall_s += t0.elapsed().as_secs_f64();
+        let d = PyDict::new_bound(py);
+        d.set_item("drained", r.drained)?;
+        d.set_item("ns", r.ns)?;
+        let f = PyDict::new_bound(py);
+        for (t, n) in r.in_flight {
+            f.set_item(t, n)?;
+        }
+        d.set_item("in_flight", f)?;
+        Ok(d)
+    }
+
+    /// Tables holding no PMU now (every key of theirs goes to the ELU).
+    fn tables_without_pmus(&self) -> Vec<String> {
+        each!(&self.inner, s => s.tables_without_pmus())
     }
 
     /// New entry shares `{table: share}` from now on (the traffic mix

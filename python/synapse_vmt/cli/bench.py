@@ -1,6 +1,10 @@
 """``synapse bench``: measured rates of the data plane's structures on the
 user's own files.
 
+``synapse bench p4`` rates a compiled P4 program on a capture (see
+:func:`bench_program`); with ``--end-to-end``, ``run --p4`` on it
+(:func:`bench_p4_stream`).
+
 ``synapse bench classify`` builds one classifier over a ClassBench rule file
 and classifies a header trace in repeated batch passes on one core for about
 ``--secs`` seconds (the loop runs in Rust; Python only times it), then prints
@@ -97,7 +101,79 @@ def bench_classify(rules_file: str, trace_file: str, algo: str, secs: float, set
                f"{rec['bytes']} bytes ({rec['bytes_per_rule']:.1f} per rule), built in {rec['build_s'] * 1e3:.1f} ms")
 
 
-# ---- synapse bench p4: the streaming path ----------------------------------------
+def bench_program(program: str, entries_file: str | None, pcap: str, rounds: int = 5, ingress_port: int = 0,
+                  python_packets: int = 0, check: int = 2000, limit: int | None = None) -> dict:
+    """The functional rate of PROGRAM (parse, tables, actions, deparse; no
+    timing model) on the frames of ``pcap``, run by the compiled program in
+    Rust on one core: each round is one pass over the capture, timed in CPU
+    time of the running thread (and wall time); the median round is
+    reported. The first ``check`` packets are compared with the Python
+    interpreter first, so a fast wrong executor cannot report a rate. With
+    ``python_packets``, the interpreter's rate on that many packets is
+    measured in rounds interleaved with Rust's. Returns the JSON record of
+    ``synapse bench p4``."""
+    import itertools
+    import os
+    import statistics
+    import time
+
+    from synapse_vmt.p4.engine import NO_ACTION, RustProgram, pack
+    from synapse_vmt.p4.entries import load_entries
+    from synapse_vmt.p4.interp import Program
+    from synapse_vmt.p4.parser import read_packets
+    from synapse_vmt.p4.simrun import resolve_program
+
+    program = resolve_program(program)
+    prog = Program.load(program)
+    ents = load_entries(entries_file or os.devnull, program)
+    rp = RustProgram(prog, ents)
+    frames = list(itertools.islice(read_packets(pcap), limit))
+    if not frames:
+        raise UserError(f"{pcap}: no packets")
+    data, offsets = pack(frames)
+    if check:
+        sample = frames[:check]
+        tr = prog.run(sample, ents, ingress_port=ingress_port)
+        c = rp.core.run_batch(*pack(sample), ingress_port, False)
+        ps, ks = c["pkt_start"], c["key_start"]
+        for i in range(len(sample)):
+            if c["inexact"][i]:
+                continue
+            lo, hi = int(tr.pkt_start[i]), int(tr.pkt_start[i + 1])
+            want = [(int(tr.step_table[j]), int(tr.step_entry[j]), int(tr.step_action[j]), tuple(tr.key_words(j))) for j in range(lo, hi)]
+            got = [(int(c["table"][j]), int(c["entry"][j]), -1 if c["action"][j] == NO_ACTION else int(c["action"][j]),
+                    tuple(c["key_words"][ks[j]:ks[j + 1]].tolist())) for j in range(int(ps[i]), int(ps[i + 1]))]
+            if want != got or bool(tr.dropped[i]) != bool(c["dropped"][i]):
+                raise UserError(f"{pcap}: packet {i + 1}: the executor differs from the interpreter ({got} != {want})")
+    rust_cpu, rust_wall, py_cpu = [], [], []
+    py_frames = frames[:python_packets]
+    rp.core.time_batch(data, offsets, 1, ingress_port, True)  # warm the caches
+    for _ in range(rounds):
+        t0, w0 = time.thread_time(), time.perf_counter()
+        rp.core.time_batch(data, offsets, 1, ingress_port, True)
+        rust_cpu.append(time.thread_time() - t0)
+        rust_wall.append(time.perf_counter() - w0)
+        if py_frames:
+            t0 = time.thread_time()
+            prog.run(py_frames, ents, ingress_port=ingress_port, frame_cache=0)
+            py_cpu.append(time.thread_time() - t0)
+    n = len(frames)
+    rec = {
+        "program": program,
+        "packets": n,
+        "rounds": rounds,
+        "packets_per_s": n / statistics.median(rust_cpu),
+        "packets_per_s_wall": n / statistics.median(rust_wall),
+        "lookup_structures": dict(rp.core.lookup_structures),
+        "inexact_packets": int(rp.core.packets[1]),
+    }
+    if py_cpu:
+        rec["python_packets_per_s"] = len(py_frames) / statistics.median(py_cpu)
+        rec["speedup"] = rec["packets_per_s"] / rec["python_packets_per_s"]
+    return rec
+
+
+# ---- synapse bench p4 --end-to-end and --standin: the streaming path -----------
 
 def bench_p4_stream(program: str, entries: str | None, pcap: str, rate_mpps: float = 50.0, pmus: int = 16,
                     engine: str = "rust") -> dict:
@@ -146,23 +222,51 @@ def bench_p4_standin(pcap: str) -> dict:
 
 
 @bench.command("p4")
-@click.option("--program", default="builtin:up4", show_default=True, help="P4 program (BMv2 JSON) or builtin:up4.")
-@click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="Table entries.")
+@click.argument("program", default="builtin:up4")
+@click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="table entries (simple_switch_CLI or runtime JSON)")
 @click.option("--pcap", type=click.Path(dir_okay=False), required=True,
-              help="Capture (scripts/gen_p4_capture.py makes large ones).")
-@click.option("--rate-mpps", type=click.FloatRange(min=1e-6), default=50.0, show_default=True)
-@click.option("--pmus", type=click.IntRange(min=1), default=16, show_default=True)
+              help="the frames (pcap or pcapng; `synapse p4 capture` or scripts/gen_p4_capture.py writes one)")
+@click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True, help="passes over the capture; the median is reported")
+@click.option("--ingress-port", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--python", "python_packets", type=click.IntRange(min=0), default=0,
+              help="also rate the Python interpreter on this many packets, in rounds interleaved with Rust's")
+@click.option("--limit", type=click.IntRange(min=1), help="only the first N packets of the capture")
+@click.option("--end-to-end", is_flag=True,
+              help="rate `run --p4` on the capture instead (streamed: read, execute, intern, simulate, drain), "
+                   "with the cycle simulator's share and peak memory")
+@click.option("--rate-mpps", type=click.FloatRange(min=1e-6), default=50.0, show_default=True, help="--end-to-end: replay rate")
+@click.option("--pmus", type=click.IntRange(min=1), default=16, show_default=True, help="--end-to-end: PMU pool")
 @click.option("--engine", type=click.Choice(["rust", "python"]), default="rust", show_default=True,
-              help="The stream's executor: the compiled program, or the interpreter.")
-@click.option("--standin", is_flag=True, help="Rate the reader and interner alone, under the stand-in executor.")
+              help="--end-to-end: the stream's executor, the compiled program or the interpreter")
+@click.option("--standin", is_flag=True, help="rate the capture reader and route interner alone, under the stand-in executor")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def bench_p4(program: str, entries_file: str | None, pcap: str, rate_mpps: float, pmus: int, engine: str, standin: bool,
+def bench_p4(program: str, entries_file: str | None, pcap: str, rounds: int, ingress_port: int, python_packets: int,
+             limit: int | None, end_to_end: bool, rate_mpps: float, pmus: int, engine: str, standin: bool,
              as_json: bool) -> None:
-    """Rate ``run --p4`` on a capture: end to end and the cycle simulator's
-    own share, with peak memory (docs/program-layer-streaming.md)."""
-    r = bench_p4_standin(pcap) if standin else bench_p4_stream(program, entries_file, pcap, rate_mpps, pmus, engine)
-    if as_json:
-        click.echo(json.dumps(r))
+    """Packets per second of PROGRAM (p4c BMv2 JSON, or builtin:up4) run by
+    the compiled executor on one core: parse, tables, actions and deparse
+    of every frame of the capture, no timing model. CPU time of the running
+    thread (the machine may be shared), median of the rounds. With
+    --end-to-end: `run --p4` on the capture, per CPU second, and the cycle
+    simulator's own share (docs/program-layer-streaming.md)."""
+    if standin or end_to_end:
+        rec = bench_p4_standin(pcap) if standin else bench_p4_stream(program, entries_file, pcap, rate_mpps, pmus, engine)
+        if as_json:
+            click.echo(json.dumps(rec))
+            return
+        for k, v in rec.items():
+            click.echo(f"{k:>30}: {v:,.1f}" if isinstance(v, float) else f"{k:>30}: {v}")
         return
-    for k, v in r.items():
-        click.echo(f"{k:>26}: {v:,.1f}" if isinstance(v, float) else f"{k:>26}: {v}")
+    rec = bench_program(program, entries_file, pcap, rounds, ingress_port, python_packets, limit=limit)
+    if as_json:
+        click.echo(json.dumps(rec))
+        return
+    line = (f"{rec['program']}: {rec['packets']} packets, {rec['packets_per_s'] / 1e6:.2f} M packets/s "
+            f"(CPU time; {rec['packets_per_s_wall'] / 1e6:.2f} M/s wall), median of {rec['rounds']} rounds")
+    if "python_packets_per_s" in rec:
+        line += f"; interpreter {rec['python_packets_per_s'] / 1e3:.1f} k packets/s ({rec['speedup']:.0f}x)"
+    click.echo(line)
+    kinds: dict[str, int] = {}
+    for s in rec["lookup_structures"].values():
+        kinds[s] = kinds.get(s, 0) + 1
+    click.echo("  keyed tables by lookup structure: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from synapse_vmt.p4.bmv2 import read_bmv2
@@ -113,6 +115,29 @@ def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, fm
             json.dump({"target": "bmv2", "bmv2_json": program, "table_entries": items}, f, indent=1)
             f.write("\n")
     click.echo(f"wrote {total} entries for {len(chosen)} tables to {output}")
+
+
+@p4.command("compile")
+@click.argument("program")
+@click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="table entries (simple_switch_CLI commands or runtime JSON)")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="the description (JSON) to write")
+def compile_cmd(program: str, entries_file: str | None, output: str) -> None:
+    """Compile PROGRAM (p4c BMv2 JSON, or builtin:up4) and its entries into
+    the description the Rust executor runs (docs/program-layer.md), check
+    that the executor links it, and write it as JSON."""
+    from synapse_vmt.errors import atomic_write
+    from synapse_vmt.p4.engine import RustProgram
+    from synapse_vmt.p4.simrun import resolve_program
+
+    rp = RustProgram.load(resolve_program(program), entries_file)
+    with atomic_write(output) as f:
+        json.dump(rp.description, f, indent=None, separators=(",", ":"))
+        f.write("\n")
+    d = rp.description
+    click.echo(f"wrote {output}: {len(d['fields'])} PHV slots, {len(d['parser']['states'])} parser states, "
+               f"{len(d['actions'])} actions, {len(d['keyed'])} keyed tables, "
+               f"{sum(len(n.get('entries', [])) for n in d['nodes'])} entries"
+               + (f"; not executed: {', '.join(rp.core.unsupported)}" if rp.core.unsupported else ""))
 
 
 @p4.command("capture")

@@ -4,6 +4,11 @@ Writes ``windows.csv`` (per window and table), ``edges.csv`` (routing
 counts), ``run.png`` (hit rate, latency distribution, HBM bandwidth,
 throughput), ``scenario.json`` (the effective configuration) and
 ``summary.json`` shaped ``{"tables": {NAME: {...}}, "sim_keys_per_s": ...}``.
+
+The summary covers the scenario's duration; the run then ends drained
+(:func:`synapse_vmt.sim.finish`): PHVs still in flight after ``drain_ns``
+are a failure (printed, exit status 1, files written), and tables without a
+PMU are a warning printed before the run (``summary.json``: ``warnings``).
 """
 
 from __future__ import annotations
@@ -18,28 +23,52 @@ from rich.table import Table
 from synapse_vmt import report
 from synapse_vmt.errors import UserError
 from synapse_vmt.scenario import load
-from synapse_vmt.sim import Simulation
+from synapse_vmt.sim import Simulation, failure
+
+EXIT_FAILED = 1
+
+
+def warn(msg: str) -> None:
+    """A warning line on stderr (printed even with --quiet)."""
+    click.secho(f"synapse: warning: {msg}", fg="yellow", err=True)
+
+
+def check_finished(summary: dict) -> None:
+    """After the output files are written: a run that did not end well
+    (PHVs in flight after the drain) is reported and exits with status 1;
+    any other broken invariant is a simulator bug (an exception)."""
+    inv = summary["invariants"]
+    msg = failure(inv)
+    if msg is None:
+        return
+    if inv.get("drained", True) and inv.get("in_flight", 0) == 0:
+        raise RuntimeError(msg)
+    click.secho(f"synapse: run failed: {msg}", fg="red", err=True)
+    raise SystemExit(EXIT_FAILED)
 
 
 def run_scenario(scn, out: Path, quiet: bool = False) -> dict:
-    """Runs a validated scenario and writes every output file; returns the summary."""
+    """Runs a validated scenario and writes every output file; returns the
+    summary (its ``invariants`` say whether the run drained: see
+    :func:`check_finished`)."""
     sim = Simulation(scn)
     names = sim.table_names()
+    for w in sim.warnings:
+        warn(w)
     con = Console(stderr=True, quiet=quiet)
     with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.fields[t]:.0f}/{task.total:.0f} µs"),
                   TimeElapsedColumn(), console=con, transient=True, disable=quiet) as prog:
         task = prog.add_task("sim", total=scn.duration_ns / 1e3, t=0.0)
         summary = sim.run(progress=lambda t, end: prog.update(task, completed=t / 1e3, t=t / 1e3))
-    inv = sim.check_invariants()
-    if not inv["ok"]:
-        raise RuntimeError(f"simulator invariant violated: {inv}")
-    summary["invariants"] = inv
+    # Measured over the scenario's duration, before the drain.
+    hists = {n: sim.latency_histogram(n) for n in names}
+    w = sim.all_windows()
+    summary["invariants"] = sim.finish()
+    summary["warnings"] = sim.warnings
     if scn.updates:
         summary["updates"] = sim.update_stats()
-    w = sim.all_windows()
     report.write_windows_csv(out / "windows.csv", w, names, scn.window_ns)
     report.write_edges_csv(out / "edges.csv", sim.all_edges(), names)
-    hists = {n: sim.latency_histogram(n) for n in names}
     report.plot_run(out / "run.png", w, names, scn.window_ns, hists)
     report.write_json(out / "scenario.json", scn.sim_config())
     report.write_json(out / "summary.json", summary)
@@ -62,6 +91,9 @@ def run_scenario(scn, out: Path, quiet: bool = False) -> dict:
 @click.option("--rate-mpps", type=click.FloatRange(min=1e-6), default=50.0, show_default=True, help="Replay rate of --pcap.")
 @click.option("--pmus", type=click.IntRange(min=1), default=16, show_default=True, help="PMU pool of --p4, split evenly over the tables.")
 @click.option("--duration-ns", type=click.FloatRange(min=1.0), help="Simulated time of --p4 (default: the capture plus a drain).")
+@click.option("--drain-ns", type=click.FloatRange(min=0.0),
+              help="--p4: how long the run may go on after the last arrival until every PHV has left (default 1e6; "
+                   "a scenario's drain_ns).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of --p4 runs.")
 @click.option("--timestamps", is_flag=True, help="Replay --pcap at its own timestamps instead of --rate-mpps.")
 @click.option("--ingress-port", default="0", show_default=True, metavar="N|interface",
@@ -73,8 +105,9 @@ def run_scenario(scn, out: Path, quiet: bool = False) -> dict:
 @click.option("--stop-at-truncated", is_flag=True,
               help="A --pcap cut short ends the run at its last complete packet with a warning (default: an error).")
 def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bool, p4: str | None,
-        entries_file: str | None, pcap: str | None, traffic_file: str | None, rate_mpps: float, pmus: int, duration_ns: float | None, seed: int,
-        timestamps: bool, ingress_port: str, out_pcap: str | None, stop_at_truncated: bool, engine: str) -> None:
+        entries_file: str | None, pcap: str | None, traffic_file: str | None, rate_mpps: float, pmus: int, duration_ns: float | None,
+        drain_ns: float | None, seed: int, timestamps: bool, ingress_port: str, out_pcap: str | None, stop_at_truncated: bool,
+        engine: str) -> None:
     """Simulate SCENARIO (a TOML file; the built-in default if omitted) and
     write per-window metrics, plots and summary.json to the output directory.
 
@@ -91,19 +124,22 @@ def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bo
             traffic = simrun.load_traffic(traffic_file) if traffic_file else None
             kw = {"program": simrun.resolve_program(p4), "entries_file": entries_file, "pcap": pcap, "traffic": traffic,
                   "rate_mpps": rate_mpps, "pmus": pmus, "duration_ns": duration_ns, "seed": seed,
+                  "overrides": {} if drain_ns is None else {"drain_ns": drain_ns},
                   "timestamps": timestamps, "ingress_port": simrun.parse_ingress_port(ingress_port, "--ingress-port"),
                   "out_pcap": out_pcap, "stop_at_truncated": stop_at_truncated, "engine": engine}
             if scenario:
                 raise UserError("run: give either SCENARIO or --p4, not both")
         else:
             kw = simrun.load_scenario(scenario)
-        s = simrun.run_program(out, **kw, quiet=quiet)
+        s = simrun.run_program(out, **kw, quiet=quiet, warn=warn)
         if not quiet:
             _print_program(s, out)
+        check_finished(s)
         return
     scn = load(scenario, overrides)
     summary = run_scenario(scn, out, quiet)
     if quiet:
+        check_finished(summary)
         return
     t = Table(title=f"synapse run → {out}")
     for c in ["table", "hit rate", "mean lat (ns)", "p99 lat (ns)", "HBM GB/s", "offered Mpps", "thr. Mpps", "keys"]:
@@ -114,6 +150,19 @@ def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bo
     con = Console()
     con.print(t)
     con.print(f"simulated {summary['sim_time_ns'] / 1e3:.0f} µs at {summary['sim_keys_per_s'] / 1e6:.2f} M keys/s")
+    _print_invariants(con, summary["invariants"])
+    check_finished(summary)
+
+
+def _print_invariants(con: Console, inv: dict) -> None:
+    """The invariants in one line: drained (and in how long) or PHVs in flight."""
+    end = (f"drained in {inv['drain_ns'] / 1e3:.1f} µs" if inv.get("drained")
+           else f"[red]{inv['in_flight']} PHVs in flight after the drain[/red]")
+    # a program run names the simulator's drops apart from the program's (P4) drops
+    dropped = (f"{inv['dropped']} dropped" if "dropped" in inv
+               else f"{inv.get('fifo_overflows', 0)} input-FIFO overflows")
+    con.print(f"invariants: {inv['created']} PHVs, {inv['exited']} exited, {dropped}; "
+              f"{inv['wrong_action']} wrong, {inv['lost']} lost; {end}")
 
 
 def _is_program_scenario(path: str) -> bool:
@@ -141,13 +190,7 @@ def _print_program(s: dict, out: Path) -> None:
     for k in ("synthesized_fields", "fallback_branches", "parser_rejects", "unsimulated_tables"):
         if s.get(k):
             con.print(f"{k}: " + ", ".join(f"{a}={b}" for a, b in s[k].items()))
-    inv = s["invariants"]
     drops = s.get("p4_drops", {})
     con.print(f"{s['packets']} packets, {s['routes']} routes; P4 drops {drops.get('total', 0)}"
-              + (f" ({', '.join(f'{k} {v}' for k, v in drops.get('by_reason', {}).items())})" if drops.get("by_reason") else "")
-              + f"; input-FIFO overflows {inv['fifo_overflows']}")
-    if inv["in_flight"]:
-        con.print(f"invariants: {inv['wrong_action']} wrong, {inv['lost']} lost, {inv['in_flight']} PHVs still in flight "
-                  "at the end (not checked)")
-    else:
-        con.print(f"invariants: {inv['wrong_action']} wrong, {inv['lost']} lost (drained)")
+              + (f" ({', '.join(f'{k} {v}' for k, v in drops.get('by_reason', {}).items())})" if drops.get("by_reason") else ""))
+    _print_invariants(con, s["invariants"])

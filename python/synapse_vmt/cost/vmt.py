@@ -26,7 +26,7 @@ from functools import lru_cache
 
 from synapse_vmt import _core
 from synapse_vmt.scenario import load
-from synapse_vmt.sim import Simulation
+from synapse_vmt.sim import Simulation, finish_checked
 
 RATE_STEP = 1.25
 #: Simulated time per point: long enough for the caches to warm (flows last
@@ -45,7 +45,9 @@ def _base(pmus: int, flows: int, block_size: int) -> list[str]:
 
 @lru_cache(maxsize=None)
 def _mpps_per_flow(block_size: int) -> float:
-    summ = Simulation(load(None, _base(8, _PILOT_FLOWS, block_size))).run()
+    sim = Simulation(load(None, _base(8, _PILOT_FLOWS, block_size)))
+    summ = sim.run()
+    finish_checked(sim)
     return next(iter(summ["tables"].values()))["offered_mpps"] / _PILOT_FLOWS
 
 
@@ -59,7 +61,9 @@ class PmuPoint:
 
 @lru_cache(maxsize=None)
 def _simulate(pmus: int, flows: int, block_size: int) -> PmuPoint:
-    summ = Simulation(load(None, _base(pmus, flows, block_size))).run()
+    sim = Simulation(load(None, _base(pmus, flows, block_size)))
+    summ = sim.run()
+    finish_checked(sim)
     t = next(iter(summ["tables"].values()))
     carried = t["throughput_mpps"] / t["offered_mpps"] if t["offered_mpps"] > 0 else 1.0
     return PmuPoint(pmus, t["hit_rate"], t["mean_latency_ns"], carried)

@@ -136,6 +136,7 @@ class Trace:
     parser_rejects: dict[str, int] = field(default_factory=dict)
     unsupported: list[str] = field(default_factory=list)  # constructs compiled as no-ops
     packet_errors: list[str] = field(default_factory=list)  # per packet: its parser error's name, "" for none
+    packet_guessed: list[bool] = field(default_factory=list)  # per packet: it took a fallback branch or drew a field
 
     def packet(self, i: int) -> list[Step]:
         lo, hi = int(self.pkt_start[i]), int(self.pkt_start[i + 1])
@@ -510,6 +511,7 @@ class Program:
         perr: list[int] = []
         dpipe: list[int] = []
         perrs: list[str] = []
+        guessed: list[bool] = []
         cache: dict[bytes, tuple] = {}
         extend = steps.extend
         try:
@@ -526,6 +528,7 @@ class Program:
                         perr.append(hit[4])
                         dpipe.append(hit[5])
                         perrs.append(hit[2] or "")
+                        guessed.append(bool(hit[3]))
                         if hit[2] is not None:
                             rejects[hit[2]] += 1
                         for f in hit[3]:
@@ -534,6 +537,7 @@ class Program:
                     nd0 = nd[0]
                     if drawn:
                         drawn.clear()
+                g0, d0 = nd[0], len(drawn)
                 p = tmpl[:]
                 T: set[int] = set()
                 if s_port is not None:
@@ -571,6 +575,7 @@ class Program:
                 dropped.append(drop)
                 perr.append(code)
                 dpipe.append(dp)
+                guessed.append(nd[0] != g0 or len(drawn) != d0)
                 if frame_cache and nd[0] == nd0:
                     if len(cache) >= frame_cache:
                         cache.clear()
@@ -598,6 +603,7 @@ class Program:
             parser_rejects=rejects,
             unsupported=unsupported,
             packet_errors=perrs,
+            packet_guessed=guessed,
         )
 
     def _bind(self, entries: dict, seed: int, rng: random.Random, steps: list, synth: dict, fallback: dict, nd: list,

@@ -557,7 +557,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
                 ingress_port: int | None = 0, duration_ns: float | None = None, pmus: int = 16, block_size: int = 256,
                 window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, out_pcap: str | None = None,
                 stop_at_truncated: bool = False, discover: int = DISCOVER, quiet: bool = True,
-                engine: str = "rust") -> dict:
+                engine: str = "rust", warn=None) -> dict:
     """``synapse run --p4 --pcap``, streamed: the capture is read in chunks in
     Rust, each batch run through the program, its routes interned and
     appended to the running simulator, one control period at a time
@@ -565,7 +565,10 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     capture's timestamps; ``ingress_port`` None takes the capture's
     interface. The simulator's tables are the keyed tables the first
     ``discover`` packets visit; a table first visited later is counted but
-    not simulated (``unsimulated_tables``)."""
+    not simulated (``unsimulated_tables``). The summary covers the capture
+    (its last arrival plus 50 µs) or ``duration_ns``; the run then ends
+    drained (:func:`synapse_vmt.sim.finish`); ``warn(line)`` hears of
+    tables left without a PMU."""
     import contextlib
     import csv
     import os
@@ -578,6 +581,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     from synapse_vmt import report
     from synapse_vmt.errors import atomic_write
     from synapse_vmt.p4.entries import load_entries
+    from synapse_vmt.sim import failure, finish, pmu_warning
 
     if out_pcap is not None and engine != "rust":
         raise UserError("run --p4 --out-pcap: output packets need the compiled program's executor (the deparser); "
@@ -652,6 +656,10 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
                                           np.zeros(0, np.uint32))
         except ValueError as e:
             raise UserError(str(e)) from None
+        warnings = [w for w in [pmu_warning(core, pmus)] if w]
+        for w in warnings:
+            if warn:
+                warn(w)
         period = max(window_ns, 50 * window_ns)  # ns of simulated time per control period
         t, series = 0.0, PlotSeries(window_ns)
         sim_s = sim_cpu = 0.0
@@ -683,24 +691,22 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         except ValueError as e:
             raise _capture_error(e) from None
         stream.sync(core)
-        # The end: the capture plus a drain, then on until nothing is in flight (or the given duration).
+        # The duration: the capture plus 50 µs (as a generated run's), or the given one
         end = max(t, stream.last_time_ps / 1000 + 50_000.0) if limit_ps is None else limit_ps / 1000
         if end > t:
             advance(end)
             t = end
-        drain_cap = t + 10_000_000.0  # 10 ms of simulated time at most
-        while limit_ps is None and t < drain_cap:
-            inv = core.check_invariants()
-            if inv["in_flight"] == 0 and _core.pending_arrivals(core) == 0:
-                break
-            t += period
-            advance(t)
+        # the summary covers the duration; the run then ends drained (arrivals stop: none is pending)
+        s = core.summary()
+        hists = {n: core.latency_histogram(n) for n in names}
+        a, b = time.perf_counter(), time.process_time()
+        inv = finish(core)
+        sim_s += time.perf_counter() - a
+        sim_cpu += time.process_time() - b
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    inv = core.check_invariants()
-    if not inv["ok"]:
-        raise RuntimeError(f"simulator invariant violated: {inv}")
+    if not inv["ok"] and inv["drained"]:
+        raise RuntimeError(failure(inv))
     c = stream.counters()
-    s = core.summary()
     tables = {}
     for ti, sp in enumerate(specs):
         if c["lookups"][ti] == 0:
@@ -727,6 +733,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     s["routes"] = c["routes"]
     inv["fifo_overflows"] = inv.pop("dropped")
     s["invariants"] = inv
+    s["warnings"] = warnings
     s["pmus_total"] = pmus
     s["p4_drops"] = {"total": c["dropped"], "by_reason": c["drops"]}
     s["stream"] = {
@@ -741,7 +748,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         "sim_wall_s": sim_s,
         "cpu_s": cpu,
         "sim_cpu_s": sim_cpu,
-        "drained": inv["in_flight"] == 0 and _core.pending_arrivals(core) == 0,
+        "drained": inv["drained"],
     }
     s["stream"]["engine"] = engine
     if stream.warning:
@@ -752,7 +759,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         s["out_pcap"] = {"dir": str(out_pcap), "packets": c["outputs"], "per_port": {str(k): v for k, v in per_port.items()},
                          "dropped": c["dropped"], "copies": c["copies"]}
     w, bin_ns = series.windows()
-    report.plot_run(out / "run.png", w, names, bin_ns, {n: core.latency_histogram(n) for n in names})
+    report.plot_run(out / "run.png", w, names, bin_ns, hists)
     report.write_json(out / "summary.json", s)
     return s
 
@@ -844,23 +851,26 @@ def load_traffic(path: str):
 def run_program(out, *, program: str, entries_file: str | None, pcap: str | None = None, traffic=None,
                 duration_ns: float | None = None, rate_mpps: float = 50.0, pmus: int = 16, block_size: int = 256,
                 window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, quiet: bool = True,
-                timestamps: bool = False, ingress_port: int | None = 0, out_pcap: str | None = None,
+                warn=None, timestamps: bool = False, ingress_port: int | None = 0, out_pcap: str | None = None,
                 stop_at_truncated: bool = False, engine: str = "rust") -> dict:
     """``synapse run --p4``: every keyed table a VMT from one pool of ``pmus``
     PMUs (split evenly to start; the run is static); writes windows.csv,
     edges.csv, run.png and summary.json to ``out``. A capture is streamed
     (:func:`run_capture`); generated traffic has one frame per flow, run
-    through the interpreter up front."""
+    through the interpreter up front. The summary covers the duration; the
+    run then ends drained (``invariants``: ``drained``, ``stuck``);
+    ``warn(line)`` hears of tables left without a PMU before the run."""
     from pathlib import Path
 
     from synapse_vmt import report
+    from synapse_vmt.sim import failure, finish, pmu_warning
 
     if pcap is not None and traffic is None:
         return run_capture(out, program=program, entries_file=entries_file, pcap=pcap,
                            rate_mpps=None if timestamps else rate_mpps, ingress_port=ingress_port,
                            duration_ns=duration_ns, pmus=pmus, block_size=block_size, window_ns=window_ns, seed=seed,
                            overrides=overrides, out_pcap=out_pcap, stop_at_truncated=stop_at_truncated, quiet=quiet,
-                           engine=engine)
+                           engine=engine, warn=warn)
     if out_pcap is not None:
         raise UserError("run --p4 --out-pcap: output packets are written for a capture (--pcap), not generated traffic")
     out = Path(out)
@@ -869,6 +879,10 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
         raise UserError(f"{program}: no packet visits a keyed table the simulator can take; nothing to simulate")
     sim = build_sim(pr, even_split(pr.routes.tables, pmus), pmus, block_size=block_size, window_ns=window_ns, seed=seed,
                     overrides=overrides)
+    warnings = [w for w in [pmu_warning(sim.core, pmus)] if w]
+    for w in warnings:
+        if warn:
+            warn(w)
     chunk = max(window_ns, pr.duration_ns / 50)
     t, ws, es = 0.0, [], []
     while t < pr.duration_ns:
@@ -876,20 +890,22 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
         sim.run_until(t)
         ws.append(sim.windows())
         es.append(sim.edges())
-    inv = sim.check_invariants()
-    if not inv["ok"]:
-        raise RuntimeError(f"simulator invariant violated: {inv}")
     s = program_summary(pr, sim)
+    names = sim.table_names()
+    hists = {n: sim.latency_histogram(n) for n in names}
+    inv = finish(sim)  # the summary above covers the duration only
+    if not inv["ok"] and inv["drained"]:
+        raise RuntimeError(failure(inv))
     inv["fifo_overflows"] = inv.pop("dropped")
     s["invariants"] = inv
+    s["warnings"] = warnings
     s["pmus_total"] = pmus
-    names = sim.table_names()
     from synapse_vmt.opt.controller import concat
 
     w, e = concat(ws), concat(es)
     out.mkdir(parents=True, exist_ok=True)
     report.write_windows_csv(out / "windows.csv", w, names, window_ns)
     report.write_edges_csv(out / "edges.csv", e, names)
-    report.plot_run(out / "run.png", w, names, window_ns, {n: sim.latency_histogram(n) for n in names})
+    report.plot_run(out / "run.png", w, names, window_ns, hists)
     report.write_json(out / "summary.json", s)
     return s

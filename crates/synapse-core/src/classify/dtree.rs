@@ -31,10 +31,12 @@
 
 use super::{BuildError, Classifier, Match, MemAccess, MemoryWalk};
 use crate::rules::{width_mask, FieldMatch, Key, MatchKind, Rule, RuleSet, Schema, MAX_FIELDS};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Parameters of FACL's classification module (CFM).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct FaclConfig {
     /// DT engines chained one after the other.
     pub dt_modules: usize,
@@ -58,7 +60,8 @@ impl Default for FaclConfig {
 }
 
 /// Build parameters of the decision tree.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct DTreeConfig {
     /// Most rules in a leaf (linear search there).
     pub bucket: usize,
@@ -200,10 +203,31 @@ pub struct DTree<const N: usize = MAX_FIELDS> {
     /// Per node: (DT layer, address in layer); per leaf also its LS row.
     place: Vec<(u16, u32)>,
     leaf_row: Vec<u32>,
+    /// What the ELU's memory holds, in that layout ([`Image`]): built on
+    /// the first walk after a change, read by the walk alone.
+    image: OnceLock<Image>,
     schema: Schema,
     stats: DTreeStats,
     /// Address fields that CutSplit partitions on and may cut.
     cut_fields: Vec<usize>,
+}
+
+/// The trees as the ELU's memory holds them (FACL's layout): DT nodes by
+/// memory slot, the slots of a layer back to back (a node's slot is its
+/// layer's first slot plus its address there; without a placement, its
+/// index), an inner node's `base` the slot of its first child (siblings
+/// lie side by side in one layer, Algorithm 1), a leaf's `base` its first
+/// item in the packed LS rows; and the LS items in that packing. The walk
+/// ([`MemoryWalk::walk`]) reads only this, at the addresses it charges, so
+/// its answer is what the memory layout gives: a placement or packing
+/// fault shows up as a wrong answer, not just wrong timing.
+struct Image {
+    /// Per slot: the node and its (DT layer, address in the layer).
+    dt: Vec<(Node, u16, u32)>,
+    /// Per tree, its root's slot.
+    roots: Vec<u32>,
+    /// The LS items, `stride` words each, packed in leaf order.
+    ls: Vec<u32>,
 }
 
 /// The smallest range covering what `fm` matches, and whether it is exact.
@@ -261,6 +285,7 @@ impl<const N: usize> DTree<N> {
             order: Vec::new(),
             place: Vec::new(),
             leaf_row: Vec::new(),
+            image: OnceLock::new(),
             schema: set.schema.clone(),
             stats: DTreeStats::default(),
             cut_fields,
@@ -764,6 +789,7 @@ impl<const N: usize> DTree<N> {
     /// Maps the trees onto FACL's DT layers (Algorithm 1) and packs the
     /// leaves onto the LS engines; refreshes the statistics.
     fn remap(&mut self) {
+        self.image = OnceLock::new();
         let fc = self.config.facl;
         let layers = fc.dt_modules * fc.dt_layers;
         let nn = self.nodes.len();
@@ -918,6 +944,71 @@ impl<const N: usize> DTree<N> {
         };
     }
 
+    /// The memory image of the trees ([`Image`]), from the software
+    /// nodes, the placement (`place`) and the LS packing (`leaf_row`).
+    fn build_image(&self) -> Image {
+        let mut reachable = Vec::new();
+        for t in &self.trees {
+            let mut stack = vec![t.root];
+            while let Some(i) = stack.pop() {
+                reachable.push(i);
+                stack.extend(self.nodes[i as usize].children());
+            }
+        }
+        let slot: Vec<u32> = if self.stats.facl.fits {
+            let mut used = vec![0u32; self.config.facl.dt_modules * self.config.facl.dt_layers];
+            for &i in &reachable {
+                let (y, a) = self.place[i as usize];
+                used[y as usize] = used[y as usize].max(a + 1);
+            }
+            let mut first = vec![0u32; used.len()];
+            for y in 1..used.len() {
+                first[y] = first[y - 1] + used[y - 1];
+            }
+            let mut slot = vec![u32::MAX; self.nodes.len()];
+            for &i in &reachable {
+                let (y, a) = self.place[i as usize];
+                slot[i as usize] = first[y as usize] + a;
+            }
+            slot
+        } else {
+            (0..self.nodes.len() as u32).collect()
+        };
+        let n_slots = reachable.iter().map(|&i| slot[i as usize] + 1).max().unwrap_or(0) as usize;
+        let mut dt = vec![(Node::EMPTY, 0u16, 0u32); n_slots];
+        let s = self.stride;
+        let mut ls = vec![0u32; self.stats.facl.ls_items * s];
+        for &i in &reachable {
+            let mut n = self.nodes[i as usize];
+            if n.op == Op::Leaf {
+                if n.count > 0 {
+                    let (from, to) = (n.base as usize * s, self.leaf_row[i as usize] as usize * s);
+                    ls[to..to + n.count as usize * s].copy_from_slice(&self.items[from..from + n.count as usize * s]);
+                }
+                n.base = self.leaf_row[i as usize];
+            } else {
+                n.base = slot[n.base as usize];
+            }
+            let (y, a) = self.place[i as usize];
+            dt[slot[i as usize] as usize] = (n, y, a);
+        }
+        Image { dt, roots: self.trees.iter().map(|t| slot[t.root as usize]).collect(), ls }
+    }
+
+    fn image(&self) -> &Image {
+        self.image.get_or_init(|| self.build_image())
+    }
+
+    /// A fault in the ELU's memory, for tests (the walk reads the image,
+    /// `classify` the software trees): `f` rewrites each rule item of the
+    /// LS rows (priority, then low, high, mask per field).
+    #[cfg(test)]
+    pub(crate) fn corrupt_ls_items(&mut self, mut f: impl FnMut(&mut [u32])) {
+        self.image();
+        let s = self.stride;
+        self.image.get_mut().unwrap().ls.chunks_exact_mut(s).for_each(&mut f);
+    }
+
     /// Bytes of one LS rule item: low and high bound per field plus a
     /// 17-bit rule id, rounded up to whole bytes.
     pub fn item_bytes(&self) -> u32 {
@@ -1003,21 +1094,38 @@ impl<const N: usize> MemoryWalk<N> for DTree<N> {
         let ls_bank = (fc.dt_modules * fc.dt_layers) as u16;
         let m = fc.ls_engines as u64;
         let ib = self.item_bytes() as u64;
-        for t in &self.trees {
-            let mut i = t.root;
+        let img = self.image();
+        let s = self.stride;
+        let mut best = u32::MAX;
+        for &root in &img.roots {
+            let mut i = root;
             loop {
-                let (layer, addr) = self.place[i as usize];
+                let (n, layer, addr) = img.dt[i as usize];
                 accesses.push(MemAccess { bank: layer, addr: addr as u64 * NODE_BYTES as u64, bytes: NODE_BYTES });
-                let n = self.nodes[i as usize];
                 match n.op {
                     Op::Cut => i = n.base + ((key.0[n.field as usize] >> n.shift) & ((1u32 << n.bits) - 1)),
                     Op::Split => i = n.base + (key.0[n.field as usize] > n.value) as u32,
                     Op::Leaf => {
                         if n.count > 0 {
-                            let start = self.leaf_row[i as usize] as u64;
+                            let start = n.base as u64;
                             let (r0, r1) = (start / m, (start + n.count as u64 - 1) / m + 1);
                             for row in r0..r1 {
                                 accesses.push(MemAccess { bank: ls_bank, addr: row * m * ib, bytes: (m * ib) as u32 });
+                            }
+                            // The items these rows hold, in priority order:
+                            // the first that matches is the leaf's answer.
+                            let items = &img.ls[n.base as usize * s..(n.base + n.count) as usize * s];
+                            for it in items.chunks_exact(s) {
+                                if it[0] >= best {
+                                    break;
+                                }
+                                if (0..self.nf).all(|f| {
+                                    let x = key.0[f] & it[3 * f + 3];
+                                    x >= it[3 * f + 1] && x <= it[3 * f + 2]
+                                }) {
+                                    best = it[0];
+                                    break;
+                                }
                             }
                         }
                         break;
@@ -1025,7 +1133,7 @@ impl<const N: usize> MemoryWalk<N> for DTree<N> {
                 }
             }
         }
-        self.classify(key)
+        (best != u32::MAX).then_some(best)
     }
     fn memory_bytes(&self) -> u64 {
         self.stats.hw_bytes
@@ -1160,6 +1268,37 @@ mod tests {
         assert_eq!(f.ls_rows, f.ls_items.div_ceil(8));
         assert!(f.ls_bytes <= f.ls_bytes_aligned);
         assert_eq!(t.item_bytes(), 29);
+    }
+
+    #[test]
+    fn the_walk_answers_from_the_memory_image_placed_or_not() {
+        let rules: Vec<Rule> =
+            (0..300u32).map(|i| r(((i * 37) << 20, 12 + (i % 8) as u8), ((i * 11) << 24, (i % 9) as u8), (i * 3, i * 3 + 40))).collect();
+        let set = RuleSet::new(Schema::five_tuple(), rules);
+        let lin = Linear::new(&set);
+        let keys: Vec<Key> = (0..4000u32)
+            .map(|i| Key::five_tuple(((i % 300) * 37) << 20 | i, ((i % 300) * 11) << 24 | i >> 3, 0, (i % 950) as u16, 6))
+            .collect();
+        let tiny = FaclConfig { dt_modules: 1, dt_layers: 2, layer_nodes: 8, ..Default::default() };
+        for (facl, fits) in [(FaclConfig::default(), true), (tiny, false)] {
+            let mut t = DTree::build(&set, &DTreeConfig { bucket: 4, facl, ..Default::default() }).unwrap();
+            assert_eq!(t.stats().facl.fits, fits);
+            let mut acc = Vec::new();
+            for k in &keys {
+                assert_eq!(t.walk(k, &mut acc), lin.classify(k), "{k:?}");
+            }
+            // A fault in the memory: every inner node of the image sends a
+            // key to its first child. The walk answers wrong where
+            // `classify` (the software trees) stays right.
+            t.image();
+            for (n, _, _) in &mut t.image.get_mut().unwrap().dt {
+                n.bits = 0;
+                n.value = u32::MAX;
+            }
+            let wrong = keys.iter().filter(|k| t.walk(k, &mut acc) != lin.classify(k)).count();
+            assert!(wrong > 100, "{wrong} wrong walks");
+            assert!(keys.iter().all(|k| t.classify(k) == lin.classify(k)));
+        }
     }
 
     #[test]

@@ -140,8 +140,10 @@ fn widen<T: 'static, U: 'static>(b: T) -> U {
     *(Box::new(b) as Box<dyn std::any::Any>).downcast::<U>().expect("N is the default width")
 }
 
-/// Build parameters for every algorithm of the registry.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// Build parameters for every algorithm of the registry (a scenario's
+/// `[elu.build]`: `trie`, `dtree` with its `facl`, `ptree`).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct BuildConfig {
     pub trie: trie::TrieConfig,
     pub dtree: dtree::DTreeConfig,

@@ -46,7 +46,8 @@ use crate::rules::{width_mask, Key, MatchKind, Rule, RuleSet, MAX_FIELDS};
 use std::time::Duration;
 
 /// Build parameters of the partitioned tree.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct PTreeConfig {
     /// Most rules in a leaf.
     pub bucket: usize,
@@ -192,6 +193,22 @@ pub struct PTree {
     asked: PTreeConfig,
     /// None until the first update: answers are the rule ids as stored.
     upd: Option<Box<Updates>>,
+    /// What the ELU's memory holds ([`Image`]): built on the first walk,
+    /// read by the walk alone.
+    image: std::sync::OnceLock<Image>,
+}
+
+/// The trees as the ELU's memory holds them, at the addresses the walk
+/// charges: the nodes (64-byte lines from address 0), then the leaf blocks,
+/// then the rules searched linearly. The walk ([`MemoryWalk::walk`]) reads
+/// only this (and the delta of updates), so its answer is what the memory
+/// gives: a fault there is a wrong answer, not just wrong timing. Built
+/// from the software trees on the first walk; updates that rewrite blocks
+/// (tombstones) write both; a fold-in builds a new tree and image.
+struct Image {
+    nodes: Vec<Node>,
+    rows: Vec<Row>,
+    odd: Vec<(u32, Rule)>,
 }
 
 /// What changed since the build.
@@ -489,6 +506,7 @@ impl PTree {
             shadow: Default::default(),
             asked: *config,
             upd: None,
+            image: std::sync::OnceLock::new(),
         };
         let (boxes, slots) = (&bx.boxes[..], &bx.slots[..]);
         t.odd = bx.odd.clone();
@@ -581,6 +599,19 @@ impl PTree {
             3 => simd::block_scalar::<3>(blk, pk, self.pairs, self.fold.is_some()),
             nw => simd::block_scalar::<8>(&padded(blk, nw), pk, self.pairs, self.fold.is_some()),
         }
+    }
+
+    /// The memory image of the trees ([`Image`]), built on first use.
+    fn image(&self) -> &Image {
+        self.image.get_or_init(|| Image { nodes: self.nodes.clone(), rows: self.rows.clone(), odd: self.odd.clone() })
+    }
+
+    /// A fault in the ELU's memory, for tests (the walk reads the image,
+    /// `classify` the software trees): `f` rewrites each node line.
+    #[cfg(test)]
+    pub(crate) fn corrupt_nodes(&mut self, f: impl FnMut(&mut Node)) {
+        self.image();
+        self.image.get_mut().unwrap().nodes.iter_mut().for_each(f);
     }
 
     /// Rows per leaf block.
@@ -735,6 +766,9 @@ impl PTree {
     fn tombstone(&mut self, id: u32) {
         if let Ok(i) = self.odd.binary_search_by_key(&id, |o| o.0) {
             self.odd.remove(i);
+            if let Some(img) = self.image.get_mut() {
+                img.odd.remove(i);
+            }
             return;
         }
         let widths = self.widths();
@@ -761,6 +795,10 @@ impl PTree {
                     if self.id_of(&self.rows[at..at + stride], l) == id {
                         self.rows[at].0[l] = lo;
                         self.rows[at + 1].0[l] = hi;
+                        if let Some(img) = self.image.get_mut() {
+                            img.rows[at].0[l] = lo;
+                            img.rows[at + 1].0[l] = hi;
+                        }
                     }
                 }
             }
@@ -1390,11 +1428,23 @@ impl MemoryWalk for PTree {
     /// interleaved over [`WALK_BANKS`] banks by 64-byte line, as a memory
     /// controller maps addresses.
     fn walk(&self, key: &Key, accesses: &mut Vec<MemAccess>) -> Match {
+        let img = self.image();
         let stride = self.stride();
         let pk = self.pack_key(key);
         let block_bytes = (stride * std::mem::size_of::<Row>()) as u32;
-        let rows_at = (self.nodes.len() * std::mem::size_of::<Node>()) as u64;
-        let mut best = self.odd_best(key);
+        let rows_at = (img.nodes.len() * std::mem::size_of::<Node>()) as u64;
+        // The rules searched linearly, after the blocks, one read each as
+        // far as the first that matches.
+        let odd_at = rows_at + (img.rows.len() * std::mem::size_of::<Row>()) as u64;
+        let mut best = u32::MAX;
+        for (j, (i, r)) in img.odd.iter().enumerate() {
+            let addr = odd_at + j as u64 * super::linear::RULE_BYTES as u64;
+            accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: super::linear::RULE_BYTES });
+            if r.matches(key) {
+                best = *i;
+                break;
+            }
+        }
         for tree in &self.trees {
             if tree.min_prio >= best {
                 continue;
@@ -1402,18 +1452,18 @@ impl MemoryWalk for PTree {
             let mut i = tree.root;
             loop {
                 accesses.push(MemAccess { bank: (i as u64 % WALK_BANKS) as u16, addr: i as u64 * 64, bytes: 64 });
-                let n = &self.nodes[i as usize];
+                let n = &img.nodes[i as usize];
                 if n.is_leaf() {
                     break;
                 }
                 i = n.base + simd::below_scalar(n, key.0[n.field()] ^ BIAS);
             }
-            let n = &self.nodes[i as usize];
+            let n = &img.nodes[i as usize];
             if n.first_rule() >= best {
                 continue;
             }
             for b in n.first_block()..n.first_block() + n.blocks() {
-                let blk = &self.rows[b * stride..(b + 1) * stride];
+                let blk = &img.rows[b * stride..(b + 1) * stride];
                 if self.id_of(blk, 0) >= best {
                     break;
                 }
@@ -1426,10 +1476,8 @@ impl MemoryWalk for PTree {
                 }
             }
         }
-        let want = self.classify(key);
         let Some(u) = &self.upd else {
-            debug_assert_eq!(want, (best != u32::MAX).then_some(best));
-            return want;
+            return (best != u32::MAX).then_some(best);
         };
         // After updates: the rule id's current position (one word of a
         // table after the delta), then the delta rule by rule, as far as
@@ -1441,33 +1489,43 @@ impl MemoryWalk for PTree {
             accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: 4 });
         }
         let p = if best == u32::MAX { u32::MAX } else { u.pos[best as usize] };
-        if u.blocks {
-            // One read per delta block tested, as for a leaf's blocks.
+        let found = if u.blocks {
+            // One read per delta block tested, as for a leaf's blocks; lanes
+            // in delta order, the index row holding the delta index.
+            let mut found = None;
             for (b, blk) in u.rows.chunks_exact(stride).enumerate() {
                 if u.delta[self.id_of(blk, 0) as usize].0 >= p {
                     break;
                 }
                 let addr = delta_at + (b * stride * 32) as u64;
                 accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: block_bytes });
-                if self.test_block(blk, &pk) != 0 {
+                let m = self.test_block(blk, &pk);
+                if m != 0 {
+                    found = Some(u.delta[self.id_of(blk, m.trailing_zeros() as usize) as usize].0);
                     break;
                 }
             }
-            debug_assert_eq!(want, u.resolve(best, key));
-            return want;
-        }
-        for (i, &(q, _, ref r)) in u.delta.iter().enumerate() {
-            if q >= p {
-                break;
+            found
+        } else {
+            let mut found = None;
+            for (i, &(q, _, ref r)) in u.delta.iter().enumerate() {
+                if q >= p {
+                    break;
+                }
+                let addr = delta_at + i as u64 * super::linear::RULE_BYTES as u64;
+                accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: super::linear::RULE_BYTES });
+                if r.matches(key) {
+                    found = Some(q);
+                    break;
+                }
             }
-            let addr = delta_at + i as u64 * super::linear::RULE_BYTES as u64;
-            accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: super::linear::RULE_BYTES });
-            if r.matches(key) {
-                break;
-            }
+            found
+        };
+        // A delta rule beats the trees' answer only from before it.
+        match found {
+            Some(q) if q < p => Some(q),
+            _ => (p != u32::MAX).then_some(p),
         }
-        debug_assert_eq!(want, u.resolve(best, key));
-        want
     }
 
     /// With updates pending, also the delta and the table of current

@@ -1,7 +1,7 @@
 //! Every classifier equals the linear oracle: on random rule sets built to
 //! overlap (few distinct prefixes and port edges, wildcards, duplicates, the
 //! empty set, non-prefix ternaries), on keys drawn at rules' corners, and on
-//! the real ClassBench 1K sets when `../shared/data` is there.
+//! the real ClassBench 1K sets when `../shared/data` is there (else ignored).
 
 use super::dtree::{DTree, DTreeConfig};
 use super::linear::Linear;
@@ -269,23 +269,10 @@ fn empty_set_misses_everywhere() {
     assert!(build_structure("hash", &set, &BuildConfig::default()).err().unwrap().to_string().contains("unknown classifier"));
 }
 
-/// The shared data directory, or `None` (with the reason printed).
-pub(crate) fn shared_sets() -> Option<std::path::PathBuf> {
-    let shared = std::env::var_os("SYNAPSE_SHARED")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    let dir = shared.join("data/classbench/sets");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipped: {} not found (set SYNAPSE_SHARED)", dir.display());
-        None
-    }
-}
-
 #[test]
+#[cfg_attr(not(synapse_shared), ignore = "needs ../shared/data (the developers' checkout)")]
 fn real_classbench_1k_sets_equal_the_oracle() {
-    let Some(dir) = shared_sets() else { return };
+    let dir = crate::testdata::shared("classbench/sets");
     for name in ["acl1_1k", "fw1_1k", "ipc1_1k"] {
         let text = std::fs::read_to_string(dir.join(name)).unwrap();
         let set = classbench::parse_rules(&text, name).unwrap();

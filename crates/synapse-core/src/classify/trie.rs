@@ -35,7 +35,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 /// Build parameters of the trie.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct TrieConfig {
     /// Key bits consumed per node (1..=16); a node has `2^stride` entries.
     pub stride: u8,

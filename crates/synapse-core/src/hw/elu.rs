@@ -24,7 +24,8 @@ use crate::rules::Key;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Algo {
-    /// The multibit trie of the ELU structures (linear until it lands).
+    /// The multibit set-pruning trie of the paper (§4.3), one level per
+    /// memory bank (classify::trie).
     Trie,
     /// Linear scan of the rule array (the oracle; slow on purpose).
     Linear,
@@ -46,6 +47,9 @@ pub struct Config {
     pub lookup_slots: u32,
     /// Cycles from the miss queue into the ORB (registering the request).
     pub latency_cycles: u32,
+    /// Build parameters of the lookup structures (`[elu.build]`: `trie`,
+    /// `dtree` with its `facl`, `ptree`), for every table's.
+    pub build: crate::classify::BuildConfig,
 }
 
 impl Default for Config {
@@ -56,6 +60,7 @@ impl Default for Config {
             miss_queue: 64,
             lookup_slots: 8,
             latency_cycles: 1,
+            build: Default::default(),
         }
     }
 }

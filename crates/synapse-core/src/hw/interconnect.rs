@@ -5,8 +5,9 @@
 //! different channels proceed in parallel), a **full crossbar** (every PMU has
 //! its own port) or a **shared bus** (one request per cycle in all). All three
 //! are "one grant per port per cycle"; they differ in which PMUs share a port.
-//! A request that loses a conflict waits a cycle. PMU → ELU is a shared bus
-//! ([`SharedBus`]).
+//! A request that loses a conflict waits a cycle; one that wins reaches the
+//! PMU `latency_cycles` later (the simulator adds it to the VMU's latency,
+//! `sim/build.rs`). PMU → ELU is a shared bus ([`SharedBus`]).
 
 use super::Cycle;
 use serde::{Deserialize, Serialize};
@@ -101,10 +102,6 @@ impl Network {
         let c = self.channel(pmu);
         self.ports.try_send(now, c)
     }
-    /// When a request sent at `now` reaches the PMU's Q_r.
-    pub fn arrival(&self, now: Cycle) -> Cycle {
-        now + self.config.latency_cycles as Cycle
-    }
 }
 
 /// PMU → ELU: one shared bus, one transfer per cycle.
@@ -137,7 +134,6 @@ mod tests {
         assert!(n.try_send(10, 2), "other channel proceeds");
         assert!(n.try_send(11, 1), "loser goes next cycle");
         assert_eq!(n.ports.conflicts, 1);
-        assert_eq!(n.arrival(11), 12);
     }
 
     #[test]

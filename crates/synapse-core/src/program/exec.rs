@@ -342,7 +342,8 @@ impl Program {
         }
         let (read, full) = read_set(d, nslots);
         for (hi, hd) in headers.iter_mut().enumerate() {
-            let whole = full.get(hi).copied().unwrap_or(true) || hd.varbit_max > 0;
+            // a header the deparser may assemble from its fields (see `Dst`) is extracted whole
+            let whole = full.get(hi).copied().unwrap_or(true) || hd.varbit_max > 0 || hd.fields.len() > 64;
             hd.loads = hd.fields.iter().filter(|f| whole || read[f.slot as usize]).cloned().collect();
         }
         let mut stacks = Vec::new();
@@ -513,17 +514,20 @@ impl Program {
     }
 
     /// Sets header `h` valid or invalid (see `action.rs` for the semantics).
+    /// Only a header made valid here (its fields zeroed) is re-assembled by
+    /// the deparser; one valid already keeps its extracted bytes.
     pub fn set_valid(&self, st: &mut State, h: u32, on: bool) {
         let hd = &self.headers[h as usize];
         if on {
             if st.phv.cells[hd.valid as usize] == 0 {
                 st.phv.cells[hd.cells.0 as usize..hd.cells.1 as usize].fill(0);
                 self.make_valid(st, h);
+                st.wrote_header(hd.group, h);
             }
         } else {
             st.phv.cells[hd.valid as usize] = 0;
+            st.phv.mark(hd.group);
         }
-        st.wrote_header(hd.group, h);
     }
 
     /// Header `h` valid, the other members of its union invalid.
@@ -1207,6 +1211,23 @@ pub(crate) mod tests {
         assert_eq!(out[2].2.as_deref(), Some(&arp[..]));
         assert_eq!(ex.field(b.s("standard_metadata.packet_length") as usize), arp.len() as u128);
         assert_eq!(ex.field(b.s("standard_metadata.ingress_port") as usize), 3);
+    }
+
+    #[test]
+    fn set_valid_on_a_valid_header_keeps_its_bytes_and_invalid_headers_are_not_emitted() {
+        let b = eth_ip();
+        let d = b.build(json!({
+            "parser": eth_ip_parser(&b),
+            "actions": [{"name": "a", "id": 0, "params": [], "ops": [["valid", b.h("eth"), 1], ["valid", b.h("ip"), 0]]}],
+            "nodes": [{"kind": "table", "name": "t", "keyed": null, "key": [], "entries": [], "default": {"a": 0, "d": []}, "next": {"actions": {}, "base": -1}}],
+            "pipelines": [{"name": "ingress", "init": 0}], "deparser": [b.h("eth"), b.h("ip")]
+        }));
+        let mut ex = Executor::new(Program::link(&d).unwrap());
+        // eth.src is read by nothing (not extracted), yet emitted from the frame's bytes; ip removed
+        let out = run(&mut ex, &[frame(0x800, &[0x45, 0, 64, 17, 10, 0, 0, 1], b"pl")]);
+        let mut want = frame(0x800, &[], b"");
+        want.extend(b"pl");
+        assert_eq!(out[0].2.as_deref(), Some(&want[..]));
     }
 
     #[test]

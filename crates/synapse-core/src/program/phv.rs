@@ -153,8 +153,11 @@ impl Phv {
             while bits != 0 {
                 let g = wi * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                let (a, b) = lay.groups[g];
-                self.cells[a as usize..b as usize].copy_from_slice(&lay.template[a as usize..b as usize]);
+                let (a, b) = (lay.groups[g].0 as usize, lay.groups[g].1 as usize);
+                // a header's few cells: a plain loop (memmove's call costs more)
+                for (c, t) in self.cells[a..b].iter_mut().zip(&lay.template[a..b]) {
+                    *c = *t;
+                }
             }
         }
     }

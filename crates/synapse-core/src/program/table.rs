@@ -254,7 +254,8 @@ impl HashIndex {
                 return None;
             }
             let k = (s - 1) as usize * self.words;
-            if &self.keys[k..k + self.words] == key {
+            // compared word by word (keys are a few words: no call to memcmp)
+            if self.keys[k..k + self.words].iter().zip(key).all(|(a, b)| a == b) {
                 return Some(self.entries[(s - 1) as usize]);
             }
             i = (i + 1) & m;

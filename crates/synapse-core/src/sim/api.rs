@@ -242,6 +242,60 @@ impl<const N: usize> Simulator<N> {
         }
     }
 
+    /// PHVs in flight (in a table's input FIFO or PHV buffer) per table, by
+    /// name; tables holding none are left out.
+    pub fn in_flight_by_table(&self) -> Vec<(String, u64)> {
+        self.tables
+            .iter()
+            .map(|t| (t.name.clone(), (t.input.len() + t.vmu.occupancy()) as u64))
+            .filter(|x| x.1 > 0)
+            .collect()
+    }
+
+    /// Per table, the PHVs it released with the default action (no rule
+    /// matched) so far.
+    pub fn default_answers(&self) -> Vec<u64> {
+        self.tables.iter().map(|t| t.defaults).collect()
+    }
+
+    /// Per table, the bytes its ELU structure occupies in off-chip memory
+    /// (as built with the config's `elu.build` parameters).
+    pub fn elu_memory_bytes(&self) -> Vec<u64> {
+        self.walkers.iter().map(|w| w.memory_bytes()).collect()
+    }
+
+    /// Tables that hold no PMU now: the VMU sends every key of theirs to
+    /// the ELU (no cache), as when a pool has fewer PMUs than tables.
+    pub fn tables_without_pmus(&self) -> Vec<String> {
+        self.tables.iter().filter(|t| t.members.is_empty()).map(|t| t.name.clone()).collect()
+    }
+
+    /// Ends the run: stops the arrivals (any not yet due are never
+    /// created) and simulates on until every PHV has exited or been
+    /// dropped, for at most `config.drain_ns`. A run is over only when
+    /// drained: [`Invariants::ok`] is false while PHVs are in flight.
+    /// Counters and windows go on as in any run (read the summary first if
+    /// it must cover only the run's own time). Further arrivals are
+    /// refused ([`Simulator::push_arrivals`]).
+    pub fn drain(&mut self) -> Drain {
+        self.source = Source::Other(Box::new(std::iter::empty()));
+        self.next_arrival = None;
+        self.ended = true;
+        let start = self.now;
+        let limit = start + (self.config.drain_ns.max(0.0) * 1000.0 / self.clock.ps()).ceil() as Cycle;
+        // Checked every microsecond (the clock skips idle cycles anyway).
+        let step = ((1000.0 / self.clock.ps()).round() as Cycle).max(1);
+        while self.check_invariants().in_flight > 0 && self.now < limit {
+            self.run_until((self.now + step).min(limit));
+        }
+        let in_flight = self.in_flight_by_table();
+        Drain {
+            drained: in_flight.is_empty(),
+            ns: (self.now - start) as f64 * self.clock.ps() / 1000.0,
+            in_flight,
+        }
+    }
+
     /// Occupancy of the queues, for inspection.
     pub fn queue_depths(&self) -> QueueDepths {
         QueueDepths {
@@ -285,9 +339,30 @@ pub struct Invariants {
 }
 
 impl Invariants {
+    /// The run ended well: every PHV left exactly once (or was dropped at
+    /// the entry) with the oracle's answer, and none is still in flight
+    /// (a run must end [`Simulator::drain`]ed).
     pub fn ok(&self) -> bool {
+        self.ok_so_far() && self.in_flight == 0
+    }
+    /// Nothing went wrong yet: no PHV lost, duplicated or answered wrong;
+    /// PHVs may still be in flight (a check in the middle of a run).
+    pub fn ok_so_far(&self) -> bool {
         self.lost == 0 && self.duplicates == 0 && self.wrong_action == 0
     }
+}
+
+/// What [`Simulator::drain`] found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Drain {
+    /// Every PHV exited or was dropped within the limit.
+    pub drained: bool,
+    /// Simulated time the drain ran, ns (checked every µs: the time to the
+    /// last exit, rounded up to a µs; the limit when not drained).
+    pub ns: f64,
+    /// PHVs still in flight per table (empty when drained): where they are
+    /// stuck, or queued behind a bottleneck too slow to clear them.
+    pub in_flight: Vec<(String, u64)>,
 }
 
 #[derive(Clone, Debug)]

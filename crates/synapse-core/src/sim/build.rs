@@ -4,7 +4,8 @@
 use super::*;
 
 /// Builds the ELU's structure for a rule set through the classifier
-/// registry (the multibit trie, or the linear scan).
+/// registry (`elu.algo`: the trie, the decision tree, the partitioned tree
+/// or the linear scan), with the scenario's `elu.build` parameters.
 pub(super) fn build_walker<const N: usize>(
     algo: Algo,
     set: &RuleSet<N>,
@@ -22,9 +23,9 @@ pub(super) fn build_walker<const N: usize>(
         // command's advice names its own build parameters).
         crate::classify::BuildError::OverBudget {
             what,
+            key,
             bytes,
             budget,
-            ..
         } => {
             // The partitioned tree fits where the others explode (its
             // default budget is 512 MiB); past that, the decision tree.
@@ -32,7 +33,7 @@ pub(super) fn build_walker<const N: usize>(
             SimError(format!(
                 "config: table {table:?}: the ELU's {what} needs more than its memory budget of \
                  {budget} bytes (stopped at {bytes}) for these {} rules; use another structure: \
-                 --set elu.algo={other}",
+                 --set elu.algo={other} (or raise elu.build.{key})",
                 set.rules.len()
             ))
         }
@@ -83,6 +84,7 @@ impl Simulator {
                 flow_duration_ns,
                 profile,
                 max_bytes,
+                nomatch_share,
             } => {
                 use crate::workload::{flowsize::FlowSizeDist, profile::Profile, traffic};
                 let terr = |e: String| SimError(format!("config: traffic: {e}"));
@@ -101,13 +103,18 @@ impl Simulator {
                     seed: config.seed,
                 };
                 let src = traffic::Traffic::new(&tc).map_err(|e| terr(e.to_string()))?;
+                if !(0.0..=1.0).contains(nomatch_share) {
+                    return Err(terr(format!("nomatch_share must be in [0, 1], found {nomatch_share}")));
+                }
                 let keys = sets
                     .iter()
+                    .zip(&config.tables)
                     .enumerate()
-                    .map(|(i, s)| {
-                        source::keys_for(s, *flows as usize, config.seed ^ (0x1000 + i as u64))
+                    .map(|(i, (s, t))| {
+                        source::keys_with_nomatch(s, *flows as usize, config.seed ^ (0x1000 + i as u64), *nomatch_share)
+                            .map_err(|e| terr(format!("nomatch_share: table {:?}: {e}", t.name)))
                     })
-                    .collect();
+                    .collect::<Result<_, _>>()?;
                 (Source::Flows(src), keys)
             }
             config::Traffic::Trace { path, rate_mpps } => {
@@ -202,12 +209,7 @@ impl<const N: usize> Simulator<N> {
             let keys = flow_keys[i].clone();
             let lin = Linear::new(set);
             let oracle: Vec<Match> = keys.iter().map(|k| lin.classify(k)).collect();
-            walkers.push(build_walker(
-                config.elu.algo,
-                set,
-                &t.name,
-                &crate::classify::BuildConfig::default(),
-            )?);
+            walkers.push(build_walker(config.elu.algo, set, &t.name, &config.elu.build)?);
             let words = set.schema.len().max(1);
             let mut vmu = Vmu::new(
                 i as u16,
@@ -250,6 +252,7 @@ impl<const N: usize> Simulator<N> {
                 edges: vec![0; n + 1],
                 hbm_seen: 0,
                 reordered_seen: 0,
+                defaults: 0,
             });
         }
         let cycle_ps = 1e6 / config.clock_mhz;
@@ -295,6 +298,7 @@ impl<const N: usize> Simulator<N> {
             routes: None,
             sets,
             updates: None,
+            ended: false,
             rec: None,
             tables,
             walkers,

@@ -13,6 +13,10 @@ pub struct Config {
     pub clock_mhz: f64,
     pub window_ns: f64,
     pub duration_ns: f64,
+    /// After the run, how long the drain ([`super::Simulator::drain`]) may
+    /// simulate on with arrivals stopped until every PHV has exited or been
+    /// dropped; past it the run failed (PHVs stuck or too slow to leave).
+    pub drain_ns: f64,
     pub tables: Vec<Table>,
     pub edges: Vec<Edge>,
     /// Share of arriving PHVs entering each table; empty = the first table.
@@ -39,6 +43,7 @@ impl Default for Config {
             clock_mhz: 250.0,
             window_ns: 10_000.0,
             duration_ns: 1_000_000.0,
+            drain_ns: 1_000_000.0,
             tables: vec![Table::default()],
             edges: Vec::new(),
             entry: BTreeMap::new(),
@@ -168,6 +173,11 @@ pub enum Traffic {
         /// 0 = no limit.
         #[serde(default = "default_max_bytes")]
         max_bytes: f64,
+        /// Share of the flows whose key at a table matches none of its
+        /// rules but catch-alls (chosen per table): their lookups end at a
+        /// catch-all rule or, in a set without one, the default action.
+        #[serde(default)]
+        nomatch_share: f64,
     },
     Trace {
         path: String,
@@ -207,6 +217,7 @@ impl Default for Traffic {
             flow_duration_ns: default_flow_duration(),
             profile: default_profile(),
             max_bytes: default_max_bytes(),
+            nomatch_share: 0.0,
         }
     }
 }
@@ -230,5 +241,16 @@ mod tests {
         assert_eq!(c.pmus.count, 4);
         assert_eq!(c.pmus.block_size, 256);
         assert!(matches!(c.traffic, Traffic::Trace { rate_mpps, .. } if rate_mpps == 100.0));
+        // The ELU structures' build parameters: a table per structure,
+        // unknown keys refused at every level.
+        let c: Config =
+            serde_json::from_str(r#"{"elu": {"build": {"trie": {"stride": 4}, "dtree": {"facl": {"dt_layers": 12}}}}}"#).unwrap();
+        assert_eq!((c.elu.build.trie.stride, c.elu.build.dtree.facl.dt_layers), (4, 12));
+        assert_eq!(c.elu.build.trie.max_bytes, crate::classify::trie::TrieConfig::default().max_bytes);
+        for bad in [r#"{"elu": {"build": {"tree": {}}}}"#, r#"{"elu": {"build": {"ptree": {"buckets": 3}}}}"#,
+                    r#"{"elu": {"build": {"dtree": {"facl": {"layers": 3}}}}}"#] {
+            let e = serde_json::from_str::<Config>(bad).unwrap_err().to_string();
+            assert!(e.contains("unknown field"), "{bad}: {e}");
+        }
     }
 }

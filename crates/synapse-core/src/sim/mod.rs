@@ -63,7 +63,7 @@ pub mod source;
 pub mod stats;
 mod updates;
 
-pub use api::{Invariants, QueueDepths, TableSummary};
+pub use api::{Drain, Invariants, QueueDepths, TableSummary};
 
 pub use config::Config;
 pub use record::{PmuEvent, PmuRecording};
@@ -142,6 +142,8 @@ struct Table<const N: usize> {
     edges: Vec<u64>,
     hbm_seen: u64,
     reordered_seen: u64,
+    /// PHVs released with the default action (no rule matched).
+    defaults: u64,
 }
 
 /// The simulated system.
@@ -227,6 +229,8 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     sets: Vec<RuleSet<N>>,
     /// Rule updates (`updates.rs`); none until one is scheduled or requested.
     updates: Option<Box<updates::Updates<N>>>,
+    /// The run was drained ([`Simulator::drain`]): no more arrivals.
+    ended: bool,
     /// One PMU's inputs, recorded for the RTL co-simulation (`record.rs`).
     rec: Option<Box<PmuRecording<N>>>,
 }

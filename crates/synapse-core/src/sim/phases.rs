@@ -403,6 +403,7 @@ impl<const N: usize> Simulator<N> {
             self.judge(ti, slot.phv, slot.flow, action, slot.issued);
         }
         let t = &mut self.tables[ti];
+        t.defaults += is_default(action) as u64;
         t.win.processed += 1;
         t.win.sojourn_sum += now - slot.arrived;
         self.keys_done += 1;
@@ -479,6 +480,7 @@ impl<const N: usize> Simulator<N> {
                 self.judge(ti, slot.phv, slot.flow, slot.action.unwrap(), slot.issued);
             }
             let t = &mut self.tables[ti];
+            t.defaults += is_default(slot.action.unwrap()) as u64;
             t.win.processed += 1;
             t.win.sojourn_sum += at - slot.arrived;
             self.keys_done += 1;
@@ -647,6 +649,7 @@ impl<const N: usize> Simulator<N> {
             self.judge(ti, slot.phv, slot.flow, action, slot.issued);
         }
         let t = &mut self.tables[ti];
+        t.defaults += is_default(action) as u64;
         t.win.processed += 1;
         t.win.sojourn_sum += rel - slot.arrived;
         t.release_free = rel + 1;
@@ -673,4 +676,11 @@ fn key_of<const N: usize>(tables: &[Table<N>], sw: Option<usize>, t: u16, flow: 
         k.0[w] = stamp;
     }
     k
+}
+
+/// An answer that is the table's default action: no rule matched (or, with
+/// rule updates, a default that an update set).
+#[inline(always)]
+fn is_default(action: Match) -> bool {
+    action.is_none_or(|id| id >= super::updates::DEFAULT_ID)
 }

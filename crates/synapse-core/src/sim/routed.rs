@@ -199,11 +199,11 @@ fn walker_for<const N: usize>(
     algo: Algo,
     set: &RuleSet<N>,
     name: &str,
+    b: &crate::classify::BuildConfig,
 ) -> Result<Box<dyn MemoryWalk<N> + Send>, SimError> {
-    let b = crate::classify::BuildConfig::default();
     let mut last = None;
     for a in [algo, Algo::Dtree, Algo::Linear] {
-        match build::build_walker(a, set, name, &b) {
+        match build::build_walker(a, set, name, b) {
             Ok(w) => return Ok(w),
             Err(e) => last = Some(e),
         }
@@ -279,7 +279,7 @@ impl<const N: usize> Simulator<N> {
         let mut sim = Simulator::<N>::build(config, sets.clone(), keys, Box::new(feed.clone()))?;
         sim.config.elu.algo = algo;
         for (i, set) in sets.iter().enumerate() {
-            sim.walkers[i] = walker_for(algo, set, &sim.tables[i].name)?;
+            sim.walkers[i] = walker_for(algo, set, &sim.tables[i].name, &sim.config.elu.build)?;
             // The oracle (linear over the rule set) must agree with the program.
             for (o, e) in sim.tables[i].oracle.iter().zip(&expected[i]) {
                 if o != e {
@@ -321,6 +321,9 @@ impl<const N: usize> Simulator<N> {
         let Some(r) = self.routes.as_mut() else {
             return err("push_arrivals: this simulator is not routed (build_routed)");
         };
+        if self.ended {
+            return err("push_arrivals: the run has ended (drained)");
+        }
         if t_ps.len() != route.len() {
             return err("push_arrivals: t_ps and route differ in length");
         }
@@ -677,7 +680,10 @@ mod tests {
         sim.push_arrivals(&t[150..], &r[150..]).unwrap();
         assert!(sim.push_arrivals(&[0], &[0]).is_err(), "time went back");
         sim.run_until_ns(200_000.0);
-        (sim.check_invariants(), sim.summary())
+        let summary = sim.summary();
+        assert!(sim.drain().drained);
+        assert!(sim.push_arrivals(&[300_000_000], &[0]).is_err(), "the run has ended");
+        (sim.check_invariants(), summary)
     }
 
     #[test]
@@ -802,6 +808,7 @@ mod tests {
             sim.change_routes(c).unwrap();
         }
         sim.run_until_ns(200_000.0);
+        assert!(sim.drain().drained);
         let inv = sim.check_invariants();
         assert!(inv.ok(), "{inv:?}");
         let u = sim.update_stats();

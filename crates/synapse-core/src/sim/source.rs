@@ -54,6 +54,27 @@ pub fn keys_for(set: &RuleSet, flows: usize, seed: u64) -> Vec<Key> {
         .collect()
 }
 
+/// [`keys_for`], with a share `nomatch` of the flows (exactly
+/// `round(nomatch × flows)`, chosen at random) keyed to match no rule of
+/// `set` but its catch-alls ([`crate::workload::tracegen::nomatch_keys`]):
+/// their lookups end at the set's catch-all rule, or, in a set without
+/// one, at the table's default action. A share of 0 draws nothing (the
+/// keys are [`keys_for`]'s).
+pub fn keys_with_nomatch(set: &RuleSet, flows: usize, seed: u64, nomatch: f64) -> Result<Vec<Key>, String> {
+    let mut keys = keys_for(set, flows, seed);
+    let k = (nomatch * flows as f64).round() as usize;
+    if k == 0 || set.is_empty() {
+        return Ok(keys);
+    }
+    let mut rng = Pcg64::seed_from_u64(seed ^ 0x6e6f_6d61_7463_6821);
+    let picked = rand::seq::index::sample(&mut rng, flows, k.min(flows));
+    let other = crate::workload::tracegen::nomatch_keys(set, picked.len(), rng.gen())?;
+    for (f, key) in picked.into_iter().zip(other) {
+        keys[f] = key;
+    }
+    Ok(keys)
+}
+
 /// A fixed-rate replay of a list of flows (a header trace): packet i arrives
 /// at i / rate.
 pub struct Replay {

@@ -20,13 +20,25 @@ fn table(name: &str, pmus: Vec<u32>) -> TableCfg {
 
 /// A simulator over generated rules and the stand-in flow traffic. The
 /// linear-scan ELU reads every rule, so tests keep rule sets small and give
-/// the ELU many slots and banks without row-cycle limits.
+/// the ELU many slots and banks without row-cycle limits (`sim_real` keeps
+/// the configured ELU and HBM timing).
 fn sim_with(mut c: Config, rules: usize, flows: u32) -> Simulator {
     if c.elu.lookup_slots == elu_default().lookup_slots {
         c.elu.lookup_slots = 64;
         c.elu.orb_entries = c.elu.orb_entries.max(128);
         c.hbm.bank_busy_ns = 0.0;
     }
+    sim_real(c, rules, flows)
+}
+
+/// [`sim_with`] with the ELU and HBM as configured (the real bank timing
+/// by default).
+fn sim_real(mut c: Config, rules: usize, flows: u32) -> Simulator {
+    // The config's share of keys matching no rule is kept.
+    let nomatch_share = match c.traffic {
+        config::Traffic::Flows { nomatch_share, .. } => nomatch_share,
+        _ => 0.0,
+    };
     c.traffic = config::Traffic::Flows {
         dist: "caida2019".into(),
         flows,
@@ -34,6 +46,7 @@ fn sim_with(mut c: Config, rules: usize, flows: u32) -> Simulator {
         flow_duration_ns: c.duration_ns / 5.0,
         profile: "uniform".into(),
         max_bytes: 1e6,
+        nomatch_share,
     };
     for t in &mut c.tables {
         t.rules = config::Rules::Generate {
@@ -47,18 +60,40 @@ fn sim_with(mut c: Config, rules: usize, flows: u32) -> Simulator {
     Simulator::new(c).unwrap()
 }
 
-/// Runs past the end of traffic until everything has drained.
+/// Runs past the end of traffic (every arrival delivered), then drains
+/// ([`Simulator::drain`]); fails when PHVs are still in flight.
 fn drain(s: &mut Simulator) {
     let mut t = s.now_ns();
     for _ in 0..1000 {
+        if s.next_arrival.is_none() {
+            break;
+        }
         t += 50_000.0;
         s.run_until_ns(t);
-        let inv = s.check_invariants();
-        if inv.in_flight == 0 && s.next_arrival.is_none() {
-            return;
-        }
     }
-    panic!("did not drain: {:?}", s.check_invariants());
+    assert!(s.next_arrival.is_none(), "traffic did not end: {:?}", s.check_invariants());
+    let d = s.drain();
+    assert!(d.drained, "did not drain: {d:?} {:?}", s.check_invariants());
+}
+
+#[test]
+fn the_interconnect_latency_adds_to_every_hit() {
+    // A hit: VMU 2 cycles + interconnect L + τ_c 2; one flow replayed
+    // slowly misses once, then hits 9 times, each exactly 4 + L cycles.
+    for l in [0u32, 1, 3] {
+        let set = crate::workload::rulegen::generate(&crate::workload::seed::Params::builtin("acl").unwrap(), 20, 1);
+        let keys = vec![keys_for(&set, 1, 2)];
+        let mut c = Config {
+            tables: vec![table("t", vec![0])],
+            pmus: pmu::Config { count: 1, ..Default::default() },
+            ..Config::default()
+        };
+        c.interconnect.latency_cycles = l;
+        let mut s = Simulator::build(c, vec![set], keys, Box::new(Replay::new(vec![0; 10], 0.1))).unwrap();
+        s.run_until_ns(200_000.0);
+        let tot = &s.totals()[0];
+        assert_eq!((tot.hits, tot.lat.counts[4 + l as usize]), (9, 9), "interconnect latency {l}");
+    }
 }
 
 #[test]
@@ -92,6 +127,239 @@ fn a_hit_takes_exactly_five_cycles_a_miss_goes_to_memory() {
     );
     assert!(s.check_invariants().ok());
     assert!(s.summary()[0].1.hbm_gbps > 0.0);
+}
+
+#[test]
+fn phvs_in_flight_are_not_ok_and_the_drain_names_the_tables_holding_them() {
+    // "slow" has no PMU and a linear-scan ELU over 2000 rules: its PHVs
+    // leave slowly. Stopped mid-traffic, PHVs are in flight: not ok (the
+    // old `ok` ignored them). A 2 µs drain cannot clear them and names the
+    // table; a long one does, and then the run is ok.
+    let mut c = Config {
+        duration_ns: 30_000.0,
+        drain_ns: 2_000.0,
+        tables: vec![table("slow", vec![])],
+        pmus: pmu::Config { count: 1, ..Default::default() },
+        ..Config::default()
+    };
+    c.elu.algo = crate::hw::elu::Algo::Linear;
+    let mut s = sim_with(c, 2000, 400);
+    assert_eq!(s.tables_without_pmus(), vec!["slow".to_string()]);
+    s.run_until_ns(30_000.0);
+    let inv = s.check_invariants();
+    assert!(inv.in_flight > 0 && inv.ok_so_far() && !inv.ok(), "{inv:?}");
+    let created = inv.created;
+    let d = s.drain();
+    assert!(!d.drained && d.ns == 2_000.0, "{d:?}");
+    let inv = s.check_invariants();
+    assert_eq!(d.in_flight, vec![("slow".to_string(), inv.in_flight)]);
+    assert!(!inv.ok());
+    s.config.drain_ns = 1e9;
+    let d = s.drain();
+    assert!(d.drained && d.in_flight.is_empty(), "{d:?}");
+    let inv = s.check_invariants();
+    assert!(inv.ok(), "{inv:?}");
+    // No arrival after the drain began: created stays, all accounted for.
+    assert_eq!((inv.created, inv.exited + inv.dropped), (created, created));
+}
+
+#[test]
+fn a_fault_in_the_elus_memory_image_is_counted_as_wrong_answers() {
+    // The ELU answers with what its walk reads from the memory image (the
+    // decision tree's LS rows, the partitioned tree's node lines), not with
+    // the software structure's `classify` (which the old walks returned):
+    // with the image corrupted the oracle counts wrong answers; the same
+    // run over a sound image counts none.
+    use crate::classify::{dtree::DTree, partition::PTree};
+    use crate::hw::elu::Algo;
+    for algo in [Algo::Dtree, Algo::Ptree] {
+        let run = |corrupt: bool| {
+            let mut c = Config {
+                duration_ns: 100_000.0,
+                tables: vec![table("t", vec![0])],
+                pmus: pmu::Config { count: 1, block_size: 16, ..Default::default() },
+                ..Config::default()
+            };
+            c.elu.algo = algo;
+            let mut s = sim_with(c, 200, 2000);
+            if corrupt {
+                let set = &s.sets[0];
+                s.walkers[0] = match algo {
+                    Algo::Dtree => {
+                        let mut t = DTree::build(set, &Default::default()).unwrap();
+                        // Every LS item matches every key: a leaf answers its first rule.
+                        t.corrupt_ls_items(|it| {
+                            for f in 0..set.schema.len() {
+                                it[3 * f + 1..3 * f + 4].copy_from_slice(&[0, u32::MAX, 0]);
+                            }
+                        });
+                        Box::new(t)
+                    }
+                    _ => {
+                        let mut t = PTree::build(set, &Default::default()).unwrap();
+                        // Every inner node sends every key to its first child.
+                        t.corrupt_nodes(|n| {
+                            if !n.is_leaf() {
+                                n.th = [u32::MAX ^ crate::classify::simd::BIAS; crate::classify::simd::NODE_SLOTS];
+                            }
+                        });
+                        Box::new(t)
+                    }
+                };
+            }
+            s.run_until_ns(100_000.0);
+            assert!(s.drain().drained);
+            (s.check_invariants(), s.totals()[0].misses)
+        };
+        let ((sound, misses), (bad, _)) = (run(false), run(true));
+        assert!(sound.ok() && misses > 500, "{algo:?}: {sound:?}, {misses} misses");
+        assert!(bad.wrong_action > 100 && !bad.ok(), "{algo:?}: {bad:?}");
+        assert_eq!(bad.lost, 0);
+    }
+}
+
+#[test]
+fn the_oracle_invariant_holds_with_the_real_bank_timing_on_every_structure() {
+    // The default HBM (48 ns row cycle per bank) and ELU (8 lookup slots),
+    // two tables, PMUs moved between them while traffic flows.
+    use crate::hw::elu::Algo;
+    for algo in [Algo::Trie, Algo::Dtree, Algo::Ptree] {
+        let mut c = Config {
+            duration_ns: 150_000.0,
+            tables: vec![table("a", vec![0, 1]), table("b", vec![2])],
+            edges: vec![Edge { src: "a".into(), dst: "b".into(), p: 0.7 }],
+            pmus: pmu::Config { count: 4, block_size: 32, ..Default::default() },
+            ..Config::default()
+        };
+        c.elu.algo = algo;
+        assert_eq!(c.hbm.bank_busy_ns, 48.0);
+        let mut s = sim_real(c, 100, 1500);
+        for (i, (t, p)) in [("a", &[0u32, 3][..]), ("b", &[1, 2]), ("a", &[])].iter().enumerate() {
+            s.run_until_ns(40_000.0 * (i + 1) as f64);
+            s.assign(t, p).unwrap();
+        }
+        s.run_until_ns(150_000.0);
+        assert!(s.drain().drained, "{algo:?}");
+        let inv = s.check_invariants();
+        assert!(inv.ok() && inv.exited > 1000, "{algo:?}: {inv:?}");
+        assert!(s.totals().iter().map(|c| c.misses).sum::<u64>() > 200, "{algo:?}: the ELU must be exercised");
+    }
+}
+
+#[test]
+fn the_row_cycle_bounds_elu_lookups_by_the_first_trie_levels_bank() {
+    // Every trie lookup's first read is level 0, in bank 0, and a bank
+    // takes one read per row cycle (48 ns): a table without PMUs, whose
+    // every key goes to the ELU, then carries at most 1 / 48 ns = 20.8 Mpps
+    // however many lookups overlap. Without the row cycle the same 64
+    // overlapping lookups carry more. (At 500 MHz the ELU's memory port,
+    // one read a cycle, allows ~50 M lookups/s of ~10 reads: not the bound.)
+    let thr = |bank_busy_ns: f64| {
+        let mut c = Config {
+            clock_mhz: 500.0,
+            duration_ns: 300_000.0,
+            tables: vec![table("t", vec![])],
+            pmus: pmu::Config { count: 1, ..Default::default() },
+            ..Config::default()
+        };
+        c.elu.lookup_slots = 64;
+        c.elu.orb_entries = 128;
+        c.hbm.bank_busy_ns = bank_busy_ns;
+        let mut s = sim_real(c, 1000, 4000);
+        s.run_until_ns(300_000.0);
+        let t = s.summary()[0].1.throughput_mpps;
+        assert!(s.drain().drained && s.check_invariants().ok());
+        t
+    };
+    let (real, none) = (thr(48.0), thr(0.0));
+    assert!(real <= 1e3 / 48.0 && real > 0.8 * 1e3 / 48.0, "real bank timing: {real} Mpps");
+    assert!(none > 1.2 * 1e3 / 48.0, "no row cycle: {none} Mpps");
+}
+
+#[test]
+fn keys_matching_no_rule_take_the_default_action_as_the_oracle_says() {
+    // The generated set less its catch-all rules; a quarter of 2000 flows
+    // keyed to match no rule (`keys_with_nomatch`): exactly those 500
+    // flows' oracle answer (the linear scan) is the default action, every
+    // structure's answers agree with the oracle, and exactly the packets of
+    // those flows leave with the default action.
+    use crate::hw::elu::Algo;
+    use crate::workload::tracegen::matches_all;
+    let full = crate::workload::rulegen::generate(&crate::workload::seed::Params::builtin("acl").unwrap(), 300, 7);
+    let w: Vec<u8> = full.schema.fields.iter().map(|f| f.bits).collect();
+    let named: Vec<_> = full.rules.iter().filter(|r| !matches_all(r, &w)).copied().collect();
+    assert!(named.len() < full.len(), "the generated set ends in a catch-all");
+    let set = RuleSet::new(full.schema.clone(), named);
+    let keys = source::keys_with_nomatch(&set, 2000, 11, 0.25).unwrap();
+    let lin = Linear::new(&set);
+    let nomatch: Vec<bool> = keys.iter().map(|k| lin.classify(k).is_none()).collect();
+    assert_eq!(nomatch.iter().filter(|&&x| x).count(), 500);
+    let order: Vec<u32> = (0..10_000u32).map(|i| i.wrapping_mul(7919) % 2000).collect();
+    let expected = order.iter().filter(|&&f| nomatch[f as usize]).count() as u64;
+    for algo in [Algo::Trie, Algo::Dtree, Algo::Ptree] {
+        let mut c = Config {
+            tables: vec![table("t", vec![0, 1])],
+            pmus: pmu::Config { count: 2, block_size: 32, ..Default::default() },
+            ..Config::default()
+        };
+        c.elu.algo = algo;
+        c.elu.lookup_slots = 64;
+        c.elu.orb_entries = 128;
+        c.hbm.bank_busy_ns = 0.0;
+        let mut s = Simulator::build(c, vec![set.clone()], vec![keys.clone()], Box::new(Replay::new(order.clone(), 5.0))).unwrap();
+        s.run_until_ns(2_100_000.0);
+        assert!(s.drain().drained);
+        let inv = s.check_invariants();
+        assert!(inv.ok() && inv.dropped == 0 && inv.exited == 10_000, "{algo:?}: {inv:?}");
+        assert_eq!(s.default_answers()[0], expected, "{algo:?}");
+    }
+}
+
+#[test]
+fn keys_matching_no_rule_but_a_catch_all_end_there() {
+    // A generated set ends in a catch-all rule (as ClassBench sets do):
+    // keys matching no other rule end at it, the set's own default. With a
+    // quarter of the flows so keyed, at least those 500 flows' oracle
+    // answer is a catch-all; the walks agree with the oracle.
+    use crate::workload::tracegen::matches_all;
+    let run = |share: f64| {
+        let mut c = Config {
+            duration_ns: 100_000.0,
+            tables: vec![table("t", vec![0, 1])],
+            pmus: pmu::Config { count: 2, block_size: 32, ..Default::default() },
+            ..Config::default()
+        };
+        if let config::Traffic::Flows { nomatch_share, .. } = &mut c.traffic {
+            *nomatch_share = share;
+        }
+        let mut s = sim_with(c, 300, 2000);
+        let w: Vec<u8> = s.sets[0].schema.fields.iter().map(|f| f.bits).collect();
+        let to_catch_all =
+            s.tables[0].oracle.iter().filter(|o| o.is_some_and(|r| matches_all(&s.sets[0].rules[r as usize], &w))).count();
+        s.run_until_ns(100_000.0);
+        assert!(s.drain().drained);
+        let inv = s.check_invariants();
+        assert!(inv.ok(), "{inv:?}");
+        assert_eq!(s.default_answers()[0], 0);
+        to_catch_all
+    };
+    let (before, after) = (run(0.0), run(0.25));
+    assert!(after >= 500 && after > before + 400, "{before} -> {after}");
+}
+
+#[test]
+fn nomatch_keys_are_refused_when_the_rules_cover_every_key() {
+    // Two halves of the source address space: no key escapes them.
+    let path = std::env::temp_dir().join(format!("synapse-cover-{}.rules", std::process::id()));
+    std::fs::write(&path, "@0.0.0.0/1\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t\n@128.0.0.0/1\t0.0.0.0/0\t0 : 65535\t0 : 65535\t0x00/0x00\t\n").unwrap();
+    let mut c = Config { tables: vec![table("all", vec![0])], ..Config::default() };
+    c.tables[0].rules = config::Rules::Path { path: path.display().to_string() };
+    if let config::Traffic::Flows { nomatch_share, .. } = &mut c.traffic {
+        *nomatch_share = 0.1;
+    }
+    let e = Simulator::new(c).err().unwrap().to_string();
+    std::fs::remove_file(&path).unwrap();
+    assert!(e.contains("nomatch_share: table \"all\"") && e.contains("leave no key to their default"), "{e}");
 }
 
 #[test]
@@ -151,7 +419,7 @@ fn every_phv_leaves_once_with_the_oracle_action_under_reassignment() {
         s.run_until_ns(t);
         s.assign(name, pmus).unwrap();
         let inv = s.check_invariants();
-        assert!(inv.ok(), "after step {i}: {inv:?}");
+        assert!(inv.ok_so_far(), "after step {i}: {inv:?}");
     }
     drain(&mut s);
     let inv = s.check_invariants();
@@ -211,8 +479,9 @@ fn more_pmus_more_hits() {
         };
         let mut s = sim_with(c, 8, 1500);
         s.run_until_ns(200_000.0);
-        assert!(s.check_invariants().ok());
-        s.summary()[0].1.hit_rate
+        let hit_rate = s.summary()[0].1.hit_rate;
+        assert!(s.drain().drained && s.check_invariants().ok());
+        hit_rate
     };
     let (a, b) = (rate(1), rate(8));
     assert!(b > a + 0.05, "1 PMU {a}, 8 PMUs {b}");
@@ -301,9 +570,11 @@ fn shared_bus_conflicts_stall_tables_a_crossbar_does_not() {
         c.interconnect.kind = kind;
         let mut s = sim_with(c, 50, 6000);
         s.run_until_ns(100_000.0);
+        let stalls = s.totals().iter().map(|c| c.stalls).sum::<u64>();
+        assert!(s.drain().drained);
         let inv = s.check_invariants();
         assert!(inv.ok(), "{inv:?}");
-        s.totals().iter().map(|c| c.stalls).sum::<u64>()
+        stalls
     };
     use crate::hw::interconnect::Kind;
     let (bus, xbar) = (stalls(Kind::Bus, 1.0), stalls(Kind::Crossbar, 1.0));

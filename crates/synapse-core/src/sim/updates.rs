@@ -50,7 +50,7 @@ use xtable::{Old, Prog};
 /// Ids of entries inserted while running start here, above any initial
 /// position; defaults get ids from [`DEFAULT_ID`].
 const FIRST_NEW_ID: u32 = 1 << 24;
-const DEFAULT_ID: u32 = 1 << 31;
+pub(super) const DEFAULT_ID: u32 = 1 << 31;
 
 /// What a committed update does to the PMUs' cached answers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -521,6 +521,7 @@ fn structure<const N: usize>(
     algo: Algo,
     set: &RuleSet<N>,
     table: &str,
+    build: &BuildConfig,
 ) -> Result<Box<dyn Structure<N>>, SimError> {
     let name = match algo {
         Algo::Trie => "trie",
@@ -528,7 +529,7 @@ fn structure<const N: usize>(
         Algo::Dtree => "dtree",
         Algo::Ptree => "ptree",
     };
-    crate::classify::build_structure_n(name, set, &BuildConfig::default()).map_err(|e| {
+    crate::classify::build_structure_n(name, set, build).map_err(|e| {
         SimError(format!(
             "config: table {table:?}: building the ELU's {name}: {e}"
         ))
@@ -614,11 +615,11 @@ impl<const N: usize> Simulator<N> {
         let mut built = Err(SimError(String::new()));
         for &a in tries {
             built = if let Some(n) = in_place(a) {
-                crate::classify::build_incremental_n(n, &set, &BuildConfig::default())
+                crate::classify::build_incremental_n(n, &set, &self.config.elu.build)
                     .map(|d| (a, Inner::InPlace(d)))
                     .map_err(|e| SimError(format!("config: table {name:?}: building the ELU's {n}: {e}")))
             } else {
-                structure(a, &set, &name).map(|s| (a, Inner::Built(s)))
+                structure(a, &set, &name, &self.config.elu.build).map(|s| (a, Inner::Built(s)))
             };
             if built.is_ok() {
                 break;
@@ -1178,7 +1179,7 @@ impl<const N: usize> Simulator<N> {
             let set = RuleSet::new(tu.schema.clone(), rules.clone());
             // A rule set the structure cannot hold is refused whole (the
             // version in force stays).
-            match structure(algo, &set, &table.name) {
+            match structure(algo, &set, &table.name, &self.config.elu.build) {
                 Ok(s) => {
                     // Program consistency keeps the old tree for the PHVs
                     // stamped before the flip: the new one is a copy,
@@ -1241,7 +1242,7 @@ impl<const N: usize> Simulator<N> {
                             let set = RuleSet::new(tu.schema.clone(), b.rules.clone());
                             let _ = e;
                             let name = in_place(tu.algo).expect("an algorithm updated in place");
-                            *d = crate::classify::build_incremental_n(name, &set, &BuildConfig::default())
+                            *d = crate::classify::build_incremental_n(name, &set, &self.config.elu.build)
                                 .expect("the tree of a rule set it held");
                             break;
                         }

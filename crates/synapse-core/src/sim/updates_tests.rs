@@ -24,6 +24,7 @@ pub(super) fn cfg(algo: Algo, invalidate: Invalidate, churn: f64, seed: u64) -> 
         flow_duration_ns: 40_000.0,
         profile: "uniform".into(),
         max_bytes: 1e6,
+        nomatch_share: 0.0,
     };
     c.tables[0].rules = Rules::Generate {
         generate: Generate {
@@ -48,18 +49,25 @@ pub(super) fn cfg(algo: Algo, invalidate: Invalidate, churn: f64, seed: u64) -> 
     c
 }
 
-/// Runs to the end of the scenario (or on from now), then on until nothing
-/// is in flight, so every update and every PHV is decided.
+/// Runs to the end of the scenario (or on from now), then on (traffic and
+/// updates still coming) until nothing is in flight at a check every
+/// 50 µs, so every update and every PHV is decided, and ends the run
+/// ([`Simulator::drain`]); fails when PHVs are still in flight after 5 ms.
 pub(super) fn drain(s: &mut Simulator) -> (Invariants, UpdateStats) {
     let mut t = s.now_ns().max(s.config.duration_ns);
     s.run_until_ns(t);
+    let mut empty = false;
     for _ in 0..100 {
         t += 50_000.0;
         s.run_until_ns(t);
         if s.check_invariants().in_flight == 0 {
+            empty = true;
             break;
         }
     }
+    assert!(empty, "did not drain in 5 ms: {:?}", s.check_invariants());
+    let d = s.drain();
+    assert!(d.drained, "did not drain: {d:?} {:?}", s.check_invariants());
     (s.check_invariants(), s.update_stats())
 }
 

@@ -504,8 +504,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(synapse_shared), ignore = "needs ../shared/data (the developers' checkout)")]
     fn all_real_seeds_parse() {
-        let Some(dir) = crate::testdata::shared("classbench/seeds") else { return };
+        let dir = crate::testdata::shared("classbench/seeds");
         let mut n = 0;
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();

@@ -66,6 +66,49 @@ fn widths(set: &RuleSet) -> [u8; MAX_FIELDS] {
     w
 }
 
+/// Consecutive matching draws after which [`nomatch_keys`] gives up.
+const NOMATCH_TRIES: usize = 10_000;
+
+/// Whether `r` matches every key of fields `w` wide (a catch-all rule,
+/// such as the all-wildcard rule ending most ClassBench sets).
+pub fn matches_all(r: &Rule, w: &[u8]) -> bool {
+    r.fields.iter().zip(w).all(|(f, &bits)| f.is_any() || f.as_range(bits).is_some_and(|(lo, hi)| lo == 0 && hi >= width_mask(bits)))
+}
+
+/// `n` keys that match no rule of `set` but its catch-all rules
+/// ([`matches_all`]): the traffic a table's default serves (flows the rules
+/// do not name). A set ending in a catch-all answers them with it, its own
+/// default; one without, with the table's default action (no match). Each
+/// key is uniform over the fields' widths, drawn again while another rule
+/// matches it. Refused when [`NOMATCH_TRIES`] draws in a row all match
+/// (rules covering nearly every key).
+pub fn nomatch_keys(set: &RuleSet, n: usize, seed: u64) -> Result<Vec<Key>, String> {
+    let mut rng = Pcg64::seed_from_u64(seed);
+    let w = widths(set);
+    let named: Vec<&Rule> = set.rules.iter().filter(|r| !matches_all(r, &w)).collect();
+    let mut out = Vec::with_capacity(n);
+    let mut tries = 0;
+    while out.len() < n {
+        let mut k = [0u32; MAX_FIELDS];
+        for f in 0..set.schema.len().min(MAX_FIELDS) {
+            k[f] = rng.gen::<u32>() & width_mask(w[f]);
+        }
+        let key = Key(k);
+        if named.iter().any(|r| r.matches(&key)) {
+            tries += 1;
+            if tries >= NOMATCH_TRIES {
+                return Err(format!(
+                    "{NOMATCH_TRIES} random keys in a row all match a rule: the rules leave no key to their default"
+                ));
+            }
+        } else {
+            tries = 0;
+            out.push(key);
+        }
+    }
+    Ok(out)
+}
+
 /// One field value inside `f`: its low or high end (`corner`) or a uniform
 /// point. Ternaries that are not ranges get random don't-care bits.
 fn point<R: Rng>(f: &crate::rules::FieldMatch, bits: u8, corner: bool, rng: &mut R) -> u32 {
