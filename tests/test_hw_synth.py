@@ -64,7 +64,7 @@ def test_a_rerun_gives_the_same_netlist_counts_and_shipped_rows_are_read(tmp_pat
 
 def test_shipped_rows_match_the_rtl_they_were_synthesized_from(tmp_path, monkeypatch):
     """Every shipped row is keyed by the hash of the RTL it came from: the
-    README table's points are all there for this RTL and this yosys."""
+    docs/how-to/rtl.md table's points are all there for this RTL and this yosys."""
     if shutil.which("yosys") is None or synth.yosys_version() != SHIPPED_YOSYS:
         pytest.skip(f"the shipped rows are for {SHIPPED_YOSYS}")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # only the shipped rows

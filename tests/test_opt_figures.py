@@ -152,7 +152,7 @@ def test_fig10_quick_on_the_simulator(tmp_path):
 
 @pytest.mark.slow
 def test_fig8_quick_on_the_simulator(tmp_path):
-    """What the README states of fig. 8: the closed loop carries at least 0.95x
+    """What docs/explanation/fidelity.md states of fig. 8: the closed loop carries at least 0.95x
     the static oracle's throughput under every profile; the oracle is the
     fewest PMUs whose run kept up (every smaller count was run and did not),
     and every run kept the simulator's invariants."""

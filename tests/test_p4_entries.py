@@ -359,11 +359,12 @@ def test_gen_populates_every_table_of_the_real_programs(shared_data, tmp_path, n
     assert r.exit_code == 0 and f"in {len(prog.tables)} of {len(prog.tables)} tables" in r.output
 
 
-def test_readme_cli_example_loads_for_upf(shared_data, tmp_path):
+def test_docs_cli_example_loads_for_upf(shared_data, tmp_path):
+    """The simple_switch_CLI example of docs/reference/file-formats.md loads as the page says."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = text.split("```\n# for ../shared/data/p4/up4-bmv2.json (UPF)\n", 1)[1].split("```", 1)[0]
+    text = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "file-formats.md").read_text()
+    block = text.split("# for the UPF program (builtin:up4)\n", 1)[1].split("```", 1)[0]
     got = load_entries(write(tmp_path, block), shared_data / "p4" / "up4-bmv2.json")
     app = got["PreQosPipe.applications"].entries[0]
     assert app.params == {"app_id": 7} and app.priority == PRIO_MAX - 10

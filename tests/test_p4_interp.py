@@ -675,7 +675,7 @@ def test_switch_generated_entries_match_the_entries_oracle(shared_data, tmp_path
 
 
 def test_committed_captures_are_the_tests_packets():
-    """tests/data/p4/*.pcap (used by the README's examples) hold exactly the frames built here."""
+    """tests/data/p4/*.pcap (used by the docs' examples) hold exactly the frames built here."""
     assert list(read_packets(DATA / "router.pcap")) == [p for p, *_ in PACKETS]
     assert list(read_packets(DATA / "upf-sample.pcap")) == [upf_uplink(1234), upf_uplink(999), upf_downlink()]
 
@@ -915,3 +915,28 @@ def test_key_words_follow_keys_layout(upf, shared_data):
         spec = tr.tables[tr.step_table[j]]
         values = dict(zip((k.field for k in spec.key), tr.step_keys[j]))
         assert layouts[spec.name].encode(values) == tr.key_words(j)
+
+
+@pytest.mark.parametrize("damage, place", [
+    # p4c flattens a metadata struct into `scalars`, yet may still name it as a header
+    # (NetHCF: `assign_header(tmp, meta)`): the error names the action, the primitive and its P4 line
+    (lambda d: d["actions"][2]["primitives"].append(
+        {"op": "assign_header", "parameters": [{"type": "header", "value": "ethernet"}, {"type": "header", "value": "meta"}],
+         "source_info": {"filename": "router.p4", "line": 41, "source_fragment": "meta"}}),
+     "action MyIngress.drop, primitive 1 (assign_header, router.p4:41 'meta'): expected a known header, found 'meta'"),
+    (lambda d: d["pipelines"][0]["conditionals"][0]["expression"]["value"].update(
+        right={"type": "field", "value": ["meta", "x"]}),
+     "pipelines[0].conditionals[0] (node_1): expected a known field, found meta.x"),
+    (lambda d: d["parsers"][0]["parse_states"][0]["transition_key"][0].update(value=["meta", "x"]),
+     "parsers[0].parse_states[0] (start): expected a known field, found meta.x"),
+])
+def test_unknown_names_say_where(damage, place):
+    """A name the program does not declare is one line naming the action and primitive
+    (with p4c's source line), the conditional or the parser state it came from."""
+    import json
+
+    doc = json.loads((DATA / "router.json").read_text())
+    damage(doc)
+    with pytest.raises(UserError) as e:
+        Program(doc, "router.json")
+    assert str(e.value) == f"router.json: {place}"

@@ -1001,7 +1001,7 @@ def test_serve_optimizer_loop_fast_and_highs_agree(tmp_path):
     fast solver and once with HiGHS on the same seeded run: the same
     allocation every period (both are exact), the PMUs follow the shift, and
     the oracle finds no wrong answer. Prints solve times and drops beside the
-    scenario's static even split (the README's figures)."""
+    scenario's static even split (the figures of docs/explanation/perf-control-plane.md)."""
     import numpy as np
 
     from synapse_vmt.p4rt.simopt import OptConfig, ServeOptimizer, calibrate

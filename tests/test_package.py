@@ -8,6 +8,21 @@ def test_extension_matches_package_version():
     assert synapse_vmt.core_version() == synapse_vmt.__version__
 
 
+def test_version_is_the_package_and_the_changelog():
+    """`synapse --version` prints the installed package's version, which is
+    pyproject.toml's and the newest release in CHANGELOG.md."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "synapse_vmt.cli", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == f"synapse {synapse_vmt.__version__}"
+    assert tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"] == synapse_vmt.__version__
+    releases = re.findall(r"^## \[(\d+\.\d+\.\d+)\]", (root / "CHANGELOG.md").read_text(), re.M)
+    assert releases and releases[0] == synapse_vmt.__version__
+
+
 def test_cli_help_lists_commands():
     out = subprocess.run([sys.executable, "-m", "synapse_vmt.cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0

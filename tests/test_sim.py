@@ -59,11 +59,23 @@ def test_bad_overrides_name_the_key(overrides, message):
         load(None, overrides)
 
 
-def test_toml_file_unknown_key_names_file_and_key(tmp_path):
+def test_toml_file_unknown_key_names_file_line_and_key(tmp_path):
     p = tmp_path / "s.toml"
     p.write_text('duration_ns = 1000.0\n[pmus]\ncount = 2\nblok = 3\n')
-    with pytest.raises(UserError, match=r"s\.toml: pmus\.blok: unknown key"):
+    with pytest.raises(UserError, match=r"s\.toml:4: pmus\.blok: unknown key"):
         load(p)
+    # a bad value in the second [[tables]] is found there, a top-level key before any header
+    p.write_text('duration_ns = 1000.0\n[[tables]]\nname = "a"\nlookup_bits = 8\n[[tables]]\nname = "b"\n'
+                 'lookup_bits = 0\n')
+    with pytest.raises(UserError, match=r"s\.toml:7: tables\.1\.lookup_bits: Input should be greater"):
+        load(p)
+    p.write_text('[pmus]\ncount = 2\n[vmu]\nduration_ns = 1000.0\n')
+    with pytest.raises(UserError, match=r"s\.toml:4: vmu\.duration_ns: unknown key"):
+        load(p)
+    # a key set by --set, or left to its default, has no line in the file
+    p.write_text('duration_ns = 1000.0\n[pmus]\ncount = 2\n')
+    with pytest.raises(UserError, match=r"s\.toml: pmus\.count: Input should be a valid integer"):
+        load(p, ["pmus.count=x"])
     p.write_text("duration_ns = = 3\n")
     with pytest.raises(UserError, match=r"s\.toml"):
         load(p)

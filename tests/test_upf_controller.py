@@ -167,7 +167,7 @@ def test_a_rising_load_is_extrapolated_a_falling_one_is_not():
 def test_reproduce_upf_quick_meets_the_targets_the_readme_states(tmp_path):
     """`synapse reproduce upf --quick` (seed 1): the closed loop carries at
     least 0.95x the static oracle's throughput and beats the even split (the
-    README's table: every seed 1-10); done_when is what the schemes' own
+    docs/explanation/fidelity.md: every seed 1-10); done_when is what the schemes' own
     figures say; the oracle's split is the cheapest run that kept up, and
     every run kept the simulator's invariants."""
     import json

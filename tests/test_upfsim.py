@@ -193,7 +193,7 @@ def test_serve_sim_upf_session_writes(tmp_path):
     Each Write's flows follow (the session's flows reach terminations_uplink
     after the insert, not after the delete); 0 wrong/stale/mixed. Prints the
     writes/s and the simulated update latency (request -> flip) for the
-    README: ``pytest tests/test_upfsim.py -k session_writes -s``."""
+    docs/explanation/perf-control-plane.md: ``pytest tests/test_upfsim.py -k session_writes -s``."""
     from synapse_vmt import _core
 
     scn = Path(__file__).resolve().parents[1] / "examples" / "upf" / "scenario.toml"

@@ -6,8 +6,11 @@ validated scenarios, the runtime optimizer, sweeps, plots and the ``synapse``
 command line.
 """
 
+from importlib.metadata import version as _version
+
 from synapse_vmt._core import version as core_version
 from synapse_vmt.errors import UserError
 
-__version__ = "0.1.0"
+#: The installed package's version (pyproject.toml; CHANGELOG.md lists what each one brought).
+__version__ = _version("synapse-vmt")
 __all__ = ["UserError", "core_version", "__version__"]

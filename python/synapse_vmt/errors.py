@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
@@ -71,3 +72,38 @@ def read_toml(path: str | os.PathLike) -> dict:
         line = int(m.group(1)) if m else max(1, len(text.splitlines()))  # else: "at end of document"
         msg = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(e))
         raise UserError(f"{path}:{line}: {msg}") from None
+
+
+class TomlLines:
+    """Finds the line of a key in a TOML file (a scenario, a grid), section by
+    section, so an error can say where (tomllib's values carry no lines)."""
+
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+        self.headers: list[tuple[int, str]] = []  # (line, "grid" | "points" | "set" | ...)
+        for i, ln in enumerate(self.lines, 1):
+            m = re.match(r"\s*\[\[?\s*([A-Za-z0-9_\-\"'.]+)", ln)
+            if m and ln.lstrip().startswith("["):
+                self.headers.append((i, m.group(1).strip("\"'").split(".")[0]))
+
+    def section(self, name: str, nth: int = 0) -> tuple[int, int]:
+        """(first, last) line of the nth ``[name]``/``[[name]]`` section; the
+        part before any header for ``""``; the whole file if there is none."""
+        starts = [i for i, h in self.headers if h == name]
+        if name == "":
+            return 1, (self.headers[0][0] - 1 if self.headers else len(self.lines))
+        if nth >= len(starts):
+            return 1, len(self.lines)
+        later = [i for i, _ in self.headers if i > starts[nth]]
+        return starts[nth], (later[0] - 1 if later else len(self.lines))
+
+    def key(self, dotted: str, name: str = "", nth: int = 0) -> int:
+        first, last = self.section(name, nth)
+        parts = dotted.split(".")
+        pats = [re.escape(dotted), re.escape(".".join(f'"{p}"' if not p.isidentifier() else p for p in parts)), re.escape(parts[-1])]
+        for pat in pats:
+            rx = re.compile(r"""^\s*(?:["']?)""" + pat + r"""(?:["']?)\s*=""")
+            for i in range(first, min(last, len(self.lines)) + 1):
+                if rx.search(self.lines[i - 1]):
+                    return i
+        return next((i for i, h in self.headers if h == dotted), first)  # a [table] of that name

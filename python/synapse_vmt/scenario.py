@@ -18,193 +18,211 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from synapse_vmt.errors import UserError, read_text
+from synapse_vmt.errors import TomlLines, UserError, read_text
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+def F(default: Any = ..., doc: str = "", unit: str | None = None, **kw: Any) -> Any:
+    """A scenario field with its meaning and unit: the documentation's
+    schema page (docs/reference/scenario.md) is generated from them, and a
+    field without a ``doc`` fails the docs build."""
+    return Field(default, description=doc, json_schema_extra={"unit": unit} if unit else None, **kw)
+
+
 class Generate(_Model):
-    type: Literal["acl", "fw", "ipc"] = "acl"
-    count: int = Field(1000, ge=0)
-    seed: int = Field(1, ge=0)
+    """A rule set generated in ClassBench's manner (``synapse rules gen``)."""
+
+    type: Literal["acl", "fw", "ipc"] = F("acl", "ClassBench seed the set is drawn from (acl1, fw1, ipc1).")
+    count: int = F(1000, "Rules in the set.", "rules", ge=0)
+    seed: int = F(1, "Seed of the rule generator (the scenario's `seed` does not change the rules).", ge=0)
 
 
 class RulesFile(_Model):
-    path: str
+    """A ClassBench filter file (relative paths: to the scenario file)."""
+
+    path: str = F(doc="Path of the rule file.")
 
 
 class RulesGen(_Model):
-    generate: Generate = Generate()
+    """A generated rule set."""
+
+    generate: Generate = F(Generate(), "How the rules are generated.")
 
 
 class Table(_Model):
-    name: str = "acl"
-    rules: Union[RulesFile, RulesGen] = RulesGen()
-    lookup_bits: int = Field(10, ge=1, le=24)
-    #: PMU ids owned at the start; omitted = an even share of the PMUs that
-    #: no table names.
-    pmus: list[Annotated[int, Field(ge=0)]] | None = None
-    phv_fifo: int = Field(256, ge=1)
+    """One ``[[tables]]`` item: a logical table backed by a VMT."""
+
+    name: str = F("acl", "The table's name (edges, entry shares and updates refer to it).")
+    rules: Union[RulesFile, RulesGen] = F(RulesGen(), "The rule set: `{path = FILE}` or `{generate = {...}}`.")
+    lookup_bits: int = F(10, "N of the VMU's 2^N-entry lookup table (consistent-hashing slots).", "bits", ge=1, le=24)
+    pmus: list[Annotated[int, Field(ge=0)]] | None = F(
+        None, "PMU ids the table owns at the start; omitted: an even share of the PMUs no table names.", "PMU ids")
+    phv_fifo: int = F(256, "The VMU's PHV waiting FIFO (PHVs parked on a miss).", "PHVs", ge=1)
 
 
 class Edge(_Model):
-    src: str
-    dst: str
-    p: float = Field(ge=0.0, le=1.0)
+    """One ``[[edges]]`` item: PHVs leaving ``src`` go to ``dst`` with probability ``p``."""
+
+    src: str = F(doc="Table the PHV leaves.")
+    dst: str = F(doc="Table it goes to.")
+    p: float = F(doc="Probability of this edge; what a table's edges leave over exits the pipeline.", ge=0.0, le=1.0)
 
 
 class Pmus(_Model):
-    count: int = Field(8, ge=0, le=65000)
-    block_size: int = Field(256, ge=0)
-    clock_ratio: float = Field(1.0, gt=0.0)
-    latency_cycles: int = Field(2, ge=1)
-    ii_cycles: int = Field(1, ge=1)
-    q_r: int = Field(16, ge=1)
-    q_p: int = Field(16, ge=1)
-    q_m: int = Field(16, ge=1)
+    """``[pmus]``: the pool of Physical Matching Units (CAM caches)."""
+
+    count: int = F(8, "PMUs in the system.", "PMUs", ge=0, le=65000)
+    block_size: int = F(256, "CAM entries per PMU.", "entries", ge=0)
+    clock_ratio: float = F(1.0, "PMU clock over the pipeline clock.", "ratio", gt=0.0)
+    latency_cycles: int = F(2, "τ_c: cycles from a request to its CAM answer.", "PMU cycles", ge=1)
+    ii_cycles: int = F(1, "II_c: cycles between two requests a PMU accepts.", "PMU cycles", ge=1)
+    q_r: int = F(16, "Q_r: request queue depth.", "requests", ge=1)
+    q_p: int = F(16, "Q_p: response queue depth.", "responses", ge=1)
+    q_m: int = F(16, "Q_m: miss queue depth (misses waiting for the ELU bus).", "misses", ge=1)
 
 
 class Vmu(_Model):
-    latency_cycles: int = Field(2, ge=0)
-    #: Points per PMU on the consistent-hashing ring (the paper: one).
-    vnodes: int = Field(1, ge=1)
+    """``[vmu]``: the Virtual Matching Unit in front of each table's PMUs."""
+
+    latency_cycles: int = F(2, "Cycles from a key entering the VMU to its request leaving (hash and lookup-table read).",
+                            "cycles", ge=0)
+    vnodes: int = F(1, "Points per PMU on the consistent-hashing ring (the paper: one).", "points", ge=1)
 
 
 class Pipeline(_Model):
-    stage_fifo: int = Field(64, ge=1)
+    """``[pipeline]``: the match-action pipeline around the tables."""
+
+    stage_fifo: int = F(64, "Input FIFO of each table: full at an entry table drops the packet, "
+                            "between tables it back-pressures.", "PHVs", ge=1)
 
 
 class Interconnect(_Model):
-    kind: Literal["segmented", "crossbar", "bus"] = "segmented"
-    channels: int = Field(4, ge=1)
-    latency_cycles: int = Field(1, ge=0)
+    """``[interconnect]``: the network between VMUs and PMUs."""
+
+    kind: Literal["segmented", "crossbar", "bus"] = F("segmented", "Segmented channels (the paper's), a full crossbar or a "
+                                                                   "shared bus; a conflict waits a cycle.")
+    channels: int = F(4, "Channels of the segmented design (PMUs split into equal contiguous groups).", "channels", ge=1)
+    latency_cycles: int = F(1, "Cycles a request spends crossing the network.", "cycles", ge=0)
 
 
 class TrieBuild(_Model):
     """The multibit trie's build (``[elu.build.trie]``; classify/trie.rs)."""
 
-    #: Key bits consumed per level (a node has ``2^stride`` entries).
-    stride: int = Field(8, ge=1, le=16)
-    #: Most bytes the trie may take (else the build fails: use another algo).
-    max_bytes: int = Field(256 << 20, ge=1)
+    stride: int = F(8, "Key bits consumed per level (a node has 2^stride entries).", "bits", ge=1, le=16)
+    max_bytes: int = F(256 << 20, "Most bytes the trie may take; a larger build is an error (use another `elu.algo`).",
+                       "bytes", ge=1)
 
 
 class Facl(_Model):
     """FACL's classification module the decision tree is mapped onto
-    (``[elu.build.dtree.facl]``)."""
+    (``[elu.build.dtree.facl]``; the paper's 4 x DT-20(4K), 3 x LS-8(8K))."""
 
-    dt_modules: int = Field(4, ge=1)
-    dt_layers: int = Field(20, ge=1)
-    layer_nodes: int = Field(4096, ge=1)
-    ls_engines: int = Field(8, ge=1)
-    ls_depth: int = Field(8192, ge=1)
-    ls_modules: int = Field(3, ge=1)
+    dt_modules: int = F(4, "Decision-tree engines.", "engines", ge=1)
+    dt_layers: int = F(20, "Layers per decision-tree engine.", "layers", ge=1)
+    layer_nodes: int = F(4096, "Nodes one layer holds.", "nodes", ge=1)
+    ls_engines: int = F(8, "Parallel linear-search engines per module.", "engines", ge=1)
+    ls_depth: int = F(8192, "Rules one linear-search engine holds.", "rules", ge=1)
+    ls_modules: int = F(3, "Linear-search modules.", "modules", ge=1)
 
 
 class DtreeBuild(_Model):
     """The decision tree's build (``[elu.build.dtree]``; classify/dtree.rs)."""
 
-    #: Most rules in a leaf (searched linearly).
-    bucket: int = Field(8, ge=1)
-    max_depth: int = Field(40, ge=1)
-    #: Cuts may replicate rules up to ``spfac`` times a node's rule count.
-    spfac: float = Field(4.0, ge=1.0)
-    #: Most bits one cut consumes.
-    max_cut_bits: int = Field(7, ge=1, le=16)
-    max_bytes: int = Field(512 << 20, ge=1)
-    facl: Facl = Facl()
+    bucket: int = F(8, "Most rules in a leaf (searched linearly).", "rules", ge=1)
+    max_depth: int = F(40, "Deepest the tree may grow.", "levels", ge=1)
+    spfac: float = F(4.0, "Cuts may replicate rules up to this times a node's rule count.", "ratio", ge=1.0)
+    max_cut_bits: int = F(7, "Most bits one cut consumes.", "bits", ge=1, le=16)
+    max_bytes: int = F(512 << 20, "Most bytes the tree may take.", "bytes", ge=1)
+    facl: Facl = F(Facl(), "The FACL engines the tree is laid out on.")
 
 
 class PtreeBuild(_Model):
     """The partitioned tree's build (``[elu.build.ptree]``; classify/partition.rs)."""
 
-    #: Most rules in a leaf.
-    bucket: int = Field(32, ge=1)
-    max_depth: int = Field(16, ge=1)
-    spfac: float = Field(1.2, ge=1.0)
-    max_bytes: int = Field(512 << 20, ge=1)
-    simd: bool = True
-    avx512: bool = True
-    #: Most trees (the smallest partitions join the catch-all one).
-    max_trees: int = Field(4, ge=1)
-    #: Sets up to this many rules also try fewer trees (0: never).
-    small: int = Field(16384, ge=0)
-    #: Updates fold in past ``max(max_delta, rules / 16)`` inserts.
-    max_delta: int = Field(64, ge=0)
+    bucket: int = F(32, "Most rules in a leaf.", "rules", ge=1)
+    max_depth: int = F(16, "Deepest a tree may grow.", "levels", ge=1)
+    spfac: float = F(1.2, "A node's children hold at most this times its rules.", "ratio", ge=1.0)
+    max_bytes: int = F(512 << 20, "Most bytes the structure may take.", "bytes", ge=1)
+    simd: bool = F(True, "SIMD kernels (AVX2 or AVX-512, chosen at run time); false forces the scalar path.")
+    avx512: bool = F(True, "AVX-512 kernels where the CPU has them; false: AVX2.")
+    max_trees: int = F(4, "Most trees (the smallest partitions join the catch-all one).", "trees", ge=1)
+    small: int = F(16384, "Sets up to this many rules also try one or two trees (0: never).", "rules", ge=0)
+    max_delta: int = F(64, "Updates fold in past max(max_delta, rules / 16) inserts.", "inserts", ge=0)
 
 
 class EluBuild(_Model):
     """Build parameters of the ELU's lookup structures (``[elu.build]``)."""
 
-    trie: TrieBuild = TrieBuild()
-    dtree: DtreeBuild = DtreeBuild()
-    ptree: PtreeBuild = PtreeBuild()
+    trie: TrieBuild = F(TrieBuild(), "The multibit trie (`elu.algo = \"trie\"`).")
+    dtree: DtreeBuild = F(DtreeBuild(), "The decision tree (`elu.algo = \"dtree\"`).")
+    ptree: PtreeBuild = F(PtreeBuild(), "The partitioned tree (`elu.algo = \"ptree\"`).")
 
 
 class Elu(_Model):
-    algo: Literal["trie", "linear", "dtree", "ptree"] = "trie"
-    orb_entries: int = Field(64, ge=1)
-    miss_queue: int = Field(64, ge=1)
-    lookup_slots: int = Field(8, ge=1)
-    latency_cycles: int = Field(1, ge=0)
-    build: EluBuild = EluBuild()
+    """``[elu]``: the External Lookup Unit resolving PMU misses from HBM."""
+
+    algo: Literal["trie", "linear", "dtree", "ptree"] = F("trie", "The lookup structure walked in HBM.")
+    orb_entries: int = F(64, "Outstanding Request Buffer entries (lookups in flight, replies in order).", "entries", ge=1)
+    miss_queue: int = F(64, "The shared miss queue from all PMUs.", "misses", ge=1)
+    lookup_slots: int = F(8, "Lookups the static scheduler keeps in flight at once.", "lookups", ge=1)
+    latency_cycles: int = F(1, "Cycles from the miss queue into the ORB.", "cycles", ge=0)
+    build: EluBuild = F(EluBuild(), "How each structure is built.")
 
 
 class Hbm(_Model):
-    pseudo_channels: int = Field(1, ge=1)
-    banks: int = Field(16, ge=1)
-    latency_ns: float = Field(100.0, ge=0.0)
-    bytes_per_access: int = Field(32, ge=1)
-    peak_gbps: float = Field(14.4, gt=0.0)
-    bank_busy_ns: float = Field(48.0, ge=0.0)
+    """``[hbm]``: the off-chip memory holding the full rule sets."""
+
+    pseudo_channels: int = F(1, "Pseudo-channels.", "channels", ge=1)
+    banks: int = F(16, "Banks per pseudo-channel.", "banks", ge=1)
+    latency_ns: float = F(100.0, "Access latency.", "ns", ge=0.0)
+    bytes_per_access: int = F(32, "Bytes one access transfers.", "bytes", ge=1)
+    peak_gbps: float = F(14.4, "Peak bandwidth of one pseudo-channel.", "GB/s", gt=0.0)
+    bank_busy_ns: float = F(48.0, "Row cycle: how long a bank is busy after an access starts.", "ns", ge=0.0)
 
 
 class FlowTraffic(_Model):
-    kind: Literal["flows"] = "flows"
-    #: A built-in flow-size distribution, optionally truncated: ``NAME[:MAX_BYTES]``.
-    dist: str = Field("caida2019", pattern=r"^(caida2019|caida2018)(:[0-9.eE+]+)?$")
-    flows: int = Field(1_200, ge=0)
-    mean_pkt_bytes: float = Field(800.0, gt=0.0)
-    flow_duration_ns: float = Field(250_000.0, gt=0.0)
-    profile: Literal["uniform", "flat", "step", "ramp", "diurnal", "burst"] = "uniform"
-    #: Largest flow drawn, bytes (the CAIDA tail reaches 10 GB); 0 = no limit.
-    max_bytes: float = Field(1e7, ge=0.0)
-    #: Share of the flows whose key at a table matches none of its rules
-    #: but catch-alls (chosen per table): they end at a catch-all rule, or,
-    #: in a set without one, at the default action (docs/traffic-nomatch.md).
-    nomatch_share: float = Field(0.0, ge=0.0, le=1.0)
+    """``[traffic]`` of kind ``flows``: the flow-level model (CAIDA flow sizes,
+    Poisson packets per flow)."""
+
+    kind: Literal["flows"] = F("flows", "This kind (the default).")
+    dist: str = F("caida2019", "A built-in flow-size distribution, optionally truncated: `NAME[:MAX_BYTES]`.",
+                  pattern=r"^(caida2019|caida2018)(:[0-9.eE+]+)?$")
+    flows: int = F(1_200, "Flows over the run (sets the offered load).", "flows", ge=0)
+    mean_pkt_bytes: float = F(800.0, "Bytes per packet: a flow of B bytes sends ceil(B / this) packets.", "bytes", gt=0.0)
+    flow_duration_ns: float = F(250_000.0, "Mean active time of a flow.", "ns", gt=0.0)
+    profile: Literal["uniform", "flat", "step", "ramp", "diurnal", "burst"] = F(
+        "uniform", "Flow arrival rate over the run (`synapse traffic show`).")
+    max_bytes: float = F(1e7, "Largest flow drawn (the CAIDA tail reaches 10 GB); 0: no limit.", "bytes", ge=0.0)
+    nomatch_share: float = F(0.0, "Share of the flows whose key at a table matches none of its rules but catch-alls "
+                                  "(docs: Keys that match no rule).", "fraction", ge=0.0, le=1.0)
 
 
 class TraceTraffic(_Model):
-    kind: Literal["trace"]
-    path: str
-    rate_mpps: float = Field(100.0, gt=0.0)
+    """``[traffic]`` of kind ``trace``: a ClassBench header trace replayed."""
+
+    kind: Literal["trace"] = F(doc="This kind.")
+    path: str = F(doc="The trace file (relative paths: to the scenario file).")
+    rate_mpps: float = F(100.0, "Replay rate.", "Mpps", gt=0.0)
 
 
 class UpdateEngine(_Model):
     """What a rule update costs (``[update_engine]``; sim/updates.rs)."""
 
-    #: Cached answers an update made stale: ``exact`` (the keys a changed
-    #: entry covers), ``flush`` (the whole CAM), ``none`` (a test hook).
-    invalidate: Literal["exact", "flush", "none"] = "exact"
-    #: Write bandwidth of a replica build beside the old trie, GB/s.
-    build_gbps: float = Field(16.0, gt=0.0)
-    #: Fixed cost of a replica swap, ns.
-    swap_ns: float = Field(1000.0, ge=0.0)
-    #: An incremental decision-tree update, ns per operation.
-    dtree_op_ns: float = Field(200.0, ge=0.0)
-    #: An incremental partitioned-tree update, ns per operation; a batch
-    #: that folds its pending updates in is also charged the tree's bytes
-    #: at ``build_gbps`` plus ``swap_ns`` (a replica write).
-    ptree_op_ns: float = Field(200.0, ge=0.0)
-    #: Most operations one build (batch) takes; the rest wait for the next.
-    max_batch: int = Field(256, ge=1)
-    #: ``table``: each table commits its updates on its own; ``program``: a
-    #: PHV sees one version of every table (two-phase updates with version
-    #: tags; sim/xtable.rs).
-    consistency: Literal["table", "program"] = "table"
+    invalidate: Literal["exact", "flush", "none"] = F(
+        "exact", "Cached answers an update made stale: `exact` (the keys a changed entry covers), `flush` "
+                 "(the whole CAM), `none` (a test hook).")
+    build_gbps: float = F(16.0, "Write bandwidth of a replica build beside the old trie.", "GB/s", gt=0.0)
+    swap_ns: float = F(1000.0, "Fixed cost of a replica swap.", "ns", ge=0.0)
+    dtree_op_ns: float = F(200.0, "An incremental decision-tree update, per operation.", "ns", ge=0.0)
+    ptree_op_ns: float = F(200.0, "An incremental partitioned-tree update, per operation (a fold-in is also charged "
+                                  "the tree's bytes at `build_gbps` plus `swap_ns`).", "ns", ge=0.0)
+    max_batch: int = F(256, "Most operations one build (batch) takes; the rest wait for the next.", "operations", ge=1)
+    consistency: Literal["table", "program"] = F(
+        "table", "`table`: each table commits its updates on its own; `program`: a PHV sees one version of every "
+                 "table (two-phase updates with version tags).")
 
 
 class Update(_Model):
@@ -212,19 +230,18 @@ class Update(_Model):
     line; ``ops``: inline lines) or random churn of ``churn_per_s``
     operations per second from ``at_ns`` to ``until_ns`` (0: the end)."""
 
-    at_ns: float = Field(0.0, ge=0.0)
-    table: str = ""
-    file: str | None = None
-    ops: list[str] = []
-    churn_per_s: float = Field(0.0, ge=0.0)
-    until_ns: float = Field(0.0, ge=0.0)
-    seed: int = Field(1, ge=0)
-    #: One transaction over several tables: per table, its operations
-    #: (one program version under ``consistency = "program"``).
-    transaction: dict[str, list[str]] = {}
-    #: Churn whose every event is one transaction of one random operation
-    #: on each of these tables (instead of ``table``).
-    churn_tables: list[str] = []
+    at_ns: float = F(0.0, "When the operations are requested (churn: when it starts).", "ns", ge=0.0)
+    table: str = F("", "Table the operations apply to; empty: the first table.")
+    file: str | None = F(None, "Operation file, one operation per line (relative paths: to the scenario file).")
+    ops: list[str] = F([], "Operations inline (`insert POS F1 F2 ...`, `delete POS`, `modify POS`, `default`).")
+    churn_per_s: float = F(0.0, "Random churn: inserts, deletes, modifies in equal parts.", "operations/s", ge=0.0)
+    until_ns: float = F(0.0, "When churn stops; 0: the end of the run.", "ns", ge=0.0)
+    seed: int = F(1, "Seed of the churn.", ge=0)
+    transaction: dict[str, list[str]] = F(
+        {}, "One transaction over several tables: per table, its operations (one program version under "
+            "`consistency = \"program\"`).")
+    churn_tables: list[str] = F([], "Churn whose every event is one transaction of one random operation on each of "
+                                    "these tables (instead of `table`).")
 
 
 class Mix(_Model):
@@ -233,33 +250,36 @@ class Mix(_Model):
     tables while the pipeline runs (applied by :class:`synapse_vmt.sim.Simulation`
     through ``Simulator.set_entry``)."""
 
-    at_ns: float = Field(ge=0.0)
-    entry: dict[str, float]
+    at_ns: float = F(doc="When the new shares take effect.", unit="ns", ge=0.0)
+    entry: dict[str, float] = F(doc="Share of arriving PHVs entering each table (shares >= 0, positive sum).")
 
 
 class Scenario(_Model):
+    """A scenario file: one simulation of VMT-backed tables."""
+
     #: ``FILE:LINE`` of each inline update operation (set by :func:`load`).
     _op_lines: dict[str, str] = PrivateAttr(default_factory=dict)
-    seed: int = Field(1, ge=0)
-    clock_mhz: float = Field(250.0, gt=0.0)
-    window_ns: float = Field(10_000.0, gt=0.0)
-    duration_ns: float = Field(1_000_000.0, gt=0.0)
-    #: After the run, how long the simulator may run on (arrivals stopped)
-    #: until every PHV has left; PHVs still in flight then fail the run.
-    drain_ns: float = Field(1_000_000.0, ge=0.0)
-    tables: list[Table] = Field(default_factory=lambda: [Table()], min_length=1)
-    edges: list[Edge] = []
-    entry: dict[str, float] = {}
-    pmus: Pmus = Pmus()
-    vmu: Vmu = Vmu()
-    pipeline: Pipeline = Pipeline()
-    interconnect: Interconnect = Interconnect()
-    elu: Elu = Elu()
-    hbm: Hbm = Hbm()
-    traffic: Annotated[Union[FlowTraffic, TraceTraffic], Field(discriminator="kind")] = FlowTraffic()
-    updates: list[Update] = []
-    update_engine: UpdateEngine = UpdateEngine()
-    mix: list[Mix] = []
+    seed: int = F(1, "Seed of the traffic and the hashing: the same seed gives the same run, bit for bit.", ge=0)
+    clock_mhz: float = F(250.0, "The pipeline clock.", "MHz", gt=0.0)
+    window_ns: float = F(10_000.0, "Statistics window (a row of windows.csv per window and table).", "ns", gt=0.0)
+    duration_ns: float = F(1_000_000.0, "Simulated time with arrivals (the summary covers it).", "ns", gt=0.0)
+    drain_ns: float = F(1_000_000.0, "After the run, how long the simulator may run on (arrivals stopped) until "
+                                     "every PHV has left; PHVs still in flight then fail the run.", "ns", ge=0.0)
+    tables: list[Table] = F(doc="The logical tables (`[[tables]]`); default: one ACL table of 1000 generated rules.",
+                            default_factory=lambda: [Table()], min_length=1)
+    edges: list[Edge] = F([], "The pipeline's control-flow graph (`[[edges]]`); none: every table is an exit.")
+    entry: dict[str, float] = F({}, "Share of arriving PHVs entering each table; empty: all enter the first table.")
+    pmus: Pmus = F(Pmus(), "The PMU pool.")
+    vmu: Vmu = F(Vmu(), "The VMU of every table.")
+    pipeline: Pipeline = F(Pipeline(), "The pipeline's queues.")
+    interconnect: Interconnect = F(Interconnect(), "VMU to PMU network.")
+    elu: Elu = F(Elu(), "The External Lookup Unit.")
+    hbm: Hbm = F(Hbm(), "The off-chip memory.")
+    traffic: Annotated[Union[FlowTraffic, TraceTraffic], Field(discriminator="kind")] = F(
+        FlowTraffic(), "Arriving packets: generated flows (`kind = \"flows\"`) or a header trace (`kind = \"trace\"`).")
+    updates: list[Update] = F([], "Rule updates while traffic flows (`[[updates]]`).")
+    update_engine: UpdateEngine = F(UpdateEngine(), "What rule updates cost.")
+    mix: list[Mix] = F([], "Shifts of the entry shares during the run (`[[mix]]`).")
 
     @model_validator(mode="after")
     def _check_names(self) -> "Scenario":
@@ -358,15 +378,36 @@ def _set(tree: dict, dotted: str, value: Any) -> None:
             raise UserError(f"--set {dotted}: {'.'.join(parts[:i])} is a value, not a table")
 
 
-def _fmt_error(e: ValidationError, source: str) -> str:
+def _fmt_error(e: ValidationError, source: str, text: str | None = None, overridden: set[str] = frozenset()) -> str:
     errs = e.errors()
     first = errs[0]
-    loc = ".".join(str(x) for x in first["loc"] if not (isinstance(x, str) and x in ("RulesFile", "RulesGen", "flows", "trace")))
+    path = [x for x in first["loc"] if not (isinstance(x, str) and x in ("RulesFile", "RulesGen", "flows", "trace"))]
+    loc = ".".join(str(x) for x in path)
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
     more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
-    return f"{source}: {loc or '<top>'}: {msg}{more}"
+    line = _line_of(text, path) if text is not None and loc not in overridden else None
+    return f"{source}{f':{line}' if line else ''}: {loc or '<top>'}: {msg}{more}"
+
+
+def _line_of(text: str, path: list) -> int | None:
+    """The line of the scenario file where the key at ``path`` is written
+    (``["tables", 0, "lookup_bits"]``: in the first ``[[tables]]``), or
+    None when the file does not write it (a default, or a missing key)."""
+    if not path:
+        return None
+    where = TomlLines(text)
+    head, rest, nth = str(path[0]), [str(x) for x in path[1:]], 0
+    if rest and path[1:2] and isinstance(path[1], int):
+        nth, rest = path[1], [str(x) for x in path[2:]]
+    if head in {h for _, h in where.headers} and rest:
+        line = where.key(".".join(rest), head, nth)
+    else:
+        line = where.key(".".join([head, *rest]))
+    last = str(path[-1])
+    written = where.lines[line - 1] if 0 < line <= len(where.lines) else ""
+    return line if re.search(rf"(^|[\s{{,.\"']){re.escape(last)}[\"']?\s*=", written) else None
 
 
 def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
@@ -407,7 +448,8 @@ def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] 
     try:
         scn = Scenario.model_validate(tree)
     except ValidationError as e:
-        raise UserError(_fmt_error(e, source)) from None
+        given = {o.split("=", 1)[0].strip() for o in overrides}
+        raise UserError(_fmt_error(e, source, None if path is None else text, given)) from None
     if path is not None:
         scn._op_lines = _op_lines(text, scn, source)
     return scn

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from synapse_vmt.errors import TomlLines as _Lines
 from synapse_vmt.errors import UserError, read_text, read_toml
 
 #: Top-level keys a grid file may have.
@@ -117,40 +118,6 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
         else:
             out[key] = v
     return out
-
-
-class _Lines:
-    """Finds the line of a key in a grid file, section by section (for error messages)."""
-
-    def __init__(self, text: str):
-        self.lines = text.splitlines()
-        self.headers: list[tuple[int, str]] = []  # (line, "grid" | "points" | "set" | ...)
-        for i, ln in enumerate(self.lines, 1):
-            m = re.match(r"\s*\[\[?\s*([A-Za-z0-9_\-\"'.]+)", ln)
-            if m and ln.lstrip().startswith("["):
-                self.headers.append((i, m.group(1).strip("\"'").split(".")[0]))
-
-    def section(self, name: str, nth: int = 0) -> tuple[int, int]:
-        """(first, last) line of the nth ``[name]``/``[[name]]`` section; the
-        part before any header for ``""``; the whole file if there is none."""
-        starts = [i for i, h in self.headers if h == name]
-        if name == "":
-            return 1, (self.headers[0][0] - 1 if self.headers else len(self.lines))
-        if nth >= len(starts):
-            return 1, len(self.lines)
-        later = [i for i, _ in self.headers if i > starts[nth]]
-        return starts[nth], (later[0] - 1 if later else len(self.lines))
-
-    def key(self, dotted: str, name: str = "", nth: int = 0) -> int:
-        first, last = self.section(name, nth)
-        parts = dotted.split(".")
-        pats = [re.escape(dotted), re.escape(".".join(f'"{p}"' if not p.isidentifier() else p for p in parts)), re.escape(parts[-1])]
-        for pat in pats:
-            rx = re.compile(r"""^\s*(?:["']?)""" + pat + r"""(?:["']?)\s*=""")
-            for i in range(first, min(last, len(self.lines)) + 1):
-                if rx.search(self.lines[i - 1]):
-                    return i
-        return next((i for i, h in self.headers if h == dotted), first)  # a [table] of that name
 
 
 def _scenario_source(base: str | None) -> str:

@@ -24,17 +24,18 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="synapse-vmt", prog_name="synapse")
+@click.version_option(package_name="synapse-vmt", prog_name="synapse", message="%(prog)s %(version)s")
 def main() -> None:
     """Synapse: elastic, virtualized match tables for programmable data planes."""
 
 
 def _register() -> None:
     # Subsystems add their commands here (one import each).
-    from synapse_vmt.cli import commands
+    from synapse_vmt.cli import commands, help
 
     for cmd in commands.ALL:
         main.add_command(cmd)
+    help.apply(main)  # one-line helps and examples (cli/help.py)
 
 
 _register()

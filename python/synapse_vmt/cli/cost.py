@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from synapse_vmt.cli.p4 import program_path
+
 from synapse_vmt.errors import UserError, atomic_write
 
 COLUMNS = ["name", "kind", "entries", "key_bits", "action_bits", "visits", "cpu_cycles_per_packet",
@@ -91,7 +93,7 @@ def plot(res: dict, path: Path, top: int = 40) -> None:
 
 
 @click.command("cost")
-@click.argument("program", type=click.Path(dir_okay=False))
+@click.argument("program", type=click.Path(dir_okay=False), callback=program_path)
 @click.option("--entries", "entries_file", type=click.Path(dir_okay=False),
               help="table entries (simple_switch_CLI or P4 runtime JSON); default: max_size entries per table drawn as `synapse p4 entries gen` does")
 @click.option("--rate-mpps", type=float, default=100.0, show_default=True, help="packet rate into the program")

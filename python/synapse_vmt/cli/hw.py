@@ -63,7 +63,7 @@ def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...
 
 @hw.command("synth")
 @click.option("--unit", "units", multiple=True, type=click.Choice(["pmu", "vmu", "orb"]),
-              help="units to synthesize (repeatable; default: the README table)")
+              help="units to synthesize (repeatable; default: the table of docs/how-to/rtl.md)")
 @click.option("--entries", "sizes", multiple=True, type=click.IntRange(2), help="entries (repeatable)")
 @click.option("--key-bits", "keys", multiple=True, type=click.IntRange(1), help="key width (repeatable)")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default="results/hw_synth.csv",

@@ -31,7 +31,7 @@ def format_allocation(a, ms: float) -> str:
 @click.option("--solver", type=click.Choice(["fast", "milp", "both"]), default="fast", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the allocation as JSON")
 def solve_cmd(problem: str, solver: str, as_json: bool) -> None:
-    """Allocate PMUs to the tables of PROBLEM (a problem file, see the README)
+    """Allocate PMUs to the tables of PROBLEM (a problem file: docs/reference/file-formats.md)
     to maximise the flow through the CFG; print the allocation and the
     predicted throughput."""
     from synapse_vmt.opt import fast, milp

@@ -10,6 +10,13 @@ from synapse_vmt.p4.bmv2 import read_bmv2
 from synapse_vmt.p4.cfg import Cfg
 
 
+def program_path(ctx, param, value: str | None) -> str | None:
+    """A PROGRAM argument: a BMv2 JSON path, or ``builtin:up4`` (the UPF program shipped in the package)."""
+    from synapse_vmt.p4.simrun import resolve_program
+
+    return resolve_program(value) if value else value
+
+
 @click.group("p4")
 def p4() -> None:
     """P4 programs (p4c's BMv2 JSON output)."""
@@ -29,7 +36,7 @@ def format_cfg(cfg: Cfg) -> str:
 
 
 @p4.command("cfg")
-@click.argument("program", type=click.Path(dir_okay=False))
+@click.argument("program", type=click.Path(dir_okay=False), callback=program_path)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the CFG file here")
 def cfg_cmd(program: str, output: str | None) -> None:
     """Print the tables and control-flow graph of PROGRAM (p4c BMv2 JSON);
@@ -47,7 +54,7 @@ def entries() -> None:
 
 
 @entries.command("check")
-@click.argument("program", type=click.Path(dir_okay=False))
+@click.argument("program", type=click.Path(dir_okay=False), callback=program_path)
 @click.argument("file", type=click.Path(dir_okay=False))
 def entries_check(program: str, file: str) -> None:
     """Load FILE's entries for PROGRAM (p4c BMv2 JSON), validate every one
@@ -69,7 +76,7 @@ def entries_check(program: str, file: str) -> None:
 
 
 @entries.command("gen")
-@click.argument("program", type=click.Path(dir_okay=False))
+@click.argument("program", type=click.Path(dir_okay=False), callback=program_path)
 @click.option("--table", "tables", multiple=True, help="only this table (repeatable; default: every keyed table)")
 @click.option("--count", type=click.IntRange(min=0), required=True, help="entries per table (capped by max_size and the key space)")
 @click.option("--seed", type=int, default=1, show_default=True)
@@ -169,7 +176,7 @@ def capture_cmd(program: str, entries_file: str | None, traffic_file: str, count
 
 
 @p4.command("interp")
-@click.argument("program", type=click.Path(dir_okay=False))
+@click.argument("program", type=click.Path(dir_okay=False), callback=program_path)
 @click.option("--pcap", "pcap", type=click.Path(dir_okay=False), required=True, help="the packets (pcap or pcapng)")
 @click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="table entries (simple_switch_CLI commands or runtime JSON); none: only the program's const entries")
 @click.option("--ingress-port", type=click.IntRange(min=0), default=0, show_default=True, help="standard_metadata.ingress_port of every packet")

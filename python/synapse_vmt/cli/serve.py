@@ -7,9 +7,11 @@ import threading
 
 import click
 
+from synapse_vmt.cli.p4 import program_path
+
 
 @click.command("serve")
-@click.option("--p4", "program", type=click.Path(dir_okay=False), required=True,
+@click.option("--p4", "program", type=click.Path(dir_okay=False), required=True, callback=program_path,
               help="p4c BMv2 JSON loaded as the initial pipeline")
 @click.option("--p4info", type=click.Path(dir_okay=False), help="P4Info (text or binary); default: derived")
 @click.option("--listen", default="127.0.0.1:9559", show_default=True, help="address:port (loopback by default)")
@@ -36,7 +38,7 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
           ca: str | None, algo: str, rate: float, scenario: str | None, sim_speed: float, no_optimizer: bool,
           opt_period_ns: float, opt_solver: str) -> None:
     """Run a P4Runtime v1 gRPC server whose target is Synapse's table store
-    (README: "Control plane: synapse serve"). Stops on Ctrl-C / SIGTERM."""
+    (docs/reference/p4runtime.md). Stops on Ctrl-C / SIGTERM."""
     from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
 
     scn = None
@@ -89,7 +91,7 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
 
 
 @click.command("p4info")
-@click.argument("program", type=click.Path(dir_okay=False))
+@click.argument("program", type=click.Path(dir_okay=False), callback=program_path)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write here (default: stdout)")
 def p4info_cmd(program: str, output: str | None) -> None:
     """Write the P4Info of PROGRAM (p4c BMv2 JSON) in protobuf text format,

@@ -1,6 +1,6 @@
 """``synapse sweep GRID.toml -o DIR``: a grid of scenario overrides × seeds,
 on every local core or on a Ray cluster (the grid format and the results:
-:mod:`synapse_vmt.sweep`, README "Sweeps"). ``--bench`` measures points per
+:mod:`synapse_vmt.sweep`, docs/how-to/sweeps.md). ``--bench`` measures points per
 second on a fixed small grid with 1 and 2 local workers and on a local Ray
 instance."""
 

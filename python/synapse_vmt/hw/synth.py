@@ -40,7 +40,7 @@ def design(unit: str, entries: int, key_bits: int) -> tuple[str, dict]:
     raise UserError(f"unknown unit {unit!r} (expected pmu, vmu or orb)")
 
 
-#: The table the README shows: the PMU at four sizes and two key widths
+#: The table docs/how-to/rtl.md shows: the PMU at four sizes and two key widths
 #: (104-bit 5-tuple, 233-bit UPF ACL), the ORB and the VMU at their defaults.
 PMU_SIZES = (64, 128, 256, 512)
 KEY_WIDTHS = (104, 233)

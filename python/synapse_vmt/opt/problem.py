@@ -169,7 +169,7 @@ PROBLEM_KEYS = {"cfg", "pmus", "min_pmus", "offered_mpps", "capacity"}
 
 
 def problem_from_json(d: object, where: str, base_dir=None) -> Problem:
-    """Build a :class:`Problem` from a problem file (format in the README):
+    """Build a :class:`Problem` from a problem file (format in docs/reference/file-formats.md):
     a CFG (path or inline), the PMU budget, and per-table capacity as USL
     parameters or a list of C(n) in Mpps."""
     from pathlib import Path

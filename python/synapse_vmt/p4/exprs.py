@@ -466,15 +466,35 @@ class Codegen:
         return [f"T.add({slot})"]
 
     def action(self, name: str, prims: list, parser: bool = False) -> str:
-        """Body lines (indented 4) of a function running ``prims``."""
+        """Body lines (indented 4) of a function running ``prims``. An error
+        names the action, the primitive and its P4 source line."""
         body: list[str] = []
-        for pr in prims:
+        for i, pr in enumerate(prims):
             if not isinstance(pr, dict):
                 raise UserError(f"{self.phv.path}: action {name}: expected primitives as objects")
+            where = f"action {name}, primitive {i} ({pr.get('op')}{source_of(pr)})"
             try:
                 body += self.primitive(pr, parser)
             except Unsupported as e:
                 self.unsupported.add(f"{pr.get('op')} ({e})")
+            except UserError as e:
+                raise located(e, self.phv.path, where) from None
             except (IndexError, KeyError, TypeError, AttributeError, ValueError):
-                raise UserError(f"{self.phv.path}: action {name}: primitive {pr.get('op')!r}: expected well-formed parameters") from None
+                raise UserError(f"{self.phv.path}: {where}: expected well-formed parameters") from None
         return "\n".join("    " + ln for ln in body) or "    pass"
+
+
+def source_of(node: dict) -> str:
+    """``, FILE:LINE "fragment"`` from p4c's ``source_info``, or nothing."""
+    si = node.get("source_info")
+    if not isinstance(si, dict) or "line" not in si:
+        return ""
+    frag = str(si.get("source_fragment", "")).split("\n", 1)[0][:60]
+    return f", {si.get('filename', '?')}:{si['line']}" + (f" {frag!r}" if frag else "")
+
+
+def located(e: UserError, path: str, where: str) -> UserError:
+    """``e``, raised where only the file is known, with the place in it added."""
+    msg = str(e)
+    rest = msg[len(path) + 2:] if msg.startswith(f"{path}: ") else msg
+    return UserError(f"{path}: {where}: {rest}")

@@ -78,7 +78,7 @@ import numpy as np
 
 from synapse_vmt.errors import UserError
 from synapse_vmt.p4.cfg import load_json
-from synapse_vmt.p4.exprs import _SLOT_RE, DROP_PORT, Codegen, Phv, Unsupported, sat_cast, tcm, usat_cast
+from synapse_vmt.p4.exprs import _SLOT_RE, DROP_PORT, Codegen, Phv, Unsupported, located, sat_cast, source_of, tcm, usat_cast
 from synapse_vmt.p4.parser import MAX_STATES, ParserCompiler, Reject, look
 
 # what a malformed program makes the compiler trip on: reported as one line naming the place
@@ -362,6 +362,8 @@ class Program:
                     raise UserError(f"{path}: {self._where}: expected an object with a name")
                 try:
                     self.cond_expr[c["name"]] = cg.expr(c.get("expression"))
+                except UserError as e:
+                    raise located(e, path, f"{self._where} ({c['name']}{source_of(c)})") from None
                 except Unsupported as e:
                     self.cond_expr[c["name"]] = None
                     self.unsupported_conds[c["name"]] = str(e)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from synapse_vmt.errors import UserError
-from synapse_vmt.p4.exprs import Codegen, Unsupported, _hex
+from synapse_vmt.p4.exprs import Codegen, Unsupported, _hex, located
 
 MAX_STATES = 1000  # states visited per packet before ParserTimeout (a loop without extract)
 
@@ -181,6 +181,10 @@ class ParserCompiler:
                 code = self.errors.setdefault(f"Unsupported:{st.get('name')}", 2000 + i)
                 self.error_names[code] = f"Unsupported:{st.get('name')}"
                 body = f"    raise Reject({code})"
+            except UserError as e:
+                if f"{self.path}: parsers[" in str(e):
+                    raise
+                raise located(e, self.path, where) from None  # a name error deep in an op: say which state
             except (IndexError, KeyError, TypeError, AttributeError, ValueError):
                 self.fail(where, "well-formed parser_ops, transition_key and transitions")
             src.append(f"def _ps{i}(p, buf, pos, T, a=()):\n{body}\n")
