@@ -193,3 +193,16 @@ def test_reproduce_upf_quick_meets_the_targets_the_readme_states(tmp_path):
     assert st["pmu_time_ms"] == pytest.approx(held * s["settings"]["duration_ns"] / 1e6, rel=0.02)
     fits = [v for v in o["sweep"].values() if sum(v["pmus"]) <= s["settings"]["pmus_total"]]
     assert min(sum(v["pmus"]) for v in fits if v["kept_up"]) == held  # no cheaper run kept up
+    # the report: the PMU allocation figure marks each decision that moved PMUs, its hover naming what changed
+    from synapse_vmt.view import figures, rundir
+
+    assert (tmp_path / "report.html").is_file()
+    moved = [d for d in s["closed_loop_decisions"] if d["held"] != d["target"]]
+    assert moved
+    run = rundir.load(tmp_path)
+    marks = next(tr for tr in figures.pmu_figure(run).data if tr.name == "controller decisions")
+    assert len(marks.x) == len(moved)
+    lab = figures.labels(s["tables"])
+    for d, txt in zip(moved, marks.hovertext):
+        assert [ln.split(" ")[0] for ln in txt.split("<br>")[1:] if "→" in ln] == \
+            [lab[n] for n, h, t in zip(s["tables"], d["held"], d["target"]) if h != t]

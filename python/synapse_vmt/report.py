@@ -25,7 +25,7 @@ def pyplot():
 
 WINDOW_COLUMNS = [
     "t_ns", "table", "arrived", "processed", "hits", "misses", "elu_requests", "hbm_bytes",
-    "lat_mean_ns", "lat_p99_ns", "sojourn_mean_ns", "pmus", "cam_compares", "stalls", "drops", "fifo_max", "reordered",
+    "lat_mean_ns", "lat_p50_ns", "lat_p99_ns", "sojourn_mean_ns", "pmus", "cam_compares", "stalls", "drops", "fifo_max", "reordered",
 ]
 
 
@@ -44,17 +44,53 @@ def derived(w: dict[str, np.ndarray], window_ns: float) -> dict[str, np.ndarray]
 
 DERIVED_COLUMNS = ["hit_rate", "hbm_gbps", "offered_mpps", "throughput_mpps"]
 EDGE_COLUMNS = ["t_ns", "src", "dst", "count"]
-PLOT_COLUMNS = ["t_ns", "table", "hits", "misses", "hbm_bytes", "arrived", "processed"]  # what plot_run reads
+
+
+def table_grid(w: dict[str, np.ndarray], n_tables: int, window_ns: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Window rows as per-table time series: (window ends, metric -> array of
+    shape (tables, windows)), NaN where a table has no row in a window.
+    Metrics: hit_rate, throughput_mpps, offered_mpps, lat_mean_ns,
+    lat_p50_ns (NaN without the column), lat_p99_ns, hbm_gbps, pmus."""
+    t = np.asarray(w["t_ns"], dtype=float)
+    t_ns = np.unique(t)
+    ti = np.asarray(w["table"], dtype=np.int64)
+    wi = np.searchsorted(t_ns, t)
+    f = {k: np.asarray(v, dtype=float) for k, v in w.items() if k != "table"}
+    looked = f["hits"] + f["misses"]
+
+    def put(values: np.ndarray) -> np.ndarray:
+        g = np.full((n_tables, len(t_ns)), np.nan)
+        g[ti, wi] = values
+        return g
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return t_ns, {
+            "hit_rate": put(np.where(looked > 0, f["hits"] / np.maximum(looked, 1), np.nan)),
+            "throughput_mpps": put(f["processed"] / window_ns * 1e3),
+            "offered_mpps": put(f["arrived"] / window_ns * 1e3),
+            "lat_mean_ns": put(f["lat_mean_ns"]),
+            "lat_p50_ns": put(f["lat_p50_ns"]) if "lat_p50_ns" in f else np.full((n_tables, len(t_ns)), np.nan),
+            "lat_p99_ns": put(f["lat_p99_ns"]),
+            "hbm_gbps": put(f["hbm_bytes"] / window_ns),
+            "pmus": put(f["pmus"]),
+        }
+
+
+def window_columns(w: dict[str, np.ndarray]) -> list[str]:
+    """windows.csv's header: the :data:`WINDOW_COLUMNS` entries the rows have
+    (a simulator without one, e.g. ``lat_p50_ns``, leaves it out), then the derived ones."""
+    return [c for c in WINDOW_COLUMNS if not w or c in w] + DERIVED_COLUMNS
 
 
 def window_rows(w: dict[str, np.ndarray], names: list[str], window_ns: float):
-    """The rows of windows.csv (after its header, WINDOW_COLUMNS + DERIVED_COLUMNS) for a batch of windows."""
+    """The rows of windows.csv (after its header, :func:`window_columns`) for a batch of windows."""
     if not w or not len(w["t_ns"]):
         return
     d = derived(w, window_ns)
+    have = [c for c in WINDOW_COLUMNS if c in w]
     for i in range(len(w["t_ns"])):
         row: list[Any] = []
-        for c in WINDOW_COLUMNS:
+        for c in have:
             v = w[c][i]
             row.append(names[int(v)] if c == "table" else (f"{v:.6g}" if isinstance(v, (float, np.floating)) else int(v)))
         row += [f"{d[c][i]:.6g}" for c in DERIVED_COLUMNS]
@@ -71,7 +107,7 @@ def edge_rows(e: dict[str, np.ndarray], names: list[str]):
 def write_windows_csv(path: str | Path, w: dict[str, np.ndarray], names: list[str], window_ns: float) -> None:
     buf = io.StringIO()
     wr = csv.writer(buf)
-    wr.writerow(WINDOW_COLUMNS + DERIVED_COLUMNS)
+    wr.writerow(window_columns(w))
     wr.writerows(window_rows(w, names, window_ns))
     with atomic_write(path) as f:
         f.write(buf.getvalue())
@@ -108,9 +144,17 @@ def save_png(fig, path: str | Path) -> None:
         f.write(buf.getvalue())
 
 
+#: More tables than this: run.png shows heatmaps (a row per table), not a line per table.
+LINES_UP_TO = 8
+
+
 def plot_run(path: str | Path, w: dict[str, np.ndarray], names: list[str], window_ns: float,
              hists: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
-    """Hit rate, latency distribution, HBM bandwidth and throughput over time."""
+    """Hit rate, latency distribution, HBM bandwidth and throughput over time;
+    with more than :data:`LINES_UP_TO` tables, :func:`plot_run_many`."""
+    if len(names) > LINES_UP_TO and w and len(w["t_ns"]):
+        plot_run_many(path, w, names, window_ns, hists)
+        return
     plt = pyplot()
     fig, ax = plt.subplots(2, 2, figsize=(11, 7))
     d = derived(w, window_ns) if w and len(w["t_ns"]) else None
@@ -131,10 +175,67 @@ def plot_run(path: str | Path, w: dict[str, np.ndarray], names: list[str], windo
     ax[0, 1].set(title="Per-key latency distribution", xlabel="latency (ns)", ylabel="fraction of keys", xscale="log")
     ax[1, 0].set(title="HBM bandwidth", xlabel="time (µs)", ylabel="GB/s")
     ax[1, 1].set(title="Throughput", xlabel="time (µs)", ylabel="Mpps")
-    many = len(names) > 8  # a P4 program's tables: one small legend, not four huge ones
     for a in ax.flat:
         a.grid(alpha=0.3)
-        if a.get_legend_handles_labels()[0] and (not many or a is ax[0, 0]):
-            a.legend(fontsize=4 if many else 8, ncol=3 if many else 1)
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=8)
     fig.tight_layout()
+    save_png(fig, path)
+
+
+def plot_run_many(path: str | Path, w: dict[str, np.ndarray], names: list[str], window_ns: float,
+                  hists: dict[str, tuple[np.ndarray, np.ndarray]], top: int = 8) -> None:
+    """A run of many tables (a P4 program): table x time heatmaps of hit rate,
+    p99 latency, throughput, HBM bandwidth and PMUs held (a row per table, the
+    most offered PHVs at the top), and the latency distribution of the
+    ``top`` tables with the most lookup time plus all the others pooled."""
+    from matplotlib.colors import LogNorm
+
+    plt = pyplot()
+    t_ns, g = table_grid(w, len(names), window_ns)
+    tab = np.asarray(w["table"], dtype=np.int64)
+    arrived = np.bincount(tab, weights=np.asarray(w["arrived"], dtype=float), minlength=len(names))
+    order = sorted(range(len(names)), key=lambda j: (-arrived[j], names[j]))
+    short = [n.rsplit(".", 1)[-1] for n in names]
+    T = len(names)
+    fig, ax = plt.subplots(2, 3, figsize=(17, 4.5 + 0.26 * T), layout="constrained")
+    ext = [t_ns[0] / 1e3 - window_ns / 2e3, t_ns[-1] / 1e3 + window_ns / 2e3, T - 0.5, -0.5]
+    step = 1 if T <= 50 else int(np.ceil(T / 50))
+    panels = [(ax[0, 0], "hit_rate", "hit rate", dict(cmap="RdYlGn", vmin=0, vmax=1)),
+              (ax[0, 1], "lat_p99_ns", "p99 latency (ns)", dict(cmap="YlOrRd", norm="log")),
+              (ax[1, 0], "throughput_mpps", "throughput (Mpps)", dict(cmap="Blues")),
+              (ax[1, 1], "hbm_gbps", "HBM bandwidth (GB/s)", dict(cmap="Purples")),
+              (ax[1, 2], "pmus", "PMUs held", dict(cmap="Greens"))]
+    for a, key, title, kw in panels:
+        z = g[key][order]
+        if kw.get("norm") == "log":
+            pos = z[np.isfinite(z) & (z > 0)]
+            kw = {**kw, "norm": LogNorm(vmin=pos.min(), vmax=max(pos.max(), pos.min() * 10)) if len(pos) else None}
+        im = a.imshow(np.ma.masked_invalid(z), aspect="auto", interpolation="nearest", extent=ext, **kw)
+        a.set_facecolor("#e8e8e8")
+        fig.colorbar(im, ax=a, fraction=0.05, pad=0.01)
+        a.set_title(title)
+        a.set_xlabel("time (µs)")
+        a.set_yticks(range(0, T, step))
+        a.set_yticklabels([short[order[i]] for i in range(0, T, step)] if a in (ax[0, 0], ax[1, 0]) else [], fontsize=7)
+    a = ax[0, 2]
+    key_time = {n: float(np.sum(c * (e[:-1] + e[1:]) / 2)) for n, (e, c) in hists.items() if len(c)}
+    tops = sorted(key_time, key=lambda n: -key_time[n])[:top]
+    pooled, pooled_edges = np.zeros(0), np.zeros(1)
+    for n, (e, c) in hists.items():
+        if not len(c) or c.sum() == 0:
+            continue
+        if n in tops:
+            a.step(e[1:], np.cumsum(c) / c.sum(), where="post", label=n.rsplit(".", 1)[-1])
+        else:  # histograms share their bucket edges and end at their last non-empty bucket
+            if len(c) > len(pooled):
+                pooled, pooled_edges = np.pad(pooled, (0, len(c) - len(pooled))), np.asarray(e)
+            pooled[:len(c)] += c
+    if pooled.sum() > 0:
+        a.step(pooled_edges[1:], np.cumsum(pooled) / pooled.sum(), where="post", color="grey", ls="--",
+               label=f"{len(hists) - len(tops)} others (pooled)")
+    a.set(title=f"Per-key latency CDF: the {len(tops)} tables with most lookup time", xlabel="latency (ns)", xscale="log",
+          ylabel="fraction of keys")
+    a.grid(alpha=0.3)
+    a.legend(fontsize=7, loc="lower right")
     save_png(fig, path)

@@ -137,6 +137,17 @@ impl Simulator {
             .into_pyarray_bound(py),
         )?;
         d.set_item(
+            "lat_p50_ns",
+            f(&|r| {
+                if r.c.lat.total() > 0 {
+                    r.c.lat.quantile(0.5) * cyc
+                } else {
+                    f64::NAN
+                }
+            })
+            .into_pyarray_bound(py),
+        )?;
+        d.set_item(
             "lat_p99_ns",
             f(&|r| {
                 if r.c.lat.total() > 0 {

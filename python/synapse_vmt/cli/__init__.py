@@ -7,13 +7,21 @@ line on stderr and exit status 2 (click does the same for unknown options).
 
 from __future__ import annotations
 
+import sys
+
 import click
 
+from synapse_vmt import cmdline
 from synapse_vmt.errors import EXIT_USAGE, UserError
 
 
 class _Group(click.Group):
     """A click group that turns UserError into one line and exit status 2."""
+
+    def main(self, args=None, *a, **kw):
+        # the command line, for the records a run writes (run.json, report.html)
+        cmdline.record(list(sys.argv[1:] if args is None else args))
+        return super().main(args, *a, **kw)
 
     def invoke(self, ctx: click.Context):
         try:

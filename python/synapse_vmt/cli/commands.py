@@ -7,6 +7,7 @@ from synapse_vmt.cli.cost import cost
 from synapse_vmt.cli.hw import hw
 from synapse_vmt.cli.opt import opt
 from synapse_vmt.cli.p4 import p4
+from synapse_vmt.cli.report import report
 from synapse_vmt.cli.reproduce import reproduce
 from synapse_vmt.cli.rules import classify, rules, trace
 from synapse_vmt.cli.run import run
@@ -18,6 +19,7 @@ ALL: list = []
 ALL += [rules, trace, classify]
 ALL += [traffic]
 ALL += [run]  # the simulator's main job (cli/run.py)
+ALL += [report]  # a run's HTML report, rebuilt from its files; two runs compared (cli/report.py)
 ALL += [sweep]  # many runs: overrides × seeds, local pool or Ray (cli/sweep.py)
 ALL += [p4, opt, reproduce]
 ALL += [cost]  # cost models: CPU, ASIC, Synapse (cli/cost.py)

@@ -48,6 +48,9 @@ HELP: dict[str, tuple[str, list[str]]] = {
              "synapse run -o out --set pmus.count=4 --set pmus.block_size=128"]),
     "sweep": ("Run a grid of scenario overrides x seeds.",
               ["synapse sweep grid.toml -o results/grid -w 2"]),
+    "report": ("Rebuild a run's HTML report; compare two runs.",
+               ["synapse report results/upf",
+                "synapse report results/upf-10 results/upf-20 -o compare.html"]),
     # P4 programs
     "p4": ("P4 programs: CFG, entries, interpreter, compiler.",
            ["synapse p4 cfg tests/data/p4/router.json"]),
@@ -77,7 +80,7 @@ HELP: dict[str, tuple[str, list[str]]] = {
                   ["synapse opt solve problem.json --solver both"]),
     "serve": ("Serve P4Runtime over Synapse's tables.",
               ["synapse serve --p4 tests/data/p4/router.json",
-               "synapse serve --p4 tests/data/p4/router.json --sim default"]),
+               "synapse serve --p4 tests/data/p4/router.json --sim default --http 127.0.0.1:9560"]),
     # the paper's figures
     "reproduce": ("Reproduce the paper's figures and other experiments.",
                   ["synapse reproduce fig7 --quick -o results/fig7"]),

@@ -2,8 +2,10 @@
 
 Writes ``windows.csv`` (per window and table), ``edges.csv`` (routing
 counts), ``run.png`` (hit rate, latency distribution, HBM bandwidth,
-throughput), ``scenario.json`` (the effective configuration) and
-``summary.json`` shaped ``{"tables": {NAME: {...}}, "sim_keys_per_s": ...}``.
+throughput), ``scenario.json`` (the effective configuration),
+``summary.json`` shaped ``{"tables": {NAME: {...}}, "sim_keys_per_s": ...}``
+and the report (``report.html`` with ``latency.csv`` and ``run.json``:
+:mod:`synapse_vmt.view`).
 
 The summary covers the scenario's duration; the run then ends drained
 (:func:`synapse_vmt.sim.finish`): PHVs still in flight after ``drain_ns``
@@ -72,6 +74,9 @@ def run_scenario(scn, out: Path, quiet: bool = False) -> dict:
     report.plot_run(out / "run.png", w, names, scn.window_ns, hists)
     report.write_json(out / "scenario.json", scn.sim_config())
     report.write_json(out / "summary.json", summary)
+    from synapse_vmt import view
+
+    view.finish_run(out, kind="run", window_ns=scn.window_ns, sim=sim, hists=hists)
     return summary
 
 

@@ -34,9 +34,12 @@ from synapse_vmt.cli.p4 import program_path
               help="with --sim: the runtime optimizer's control period, simulated ns")
 @click.option("--opt-solver", type=click.Choice(["fast", "milp"]), default="fast", show_default=True,
               help="with --sim: the allocation solver (milp: HiGHS; the same optimum)")
+@click.option("--http", "http", default="127.0.0.1:9560", show_default=True,
+              help="with --sim: the live view (the run report, updating) and Prometheus /metrics on this "
+              "address:port (port 0: any free one; 'off': none)")
 def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: str | None, key: str | None,
           ca: str | None, algo: str, rate: float, scenario: str | None, sim_speed: float, no_optimizer: bool,
-          opt_period_ns: float, opt_solver: str) -> None:
+          opt_period_ns: float, opt_solver: str, http: str) -> None:
     """Run a P4Runtime v1 gRPC server whose target is Synapse's table store
     (docs/reference/p4runtime.md). Stops on Ctrl-C / SIGTERM."""
     from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
@@ -80,10 +83,18 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
                 click.echo(f"runtime optimizer: every {opt_period_ns:g} ns simulated ({opt_solver}); capacity models "
                            + ", ".join(f"{t} r2={c['r2']:.2f}" for t, c in cal.items())
                            + f" (calibrated in {sum(c['wall_s'] for c in cal.values()):.1f} s)", err=True)
+        live = None
+        if scn is not None and http != "off":
+            from synapse_vmt.view.live import LiveServer
+
+            live = LiveServer(lambda: svc.sim, http)
+            click.echo(f"live view on http://{http.rsplit(':', 1)[0]}:{live.port}/ (Prometheus: /metrics)", err=True)
         try:
             done.wait()
         except KeyboardInterrupt:
             pass
+        if live is not None:
+            live.stop()
         server.stop(grace=1).wait()
         svc.stop()
     finally:

@@ -25,7 +25,8 @@ import click
 def sweep(grid: str | None, output: str | None, workers: int | None, ray_address: str | None, bench: bool,
           quiet: bool) -> None:
     """Run every point of GRID (a TOML file: overrides × seeds) and write
-    DIR/results.parquet and each point's DIR/points/<id>/summary.json.
+    DIR/results.parquet, each point's DIR/points/<id>/summary.json and
+    DIR/report.html (tables x points).
     Finished points are skipped on a rerun; a failing point is recorded
     with its error and the others go on (exit status 1 if any failed)."""
     from synapse_vmt import sweep as sw
@@ -41,6 +42,11 @@ def sweep(grid: str | None, output: str | None, workers: int | None, ray_address
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a directory")
     r = sw.run(g, out, workers=workers, ray=ray_address, quiet=quiet)
+    from synapse_vmt import view
+    from synapse_vmt.view import rundir
+
+    rundir.write_run_json(out / "run.json", "sweep", 0.0, grid=str(grid))
+    view.write_report([out])
     if not quiet:
         click.echo(f"{r['points']} points: ran {r['ran']} in {r['wall_s']:.1f} s, skipped {r['skipped']} already done, "
                    f"{r['failed']} failed → {out / 'results.parquet'}")

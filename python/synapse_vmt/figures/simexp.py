@@ -74,21 +74,30 @@ class Setup:
 
 
 class Recording:
-    """The simulator, keeping every window batch the controller reads."""
+    """The simulator, keeping every window and edge batch the controller reads."""
 
     def __init__(self, sim):
-        self.sim, self.parts = sim, []
+        self.sim, self.parts, self.edge_parts = sim, [], []
 
     def windows(self):
         w = self.sim.windows()
         self.parts.append(w)
         return w
 
+    def edges(self):
+        e = self.sim.edges()
+        self.edge_parts.append(e)
+        return e
+
     def __getattr__(self, name):
         return getattr(self.sim, name)
 
     def all_windows(self) -> dict:
         parts = [p for p in self.parts if len(p["t_ns"])]
+        return concat(parts) if parts else {}
+
+    def all_edges(self) -> dict:
+        parts = [p for p in self.edge_parts if len(p["t_ns"])]
         return concat(parts) if parts else {}
 
 

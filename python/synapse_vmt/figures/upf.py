@@ -473,6 +473,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         sim_t, _, hist_t = loop(st)
         runs["closed_loop_slo"] = (sim_t, hist_t)
 
+    hists_l = {n: sim_l.latency_histogram(n) for n in names}  # the report's, before the drain below
     series, stats = {}, {}
     for k, (sim, hist) in runs.items():
         pp = per_period(sim.all_windows(), pl["period"], T)
@@ -533,6 +534,12 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
                             s["active_pmus"][i], *s["pmus"][i]])
     plot(series, names, out / "upf.png")
     write_json(out / "summary.json", summary)
+    # the closed loop's own run files, and the report over them (synapse_vmt.view)
+    from synapse_vmt import report, view
+
+    report.write_windows_csv(out / "windows.csv", sim_l.all_windows(), names, window)
+    report.write_edges_csv(out / "edges.csv", sim_l.all_edges(), names)
+    view.finish_run(out, kind="reproduce upf", window_ns=window, sim=sim_l, hists=hists_l, cfg=program)
     return summary
 
 

@@ -476,12 +476,16 @@ class InterpExec:
 
 
 class PlotSeries:
-    """The counters run.png plots (per table: hits, misses, HBM bytes,
-    arrived, processed), summed over bins of whole windows, at most ``cap``
-    bins per table: when a table reaches it, neighbouring bins merge (bins
-    twice as wide). A long run's plot costs a bounded memory."""
+    """The columns run.png plots, over bins of whole windows: the counters
+    (per table: hits, misses, HBM bytes, arrived, processed) summed, the
+    latencies and PMUs held averaged over the bin's windows that have them;
+    at most ``cap`` bins per table: when a table reaches it, neighbouring
+    bins merge (bins twice as wide). A long run's plot costs a bounded memory."""
 
-    COLS = ("hits", "misses", "hbm_bytes", "arrived", "processed")
+    SUMS = ("hits", "misses", "hbm_bytes", "arrived", "processed")
+    MEANS = ("lat_mean_ns", "lat_p50_ns", "lat_p99_ns", "pmus")
+    # a mean column is kept as the sum of its finite values and their count
+    COLS = SUMS + tuple(f"{c}/{x}" for c in MEANS for x in ("sum", "n"))
 
     def __init__(self, window_ns: float, cap: int = 2048):
         self.window_ns, self.cap, self.k = window_ns, cap, 1
@@ -489,7 +493,11 @@ class PlotSeries:
         self.open: dict[int, list[float]] = {}  # table -> [windows in it, t_end, sums...]
 
     def add(self, w: dict) -> None:
-        cols = [np.asarray(w[c], dtype=np.float64) for c in self.COLS]
+        cols = [np.asarray(w[c], dtype=np.float64) for c in self.SUMS]
+        for c in self.MEANS:
+            v = np.asarray(w[c], dtype=np.float64) if c in w else np.full(len(w["t_ns"]), np.nan)
+            ok = np.isfinite(v)
+            cols += [np.where(ok, v, 0.0), ok.astype(np.float64)]
         for i, (t, te) in enumerate(zip(np.asarray(w["table"]).tolist(), np.asarray(w["t_ns"]).tolist())):
             b = self.open.setdefault(int(t), [0, 0.0] + [0.0] * len(cols))
             b[0] += 1
@@ -523,7 +531,12 @@ class PlotSeries:
         rows.sort(key=lambda r: (r[0], r[1]))
         a = np.array(rows, dtype=np.float64).reshape(len(rows), 2 + len(self.COLS))
         out = {"t_ns": a[:, 0], "table": a[:, 1].astype(np.int64)}
-        out.update({c: a[:, 2 + j] for j, c in enumerate(self.COLS)})
+        out.update({c: a[:, 2 + j] for j, c in enumerate(self.SUMS)})
+        m = 2 + len(self.SUMS)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for j, c in enumerate(self.MEANS):
+                n = a[:, m + 2 * j + 1]
+                out[c] = np.where(n > 0, a[:, m + 2 * j] / np.maximum(n, 1), np.nan)
         return out, self.window_ns * self.k
 
 
@@ -666,7 +679,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         # windows.csv and edges.csv are written as the run goes (renamed at the end): only the
         # plot's columns stay in memory
         wcsv = csv.writer(files.enter_context(atomic_write(out / "windows.csv")))
-        wcsv.writerow(report.WINDOW_COLUMNS + report.DERIVED_COLUMNS)
+        header = [False]  # windows.csv's columns are the simulator's: written with its first windows
         ecsv = csv.writer(files.enter_context(atomic_write(out / "edges.csv")))
         ecsv.writerow(report.EDGE_COLUMNS)
 
@@ -678,6 +691,9 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
             sim_s += time.perf_counter() - a
             sim_cpu += time.process_time() - b
             w = core.windows()
+            if not header[0] and w and len(w["t_ns"]):
+                wcsv.writerow(report.window_columns(w))
+                header[0] = True
             wcsv.writerows(report.window_rows(w, names, window_ns))
             ecsv.writerows(report.edge_rows(core.edges(), names))
             series.add(w)
@@ -696,6 +712,8 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         if end > t:
             advance(end)
             t = end
+        if not header[0]:
+            wcsv.writerow(report.window_columns({}))
         # the summary covers the duration; the run then ends drained (arrivals stop: none is pending)
         s = core.summary()
         hists = {n: core.latency_histogram(n) for n in names}
@@ -761,6 +779,9 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     w, bin_ns = series.windows()
     report.plot_run(out / "run.png", w, names, bin_ns, hists)
     report.write_json(out / "summary.json", s)
+    from synapse_vmt import view
+
+    view.finish_run(out, kind="run --p4", window_ns=window_ns, sim=core, hists=hists, cfg=program)
     return s
 
 
@@ -855,11 +876,12 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
                 stop_at_truncated: bool = False, engine: str = "rust") -> dict:
     """``synapse run --p4``: every keyed table a VMT from one pool of ``pmus``
     PMUs (split evenly to start; the run is static); writes windows.csv,
-    edges.csv, run.png and summary.json to ``out``. A capture is streamed
-    (:func:`run_capture`); generated traffic has one frame per flow, run
-    through the interpreter up front. The summary covers the duration; the
-    run then ends drained (``invariants``: ``drained``, ``stuck``);
-    ``warn(line)`` hears of tables left without a PMU before the run."""
+    edges.csv, run.png and summary.json to ``out``, then the report
+    (report.html, latency.csv, cfg.json, run.json: :func:`synapse_vmt.view.finish_run`).
+    A capture is streamed (:func:`run_capture`); generated traffic has one
+    frame per flow, run through the interpreter up front. The summary covers
+    the duration; the run then ends drained (``invariants``: ``drained``,
+    ``stuck``); ``warn(line)`` hears of tables left without a PMU before the run."""
     from pathlib import Path
 
     from synapse_vmt import report
@@ -908,4 +930,7 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
     report.write_edges_csv(out / "edges.csv", e, names)
     report.plot_run(out / "run.png", w, names, window_ns, hists)
     report.write_json(out / "summary.json", s)
+    from synapse_vmt import view
+
+    view.finish_run(out, kind="run --p4", window_ns=window_ns, sim=sim, hists=hists, cfg=program)
     return s

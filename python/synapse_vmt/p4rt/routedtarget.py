@@ -169,6 +169,11 @@ class RoutedTarget:
         self.write_s: list[float] = []  # wall time per forwarded Write (interpreter + simulator call)
         self.opt = None  # the runtime optimizer is not wired for routed tables
         self.slice_ns, self.period_s = slice_ns, period_s
+        from synapse_vmt.p4.bmv2 import read_bmv2
+        from synapse_vmt.view.live import Recorder
+
+        self.recorder = Recorder(names, float(json.loads(self.core.config_json()).get("window_ns", 10_000.0)))  # the live view
+        self.cfg_json = read_bmv2(prog).to_json()  # the live view's graph
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="synapse-routed-sim")
@@ -182,8 +187,8 @@ class RoutedTarget:
         if len(t):
             _core.push_arrivals(self.core, t, f)
         self.core.run_until(t_ns)
-        self.core.windows()  # drained: the server keeps only the summary
-        self.core.edges()
+        # drained: the server keeps the summary and the live view's recent windows
+        self.recorder.add(self.core.windows(), self.core.edges())
 
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):

@@ -113,6 +113,10 @@ class SimTarget:
         self.specs = {n: prog.tables[n] for n in self.tables}
         self.positions = MatchOrder(self.tables)
         self.forwarded = 0
+        from synapse_vmt.view.live import Recorder
+
+        self.recorder = Recorder(self.sim.table_names(), self.sim.window_ns)  # recent windows: the live view (--http)
+        self.cfg_json = None  # the graph: the scenario's tables and edges
         self.lock = threading.Lock()  # the simulator is used by one thread at a time
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="synapse-sim")
@@ -124,14 +128,16 @@ class SimTarget:
                 t = self.sim.now_ns() + self.slice_ns
                 if self.opt is None:
                     self.sim.run_until(t)
-                    self.sim.core.windows()  # drained: the server keeps only the summary
-                    self.sim.core.edges()
+                    # drained: the server keeps the summary and the live view's recent windows
+                    self.recorder.add(self.sim.core.windows(), self.sim.core.edges())
                     continue
                 # Slices end at the optimizer's period ends and alarm checks.
                 while True:
                     stop = min(t, self.opt.next_stop())
                     self.sim.run_until(stop)
-                    self.opt.after_slice(self.sim.core.windows(), self.sim.core.edges())
+                    w, e = self.sim.core.windows(), self.sim.core.edges()
+                    self.opt.after_slice(w, e)
+                    self.recorder.add(w, e)
                     if stop >= t:
                         break
 
