@@ -204,7 +204,7 @@ def _ip_prefix(i: int) -> tuple[int, int]:
 class Raw:
     """A controller on the generated stub: a StreamChannel for arbitration."""
 
-    def __init__(self, port: int, election: int, device_id: int = 1):
+    def __init__(self, port: int, election: int | None, device_id: int = 1):
         self.ch = grpc.insecure_channel(f"127.0.0.1:{port}")
         self.stub = p4r_grpc.P4RuntimeStub(self.ch)
         self.election = election
@@ -214,7 +214,8 @@ class Raw:
         self._cond = threading.Condition()
         req = p4r.StreamMessageRequest()
         req.arbitration.device_id = device_id
-        req.arbitration.election_id.low = election
+        if election is not None:  # None: no election id at all
+            req.arbitration.election_id.low = election
         self._closed = threading.Event()
 
         def gen():
@@ -226,7 +227,8 @@ class Raw:
 
     def write(self, updates, atomicity=p4r.WriteRequest.CONTINUE_ON_ERROR, timeout=30):
         req = p4r.WriteRequest(device_id=1, updates=updates, atomicity=atomicity)
-        req.election_id.low = self.election
+        if self.election is not None:
+            req.election_id.low = self.election
         return self.stub.Write(req, timeout=timeout)
 
     def close(self):
@@ -636,6 +638,8 @@ def test_background_traffic_follows_the_writes(prog):
             time.sleep(0.05)
         s = svc.store.stats()[ROUTE]
         assert s["lookups"] >= 500 and 0.8 <= s["hit_rate"] <= 0.97  # 90% drawn to hit (+ random hits)
+        pk, by = (sum(getattr(e, f) for e in svc.store.entries(ROUTE)) for f in ("packets", "bytes"))
+        assert pk > 0 and 64 * pk < by < 1500 * pk  # IMIX lengths: bytes counted too
         c.write([_upd(svc, p4r.Update.DELETE, ROUTE, {"hdr.ipv4.dst": ("lpm", bytes([10, i, 0, 0]), 16)})
                  for i in range(50)])
         before = svc.store.stats()[ROUTE]
@@ -1043,3 +1047,372 @@ def test_serve_optimizer_loop_fast_and_highs_agree(tmp_path):
     print(f"optimizer loop: solve p50 fast {med['fast']:.0f} us, milp {med['milp']:.0f} us; drops {drops['fast']:.1f} % "
           f"(static even split {100.0 * si['dropped'] / si['created']:.1f} %); mean PMUs held "
           f"{np.mean([sum(h['pmus_held'].values()) for h in fast]):.1f} of 8")
+
+
+# --- hardening: what a careless or hostile client (or user) must not break ---
+
+
+def test_second_serve_on_a_busy_port_fails_with_one_line(prog, served, monkeypatch):
+    """No SO_REUSEPORT: a second server on the port of a running one does
+    not start (it would otherwise take half of the new connections)."""
+    from synapse_vmt.errors import UserError
+    from synapse_vmt.p4rt import server as server_mod
+
+    _, port = served
+    r = CliRunner().invoke(main, ["serve", "--p4", str(prog), "--listen", f"127.0.0.1:{port}"])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines() == [f"synapse: error: --listen 127.0.0.1:{port}: cannot bind: "
+                                             "Address already in use"]
+    # gRPC's own bind (without the up-front check) refuses too: SO_REUSEPORT is off.
+    monkeypatch.setattr(server_mod, "_check_bind", lambda listen: None)
+    with pytest.raises(UserError, match="cannot bind"):
+        make_server(P4RuntimeServer(prog), f"127.0.0.1:{port}")
+
+
+@pytest.mark.parametrize("listen, why", [
+    ("nonsense", "expected HOST:PORT"),
+    ("127.0.0.1:99999", "port '99999' is not a number in 0..65535"),
+    ("127.0.0.1:-1", "port '-1' is not a number"),
+    (":9559", "expected HOST:PORT"),
+    ("192.0.2.1:9559", "cannot bind: Cannot assign requested address"),  # TEST-NET: not this host's
+])
+def test_serve_bad_listen_is_one_line_exit_2(prog, listen, why):
+    r = CliRunner().invoke(main, ["serve", "--p4", str(prog), "--listen", listen])
+    assert r.exit_code == 2, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"synapse: error: --listen ") and why in lines[0], lines
+
+
+def test_entry_metadata_reads_back_and_unstored_fields_are_refused(tmp_path, prog, served):
+    """TableEntry.metadata is returned as written (and as modified), through
+    finsy; an idle timeout or a meter config on a table without them is
+    INVALID_ARGUMENT, not OK-and-dropped."""
+    svc, port = served
+
+    async def run():
+        async with _switch(prog, port, tmp_path) as sw:
+            await sw.insert([fy.P4TableEntry(ROUTE, match=fy.P4TableMatch(dst=_route(i)[0]),
+                                             action=fy.P4TableAction("set_nhop", nhop=i),
+                                             metadata=f"cookie-{i}".encode()) for i in range(3)])
+            await sw.modify([fy.P4TableEntry(ROUTE, match=fy.P4TableMatch(dst=_route(1)[0]),
+                                             action=fy.P4TableAction("set_nhop", nhop=7), metadata=b"\x00changed")])
+            got = [e async for e in sw.read(fy.P4TableEntry(ROUTE))]
+            back = {e.action.args["nhop"]: e.metadata for e in got}
+            assert back == {0: b"cookie-0", 7: b"\x00changed", 2: b"cookie-2"}
+            for extra in ({"idle_timeout_ns": 10**9}, {"meter_config": fy.P4MeterConfig(cir=1, cburst=1, pir=2, pburst=2)}):
+                with pytest.raises(fy.P4ClientError) as ei:
+                    await sw.insert([fy.P4TableEntry(ROUTE, match=fy.P4TableMatch(dst=_route(9)[0]),
+                                                     action=fy.P4TableAction("set_nhop", nhop=9), **extra)])
+                assert ei.value.code == fy.GRPCStatusCode.UNKNOWN  # a batch error; the update's own code:
+                assert [d.canonical_code for d in ei.value.details.values()] == [3]  # INVALID_ARGUMENT
+            assert len(svc.store.entries(ROUTE)) == 3
+
+    asyncio.run(run())
+
+
+def test_no_election_id_is_a_backup_that_cannot_write(served):
+    """A controller that arbitrates without an election id is a backup (as
+    in Stratum): told so, refused its writes, and told who the primary is
+    once one arrives."""
+    svc, port = served
+    nobody = Raw(port, None)
+    assert nobody.first.arbitration.status.code == 6  # ALREADY_EXISTS: backup, not primary
+    u = _upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", b"\x0a\x00\x00\x00", 8)}, "ingress.set_nhop", [b"\x01"])
+    with pytest.raises(grpc.RpcError) as ei:
+        nobody.write([u])
+    assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert _route_entries(svc) == set()
+    primary = Raw(port, 3)
+    assert primary.first.arbitration.status.code == 0
+    told = next(nobody.stream).arbitration
+    assert told.status.code == 6 and told.election_id.low == 3
+    with pytest.raises(grpc.RpcError) as ei:
+        nobody.write([u])
+    assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    primary.write([u])
+    assert len(_route_entries(svc)) == 1
+    primary.close()
+    nobody.close()
+
+
+def test_100k_upf_sessions_read_by_finsy_in_messages_under_4mib(shared_data, tmp_path):
+    """A read of 100,000 UPF downlink sessions (about 4.5 MB of entries)
+    streams in several ReadResponses, each under the 4 MiB a client accepts
+    by default: finsy (default limits) and the raw stub (4 MiB receive cap)
+    get every session back."""
+    from synapse_vmt.p4.entries import Entry, Match
+    from synapse_vmt.p4rt.store import Op
+
+    upf = shared_data / "p4" / "up4-bmv2.json"
+    name, n = "PreQosPipe.sessions_downlink", 100_000
+    svc = P4RuntimeServer(None, sizes={name: n})
+    server, port = make_server(svc, "127.0.0.1:0")
+    try:
+        ue = [0x0A000000 + 7 * i for i in range(n)]  # distinct UE addresses
+
+        def fill_and_read_raw():
+            _, errs = svc.store.apply([Op("insert", name, Entry(
+                name, {"ipv4.dst_addr": Match("exact", a)}, "PreQosPipe.set_session_downlink",
+                {"tunnel_peer_id": i % 256, "session_meter_idx": i}, None, "t")) for i, a in enumerate(ue)])
+            assert not any(errs)
+            tid = next(t.id for t in svc.pipeline.index.tables.values() if t.spec.name == name)
+            with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", 4 << 20)]) as ch:
+                req = p4r.ReadRequest(device_id=1)
+                req.entities.add().table_entry.table_id = tid
+                return [(r.ByteSize(), len(r.entities)) for r in p4r_grpc.P4RuntimeStub(ch).Read(req, timeout=60)]
+
+        async def run():
+            async with _switch(upf, port, tmp_path) as sw:  # finsy pushes the pipeline, then the store is filled
+                sizes = fill_and_read_raw()
+                return sizes, [(e.match["ue_address"], e.action.args["session_meter_idx"])
+                               async for e in sw.read(fy.P4TableEntry("sessions_downlink"))]
+
+        sizes, got = asyncio.run(run())
+        assert sum(k for _, k in sizes) == n and len(sizes) > 1 and sum(b for b, _ in sizes) > 4 << 20
+        assert max(b for b, _ in sizes) < 4 << 20
+        assert sorted(got) == [(a, i) for i, a in enumerate(ue)]
+    finally:
+        server.stop(grace=None)
+
+
+# p4c's own P4Info of UP4 (as published in omec-project/upf's pfcpiface tests): ids an independent
+# compiler gave, to check ours against. (name, P4Info field, id)
+P4C_UP4_IDS = [
+    ("PreQosPipe.Acl.acls", "tables", 47204971), ("PreQosPipe.sessions_downlink", "tables", 34742049),
+    ("PreQosPipe.Routing.routes_v4", "tables", 39015874), ("PreQosPipe.my_station", "tables", 40931612),
+    ("PreQosPipe.set_session_downlink", "actions", 21848329), ("NoAction", "actions", 21257015),
+    ("PreQosPipe.pre_qos_counter", "counters", 315693181), ("PostQosPipe.post_qos_counter", "counters", 302958180),
+    ("acls", "direct_counters", 325583051), ("PreQosPipe.app_meter", "meters", 338231090),
+]
+
+
+def test_upf_p4info_declares_counters_and_meters_with_p4c_ids(shared_data):
+    info = build_p4info(read_program(shared_data / "p4" / "up4-bmv2.json"))
+    for name, kind, want in P4C_UP4_IDS:
+        got = {x.preamble.name: x.preamble.id for x in getattr(info, kind)}
+        assert got.get(name) == want, (name, kind)
+    assert [(c.preamble.name, c.size, c.spec.unit) for c in info.counters] == [
+        ("PostQosPipe.post_qos_counter", 1024, 3), ("PreQosPipe.pre_qos_counter", 1024, 3)]  # 3: BOTH
+    assert sorted((m.preamble.name, m.size, m.spec.unit) for m in info.meters) == [
+        ("PreQosPipe.app_meter", 1024, 1), ("PreQosPipe.session_meter", 1024, 1),
+        ("PreQosPipe.slice_tc_meter", 64, 1)]  # 1: BYTES
+    acls = next(t for t in info.tables if t.preamble.name == "PreQosPipe.Acl.acls")
+    assert list(acls.direct_resource_ids) == [325583051] and info.direct_counters[0].direct_table_id == acls.preamble.id
+    assert acls.preamble.alias == "Acl.acls"  # as p4c: "acls" is the direct counter's alias
+
+
+def test_direct_counters_count_bytes(tmp_path, prog, served):
+    """byte_count, read through finsy, is the sum of the lengths of the
+    packets that hit each entry (the linear oracle says which entry)."""
+    svc, port = served
+    rng = random.Random(5)
+
+    async def run():
+        async with _switch(prog, port, tmp_path) as sw:
+            await sw.insert([fy.P4TableEntry(ROUTE, match=fy.P4TableMatch(dst=_route(i)[0]),
+                                             action=fy.P4TableAction("set_nhop", nhop=i)) for i in range(20)])
+            snap = svc.store.snapshot()[ROUTE]
+            spec = svc.pipeline.prog.tables[ROUTE]
+            rows = [sample_key(rng.choice(snap.entries), spec, rng) for _ in range(300)]
+            rows += [{"ipv4.dst": rng.getrandbits(32)} for _ in range(30)]
+            sizes = [rng.choice((64, 576, 1500)) for _ in rows]
+            svc.store.lookup(ROUTE, rows, sizes)
+            want: dict = {}
+            for r, n in zip(rows, sizes):
+                e = snap.lookup(r)
+                if e is not None:
+                    c = want.setdefault(e.params["nhop"], [0, 0])
+                    c[0], c[1] = c[0] + 1, c[1] + n
+            got = {e.action.args["nhop"]: [e.counter_data.packet_count, e.counter_data.byte_count]
+                   async for e in sw.read(fy.P4TableEntry(ROUTE, counter_data=fy.P4CounterData()))
+                   if e.counter_data.packet_count}
+            assert got == want and sum(b for _, b in got.values()) > 0
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("atomicity, at, kept", [
+    (p4r.WriteRequest.ROLLBACK_ON_ERROR, 30_000, 0),  # all or nothing: a cancel before the swap leaves nothing
+    (p4r.WriteRequest.DATAPLANE_ATOMIC, 30_000, 0),
+    (p4r.WriteRequest.CONTINUE_ON_ERROR, 29_999, 29_999),  # each update stands alone: those before the cancel stay
+])
+def test_write_cancelled_after_its_last_update(prog, atomicity, at, kept):
+    """The client cancels a 30,000-update Write at the end (the test hook
+    cancels there): once every update is applied to an atomic batch's copy
+    but before it is swapped in, nothing is applied; a CONTINUE_ON_ERROR
+    batch cancelled before its last update keeps the updates before (as the
+    spec allows, and the docs say)."""
+    n, seen = 30_000, {}
+
+    def cancel_at_the_end(i, context):
+        if i != at:
+            return
+        seen["future"].cancel()
+        deadline = time.monotonic() + 10
+        while context.is_active() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        seen["inactive"] = not context.is_active()
+
+    svc = P4RuntimeServer(prog, sizes={ROUTE: n}, before_update=cancel_at_the_end)
+    server, port = make_server(svc, "127.0.0.1:0")
+    try:
+        c = Raw(port, 1)
+        ups = [_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", (0x0A000000 | i << 8).to_bytes(4, "big"), 24)},
+                    "ingress.set_nhop", [b"\x01"]) for i in range(n)]
+        req = p4r.WriteRequest(device_id=1, updates=ups, atomicity=atomicity)
+        req.election_id.low = 1
+        seen["future"] = c.stub.Write.future(req)
+        with pytest.raises(grpc.FutureCancelledError):
+            seen["future"].result(timeout=60)
+        deadline = time.monotonic() + 60
+        while "inactive" not in seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen.get("inactive"), "the server never saw the cancel"
+        with svc.store.lock:  # taken once the Write is done
+            assert len(svc.store.entries(ROUTE)) == kept
+        c.close()
+    finally:
+        server.stop(grace=None)
+
+
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]  # channels of one process otherwise share one
+
+
+def test_500_idle_streams_do_not_lock_out_the_primary(prog):
+    """500 StreamChannels that never arbitrate (50 connections × 10) hold no
+    server thread: the primary arbitrates after them and makes 200 single
+    writes (10 s deadline each), and a Read answers, while they stay open."""
+    from synapse_vmt.p4rt.server import StreamLimits
+
+    svc = P4RuntimeServer(prog, limits=StreamLimits(arbitration_timeout=120))
+    server, port = make_server(svc, "127.0.0.1:0")
+
+    async def run():
+        chans = [grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OWN_CONNECTION) for _ in range(50)]
+        idle = [p4r_grpc.P4RuntimeStub(ch).StreamChannel() for ch in chans for _ in range(10)]
+        try:
+            deadline = time.monotonic() + 30
+            while len(svc.streams) < 500 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert len(svc.streams) == 500
+            return await asyncio.to_thread(primary_writes)
+        finally:
+            for call in idle:
+                call.cancel()
+            for ch in chans:
+                await ch.close()
+
+    def primary_writes():
+        c = Raw(port, 7)
+        assert c.first.arbitration.status.code == 0
+        t0 = time.perf_counter()
+        for i in range(200):
+            c.write([_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", bytes([10, i, 0, 0]), 16)},
+                          "ingress.set_nhop", [b"\x01"])], timeout=10)
+        dt = time.perf_counter() - t0
+        req = p4r.ReadRequest(device_id=1)
+        req.entities.add().table_entry.table_id = next(t.id for t in svc.pipeline.index.tables.values()
+                                                       if t.spec.name == ROUTE)
+        assert sum(len(r.entities) for r in c.stub.Read(req, timeout=10)) == 200
+        c.close()
+        return dt
+
+    try:
+        dt = asyncio.run(run())
+        print(f"with 500 idle streams: 200 single writes in {dt:.2f} s ({200 / dt:.0f} writes/s)")
+    finally:
+        server.stop(grace=None)
+
+
+def test_stream_limits_refuse_clearly_and_silent_streams_time_out(prog):
+    """Past the per-connection or the total bound a new stream is refused
+    with RESOURCE_EXHAUSTED; a stream that never arbitrates is closed with
+    DEADLINE_EXCEEDED, which frees its place for a real controller."""
+    from synapse_vmt.p4rt.server import StreamLimits
+
+    svc = P4RuntimeServer(prog, limits=StreamLimits(max_streams=6, per_peer=3, arbitration_timeout=1.0))
+    server, port = make_server(svc, "127.0.0.1:0")
+
+    async def run():
+        async def status(call):
+            try:
+                async for _ in call:
+                    pass
+            except grpc.aio.AioRpcError as e:
+                return e.code(), e.details()
+            return await call.code(), ""
+
+        a, b, c = (grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OWN_CONNECTION) for _ in range(3))
+        try:
+            first = [p4r_grpc.P4RuntimeStub(a).StreamChannel() for _ in range(3)]
+            while len(svc.streams) < 3:
+                await asyncio.sleep(0.02)
+            code, why = await status(p4r_grpc.P4RuntimeStub(a).StreamChannel())  # a 4th on one connection
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "too many streams from" in why
+            more = [p4r_grpc.P4RuntimeStub(b).StreamChannel() for _ in range(3)]
+            while len(svc.streams) < 6:
+                await asyncio.sleep(0.02)
+            code, why = await status(p4r_grpc.P4RuntimeStub(c).StreamChannel())  # a 7th in all
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "too many streams (6 open)" in why
+            for call in first + more:  # silent: closed after the arbitration timeout
+                code, why = await status(call)
+                assert code == grpc.StatusCode.DEADLINE_EXCEEDED and "no arbitration message" in why
+            deadline = time.monotonic() + 10  # the server forgets them once their handlers finish
+            while svc.streams and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert len(svc.streams) == 0
+        finally:
+            for ch in (a, b, c):
+                await ch.close()
+
+    try:
+        asyncio.run(run())
+        ctl = Raw(port, 1)  # the places are free again
+        assert ctl.first.arbitration.status.code == 0
+        ctl.close()
+    finally:
+        server.stop(grace=None)
+
+
+def test_table_size_option_raises_the_p4_size(prog):
+    """--table-size lifts a table's cap above its P4 `size` (4 for the ACL
+    here): the store takes 6 entries, refuses the 7th; bad values are one line."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "synapse_vmt.cli", "serve", "--p4", str(prog), "--listen", "127.0.0.1:0",
+                          "--table-size", "acl=6", "--table-size", "100"], stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stderr.readline()
+        port = int(line.split()[2].rsplit(":", 1)[1])
+        c = Raw(port, 1)
+        idx = P4RuntimeServer(prog)  # the same ids (a local copy, to build updates)
+
+        def rule(i):
+            return _upd(idx, p4r.Update.INSERT, "ingress.acl", {"hdr.ipv4.proto": ("exact", bytes([i]))},
+                        "ingress.permit", priority=1)
+
+        c.write([rule(i) for i in range(1, 7)])
+        with pytest.raises(grpc.RpcError) as ei:
+            c.write([rule(7)])
+        assert _errors(ei.value) == [8]  # RESOURCE_EXHAUSTED at 6
+        c.write([_upd(idx, p4r.Update.INSERT, "ingress.fwd", {"hdr.eth.dst": ("exact", bytes([i + 1]))},
+                      "ingress.set_port", [b"\x01"]) for i in range(100)])  # fwd (P4 size 64) takes 100
+        c.close()
+    finally:
+        p.terminate()
+        p.wait(10)
+        p.stderr.close()
+    for bad, why in [("acl=0", "expected [TABLE=]N"), ("nosuch=5", "has no table 'nosuch'"), ("x", "expected")]:
+        r = CliRunner().invoke(main, ["serve", "--p4", str(prog), "--table-size", bad])
+        assert r.exit_code == 2 and why in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_bench_p4rt_reports_rates_and_checks_the_inserts_landed():
+    r = CliRunner().invoke(main, ["bench", "p4rt", "--p4", str(Path(__file__).parent / "data" / "p4" / "router.json"),
+                                  "--entries", "300", "--batch", "100", "--singles", "20", "--json"])
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.output)
+    assert rec["table"] == "MyIngress.acl" and rec["entries"] == 300
+    assert all(rec[k] > 0 for k in ("batched_inserts_per_s", "batched_deletes_per_s", "single_writes_per_s"))
+    assert 0 < rec["single_p50_ms"] <= rec["single_p99_ms"]

@@ -101,6 +101,33 @@ def bench_classify(rules_file: str, trace_file: str, algo: str, secs: float, set
                f"{rec['bytes']} bytes ({rec['bytes_per_rule']:.1f} per rule), built in {rec['build_s'] * 1e3:.1f} ms")
 
 
+@bench.command("p4rt")
+@click.option("--p4", "program", type=click.Path(dir_okay=False), required=True,
+              help="p4c BMv2 JSON the server loads (e.g. up4-bmv2.json)")
+@click.option("--table", help="table written (default: the writable table with the widest key)")
+@click.option("--entries", default=20_000, show_default=True, type=click.IntRange(min=1),
+              help="entries inserted, then deleted, in batched Writes")
+@click.option("--batch", default=1000, show_default=True, type=click.IntRange(min=1), help="updates per batched Write")
+@click.option("--singles", default=2000, show_default=True, type=click.IntRange(min=1),
+              help="Writes of one insert each")
+@click.option("--traffic", default=0.0, show_default=True, type=click.FloatRange(min=0.0),
+              help="the server's background lookups per second per table (serve --traffic)")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_p4rt_cmd(program: str, table: str | None, entries: int, batch: int, singles: int, traffic: float,
+                   as_json: bool) -> None:
+    """Write throughput of `synapse serve` (its own process, loopback) with a
+    raw gRPC client whose requests are serialised before timing."""
+    from synapse_vmt.p4rt.bench import bench_p4rt
+
+    rec = bench_p4rt(program, table, entries, batch, singles, traffic=traffic)
+    if as_json:
+        click.echo(json.dumps(rec))
+        return
+    click.echo(f"{rec['table']}: batched ({batch}/Write) {rec['batched_inserts_per_s']:,.0f} inserts/s, "
+               f"{rec['batched_deletes_per_s']:,.0f} deletes/s; single Writes {rec['single_writes_per_s']:,.0f}/s "
+               f"(p50 {rec['single_p50_ms']:.2f} ms, p99 {rec['single_p99_ms']:.2f} ms)")
+
+
 def bench_program(program: str, entries_file: str | None, pcap: str, rounds: int = 5, ingress_port: int = 0,
                   python_packets: int = 0, check: int = 2000, limit: int | None = None) -> dict:
     """The functional rate of PROGRAM (parse, tables, actions, deparse; no

@@ -113,6 +113,8 @@ HELP: dict[str, tuple[str, list[str]]] = {
               ["synapse bench classify --rules rules.txt --trace trace.txt --algo ptree"]),
     "bench classify": ("Lookups/s, bytes and build time of a classifier.",
                        ["synapse bench classify --rules rules.txt --trace trace.txt --algo ptree --secs 2"]),
+    "bench p4rt": ("Write rates of synapse serve, batched and single.",
+                   ["synapse bench p4rt --p4 tests/data/p4/router.json --entries 2000 --singles 200"]),
     "bench p4": ("Packets/s of a program run by the executor.",
                  ["synapse bench p4 tests/data/p4/route3.json --entries tests/data/p4/route3-entries.txt "
                   "--pcap route3.pcap"]),

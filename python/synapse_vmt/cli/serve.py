@@ -37,13 +37,25 @@ from synapse_vmt.cli.p4 import program_path
 @click.option("--http", "http", default="127.0.0.1:9560", show_default=True,
               help="with --sim: the live view (the run report, updating) and Prometheus /metrics on this "
               "address:port (port 0: any free one; 'off': none)")
+@click.option("--table-size", "table_sizes", multiple=True, metavar="[TABLE=]N",
+              help="hold up to N entries in TABLE (full or short name), or in every table without TABLE= "
+              "(default: the program's P4 size); repeatable")
+@click.option("--max-streams", default=1024, show_default=True, type=click.IntRange(min=1),
+              help="StreamChannels open at once, in all (more are refused: RESOURCE_EXHAUSTED)")
+@click.option("--max-streams-per-peer", default=16, show_default=True, type=click.IntRange(min=1),
+              help="StreamChannels open at once on one client connection")
+@click.option("--arbitration-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.01),
+              help="seconds a StreamChannel may stay open without an arbitration message")
 def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: str | None, key: str | None,
           ca: str | None, algo: str, rate: float, scenario: str | None, sim_speed: float, no_optimizer: bool,
-          opt_period_ns: float, opt_solver: str, http: str) -> None:
+          opt_period_ns: float, opt_solver: str, http: str, table_sizes: tuple[str, ...], max_streams: int,
+          max_streams_per_peer: int, arbitration_timeout: float) -> None:
     """Run a P4Runtime v1 gRPC server whose target is Synapse's table store
     (docs/reference/p4runtime.md). Stops on Ctrl-C / SIGTERM."""
-    from synapse_vmt.p4rt.server import P4RuntimeServer, make_server
+    from synapse_vmt.p4rt.server import P4RuntimeServer, StreamLimits, make_server, parse_listen
 
+    parse_listen(listen)  # before anything slow starts
+    sizes = _table_sizes(program, table_sizes)
     scn = None
     if scenario is not None and scenario != "default":
         from synapse_vmt.p4rt.routedtarget import is_program_scenario
@@ -67,7 +79,8 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
     previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
         svc = P4RuntimeServer(program, p4info, device_id=device_id, algo=algo, traffic=rate, sim=scn,
-                              sim_speed=sim_speed, sim_opt=opt)
+                              sim_speed=sim_speed, sim_opt=opt, sizes=sizes,
+                              limits=StreamLimits(max_streams, max_streams_per_peer, arbitration_timeout))
         server, port = make_server(svc, listen, cert, key, ca)
         host = listen.rsplit(":", 1)[0]
         click.echo(f"P4Runtime on {host}:{port} (device {device_id}, {'TLS' if cert else 'insecure'}), "
@@ -99,6 +112,27 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
         svc.stop()
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _table_sizes(program: str, given: tuple[str, ...]) -> dict[str, int]:
+    """``--table-size [TABLE=]N`` values as {full table name (or "*"): N}."""
+    from synapse_vmt.errors import UserError
+    from synapse_vmt.p4.bmv2 import read_program
+
+    out: dict[str, int] = {}
+    prog = read_program(program) if any("=" in g for g in given) else None
+    for g in given:
+        name, _, n = g.rpartition("=")
+        if not n.isdigit() or int(n) < 1:
+            raise UserError(f"--table-size {g}: expected [TABLE=]N with N a positive number")
+        if not name:
+            out["*"] = int(n)
+            continue
+        t = prog.table(name) if prog else None
+        if t is None:
+            raise UserError(f"--table-size {g}: {program} has no table {name!r} (tables: {', '.join(prog.tables)})")
+        out[t.name] = int(n)
+    return out
 
 
 @click.command("p4info")

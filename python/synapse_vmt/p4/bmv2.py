@@ -299,6 +299,19 @@ class TableSpec:
         return resolve_name(name, {a.name: a for a in self.actions})
 
 
+@dataclass(frozen=True)
+class StatefulArray:
+    """A counter or meter array of the program (``counter_arrays`` /
+    ``meter_arrays``): ``direct_table`` names the table a direct one is bound
+    to; ``unit`` is "bytes" or "packets" for a meter, "both" for a counter
+    (BMv2 counters always count both)."""
+
+    name: str
+    size: int
+    direct_table: str | None
+    unit: str
+
+
 @dataclass
 class P4Program:
     """A p4c BMv2 program: its CFG and its keyed tables (in CFG order)."""
@@ -306,6 +319,8 @@ class P4Program:
     path: str
     cfg: Cfg
     tables: dict[str, TableSpec]
+    counters: tuple[StatefulArray, ...] = ()
+    meters: tuple[StatefulArray, ...] = ()
 
     def table(self, name: str) -> TableSpec | None:
         """The table ``name`` (BMv2 full name, or a short name that is unambiguous)."""
@@ -386,4 +401,16 @@ def read_program(path: str | Path) -> P4Program:
     key names, actions (with parameter widths) and default entry."""
     r = _Reader(load_json(path), str(path))
     cfg = r.read()
-    return P4Program(str(path), cfg, _read_tables(r, cfg))
+    return P4Program(str(path), cfg, _read_tables(r, cfg), _read_arrays(r, "counter_arrays"),
+                     _read_arrays(r, "meter_arrays"))
+
+
+def _read_arrays(r: _Reader, kind: str) -> tuple[StatefulArray, ...]:
+    out = []
+    for i, a in enumerate(r.doc.get(kind) or []):
+        if not isinstance(a, dict) or not isinstance(a.get("name"), str):
+            r.fail(f"{kind}[{i}]", "an object with a name")
+        direct = a.get("binding") if a.get("is_direct") else None
+        unit = a.get("type", "both") if kind == "meter_arrays" else "both"
+        out.append(StatefulArray(a["name"], int(a.get("size") or 0), direct, unit))
+    return tuple(out)

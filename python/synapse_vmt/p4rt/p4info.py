@@ -1,7 +1,8 @@
 """P4Info from p4c's BMv2 JSON, with stable ids, and the id index the server uses.
 
 Ids follow p4c's scheme: the top byte says what an entity is (P4Ids: 0x01
-action, 0x02 table, 0x13 direct counter), the low 24 bits are Jenkins'
+action, 0x02 table, 0x12 counter, 0x13 direct counter, 0x14 meter, 0x15
+direct meter), the low 24 bits are Jenkins'
 one-at-a-time hash of the entity's fully qualified name; when two names of
 one kind collide the later one (names sorted) takes the next free value, so
 the same program always gets the same ids. Match fields and action
@@ -20,6 +21,10 @@ from synapse_vmt.p4.cfg import KeyField
 
 PREFIX_ACTION = 0x01
 PREFIX_TABLE = 0x02
+PREFIX_COUNTER = 0x12
+PREFIX_DIRECT_COUNTER = 0x13
+PREFIX_METER = 0x14
+PREFIX_DIRECT_METER = 0x15
 
 _MATCH = {
     "exact": p4i.MatchField.EXACT,
@@ -71,7 +76,10 @@ def _alias(name: str, all_names: list[str]) -> str:
 
 def build_p4info(prog: P4Program) -> p4i.P4Info:
     """The P4Info of ``prog``: its keyed tables (without const entries' tables
-    being writable: they are marked ``is_const_table``) and their actions."""
+    being writable: they are marked ``is_const_table``), their actions, and
+    the program's counters and meters (direct ones listed in their table's
+    ``direct_resource_ids``). Aliases are the shortest name suffix unique
+    among every entity of the P4Info, as p4c makes them."""
     tables = list(prog.tables.values())
     actions: dict[str, ActionInfo] = {}
     for t in tables:
@@ -79,14 +87,33 @@ def build_p4info(prog: P4Program) -> p4i.P4Info:
             actions.setdefault(a.name, a)
     tids = assign_ids([t.name for t in tables], PREFIX_TABLE)
     aids = assign_ids(list(actions), PREFIX_ACTION)
+    arrays = {  # P4Info field, id prefix -> arrays of that kind
+        ("counters", PREFIX_COUNTER): [c for c in prog.counters if c.direct_table is None],
+        ("direct_counters", PREFIX_DIRECT_COUNTER): [c for c in prog.counters if c.direct_table is not None],
+        ("meters", PREFIX_METER): [m for m in prog.meters if m.direct_table is None],
+        ("direct_meters", PREFIX_DIRECT_METER): [m for m in prog.meters if m.direct_table is not None],
+    }
+    every = [t.name for t in tables] + list(actions) + [x.name for xs in arrays.values() for x in xs]
     info = p4i.P4Info()
     info.pkg_info.arch = "v1model"
-    tnames = [t.name for t in tables]
+    direct: dict[str, list[int]] = {}
+    for (fld, prefix), xs in arrays.items():
+        ids = assign_ids([x.name for x in xs], prefix)
+        for x in sorted(xs, key=lambda x: ids[x.name]):
+            e = getattr(info, fld).add()
+            e.preamble.id, e.preamble.name, e.preamble.alias = ids[x.name], x.name, _alias(x.name, every)
+            unit = type(e.spec).Unit
+            e.spec.unit = {"bytes": unit.BYTES, "packets": unit.PACKETS}.get(x.unit, getattr(unit, "BOTH", 0))
+            if x.direct_table is None:
+                e.size = x.size
+            elif x.direct_table in tids:
+                e.direct_table_id = tids[x.direct_table]
+                direct.setdefault(x.direct_table, []).append(ids[x.name])
     for t in tables:
         pt = info.tables.add()
         pt.preamble.id = tids[t.name]
         pt.preamble.name = t.name
-        pt.preamble.alias = _alias(t.name, tnames)
+        pt.preamble.alias = _alias(t.name, every)
         for i, (kf, nm) in enumerate(t.match_fields, 1):
             mf = pt.match_fields.add()
             mf.id, mf.name, mf.bitwidth, mf.match_type = i, nm, kf.width, _MATCH[kf.match]
@@ -94,12 +121,12 @@ def build_p4info(prog: P4Program) -> p4i.P4Info:
             pt.action_refs.add().id = aids[a.name]
         if t.default is not None and t.default_const:
             pt.const_default_action_id = aids[t.default[0]]
+        pt.direct_resource_ids.extend(direct.get(t.name, []))
         pt.size = t.info.max_size
         pt.is_const_table = bool(t.const_entries)
-    anames = list(actions)
     for name, a in sorted(actions.items(), key=lambda kv: aids[kv[0]]):
         pa = info.actions.add()
-        pa.preamble.id, pa.preamble.name, pa.preamble.alias = aids[name], name, _alias(name, anames)
+        pa.preamble.id, pa.preamble.name, pa.preamble.alias = aids[name], name, _alias(name, every)
         for i, p in enumerate(a.params, 1):
             pp = pa.params.add()
             pp.id, pp.name, pp.bitwidth = i, p.name, p.width
@@ -144,6 +171,8 @@ class TableRef:
     const_default: bool
     const_table: bool
     field_ids: dict[str, int] = field(default_factory=dict)  # header.field -> match field id
+    idle_timeout: bool = False  # the P4Info asks for idle-timeout notifications
+    direct_meter: bool = False  # the P4Info gives the table a direct meter
 
 
 class IndexError_(Exception):
@@ -184,5 +213,7 @@ class P4Index:
             tabs[t.preamble.id] = TableRef(
                 t.preamble.id, spec, fields, tacts, int(t.size) or spec.info.max_size,
                 bool(t.const_default_action_id), bool(t.is_const_table),
-                {kf.field: i for i, (kf, _) in fields.items()})
+                {kf.field: i for i, (kf, _) in fields.items()},
+                t.idle_timeout_behavior == p4i.Table.NOTIFY_CONTROL,
+                any(r >> 24 == PREFIX_DIRECT_METER for r in t.direct_resource_ids))
         return cls(info, prog, tabs, acts)

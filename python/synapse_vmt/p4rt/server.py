@@ -9,8 +9,15 @@ optional; priorities; MODIFY of the default entry) with per-update
 table, per entry, default entries, ``counter_data``), of direct counters,
 and of Synapse's state as an extern (``SYNAPSE_STATE_EXTERN``); StreamChannel
 master arbitration for the default role (the highest election id is
-primary; writes from anyone else are PERMISSION_DENIED). Not supported
-(UNIMPLEMENTED): action profiles, meters, registers, packet I/O, roles.
+primary; writes from anyone else are PERMISSION_DENIED; no election id: a
+backup). Not supported (UNIMPLEMENTED): action profiles, meters, reading
+indirect counters, registers, packet I/O, roles.
+
+Transport (``make_server``): a grpc.aio server on its own event-loop
+thread. StreamChannels are coroutines there, bounded per connection and in
+total (``StreamLimits``); the other RPCs run the synchronous handlers below
+on a pool of worker threads (``_AioServicer``). Reads stream ReadResponses
+of at most ``READ_CHUNK_BYTES``. docs/p4runtime-limits.md says what holds.
 
 Synapse's state: ``Read`` an ``ExternEntry`` with ``extern_type_id =
 0x81`` (``extern_id`` a table id, or 0 for all) answers one ExternEntry per
@@ -23,13 +30,14 @@ stale_answers, update counts and latency of the simulator.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
-import queue
 import tempfile
 import threading
 from concurrent import futures
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -43,6 +51,9 @@ from synapse_vmt.p4rt.p4info import MATCH_NAMES, IndexError_, P4Index, TableRef,
 from synapse_vmt.p4rt.store import Op, StoreError, TableStore
 
 SYNAPSE_STATE_EXTERN = 0x81
+#: A ReadResponse carries at most this many bytes of entities (gRPC clients
+#: refuse messages over 4 MiB unless told otherwise); a read streams as many as it needs.
+READ_CHUNK_BYTES = 1 << 20
 API_VERSION = "1.4.0"
 _CODES = {name: getattr(rpc_code, name) for name in (
     "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
@@ -73,6 +84,16 @@ def program_from_bytes(data: bytes) -> P4Program:
         os.unlink(path)
 
 
+@dataclass(frozen=True)
+class StreamLimits:
+    """Bounds on StreamChannels: open streams in all and per connection, and
+    the seconds a stream may stay open without arbitrating."""
+
+    max_streams: int = 1024
+    per_peer: int = 16
+    arbitration_timeout: float = 10.0
+
+
 class _Pipeline:
     def __init__(self, prog: P4Program, index: P4Index, device_config: bytes, cookie: int | None, store: TableStore):
         self.prog, self.index, self.device_config, self.cookie, self.store = prog, index, device_config, cookie, store
@@ -84,7 +105,8 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
 
     def __init__(self, prog: str | Path | None = None, p4info: str | Path | None = None, device_id: int = 1,
                  sizes: dict[str, int] | None = None, algo: str = "linear", traffic: float = 0.0,
-                 sim=None, sim_speed: float = 2e6, sim_opt=None, before_update=None):
+                 sim=None, sim_speed: float = 2e6, sim_opt=None, before_update=None,
+                 limits: StreamLimits | None = None):
         self.device_id = device_id
         # Test-only: called as before_update(i, context) before a Write's
         # i-th update is applied (a test drops the connection there).
@@ -102,6 +124,9 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         self.sizes = sizes
         self.algo = algo
         self.lock = threading.RLock()
+        self.limits = limits or StreamLimits()
+        self.arb_lock = threading.Lock()  # streams, peers, primary
+        self.peers: dict[str, int] = {}  # open streams per connection (gRPC peer)
         self.pipeline: _Pipeline | None = None
         self.saved: _Pipeline | None = None
         self.streams: dict[int, dict] = {}  # id(stream) -> {"election": int|None, "q": Queue}
@@ -155,8 +180,9 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
 
     def _make(self, prog, index, device_config, cookie) -> _Pipeline:
         sizes = dict(self.sizes or {})
+        every = sizes.pop("*", None)  # one cap for every table (``--table-size N``)
         for t in index.tables.values():
-            sizes.setdefault(t.spec.name, t.size)
+            sizes.setdefault(t.spec.name, every or t.size)
         return _Pipeline(prog, index, device_config, cookie, TableStore(prog, sizes, self.algo))
 
     @property
@@ -165,72 +191,105 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
 
     # --- arbitration ---
 
-    def _is_primary(self, election_id) -> bool:
-        eid = (election_id.high << 64) | election_id.low
-        with self.lock:
+    def _is_primary(self, request) -> bool:
+        """The request carries the primary's election id (none: never primary)."""
+        if not request.HasField("election_id"):
+            return False
+        eid = (request.election_id.high << 64) | request.election_id.low
+        with self.arb_lock:
             return self.primary is not None and eid == self.primary
 
     def _recompute(self) -> None:
-        """Elect the highest election id among open streams; tell every stream."""
+        """Elect the highest election id among open streams; tell every
+        arbitrated stream (on the event loop's thread, which owns the queues)."""
         elections = [s["election"] for s in self.streams.values() if s["election"] is not None]
         self.primary = max(elections) if elections else None
         for s in self.streams.values():
-            if s["election"] is None:
+            if not s["arbitrated"]:
                 continue
             m = p4r.StreamMessageResponse()
             a = m.arbitration
             a.device_id = self.device_id
             top = self.primary or 0
             a.election_id.high, a.election_id.low = top >> 64, top & ((1 << 64) - 1)
-            primary = s["election"] == self.primary
+            primary = s["election"] is not None and s["election"] == self.primary
             a.status.code = rpc_code.OK if primary else rpc_code.ALREADY_EXISTS
             a.status.message = "primary" if primary else "backup"
-            s["q"].put(m)
+            s["q"].put_nowait(m)
 
-    def StreamChannel(self, request_iterator, context):
-        me = {"election": None, "q": queue.Queue()}
-        key = id(me)
-        with self.lock:
-            self.streams[key] = me
+    def _arbitrate(self, key: int, me: dict, a) -> tuple | None:
+        """A stream's arbitration message: None, or the (code, message) it is aborted with."""
+        eid = (a.election_id.high << 64) | a.election_id.low if a.HasField("election_id") else None
+        with self.arb_lock:
+            if a.device_id != self.device_id:
+                return grpc.StatusCode.NOT_FOUND, f"no device {a.device_id}"
+            if a.role.name or a.role.HasField("config"):
+                return grpc.StatusCode.UNIMPLEMENTED, "roles are not supported"
+            if eid is not None and any(s["election"] == eid for k, s in self.streams.items() if k != key):
+                return grpc.StatusCode.INVALID_ARGUMENT, f"election id {eid} is used by another controller"
+            me["election"], me["arbitrated"] = eid, True
+            self._recompute()
+        return None
 
-        def reader():
+    async def StreamChannel(self, request_iterator, context):
+        """Arbitration (a coroutine on the server's event loop: an open
+        stream holds no thread). Streams are bounded per connection and in
+        total (RESOURCE_EXHAUSTED past either); one that sends no
+        arbitration within the timeout is closed (DEADLINE_EXCEEDED)."""
+        lim, peer = self.limits, context.peer()
+        with self.arb_lock:
+            if len(self.streams) >= lim.max_streams:
+                refused = f"too many streams ({lim.max_streams} open)"
+            elif self.peers.get(peer, 0) >= lim.per_peer:
+                refused = f"too many streams from {peer} ({lim.per_peer} open)"
+            else:
+                refused = None
+                # election None: no election id (a backup, as in Stratum: it is told who is primary, never writes)
+                me = {"election": None, "arbitrated": False, "q": asyncio.Queue()}
+                key = id(me)
+                self.streams[key] = me
+                self.peers[peer] = self.peers.get(peer, 0) + 1
+        if refused:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
+        q = me["q"]
+
+        def silent():
+            if not me["arbitrated"]:
+                q.put_nowait(("abort", grpc.StatusCode.DEADLINE_EXCEEDED,
+                              f"no arbitration message within {lim.arbitration_timeout:g} s"))
+
+        async def reader():
             try:
-                for req in request_iterator:
+                async for req in request_iterator:
                     if req.HasField("arbitration"):
-                        a = req.arbitration
-                        eid = (a.election_id.high << 64) | a.election_id.low
-                        with self.lock:
-                            if a.device_id != self.device_id:
-                                me["q"].put(("abort", grpc.StatusCode.NOT_FOUND, f"no device {a.device_id}"))
-                                return
-                            if a.role.name or a.role.HasField("config"):
-                                me["q"].put(("abort", grpc.StatusCode.UNIMPLEMENTED, "roles are not supported"))
-                                return
-                            if any(s["election"] == eid for k, s in self.streams.items() if k != key):
-                                me["q"].put(("abort", grpc.StatusCode.INVALID_ARGUMENT,
-                                             f"election id {eid} is used by another controller"))
-                                return
-                            me["election"] = eid
-                            self._recompute()
+                        err = self._arbitrate(key, me, req.arbitration)
+                        if err is not None:
+                            q.put_nowait(("abort", *err))
+                            return
                     # packet-out and digest acks: no packet I/O in this target
-            except Exception:
+            except Exception:  # noqa: BLE001 - the client went away: the stream ends
                 pass
             finally:
-                me["q"].put(None)
+                q.put_nowait(None)
 
-        threading.Thread(target=reader, daemon=True).start()
-        context.add_callback(lambda: me["q"].put(None))
+        timer = asyncio.get_running_loop().call_later(lim.arbitration_timeout, silent)
+        task = asyncio.create_task(reader())
         try:
             while True:
-                m = me["q"].get()
+                m = await q.get()
                 if m is None:
                     break
                 if isinstance(m, tuple):
-                    context.abort(m[1], m[2])
+                    await context.abort(m[1], m[2])
                 yield m
         finally:
-            with self.lock:
+            timer.cancel()
+            task.cancel()
+            with self.arb_lock:
                 self.streams.pop(key, None)
+                self.peers[peer] -= 1
+                if not self.peers[peer]:
+                    del self.peers[peer]
                 self._recompute()
 
     # --- pipeline ---
@@ -241,7 +300,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
     def SetForwardingPipelineConfig(self, request, context):
         if request.device_id != self.device_id:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id}")
-        if not self._is_primary(request.election_id):
+        if not self._is_primary(request):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, "not the primary controller")
         A = p4r.SetForwardingPipelineConfigRequest
         if request.action == A.COMMIT:
@@ -308,7 +367,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         p = self.pipeline
         if p is None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "No forwarding pipeline config set")
-        if not self._is_primary(request.election_id):
+        if not self._is_primary(request):
             context.abort(grpc.StatusCode.PERMISSION_DENIED, "not the primary controller")
         W = p4r.WriteRequest
         if request.atomicity not in (W.CONTINUE_ON_ERROR, W.ROLLBACK_ON_ERROR, W.DATAPLANE_ATOMIC):
@@ -317,7 +376,9 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         # Decode every update first; a malformed one fails alone (or the batch, if atomic).
         ops: list[Op | None] = []
         errs: list[StoreError | None] = []
-        for u in request.updates:
+        for i, u in enumerate(request.updates):
+            if i % 1024 == 1023 and not context.is_active():  # cancelled while decoding: apply nothing
+                context.abort(grpc.StatusCode.CANCELLED, "cancelled by the client")
             try:
                 ops.append(self._decode_update(p, u))
                 errs.append(None)
@@ -387,6 +448,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             return Op("default", t.spec.name, Entry(t.spec.name, {}, name, params, None, "p4runtime"))
         if t.const_table:
             raise StoreError("PERMISSION_DENIED", f"{t.spec.name} has const entries")
+        self._check_unstored(t, te)
         matches = self._decode_match(t, te)
         ternary = t.spec.needs_priority
         if ternary and te.priority <= 0:
@@ -400,7 +462,21 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         else:
             name, params = self._decode_action(t, te.action)
         return Op(kind, t.spec.name, Entry(t.spec.name, matches, name, params, te.priority if ternary else None,
-                                           "p4runtime"))
+                                           "p4runtime"), te.metadata)
+
+    @staticmethod
+    def _check_unstored(t: TableRef, te) -> None:
+        """Refuse what the store would drop: an idle timeout or a meter
+        config is INVALID_ARGUMENT on a table the P4Info gives none, and
+        UNIMPLEMENTED where it does (neither is modelled)."""
+        if te.idle_timeout_ns or te.HasField("time_since_last_hit"):
+            if not t.idle_timeout:
+                raise StoreError("INVALID_ARGUMENT", f"{t.spec.name} has no idle timeout (idle_timeout_ns must be 0)")
+            raise StoreError("UNIMPLEMENTED", f"{t.spec.name}: idle timeouts are not supported")
+        if te.HasField("meter_config") or te.HasField("meter_counter_data"):
+            if not t.direct_meter:
+                raise StoreError("INVALID_ARGUMENT", f"{t.spec.name} has no direct meter (no meter_config)")
+            raise StoreError("UNIMPLEMENTED", f"{t.spec.name}: direct meters are not supported")
 
     @staticmethod
     def _decode_match(t: TableRef, te) -> dict[str, Match]:
@@ -520,45 +596,55 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         return te
 
     def Read(self, request, context):
+        """The entities asked for, streamed in ReadResponses of at most
+        ``READ_CHUNK_BYTES`` each (clients refuse messages over 4 MiB by default)."""
         if request.device_id != self.device_id:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id}")
         p = self.pipeline
         if p is None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "No forwarding pipeline config set")
-        out = p4r.ReadResponse()
+        out, size = p4r.ReadResponse(), 0
         for ent in request.entities:
             which = ent.WhichOneof("entity")
             if which == "table_entry":
-                self._read_table(p, ent.table_entry, out, context, as_counter=False)
+                found = self._read_table(p, ent.table_entry, context, as_counter=False)
             elif which == "direct_counter_entry":
-                self._read_table(p, ent.direct_counter_entry.table_entry, out, context, as_counter=True)
+                found = self._read_table(p, ent.direct_counter_entry.table_entry, context, as_counter=True)
             elif which == "extern_entry" and ent.extern_entry.extern_type_id == SYNAPSE_STATE_EXTERN:
-                self._read_state(p, ent.extern_entry.extern_id, out, context)
+                found = self._read_state(p, ent.extern_entry.extern_id)
+            elif which in ("counter_entry", "meter_entry", "direct_meter_entry"):
+                context.abort(grpc.StatusCode.UNIMPLEMENTED, f"reading {which}: the P4Info declares the program's "
+                              "counters and meters, but the store's lookups run no actions, so only direct "
+                              "counters count")
             else:
                 context.abort(grpc.StatusCode.UNIMPLEMENTED, f"reading {which} is not supported")
-            if len(out.entities) >= 1000:
-                yield out
-                out = p4r.ReadResponse()
+            for e in found:
+                n = e.ByteSize() + 6  # + the repeated field's tag and length
+                if size + n > READ_CHUNK_BYTES and size:
+                    yield out
+                    out, size = p4r.ReadResponse(), 0
+                out.entities.append(e)
+                size += n
         yield out
 
-    def _read_table(self, p: _Pipeline, req, out, context, as_counter: bool) -> None:
+    def _read_table(self, p: _Pipeline, req, context, as_counter: bool):
+        """The table entries (or direct counter entries) ``req`` selects, one Entity each."""
         if req.table_id and req.table_id not in p.index.tables:
             context.abort(grpc.StatusCode.NOT_FOUND, f"unknown table id {req.table_id:#x}")
         tables = [p.index.tables[req.table_id]] if req.table_id else list(p.index.tables.values())
         want_counters = as_counter or req.HasField("counter_data")
 
-        def emit(te):
+        def entity(te) -> p4r.Entity:
             if as_counter:
-                d = out.entities.add().direct_counter_entry
-                d.data.CopyFrom(te.counter_data)
+                d = p4r.DirectCounterEntry(data=te.counter_data)
                 te.ClearField("counter_data")
                 d.table_entry.CopyFrom(te)
-            else:
-                out.entities.add().table_entry.CopyFrom(te)
+                return p4r.Entity(direct_counter_entry=d)
+            return p4r.Entity(table_entry=te)
 
         for t in tables:
             if req.is_default_action:
-                emit(self._encode(p, t, None, p.store.default(t.spec.name)))
+                yield entity(self._encode(p, t, None, p.store.default(t.spec.name)))
                 continue
             if len(req.match):
                 try:
@@ -571,9 +657,21 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             else:
                 stored = p.store.entries(t.spec.name)
             for s in stored:
-                emit(self._encode(p, t, s.entry, counters=(s.packets, s.bytes) if want_counters else None))
+                if not want_counters:  # an entry reads the same until it changes (a new Stored): encode it once
+                    if s.wire is None or s.wire[0] is not p.index:
+                        te = self._encode(p, t, s.entry)
+                        te.metadata = s.metadata
+                        s.wire = (p.index, te.SerializeToString())
+                    e = p4r.Entity()
+                    e.table_entry.MergeFromString(s.wire[1])
+                    yield e
+                    continue
+                te = self._encode(p, t, s.entry, counters=(s.packets, s.bytes))
+                if not as_counter:
+                    te.metadata = s.metadata
+                yield entity(te)
 
-    def _read_state(self, p: _Pipeline, extern_id: int, out, context) -> None:
+    def _read_state(self, p: _Pipeline, extern_id: int):
         stats = p.store.stats()
         for t in p.index.tables.values():
             if extern_id and extern_id != t.id:
@@ -582,29 +680,197 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             s.update({"table": t.spec.name, **stats[t.spec.name]})
             if self.sim is not None and t.spec.name in self.sim.tables:
                 s.update({"sim": self.sim.state(t.spec.name)})
-            x = out.entities.add().extern_entry
-            x.extern_type_id, x.extern_id = SYNAPSE_STATE_EXTERN, t.id
-            x.entry.Pack(s)
+            x = p4r.Entity()
+            x.extern_entry.extern_type_id, x.extern_entry.extern_id = SYNAPSE_STATE_EXTERN, t.id
+            x.extern_entry.entry.Pack(s)
+            yield x
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) checked: a host and a port in 0..65535
+    (0: any free port), or a one-line UserError."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or host == "[]":
+        raise UserError(f"--listen {listen!r}: expected HOST:PORT (e.g. 127.0.0.1:9559)")
+    if not port.isdigit() or int(port) > 65535:
+        raise UserError(f"--listen {listen!r}: port {port!r} is not a number in 0..65535")
+    return host, int(port)
+
+
+def _check_bind(listen: str) -> None:
+    """Bind ``listen`` once as gRPC will (SO_REUSEADDR, no SO_REUSEPORT) and
+    turn a failure into one line naming the OS's reason (gRPC's own error
+    is a log line and a bare RuntimeError)."""
+    import socket
+
+    host, port = parse_listen(listen)
+    if port == 0:
+        return
+    try:
+        addrs = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise UserError(f"--listen {listen}: {e.strerror}") from None
+    for fam, typ, proto, _, addr in addrs:
+        with socket.socket(fam, typ, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(addr)
+            except OSError as e:
+                raise UserError(f"--listen {listen}: cannot bind: {e.strerror}") from None
+
+
+class _Abort(Exception):
+    def __init__(self, code, details: str):
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class _SyncContext:
+    """What a handler run on a worker thread sees of its aio call: ``abort``
+    raises (the event loop aborts the call), ``is_active`` turns False once
+    the call is done or cancelled, a status set is applied when it returns."""
+
+    def __init__(self, context):
+        self.done = threading.Event()
+        self.code = self.details = self.trailing = None
+        self._peer = context.peer()
+
+    def abort(self, code, details: str):
+        raise _Abort(code, details)
+
+    def is_active(self) -> bool:
+        return not self.done.is_set()
+
+    def peer(self) -> str:
+        return self._peer
+
+    def set_code(self, code) -> None:
+        self.code = code
+
+    def set_details(self, details: str) -> None:
+        self.details = details
+
+    def set_trailing_metadata(self, md) -> None:
+        self.trailing = md
+
+
+class _AioServicer(p4r_grpc.P4RuntimeServicer):
+    """The service on a grpc.aio server: StreamChannel runs on the event loop
+    (an idle stream costs no thread); the other RPCs run the service's
+    synchronous handlers on a bounded pool of worker threads."""
+
+    def __init__(self, svc: P4RuntimeServer, pool: futures.Executor):
+        self.svc, self.pool = svc, pool
+        self.StreamChannel = svc.StreamChannel  # an async generator itself: gRPC must see it as one
+
+    async def _run(self, fn, request, context):
+        ctx = _SyncContext(context)
+        context.add_done_callback(lambda _: ctx.done.set())
+        try:
+            out = await asyncio.get_running_loop().run_in_executor(self.pool, fn, request, ctx)
+        except asyncio.CancelledError:  # the client cancelled: the worker stops at its next check
+            ctx.done.set()
+            raise
+        except _Abort as e:
+            await context.abort(e.code, e.details)
+        if ctx.code is not None and ctx.code != grpc.StatusCode.OK:
+            await context.abort(ctx.code, ctx.details or "", ctx.trailing)
+        return out
+
+    async def Capabilities(self, request, context):
+        return await self._run(self.svc.Capabilities, request, context)
+
+    async def SetForwardingPipelineConfig(self, request, context):
+        return await self._run(self.svc.SetForwardingPipelineConfig, request, context)
+
+    async def GetForwardingPipelineConfig(self, request, context):
+        return await self._run(self.svc.GetForwardingPipelineConfig, request, context)
+
+    async def Write(self, request, context):
+        return await self._run(self.svc.Write, request, context)
+
+    async def Read(self, request, context):
+        for m in await self._run(lambda r, c: list(self.svc.Read(r, c)), request, context):
+            yield m
+
+
+def _serve_loop(loop: asyncio.AbstractEventLoop, closed: threading.Event) -> None:
+    """Run the server's event loop until stopped; then end what is left on
+    it, close it and set ``closed``."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        left = asyncio.all_tasks(loop)
+        for t in left:
+            t.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+        closed.set()
+
+
+class RunningServer:
+    """A started server: its event loop runs on a thread of its own."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, closed: threading.Event, server, pool):
+        self.loop, self.closed, self.server, self.pool = loop, closed, server, pool
+
+    def stop(self, grace: float | None = None) -> threading.Event:
+        """Stop serving (``grace`` seconds for the RPCs in flight); the event
+        is set once the server and its loop are closed."""
+
+        async def stop():
+            await self.server.stop(grace)
+            self.pool.shutdown(wait=False)
+            self.loop.call_soon(self.loop.stop)
+
+        if not self.closed.is_set():
+            with contextlib.suppress(RuntimeError):  # the loop is stopping already
+                asyncio.run_coroutine_threadsafe(stop(), self.loop)
+        return self.closed
 
 
 def make_server(service: P4RuntimeServer, listen: str = "127.0.0.1:9559", cert: str | None = None,
-                key: str | None = None, ca: str | None = None, workers: int = 32) -> tuple[grpc.Server, int]:
+                key: str | None = None, ca: str | None = None, workers: int = 32) -> tuple[RunningServer, int]:
     """A started gRPC server (TLS when ``cert``/``key`` are given; client
-    certificates required when ``ca`` is); the port it bound."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
-                         options=[("grpc.max_receive_message_length", 64 << 20),
-                                  ("grpc.max_send_message_length", 64 << 20)])
-    p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
-    if cert or key:
-        if not (cert and key):
-            raise UserError("--cert and --key go together")
-        creds = grpc.ssl_server_credentials([(Path(key).read_bytes(), Path(cert).read_bytes())],
-                                            root_certificates=Path(ca).read_bytes() if ca else None,
-                                            require_client_auth=bool(ca))
-        port = server.add_secure_port(listen, creds)
-    else:
-        port = server.add_insecure_port(listen)
+    certificates required when ``ca`` is); the port it bound. The port is
+    bound without SO_REUSEPORT, so a second server on a busy port fails
+    instead of taking half of the new connections. ``workers`` threads run
+    the unary RPCs; streams need none (grpc.aio)."""
+    _check_bind(listen)
+    if (cert or key) and not (cert and key):
+        raise UserError("--cert and --key go together")
+    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="p4rt")
+    loop, closed = asyncio.new_event_loop(), threading.Event()
+    threading.Thread(target=_serve_loop, args=(loop, closed), name="p4rt-server", daemon=True).start()
+
+    async def start():
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 << 20),
+                                          ("grpc.max_send_message_length", 64 << 20),
+                                          ("grpc.so_reuseport", 0)])
+        p4r_grpc.add_P4RuntimeServicer_to_server(_AioServicer(service, pool), server)
+        try:
+            if cert:
+                creds = grpc.ssl_server_credentials([(Path(key).read_bytes(), Path(cert).read_bytes())],
+                                                    root_certificates=Path(ca).read_bytes() if ca else None,
+                                                    require_client_auth=bool(ca))
+                port = server.add_secure_port(listen, creds)
+            else:
+                port = server.add_insecure_port(listen)
+        except RuntimeError:  # grpcio >= 1.60 raises where it used to return 0
+            port = 0
+        if port:
+            await server.start()
+        return server, port
+
+    try:
+        server, port = asyncio.run_coroutine_threadsafe(start(), loop).result()
+    except BaseException:
+        loop.call_soon_threadsafe(loop.stop)
+        raise
+    running = RunningServer(loop, closed, server, pool)
     if not port:
-        raise UserError(f"--listen {listen}: cannot bind")
-    server.start()
-    return server, port
+        running.stop(None).wait(5)
+        raise UserError(f"--listen {listen}: cannot bind (address in use, or not an address of this host)")
+    return running, port

@@ -50,6 +50,7 @@ class Op:
     kind: str
     table: str
     entry: Entry | None
+    metadata: bytes = b""  # P4Runtime's TableEntry.metadata: the controller's, stored and read back as written
 
 
 @dataclass
@@ -58,6 +59,8 @@ class Stored:
     seq: int  # insertion order: ties in match order keep it
     packets: int = 0
     bytes: int = 0
+    metadata: bytes = b""
+    wire: tuple | None = None  # the reader's cache: (its id index, the encoded TableEntry)
 
 
 @dataclass
@@ -103,7 +106,8 @@ class TableStore:
         """Apply ``ops`` in order; the store's version after, and per op None
         or the error it failed with. ``atomic``: all or nothing; ``dry_run``
         (with atomic): check every op, change nothing. ``gone(i)``, asked
-        before op ``i``: the client went away; the ops from there fail
+        before op ``i`` (and, for an atomic batch, once more before it is
+        swapped in): the client went away; the ops from there fail
         CANCELLED (so an atomic batch applies nothing, another keeps the ops
         before)."""
         with self.lock:
@@ -128,6 +132,8 @@ class TableStore:
                     errs.append(e)
             if atomic and (dry_run or any(e is not None for e in errs)):
                 return self.version, errs
+            if atomic and gone is not None and gone(len(ops)):  # cancelled after the last op: still nothing
+                return self.version, [StoreError("CANCELLED", "not applied: the client went away")] * len(ops)
             if changed:
                 self.version += 1
                 for name, t in work.items():
@@ -149,12 +155,12 @@ class TableStore:
             if len(t.entries) >= t.size:
                 raise StoreError("RESOURCE_EXHAUSTED", f"{t.spec.name}: table full ({t.size} entries)")
             self._seq += 1
-            t.entries[key] = Stored(op.entry, self._seq)
+            t.entries[key] = Stored(op.entry, self._seq, metadata=op.metadata)
         elif op.kind == "modify":
             old = t.entries.get(key)
             if old is None:
                 raise StoreError("NOT_FOUND", f"{t.spec.name}: no entry with this match and priority")
-            t.entries[key] = Stored(op.entry, old.seq, old.packets, old.bytes)
+            t.entries[key] = Stored(op.entry, old.seq, old.packets, old.bytes, op.metadata)
         elif op.kind == "delete":
             if t.entries.pop(key, None) is None:
                 raise StoreError("NOT_FOUND", f"{t.spec.name}: no entry with this match and priority")
@@ -210,9 +216,11 @@ class TableStore:
         self._clf[name] = c
         return c
 
-    def lookup(self, table: str, rows: list[dict[str, int]], pkt_bytes: int = 0, count: bool = True) -> list[Entry | None]:
+    def lookup(self, table: str, rows: list[dict[str, int]], pkt_bytes: int | list[int] = 0,
+               count: bool = True) -> list[Entry | None]:
         """The entry each key (field values by ``header.field``) hits, through
-        the table's classifier; hits count in the entries' direct counters."""
+        the table's classifier; hits count in the entries' direct counters
+        (packets, and bytes: ``pkt_bytes`` for every key or one length per key)."""
         with self.lock:
             _, clf, ordered, layout = self._classifier(table)
             t = self._tables[table]
@@ -221,11 +229,12 @@ class TableStore:
             ids = clf.classify_keys(keys)
             t.lookup_s += time.perf_counter() - t0
             out: list[Entry | None] = []
-            for i in ids:
+            sizes = [pkt_bytes] * len(rows) if isinstance(pkt_bytes, int) else pkt_bytes
+            for i, size in zip(ids, sizes):
                 s = ordered[i] if i >= 0 else None
                 if s is not None and count:
                     s.packets += 1
-                    s.bytes += pkt_bytes
+                    s.bytes += size
                 out.append(s.entry if s is not None else None)
             if count:
                 t.lookups += len(rows)
@@ -252,9 +261,13 @@ class TableStore:
 class Traffic:
     """Background traffic against a store: every ``period_s`` each table with
     entries gets ``rate * period_s`` lookups, a share ``hit_share`` drawn to
-    hit a random current entry (``sample_key``), the rest random keys. So the
+    hit a random current entry (``sample_key``), the rest random keys; each
+    lookup is a packet whose length is drawn from the simple IMIX (64, 576
+    and 1500 bytes, 7:4:1), so direct counters count bytes too. So the
     state a client reads (hit rate, lookups, direct counters) moves while it
     writes. ``stop()`` ends the thread."""
+
+    IMIX = (64,) * 7 + (576,) * 4 + (1500,)
 
     def __init__(self, store: TableStore, rate: float, seed: int = 0, hit_share: float = 0.9,
                  period_s: float = 0.05):
@@ -284,7 +297,7 @@ class Traffic:
         while not self._stop.wait(self.period_s):
             for name in self.store.table_names():
                 if self.store._tables[name].entries:
-                    self.store.lookup(name, self._keys(name, n))
+                    self.store.lookup(name, self._keys(name, n), [self.rng.choice(self.IMIX) for _ in range(n)])
 
     def stop(self) -> None:
         self._stop.set()

@@ -1,0 +1,139 @@
+"""Write throughput of ``synapse serve``, measured with a raw gRPC client.
+
+The server runs in a process of its own (``synapse serve`` on a free
+loopback port), so client and server do not share an interpreter. Every
+request is built and serialised before the clock starts; the client sends
+the bytes through a raw gRPC method (no protobuf work while timed). Three
+phases on one table: batched INSERTs (``batch`` updates per Write), the
+same entries batched DELETEd, then ``singles`` Writes of one INSERT each
+(their latency percentiles too). A Read after the inserts checks that the
+server holds every entry, so a server that drops writes cannot report a rate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import threading
+import time
+
+import grpc
+import numpy as np
+from finsy.proto import p4r
+
+from synapse_vmt.errors import UserError
+from synapse_vmt.p4.bmv2 import read_program
+from synapse_vmt.p4.entrygen import gen_table
+
+WRITE = "/p4.v1.P4Runtime/Write"
+READ = "/p4.v1.P4Runtime/Read"
+STREAM = "/p4.v1.P4Runtime/StreamChannel"
+
+
+def _pick_table(prog, name: str | None):
+    if name is not None:
+        t = prog.table(name)
+        if t is None or t.const_entries:
+            raise UserError(f"{prog.path}: no writable table {name!r} (tables: {', '.join(prog.tables)})")
+        return t
+    writable = [t for t in prog.tables.values() if not t.const_entries and t.kind == "simple"]
+    if not writable:
+        raise UserError(f"{prog.path}: no writable table")
+    return max(writable, key=lambda t: t.info.key_bits)
+
+
+def _requests(program: str, table, entries, kind: int, batch: int) -> list[bytes]:
+    """Serialised WriteRequests (election id 1) of ``batch`` updates each."""
+    from synapse_vmt.p4rt.server import P4RuntimeServer
+
+    local = P4RuntimeServer(program)  # the same ids and encoding as the server's
+    ref = next(t for t in local.pipeline.index.tables.values() if t.spec.name == table.name)
+    out = []
+    for i in range(0, len(entries), batch):
+        req = p4r.WriteRequest(device_id=1)
+        req.election_id.low = 1
+        for e in entries[i:i + batch]:
+            u = req.updates.add(type=kind)
+            u.entity.table_entry.CopyFrom(local._encode(local.pipeline, ref, e))
+        out.append(req.SerializeToString())
+    local.stop()
+    return out
+
+
+def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, batch: int = 1000,
+               singles: int = 2000, seed: int = 1, traffic: float = 0.0) -> dict:
+    """Rates of batched and single Writes to a ``synapse serve`` of ``program``
+    (``traffic``: its ``--traffic``, background lookups per second per table)."""
+    prog = read_program(program)
+    spec = _pick_table(prog, table)
+    big = dataclasses.replace(spec, info=dataclasses.replace(spec.info, max_size=entries + singles))
+    rows = gen_table(big, entries + singles, seed)
+    if len(rows) < entries + singles:
+        raise UserError(f"{spec.name}: its key space holds {len(rows)} entries, fewer than "
+                        f"--entries + --singles = {entries + singles}")
+    bulk, one = rows[:entries], rows[entries:]
+    ins = _requests(program, spec, bulk, p4r.Update.INSERT, batch)
+    dels = _requests(program, spec, bulk, p4r.Update.DELETE, batch)
+    single = _requests(program, spec, one, p4r.Update.INSERT, 1)
+    read = p4r.ReadRequest(device_id=1)
+    read.entities.add().table_entry.table_id = 0
+
+    proc = subprocess.Popen([sys.executable, "-m", "synapse_vmt.cli", "serve", "--p4", program, "--listen",
+                             "127.0.0.1:0", "--table-size", f"{spec.name}={entries + singles}", "--traffic", str(traffic)],
+                            stderr=subprocess.PIPE, text=True)
+    closed = threading.Event()
+    try:
+        line = proc.stderr.readline()
+        if not line.startswith("P4Runtime on "):
+            raise UserError(f"synapse serve did not start: {line.strip() or proc.stderr.read().strip()}")
+        port = int(line.split()[2].rsplit(":", 1)[1])
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", 64 << 20)])
+        arb = p4r.StreamMessageRequest()
+        arb.arbitration.device_id = 1
+        arb.arbitration.election_id.low = 1
+
+        def hello():
+            yield arb
+            closed.wait()
+
+        stream = ch.stream_stream(STREAM, request_serializer=p4r.StreamMessageRequest.SerializeToString,
+                                  response_deserializer=p4r.StreamMessageResponse.FromString)(hello())
+        if next(stream).arbitration.status.code != 0:
+            raise UserError("the benchmark's controller did not become primary")
+        write = ch.unary_unary(WRITE)  # bytes in, bytes out: no protobuf work while timed
+        reads = ch.unary_stream(READ, request_serializer=p4r.ReadRequest.SerializeToString,
+                                response_deserializer=p4r.ReadResponse.FromString)
+
+        t0 = time.perf_counter()
+        for r in ins:
+            write(r, timeout=120)
+        t_ins = time.perf_counter() - t0
+        held = sum(len(m.entities) for m in reads(read, timeout=120))
+        if held != entries:
+            raise UserError(f"the server holds {held} entries after {entries} inserts")
+        t0 = time.perf_counter()
+        for r in dels:
+            write(r, timeout=120)
+        t_del = time.perf_counter() - t0
+        lat = []
+        for r in single:
+            t0 = time.perf_counter()
+            write(r, timeout=60)
+            lat.append(time.perf_counter() - t0)
+        lat_ms = np.array(lat) * 1e3
+        closed.set()
+        stream.cancel()
+        ch.close()
+    finally:
+        closed.set()
+        proc.terminate()
+        proc.wait(10)
+        proc.stderr.close()
+    return {
+        "program": program, "table": spec.name, "entries": entries, "batch": batch, "singles": singles,
+        "traffic": traffic,
+        "batched_inserts_per_s": entries / t_ins, "batched_deletes_per_s": entries / t_del,
+        "single_writes_per_s": singles / float(lat_ms.sum() / 1e3),
+        "single_p50_ms": float(np.percentile(lat_ms, 50)), "single_p99_ms": float(np.percentile(lat_ms, 99)),
+    }
