@@ -29,10 +29,12 @@ class Simulation:
             self.scenario: Scenario | None = scenario
             cfg = scenario.sim_config()
             mix = [(m.at_ns, dict(m.entry)) for m in scenario.mix]
+            self.fast: dict[str, Any] = scenario.fast.model_dump()
         else:
             self.scenario = None
             cfg = dict(scenario)
             mix = [(float(m["at_ns"]), dict(m["entry"])) for m in cfg.pop("mix", [])]
+            self.fast = dict(cfg.pop("fast", None) or {})
         # The traffic mix's shifts still to come, by time (``[[mix]]``).
         self._mix = sorted(mix, key=lambda m: m[0])
         try:
@@ -47,6 +49,7 @@ class Simulation:
             raise UserError(msg) from None
         self.duration_ns = float(cfg.get("duration_ns", 1_000_000.0))
         self.window_ns = float(cfg.get("window_ns", 10_000.0))
+        self.drain_ns = float(cfg.get("drain_ns", 1_000_000.0))
         self._windows: list[dict[str, np.ndarray]] = []
         self._edges: list[dict[str, np.ndarray]] = []
         #: Window rows closed while draining (:meth:`finish`), kept apart
@@ -158,6 +161,47 @@ class Simulation:
             if progress:
                 progress(t, end)
         return self.summary()
+
+    def run_fast(self) -> dict:
+        """The fast mode on this fresh simulation (docs/fast-mode.md): the
+        summary's keys per table, each figure also as ``interval[KEY] =
+        (lo, hi)``, plus ``mode: "fast"`` and the sampling record ``fast``.
+        Arrivals, the ELU's windows and the caches are estimated, never
+        simulated to the end: the run is not drained (no ``invariants``)."""
+        if self._mix:
+            raise UserError("fast mode: a traffic [[mix]] runs in the exact engine only")
+        if self.now_ns() > 0:
+            raise UserError("fast mode: runs on a fresh simulation only")
+        t0 = time.perf_counter()
+        try:
+            s = self.core.run_fast(json.dumps(self.fast))
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        self.wall_s += time.perf_counter() - t0
+        s["mode"] = "fast"
+        for t in s["tables"].values():
+            for k in ("keys", "drops", "hits", "misses"):
+                t[k] = int(round(t[k]))
+        if s["fast"]["overloaded"]:
+            # The ELU falls behind its misses: the exact engine's producers
+            # stall and its FIFOs drop, which the fast mode does not model.
+            # Its figures stay (what the load would give if the ELU kept
+            # up); the intervals of what overload changes say only what is
+            # certain.
+            self.warnings.append(
+                f"fast mode: the ELU falls behind its misses (backlog {s['fast']['backlog_ns'] / 1e3:.1f} µs a window): "
+                "throughput, drops and latencies are beyond the fast model here; run the exact engine")
+            # A PHV leaves by the end of the drain, or the run fails.
+            end = self.duration_ns + self.drain_ns
+            for t in s["tables"].values():
+                iv = t["interval"]
+                iv["throughput_mpps"] = (0.0, iv["throughput_mpps"][1])
+                iv["hbm_gbps"] = (0.0, iv["hbm_gbps"][1])
+                iv["keys"] = (0.0, iv["keys"][1])
+                iv["drops"] = (0.0, float(t["offered_mpps"] * self.duration_ns / 1e3))
+                for k in ("mean_latency_ns", "mean_sojourn_ns", "p99_latency_ns"):
+                    iv[k] = (iv[k][0], end)
+        return s
 
     @staticmethod
     def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

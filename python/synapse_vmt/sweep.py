@@ -7,6 +7,7 @@ as every combination of some overrides (``[grid]``) or as a list
     scenario = "base.toml"          # optional; the built-in scenario otherwise
     seeds = [1, 2, 3, 4, 5]         # optional; the scenario's seed otherwise
     windows = false                 # optional; keep each point's per-window rows
+    mode = "exact"                  # optional; "fast": every point in the fast mode (docs/fast-mode.md)
     [set]                           # optional; the same overrides for every point
     duration_ns = 500000
     [grid]                          # every combination of these overrides
@@ -55,7 +56,7 @@ from synapse_vmt.errors import TomlLines as _Lines
 from synapse_vmt.errors import UserError, read_text, read_toml
 
 #: Top-level keys a grid file may have.
-GRID_KEYS = ("scenario", "seeds", "windows", "set", "grid", "points")
+GRID_KEYS = ("scenario", "seeds", "windows", "mode", "set", "grid", "points")
 
 #: Latency quantiles added to every table's summary figures.
 QUANTILES = (("lat_p05_ns", 0.05), ("lat_p25_ns", 0.25), ("lat_p50_ns", 0.5), ("lat_p75_ns", 0.75), ("lat_p95_ns", 0.95))
@@ -124,8 +125,9 @@ def _scenario_source(base: str | None) -> str:
     return "<default scenario>" if base is None else str(base)
 
 
-def load_grid(path: str | Path) -> Grid:
-    """Reads and validates a grid file; every point's scenario is built here."""
+def load_grid(path: str | Path, fast: bool = False) -> Grid:
+    """Reads and validates a grid file; every point's scenario is built here.
+    ``fast`` (or ``mode = "fast"`` in the file): every point in the fast mode."""
     source = str(path)
     text = read_text(path)
     tree = read_toml(path)
@@ -149,6 +151,10 @@ def load_grid(path: str | Path) -> Grid:
     windows = tree.get("windows", False)
     if not isinstance(windows, bool):
         raise fail(where.key("windows"), "windows: expected true or false")
+    mode = tree.get("mode", "exact")
+    if mode not in ("exact", "fast"):
+        raise fail(where.key("mode"), "mode: expected \"exact\" or \"fast\"")
+    fast = fast or mode == "fast"
     fixed = tree.get("set", {})
     grid = tree.get("grid", {})
     points = tree.get("points", [])
@@ -186,7 +192,7 @@ def load_grid(path: str | Path) -> Grid:
         return where.key(k, "points", i) if points else where.key(k)
 
     try:
-        return build_grid(rows, fixed, seeds, scenario, windows, keys, source=source, line_of=line_of)
+        return build_grid(rows, fixed, seeds, scenario, windows, keys, source=source, line_of=line_of, fast=fast)
     except _PointError as e:
         raise fail(e.line, e.msg) from None
 
@@ -199,9 +205,11 @@ class _PointError(Exception):
 def build_grid(rows: Iterable[tuple[int, dict[str, Any]] | dict[str, Any]], fixed: dict[str, Any] | None = None,
                seeds: list[int] | None = None, scenario: str | Path | None = None, windows: bool = False,
                keys: list[str] | None = None, source: str = "<grid>",
-               line_of: Callable[[str, int], int] | None = None) -> Grid:
+               line_of: Callable[[str, int], int] | None = None, fast: bool = False) -> Grid:
     """The points of ``rows`` (override dicts) × ``seeds`` on top of the base
     scenario and the ``fixed`` overrides, each validated as ``--set`` would be.
+    ``fast``: each point runs in the fast mode (its config carries the
+    scenario's ``[fast]`` table, so its id differs from the exact point's).
     From Python: ``build_grid([{"pmus.count": 2}, {"pmus.count": 4}], seeds=[1, 2])``."""
     from synapse_vmt.scenario import load
 
@@ -233,6 +241,8 @@ def build_grid(rows: Iterable[tuple[int, dict[str, Any]] | dict[str, Any]], fixe
                 raise UserError(f"{source}: {what}") from None
             raise _PointError(line_of(bad, i), what) from None
         cfg0 = scn.sim_config()
+        if fast:
+            cfg0["fast"] = scn.fast.model_dump()
         for s in ([scn.seed] if seeds is None else seeds):
             cfg = {**cfg0, "seed": s}  # a validated int: as --set seed=s would give
             pid = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
@@ -269,6 +279,16 @@ def simulate(config: dict[str, Any], windows: bool = False) -> dict[str, Any]:
 
         t0 = time.perf_counter()
         sim = Simulation(config)
+        if "fast" in config:
+            summ = sim.run_fast()
+            summ.pop("windows", None)
+            for t in summ["tables"].values():
+                # Intervals as plain columns of results.parquet.
+                for k, (lo, hi) in t.pop("interval").items():
+                    t[f"{k}_lo"], t[f"{k}_hi"] = lo, hi
+            summ["warnings"] = sim.warnings
+            summ["wall_s"] = time.perf_counter() - t0
+            return {"summary": summ, "windows": None, "error": None}
         summ = sim.run()
         for name, t in summ["tables"].items():
             e, c = sim.latency_histogram(name)

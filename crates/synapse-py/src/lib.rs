@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 
 mod cost;
 mod hwmodel;
+mod mrc;
 mod program;
 mod routed;
 mod rules;
@@ -30,6 +31,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cost::register(m)?;
     hwmodel::register(m)?;
     routed::register(m)?;
+    mrc::register(m)?;
     program::register(m)?;
     stream::register(m)?;
     Ok(())

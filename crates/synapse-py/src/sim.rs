@@ -256,6 +256,76 @@ impl Simulator {
         Ok(d)
     }
 
+    /// The fast mode on this fresh simulator's scenario (`sim::fast`):
+    /// `fast_json` is its `[fast]` table. Returns the summary's shape
+    /// (`tables`, `sim_keys_per_s`, `sim_time_ns`, `wall_s`), each table's
+    /// figures with an `interval` per figure, a `fast` record of how the
+    /// run was sampled, and `windows` (per statistics window and table).
+    fn run_fast<'py>(&mut self, py: Python<'py>, fast_json: &str) -> PyResult<Bound<'py, PyDict>> {
+        let fc: sim::fast::FastConfig =
+            serde_json::from_str(fast_json).map_err(|e| verr(format!("fast: {e}")))?;
+        let t0 = Instant::now();
+        let rep = match &mut self.inner {
+            AnySim::W8(s) => py.allow_threads(|| s.run_fast(&fc)),
+            AnySim::W16(s) => py.allow_threads(|| s.run_fast(&fc)),
+            AnySim::W32(s) => py.allow_threads(|| s.run_fast(&fc)),
+        }
+        .map_err(verr)?;
+        let wall = t0.elapsed().as_secs_f64();
+        let d = PyDict::new_bound(py);
+        let tables = PyDict::new_bound(py);
+        let mut keys = 0.0;
+        for t in &rep.tables {
+            let row = PyDict::new_bound(py);
+            let iv = PyDict::new_bound(py);
+            for (k, e) in [
+                ("hit_rate", t.hit_rate),
+                ("mean_latency_ns", t.mean_latency_ns),
+                ("mean_sojourn_ns", t.mean_sojourn_ns),
+                ("p99_latency_ns", t.p99_latency_ns),
+                ("hbm_gbps", t.hbm_gbps),
+                ("offered_mpps", t.offered_mpps),
+                ("throughput_mpps", t.throughput_mpps),
+                ("keys", t.keys),
+                ("drops", t.drops),
+                ("hits", t.hits),
+                ("misses", t.misses),
+            ] {
+                row.set_item(k, e.value)?;
+                iv.set_item(k, (e.lo, e.hi))?;
+            }
+            keys += t.keys.value;
+            row.set_item("interval", iv)?;
+            tables.set_item(&t.name, row)?;
+        }
+        d.set_item("tables", tables)?;
+        d.set_item("sim_keys_per_s", if wall > 0.0 { keys / wall } else { 0.0 })?;
+        d.set_item("sim_time_ns", self.now_ns().max(each!(&self.inner, s => s.config.duration_ns)))?;
+        d.set_item("wall_s", wall)?;
+        let f = PyDict::new_bound(py);
+        f.set_item("flows", rep.flows)?;
+        f.set_item("sampled_flows", rep.sampled_flows)?;
+        f.set_item("rate", rep.rate)?;
+        f.set_item("sampled_refs", rep.sampled_refs)?;
+        f.set_item("elu_windows", rep.elu_windows)?;
+        f.set_item("measured_misses", rep.measured_misses)?;
+        f.set_item("backlog_ns", rep.backlog_ns)?;
+        f.set_item("overloaded", rep.overloaded)?;
+        d.set_item("fast", f)?;
+        let w = PyDict::new_bound(py);
+        let col = |g: &dyn Fn(&sim::fast::FastWindow) -> f64| rep.windows.iter().map(g).collect::<Vec<f64>>();
+        w.set_item("t_ns", col(&|r| r.end_ns).into_pyarray_bound(py))?;
+        w.set_item("table", rep.windows.iter().map(|r| r.table as i64).collect::<Vec<i64>>().into_pyarray_bound(py))?;
+        w.set_item("arrived", col(&|r| r.arrived).into_pyarray_bound(py))?;
+        w.set_item("processed", col(&|r| r.processed).into_pyarray_bound(py))?;
+        w.set_item("hits", col(&|r| r.hits).into_pyarray_bound(py))?;
+        w.set_item("misses", col(&|r| r.misses).into_pyarray_bound(py))?;
+        w.set_item("hbm_bytes", col(&|r| r.hbm_bytes).into_pyarray_bound(py))?;
+        w.set_item("pmus", rep.windows.iter().map(|r| r.pmus as i64).collect::<Vec<i64>>().into_pyarray_bound(py))?;
+        d.set_item("windows", w)?;
+        Ok(d)
+    }
+
     /// `(edges_ns, counts)`: bucket lower edges (one more than counts).
     fn latency_histogram<'py>(
         &self,

@@ -5,6 +5,10 @@ user's own files.
 :func:`bench_program`); with ``--end-to-end``, ``run --p4`` on it
 (:func:`bench_p4_stream`).
 
+``synapse bench fast`` runs a scenario in the exact engine and in the fast
+mode side by side and prints both keys/s and the fast mode's error per
+figure (docs/fast-mode.md).
+
 ``synapse bench classify`` builds one classifier over a ClassBench rule file
 and classifies a header trace in repeated batch passes on one core for about
 ``--secs`` seconds (the loop runs in Rust; Python only times it), then prints
@@ -99,6 +103,48 @@ def bench_classify(rules_file: str, trace_file: str, algo: str, secs: float, set
         return
     click.echo(f"{algo}: {rec['rules']} rules, {rec['lookups_per_s'] / 1e6:.2f} M lookups/s, "
                f"{rec['bytes']} bytes ({rec['bytes_per_rule']:.1f} per rule), built in {rec['build_s'] * 1e3:.1f} ms")
+
+
+@bench.command("fast")
+@click.argument("scenario", required=False, type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a scenario field (repeatable).")
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Interleaved rounds of exact then fast; the median wall times count.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def bench_fast(scenario: str | None, overrides: tuple[str, ...], rounds: int, as_json: bool) -> None:
+    """Keys/s of the exact engine and of the fast mode on one scenario, side
+    by side (interleaved rounds, one core), their ratio, and the fast mode's
+    error on each summary figure against the exact run (docs/fast-mode.md)."""
+    import statistics
+
+    from synapse_vmt import fastcheck
+    from synapse_vmt.scenario import load
+
+    scn = load(scenario, overrides)
+    walls: dict[str, list[float]] = {"exact": [], "fast": []}
+    for _ in range(rounds):
+        exact, we = fastcheck.run_exact(scn)
+        fast, wf = fastcheck.run_fast(scn)
+        walls["exact"].append(we)
+        walls["fast"].append(wf)
+    keys = sum(t["keys"] for t in exact["tables"].values())
+    med = {m: statistics.median(w) for m, w in walls.items()}
+    rec = {"scenario": scenario or "default", "overrides": list(overrides), "rounds": rounds, "keys": keys,
+           "exact_wall_s": med["exact"], "fast_wall_s": med["fast"],
+           "exact_keys_per_s": keys / med["exact"], "fast_keys_per_s": keys / med["fast"],
+           "speedup": med["exact"] / med["fast"], "overloaded": fastcheck.overloaded(exact),
+           "errors": fastcheck.compare(exact, fast)}
+    if as_json:
+        click.echo(json.dumps(rec))
+        return
+    click.echo(f"{rec['scenario']} {' '.join(overrides)}: {keys} keys; exact {rec['exact_keys_per_s'] / 1e6:.2f} M keys/s, "
+               f"fast {rec['fast_keys_per_s'] / 1e6:.1f} M keys/s: {rec['speedup']:.1f}x (median of {rounds} rounds)"
+               + ("; OVERLOADED: beyond the fast mode's model" if rec["overloaded"] else ""))
+    for r in rec["errors"]:
+        err = f"{r['error']:+.4f}" if r["kind"] == "abs" else f"{100 * r['error']:+.1f} %"
+        click.echo(f"  {r['table']:>10} {r['figure']:>16}: exact {r['exact']:10.4f} fast {r['fast']:10.4f} "
+                   f"[{r['lo']:.4f}, {r['hi']:.4f}] {err:>9} {'ok' if r['within'] else 'OUT OF BOUND'}"
+                   f"{'' if r['covered'] else ', exact outside interval'}")
 
 
 @bench.command("p4rt")

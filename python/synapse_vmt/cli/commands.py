@@ -5,6 +5,7 @@ from __future__ import annotations
 from synapse_vmt.cli.bench import bench
 from synapse_vmt.cli.cost import cost
 from synapse_vmt.cli.hw import hw
+from synapse_vmt.cli.mrc import mrc
 from synapse_vmt.cli.opt import opt
 from synapse_vmt.cli.p4 import p4
 from synapse_vmt.cli.report import report
@@ -19,6 +20,7 @@ ALL: list = []
 ALL += [rules, trace, classify]
 ALL += [traffic]
 ALL += [run]  # the simulator's main job (cli/run.py)
+ALL += [mrc]  # miss-ratio curves, one pass over each table's keys (cli/mrc.py)
 ALL += [report]  # a run's HTML report, rebuilt from its files; two runs compared (cli/report.py)
 ALL += [sweep]  # many runs: overrides × seeds, local pool or Ray (cli/sweep.py)
 ALL += [p4, opt, reproduce]

@@ -80,6 +80,23 @@ def run_scenario(scn, out: Path, quiet: bool = False) -> dict:
     return summary
 
 
+def run_fast(scn, out: Path) -> dict:
+    """The fast mode (docs/fast-mode.md): ``summary.json`` with the exact
+    run's keys, an ``interval`` per figure and the sampling record, and
+    ``scenario.json``; no per-window files (its windows are estimates)."""
+    sim = Simulation(scn)
+    before = len(sim.warnings)
+    for w in sim.warnings:
+        warn(w)
+    summary = sim.run_fast()
+    for w in sim.warnings[before:]:
+        warn(w)
+    summary["warnings"] = sim.warnings
+    report.write_json(out / "scenario.json", scn.sim_config())
+    report.write_json(out / "summary.json", {k: v for k, v in summary.items() if k != "windows"})
+    return summary
+
+
 @click.command("run")
 @click.argument("scenario", required=False, type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(file_okay=False), default="results/default", show_default=True,
@@ -87,6 +104,9 @@ def run_scenario(scn, out: Path, quiet: bool = False) -> dict:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a scenario field, e.g. --set pmus.count=4 (repeatable).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or table.")
+@click.option("--mode", type=click.Choice(["exact", "fast"]), default="exact", show_default=True,
+              help="exact: the cycle-level engine; fast: sampled estimates with intervals, for sweeps (docs/fast-mode.md).")
+@click.option("--fast", "fast_flag", is_flag=True, help="Same as --mode fast.")
 @click.option("--p4", "p4", type=click.Path(dir_okay=False), metavar="PROG.json",
               help="Run a P4 program (p4c BMv2 JSON, or builtin:up4): every keyed table a VMT from one PMU pool.")
 @click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="Table entries for --p4 (CLI commands or runtime JSON).")
@@ -109,7 +129,7 @@ def run_scenario(scn, out: Path, quiet: bool = False) -> dict:
               help="Executor of --pcap's packets: the compiled program in Rust, or the Python interpreter (the oracle).")
 @click.option("--stop-at-truncated", is_flag=True,
               help="A --pcap cut short ends the run at its last complete packet with a warning (default: an error).")
-def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bool, p4: str | None,
+def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bool, mode: str, fast_flag: bool, p4: str | None,
         entries_file: str | None, pcap: str | None, traffic_file: str | None, rate_mpps: float, pmus: int, duration_ns: float | None,
         drain_ns: float | None, seed: int, timestamps: bool, ingress_port: str, out_pcap: str | None, stop_at_truncated: bool,
         engine: str) -> None:
@@ -122,7 +142,10 @@ def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bo
     out = Path(output)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a directory")
+    fast = fast_flag or mode == "fast"
     if p4 is not None or (scenario and _is_program_scenario(scenario)):
+        if fast:
+            raise UserError("run: a P4 program runs in the exact engine only (no --mode fast)")
         from synapse_vmt.p4 import simrun
 
         if p4 is not None:
@@ -142,6 +165,12 @@ def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bo
         check_finished(s)
         return
     scn = load(scenario, overrides)
+    if fast:
+        out.mkdir(parents=True, exist_ok=True)
+        summary = run_fast(scn, out)
+        if not quiet:
+            _print_fast(summary, out)
+        return
     summary = run_scenario(scn, out, quiet)
     if quiet:
         check_finished(summary)
@@ -157,6 +186,25 @@ def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bo
     con.print(f"simulated {summary['sim_time_ns'] / 1e3:.0f} µs at {summary['sim_keys_per_s'] / 1e6:.2f} M keys/s")
     _print_invariants(con, summary["invariants"])
     check_finished(summary)
+
+
+def _print_fast(summary: dict, out: Path) -> None:
+    """The fast run's table: each figure with its interval."""
+    t = Table(title=f"synapse run --mode fast → {out}")
+    cols = [("hit rate", "hit_rate", "{:.4f}"), ("mean lat (ns)", "mean_latency_ns", "{:.1f}"),
+            ("p99 lat (ns)", "p99_latency_ns", "{:.0f}"), ("HBM GB/s", "hbm_gbps", "{:.3f}"),
+            ("thr. Mpps", "throughput_mpps", "{:.2f}")]
+    t.add_column("table")
+    for c, _, _ in cols:
+        t.add_column(c, justify="right")
+    for name, s in summary["tables"].items():
+        iv = s["interval"]
+        t.add_row(name, *[f"{f.format(s[k])} [{f.format(iv[k][0])}, {f.format(iv[k][1])}]" for _, k, f in cols])
+    con = Console()
+    con.print(t)
+    f = summary["fast"]
+    con.print(f"fast mode: {f['sampled_flows']} of {f['flows']} flows sampled, {f['elu_windows']} ELU windows, "
+              f"{summary['sim_keys_per_s'] / 1e6:.1f} M keys/s ({summary['wall_s']:.3f} s)")
 
 
 def _print_invariants(con: Console, inv: dict) -> None:

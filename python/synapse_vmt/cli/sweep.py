@@ -21,9 +21,10 @@ import click
               help="Run on Ray: 'auto' (a running cluster), its ADDRESS, or 'local' (start one here).")
 @click.option("--bench", is_flag=True,
               help="Measure points/s with 1 and 2 workers and local Ray (2 CPUs) on GRID or a built-in one.")
+@click.option("--fast", is_flag=True, help="Every point in the fast mode (as mode = \"fast\" in GRID; docs/fast-mode.md).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or summary line.")
 def sweep(grid: str | None, output: str | None, workers: int | None, ray_address: str | None, bench: bool,
-          quiet: bool) -> None:
+          fast: bool, quiet: bool) -> None:
     """Run every point of GRID (a TOML file: overrides × seeds) and write
     DIR/results.parquet, each point's DIR/points/<id>/summary.json and
     DIR/report.html (tables x points).
@@ -37,7 +38,7 @@ def sweep(grid: str | None, output: str | None, workers: int | None, ray_address
         return
     if grid is None:
         raise UserError("sweep: expected a GRID file (or --bench)")
-    g = sw.load_grid(grid)
+    g = sw.load_grid(grid, fast=fast)
     out = Path(output or "results/sweep")
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a directory")

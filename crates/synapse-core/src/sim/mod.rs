@@ -55,6 +55,8 @@ mod api;
 mod build;
 pub mod config;
 pub mod engine;
+pub mod fast;
+pub mod mrc;
 mod phases;
 mod record;
 mod routed;

@@ -135,6 +135,15 @@ impl<const N: usize> Routes<N> {
         let h = *self.start.get(r as usize)? as usize;
         Some((r, self.table[h], self.key[h]))
     }
+    /// The hops (table, key index) of flow `f`'s route (none: no route).
+    pub(super) fn hops(&self, f: u32) -> impl Iterator<Item = (u16, u32)> + '_ {
+        let r = self.flow_route.get(f as usize).copied().unwrap_or(NO_ROUTE);
+        let (a, b) = match (self.start.get(r as usize), self.start.get(r as usize + 1)) {
+            (Some(&a), Some(&b)) => (a as usize, b as usize),
+            _ => (0, 0),
+        };
+        (a..b).map(|h| (self.table[h], self.key[h]))
+    }
     /// An arrival of a flow with no route.
     pub(super) fn unrouted(&mut self) {
         self.stats.unrouted += 1;

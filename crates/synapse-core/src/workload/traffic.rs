@@ -392,6 +392,17 @@ impl Traffic {
         self.starts[flow as usize] as u64
     }
 
+    /// Start times (ps) of every flow, in flow id (start) order.
+    pub fn flow_starts(&self) -> &[f64] {
+        &self.starts
+    }
+
+    /// Mean active time of a flow, ps: a flow of N packets sends at rate
+    /// N / flow_duration.
+    pub fn flow_duration_ps(&self) -> f64 {
+        self.flow_duration_ps
+    }
+
     /// Packets of all flows: the length of the whole sequence.
     pub fn total_packets(&self) -> u64 {
         self.total

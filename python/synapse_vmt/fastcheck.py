@@ -1,0 +1,70 @@
+"""The fast mode beside the exact engine: both run on one scenario, and each
+summary figure's error and whether the fast interval holds the exact value
+(``synapse bench fast``, ``tests/test_fast_mode.py``, docs/fast-mode.md).
+
+The bounds the fast mode is held to (:data:`BOUNDS`) are per figure: hit
+rate absolute, the others relative to the exact value. A scenario outside
+what the fast mode models (an overloaded ELU: drops, a backlog) is flagged
+by the fast run itself (:func:`overloaded`) rather than trusted.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from synapse_vmt.sim import Simulation, finish
+
+#: (figure, kind, bound): |fast - exact| <= bound (``abs``) or
+#: <= bound * |exact| (``rel``).
+BOUNDS = (
+    ("hit_rate", "abs", 0.01),
+    ("throughput_mpps", "rel", 0.03),
+    ("mean_latency_ns", "rel", 0.10),
+    ("p99_latency_ns", "rel", 0.25),
+    ("hbm_gbps", "rel", 0.10),
+)
+
+
+def run_exact(scn) -> tuple[dict, float]:
+    """The exact run's summary (over the duration, then drained) and its wall time."""
+    sim = Simulation(scn)
+    t0 = time.perf_counter()
+    summ = sim.run()
+    wall = time.perf_counter() - t0
+    summ["invariants"] = finish(sim)
+    return summ, wall
+
+
+def run_fast(scn) -> tuple[dict, float]:
+    """The fast run's summary and its wall time."""
+    sim = Simulation(scn)
+    t0 = time.perf_counter()
+    summ = sim.run_fast()
+    return summ, time.perf_counter() - t0
+
+
+def compare(exact: dict, fast: dict) -> list[dict[str, Any]]:
+    """A row per (table, figure): exact, fast, its interval, the error
+    (absolute for the hit rate, relative otherwise), the bound, whether the
+    error is within it and whether the interval holds the exact value."""
+    rows = []
+    for name, e in exact["tables"].items():
+        f = fast["tables"][name]
+        for k, kind, bound in BOUNDS:
+            x, y = float(e[k]), float(f[k])
+            lo, hi = f["interval"][k]
+            err = y - x if kind == "abs" else ((y - x) / x if x else 0.0)
+            rows.append({"table": name, "figure": k, "exact": x, "fast": y, "lo": lo, "hi": hi,
+                         "error": err, "kind": kind, "bound": bound, "within": abs(err) <= bound,
+                         "covered": lo <= x <= hi})
+    return rows
+
+
+def overloaded(exact: dict) -> bool:
+    """Whether the exact run is overloaded: it dropped more than 1 % of its
+    keys, or fell more than 3 % behind its offered load."""
+    for t in exact["tables"].values():
+        if t["drops"] > 0.01 * max(t["keys"], 1) or t["throughput_mpps"] < 0.97 * t["offered_mpps"]:
+            return True
+    return False

@@ -1,0 +1,140 @@
+"""The fast mode against the exact engine (docs/fast-mode.md): on a suite of
+scenarios (rule sets, PMU counts, block sizes, loads, time-varying traffic,
+many flows) both run, and the fast mode's figures must be within the stated
+bounds of the exact ones and its intervals must hold the exact values; on
+overloaded scenarios it must say it is out of its depth."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from synapse_vmt import fastcheck
+from synapse_vmt.cli import main
+from synapse_vmt.scenario import load
+
+FIG8 = ["traffic.flows=5300", "duration_ns=4000000", "traffic.flow_duration_ns=300000"]
+#: Many flows, few packets each: more flows alive than the PMUs hold.
+CAPACITY = ["traffic.flows=6000", "traffic.mean_pkt_bytes=8000"]
+
+#: Scenarios the fast mode models (the ELU keeps up).
+SUITE = {
+    "default": [],
+    "seed2": ["seed=2"],
+    "fw": ['tables.0.rules.generate.type="fw"', 'elu.algo="ptree"'],
+    "ipc": ['tables.0.rules.generate.type="ipc"', 'elu.algo="ptree"'],
+    "pmus2-block64": ["pmus.count=2", "pmus.block_size=64"],
+    "load2x": ["traffic.flows=2400"],
+    "fig8-step": [*FIG8, 'traffic.profile="step"'],
+    "fig8-burst": [*FIG8, 'traffic.profile="burst"'],
+    "fig8-diurnal": [*FIG8, 'traffic.profile="diurnal"'],
+    "fig8-ramp-pmus4": [*FIG8, 'traffic.profile="ramp"', "pmus.count=4"],
+    "flows12k-10ms": ["duration_ns=10000000", "traffic.flows=12000", "traffic.flow_duration_ns=2500000"],
+}
+
+#: Scenarios where the ELU falls behind (the exact run drops or lags, or
+#: its latencies run away): the fast mode must flag them.
+OVERLOADED = {
+    "capacity-block64": [*CAPACITY, "pmus.block_size=64"],
+    "capacity-pmus2-block128": [*CAPACITY, "pmus.count=2", "pmus.block_size=128"],
+    "capacity-block32": [*CAPACITY, "pmus.block_size=32", "seed=3"],
+    "flows12k-pmus2": ["traffic.flows=12000", "traffic.mean_pkt_bytes=8000", "pmus.count=2"],
+}
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, tuple[dict, dict]]:
+    out = {}
+    for name, ovr in {**SUITE, **OVERLOADED}.items():
+        scn = load(None, ovr)
+        out[name] = (fastcheck.run_exact(scn)[0], fastcheck.run_fast(scn)[0])
+    return out
+
+
+@pytest.mark.parametrize("name", list(SUITE))
+def test_fast_mode_within_bounds_of_the_exact_engine(runs, name):
+    exact, fast = runs[name]
+    assert not fastcheck.overloaded(exact), "the suite's scenarios are within the fast mode's model"
+    assert not fast["fast"]["overloaded"], fast["fast"]
+    bad = [r for r in fastcheck.compare(exact, fast) if not r["within"]]
+    assert not bad, bad
+
+
+def test_fast_intervals_hold_the_exact_values(runs):
+    rows = [r for n in SUITE for r in fastcheck.compare(*runs[n])]
+    covered = sum(r["covered"] for r in rows) / len(rows)
+    assert covered >= 0.95, [r for r in rows if not r["covered"]]
+
+
+def test_bounds_are_the_stated_ones():
+    # docs/fast-mode.md states these; the issue's targets for the first four.
+    assert dict((k, (kind, b)) for k, kind, b in fastcheck.BOUNDS) == {
+        "hit_rate": ("abs", 0.01), "throughput_mpps": ("rel", 0.03), "mean_latency_ns": ("rel", 0.10),
+        "p99_latency_ns": ("rel", 0.25), "hbm_gbps": ("rel", 0.10)}
+
+
+@pytest.mark.parametrize("name", list(OVERLOADED))
+def test_fast_mode_flags_an_elu_that_falls_behind(runs, name):
+    exact, fast = runs[name]
+    assert fast["fast"]["overloaded"], fast["fast"]
+    # Its widened intervals still hold what overload does to the exact run.
+    for t, e in exact["tables"].items():
+        iv = fast["tables"][t]["interval"]
+        for k in ("throughput_mpps", "drops", "mean_latency_ns", "p99_latency_ns", "hbm_gbps"):
+            assert iv[k][0] <= e[k] <= iv[k][1], (k, e[k], iv[k])
+
+
+def test_fast_mode_is_deterministic_and_has_the_exact_summary_keys(runs):
+    scn = load(None, SUITE["default"])
+    a = fastcheck.run_fast(scn)[0]
+    b = fastcheck.run_fast(scn)[0]
+    for s in (a, b):
+        for k in ("wall_s", "sim_keys_per_s", "windows"):
+            s.pop(k)
+    assert json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+    exact, fast = runs["default"]
+    for name, t in exact["tables"].items():
+        f = fast["tables"][name]
+        want = set(t) - {"elu_bytes", "default_answers"}
+        assert want <= set(f), want - set(f)
+        assert want <= set(f["interval"]), want - set(f["interval"])
+
+
+def test_a_different_fast_seed_gives_other_draws_within_the_bounds():
+    scn = load(None, ["fast.seed=7"])  # the seed that drew the largest error with 400 flows sampled
+    exact = fastcheck.run_exact(scn)[0]
+    fast = fastcheck.run_fast(scn)[0]
+    base = fastcheck.run_fast(load(None, []))[0]
+    assert fast["tables"]["acl"]["hit_rate"] != base["tables"]["acl"]["hit_rate"]
+    assert all(r["within"] for r in fastcheck.compare(exact, fast))
+
+
+def test_run_mode_fast_writes_the_summary(tmp_path):
+    r = CliRunner().invoke(main, ["run", "--mode", "fast", "-q", "-o", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["mode"] == "fast" and "hit_rate" in s["tables"]["acl"]["interval"]
+    assert (tmp_path / "scenario.json").is_file()
+
+
+def test_run_mode_fast_refuses_what_it_does_not_model(tmp_path):
+    upf = str(Path(__file__).resolve().parent.parent / "examples" / "upf" / "scenario.toml")
+    r = CliRunner().invoke(main, ["run", "--fast", "-q", "-o", str(tmp_path), upf])
+    assert r.exit_code == 2 and "exact engine only" in r.output
+
+
+def test_sweep_fast_records_intervals_apart_from_exact_points(tmp_path):
+    from synapse_vmt import sweep as sw
+
+    rows = [{"pmus.count": 2}, {"pmus.count": 4}]
+    gf = sw.build_grid(rows, fast=True)
+    ge = sw.build_grid(rows)
+    assert {p.id for p in gf.points}.isdisjoint({p.id for p in ge.points})
+    r = sw.run(gf, tmp_path, workers=1, quiet=True)
+    t = r["results"].to_pylist()
+    assert r["failed"] == 0 and len(t) == 2
+    for row in t:
+        assert row["hit_rate_lo"] <= row["hit_rate"] <= row["hit_rate_hi"]
