@@ -13,6 +13,7 @@ mod program;
 mod routed;
 mod rules;
 mod sim;
+mod stream;
 mod traffic;
 
 /// The crate version, so Python can check it loaded the matching build.
@@ -32,5 +33,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     routed::register(m)?;
     mrc::register(m)?;
     program::register(m)?;
+    stream::register(m)?;
     Ok(())
 }

@@ -128,6 +128,9 @@ class Trace:
     step_action: np.ndarray  # int32
     step_keys: list[tuple[int, ...]]
     dropped: np.ndarray  # bool per packet
+    # per packet: its parser error code (0: none) and the pipeline it was dropped in (-1: not dropped)
+    parser_error: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint32))
+    drop_pipeline: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
     synthesized_fields: dict[str, int] = field(default_factory=dict)
     fallback_branches: dict[str, int] = field(default_factory=dict)
     parser_rejects: dict[str, int] = field(default_factory=dict)
@@ -507,6 +510,8 @@ class Program:
         timeout = self.pc.errors["ParserTimeout"]
         pkt_start: list[int] = []
         dropped: list[bool] = []
+        perr: list[int] = []
+        dpipe: list[int] = []
         perrs: list[str] = []
         guessed: list[bool] = []
         cache: dict[bytes, tuple] = {}
@@ -522,6 +527,8 @@ class Program:
                     if hit is not None:
                         extend(hit[0])
                         dropped.append(hit[1])
+                        perr.append(hit[4])
+                        dpipe.append(hit[5])
                         perrs.append(hit[2] or "")
                         guessed.append(bool(hit[3]))
                         if hit[2] is not None:
@@ -541,6 +548,7 @@ class Program:
                     p[s_len] = len(buf)
                 st, pos, guard = init_state, 0, 0
                 nm = None
+                code = 0
                 try:
                     while st >= 0:
                         st, pos = PS[st](p, buf, pos, T)
@@ -555,21 +563,25 @@ class Program:
                         p[s_perr] = code
                 perrs.append(nm or "")
                 drop = False
+                dp = -1
                 for pi, n in enumerate(inits):
                     while n >= 0:
                         n = N[n](p, T)
                     if s_espec is not None and p[s_espec] == DROP_PORT and (s_mcast is None or p[s_mcast] == 0):
                         # marked to drop in ingress: egress does not run; in egress: dropped at the end
                         drop = True
+                        dp = pi
                         break
                     if pi == 0 and s_eport is not None and s_espec is not None:
                         p[s_eport] = p[s_espec]
                 dropped.append(drop)
+                perr.append(code)
+                dpipe.append(dp)
                 guessed.append(nd[0] != g0 or len(drawn) != d0)
                 if frame_cache and nd[0] == nd0:
                     if len(cache) >= frame_cache:
                         cache.clear()
-                    cache[buf] = (steps[start:], drop, nm, tuple(drawn))
+                    cache[buf] = (steps[start:], drop, nm, tuple(drawn), code, dp)
         except _RUNTIME as e:  # a construct of the program the interpreter cannot run on this frame
             what = f"{type(e).__name__}: {e}".replace("\n", " ")
             raise UserError(f"{self.path}: packet {len(dropped) + 1}: expected a program the interpreter can run on it ({what})") from None
@@ -586,6 +598,8 @@ class Program:
             step_action=np.fromiter((s[1][4] for s in steps), dtype=np.int32, count=len(steps)),
             step_keys=[s[2] for s in steps],
             dropped=np.array(dropped, dtype=bool),
+            parser_error=np.array(perr, dtype=np.uint32),
+            drop_pipeline=np.array(dpipe, dtype=np.int8),
             synthesized_fields=synth,
             fallback_branches=fallback,
             parser_rejects=rejects,

@@ -39,7 +39,8 @@ pub struct Cond {
 pub const NO_ACTION: u32 = u32::MAX;
 
 impl Program {
-    /// Runs the pipelines; true when the packet is dropped.
+    /// Runs the pipelines; true when the packet is dropped (at the end of
+    /// pipeline `st.drop_pipeline`).
     pub fn run_pipelines(&self, st: &mut State, frame: &[u8], visits: &mut Visits, sc: &mut Scratch) -> bool {
         for (pi, &(_, init)) in self.pipelines.iter().enumerate() {
             let mut n = init;
@@ -52,6 +53,7 @@ impl Program {
             if let Some((spec, _)) = self.std.egress_spec {
                 let mcast = self.std.mcast_grp.map_or(0, |(c, _)| st.phv.cells[c as usize]);
                 if st.phv.cells[spec as usize] == DROP_PORT && mcast == 0 {
+                    st.drop_pipeline = pi as u32;
                     return true;
                 }
                 if pi == 0 {

@@ -879,6 +879,8 @@ pub struct State {
     pub inexact_at: u32,
     /// Events per reason (`Code::reasons`), over every packet run.
     pub events: Vec<u64>,
+    /// The pipeline at whose end the last dropped packet was marked to drop.
+    pub drop_pipeline: u32,
 }
 
 impl State {
@@ -895,6 +897,7 @@ impl State {
             inexact: NONE,
             inexact_at: 0,
             events: vec![0; p.code.reasons.names.len()],
+            drop_pipeline: 0,
         }
     }
 
@@ -1067,6 +1070,16 @@ impl RunPacket for Executor {
         self.packets += 1;
         self.inexact_packets += (st.inexact != NONE) as u64;
         Outcome { dropped, parser_error, outputs: n }
+    }
+
+    /// The pipeline that dropped the packet (1: the first), as the
+    /// interpreter names its drops (`ingress`, `egress`).
+    fn drop_reason(&self) -> u32 {
+        self.st.drop_pipeline + 1
+    }
+
+    fn drop_reasons(&self) -> Vec<String> {
+        std::iter::once("dropped".to_string()).chain(self.prog.pipelines.iter().map(|(n, _)| n.clone())).collect()
     }
 }
 
