@@ -42,6 +42,10 @@ def derived(w: dict[str, np.ndarray], window_ns: float) -> dict[str, np.ndarray]
     }
 
 
+DERIVED_COLUMNS = ["hit_rate", "hbm_gbps", "offered_mpps", "throughput_mpps"]
+EDGE_COLUMNS = ["t_ns", "src", "dst", "count"]
+
+
 def table_grid(w: dict[str, np.ndarray], n_tables: int, window_ns: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Window rows as per-table time series: (window ends, metric -> array of
     shape (tables, windows)), NaN where a table has no row in a window.
@@ -72,24 +76,39 @@ def table_grid(w: dict[str, np.ndarray], n_tables: int, window_ns: float) -> tup
         }
 
 
-def write_windows_csv(path: str | Path, w: dict[str, np.ndarray], names: list[str], window_ns: float) -> None:
-    """The window rows, a column per :data:`WINDOW_COLUMNS` entry the rows have
+def window_columns(w: dict[str, np.ndarray]) -> list[str]:
+    """windows.csv's header: the :data:`WINDOW_COLUMNS` entries the rows have
     (a simulator without one, e.g. ``lat_p50_ns``, leaves it out), then the derived ones."""
-    if not w:
-        w = {k: np.array([]) for k in WINDOW_COLUMNS}
-    d = derived(w, window_ns) if len(w["t_ns"]) else {k: np.array([]) for k in ("hit_rate", "hbm_gbps", "offered_mpps", "throughput_mpps")}
+    return [c for c in WINDOW_COLUMNS if not w or c in w] + DERIVED_COLUMNS
+
+
+def window_rows(w: dict[str, np.ndarray], names: list[str], window_ns: float):
+    """The rows of windows.csv (after its header, :func:`window_columns`) for a batch of windows."""
+    if not w or not len(w["t_ns"]):
+        return
+    d = derived(w, window_ns)
     have = [c for c in WINDOW_COLUMNS if c in w]
-    cols = have + list(d)
-    buf = io.StringIO()
-    wr = csv.writer(buf)
-    wr.writerow(cols)
     for i in range(len(w["t_ns"])):
         row: list[Any] = []
         for c in have:
             v = w[c][i]
             row.append(names[int(v)] if c == "table" else (f"{v:.6g}" if isinstance(v, (float, np.floating)) else int(v)))
-        row += [f"{d[c][i]:.6g}" for c in d]
-        wr.writerow(row)
+        row += [f"{d[c][i]:.6g}" for c in DERIVED_COLUMNS]
+        yield row
+
+
+def edge_rows(e: dict[str, np.ndarray], names: list[str]):
+    """The rows of edges.csv (after its header, EDGE_COLUMNS) for a batch of routing counts."""
+    for i in range(len(e.get("t_ns", []))):
+        dst = int(e["dst"][i])
+        yield [f"{e['t_ns'][i]:.6g}", names[int(e["src"][i])], "exit" if dst < 0 else names[dst], int(e["count"][i])]
+
+
+def write_windows_csv(path: str | Path, w: dict[str, np.ndarray], names: list[str], window_ns: float) -> None:
+    buf = io.StringIO()
+    wr = csv.writer(buf)
+    wr.writerow(window_columns(w))
+    wr.writerows(window_rows(w, names, window_ns))
     with atomic_write(path) as f:
         f.write(buf.getvalue())
 
@@ -97,10 +116,8 @@ def write_windows_csv(path: str | Path, w: dict[str, np.ndarray], names: list[st
 def write_edges_csv(path: str | Path, e: dict[str, np.ndarray], names: list[str]) -> None:
     buf = io.StringIO()
     wr = csv.writer(buf)
-    wr.writerow(["t_ns", "src", "dst", "count"])
-    for i in range(len(e.get("t_ns", []))):
-        dst = int(e["dst"][i])
-        wr.writerow([f"{e['t_ns'][i]:.6g}", names[int(e["src"][i])], "exit" if dst < 0 else names[dst], int(e["count"][i])])
+    wr.writerow(EDGE_COLUMNS)
+    wr.writerows(edge_rows(e, names))
     with atomic_write(path) as f:
         f.write(buf.getvalue())
 

@@ -14,6 +14,7 @@ mod program;
 mod routed;
 mod rules;
 mod sim;
+mod stream;
 mod traffic;
 
 /// The crate version, so Python can check it loaded the matching build.
@@ -34,5 +35,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     externs::register(m)?;
     mrc::register(m)?;
     program::register(m)?;
+    stream::register(m)?;
     Ok(())
 }

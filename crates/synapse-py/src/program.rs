@@ -16,7 +16,7 @@ fn verr(e: impl ToString) -> PyErr {
 /// A compiled P4 program and the executor's state (see `synapse_vmt.p4.compile`).
 #[pyclass(name = "P4Program", module = "synapse_vmt._core")]
 pub struct PyP4Program {
-    ex: Executor,
+    pub(crate) ex: Executor,
 }
 
 /// The frames of a batch: `data[offsets[i]..offsets[i + 1]]`, checked.

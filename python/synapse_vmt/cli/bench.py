@@ -2,7 +2,8 @@
 user's own files.
 
 ``synapse bench p4`` rates a compiled P4 program on a capture (see
-:func:`bench_program`).
+:func:`bench_program`); with ``--end-to-end``, ``run --p4`` on it
+(:func:`bench_p4_stream`).
 
 ``synapse bench fast`` runs a scenario in the exact engine and in the fast
 mode side by side and prints both keys/s and the fast mode's error per
@@ -180,7 +181,8 @@ def bench_program(program: str, entries_file: str | None, pcap: str, rounds: int
     Rust on one core: each round is one pass over the capture, timed in CPU
     time of the running thread (and wall time); the median round is
     reported. The first ``check`` packets are compared with the Python
-    interpreter first, so a fast wrong executor cannot report a rate. With
+    interpreter first (but those either of them guessed), so a fast wrong
+    executor cannot report a rate. With
     ``python_packets``, the interpreter's rate on that many packets is
     measured in rounds interleaved with Rust's. Returns the JSON record of
     ``synapse bench p4``."""
@@ -209,8 +211,8 @@ def bench_program(program: str, entries_file: str | None, pcap: str, rounds: int
         c = rp.core.run_batch(*pack(sample), ingress_port, False)
         ps, ks = c["pkt_start"], c["key_start"]
         for i in range(len(sample)):
-            if c["inexact"][i]:
-                continue
+            if c["inexact"][i] or tr.packet_guessed[i]:
+                continue  # the executor guessed, or the interpreter did (a fallback branch, a drawn field)
             lo, hi = int(tr.pkt_start[i]), int(tr.pkt_start[i + 1])
             want = [(int(tr.step_table[j]), int(tr.step_entry[j]), int(tr.step_action[j]), tuple(tr.key_words(j))) for j in range(lo, hi)]
             got = [(int(c["table"][j]), int(c["entry"][j]), -1 if c["action"][j] == NO_ACTION else int(c["action"][j]),
@@ -245,22 +247,90 @@ def bench_program(program: str, entries_file: str | None, pcap: str, rounds: int
     return rec
 
 
+# ---- synapse bench p4 --end-to-end and --standin: the streaming path -----------
+
+def bench_p4_stream(program: str, entries: str | None, pcap: str, rate_mpps: float = 50.0, pmus: int = 16,
+                    engine: str = "rust") -> dict:
+    """``run --p4`` end to end on a capture (read, execute, intern, simulate,
+    drain): packets per second of the whole path and of the cycle simulator
+    alone (its share of the wall time), the interned routes and bytes, and
+    this process's peak resident memory. Run it in a fresh process per
+    capture: the peak is the process's."""
+    import resource
+    import tempfile
+
+    from synapse_vmt.p4 import simrun
+
+    with tempfile.TemporaryDirectory() as d:
+        s = simrun.run_capture(d, program=simrun.resolve_program(program), entries_file=entries, pcap=pcap,
+                               rate_mpps=rate_mpps, pmus=pmus, engine=engine)
+    st = s["stream"]
+    n = s["packets"]
+    return {
+        "pcap": pcap,
+        "packets": n,
+        "routes": s["routes"],
+        "interner_bytes": st["interner_bytes"],
+        "executor": engine,
+        # per CPU second (the host may be shared: wall time is not the program's)
+        "end_to_end_packets_per_cpu_s": n / st["cpu_s"] if st["cpu_s"] > 0 else float("inf"),
+        "sim_packets_per_cpu_s": n / st["sim_cpu_s"] if st["sim_cpu_s"] > 0 else float("inf"),
+        "end_to_end_packets_per_s": st["packets_per_s"],
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "drained": st["drained"],
+    }
+
+
+def bench_p4_standin(pcap: str) -> dict:
+    """The streaming machinery alone (capture reader, route interning,
+    counters) under the stand-in executor (``program::standin``, keys cut at
+    fixed offsets): packets per second."""
+    import time
+
+    t, c = time.perf_counter(), time.process_time()
+    r = _core.stream_standin(pcap, 50.0)
+    dt, dc = time.perf_counter() - t, time.process_time() - c
+    return {"pcap": pcap, "packets": r["packets"], "routes": r["routes"], "executor": "stand-in",
+            "packets_per_cpu_s": r["packets"] / dc if dc > 0 else float("inf"),
+            "packets_per_s": r["packets"] / dt if dt > 0 else float("inf")}
+
+
 @bench.command("p4")
-@click.argument("program")
+@click.argument("program", default="builtin:up4")
 @click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="table entries (simple_switch_CLI or runtime JSON)")
-@click.option("--pcap", type=click.Path(dir_okay=False), required=True, help="the frames (pcap or pcapng; `synapse p4 capture` writes one)")
+@click.option("--pcap", type=click.Path(dir_okay=False), required=True,
+              help="the frames (pcap or pcapng; `synapse p4 capture` or scripts/gen_p4_capture.py writes one)")
 @click.option("--rounds", type=click.IntRange(min=1), default=5, show_default=True, help="passes over the capture; the median is reported")
 @click.option("--ingress-port", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--python", "python_packets", type=click.IntRange(min=0), default=0,
               help="also rate the Python interpreter on this many packets, in rounds interleaved with Rust's")
 @click.option("--limit", type=click.IntRange(min=1), help="only the first N packets of the capture")
+@click.option("--end-to-end", is_flag=True,
+              help="rate `run --p4` on the capture instead (streamed: read, execute, intern, simulate, drain), "
+                   "with the cycle simulator's share and peak memory")
+@click.option("--rate-mpps", type=click.FloatRange(min=1e-6), default=50.0, show_default=True, help="--end-to-end: replay rate")
+@click.option("--pmus", type=click.IntRange(min=1), default=16, show_default=True, help="--end-to-end: PMU pool")
+@click.option("--engine", type=click.Choice(["rust", "python"]), default="rust", show_default=True,
+              help="--end-to-end: the stream's executor, the compiled program or the interpreter")
+@click.option("--standin", is_flag=True, help="rate the capture reader and route interner alone, under the stand-in executor")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_p4(program: str, entries_file: str | None, pcap: str, rounds: int, ingress_port: int, python_packets: int,
-             limit: int | None, as_json: bool) -> None:
+             limit: int | None, end_to_end: bool, rate_mpps: float, pmus: int, engine: str, standin: bool,
+             as_json: bool) -> None:
     """Packets per second of PROGRAM (p4c BMv2 JSON, or builtin:up4) run by
     the compiled executor on one core: parse, tables, actions and deparse
     of every frame of the capture, no timing model. CPU time of the running
-    thread (the machine may be shared), median of the rounds."""
+    thread (the machine may be shared), median of the rounds. With
+    --end-to-end: `run --p4` on the capture, per CPU second, and the cycle
+    simulator's own share (docs/program-layer-streaming.md)."""
+    if standin or end_to_end:
+        rec = bench_p4_standin(pcap) if standin else bench_p4_stream(program, entries_file, pcap, rate_mpps, pmus, engine)
+        if as_json:
+            click.echo(json.dumps(rec))
+            return
+        for k, v in rec.items():
+            click.echo(f"{k:>30}: {v:,.1f}" if isinstance(v, float) else f"{k:>30}: {v}")
+        return
     rec = bench_program(program, entries_file, pcap, rounds, ingress_port, python_packets, limit=limit)
     if as_json:
         click.echo(json.dumps(rec))

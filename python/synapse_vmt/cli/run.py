@@ -120,9 +120,19 @@ def run_fast(scn, out: Path) -> dict:
               help="--p4: how long the run may go on after the last arrival until every PHV has left (default 1e6; "
                    "a scenario's drain_ns).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of --p4 runs.")
+@click.option("--timestamps", is_flag=True, help="Replay --pcap at its own timestamps instead of --rate-mpps.")
+@click.option("--ingress-port", default="0", show_default=True, metavar="N|interface",
+              help="standard_metadata.ingress_port of --pcap's packets: a port, or 'interface' (pcapng's interface id).")
+@click.option("--out-pcap", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write the program's output packets of --pcap to DIR, one pcap per egress port.")
+@click.option("--engine", type=click.Choice(["rust", "python"]), default="rust", show_default=True,
+              help="Executor of --pcap's packets: the compiled program in Rust, or the Python interpreter (the oracle).")
+@click.option("--stop-at-truncated", is_flag=True,
+              help="A --pcap cut short ends the run at its last complete packet with a warning (default: an error).")
 def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bool, mode: str, fast_flag: bool, p4: str | None,
         entries_file: str | None, pcap: str | None, traffic_file: str | None, rate_mpps: float, pmus: int, duration_ns: float | None,
-        drain_ns: float | None, seed: int) -> None:
+        drain_ns: float | None, seed: int, timestamps: bool, ingress_port: str, out_pcap: str | None, stop_at_truncated: bool,
+        engine: str) -> None:
     """Simulate SCENARIO (a TOML file; the built-in default if omitted) and
     write per-window metrics, plots and summary.json to the output directory.
 
@@ -142,12 +152,14 @@ def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bo
             traffic = simrun.load_traffic(traffic_file) if traffic_file else None
             kw = {"program": simrun.resolve_program(p4), "entries_file": entries_file, "pcap": pcap, "traffic": traffic,
                   "rate_mpps": rate_mpps, "pmus": pmus, "duration_ns": duration_ns, "seed": seed,
-                  "overrides": {} if drain_ns is None else {"drain_ns": drain_ns}}
+                  "overrides": {} if drain_ns is None else {"drain_ns": drain_ns},
+                  "timestamps": timestamps, "ingress_port": simrun.parse_ingress_port(ingress_port, "--ingress-port"),
+                  "out_pcap": out_pcap, "stop_at_truncated": stop_at_truncated, "engine": engine}
             if scenario:
                 raise UserError("run: give either SCENARIO or --p4, not both")
         else:
             kw = simrun.load_scenario(scenario)
-        s = simrun.run_program(out, **kw, warn=warn)
+        s = simrun.run_program(out, **kw, quiet=quiet, warn=warn)
         if not quiet:
             _print_program(s, out)
         check_finished(s)
@@ -199,7 +211,10 @@ def _print_invariants(con: Console, inv: dict) -> None:
     """The invariants in one line: drained (and in how long) or PHVs in flight."""
     end = (f"drained in {inv['drain_ns'] / 1e3:.1f} µs" if inv.get("drained")
            else f"[red]{inv['in_flight']} PHVs in flight after the drain[/red]")
-    con.print(f"invariants: {inv['created']} PHVs, {inv['exited']} exited, {inv['dropped']} dropped; "
+    # a program run names the simulator's drops apart from the program's (P4) drops
+    dropped = (f"{inv['dropped']} dropped" if "dropped" in inv
+               else f"{inv.get('fifo_overflows', 0)} input-FIFO overflows")
+    con.print(f"invariants: {inv['created']} PHVs, {inv['exited']} exited, {dropped}; "
               f"{inv['wrong_action']} wrong, {inv['lost']} lost; {end}")
 
 
@@ -228,5 +243,7 @@ def _print_program(s: dict, out: Path) -> None:
     for k in ("synthesized_fields", "fallback_branches", "parser_rejects", "unsimulated_tables"):
         if s.get(k):
             con.print(f"{k}: " + ", ".join(f"{a}={b}" for a, b in s[k].items()))
-    con.print(f"{s['packets']} packets, {s['routes']} routes")
+    drops = s.get("p4_drops", {})
+    con.print(f"{s['packets']} packets, {s['routes']} routes; P4 drops {drops.get('total', 0)}"
+              + (f" ({', '.join(f'{k} {v}' for k, v in drops.get('by_reason', {}).items())})" if drops.get("by_reason") else ""))
     _print_invariants(con, s["invariants"])

@@ -143,6 +143,9 @@ class Trace:
     step_action: np.ndarray  # int32
     step_keys: list[tuple[int, ...]]
     dropped: np.ndarray  # bool per packet
+    # per packet: its parser error code (0: none) and the pipeline it was dropped in (-1: not dropped)
+    parser_error: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint32))
+    drop_pipeline: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
     synthesized_fields: dict[str, int] = field(default_factory=dict)
     fallback_branches: dict[str, int] = field(default_factory=dict)
     parser_rejects: dict[str, int] = field(default_factory=dict)
@@ -593,7 +596,7 @@ class Program:
                     nm = perr_names.get(code, f"error {code}")
                     effect(("reject", nm))
                     if first_err[0] is None:
-                        first_err[0] = nm
+                        first_err[0], first_err[1] = nm, code
                 if s_perr is not None:
                     p[s_perr] = code
             flow.ctx[1] = pos
@@ -622,12 +625,14 @@ class Program:
         cacheable = frame_cache and not (self.cg.obj.uses_rng or self.cg.obj.writes_registers or flow.stateful)
         pkt_start: list[int] = []
         dropped: list[bool] = []
+        perr: list[int] = []
+        dpipe: list[int] = []
         perrs: list[str] = []
         guessed: list[bool] = []
         cache: dict[bytes, tuple] = {}
         extend = steps.extend
         t0: int | None = None
-        first_err: list[str | None] = [None]  # the received frame's parser error (its first parse)
+        first_err: list = [None, 0]  # the received frame's parser error, name and code (its first parse)
         try:
             for item in packets:
                 if isinstance(item, tuple):
@@ -646,6 +651,8 @@ class Program:
                         extend(hit[0])
                         dropped.append(hit[1])
                         perrs.append(hit[4])
+                        perr.append(hit[5])
+                        dpipe.append(hit[6])
                         guessed.append(bool(hit[3]))
                         for e in hit[2]:
                             effect(e)
@@ -656,17 +663,20 @@ class Program:
                     if drawn:
                         drawn.clear()
                     flow.effects = []
-                first_err[0] = None
+                first_err[0], first_err[1] = None, 0
                 g0, d0 = nd[0], len(drawn)
+                flow.drop_pipe = None
                 outs = flow.process(buf, ingress_port, now_us, tmpl, parse, pipe, deparse)
                 dropped.append(outs == 0)
+                perr.append(first_err[1])
+                dpipe.append(flow.drop_pipe if outs == 0 and flow.drop_pipe is not None else -1)
                 perrs.append(first_err[0] or "")
                 guessed.append(nd[0] != g0 or len(drawn) != d0)
                 if cacheable:
                     if nd[0] == nd0:
                         if len(cache) >= frame_cache:
                             cache.clear()
-                        cache[buf] = (steps[start:], outs == 0, flow.effects, tuple(drawn), perrs[-1])
+                        cache[buf] = (steps[start:], outs == 0, flow.effects, tuple(drawn), perrs[-1], perr[-1], dpipe[-1])
                     flow.effects = None
         except _RUNTIME as e:  # a construct of the program the interpreter cannot run on this frame
             what = f"{type(e).__name__}: {e}".replace("\n", " ")
@@ -684,6 +694,8 @@ class Program:
             step_action=np.fromiter((s[1][4] for s in steps), dtype=np.int32, count=len(steps)),
             step_keys=[s[2] for s in steps],
             dropped=np.array(dropped, dtype=bool),
+            parser_error=np.array(perr, dtype=np.uint32),
+            drop_pipeline=np.array(dpipe, dtype=np.int8),
             synthesized_fields=synth,
             fallback_branches=fallback,
             parser_rejects=flow.counts.rejects,

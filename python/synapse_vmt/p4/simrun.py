@@ -40,7 +40,7 @@ import numpy as np
 
 from synapse_vmt import _core
 from synapse_vmt.errors import UserError, read_toml
-from synapse_vmt.p4.interp import Program, Trace, TableSpec, _match_row
+from synapse_vmt.p4.interp import Program, Trace, TableSpec, _match_row, encode_words
 
 
 def max_key_words() -> int:
@@ -385,13 +385,411 @@ def program_summary(pr: ProgramRun, sim: RoutedSim) -> dict:
     s["sim_key_words"] = int(sim.core.key_words)
     s["unsupported"] = pr.trace.unsupported
     s["routes"] = pr.routes.n_routes
+    # packets the program dropped, weighted as the counters (per distinct frame's packets)
+    dp = pr.trace.drop_pipeline
+    by = {InterpExec.REASONS[p + 1]: int(weights[dp == p].sum()) for p in (0, 1) if (weights[dp == p] > 0).any()}
+    s["p4_drops"] = {"total": sum(by.values()), "by_reason": by}
+    return s
+
+
+# ---- a capture, streamed -------------------------------------------------------
+
+DISCOVER = 100_000  # packets read before the simulator is built: its tables are those they visit
+INTERP_BATCH = 8192  # frames per interpreter batch (the Python path)
+
+
+class InterpExec:
+    """Runs a stream's held frames through the Python interpreter and hands
+    the visits to Rust (``CaptureStream.run_held``): the executor of the
+    streaming path until the compiled program runs in Rust. Each batch is a
+    separate interpreter run (its frame cache and fallback draws per batch,
+    seeded by the seed and the batch number)."""
+
+    REASONS = ["dropped", "ingress", "egress"]  # drop_pipeline -1 / 0 / 1
+
+    def __init__(self, prog: Program, entries: Mapping[str, object], seed: int):
+        self.prog, self.entries, self.seed = prog, entries, seed
+        self.table_cache: dict = {}
+        self.action_id = np.array(sorted(prog.actions) + [0xFFFFFFFF], dtype=np.uint32)  # index -1: none
+        self.batches = 0
+        self.synthesized: dict[str, int] = {}
+        self.fallback: dict[str, int] = {}
+        self.unsupported: list[str] = []
+
+    def run(self, stream) -> None:
+        buf, start, _t, ports = stream.held()
+        data = buf.tobytes()
+        st = start.tolist()
+        frames = [data[st[i]:st[i + 1]] for i in range(len(st) - 1)]
+        pl = ports.tolist()
+        traces = []
+        i = 0
+        while i < len(frames):  # a run per stretch of one ingress port
+            j = i + 1
+            while j < len(frames) and pl[j] == pl[i]:
+                j += 1
+            seed = self.seed if self.batches == 0 else hash((self.seed, self.batches)) & 0x7FFFFFFF
+            traces.append(self.prog.run(frames[i:j], self.entries, seed=seed, ingress_port=pl[i], table_cache=self.table_cache))
+            self.batches += 1
+            i = j
+        for tr in traces:
+            for k, v in tr.synthesized_fields.items():
+                self.synthesized[k] = self.synthesized.get(k, 0) + v
+            for k, v in tr.fallback_branches.items():
+                self.fallback[k] = self.fallback.get(k, 0) + v
+            self.unsupported = tr.unsupported
+        specs = self.prog.tables
+        narrow = [all(k.width <= 32 for k in sp.key) for sp in specs]
+        tab, ent, act, kst, kw, pst, drp, rsn, per = [], [], [], [0], [], [0], [], [], []
+        for tr in traces:
+            tab.append(tr.step_table)
+            ent.append(tr.step_entry)
+            act.append(self.action_id[tr.step_action])
+            for t, k in zip(tr.step_table.tolist(), tr.step_keys):
+                kw.extend(k if narrow[t] else encode_words(specs[t], k))
+                kst.append(len(kw))
+            pst.extend((tr.pkt_start[1:] + (pst[-1])).tolist())
+            drp.append(tr.dropped)
+            rsn.append((tr.drop_pipeline.astype(np.int64) + 1).astype(np.uint32))
+            per.append(tr.parser_error)
+        cat = lambda xs, dt: np.ascontiguousarray(np.concatenate(xs) if xs else np.zeros(0), dtype=dt)  # noqa: E731
+        stream.run_held(cat(tab, np.uint16), cat(ent, np.int32), cat(act, np.uint32), np.array(kst, dtype=np.uint32),
+                        np.array(kw, dtype=np.uint32), np.array(pst, dtype=np.uint32), cat(drp, bool), cat(rsn, np.uint32),
+                        cat(per, np.uint32))
+
+    def action_name(self, a: int) -> str:
+        return self.prog.actions[a].name if a in self.prog.actions else ""
+
+    def events(self) -> tuple[dict, dict, list]:
+        return self.synthesized, self.fallback, self.unsupported
+
+    def fill(self, stream, until_ps: int, max_packets: int | None = None) -> None:
+        """Reads and runs packets while the last one read arrives before ``until_ps``."""
+        left = max_packets
+        while left is None or left > 0:
+            n = stream.read(until_ps, INTERP_BATCH if left is None else min(INTERP_BATCH, left))
+            if n == 0:
+                return
+            self.run(stream)
+            if left is not None:
+                left -= n
+
+
+class PlotSeries:
+    """The columns run.png plots, over bins of whole windows: the counters
+    (per table: hits, misses, HBM bytes, arrived, processed) summed, the
+    latencies and PMUs held averaged over the bin's windows that have them;
+    at most ``cap`` bins per table: when a table reaches it, neighbouring
+    bins merge (bins twice as wide). A long run's plot costs a bounded memory."""
+
+    SUMS = ("hits", "misses", "hbm_bytes", "arrived", "processed")
+    MEANS = ("lat_mean_ns", "lat_p50_ns", "lat_p99_ns", "pmus")
+    # a mean column is kept as the sum of its finite values and their count
+    COLS = SUMS + tuple(f"{c}/{x}" for c in MEANS for x in ("sum", "n"))
+
+    def __init__(self, window_ns: float, cap: int = 2048):
+        self.window_ns, self.cap, self.k = window_ns, cap, 1
+        self.bins: dict[int, list[list[float]]] = {}  # table -> closed bins [t_end, sums...]
+        self.open: dict[int, list[float]] = {}  # table -> [windows in it, t_end, sums...]
+
+    def add(self, w: dict) -> None:
+        cols = [np.asarray(w[c], dtype=np.float64) for c in self.SUMS]
+        for c in self.MEANS:
+            v = np.asarray(w[c], dtype=np.float64) if c in w else np.full(len(w["t_ns"]), np.nan)
+            ok = np.isfinite(v)
+            cols += [np.where(ok, v, 0.0), ok.astype(np.float64)]
+        for i, (t, te) in enumerate(zip(np.asarray(w["table"]).tolist(), np.asarray(w["t_ns"]).tolist())):
+            b = self.open.setdefault(int(t), [0, 0.0] + [0.0] * len(cols))
+            b[0] += 1
+            b[1] = te
+            for j, c in enumerate(cols):
+                b[2 + j] += c[i]
+            if b[0] == self.k:
+                done = self.bins.setdefault(int(t), [])
+                done.append(b[1:])
+                del self.open[int(t)]
+                if len(done) >= self.cap:
+                    self._merge()
+
+    def _merge(self) -> None:
+        for t, done in self.bins.items():
+            merged = []
+            for a in range(0, len(done) - 1, 2):
+                x, y = done[a], done[a + 1]
+                merged.append([y[0]] + [u + v for u, v in zip(x[1:], y[1:])])
+            if len(done) % 2:  # an odd last bin goes back to the open one
+                last = done[-1]
+                o = self.open.get(t)
+                self.open[t] = [self.k + (o[0] if o else 0), o[1] if o else last[0]] + \
+                    [u + (o[2 + j] if o else 0.0) for j, u in enumerate(last[1:])]
+            self.bins[t] = merged
+        self.k *= 2
+
+    def windows(self) -> tuple[dict, float]:
+        """(rows for report.plot_run, the bin width in ns)."""
+        rows = [(b[0], t, *b[1:]) for t, done in self.bins.items() for b in done]
+        rows.sort(key=lambda r: (r[0], r[1]))
+        a = np.array(rows, dtype=np.float64).reshape(len(rows), 2 + len(self.COLS))
+        out = {"t_ns": a[:, 0], "table": a[:, 1].astype(np.int64)}
+        out.update({c: a[:, 2 + j] for j, c in enumerate(self.SUMS)})
+        m = 2 + len(self.SUMS)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for j, c in enumerate(self.MEANS):
+                n = a[:, m + 2 * j + 1]
+                out[c] = np.where(n > 0, a[:, m + 2 * j] / np.maximum(n, 1), np.nan)
+        return out, self.window_ns * self.k
+
+
+class NativeExec:
+    """The compiled program's Rust executor (:class:`synapse_vmt.p4.engine.RustProgram`)
+    run by the stream itself: the per-packet loop never leaves Rust."""
+
+    def __init__(self, rp):
+        self.rp = rp
+        self.action_names = list(rp.core.actions)
+        self.error_names = dict(rp.core.error_names)
+
+    def fill(self, stream, until_ps: int, max_packets: int | None = None) -> None:
+        stream.fill(self.rp.core, until_ps, max_packets)
+
+    def action_name(self, a: int) -> str:
+        return self.action_names[a] if 0 <= a < len(self.action_names) else ""
+
+    def events(self) -> tuple[dict, dict, list]:
+        ev = self.rp.core.events()
+        synth = {k.split(": ", 1)[1]: v for k, v in ev.items() if k.startswith("synthesized field: ")}
+        fb = {k.split(": ", 1)[1]: v for k, v in ev.items() if k.startswith("fallback branch: ")}
+        return synth, fb, list(self.rp.core.unsupported)
+
+
+def _capture_error(e: ValueError) -> UserError:
+    return UserError(str(e))
+
+
+def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_mpps: float | None = 50.0,
+                ingress_port: int | None = 0, duration_ns: float | None = None, pmus: int = 16, block_size: int = 256,
+                window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, out_pcap: str | None = None,
+                stop_at_truncated: bool = False, discover: int = DISCOVER, quiet: bool = True,
+                engine: str = "rust", warn=None) -> dict:
+    """``synapse run --p4 --pcap``, streamed: the capture is read in chunks in
+    Rust, each batch run through the program, its routes interned and
+    appended to the running simulator, one control period at a time
+    (``docs/program-layer-streaming.md``). ``rate_mpps`` None replays at the
+    capture's timestamps; ``ingress_port`` None takes the capture's
+    interface. The simulator's tables are the keyed tables the first
+    ``discover`` packets visit; a table first visited later is counted but
+    not simulated (``unsimulated_tables``). The summary covers the capture
+    (its last arrival plus 50 µs) or ``duration_ns``; the run then ends
+    drained (:func:`synapse_vmt.sim.finish`); ``warn(line)`` hears of
+    tables left without a PMU."""
+    import contextlib
+    import csv
+    import os
+    import time
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from synapse_vmt import report
+    from synapse_vmt.errors import atomic_write
+    from synapse_vmt.p4.entries import load_entries
+    from synapse_vmt.sim import failure, finish, pmu_warning
+
+    if out_pcap is not None and engine != "rust":
+        raise UserError("run --p4 --out-pcap: output packets need the compiled program's executor (the deparser); "
+                        "the interpreter computes no output packets")
+    out = Path(out)
+    prog = Program.load(program)
+    entries = load_entries(entries_file or os.devnull, program)
+    specs = prog.tables
+    if engine == "rust":
+        from synapse_vmt.p4.engine import RustProgram
+
+        exe = NativeExec(RustProgram(prog, entries))
+        reasons = ["dropped"]
+    else:
+        exe = InterpExec(prog, entries, seed)
+        reasons = InterpExec.REASONS
+    try:
+        stream = _core.CaptureStream(str(pcap), [sp.words for sp in specs], rate_mpps, ingress_port, None,
+                                     stop_at_truncated, out_pcap, reasons)
+    except ValueError as e:
+        raise _capture_error(e) from None
+    limit_ps = None if duration_ns is None else int(duration_ns * 1000)
+    con = Console(stderr=True, quiet=quiet)
+    t0, c0 = time.perf_counter(), time.process_time()
+    files = contextlib.ExitStack()
+    with files, Progress(TextColumn("streaming"), BarColumn(), DownloadColumn(), TextColumn("{task.fields[pkts]:,} packets"),
+                  TextColumn("{task.fields[rate]:,.0f} packets/s"), TimeElapsedColumn(), console=con, transient=True,
+                  disable=quiet) as bar:
+        size = stream.progress()[1]
+        task = bar.add_task("run", total=size, pkts=0, rate=0.0)
+
+        def tick():
+            b, _, n = stream.progress()
+            bar.update(task, completed=b, pkts=n, rate=n / max(time.perf_counter() - t0, 1e-9))
+
+        try:
+            exe.fill(stream, limit_ps if limit_ps is not None else 1 << 63, discover)
+        except ValueError as e:
+            raise _capture_error(e) from None
+        if stream.progress()[2] == 0:
+            raise UserError(f"{pcap}: no packets")
+        limit = max_key_words()
+        visited = stream.visited()
+        for t in visited:
+            if specs[t].words > limit:
+                raise UserError(f"table {specs[t].name}: key of {specs[t].words} 32-bit words is wider than the simulator's "
+                                f"{limit} words ({32 * limit} bits)")
+        sim_tables = visited
+        if not sim_tables:
+            raise UserError(f"{program}: no packet visits a keyed table the simulator can take; nothing to simulate")
+        sim_of = [None] * len(specs)
+        for i, t in enumerate(sim_tables):
+            sim_of[t] = i
+        stream.simulate(sim_of)
+        names = [specs[t].name for t in sim_tables]
+        args = []
+        for t in sim_tables:
+            bits, kinds, lo, hi, mask = _word_rows(specs[t], entries.get(specs[t].name))
+            args.append((specs[t].name, bits, kinds, lo, hi, mask, np.zeros((0, len(bits)), dtype=np.uint32),
+                         np.zeros(0, dtype=np.int64)))
+        base = json.loads(_core.default_sim_config())
+        base.update({"seed": seed, "window_ns": window_ns, "duration_ns": duration_ns or 0.0})
+        base["pmus"]["block_size"] = block_size
+        for k, v in (overrides or {}).items():
+            if isinstance(v, dict) and isinstance(base.get(k), dict):
+                base[k].update(v)
+            else:
+                base[k] = v
+        cfg = sim_config(base, names, even_split(names, pmus), pmus)
+        try:
+            core = _core.routed_simulator(json.dumps(cfg), args, np.zeros(1, np.uint32), np.zeros(0, np.uint32),
+                                          np.zeros(0, np.uint32))
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        warnings = [w for w in [pmu_warning(core, pmus)] if w]
+        for w in warnings:
+            if warn:
+                warn(w)
+        period = max(window_ns, 50 * window_ns)  # ns of simulated time per control period
+        t, series = 0.0, PlotSeries(window_ns)
+        sim_s = sim_cpu = 0.0
+        # windows.csv and edges.csv are written as the run goes (renamed at the end): only the
+        # plot's columns stay in memory
+        wcsv = csv.writer(files.enter_context(atomic_write(out / "windows.csv")))
+        header = [False]  # windows.csv's columns are the simulator's: written with its first windows
+        ecsv = csv.writer(files.enter_context(atomic_write(out / "edges.csv")))
+        ecsv.writerow(report.EDGE_COLUMNS)
+
+        def advance(t_end: float) -> None:
+            nonlocal sim_s, sim_cpu
+            stream.sync(core)
+            a, b = time.perf_counter(), time.process_time()
+            core.run_until(t_end)
+            sim_s += time.perf_counter() - a
+            sim_cpu += time.process_time() - b
+            w = core.windows()
+            if not header[0] and w and len(w["t_ns"]):
+                wcsv.writerow(report.window_columns(w))
+                header[0] = True
+            wcsv.writerows(report.window_rows(w, names, window_ns))
+            ecsv.writerows(report.edge_rows(core.edges(), names))
+            series.add(w)
+
+        try:
+            while not stream.done and (limit_ps is None or t * 1000 < limit_ps):
+                t = t + period if limit_ps is None else min(t + period, limit_ps / 1000)
+                exe.fill(stream, int(t * 1000) + 1)
+                advance(t)
+                tick()
+        except ValueError as e:
+            raise _capture_error(e) from None
+        stream.sync(core)
+        # The duration: the capture plus 50 µs (as a generated run's), or the given one
+        end = max(t, stream.last_time_ps / 1000 + 50_000.0) if limit_ps is None else limit_ps / 1000
+        if end > t:
+            advance(end)
+            t = end
+        if not header[0]:
+            wcsv.writerow(report.window_columns({}))
+        # the summary covers the duration; the run then ends drained (arrivals stop: none is pending)
+        s = core.summary()
+        hists = {n: core.latency_histogram(n) for n in names}
+        a, b = time.perf_counter(), time.process_time()
+        inv = finish(core)
+        sim_s += time.perf_counter() - a
+        sim_cpu += time.process_time() - b
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if not inv["ok"] and inv["drained"]:
+        raise RuntimeError(failure(inv))
+    c = stream.counters()
+    tables = {}
+    for ti, sp in enumerate(specs):
+        if c["lookups"][ti] == 0:
+            continue
+        row = dict(s["tables"].get(sp.name, {}))
+        acts = {}
+        for a, n in c["actions"][ti].items():
+            acts[exe.action_name(a)] = n
+        row.update({"lookups": c["lookups"][ti], "matched": c["matched"][ti], "actions": acts})
+        row["simulated"] = sp.name in s["tables"]
+        row["distinct_keys"] = c["keys"][ti]
+        tables[sp.name] = row
+    s["tables"] = tables
+    s["packets"] = c["packets"]
+    synth, fallback, unsupported = exe.events()
+    s["synthesized_fields"] = dict(sorted(synth.items()))
+    s["fallback_branches"] = dict(sorted(fallback.items()))
+    names_of = exe.error_names if engine == "rust" else prog.pc.error_names
+    s["parser_rejects"] = dict(sorted((names_of.get(k, f"error {k}"), v) for k, v in c["parser_errors"].items()))
+    s["unsimulated_tables"] = {specs[t].name: f"first visited after the first {discover} packets"
+                               for t in range(len(specs)) if c["lookups"][t] > 0 and sim_of[t] is None}
+    s["sim_key_words"] = int(core.key_words)
+    s["unsupported"] = unsupported
+    s["routes"] = c["routes"]
+    inv["fifo_overflows"] = inv.pop("dropped")
+    s["invariants"] = inv
+    s["warnings"] = warnings
+    s["pmus_total"] = pmus
+    s["p4_drops"] = {"total": c["dropped"], "by_reason": c["drops"]}
+    s["stream"] = {
+        "clock": "timestamps" if rate_mpps is None else f"rate {rate_mpps} Mpps",
+        "ingress_port": "interface" if ingress_port is None else ingress_port,
+        "unrouted_packets": c["unrouted"],
+        "reordered_timestamps": c["reordered"],
+        "entry_conflicts": c["entry_conflicts"],
+        "interner_bytes": c["interner_bytes"],
+        "wall_s": wall,
+        "packets_per_s": c["packets"] / wall if wall > 0 else 0.0,
+        "sim_wall_s": sim_s,
+        "cpu_s": cpu,
+        "sim_cpu_s": sim_cpu,
+        "drained": inv["drained"],
+    }
+    s["stream"]["engine"] = engine
+    if stream.warning:
+        s["stream"]["warning"] = stream.warning
+        con.print(f"warning: {stream.warning}")
+    per_port = stream.finish()
+    if out_pcap is not None:
+        s["out_pcap"] = {"dir": str(out_pcap), "packets": c["outputs"], "per_port": {str(k): v for k, v in per_port.items()},
+                         "dropped": c["dropped"], "copies": c["copies"]}
+    w, bin_ns = series.windows()
+    report.plot_run(out / "run.png", w, names, bin_ns, hists)
+    report.write_json(out / "summary.json", s)
+    from synapse_vmt import view
+
+    view.finish_run(out, kind="run --p4", window_ns=window_ns, sim=core, hists=hists, cfg=program)
     return s
 
 
 # ---- program scenarios and the run command ---------------------------------------
 
 SCENARIO_KEYS = {"program", "traffic", "sim"}
-PROGRAM_KEYS = {"p4", "entries", "pcap", "rate_mpps", "duration_ns", "pmus", "block_size", "window_ns", "seed"}
+PROGRAM_KEYS = {"p4", "entries", "pcap", "rate_mpps", "duration_ns", "pmus", "block_size", "window_ns", "seed",
+                "timestamps", "ingress_port", "out_pcap", "stop_at_truncated", "engine"}
 BUILTIN = {"builtin:up4": "up4-bmv2.json.gz"}
 
 
@@ -418,6 +816,19 @@ def resolve_program(spec: str, base: "Path | None" = None) -> str:
     return str(p)
 
 
+def parse_ingress_port(v, where: str) -> int | None:
+    """An ingress port: a number, or ``interface`` (the capture's; None)."""
+    if v == "interface":
+        return None
+    try:
+        p = int(v)
+    except (TypeError, ValueError):
+        p = -1
+    if p < 0 or isinstance(v, bool):
+        raise UserError(f"{where}: expected a port number >= 0 or \"interface\", found {v!r}")
+    return p
+
+
 def load_scenario(path: str) -> dict:
     """A program scenario (TOML with ``[program]``): the keyword arguments of :func:`run_program`."""
     from pathlib import Path
@@ -441,6 +852,10 @@ def load_scenario(path: str) -> dict:
     kw["pcap"] = str(base / pg["pcap"]) if pg.get("pcap") else None
     kw["traffic"] = gentraffic.parse_spec(doc["traffic"], f"{path}: [traffic]") if "traffic" in doc else None
     kw["overrides"] = doc.get("sim", {})
+    if "ingress_port" in kw:
+        kw["ingress_port"] = parse_ingress_port(kw["ingress_port"], f"{path}: [program] ingress_port")
+    if kw.get("out_pcap"):
+        kw["out_pcap"] = str(base / kw["out_pcap"])
     return kw
 
 
@@ -457,18 +872,29 @@ def load_traffic(path: str):
 def run_program(out, *, program: str, entries_file: str | None, pcap: str | None = None, traffic=None,
                 duration_ns: float | None = None, rate_mpps: float = 50.0, pmus: int = 16, block_size: int = 256,
                 window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, quiet: bool = True,
-                warn=None) -> dict:
+                warn=None, timestamps: bool = False, ingress_port: int | None = 0, out_pcap: str | None = None,
+                stop_at_truncated: bool = False, engine: str = "rust") -> dict:
     """``synapse run --p4``: every keyed table a VMT from one pool of ``pmus``
     PMUs (split evenly to start; the run is static); writes windows.csv,
     edges.csv, run.png and summary.json to ``out``, then the report
     (report.html, latency.csv, cfg.json, run.json: :func:`synapse_vmt.view.finish_run`).
-    The summary covers the duration; the run then ends drained (``invariants``:
-    ``drained``, ``stuck``); ``warn(line)`` hears of tables left without a PMU before the run."""
+    A capture is streamed (:func:`run_capture`); generated traffic has one
+    frame per flow, run through the interpreter up front. The summary covers
+    the duration; the run then ends drained (``invariants``: ``drained``,
+    ``stuck``); ``warn(line)`` hears of tables left without a PMU before the run."""
     from pathlib import Path
 
     from synapse_vmt import report
     from synapse_vmt.sim import failure, finish, pmu_warning
 
+    if pcap is not None and traffic is None:
+        return run_capture(out, program=program, entries_file=entries_file, pcap=pcap,
+                           rate_mpps=None if timestamps else rate_mpps, ingress_port=ingress_port,
+                           duration_ns=duration_ns, pmus=pmus, block_size=block_size, window_ns=window_ns, seed=seed,
+                           overrides=overrides, out_pcap=out_pcap, stop_at_truncated=stop_at_truncated, quiet=quiet,
+                           engine=engine, warn=warn)
+    if out_pcap is not None:
+        raise UserError("run --p4 --out-pcap: output packets are written for a capture (--pcap), not generated traffic")
     out = Path(out)
     pr = prepare(program, entries_file, pcap=pcap, traffic=traffic, duration_ns=duration_ns, rate_mpps=rate_mpps, seed=seed)
     if not pr.routes.tables:
@@ -492,6 +918,7 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
     inv = finish(sim)  # the summary above covers the duration only
     if not inv["ok"] and inv["drained"]:
         raise RuntimeError(failure(inv))
+    inv["fifo_overflows"] = inv.pop("dropped")
     s["invariants"] = inv
     s["warnings"] = warnings
     s["pmus_total"] = pmus

@@ -213,6 +213,7 @@ class Flow:
             self.registers[name] = cells
         self.ctx = [b"", 0, 0, 0]  # the current pass: frame, payload offset, ingress length, now (us)
         self.effects: list[tuple] | None = None  # the current packet's, for the frame cache
+        self.drop_pipe: int | None = None  # the pipeline whose mark_to_drop dropped the current packet
         self.rng = SplitMix64(seed)  # random() and the random algorithm: the Rust executor's generator
         crc = config.crc_params
         self.hash_fns = [self._calc(algo, inputs, crc.get(name)) for name, algo, inputs in c.calcs]
@@ -248,6 +249,8 @@ class Flow:
             cell[1] += e[3]
         elif kind == "drop":
             cs.drops[e[1]] = cs.drops.get(e[1], 0) + 1
+            if self.drop_pipe is None:  # the pipeline that dropped the packet (Trace.drop_pipeline)
+                self.drop_pipe = 0 if e[1].startswith("ingress") else 1 if e[1].startswith("egress") else -1
         elif kind == "out":
             cs.out_ports[e[1]] = cs.out_ports.get(e[1], 0) + 1
         elif kind == "copy":

@@ -39,7 +39,6 @@ pub struct Cond {
 pub const NO_ACTION: u32 = u32::MAX;
 
 impl Program {
-    /// Runs the pipelines; true when the packet is dropped.
     /// Runs pipeline `pi` (its nodes from its init), appending the visits.
     pub fn run_pipeline(&self, pi: usize, st: &mut State, frame: &[u8], visits: &mut Visits, sc: &mut Scratch) {
         let Some(&(_, init)) = self.pipelines.get(pi) else { return };
@@ -52,6 +51,8 @@ impl Program {
         }
     }
 
+    /// Runs the pipelines; true when the packet is dropped (at the end of
+    /// pipeline `st.drop_pipeline`).
     pub fn run_pipelines(&self, st: &mut State, frame: &[u8], visits: &mut Visits, sc: &mut Scratch) -> bool {
         for (pi, &(_, init)) in self.pipelines.iter().enumerate() {
             let mut n = init;
@@ -64,6 +65,7 @@ impl Program {
             if let Some((spec, _)) = self.std.egress_spec {
                 let mcast = self.std.mcast_grp.map_or(0, |(c, _)| st.phv.cells[c as usize]);
                 if st.phv.cells[spec as usize] == DROP_PORT && mcast == 0 {
+                    st.drop_pipeline = pi as u32;
                     return true;
                 }
                 if pi == 0 {

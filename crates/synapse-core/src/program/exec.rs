@@ -952,6 +952,9 @@ pub struct State {
     pub events: Vec<u64>,
     /// Registers, counters, meters, the random generator, the current pass.
     pub ext: super::externs::ExternState,
+    /// The pipeline at whose end the last dropped packet was marked to drop
+    /// (`u32::MAX`: dropped otherwise, e.g. a multicast group without replicas).
+    pub drop_pipeline: u32,
 }
 
 impl State {
@@ -969,6 +972,7 @@ impl State {
             inexact_at: 0,
             events: vec![0; p.code.reasons.names.len()],
             ext: super::externs::ExternState::new(p),
+            drop_pipeline: 0,
         }
     }
 
@@ -1183,8 +1187,12 @@ impl Executor {
         let st = &mut self.st;
         st.start(p);
         let mut x = Passes { p, st, sc: &mut self.sc, pool: &mut self.pool, parser_error: None };
+        let (di, de) = (self.flow.counts.drop_ingress, self.flow.counts.drop_egress);
         let sent = self.flow.process(&mut x, frame, ingress_port, now_ps / 1_000_000, visits, outputs);
         let parser_error = x.parser_error.unwrap_or(0);
+        // which pipeline's mark_to_drop dropped it, as the interpreter names drops
+        let c = &self.flow.counts;
+        self.st.drop_pipeline = if c.drop_ingress > di { 0 } else if c.drop_egress > de { 1 } else { u32::MAX };
         self.packets += 1;
         self.inexact_packets += (self.st.inexact != NONE) as u64;
         Outcome { dropped: sent == 0, parser_error, outputs: sent }
@@ -1303,6 +1311,16 @@ impl RunPacket for Executor {
         self.packets += 1;
         self.inexact_packets += (st.inexact != NONE) as u64;
         Outcome { dropped, parser_error, outputs: n }
+    }
+
+    /// The pipeline that dropped the packet (1: the first), as the
+    /// interpreter names its drops (`ingress`, `egress`).
+    fn drop_reason(&self) -> u32 {
+        self.st.drop_pipeline.wrapping_add(1)
+    }
+
+    fn drop_reasons(&self) -> Vec<String> {
+        std::iter::once("dropped".to_string()).chain(self.prog.pipelines.iter().map(|(n, _)| n.clone())).collect()
     }
 }
 

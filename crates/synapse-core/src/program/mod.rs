@@ -29,8 +29,19 @@
 //!   [`externs`] (the one dispatch point for externs and calculations),
 //!   [`parser`], [`table`] (keys and lookup structures), [`control`]
 //!   (pipelines, conditionals, next-table choices) and [`deparser`].
+//! - [`capture`]: pcap and pcapng files (gzip'd or not) read in chunks.
+//! - [`intern`]: routes (a packet's visits of simulated tables with its
+//!   key at each) and keys, deduplicated.
+//! - [`stream`]: a capture through the executor into the routed
+//!   simulator in bounded memory, with per-table counters.
+//! - [`pcapout`]: output packets, one pcap per egress port.
+//! - [`precomputed`]: an executor replaying visits computed elsewhere
+//!   (the Python interpreter's).
+//! - [`standin`]: a tiny fixed program, for tests and benchmarks of the
+//!   consumers.
 
 pub mod action;
+pub mod capture;
 pub mod control;
 pub mod deparser;
 pub mod exec;
@@ -38,16 +49,26 @@ pub mod expr;
 pub mod externs;
 pub mod flow;
 pub mod hash;
+pub mod intern;
 pub mod ir;
 pub mod meter;
 pub mod parser;
+pub mod pcapout;
 pub mod phv;
+pub mod precomputed;
 pub mod run;
 pub mod selector;
+pub mod standin;
+pub mod stream;
 pub mod table;
 pub mod visits;
 
+pub use capture::{Capture, CaptureError, Frames, OnTruncated};
 pub use exec::{Executor, Program};
+pub use intern::Interner;
+pub use pcapout::PcapOut;
+pub use precomputed::Precomputed;
 pub use run::{Outcome, Outputs, RunPacket};
+pub use stream::{Clock, Counters, Port, RouteSink, Stream};
 pub use visits::Visits;
 

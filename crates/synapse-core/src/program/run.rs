@@ -76,4 +76,13 @@ pub trait RunPacket {
     /// given, its output packets.
     fn run(&mut self, frame: &[u8], ingress_port: u32, now_ps: u64, visits: &mut Visits,
            outputs: Option<&mut Outputs>) -> Outcome;
+    /// Why the last packet run was dropped (asked only when its outcome
+    /// says dropped): an index into [`RunPacket::drop_reasons`].
+    fn drop_reason(&self) -> u32 {
+        0
+    }
+    /// The names of the drop reasons, by index.
+    fn drop_reasons(&self) -> Vec<String> {
+        vec!["dropped".into()]
+    }
 }

@@ -226,7 +226,7 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     /// tables', the ELU's and the bus's, as of the last non-busy step.
     other_wake: Cycle,
     /// Explicit per-PHV routes (`routed.rs`) instead of CFG probabilities.
-    routes: Option<routed::Routes>,
+    routes: Option<routed::Routes<N>>,
     /// The rule sets the tables were built from (rule updates start there).
     sets: Vec<RuleSet<N>>,
     /// Rule updates (`updates.rs`); none until one is scheduled or requested.

@@ -105,7 +105,7 @@ struct Waiting {
 }
 
 /// The routes and the position of every PHV in flight on its route.
-pub(super) struct Routes {
+pub(super) struct Routes<const N: usize> {
     /// Route r's hops are `start[r]..start[r + 1]` of `table` / `key`.
     start: Vec<u32>,
     table: Vec<u16>,
@@ -123,9 +123,12 @@ pub(super) struct Routes {
     at: HashMap<u64, u32>,
     feed: Feed,
     last_t_ps: u64,
+    /// Per table, the linear oracle over its built rule set, made when
+    /// keys are first appended to it.
+    linear: Vec<Option<Linear<N>>>,
 }
 
-impl Routes {
+impl<const N: usize> Routes<N> {
     /// The route of flow `f` and its first hop (None: no route).
     pub(super) fn first(&self, f: u32) -> Option<(u32, u16, u32)> {
         let r = *self.flow_route.get(f as usize)?;
@@ -316,6 +319,7 @@ impl<const N: usize> Simulator<N> {
             at: HashMap::new(),
             feed,
             last_t_ps: 0,
+            linear: Vec::new(),
         });
         Ok(sim)
     }
@@ -408,25 +412,17 @@ impl<const N: usize> Simulator<N> {
         } else {
             self.request_ops(c.ops)?.1
         };
-        // New keys: per-key work once (VMU hash, oracle answer).
-        let from: Vec<usize> = self.tables.iter().map(|t| t.keys.len()).collect();
-        let lin: Vec<Option<Linear<N>>> = (0..nt)
-            .map(|t| (added[t] > 0).then(|| Linear::new(&self.sets[t])))
-            .collect();
+        // New keys, per table in their order.
+        let mut per_table: Vec<Vec<Key<N>>> = vec![Vec::new(); nt];
         for (t, k) in c.new_keys {
-            let ti = t as usize;
-            let tb = &mut self.tables[ti];
-            tb.lut_index.push(tb.vmu.index(&k) as u32);
-            tb.oracle.push(lin[ti].as_ref().unwrap().classify(&k));
-            tb.keys.push(k);
+            per_table[t as usize].push(k);
         }
-        for (t, &f) in from.iter().enumerate() {
-            if added[t] > 0 {
-                self.keys_added(t, f);
+        for (t, keys) in per_table.into_iter().enumerate() {
+            if !keys.is_empty() {
+                self.add_keys(t, keys);
             }
         }
         let r = self.routes.as_mut().unwrap();
-        r.stats.keys_added += added.iter().sum::<usize>() as u64;
         for (i, &flow) in c.flows.iter().enumerate() {
             let (a, b) = (c.route_start[i] as usize, c.route_start[i + 1] as usize);
             let route = if a == b {
@@ -455,6 +451,85 @@ impl<const N: usize> Simulator<N> {
         // A change with no table operation is in force now.
         self.apply_routes();
         Ok(txn)
+    }
+
+    /// Appends keys to table `t` with their per-key work done once (VMU
+    /// hash, oracle answer in the version in force); returns the index of
+    /// the first.
+    fn add_keys(&mut self, t: usize, keys: Vec<Key<N>>) -> usize {
+        let from = self.tables[t].keys.len();
+        let r = self.routes.as_mut().unwrap();
+        r.stats.keys_added += keys.len() as u64;
+        if r.linear.len() <= t {
+            r.linear.resize_with(t + 1, || None);
+        }
+        let lin = r.linear[t].get_or_insert_with(|| Linear::new(&self.sets[t]));
+        let tb = &mut self.tables[t];
+        for k in keys {
+            tb.lut_index.push(tb.vmu.index(&k) as u32);
+            tb.oracle.push(lin.classify(&k));
+            tb.keys.push(k);
+        }
+        self.keys_added(t, from);
+        from
+    }
+
+    /// Appends keys new to table `t` (their routes come later, in
+    /// [`Self::append_routes`]) with the entry the program matched for
+    /// each: a key whose oracle answer differs is counted in
+    /// `wrong_action`, as the build checks `expected`.
+    pub fn append_keys(&mut self, t: usize, keys: Vec<Key<N>>, expected: Vec<Match>) -> Result<(), SimError> {
+        if self.routes.is_none() {
+            return err("append_keys: this simulator is not routed (build_routed)");
+        }
+        if t >= self.tables.len() || keys.len() != expected.len() {
+            return err(format!("append_keys: table {t} of {}, {} keys and {} answers", self.tables.len(), keys.len(), expected.len()));
+        }
+        let from = self.add_keys(t, keys);
+        let bad = self.tables[t].oracle[from..].iter().zip(&expected).filter(|(o, e)| o != e).count();
+        self.wrong_action += bad as u64;
+        Ok(())
+    }
+
+    /// Appends routes, flow r following route r (a stream's routes: every
+    /// route appended so far has its flow). Route i's hops are
+    /// `start[i]..start[i + 1]` of `table`/`key`, none empty.
+    pub fn append_routes(&mut self, start: &[u32], table: &[u16], key: &[u32]) -> Result<(), SimError> {
+        let nt = self.tables.len();
+        let Some(r) = self.routes.as_mut() else {
+            return err("append_routes: this simulator is not routed (build_routed)");
+        };
+        let routes = r.start.len() - 1;
+        if r.flow_route.len() != routes || r.stats.requested > 0 {
+            return err("append_routes: the flows are not the routes (routes were changed)");
+        }
+        if start.first() != Some(&0) || *start.last().unwrap() as usize != table.len() || table.len() != key.len()
+            || start.windows(2).any(|w| w[1] <= w[0])
+        {
+            return err("append_routes: start must be increasing offsets from 0 to the number of hops (no empty route)");
+        }
+        for (&t, &k) in table.iter().zip(key) {
+            let Some(tb) = self.tables.get(t as usize) else {
+                return err(format!("append_routes: hop names table {t} of {nt}"));
+            };
+            if k as usize >= tb.keys.len() {
+                return err(format!("append_routes: hop names key {k} of table {:?} ({} keys)", tb.name, tb.keys.len()));
+            }
+        }
+        if routes + start.len() >= NO_ROUTE as usize {
+            return err("append_routes: too many routes");
+        }
+        let base = r.table.len() as u32;
+        r.table.extend_from_slice(table);
+        r.key.extend_from_slice(key);
+        for &s in &start[1..] {
+            r.start.push(base + s);
+            r.flow_route.push(r.route_txn.len() as u32);
+            r.route_txn.push(0);
+        }
+        r.stats.routes = r.route_txn.len() as u64;
+        r.stats.flows = r.flow_route.len() as u64;
+        Ok(())
     }
 
     /// Flows whose route change's transaction is in force at every table
@@ -521,6 +596,25 @@ impl<const N: usize> Simulator<N> {
             .as_ref()
             .map_or(0, |r| r.feed.0.lock().unwrap().len())
             + self.next_arrival.is_some() as usize
+    }
+}
+
+/// A capture streamed into the simulator (`program::stream`): keys of
+/// fewer words than the simulator's are zero-padded, as the build pads them.
+impl<const N: usize> crate::program::RouteSink for Simulator<N> {
+    fn append_keys(&mut self, table: u16, words: usize, keys: &[u32], expected: &[i32]) -> Result<(), String> {
+        if words > N || words == 0 || keys.len() != words * expected.len() {
+            return Err(format!("append_keys: {} words of {words}-word keys for {} answers ({N}-word simulator)", keys.len(), expected.len()));
+        }
+        let ks = keys.chunks(words).map(Key::from_words).collect();
+        let ex = expected.iter().map(|&e| (e >= 0).then_some(e as u32)).collect();
+        Simulator::append_keys(self, table as usize, ks, ex).map_err(|e| e.0)
+    }
+    fn append_routes(&mut self, start: &[u32], table: &[u16], key: &[u32]) -> Result<(), String> {
+        Simulator::append_routes(self, start, table, key).map_err(|e| e.0)
+    }
+    fn push_arrivals(&mut self, t_ps: &[u64], flow: &[u32]) -> Result<(), String> {
+        Simulator::push_arrivals(self, t_ps, flow).map_err(|e| e.0)
     }
 }
 
@@ -794,6 +888,74 @@ mod tests {
         let inv = sim.check_invariants();
         assert!(inv.ok(), "{inv:?}");
         assert_eq!(inv.created, 1001);
+    }
+
+    /// The stand-in program's tables (`program::standin`) as rule sets.
+    fn standin_tables<const N: usize>() -> Vec<RoutedTable<N>> {
+        let field = |name: &str, kind| FieldSpec { name: name.into(), bits: 32, kind };
+        let mk = |name: &str, fields: Vec<FieldSpec>, rules: Vec<Vec<FieldMatch>>| {
+            let n = rules.len();
+            let rules = rules.iter().enumerate().map(|(i, f)| Rule::new(f, (n - i) as u32, i as u32)).collect();
+            RoutedTable { name: name.into(), rules: RuleSet::new(Schema { fields }, rules), keys: Vec::new(), expected: Vec::new() }
+        };
+        vec![
+            mk("route", vec![field("dst", MatchKind::Lpm)], vec![
+                vec![FieldMatch::prefix(0x0a02_0300, 24, 32)],
+                vec![FieldMatch::prefix(0x0a01_0000, 16, 32)],
+                vec![FieldMatch::prefix(0x0a00_0000, 8, 32)],
+            ]),
+            mk("nhop", vec![field("nhop", MatchKind::Exact)], vec![vec![FieldMatch::exact(0)], vec![FieldMatch::exact(1)]]),
+            mk("acl", vec![field("proto", MatchKind::Ternary), field("dport", MatchKind::Ternary)], vec![
+                vec![FieldMatch::ternary(17, 0xff), FieldMatch::ternary(53, 0xffff)],
+                vec![FieldMatch::ternary(17, 0xff), FieldMatch::ANY],
+            ]),
+        ]
+    }
+
+    #[test]
+    fn a_streamed_capture_runs_to_a_drained_end_with_the_programs_answers() {
+        use crate::program::capture::{tests::pcap, Capture, OnTruncated};
+        use crate::program::standin::{frame, Standin};
+        use crate::program::{Clock, Port, Stream};
+        // 300 flows x 20 packets, every frame different, at 20 Mpps.
+        let frames: Vec<Vec<u8>> = (0..20).flat_map(|r| (0..300).map(move |f| frame(f, r))).collect();
+        let recs: Vec<(u32, u32, &[u8])> = frames.iter().map(|d| (0, 0, &d[..])).collect();
+        let cap = Capture::from_reader("x", std::io::Cursor::new(pcap(&recs, false, false)), OnTruncated::Error).unwrap();
+        let mut exec = Standin::default();
+        let mut s = Stream::new(cap, exec.key_words_all(), Clock::Rate { gap_ps: 50_000.0 }, Port::Fixed(0), None, None).unwrap();
+        s.fill(u64::MAX, 1000, &mut exec).unwrap();
+        assert_eq!(s.visited(), vec![0, 1, 2]);
+        s.simulate(vec![Some(0), Some(1), Some(2)]).unwrap();
+        let c = config(&["route", "nhop", "acl"], &[vec![0], vec![1], vec![2, 3]]);
+        let mut sim = Simulator::<8>::build_routed(c, standin_tables(), vec![0], vec![], vec![]).unwrap();
+        let mut t = 0u64;
+        while !s.is_done() {
+            t += 5_000_000;
+            s.fill(t, u64::MAX, &mut exec).unwrap();
+            s.sync(&mut sim).unwrap();
+            sim.run_until_ns(t as f64 / 1000.0);
+        }
+        sim.run_until_ns(t as f64 / 1000.0 + 50_000.0);
+        let inv = sim.check_invariants();
+        assert!(inv.ok(), "{inv:?}");
+        assert_eq!((inv.in_flight, inv.dropped, inv.wrong_action), (0, 0, 0), "{inv:?}");
+        assert_eq!(inv.created, 6000 - s.counters.unrouted);
+        // The simulator looked up every key the program did.
+        let sum = sim.summary();
+        for (ti, (_, ts)) in sum.iter().enumerate() {
+            assert_eq!(ts.keys, s.counters.lookups[ti], "table {ti}");
+        }
+        let r = sim.route_stats().unwrap();
+        assert_eq!(r.routes as usize, s.interner().n_routes());
+        assert!(r.routes <= 300 && r.keys_added > 0);
+        // An answer the oracle does not give is counted.
+        let mut one = Simulator::<8>::build_routed(config(&["route", "nhop", "acl"], &[vec![0], vec![], vec![]]),
+                                                  standin_tables(), vec![0], vec![], vec![]).unwrap();
+        one.append_keys(0, vec![Key::from_words(&[0x0a02_0301]), Key::from_words(&[0x0b00_0000])], vec![Some(1), None]).unwrap();
+        assert_eq!(one.check_invariants().wrong_action, 1);
+        assert!(one.append_routes(&[0, 1], &[0], &[2]).is_err(), "key 2 of 2");
+        one.append_routes(&[0, 1, 2], &[0, 0], &[0, 1]).unwrap();
+        assert_eq!(one.flow_route(1), vec![(0, 1)]);
     }
 
     #[test]
