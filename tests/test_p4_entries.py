@@ -188,20 +188,25 @@ table_indirect_add_member_to_group ecmp 2 1
 table_indirect_add ecmp 5 => 0
 table_indirect_add_with_group ecmp 6 => 0
 table_indirect_add ecmp 7 => 2
-table_add ecmp set_nhop 8 => 3 0x3
 table_indirect_set_default_with_group ecmp 1
+act_prof_create_member ecmp_selector set_nhop 3 00:00:00:00:00:03
+act_prof_add_member_to_group ecmp_selector 3 0
 """
 
 
 def test_action_profile_members_and_groups(tmp_path, prog):
     got = load_entries(write(tmp_path, INDIRECT), prog)["ingress.ecmp"]
-    assert [(e.matches["meta.port"].value, e.action, e.params) for e in got.entries] == [
-        (5, "ingress.set_nhop", {"nhop": 1, "dmac": 1}),
-        (6, "ingress.set_nhop", {"nhop": 2, "dmac": 2}),  # group 0's first member is member 1
-        (7, "ingress.drop", {}),
-        (8, "ingress.set_nhop", {"nhop": 3, "dmac": 3}),
+    assert [(e.matches["meta.port"].value, e.action, e.params, e.handle) for e in got.entries] == [
+        (5, "ingress.set_nhop", {"nhop": 1, "dmac": 1}, 0),
+        (6, "ingress.set_nhop", {"nhop": 1, "dmac": 1}, 1),  # group 0's members in handle order: 0, 1, then 3
+        (7, "ingress.drop", {}, 2),
     ]
+    nh = [("ingress.set_nhop", {"nhop": i, "dmac": i}) for i in (1, 2, 3)]
+    # a member added to the group after the entry was written still counts, as in BMv2
+    assert got.entries[1].group == (nh[0], nh[1], nh[2])
+    assert got.entries[0].group is None and got.entries[2].group is None
     assert got.default == ("ingress.drop", {})
+    assert got.default_group == (("ingress.drop", {}),)
 
 
 def _view(got):
@@ -245,7 +250,16 @@ CLI_ERRORS = [
     ("\n".join(f"table_add acl permit 0&&&0 6 {i}->{i} 0 => {i}" for i in range(5)), "table ingress.acl is full (max_size 4)", 5),
     ("table_delete fwd 0", "table_delete is not supported here", 1),
     ("tabel_add fwd set_port 1 => 1", "unknown command 'tabel_add'", 1),
-    ("table_indirect_create_member fwd set_port 1", "table ingress.fwd has no action profile", 1),
+    ("table_indirect_create_member fwd set_port 1", "table ingress.fwd is not an indirect table", 1),
+    ("table_add ecmp drop 1 =>", "table_add on table ingress.ecmp, an indirect table (action profile ingress.ecmp_selector): "
+     "simple_switch_CLI refuses it (WRONG_TABLE_TYPE)", 1),
+    ("table_set_default ecmp drop", "refuses it (WRONG_TABLE_TYPE)", 1),
+    ("act_prof_create_member ecmp_selector drop\nact_prof_create_group ecmp_selector\n"
+     "act_prof_add_member_to_group ecmp_selector 0 0\nact_prof_add_member_to_group ecmp_selector 0 0",
+     "member 0 is already in group 0", 4),
+    ("mc_node_associate 1 0", "expected a multicast group created with mc_mgrp_create, found 1", 1),
+    ("mc_mgrp_create 1\nmc_node_associate 1 0", "expected a node handle created with mc_node_create, found 0", 2),
+    ("mirroring_add 40000 1", "mirror id in 0..32767", 1),
     ("table_indirect_create_member ecmp drop\ntable_indirect_add ecmp 1 => 1", "member handle of action profile ingress.ecmp_selector (0..0), found '1'", 2),
     ("act_prof_create_group ecmp_selector\ntable_indirect_add_with_group ecmp 1 => 0", "group 0 of action profile ingress.ecmp_selector has no members", 2),
     ("act_prof_create_member nope drop", "unknown action profile 'nope'", 1),
@@ -585,3 +599,102 @@ def test_mangled_files_are_one_line_errors_never_tracebacks(tmp_path, prog):
             errors += 1
             assert "\n" not in str(ex) and str(ex).startswith(str(f))
     assert errors > 200  # most mangled files are wrong
+
+
+def test_json_action_profile_members_and_groups_as_p4runtime_writes_them(tmp_path, prog):
+    nh = lambda i: {"nhop": i, "dmac": f"00:00:00:00:00:0{i}"}  # noqa: E731
+    doc = {
+        "action_profile_members": [
+            {"action_profile": "ecmp_selector", "member_id": 30, "action_name": "set_nhop", "action_params": nh(1)},
+            {"action_profile": "ecmp_selector", "member_id": 10, "action_name": "set_nhop", "action_params": nh(2)},
+            {"action_profile": "ecmp_selector", "member_id": 20, "action_name": "drop", "action_params": {}},
+        ],
+        "action_profile_groups": [{"action_profile": "ecmp_selector", "group_id": 7, "members": [20, 30]}],
+        "table_entries": [
+            {"table": "ecmp", "match": {"meta.port": 5}, "member_id": 10},
+            {"table": "ecmp", "match": {"meta.port": 6}, "group_id": 7},
+            {"table": "ecmp", "default_action": True, "group_id": 7},
+        ],
+    }
+    got = load_entries(write(tmp_path, json.dumps(doc), "e.json"), prog)["ingress.ecmp"]
+    assert [(e.action, e.params, e.group) for e in got.entries] == [
+        ("ingress.set_nhop", {"nhop": 2, "dmac": 2}, None),
+        # a group's members in the order they were written (BMv2's member handles): 30 before 20
+        ("ingress.set_nhop", {"nhop": 1, "dmac": 1}, (("ingress.set_nhop", {"nhop": 1, "dmac": 1}), ("ingress.drop", {}))),
+    ]
+    assert got.default_group == (("ingress.set_nhop", {"nhop": 1, "dmac": 1}), ("ingress.drop", {}))
+    bad = [
+        ({"table_entries": [{"table": "ecmp", "match": {"meta.port": 5}, "action_name": "drop"}]}, "expected \"member_id\" or \"group_id\""),
+        ({"table_entries": [{"table": "ecmp", "match": {"meta.port": 5}, "member_id": 1}]}, "expected a member_id of action profile"),
+        ({"table_entries": [{"table": "fwd", "match": {"eth.dst": 1}, "member_id": 1}]}, "has no action profile"),
+        ({"action_profile_groups": [{"action_profile": "ecmp_selector", "group_id": 1, "members": [4]}], "table_entries": []},
+         "a non-empty list of distinct member_ids"),
+    ]
+    for d, msg in bad:
+        with pytest.raises(UserError, match=msg):
+            load_entries(write(tmp_path, json.dumps(d), "b.json"), prog)
+
+
+def test_cli_sliced_keys_are_read_at_the_full_fields_width(tmp_path):
+    """simple_switch_CLI reads a match on ipv4.srcAddr[31:24] as a 32-bit value and mask ANDed with 0xff000000."""
+    t = _table("t", [("ternary", "ipv4.src[31:24]", ["ipv4", "src"])], [0])
+    t["key"][0]["mask"] = "0xff000000"
+    doc = {**PROGRAM, "pipelines": [{"name": "ingress", "init_table": "t", "conditionals": [], "tables": [t]}]}
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps(doc))
+    prog = read_program(p)
+    got = load_entries(write(tmp_path, "table_add t NoAction 0x0b000000&&&0xff000000 => 1\n"
+                                       "table_add t NoAction 11.2.3.4&&&255.0.0.0 => 2\n"), prog)
+    assert [(e.matches["ipv4.src"].value, e.matches["ipv4.src"].mask) for e in got["t"].entries] == [(11, 0xFF), (11, 0xFF)]
+    assert got.warnings == [f"{tmp_path / 'e.txt'}:2: field ipv4.src: bits outside the key's slice 0xff000000 are ignored, "
+                            "as simple_switch_CLI does: it reads values and masks at the full field's 32 bits "
+                            "(a slice value v is written v << 24)"]
+    # the slice-width form BMv2 reads as bits below the slice: a wildcard, with a warning
+    got = load_entries(write(tmp_path, "table_add t NoAction 11&&&0xff => 1\n"), prog)
+    assert (got["t"].entries[0].matches["ipv4.src"].value, got["t"].entries[0].matches["ipv4.src"].mask) == (0, 0)
+    assert len(got.warnings) == 1
+    # entries gen writes the full-width form, which loads back to the same slice match
+    from synapse_vmt.p4.entries import format_cli
+    line = format_cli(prog.tables["t"], load_entries(write(tmp_path, "table_add t NoAction 0x0b000000&&&0xff000000 => 1\n"),
+                                                      prog)["t"].entries)[0]
+    assert line == "table_add t NoAction 11.0.0.0&&&0xff000000 => 1"
+
+
+def test_blank_lines_are_warned_about_as_simple_switch_cli_repeats_the_command(tmp_path, prog):
+    got = load_entries(write(tmp_path, "# members\n\nact_prof_create_member ecmp_selector drop\n\n   \n"
+                                       "table_indirect_add ecmp 5 => 0\n"), prog)
+    assert got.warnings == [
+        f"{tmp_path / 'e.txt'}:4: blank line: simple_switch_CLI runs the previous command again here "
+        "(act_prof_create_member ecmp_selector drop, line 3); Synapse skips it",
+        f"{tmp_path / 'e.txt'}:5: blank line: simple_switch_CLI runs the previous command again here "
+        "(act_prof_create_member ecmp_selector drop, line 3); Synapse skips it",
+    ]
+    assert len(got["ingress.ecmp"].entries) == 1
+
+
+def test_switch_configuration_commands(tmp_path):
+    from p4stateful import program
+
+    doc = program()
+    doc["calculations"][0]["algo"] = "crc16_custom"
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(doc))
+    got = load_entries(write(tmp_path, "mirroring_add 5 9\nmirroring_add_mc 5 3\nmc_mgrp_create 3\nmc_node_create 1 7 2 | \n"
+                                       "mc_node_create 2 4\nmc_node_associate 3 1\nmc_node_associate 3 0\n"
+                                       "meter_array_set_rates flow_meter 0.5:10 1:20\nmeter_set_rates flow_meter 3 0.1:1 0.2:2\n"
+                                       "register_write flow_count 2 77\nset_crc16_parameters calc_flow 0x1021 0xffff 0 false false\n"
+                                       "set_queue_depth 64\nregister_read flow_count 2\n"), p)
+    sw = got.switch
+    assert sw.mirroring == {5: (9, 3)}
+    assert sw.mc_groups == {3: [(4, 2), (2, 1), (7, 1)]}
+    assert sw.meter_rates == {"flow_meter": {None: [(0.5, 10), (1.0, 20)], 3: [(0.1, 1), (0.2, 2)]}}
+    assert sw.registers == {"flow_count": {2: 77}}
+    assert sw.crc_params["calc_flow"].poly == 0x1021 and not sw.crc_params["calc_flow"].refin
+    for text, msg in [("meter_set_rates flow_meter 0 2:1 1:1", "smallest first"),
+                      ("meter_set_rates flow_meter 64 1:1 2:1", "index of meter flow_meter in 0..63"),
+                      ("meter_set_rates flow_meter 0 1:1", "expected 2 rates"),
+                      ("register_write flow_count 1 0x100000000", "does not fit in register flow_count's 32 bits"),
+                      ("set_crc16_parameters calc_cksum 1 2 3 true true", "expected a crc16_custom calculation"),
+                      ("mc_node_create 1 2 | 3", "LAG members are not modelled")]:
+        with pytest.raises(UserError, match=msg):
+            load_entries(write(tmp_path, text + "\n"), p)

@@ -168,14 +168,15 @@ def test_router_counters_and_synthesized(router):
     # 4 packets reach egress (1, 5, 6, 11): each takes the fallback branch once
     assert sum(tr.fallback_branches.values()) == 4
     assert list(tr.fallback_branches) == ["node_e1 (hdr.u.isValid())"]
-    # every packet through register_read keys color_tbl on a synthesized color drawn from its entries: a hit
-    n_color = c[CT]["lookups"]
-    assert c[CT]["matched"] == n_color
-    assert tr.synthesized_fields == ({"scalars.color": n_color} if n_color else {})
+    # register_read of 'colors', never written: color is 0 and color_tbl (an entry for 2) misses;
+    # nothing is synthesized and nothing is skipped but the union's validity
+    assert c[CT]["matched"] == 0
+    assert tr.synthesized_fields == {}
     assert c[PT]["lookups"] == 4
     # egress_port = egress_spec: packets 1 and 11 go to port 3 (an entry), 5 and 6 to port 4 (none)
     assert c[PT]["matched"] == 2
-    assert "register_read" in tr.unsupported
+    assert tr.unsupported == ["conditional node_e1: operator 'valid_union'"]
+    assert tr.registers == {"colors": [0]}
 
 
 def test_router_fallback_is_seeded(router):
@@ -473,7 +474,9 @@ def test_cli_interp_json_counts(tmp_path):
     r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--entries", str(DATA / "router-entries.txt"), "--pcap", str(f),
                                   "--engine", "python"])
     assert r.exit_code == 0 and "fallback branches: node_e1 (hdr.u.isValid())=4" in r.output
-    assert "register_read" in r.output.splitlines()[-1]
+    # register_read runs: only the union's validity is named as not executed
+    assert "not executed (no-ops): conditional node_e1: operator 'valid_union'" in r.output.splitlines()
+    assert "packets out per port: 3=2, 4=2" in r.output
     r = CliRunner().invoke(main, ["p4", "interp", str(DATA / "router.json"), "--pcap", str(f), "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["dropped"] == 12  # no entries: every lpm lookup misses -> drop
     steps = tmp_path / "steps.csv"
@@ -530,12 +533,13 @@ def test_upf_full_paths_with_entries_file(upf, shared_data):
     assert tr.packet(2)[7].key[5:7] == (ip(N3), ip("192.168.0.9"))
 
 
-def _egress_variant(prims):
+def _egress_variant(prims, **objects):
     import copy
     import json
 
     doc = json.loads((DATA / "router.json").read_text())
     doc = copy.deepcopy(doc)
+    doc.update(objects)
     for a in doc["actions"]:
         if a["name"] == "MyEgress.read_color":
             a["primitives"] = prims
@@ -545,11 +549,12 @@ def _egress_variant(prims):
 
 
 F_ = lambda h, f: {"type": "field", "value": [h, f]}  # noqa: E731
-REG = {"op": "register_read", "parameters": [F_("scalars", "tag"), {"type": "register_array", "value": "r"}, {"type": "hexstr", "value": "0x0"}]}
+# an extern the interpreter does not know: it writes tag, which is then synthesized
+REG = {"op": "my_extern", "parameters": [F_("scalars", "tag"), {"type": "hexstr", "value": "0x0"}]}
 
 
 def test_synthesized_mark_follows_assignments():
-    """register_read writes tag; color = tag carries the mark: color_tbl's key is drawn from its entries."""
+    """An unknown extern writes tag; color = tag carries the mark: color_tbl's key is drawn from its entries."""
     prog = _egress_variant([REG, {"op": "assign", "parameters": [F_("scalars", "color"), F_("scalars", "tag")]}])
     tr = prog.run([PACKETS[1][0], PACKETS[6][0]], router_entries())
     c = tr.counters()[CT]
@@ -559,7 +564,7 @@ def test_synthesized_mark_follows_assignments():
 
 
 def test_overwritten_synthesized_field_is_computed_again():
-    """tag = 2 after register_read overwrites the synthesized value: color = tag = 2 is computed, not drawn."""
+    """tag = 2 after the unknown extern overwrites the synthesized value: color = tag = 2 is computed, not drawn."""
     two = {"type": "hexstr", "value": "0x02"}
     prog = _egress_variant([REG, {"op": "assign", "parameters": [F_("scalars", "tag"), two]},
                            {"op": "assign", "parameters": [F_("scalars", "color"), F_("scalars", "tag")]}])
@@ -577,14 +582,15 @@ def test_overwritten_synthesized_field_is_computed_again():
 def test_meter_is_green_as_an_unconfigured_bmv2_meter():
     """execute_meter writes GREEN (0), what BMv2 gives without meter rates: computed, not synthesized."""
     meter = {"op": "execute_meter", "parameters": [{"type": "meter_array", "value": "m"}, {"type": "hexstr", "value": "0x0"}, F_("scalars", "color")]}
-    prog = _egress_variant([{"op": "assign", "parameters": [F_("scalars", "color"), {"type": "hexstr", "value": "0x02"}]}, meter])
+    prog = _egress_variant([{"op": "assign", "parameters": [F_("scalars", "color"), {"type": "hexstr", "value": "0x02"}]}, meter],
+                           meter_arrays=[{"name": "m", "id": 0, "is_direct": False, "size": 4, "rate_count": 2, "type": "bytes"}])
     tr = prog.run([PACKETS[1][0]], router_entries())
     assert tr.step_keys[-2] == (0,) and tr.counters()[CT]["matched"] == 0
     assert tr.synthesized_fields == {} and "execute_meter" not in tr.unsupported
 
 
 def test_conditional_on_a_synthesized_field_is_a_fallback_branch():
-    """if (tag == 7) after register_read wrote tag: the run cannot evaluate it, so it is a named fallback."""
+    """if (tag == 7) after an unknown extern wrote tag: the run cannot evaluate it, so it is a named fallback."""
     prog = _egress_variant([REG])
     doc = prog.doc
     doc["pipelines"][1]["conditionals"][0]["expression"] = {"type": "expression", "value": {
@@ -599,7 +605,7 @@ def test_conditional_on_a_synthesized_field_is_a_fallback_branch():
     assert tr.fallback_branches == {"node_e1 (hdr.u.isValid())": 40}
     n = tr.counters()[PT]["lookups"]
     assert 0 < n < 40  # each packet takes either branch
-    # without register_read the same comparison is evaluated: tag = 82 (set_dmac), never 7
+    # without the extern the same comparison is evaluated: tag = 82 (set_dmac), never 7
     doc["actions"] = [a if a["name"] != "MyEgress.read_color" else {**a, "primitives": []} for a in doc["actions"]]
     tr = Program(doc, "variant3.json").run([PACKETS[1][0]] * 40, router_entries(), seed=2)
     assert tr.fallback_branches == {} and tr.counters()[PT]["lookups"] == 0
@@ -652,6 +658,8 @@ def test_upf_mutated_packets_match_the_entries_oracle(upf, shared_data):
     tr = upf.run(_mutants(2, 3000), ents, seed=1)
     assert _check_against_entries_oracle(tr, ents) > 3000
     assert tr.counters()["PreQosPipe.sessions_uplink"]["matched"] > 0
+    # UPF's meters, counters, clone and digest run: nothing is synthesized or guessed
+    assert (tr.synthesized_fields, tr.fallback_branches, tr.unsupported) == ({}, {}, [])
 
 
 def test_switch_generated_entries_match_the_entries_oracle(shared_data, tmp_path):
@@ -669,9 +677,8 @@ def test_switch_generated_entries_match_the_entries_oracle(shared_data, tmp_path
     sw = Program.load(prog_path)
     tr = sw.run(_mutants(3, 400) + [upf_downlink(), PACKETS[1][0], PACKETS[6][0]], ents, seed=1)
     assert _check_against_entries_oracle(tr, ents) > 400 * 20
-    # the switch's hash outputs (hash1/hash2 copies) are named, never silently zero
-    assert set(tr.synthesized_fields) <= {"hash_metadata.hash1", "hash_metadata.hash2", "hash_metadata.entropy_hash",
-                                          "intrinsic_metadata.mcast_hash", "ingress_metadata.sflow_take_sample"}
+    # every extern of the switch runs (hashes, random, counters, meters, clones): nothing is synthesized or guessed
+    assert (tr.synthesized_fields, tr.fallback_branches, tr.unsupported) == ({}, {}, [])
 
 
 def test_committed_captures_are_the_tests_packets():

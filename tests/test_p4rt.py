@@ -1049,6 +1049,102 @@ def test_serve_optimizer_loop_fast_and_highs_agree(tmp_path):
           f"{np.mean([sum(h['pmus_held'].values()) for h in fast]):.1f} of 8")
 
 
+def test_action_profile_members_groups_and_selector_entries(tmp_path):
+    """Members and groups written through P4Runtime back a selector table (the
+    stateful test program's route); what is read back is what was written; the
+    interpreter picks among the group's members in creation order; a member in
+    use cannot be deleted."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import dpkt
+
+    from p4stateful import program
+    from synapse_vmt.p4.interp import Program
+
+    path = tmp_path / "stateful.json"
+    path.write_text(json.dumps(program()))
+    svc = P4RuntimeServer(path)
+    server, port = make_server(svc, "127.0.0.1:0")
+    try:
+        idx = svc.pipeline.index
+        (pid, prof), = idx.profiles.items()
+        assert prof.name == "route_sel" and prof.with_selector
+        route = next(t for t in idx.tables.values() if t.spec.name == "ingress.route")
+        assert route.profile == pid
+        set_port = next(i for i, a in idx.actions.items() if a.info.name == "ingress.set_port")
+        c = Raw(port, 1)
+        stub = c.stub
+
+        def write(*updates):
+            c.write(list(updates))
+
+        def member(mid, port_, kind=p4r.Update.INSERT):
+            u = p4r.Update(type=kind)
+            m = u.entity.action_profile_member
+            m.action_profile_id, m.member_id = pid, mid
+            m.action.action_id = set_port
+            m.action.params.add(param_id=1, value=bytes([port_]))
+            return u
+
+        def group(gid, mids, kind=p4r.Update.INSERT):
+            u = p4r.Update(type=kind)
+            g = u.entity.action_profile_group
+            g.action_profile_id, g.group_id = pid, gid
+            for m in mids:
+                g.members.add(member_id=m, weight=1)
+            return u
+
+        def entry(prefix, **ref):
+            u = _upd(svc, p4r.Update.INSERT, "ingress.route", {"ipv4.dstAddr": ("lpm", prefix, 8)})
+            a = u.entity.table_entry.action
+            if "group" in ref:
+                a.action_profile_group_id = ref["group"]
+            else:
+                a.action_profile_member_id = ref["member"]
+            return u
+
+        # members 30 (port 13), 10 (port 1), 20 (port 12) created in that order; group 7 = {10, 20, 30}
+        write(member(30, 13), member(10, 1), member(20, 12), group(7, [10, 20, 30]),
+              entry(b"\x0a\x00\x00\x00", group=7), entry(b"\x14\x00\x00\x00", member=10))
+        got = svc.store.snapshot()["ingress.route"]
+        by_prefix = {e.matches["ipv4.dstAddr"].value >> 24: e for e in got.entries}
+        assert by_prefix[10].group == (("ingress.set_port", {"port": 13}), ("ingress.set_port", {"port": 1}),
+                                       ("ingress.set_port", {"port": 12}))
+        assert by_prefix[20].group is None and by_prefix[20].params == {"port": 1}
+        # read back: the entries name their group and member; the group its members
+        req = p4r.ReadRequest(device_id=1)
+        req.entities.add().table_entry.table_id = route.id
+        req.entities.add().action_profile_group.action_profile_id = pid
+        ents = [e for r in stub.Read(req) for e in r.entities]
+        refs = sorted((e.table_entry.action.WhichOneof("type"), e.table_entry.action.action_profile_group_id
+                       or e.table_entry.action.action_profile_member_id) for e in ents if e.HasField("table_entry"))
+        assert refs == [("action_profile_group_id", 7), ("action_profile_member_id", 10)]
+        groups = [e.action_profile_group for e in ents if e.HasField("action_profile_group")]
+        assert [(g.group_id, [m.member_id for m in g.members]) for g in groups] == [(7, [10, 20, 30])]
+        # in use: refused (P4Runtime: FAILED_PRECONDITION); an unknown group: NOT_FOUND
+        for u, code in [(member(10, 1, p4r.Update.DELETE), "FAILED_PRECONDITION"),
+                        (group(7, [10], p4r.Update.DELETE), "FAILED_PRECONDITION"),
+                        (entry(b"\x1e\x00\x00\x00", group=8), "NOT_FOUND")]:
+            with pytest.raises(grpc.RpcError) as ei:
+                write(u)
+            assert _errors(ei.value) == [getattr(grpc.StatusCode, code).value[0]]
+        # the interpreter on the written entries: a selector pick per packet, in creation order
+        prog = Program(program(), "stateful.json")
+        ports = []
+        for sport in range(40):
+            u = dpkt.udp.UDP(sport=sport, dport=80, data=b"x")
+            ip = dpkt.ip.IP(src=b"\xc0\xa8\x00\x01", dst=b"\x0a\x00\x00\x01", p=17, data=u)
+            tr = prog.run([bytes(dpkt.ethernet.Ethernet(data=ip, type=0x0800))], svc.store.snapshot())
+            ports.append(next(s.key[0] for s in tr.packet(0) if s.table == "egress.eg"))
+        from synapse_vmt.p4.hashes import hasher, pack_bits
+        want = [[13, 1, 12][hasher("crc16")(pack_bits([(0xC0A80001, 32), (sp, 16)])) % 3] for sp in range(40)]
+        assert ports == want and set(ports) == {13, 1, 12}
+        c.close()
+    finally:
+        server.stop(grace=None)
+
+
 # --- hardening: what a careless or hostile client (or user) must not break ---
 
 

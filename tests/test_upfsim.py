@@ -90,6 +90,42 @@ def _keys(svc, table: str) -> int:
         return int(svc.sim.core.summary()["tables"][table]["keys"])
 
 
+def _profile_updates(svc, entries) -> list:
+    """Writes of routes_v4's action-selector members and groups (one group per
+    distinct member list); each entry is set to name its group."""
+    idx = svc.pipeline.index
+    ref = {t.spec.name: t for t in idx.tables.values()}
+    (pid, _), = idx.profiles.items()
+    members: dict = {}
+    groups: dict = {}
+    out = []
+    for e in entries[T + "Routing.routes_v4"].entries:
+        for a, ps in e.group:
+            key = (a, tuple(sorted(ps.items())))
+            if key not in members:
+                members[key] = len(members) + 1
+                u = p4r.Update(type=p4r.Update.INSERT)
+                m = u.entity.action_profile_member
+                m.action_profile_id, m.member_id = pid, members[key]
+                aid = svc.pipeline.action_ids[a]
+                m.action.action_id = aid
+                for i, ap in enumerate(idx.actions[aid].info.params, 1):
+                    m.action.params.add(param_id=i, value=ps[ap.name].to_bytes(max(1, (ps[ap.name].bit_length() + 7) // 8), "big"))
+                out.append(u)
+        gkey = tuple((a, tuple(sorted(ps.items()))) for a, ps in e.group)
+        if gkey not in groups:
+            groups[gkey] = len(groups) + 1
+            u = p4r.Update(type=p4r.Update.INSERT)
+            grp = u.entity.action_profile_group
+            grp.action_profile_id, grp.group_id = pid, groups[gkey]
+            for k in gkey:
+                grp.members.add(member_id=members[k], weight=1)
+            out.append(u)
+        e.ref = ("group", groups[gkey])
+    assert ref[T + "Routing.routes_v4"].profile == pid
+    return out
+
+
 def test_serve_sim_upf_routes_and_lookups_follow_the_writes(tmp_path):
     """finsy pushes UP4 and writes its entries (one Write) but one uplink
     session; the flow of that session stops at sessions_uplink while the
@@ -120,6 +156,8 @@ def test_serve_sim_upf_routes_and_lookups_follow_the_writes(tmp_path):
                 assert teid[f0] != teid[g]
                 idx = svc.pipeline.index
                 ref = {t.spec.name: t for t in idx.tables.values()}
+
+                await sw.write(_profile_updates(svc, entries))
 
                 def update(kind, name, e):
                     u = p4r.Update(type=kind)
@@ -208,6 +246,8 @@ def test_serve_sim_upf_session_writes(tmp_path):
             async with sw:
                 sim = svc.sim
                 ref = {t.spec.name: t for t in svc.pipeline.index.tables.values()}
+
+                await sw.write(_profile_updates(svc, entries))
 
                 def update(kind, name, e):
                     u = p4r.Update(type=kind)

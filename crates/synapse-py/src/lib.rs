@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod cost;
+mod externs;
 mod hwmodel;
 mod mrc;
 mod program;
@@ -31,6 +32,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cost::register(m)?;
     hwmodel::register(m)?;
     routed::register(m)?;
+    externs::register(m)?;
     mrc::register(m)?;
     program::register(m)?;
     stream::register(m)?;

@@ -86,19 +86,26 @@ impl PyP4Program {
     /// `exact_visits` (u32: visits before the packet became inexact, all
     /// when exact), `inexact` (bool); with `outputs`, the output packets
     /// `out_port`, `out_input`, `out_start`, `out_bytes`.
-    #[pyo3(signature = (data, offsets, ingress_port = 0, outputs = false))]
+    #[pyo3(signature = (data, offsets, ingress_port = 0, outputs = false, times_ps = None))]
     fn run_batch<'py>(&mut self, py: Python<'py>, data: PyReadonlyArray1<'py, u8>, offsets: PyReadonlyArray1<'py, i64>,
-                      ingress_port: u32, outputs: bool) -> PyResult<Bound<'py, PyDict>> {
+                      ingress_port: u32, outputs: bool, times_ps: Option<PyReadonlyArray1<'py, u64>>) -> PyResult<Bound<'py, PyDict>> {
         let (data, offsets) = (data.as_slice()?, offsets.as_slice()?);
         let fr = frames(data, offsets)?;
+        let times = match &times_ps {
+            Some(t) => t.as_slice()?.to_vec(),
+            None => vec![0; fr.len()],
+        };
+        if times.len() != fr.len() {
+            return Err(PyValueError::new_err("times_ps: expected one time per frame"));
+        }
         let ex = &mut self.ex;
         let (v, o, dropped, perr, exact, inexact) = py.allow_threads(|| {
             let mut v = Visits::new();
             let mut o = Outputs::new();
             let n = fr.len();
             let (mut dropped, mut perr, mut exact, mut inexact) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-            for f in &fr {
-                let out = ex.run(f, ingress_port, 0, &mut v, if outputs { Some(&mut o) } else { None });
+            for (f, &t) in fr.iter().zip(&times) {
+                let out = ex.run(f, ingress_port, t, &mut v, if outputs { Some(&mut o) } else { None });
                 dropped.push(out.dropped);
                 perr.push(out.parser_error);
                 exact.push(ex.exact_visits());
@@ -160,6 +167,53 @@ impl PyP4Program {
         for (k, v) in self.ex.events() {
             d.set_item(k, v)?;
         }
+        Ok(d)
+    }
+
+    /// What the externs and the packet flow did so far: counters (per
+    /// index: packets, bytes), direct counters (per table and entry), meter
+    /// colours, digests per learn list, the registers' non-zero cells, and
+    /// the flow's drops and copies.
+    fn extern_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let x = self.ex.externs();
+        let p = &self.ex.prog;
+        let d = PyDict::new_bound(py);
+        let counters = PyDict::new_bound(py);
+        let nonzero = |cells: &[[u64; 2]]| -> Vec<(usize, u64, u64)> {
+            cells.iter().enumerate().filter(|(_, c)| c[0] > 0).map(|(i, c)| (i, c[0], c[1])).collect()
+        };
+        for (k, cells) in x.counters.iter().enumerate() {
+            let v = nonzero(cells);
+            if !v.is_empty() {
+                counters.set_item(&p.objs.counters[k].0, v)?;
+            }
+        }
+        d.set_item("counters", counters)?;
+        let direct = PyDict::new_bound(py);
+        for (t, cells) in x.direct.iter().enumerate() {
+            let v = nonzero(cells);
+            if !v.is_empty() {
+                direct.set_item(&p.tables[t].name, v)?;
+            }
+        }
+        d.set_item("direct", direct)?;
+        d.set_item("colors", x.colors.iter().zip(&p.objs.meters).filter(|(c, _)| c.iter().any(|&n| n > 0))
+            .map(|(c, m)| (m.name.clone(), c.to_vec())).collect::<Vec<_>>())?;
+        d.set_item("digests", x.digests.iter().map(|(n, c)| (n.clone(), *c)).collect::<Vec<_>>())?;
+        let regs = PyDict::new_bound(py);
+        for (k, cells) in x.registers.iter().enumerate() {
+            regs.set_item(&p.objs.registers[k].0, cells.iter().map(|&v| v as u64).collect::<Vec<_>>())?;
+        }
+        d.set_item("registers", regs)?;
+        let f = &self.ex.flow.counts;
+        d.set_item("flow", [
+            ("ingress: mark_to_drop", f.drop_ingress), ("egress: mark_to_drop", f.drop_egress),
+            ("Priority out of range", f.drop_priority), ("multicast group without replicas", f.drop_no_replica),
+            ("pass limit (resubmit/recirculate loop)", f.drop_pass_limit), ("ingress_clone", f.ingress_clones),
+            ("egress_clone", f.egress_clones), ("resubmit", f.resubmits), ("recirculate", f.recirculations),
+            ("replication", f.replicas),
+        ].into_iter().map(|(n, v)| (n.to_string(), v)).collect::<Vec<_>>())?;
+        d.set_item("out_ports", f.out_ports.iter().map(|(&k, &v)| (k, v)).collect::<Vec<_>>())?;
         Ok(d)
     }
 

@@ -64,6 +64,7 @@ def entries_check(program: str, file: str) -> None:
 
     prog = read_program(program)
     got = load_entries(file, prog)
+    warn(got)
     w = max(len(n) for n in got)
     total = 0
     for name, te in got.items():
@@ -106,6 +107,7 @@ def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, fm
     lines = [f"# synapse p4 entries gen {program}{opts} --count {count} --seed {seed}"]
     total = 0
     members: dict = {}  # action profile -> member handles, shared by its tables
+    json_members: list = []  # the JSON file's action_profile_members
     items: list = []
     for t in chosen:
         es = gen_table(t, count, seed)
@@ -114,12 +116,15 @@ def entries_gen(program: str, tables: tuple[str, ...], count: int, seed: int, fm
         if fmt == "cli":
             lines += format_cli(t, es, members)
         else:
-            items += format_json(t, es)
+            items += format_json(t, es, json_members)
     with atomic_write(output) as f:
         if fmt == "cli":
             f.write("\n".join(lines) + "\n")
         else:
-            json.dump({"target": "bmv2", "bmv2_json": program, "table_entries": items}, f, indent=1)
+            doc = {"target": "bmv2", "bmv2_json": program, "table_entries": items}
+            if json_members:
+                doc["action_profile_members"] = json_members
+            json.dump(doc, f, indent=1)
             f.write("\n")
     click.echo(f"wrote {total} entries for {len(chosen)} tables to {output}")
 
@@ -180,38 +185,49 @@ def capture_cmd(program: str, entries_file: str | None, traffic_file: str, count
 @click.option("--pcap", "pcap", type=click.Path(dir_okay=False), required=True, help="the packets (pcap or pcapng)")
 @click.option("--entries", "entries_file", type=click.Path(dir_okay=False), help="table entries (simple_switch_CLI commands or runtime JSON); none: only the program's const entries")
 @click.option("--ingress-port", type=click.IntRange(min=0), default=0, show_default=True, help="standard_metadata.ingress_port of every packet")
-@click.option("--seed", type=int, default=1, show_default=True, help="seeds the fallback branches and synthesized fields")
+@click.option("--seed", type=int, default=1, show_default=True, help="seeds random() and the fallback branches")
+@click.option("--priority-queues", type=click.IntRange(min=1), default=1, show_default=True,
+              help="simple_switch's --priority-queues: a packet whose priority is not below it is dropped")
+@click.option("--drop-port", type=click.IntRange(min=0), default=511, show_default=True,
+              help="simple_switch's --drop-port: where mark_to_drop sends a packet")
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
 @click.option("--steps", "steps_file", type=click.Path(dir_okay=False),
               help="write every table visit as CSV: packet, table, entry (-1: miss), action, key (hex field values)")
 @click.option("--engine", type=click.Choice(["rust", "python"]), default="rust", show_default=True,
               help="the compiled program run in Rust, or the Python interpreter (the test oracle)")
-def interp_cmd(program: str, pcap: str, entries_file: str | None, ingress_port: int, seed: int, as_json: bool,
-               steps_file: str | None, engine: str) -> None:
-    """Run the packets of a capture through PROGRAM (p4c BMv2 JSON): its own
-    parser, then its pipelines with the entries; print per keyed table the
-    lookups, the entries matched and the actions run, and name what the run
-    could not compute (synthesized key fields, fallback branches, parser rejects)."""
+def interp_cmd(program: str, pcap: str, entries_file: str | None, ingress_port: int, seed: int, priority_queues: int,
+               drop_port: int, as_json: bool, steps_file: str | None, engine: str) -> None:
+    """Run the packets of a capture through PROGRAM (p4c BMv2 JSON) as
+    simple_switch would: its parser, its pipelines with the entries, its
+    externs (registers, counters, meters, hashes, clones, multicast...);
+    print per keyed table the lookups, the entries matched and the actions
+    run, what the externs did, and name what the run could not compute
+    (synthesized key fields, fallback branches, parser rejects). The
+    capture's timestamps are the packets' arrival times (meters, timestamps)."""
     import json
     import os
     import time
 
     from synapse_vmt.p4.entries import load_entries
+    from synapse_vmt.p4.externs import SwitchOptions
     from synapse_vmt.p4.interp import Program
-    from synapse_vmt.p4.parser import read_packets
+    from synapse_vmt.p4.parser import read_frames
 
     prog = Program.load(program)
     # no file: still the program's own const entries and default actions
     got = load_entries(entries_file or os.devnull, program)
+    warn(got)
     t0 = time.process_time()
+    options = SwitchOptions(priority_queues=priority_queues, drop_port=drop_port)
+    # streamed: a capture larger than memory runs too (only the trace is kept)
+    frames = ((round(ts * 1e12), buf) for ts, buf in read_frames(pcap))
     if engine == "rust":
         from synapse_vmt.p4.engine import RustProgram
 
         # compiled once; the frames run in Rust in batches as they are read
-        trace = RustProgram(prog, got).run(read_packets(pcap), ingress_port=ingress_port)
+        trace = RustProgram(prog, got, seed=seed, options=options).run(frames, ingress_port=ingress_port)
     else:
-        # streamed: a capture larger than memory runs too (only the trace is kept)
-        trace = prog.run(read_packets(pcap), got, seed=seed, ingress_port=ingress_port)
+        trace = prog.run(frames, got, seed=seed, ingress_port=ingress_port, options=options)
     cpu = time.process_time() - t0
     summary = trace.summary()
     if steps_file:
@@ -220,6 +236,12 @@ def interp_cmd(program: str, pcap: str, entries_file: str | None, ingress_port: 
         click.echo(json.dumps(summary, indent=1))
         return
     click.echo(format_interp(summary, cpu))
+
+
+def warn(entries) -> None:
+    """The entries file's warnings, one line each on stderr."""
+    for w in getattr(entries, "warnings", []):
+        click.echo(f"synapse: warning: {w}", err=True)
 
 
 def format_interp(s: dict, cpu_s: float | None = None) -> str:
@@ -237,6 +259,19 @@ def format_interp(s: dict, cpu_s: float | None = None) -> str:
         lines.append(f"{label}: " + (", ".join(f"{k}={v}" for k, v in items.items()) if items else "none"))
     if s["unsupported"]:
         lines.append("not executed (no-ops): " + ", ".join(s["unsupported"]))
+    for key, label in (("drops", "drops"), ("copies", "copies"), ("out_ports", "packets out per port"),
+                       ("digests", "digests")):
+        if s.get(key):
+            lines.append(f"{label}: " + ", ".join(f"{k}={v}" for k, v in s[key].items()))
+    for key, label in (("counters", "counter"), ("direct_counters", "direct counter")):
+        for name, cells in s.get(key, {}).items():
+            shown = list(cells.items())[:8]
+            more = f" (+{len(cells) - 8} more)" if len(cells) > 8 else ""
+            lines.append(f"{label} {name}: " + ", ".join(f"[{i}] {c['packets']} pkts {c['bytes']} B" for i, c in shown) + more)
+    for name, c in s.get("meter_colors", {}).items():
+        lines.append(f"meter {name}: " + ", ".join(f"{k}={v}" for k, v in c.items()))
+    for name, cells in s.get("registers", {}).items():
+        lines.append(f"register {name}: {len(cells)} non-zero cells")
     return "\n".join(lines)
 
 

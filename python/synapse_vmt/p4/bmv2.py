@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from fractions import Fraction
 from pathlib import Path
@@ -101,16 +101,23 @@ class _Reader:
         else:
             self.fail(where, f"a field of header {hdr!r}, found {fld!r}")
         mask = k.get("mask")
+        full, smask = width, 0
         if isinstance(mask, str):  # a field slice: only the masked bits are matched
             try:
-                width = bin(int(mask, 16)).count("1")
+                smask = int(mask, 16)
             except ValueError:
                 self.fail(where, f"a hex mask, found {mask!r}")
+            width = bin(smask).count("1")
+            run = smask >> max((smask & -smask).bit_length() - 1, 0)  # the mask shifted to bit 0
+            if smask >> full or run & (run + 1):
+                self.fail(where, f"a mask of contiguous bits within the field's {full}, found {mask}")
+            if smask == (1 << full) - 1:
+                smask = 0  # the whole field
         if kind not in ("exact", "lpm", "ternary", "range", "optional", "selector"):
             self.fail(where, f"a match_type among exact, lpm, ternary, range, optional; found {kind!r}")
         if width <= 0:
             self.fail(where, f"a fixed-width field, {hdr}.{fld} has none")
-        return KeyField(f"{hdr}.{fld}", width, kind)
+        return KeyField(f"{hdr}.{fld}", width, kind, smask, full if smask else 0)
 
     def read(self) -> Cfg:
         pipes = self.doc["pipelines"]
@@ -300,9 +307,25 @@ class TableSpec:
 
 
 @dataclass(frozen=True)
+class ExternArray:
+    """A program's register, counter or meter array as the control plane
+    addresses it: ``size`` cells; a register's ``bitwidth``; a meter's
+    ``rate_count`` and whether it meters ``packets`` (else bytes); for a
+    direct counter or meter, the table it is ``binding`` (else None)."""
+
+    name: str
+    kind: str  # register | counter | meter
+    size: int = 0
+    bitwidth: int = 0
+    rate_count: int = 0
+    packets: bool = False
+    binding: str | None = None
+
+
+@dataclass(frozen=True)
 class StatefulArray:
-    """A counter or meter array of the program (``counter_arrays`` /
-    ``meter_arrays``): ``direct_table`` names the table a direct one is bound
+    """A counter or meter array of the program as the P4Info declares it (a view of
+    :class:`ExternArray`): ``direct_table`` names the table a direct one is bound
     to; ``unit`` is "bytes" or "packets" for a meter, "both" for a counter
     (BMv2 counters always count both)."""
 
@@ -314,13 +337,28 @@ class StatefulArray:
 
 @dataclass
 class P4Program:
-    """A p4c BMv2 program: its CFG and its keyed tables (in CFG order)."""
+    """A p4c BMv2 program: its CFG and its keyed tables (in CFG order); the
+    stateful objects the control plane configures: ``externs`` (registers,
+    counters, meters by name), ``profiles`` (action profile name -> whether it
+    has a selector) and ``calculations`` (name -> hash algorithm)."""
 
     path: str
     cfg: Cfg
     tables: dict[str, TableSpec]
-    counters: tuple[StatefulArray, ...] = ()
-    meters: tuple[StatefulArray, ...] = ()
+    externs: dict[str, ExternArray] = field(default_factory=dict)
+    profiles: dict[str, bool] = field(default_factory=dict)
+    calculations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def counters(self) -> tuple[StatefulArray, ...]:
+        """The counter arrays, in the program's order."""
+        return tuple(StatefulArray(x.name, x.size, x.binding, "both") for x in self.externs.values() if x.kind == "counter")
+
+    @property
+    def meters(self) -> tuple[StatefulArray, ...]:
+        """The meter arrays, in the program's order."""
+        return tuple(StatefulArray(x.name, x.size, x.binding, "packets" if x.packets else "bytes")
+                     for x in self.externs.values() if x.kind == "meter")
 
     def table(self, name: str) -> TableSpec | None:
         """The table ``name`` (BMv2 full name, or a short name that is unambiguous)."""
@@ -401,16 +439,44 @@ def read_program(path: str | Path) -> P4Program:
     key names, actions (with parameter widths) and default entry."""
     r = _Reader(load_json(path), str(path))
     cfg = r.read()
-    return P4Program(str(path), cfg, _read_tables(r, cfg), _read_arrays(r, "counter_arrays"),
-                     _read_arrays(r, "meter_arrays"))
+    return P4Program(str(path), cfg, _read_tables(r, cfg), *_read_objects(r))
 
 
-def _read_arrays(r: _Reader, kind: str) -> tuple[StatefulArray, ...]:
-    out = []
-    for i, a in enumerate(r.doc.get(kind) or []):
-        if not isinstance(a, dict) or not isinstance(a.get("name"), str):
-            r.fail(f"{kind}[{i}]", "an object with a name")
-        direct = a.get("binding") if a.get("is_direct") else None
-        unit = a.get("type", "both") if kind == "meter_arrays" else "both"
-        out.append(StatefulArray(a["name"], int(a.get("size") or 0), direct, unit))
-    return tuple(out)
+def _read_objects(r: _Reader) -> tuple[dict[str, ExternArray], dict[str, bool], dict[str, str]]:
+    """Registers, counters and meters; action profiles; calculations."""
+    doc = r.doc
+    ext: dict[str, ExternArray] = {}
+
+    def items(key: str) -> list:
+        v = doc.get(key) or []
+        if not isinstance(v, list) or not all(isinstance(x, dict) and isinstance(x.get("name"), str) for x in v):
+            r.fail(key, "a list of objects with a name")
+        return v
+
+    def num(x: dict, key: str, where: str) -> int:
+        v = x.get(key, 0)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            r.fail(f"{where} ({x['name']})", f"{key} an integer >= 0")
+        return v
+
+    for i, x in enumerate(items("register_arrays")):
+        w = f"register_arrays[{i}]"
+        ext[x["name"]] = ExternArray(x["name"], "register", num(x, "size", w), bitwidth=num(x, "bitwidth", w))
+    for i, x in enumerate(items("counter_arrays")):
+        w = f"counter_arrays[{i}]"
+        bind = x.get("binding") if x.get("is_direct") else None
+        ext[x["name"]] = ExternArray(x["name"], "counter", num(x, "size", w), binding=bind)
+    for i, x in enumerate(items("meter_arrays")):
+        w = f"meter_arrays[{i}]"
+        if x.get("type", "bytes") not in ("bytes", "packets"):
+            r.fail(f"{w} ({x['name']})", f"type bytes or packets, found {x.get('type')!r}")
+        bind = x.get("binding") if x.get("is_direct") else None
+        ext[x["name"]] = ExternArray(x["name"], "meter", num(x, "size", w), rate_count=num(x, "rate_count", w),
+                                     packets=x.get("type") == "packets", binding=bind)
+    profiles: dict[str, bool] = {}
+    for pl in doc["pipelines"]:
+        for x in pl.get("action_profiles", []) or []:
+            if isinstance(x, dict) and isinstance(x.get("name"), str):
+                profiles[x["name"]] = "selector" in x
+    calcs = {x["name"]: str(x.get("algo", "")) for x in items("calculations")}
+    return ext, profiles, calcs

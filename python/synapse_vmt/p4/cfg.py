@@ -41,11 +41,18 @@ MATCH_KINDS = ("exact", "lpm", "ternary", "range", "optional", "valid", "selecto
 
 @dataclass(frozen=True)
 class KeyField:
-    """One field of a table's key: a header field, its width and match kind."""
+    """One field of a table's key: a header field, its width and match kind.
+
+    A key on a slice of a field (p4c: ``hdr.ipv4.src[31:24]``, a ``mask`` in
+    the BMv2 JSON) has ``width`` the slice's bits and ``slice_mask`` the
+    slice's bits within the whole field of ``full_width`` bits (0 when the
+    key is the whole field)."""
 
     field: str
     width: int
     match: str
+    slice_mask: int = 0
+    full_width: int = 0
 
 
 @dataclass(frozen=True)

@@ -403,13 +403,18 @@ class _Lower:
         return {"name": st.get("name"), "ops": ops, "key": key, "transitions": trans, "default": default, "reject": None}
 
 
-def compile_program(prog: Program | str | Path, entries: Mapping[str, Any] | None = None) -> dict:
+def compile_program(prog: Program | str | Path, entries: Mapping[str, Any] | None = None, *, seed: int = 0,
+                    options: Any = None) -> dict:
     """The description (a JSON-ready dict, see the module doc) of ``prog``
     (an interpreter :class:`Program` or a BMv2 JSON path) with ``entries``
     (table name -> TableEntries, as :func:`~synapse_vmt.p4.entries.load_entries`
-    gives; None: no entries, only the program's defaults)."""
+    gives; None: no entries, only the program's defaults; an
+    :class:`~synapse_vmt.p4.entries.Entries` also brings its switch
+    configuration), the run's ``seed`` (``random()``) and simple_switch's
+    ``options`` (:class:`~synapse_vmt.p4.externs.SwitchOptions`)."""
     if not isinstance(prog, Program):
         prog = Program.load(prog)
+    switch = getattr(entries, "switch", None)
     entries = dict(entries or {})
     for name in entries:
         if name not in prog.table_json:
@@ -417,7 +422,10 @@ def compile_program(prog: Program | str | Path, entries: Mapping[str, Any] | Non
     low = _Lower(prog)
     where = ["header_types and headers"]
     try:
-        return _describe(prog, low, entries, where)
+        d = _describe(prog, low, entries, where)
+        where[0] = "externs"
+        d["externs"] = _externs(prog, low, switch, seed, options)
+        return d
     except _MALFORMED as e:
         what = f"{type(e).__name__}: {e}".replace("\n", " ")
         raise UserError(f"{prog.path}: {where[0]}: expected well-formed p4c BMv2 JSON ({what})") from None
@@ -562,15 +570,101 @@ def _table(prog: Program, pi: int, t: dict, te: object, keyed: int | None, nid, 
         out["key"].append({"slot": s, "width": ks.width, "match": ks.match, "valid": valid, "mask": mask, "shift": shift,
                            "name": ks.field})
     ents = getattr(te, "entries", []) if te is not None else []
+
+    def member(action: str, params: object, where: str) -> list:
+        act = prog._resolve_action(t, action, where)
+        return [aidx[act.id], [_hx(v) for v in prog._adata(act, params, where)]]
+
     for ei, e in enumerate(ents):
         where = getattr(e, "source", None) or f"{name}#entry {ei}"
         ms = getattr(e, "matches", {}) or {}
         row = [_match_row(ms.get(k.field, ms.get(k.name)), k, where) for k in spec.key]
         act = prog._resolve_action(t, e.action, where)
         data = prog._adata(act, getattr(e, "params", None), where)
-        out["entries"].append({"m": [[_hx(lo), _hx(hi), _hx(mk)] for lo, hi, mk in row], "a": aidx[act.id],
-                               "d": [_hx(v) for v in data]})
+        item = {"m": [[_hx(lo), _hx(hi), _hx(mk)] for lo, hi, mk in row], "a": aidx[act.id], "d": [_hx(v) for v in data],
+                "h": getattr(e, "handle", None) if getattr(e, "handle", None) is not None else ei}
+        if getattr(e, "group", None):
+            # an action selector's group: its members (action, data) in the order the selector indexes
+            item["g"] = [member(a, ps, where) for a, ps in e.group]
+        out["entries"].append(item)
+    dgroup = getattr(te, "default_group", None) if te is not None else None
+    if dgroup:
+        out["default_group"] = [member(a, ps, f"{name}: default group") for a, ps in dgroup]
+    out["selector"] = t.get("action_profile") if any("g" in x for x in out["entries"]) or dgroup else None
+    out["counters"] = bool(t.get("with_counters"))
+    dm = t.get("direct_meters")
+    if isinstance(dm, str):
+        mj = next((m for m in prog.doc.get("meter_arrays", []) or [] if m.get("name") == dm), None)
+        if mj is None or not isinstance(mj.get("result_target"), list):
+            raise UserError(f"{path}: table {name}: expected direct meter {dm!r} among meter_arrays, with a result_target")
+        out["meter"] = {"name": dm, "target": prog.phv.field_slot(mj["result_target"]), "packets": mj.get("type") == "packets"}
     return out
+
+
+def _externs(prog: Program, low: _Lower, switch: Any, seed: int, options: Any) -> dict:
+    """What the executor's externs and packet flow need (``synapse_vmt.p4.switch``'s
+    definitions): calculations, registers, counters, meters with their rates,
+    field and learn lists, selectors, the switch's configuration and options,
+    and the PHV slots simple_switch reads by name."""
+    from synapse_vmt.p4.externs import SwitchConfig, SwitchOptions
+
+    switch = switch or SwitchConfig()
+    options = options or switch.options or SwitchOptions()
+    c = prog.compiled
+    doc = prog.doc
+
+    def inputs(items: list) -> list:
+        out = []
+        for x in items:
+            if x[0] == "f":
+                out.append(["f", x[1]])
+            elif x[0] == "c":
+                out.append(["c", _hx(x[1]), x[2]])
+            elif x[0] == "h":
+                out.append(["h", low.header(next(n for n, h in prog.phv.headers.items() if h.valid == x[2]))])
+            else:
+                out.append(["payload"])
+        return out
+
+    calcs = []
+    for name, algo, inp in c.calcs:
+        crc = switch.crc_params.get(name)
+        calcs.append({"name": name, "algo": algo, "inputs": inputs(inp),
+                      "crc": None if crc is None else [crc.width, _hx(crc.poly), _hx(crc.init), _hx(crc.xor_out), crc.refin, crc.refout]})
+    regs = []
+    for name, (k, size, bw) in sorted(prog.objects.registers.items(), key=lambda kv: kv[1][0]):
+        regs.append({"name": name, "size": size, "width": bw,
+                     "init": [[i, _hx(v)] for i, v in sorted(switch.registers.get(name, {}).items())]})
+    sizes = {x["name"]: int(x.get("size", 0)) for x in doc.get("counter_arrays", []) or []}
+    counters = [{"name": n, "size": sizes.get(n, 0)} for n, k in sorted(prog.objects.counters.items(), key=lambda kv: kv[1])]
+    mj = {x["name"]: x for x in doc.get("meter_arrays", []) or []}
+    meters = []
+    for n, k in sorted(prog.objects.meters.items(), key=lambda kv: kv[1]):
+        rates = switch.meter_rates.get(n, {})
+        meters.append({"name": n, "size": int(mj[n].get("size", 0)), "packets": mj[n].get("type") == "packets",
+                       "rates": [[-1 if i is None else i, [list(r) for r in rs]] for i, rs in sorted(
+                           rates.items(), key=lambda kv: -1 if kv[0] is None else kv[0])]})
+    meta = {
+        "IngressPort": c.s_port, "PacketLength": c.s_len, "InstanceType": c.s_inst, "EgressSpec": c.s_espec,
+        "EgressPort": c.s_eport, "McastGrp": c.s_mcast, "EgressRid": c.s_rid, "Priority": c.s_prio,
+        "IngressTimestamp": c.s_times[0] if c.s_times else None, "EgressTimestamp": c.s_etimes[0] if c.s_etimes else None,
+        "ChecksumError": c.s_cerr, "ParserError": c.s_perr,
+        "CloneSession": c.regs["clone"], "CloneFieldList": c.regs["clone_fl"], "Resubmit": c.regs["resubmit"],
+        "Recirculate": c.regs["recirculate"], "Learn": c.regs["learn"], "Length": c.regs["length"],
+    }
+    return {
+        "calculations": calcs, "registers": regs, "counters": counters, "meters": meters,
+        "field_lists": [[i, [["f", s] for s in slots]] for i, slots in sorted(c.field_lists.items())],
+        "learn_lists": [[i, n, [["f", s] for s in slots]] for i, (n, slots) in sorted(c.learn_lists.items())],
+        "selectors": [{"name": n, "algo": a, "inputs": inputs(inp)} for n, (a, inp) in sorted(c.selectors.items())],
+        "mirroring": [[sid, -1 if port is None else port, -1 if grp is None else grp]
+                      for sid, (port, grp) in sorted(switch.mirroring.items())],
+        "mc_groups": [[g, [list(r) for r in reps]] for g, reps in sorted(switch.mc_groups.items())],
+        "priority_queues": options.priority_queues, "drop_port": options.drop_port, "seed": seed,
+        "meta": {k: (-1 if v is None else v) for k, v in meta.items()},
+        "metadata": c.metadata, "ingress": c.ingress, "egress": -1 if c.egress is None else c.egress,
+        "verify": bool(c.verify),
+    }
 
 
 def _checksums(low: _Lower, doc: dict) -> list[dict]:

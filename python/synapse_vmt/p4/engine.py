@@ -19,6 +19,7 @@ from synapse_vmt import _core
 from synapse_vmt.errors import UserError
 from synapse_vmt.p4.compile import compile_program
 from synapse_vmt.p4.interp import Program, Trace
+from synapse_vmt.p4.switch import Counts
 
 NO_ACTION = 2**32 - 1
 BATCH = 1 << 16  # frames per call into Rust
@@ -47,9 +48,10 @@ def _chunks(frames: Iterable[bytes], n: int) -> Iterator[list[bytes]]:
 class RustProgram:
     """A program and its entries, compiled for the Rust executor."""
 
-    def __init__(self, prog: Program, entries: Mapping[str, object] | None = None):
+    def __init__(self, prog: Program, entries: Mapping[str, object] | None = None, seed: int = 0, options=None):
         self.prog = prog
-        self.description = compile_program(prog, entries)
+        self.seed, self.options = seed, options
+        self.description = compile_program(prog, entries, seed=seed, options=options)
         try:
             self.core = _core.P4Program(json.dumps(self.description, separators=(",", ":")))
         except ValueError as e:
@@ -69,9 +71,19 @@ class RustProgram:
         """The executor's columns (``_core.P4Program.run_batch``) over all
         ``frames``, concatenated (indices rebased)."""
         parts: list[dict] = []
-        for chunk in _chunks(frames, batch):
-            data, offsets = pack(chunk)
-            parts.append(self.core.run_batch(data, offsets, ingress_port, outputs))
+        t0: list[int] = []
+
+        def timed(f):
+            """(frame, time since the first packet in ps): a packet is a frame or (time_ps, frame)."""
+            if isinstance(f, tuple):
+                if not t0:
+                    t0.append(int(f[0]))
+                return f[1], int(f[0]) - t0[0]
+            return f, 0
+        for chunk in _chunks((timed(f) for f in frames), batch):
+            data, offsets = pack([f for f, _ in chunk])
+            times = np.array([t for _, t in chunk], dtype=np.uint64)
+            parts.append(self.core.run_batch(data, offsets, ingress_port, outputs, times))
         if not parts:
             data, offsets = pack([])
             return self.core.run_batch(data, offsets, ingress_port, outputs)
@@ -122,6 +134,16 @@ class RustProgram:
             rejects[nm] = rejects.get(nm, 0) + int(n)
         perrs = [names.get(int(x), f"error {int(x)}") if x else "" for x in c["parser_error"].tolist()]
         ev = self.core.events()
+        x = self.core.extern_state()
+        counts = Counts(
+            drops={k: v for k, v in x["flow"][:5] if v},
+            copies={k: v for k, v in x["flow"][5:] if v},
+            counters={n: {i: [pk, by] for i, pk, by in cells} for n, cells in x["counters"].items()},
+            direct={n: {i: [pk, by] for i, pk, by in cells} for n, cells in x["direct"].items()},
+            digests=[(n, ()) for n, k in x["digests"] for _ in range(k)],
+            meter_colors={n: c for n, c in x["colors"]},
+            out_ports=dict(x["out_ports"]),
+        )
         return Trace(
             tables=tables,
             actions=list(self.core.actions),
@@ -136,5 +158,7 @@ class RustProgram:
             fallback_branches={k.split(": ", 1)[1]: v for k, v in ev.items() if k.startswith("fallback branch: ")},
             parser_rejects=rejects,
             unsupported=list(self.core.unsupported),
+            externs=counts,
+            registers=x["registers"],
             packet_errors=perrs,
         )

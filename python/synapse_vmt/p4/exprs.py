@@ -60,6 +60,16 @@ class Phv:
     widths: list[int] = field(default_factory=list)  # slot -> bits (1 for validity)
     stacks: dict[str, list[str]] = field(default_factory=dict)  # stack -> element headers
     stack_next: dict[str, int] = field(default_factory=dict)  # stack -> slot of its next index
+    aliases: dict[str, int] = field(default_factory=dict)  # BMv2 field_aliases: "intrinsic_metadata.mcast_grp" -> slot
+    #: The packet's own registers, as BMv2 keeps them beside the PHV
+    #: (``RegisterAccess``): slot per name, never keyed or read by the program.
+    regs: dict[str, int] = field(default_factory=dict)
+
+    #: The packet registers (see ``regs``): the clone session (its id | 0x10000
+    #: when a clone was asked for) and field list, the resubmit and recirculate
+    #: field lists (0: none), the learn list of a digest, the packet's length
+    #: as add_header/remove_header change it.
+    REGS = ("clone", "clone_fl", "resubmit", "recirculate", "learn", "length")
 
     @classmethod
     def from_doc(cls, doc: dict, path: str) -> "Phv":
@@ -90,7 +100,20 @@ class Phv:
             except (KeyError, TypeError):
                 raise UserError(f"{path}: header_stacks[{i}]: expected header_ids of known headers") from None
             phv.stack_next[st["name"]] = phv._new(f"{st['name']}.$next$", 32)
+        for a in doc.get("field_aliases", []) or []:
+            if isinstance(a, list) and len(a) == 2 and isinstance(a[1], list) and tuple(a[1]) in phv.slot:
+                phv.aliases[str(a[0])] = phv.slot[tuple(a[1])]
+        for r in cls.REGS:
+            phv.regs[r] = phv._new(f"$reg.{r}", 32)
         return phv
+
+    def target_field(self, name: str) -> int | None:
+        """The slot simple_switch means by ``header.field`` (``intrinsic_metadata.mcast_grp``...):
+        a field alias first (BMv2 gives aliases priority), else the field itself."""
+        if name in self.aliases:
+            return self.aliases[name]
+        h, _, f = name.partition(".")
+        return self.slot.get((h, f))
 
     def _new(self, name: str, width: int) -> int:
         self.names.append(name)
@@ -154,19 +177,38 @@ _ARITH_PRIMS = {"add": "+", "subtract": "-", "bit_and": "&", "bit_or": "|", "bit
 _BIN = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%", "<<": "<<", ">>": ">>", "&": "&", "|": "|", "^": "^"}
 _CMP = {"==": "==", "!=": "!=", "<": "<", ">": ">", "<=": "<=", ">=": ">="}
 
-# Primitives with no effect on the fields a table keys on (statistics, copies, learning).
-IGNORED = frozenset(
-    "count count_direct clone_ingress_pkt_to_egress clone_egress_pkt_to_egress clone_ingress_pkt_to_ingress "
-    "generate_digest log_msg recirculate resubmit truncate assume assert no_op _drop_bridge "
-    "modify_field_with_shortest_path".split()
-)
+# Primitives with no effect on what a packet does here: logging, assertions,
+# truncation (it only shortens the output bytes).
+IGNORED = frozenset("log_msg truncate assume assert no_op".split())
 # Externs that write a field the run cannot compute: (primitive, index of the written parameter).
 SYNTHESIZED = {
-    "modify_field_with_hash_based_offset": 0,
-    "modify_field_rng_uniform": 0,
-    "register_read": 0,
     "modify_field_conditionally": None,
 }
+
+
+@dataclass
+class Objects:
+    """The program's stateful objects by name, numbered for the generated
+    code: ``_RG{k}`` a register array's cells, ``_CT{k}``/``_MT{k}`` a counter's
+    / meter's function of the index, ``_HS{k}`` a calculation's function of
+    the PHV (see :class:`~synapse_vmt.p4.interp.Program`)."""
+
+    registers: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # name -> (k, size, bitwidth)
+    counters: dict[str, int] = field(default_factory=dict)
+    meters: dict[str, int] = field(default_factory=dict)
+    calcs: dict[str, int] = field(default_factory=dict)
+    uses_rng: bool = False
+    writes_registers: bool = False
+
+    @classmethod
+    def from_doc(cls, doc: dict) -> "Objects":
+        o = cls()
+        for k, r in enumerate(doc.get("register_arrays", []) or []):
+            o.registers[r["name"]] = (k, int(r.get("size", 0)), int(r.get("bitwidth", 0)))
+        o.counters = {c["name"]: k for k, c in enumerate(doc.get("counter_arrays", []) or [])}
+        o.meters = {m["name"]: k for k, m in enumerate(doc.get("meter_arrays", []) or [])}
+        o.calcs = {c["name"]: k for k, c in enumerate(doc.get("calculations", []) or [])}
+        return o
 
 
 class Codegen:
@@ -176,8 +218,9 @@ class Codegen:
     tuples of header stacks); ``unsupported`` the names of primitives seen
     but not executed."""
 
-    def __init__(self, phv: Phv, maybe_synth: set[int] | None = None):
+    def __init__(self, phv: Phv, maybe_synth: set[int] | None = None, objects: Objects | None = None):
         self.phv = phv
+        self.obj = objects or Objects()
         self.consts: dict[str, object] = {}
         self.unsupported: set[str] = set()
         # taint tracking: slots written by an unsupported extern, and every
@@ -357,9 +400,65 @@ class Codegen:
 
     def set_valid(self, name: str) -> list[str]:
         h = self.phv.header(name)
-        # BMv2 add_header: an invalid header becomes valid with its fields zeroed
+        # BMv2 add_header: an invalid header becomes valid with its fields
+        # zeroed, and the packet's length register gains its bytes
         zero = "; ".join(f"p[{s}] = 0" for _, _, s in h.fields) or "pass"
-        return [f"if not p[{h.valid}]:", f"    {zero}; p[{h.valid}] = 1"]
+        grow = f"; p[{self.phv.regs['length']}] += {h.bits // 8}" if not h.metadata else ""
+        return [f"if not p[{h.valid}]:", f"    {zero}; p[{h.valid}] = 1{grow}"]
+
+    def _named(self, x: object, kind: str, table: dict, op: str):
+        if not isinstance(x, dict) or x.get("type") != kind:
+            raise UserError(f"{self.phv.path}: {op}: expected a {kind}, found {x!r}")
+        if x.get("value") not in table:  # BMv2 would refuse the program; here it is named and skipped
+            raise Unsupported(f"{kind} {x.get('value')!r} is not declared")
+        return table[x["value"]]
+
+    def _dst(self, x: object, op: str) -> int:
+        if not isinstance(x, dict) or x.get("type") != "field":
+            raise UserError(f"{self.phv.path}: {op}: expected a field to write, found {x!r}")
+        return self.phv.field_slot(x["value"])
+
+    def extern(self, op: str, params: list, parser: bool) -> list[str] | None:
+        """Source lines of a v1model extern as simple_switch runs it
+        (``targets/simple_switch/primitives.cpp``), or None if ``op`` is none."""
+        regs = self.phv.regs
+        if op == "count":
+            k = self._named(params[0], "counter_array", self.obj.counters, op)
+            return [f"_CT{k}({self.expr(params[1], parser)})"]
+        if op == "execute_meter":
+            k = self._named(params[0], "meter_array", self.obj.meters, op)
+            dst = self._dst(params[2], op)
+            return self.assign_lines(dst, f"_MT{k}({self.expr(params[1], parser)})")
+        if op == "register_read":
+            dst = self._dst(params[0], op)
+            k, size, _ = self._named(params[1], "register_array", self.obj.registers, op)
+            # out of bounds: BMv2 logs an error and leaves the field as it was
+            return [f"i = {self.expr(params[2], parser)}", f"if i < {size}:"] + [
+                "    " + ln for ln in self.assign_lines(dst, f"_RG{k}[i]")]
+        if op == "register_write":
+            k, size, bw = self._named(params[0], "register_array", self.obj.registers, op)
+            self.obj.writes_registers = True
+            return [f"i = {self.expr(params[1], parser)}", f"if i < {size}: _RG{k}[i] = {self.expr(params[2], parser)} & {(1 << bw) - 1}"]
+        if op == "modify_field_with_hash_based_offset":
+            dst = self._dst(params[0], op)
+            k = self._named(params[2], "calculation", self.obj.calcs, op)
+            # v = base + hash % size; a size of 0 is taken as 1 (BMv2 warns)
+            return self.assign_lines(dst, f"({self.expr(params[1], parser)} + _HS{k}(p) % ({self.expr(params[3], parser)} or 1))")
+        if op == "modify_field_rng_uniform":
+            dst = self._dst(params[0], op)
+            self.obj.uses_rng = True
+            # lo > hi: BMv2 leaves the field as it was
+            return [f"lo = {self.expr(params[1], parser)}", f"hi = {self.expr(params[2], parser)}", "if lo <= hi:"] + [
+                "    " + ln for ln in self.assign_lines(dst, "_RNG(lo, hi)")]
+        if op in ("clone_ingress_pkt_to_egress", "clone_egress_pkt_to_egress"):
+            # the session id | a "clone asked for" bit, so session 0 works (BMv2's MIRROR_SESSION_ID_VALID_MASK)
+            return [f"p[{regs['clone']}] = ({self.expr(params[0], parser)} & 0xFFFF) | 0x10000",
+                    f"p[{regs['clone_fl']}] = {self.expr(params[1], parser)} & 0xFFFF"]
+        if op in ("resubmit", "recirculate"):
+            return [f"p[{regs[op]}] = {self.expr(params[0], parser)} & 0xFFFF"]
+        if op == "generate_digest":
+            return [f"p[{regs['learn']}] = {self.expr(params[1], parser)} & 0xFFFF"]
+        return None
 
     def drop(self) -> list[str]:
         sm = self.phv.slot
@@ -429,7 +528,9 @@ class Codegen:
         if op in ("add_header", "setValid"):
             return self.set_valid(params[0]["value"])
         if op in ("remove_header", "setInvalid"):
-            return [f"p[{self.phv.header(params[0]['value']).valid}] = 0"]
+            h = self.phv.header(params[0]["value"])
+            # BMv2 remove_header: the packet's length register loses the header's bytes
+            return [f"if p[{h.valid}]:", f"    p[{h.valid}] = 0; p[{self.phv.regs['length']}] -= {h.bits // 8}"]
         if op in ("mark_to_drop", "drop"):
             return self.drop()
         if op == "exit":
@@ -445,9 +546,9 @@ class Codegen:
             return lines
         if op in IGNORED:
             return []
-        if op == "execute_meter" and len(params) > 2 and params[2].get("type") == "field":
-            # BMv2's meters without configured rates mark every packet GREEN (0)
-            return self.assign_lines(self.phv.field_slot(params[2]["value"]), "0")
+        ext = self.extern(op, params, parser)
+        if ext is not None:
+            return ext
         if op in SYNTHESIZED and SYNTHESIZED[op] is not None:
             i = SYNTHESIZED[op]
             if i < len(params) and params[i].get("type") == "field":

@@ -9,43 +9,51 @@ once (:mod:`synapse_vmt.p4.exprs`, :mod:`synapse_vmt.p4.parser`) into
 generated Python functions over a flat PHV list, and table lookups are
 memoised per key; a node reached from one place is inlined into its
 predecessor; and a frame already seen is not run again (its steps are
-copied; see :meth:`Program.run`). CPU time on one core: UPF ~50k distinct
-frames/s, the 123-table switch program ~11k; repeated frames (generated
-traffic, where a flow's frames are identical) ~700k (UPF) and ~60k (switch)
-per second. ``synapse p4 interp`` prints the rate.
+copied, unless the program's state or random numbers can change it; see
+:meth:`Program.run`). CPU time on one core, externs and the switch's packet
+flow included: UPF ~26k distinct frames/s, the 123-table switch program
+~11k; repeated frames (generated traffic, where a flow's frames are
+identical) ~320k (UPF) per second; the switch calls ``random()``, so its
+repeated frames are run again (~12k/s). ``synapse p4 interp`` prints the rate.
 
-Per packet:
+Per packet, as BMv2 simple_switch runs it (:mod:`synapse_vmt.p4.switch`
+has the packet flow: clones, resubmit, recirculation, multicast, the egress
+pass, drops):
 
 1. the program's parser (``parsers[0]``) extracts headers from the frame;
    ``standard_metadata.ingress_port`` is a constant (``ingress_port``), and
-   ``packet_length`` the frame length;
-2. each pipeline runs in order (ingress, then egress) from its
-   ``init_table``: a table builds its key from the PHV (a field of an invalid
-   header is keyed as 0, a ``$valid$``/``valid`` key reads the validity bit;
-   conditionals and actions read a removed header's last values, as BMv2), finds
-   the first matching entry of its :class:`TableEntries` (index 0 wins; a miss
-   runs the default entry — the entries file's, else the program's), runs the
-   action's primitives with the entry's action data, and goes on where the
-   program says: ``next_tables[__HIT__/__MISS__]`` or
+   ``packet_length`` the frame length; the checksums marked ``verify`` set
+   ``checksum_error``;
+2. each pipeline runs from its ``init_table``: a table builds its key from
+   the PHV (a field of an invalid header is keyed as 0, a
+   ``$valid$``/``valid`` key reads the validity bit; conditionals and
+   actions read a removed header's last values, as BMv2), finds the first
+   matching entry of its :class:`TableEntries` (index 0 wins; a miss runs
+   the default entry — the entries file's, else the program's; an entry or
+   default pointing at an action selector's group runs the member the
+   selector's hash picks), counts a direct counter and runs a direct meter
+   on a hit, runs the action's primitives with the entry's action data, and
+   goes on where the program says: ``next_tables[__HIT__/__MISS__]`` or
    ``next_tables[action]``, else ``base_default_next``; a conditional
-   evaluates its expression on the PHV;
-3. after ingress, a packet whose ``egress_spec`` is the drop port (511,
-   ``mark_to_drop``) and has no multicast group is dropped: egress is not run.
-   ``exit`` ends the current pipeline.
+   evaluates its expression on the PHV; ``exit`` ends the current pipeline;
+3. externs run (:mod:`synapse_vmt.p4.exprs`): registers, counters, meters
+   (rates from the entries file; GREEN without), ``hash`` with BMv2's
+   algorithms (:mod:`synapse_vmt.p4.hashes`), ``random`` from the run's
+   seeded generator, clones, resubmit, recirculate, digests.
 
 What cannot be computed is named, never fatal:
 
-- ``synthesized_fields``: a key field written by an unsupported primitive or
-  extern (hashes, registers, random; or copied from one): when a table keys on it, its
-  value is drawn per flow (a hash of the table's other key values and the
-  seed) from that table's entries, written into the PHV, and counted by name;
+- ``synthesized_fields``: a key field written by an extern the interpreter
+  does not know (or copied from one): when a table keys on it, its value is
+  drawn per flow (a hash of the table's other key values and the seed) from
+  that table's entries, written into the PHV, and counted by name;
 - ``fallback_branches``: a conditional whose expression cannot be evaluated
   (an unsupported operator, or an operand holding a synthesized value) takes
   either branch with the CFG's probability (1/2) from an RNG seeded by
-  ``seed``; meters are not synthesized: like BMv2's meters without configured
-  rates they mark every packet GREEN (0);
+  ``seed``;
 - ``parser_rejects``: per BMv2 error name (``PacketTooShort``, ``NoMatch``,
-  ...); the packet still runs, as in simple_switch.
+  ...); the packet still runs, as in simple_switch;
+- ``unsupported``: primitives and constructs run as no-ops, by name.
 
 Output (:class:`Trace`) is columnar, for the simulator: per step (one visit
 of a keyed table, in packet order then visit order) ``step_table`` (index into
@@ -55,8 +63,12 @@ a miss), ``step_action`` (index into ``Trace.actions``) and ``step_keys``
 (the key as a tuple of field values in the table's key order;
 :meth:`Trace.key_words` gives the u32 word layout of ``keys.py``: a field of w
 bits is ceil(w/32) words, most significant first); ``pkt_start[i]`` is packet
-i's first step. :meth:`Trace.counters` gives per-table ``lookups``,
-``matched`` (an entry matched, in P4's sense) and ``actions`` per name.
+i's first step (a packet's steps include those of every copy it made:
+clones, replicas, resubmitted and recirculated passes, in the order they
+ran). :meth:`Trace.counters` gives per-table ``lookups``, ``matched`` (an
+entry matched, in P4's sense) and ``actions`` per name; ``Trace.externs``
+what the externs did (:class:`~synapse_vmt.p4.switch.Counts`) and
+``Trace.registers`` the registers' final cells.
 
 Entries are :class:`~synapse_vmt.p4.entries.TableEntries` (read only through
 their attributes, so any object of that shape works): ``entries`` in match
@@ -78,8 +90,11 @@ import numpy as np
 
 from synapse_vmt.errors import UserError
 from synapse_vmt.p4.cfg import load_json
-from synapse_vmt.p4.exprs import _SLOT_RE, DROP_PORT, Codegen, Phv, Unsupported, located, sat_cast, source_of, tcm, usat_cast
+from synapse_vmt.p4.externs import SwitchConfig, SwitchOptions, choose_member
+from synapse_vmt.p4.exprs import _SLOT_RE, Codegen, Objects, Phv, Unsupported, located, sat_cast, source_of, tcm, usat_cast
+from synapse_vmt.p4.hashes import pack_bits
 from synapse_vmt.p4.parser import MAX_STATES, ParserCompiler, Reject, look
+from synapse_vmt.p4.switch import Compiled, Counts, Flow
 
 # what a malformed program makes the compiler trip on: reported as one line naming the place
 _MALFORMED = (KeyError, TypeError, AttributeError, ValueError, IndexError, OverflowError)
@@ -135,6 +150,10 @@ class Trace:
     fallback_branches: dict[str, int] = field(default_factory=dict)
     parser_rejects: dict[str, int] = field(default_factory=dict)
     unsupported: list[str] = field(default_factory=list)  # constructs compiled as no-ops
+    #: what the externs did (drops by reason, output ports, copies, counters, digests, meter colours)
+    externs: Counts = field(default_factory=Counts)
+    #: the register arrays' cells at the end of the run
+    registers: dict[str, list[int]] = field(default_factory=dict)
     packet_errors: list[str] = field(default_factory=list)  # per packet: its parser error's name, "" for none
     packet_guessed: list[bool] = field(default_factory=list)  # per packet: it took a fallback branch or drew a field
 
@@ -203,6 +222,29 @@ class Trace:
             "fallback_branches": dict(sorted(self.fallback_branches.items())),
             "parser_rejects": dict(sorted(self.parser_rejects.items())),
             "unsupported": sorted(self.unsupported),
+            **self.extern_summary(),
+        }
+
+    def extern_summary(self) -> dict:
+        """Drops by reason, packets out per port, copies by kind, counters
+        (indirect per index, direct per table entry: packets and bytes),
+        digests per learn list, meter colours and the registers' non-zero cells."""
+        x = self.externs
+        digests: dict[str, int] = {}
+        for name, _ in x.digests:
+            digests[name] = digests.get(name, 0) + 1
+        return {
+            "drops": dict(sorted(x.drops.items())),
+            "out_ports": {str(k): v for k, v in sorted(x.out_ports.items())},
+            "copies": dict(sorted(x.copies.items())),
+            "counters": {n: {str(i): {"packets": c[0], "bytes": c[1]} for i, c in sorted(cs.items())}
+                         for n, cs in sorted(x.counters.items())},
+            "direct_counters": {n: {str(i): {"packets": c[0], "bytes": c[1]} for i, c in sorted(cs.items())}
+                                for n, cs in sorted(x.direct.items())},
+            "digests": dict(sorted(digests.items())),
+            "meter_colors": {n: dict(zip(("green", "yellow", "red"), c)) for n, c in sorted(x.meter_colors.items()) if any(c)},
+            "registers": {n: {str(i): v for i, v in enumerate(cells) if v} for n, cells in sorted(self.registers.items())
+                          if any(cells)},
         }
 
 
@@ -281,6 +323,9 @@ def first_match(spec: TableSpec, rows: list[tuple[tuple[int, ...], tuple[int, ..
     return vector
 
 
+_GROUP = object()  # marks a lookup result that is an action selector's group (its members follow)
+
+
 class _Action:
     __slots__ = ("id", "name", "params", "widths", "fn", "body")
 
@@ -300,9 +345,14 @@ class Program:
         self._where = "header_types and headers"
         try:
             self.phv = Phv.from_doc(doc, path)
+            self.objects = Objects.from_doc(doc)
             self._compile_code(None)
             if self.cg.synth_slots:  # again, carrying the synthesized mark through assignments
                 self._compile_code(self.cg.tainted_closure())
+            self._where = "calculations, checksums, field lists and action profiles"
+            self.compiled = Compiled(self)
+            self.cksum_fns = [(n, t, v, k, ver, upd, eval(compile(f"lambda p: {cond}", "<checksum>", "eval"), self.ns))
+                              for n, t, v, k, ver, upd, cond in self.compiled.checksums]
         except _MALFORMED as e:
             raise self._malformed(e) from None
 
@@ -312,7 +362,7 @@ class Program:
 
     def _compile_code(self, maybe_synth: set[int] | None) -> None:
         doc, path = self.doc, self.path
-        cg = self.cg = Codegen(self.phv, maybe_synth)
+        cg = self.cg = Codegen(self.phv, maybe_synth, self.objects)
         self._where = "parsers"
         self.pc = ParserCompiler(cg, doc, path)
         parser_src, self.init_state = self.pc.compile(doc)
@@ -449,6 +499,11 @@ class Program:
             raise UserError(f"{where}: expected {len(act.params)} parameters for action {act.name}, found {len(vals)}")
         return tuple(v & ((1 << w) - 1) for v, w in zip(vals, act.widths))
 
+    def _member(self, t: dict, ei: int, action: str, params, pi: int, nid, w: str, where: str, hit: bool = True) -> tuple:
+        """A group member as a lookup result (entry, fn, data, next node, action index)."""
+        act = self._resolve_action(t, action, where)
+        return (ei, act.fn, self._adata(act, params, where), nid(pi, self._next(t, act, hit), w), self.action_index[act.id])
+
     def _next(self, t: dict, act: _Action | None, hit: bool) -> str | None:
         nt = t.get("next_tables", {}) or {}
         if "__HIT__" in nt or "__MISS__" in nt:
@@ -470,15 +525,21 @@ class Program:
             return act, self._adata(act, de.get("action_data", []), f"{self.path}: table {t['name']} default_entry")
         return None, ()
 
-    def run(self, packets: Iterable[bytes], entries: Mapping[str, object] | None = None, *,
+    def run(self, packets: Iterable, entries: Mapping[str, object] | None = None, *,
             seed: int = 0, ingress_port: int = 0, frame_cache: int = FRAME_CACHE,
-            table_cache: dict | None = None) -> Trace:
-        """Interpret ``packets`` (raw frames) with ``entries`` (table name -> TableEntries).
+            table_cache: dict | None = None, options: SwitchOptions | None = None) -> Trace:
+        """Interpret ``packets`` with ``entries`` (table name -> TableEntries;
+        a :class:`~synapse_vmt.p4.entries.Entries` also brings its
+        ``switch`` configuration: mirroring sessions, multicast groups, meter
+        rates, register values). A packet is a frame (arriving at time 0) or a
+        ``(time_ps, frame)`` pair: picoseconds since the run's start, the
+        clock of the meters and timestamps. ``options``: simple_switch's
+        options (default: the entries' ``switch.options``, else its defaults).
 
-        A frame seen before (the same bytes) whose run took no fallback branch
-        (the only random draw; synthesized fields are a hash of the frame's
-        keys) is not run again: its steps are copied, as the program is
-        deterministic on it. ``frame_cache``
+        A frame seen before (the same bytes) is not run again when nothing
+        but the frame decides its fate (no register written by the program,
+        no random number, no configured meter, no timestamp read, no
+        fallback branch taken): its steps and effects are copied. ``frame_cache``
         bounds how many distinct frames are remembered (0: none).
 
         ``table_cache`` (a dict the caller keeps across runs): a table whose
@@ -487,6 +548,8 @@ class Program:
         again (``serve --sim`` re-runs a few frames after every write, with
         the untouched tables' entries unchanged). The caller must not mutate
         an entries object it passed."""
+        config = getattr(entries, "switch", None) or SwitchConfig()
+        options = options or config.options
         entries = dict(entries or {})
         for name in entries:
             if name not in self.table_json:
@@ -496,18 +559,70 @@ class Program:
         fallback: dict[str, int] = {}
         nd = [0]  # bumped by every fallback branch (random; a frame that took one is not cached)
         drawn: list[str] = []  # synthesized fields of the current frame (deterministic per frame: cached)
+        rng = random.Random(seed)
         try:
-            inits, N = self._bind(entries, seed, random.Random(seed), steps, synth, fallback, nd, drawn, table_cache)
+            flow = Flow(self.compiled, self.cg.obj, config, options, seed, rng)
+        except (KeyError, ValueError) as e:
+            raise UserError(f"{self.path}: entries' switch configuration: {e}") from None
+        self.ns.update(flow.bindings(self.cg.obj, self.doc))
+        try:
+            inits, N = self._bind(entries, seed, rng, steps, synth, fallback, nd, drawn, table_cache, flow)
         except _MALFORMED as e:
             raise self._malformed(e) from None
 
         tmpl = self.phv.template()
         PS, init_state = self.ns["_PS"], self.init_state
         perr_names = self.pc.error_names
-        rejects: dict[str, int] = {}
-        s_port, s_len, s_perr = self.s_ingress_port, self.s_len, self.s_perr
-        s_espec, s_eport, s_mcast = self.s_espec, self.s_eport, self.s_mcast
+        c = self.compiled
+        s_perr, s_cerr = c.s_perr, c.s_cerr
         timeout = self.pc.errors["ParserTimeout"]
+        checks = self.cksum_fns
+        verify = c.verify  # (a program that never reads checksum_error needs no verification)
+        hashes = flow.hash_fns
+        effect = flow.effect
+
+        def parse(p: list, buf: bytes, count: bool = True) -> int:
+            st, pos, guard = init_state, 0, 0
+            T: set[int] = set()
+            try:
+                while st >= 0:
+                    st, pos = PS[st](p, buf, pos, T)
+                    guard += 1
+                    if guard > MAX_STATES:
+                        raise Reject(timeout)
+            except Reject as r:
+                code = r.args[0]
+                if count:
+                    nm = perr_names.get(code, f"error {code}")
+                    effect(("reject", nm))
+                    if first_err[0] is None:
+                        first_err[0], first_err[1] = nm, code
+                if s_perr is not None:
+                    p[s_perr] = code
+            flow.ctx[1] = pos
+            if verify:
+                bad = False
+                for _, tgt, valid, k, ver, _, cond in checks:
+                    if ver and p[valid] and cond(p) and hashes[k](p) != p[tgt]:
+                        bad = True
+                p[s_cerr] = int(bad)
+            return pos
+
+        def pipe(pi: int, p: list) -> None:
+            n = inits[pi] if pi < len(inits) else -1
+            T: set[int] = set()
+            while n >= 0:
+                n = N[n](p, T)
+
+        def deparse(p: list, buf: bytes, pos: int) -> bytes:
+            for _, tgt, valid, k, _, update, cond in checks:
+                if update and cond(p):
+                    p[tgt] = hashes[k](p) & ((1 << self.phv.widths[tgt]) - 1)
+            parts = [pack_bits([(p[s], w) for _, w, s in h.fields]) for h in c.deparse_order if p[h.valid]]
+            return b"".join(parts) + bytes(buf[pos:])
+
+        # a frame's fate depends on nothing but its bytes: remember it
+        cacheable = frame_cache and not (self.cg.obj.uses_rng or self.cg.obj.writes_registers or flow.stateful)
         pkt_start: list[int] = []
         dropped: list[bool] = []
         perr: list[int] = []
@@ -516,72 +631,53 @@ class Program:
         guessed: list[bool] = []
         cache: dict[bytes, tuple] = {}
         extend = steps.extend
+        t0: int | None = None
+        first_err: list = [None, 0]  # the received frame's parser error, name and code (its first parse)
         try:
-            for buf in packets:
+            for item in packets:
+                if isinstance(item, tuple):
+                    t_ps, buf = item
+                    t0 = t_ps if t0 is None else t0
+                    now_us = (int(t_ps) - t0) // 1_000_000
+                else:
+                    buf, now_us = item, 0
+                if not isinstance(buf, bytes):
+                    buf = bytes(buf)
                 start = len(steps)
                 pkt_start.append(start)
-                if frame_cache:
-                    if not isinstance(buf, bytes):
-                        buf = bytes(buf)
+                if cacheable:
                     hit = cache.get(buf)
                     if hit is not None:
                         extend(hit[0])
                         dropped.append(hit[1])
-                        perr.append(hit[4])
-                        dpipe.append(hit[5])
-                        perrs.append(hit[2] or "")
+                        perrs.append(hit[4])
+                        perr.append(hit[5])
+                        dpipe.append(hit[6])
                         guessed.append(bool(hit[3]))
-                        if hit[2] is not None:
-                            rejects[hit[2]] += 1
+                        for e in hit[2]:
+                            effect(e)
                         for f in hit[3]:
                             synth[f] += 1
                         continue
                     nd0 = nd[0]
                     if drawn:
                         drawn.clear()
+                    flow.effects = []
+                first_err[0], first_err[1] = None, 0
                 g0, d0 = nd[0], len(drawn)
-                p = tmpl[:]
-                T: set[int] = set()
-                if s_port is not None:
-                    p[s_port] = ingress_port
-                if s_len is not None:
-                    p[s_len] = len(buf)
-                st, pos, guard = init_state, 0, 0
-                nm = None
-                code = 0
-                try:
-                    while st >= 0:
-                        st, pos = PS[st](p, buf, pos, T)
-                        guard += 1
-                        if guard > MAX_STATES:
-                            raise Reject(timeout)
-                except Reject as r:
-                    code = r.args[0]
-                    nm = perr_names.get(code, f"error {code}")
-                    rejects[nm] = rejects.get(nm, 0) + 1
-                    if s_perr is not None:
-                        p[s_perr] = code
-                perrs.append(nm or "")
-                drop = False
-                dp = -1
-                for pi, n in enumerate(inits):
-                    while n >= 0:
-                        n = N[n](p, T)
-                    if s_espec is not None and p[s_espec] == DROP_PORT and (s_mcast is None or p[s_mcast] == 0):
-                        # marked to drop in ingress: egress does not run; in egress: dropped at the end
-                        drop = True
-                        dp = pi
-                        break
-                    if pi == 0 and s_eport is not None and s_espec is not None:
-                        p[s_eport] = p[s_espec]
-                dropped.append(drop)
-                perr.append(code)
-                dpipe.append(dp)
+                flow.drop_pipe = None
+                outs = flow.process(buf, ingress_port, now_us, tmpl, parse, pipe, deparse)
+                dropped.append(outs == 0)
+                perr.append(first_err[1])
+                dpipe.append(flow.drop_pipe if outs == 0 and flow.drop_pipe is not None else -1)
+                perrs.append(first_err[0] or "")
                 guessed.append(nd[0] != g0 or len(drawn) != d0)
-                if frame_cache and nd[0] == nd0:
-                    if len(cache) >= frame_cache:
-                        cache.clear()
-                    cache[buf] = (steps[start:], drop, nm, tuple(drawn), code, dp)
+                if cacheable:
+                    if nd[0] == nd0:
+                        if len(cache) >= frame_cache:
+                            cache.clear()
+                        cache[buf] = (steps[start:], outs == 0, flow.effects, tuple(drawn), perrs[-1], perr[-1], dpipe[-1])
+                    flow.effects = None
         except _RUNTIME as e:  # a construct of the program the interpreter cannot run on this frame
             what = f"{type(e).__name__}: {e}".replace("\n", " ")
             raise UserError(f"{self.path}: packet {len(dropped) + 1}: expected a program the interpreter can run on it ({what})") from None
@@ -602,14 +698,16 @@ class Program:
             drop_pipeline=np.array(dpipe, dtype=np.int8),
             synthesized_fields=synth,
             fallback_branches=fallback,
-            parser_rejects=rejects,
+            parser_rejects=flow.counts.rejects,
             unsupported=unsupported,
+            externs=flow.counts,
+            registers={n: list(v) for n, v in flow.registers.items()},
             packet_errors=perrs,
             packet_guessed=guessed,
         )
 
     def _bind(self, entries: dict, seed: int, rng: random.Random, steps: list, synth: dict, fallback: dict, nd: list,
-              drawn: list, table_cache: dict | None = None):
+              drawn: list, table_cache: dict | None = None, flow: Flow | None = None):
         """Generate the control flow with the entries bound: node(p, T) -> the
         next node's index, -1 at the end of the pipeline. A node reached from
         one place only is inlined into its predecessor (a chain of keyless
@@ -641,7 +739,7 @@ class Program:
                 self._where = f"pipelines[{pi}].tables[{ti}] ({t['name']})"
                 n = ids[(pi, t["name"])]
                 heads[n], tails[n] = self._table_src(n, pi, t, entries.get(t["name"]), tid, nid, ns, synth, seed, drawn,
-                                                     table_cache)
+                                                     table_cache, flow)
             for ci, c in enumerate(pl.get("conditionals", [])):
                 self._where = f"pipelines[{pi}].conditionals[{ci}] ({c['name']})"
                 n = ids[(pi, c["name"])]
@@ -721,7 +819,7 @@ class Program:
         return inits, ns["_N"]
 
     def _table_src(self, n: int, pi: int, t: dict, te: object, tid: dict, nid, ns: dict, synth: dict, seed: int,
-                   drawn: list, table_cache: dict | None = None) -> tuple[list[str], tuple]:
+                   drawn: list, table_cache: dict | None = None, flow: Flow | None = None) -> tuple[list[str], tuple]:
         name = t["name"]
         w = f"table {name}"
         default_act, default_data = self._default(t, te)
@@ -750,11 +848,21 @@ class Program:
             ms = getattr(e, "matches", {}) or {}
             row = [_match_row(ms.get(k.field, ms.get(k.name)), k, where) for k in spec.key]
             rows.append((tuple(r[0] for r in row), tuple(r[1] for r in row), tuple(r[2] for r in row)))
+            group = getattr(e, "group", None)
+            if group:
+                # an action selector's group: the member is picked per packet (_SEL below)
+                members = tuple(self._member(t, ei, a, ps, pi, nid, w, where) for a, ps in group)
+                results.append((ei, _GROUP, members, members[0][3], members[0][4]))
+                continue
             act = self._resolve_action(t, e.action, where)
             results.append((ei, act.fn, self._adata(act, getattr(e, "params", None), where), nid(pi, self._next(t, act, True), w), ai[act.id]))
         if table_cache is not None:
             table_cache[(pi, name)] = (te, rows, results)
         miss = (-1, default_act.fn if default_act else None, default_data, miss_next, ai[default_act.id] if default_act else -1)
+        dgroup = getattr(te, "default_group", None) if te is not None else None
+        if dgroup:
+            members = tuple(self._member(t, -1, a, ps, pi, nid, w, f"{name}: default group", hit=False) for a, ps in dgroup)
+            miss = (-1, _GROUP, members, members[0][3], members[0][4])
         ns[f"_MISS{n}"] = miss
         if all(k.match == "exact" for k in spec.key):
             exact: dict[tuple[int, ...], tuple] = {}
@@ -796,9 +904,37 @@ class Program:
             f"k = ({self.key_code[name]},)",
             f"if T and not _KS{n}.isdisjoint(T): k = _DRAW{n}(p, T, k)",
             f"r = {look}",
-            f"_S(({ti}, r, k))",
+        ]
+        prof = t.get("action_profile")
+        if any(res[1] is _GROUP for res in results) or miss[1] is _GROUP:
+            sel = flow.selector_fns.get(prof) if flow is not None else None
+            if sel is None:
+                raise UserError(f"{self.path}: table {name}: entries point at groups, expected an action profile with a selector")
+            ns[f"_SEL{n}"] = sel
+            ns["_GROUP"], ns["_CHOOSE"] = _GROUP, choose_member
+            head.append(f"if r[1] is _GROUP: r = _CHOOSE(r[2], _SEL{n}(p))")
+        head.append(f"_S(({ti}, r, k))")
+        if flow is not None and t.get("with_counters"):
+            # a direct counter counts every hit, with the packet's ingress length (BMv2)
+            ns[f"_DC{n}"], ns["_CTX"] = flow.effect, flow.ctx
+            head.append(f"if r[0] >= 0: _DC{n}(('dc', {name!r}, r[0], _CTX[2]))")
+        dm = t.get("direct_meters")
+        if flow is not None and isinstance(dm, str):
+            mj = next((m for m in self.doc.get("meter_arrays", []) or [] if m.get("name") == dm), None)
+            if mj is None or not isinstance(mj.get("result_target"), list):
+                raise UserError(f"{self.path}: table {name}: expected direct meter {dm!r} among meter_arrays, with a result_target")
+            # entry (match order) -> its handle, the index meter_set_rates names
+            ents = getattr(te, "entries", []) if te is not None else []
+            hmap = tuple(h if h is not None else i for i, h in enumerate(getattr(e, "handle", None) for e in ents))
+            ns[f"_DM{n}"], ns[f"_DH{n}"] = flow.direct_meter(dm, mj.get("type") == "packets"), hmap
+            tgt = self.phv.field_slot(mj["result_target"])
+            head.append(f"if r[0] >= 0: p[{tgt}] = _DM{n}(_DH{n}[r[0]]) & {(1 << self.phv.widths[tgt]) - 1}")
+        head += [
             "f = r[1]",
             "if f is not None and f(p, r[2], T): return -1",
         ]
         nexts = {res[3] for res in results} | {miss_next}
+        for res in results + [miss]:
+            if res[1] is _GROUP:
+                nexts |= {m[3] for m in res[2]}
         return head, (("go", nexts.pop()) if len(nexts) == 1 else ("dyn", nexts))

@@ -8,7 +8,8 @@ other so that packets go the whole way: the router MAC in ``my_station``;
 the UE pool to the downlink (core, direction 2); per session ``i`` a UE
 ``10.250.i/16``, a TEID ``1000 + i``, an uplink and a downlink session and
 termination (application 0); four tunnel peers (eNBs); a few application
-filters; IPv4 routes (a default and /16s); a few ACL rules.
+filters; IPv4 routes (a default and /16s) as action-selector groups of
+one or two next hops; a few ACL rules.
 
 :func:`scenario` gives the program scenario (``[program]`` + ``[traffic]``,
 format in :mod:`synapse_vmt.p4.gentraffic`): uplink GTP-U to the N3 address
@@ -48,11 +49,24 @@ def entries_cli(sessions: int = 1000, seed: int = 1) -> list[str]:
     # applications: slice 0, a server prefix, a port range, a protocol (ternary: priorities)
     for a in range(1, 9):
         out.append(f"table_add {T}applications {T}set_app_id 0 203.0.{a}.0/24 {a * 1000}->{a * 1000 + 999} 17&&&0xff => {a} {a}")
-    out.append(f"table_add {T}Routing.routes_v4 {T}Routing.route 0.0.0.0/0 => 00:00:0a:fa:00:01 00:00:00:00:00:fe 1")
+    # routes_v4 is behind an action selector: one member per next hop, one
+    # group per route; every fourth route and the default balance over two
+    # next hops (ECMP, the selector hashing the flow's 5-tuple)
+    hops = [("00:00:00:00:00:fe", 1), ("00:00:00:00:00:fd", 2)]
+    prefixes = ["0.0.0.0/0"]
     for r in range(1, 64):
-        out.append(f"table_add {T}Routing.routes_v4 {T}Routing.route {rng.randint(11, 223)}.{rng.randint(0, 255)}.0.0/16 => "
-                   f"00:00:0a:fa:00:01 00:00:00:00:01:{r:02x} {1 + r % 8}")
-    out.append(f"table_add {T}Routing.routes_v4 {T}Routing.route 198.18.1.0/24 => 00:00:0a:fa:00:01 00:00:00:00:02:01 2")
+        hops.append((f"00:00:00:00:01:{r:02x}", 1 + r % 8))
+        prefixes.append(f"{rng.randint(11, 223)}.{rng.randint(0, 255)}.0.0/16")
+    hops.append(("00:00:00:00:02:01", 2))
+    prefixes.append("198.18.1.0/24")
+    sel = "hashed_selector"  # p4c names the selector without its control's prefix
+    for dmac, port in hops:
+        out.append(f"act_prof_create_member {sel} {T}Routing.route {ROUTER_MAC} {dmac} {port}")
+    for g, prefix in enumerate(prefixes):
+        out.append(f"act_prof_create_group {sel}")
+        members = [0, 1] if g == 0 else [g + 1] + ([g + 2] if g % 4 == 0 and g + 2 < len(hops) else [])
+        out += [f"act_prof_add_member_to_group {sel} {m} {g}" for m in members]
+        out.append(f"table_indirect_add_with_group {T}Routing.routes_v4 {prefix} => {g}")
     for k, port in enumerate((23, 135, 445)):
         out.append(f"table_add {T}Acl.acls {T}Acl.drop 0&&&0 0&&&0 0&&&0 0&&&0 0x0800&&&0xffff 0&&&0 0&&&0 6&&&0xff 0&&&0 {port}&&&0xffff => {10 + k}")
     return out

@@ -21,6 +21,7 @@ from synapse_vmt.p4.cfg import KeyField
 
 PREFIX_ACTION = 0x01
 PREFIX_TABLE = 0x02
+PREFIX_ACTION_PROFILE = 0x11
 PREFIX_COUNTER = 0x12
 PREFIX_DIRECT_COUNTER = 0x13
 PREFIX_METER = 0x14
@@ -87,13 +88,15 @@ def build_p4info(prog: P4Program) -> p4i.P4Info:
             actions.setdefault(a.name, a)
     tids = assign_ids([t.name for t in tables], PREFIX_TABLE)
     aids = assign_ids(list(actions), PREFIX_ACTION)
+    profiles = sorted({t.action_profile for t in tables if t.action_profile})
+    pids = assign_ids(profiles, PREFIX_ACTION_PROFILE)
     arrays = {  # P4Info field, id prefix -> arrays of that kind
         ("counters", PREFIX_COUNTER): [c for c in prog.counters if c.direct_table is None],
         ("direct_counters", PREFIX_DIRECT_COUNTER): [c for c in prog.counters if c.direct_table is not None],
         ("meters", PREFIX_METER): [m for m in prog.meters if m.direct_table is None],
         ("direct_meters", PREFIX_DIRECT_METER): [m for m in prog.meters if m.direct_table is not None],
     }
-    every = [t.name for t in tables] + list(actions) + [x.name for xs in arrays.values() for x in xs]
+    every = [t.name for t in tables] + list(actions) + [x.name for xs in arrays.values() for x in xs] + profiles
     info = p4i.P4Info()
     info.pkg_info.arch = "v1model"
     direct: dict[str, list[int]] = {}
@@ -124,6 +127,15 @@ def build_p4info(prog: P4Program) -> p4i.P4Info:
         pt.direct_resource_ids.extend(direct.get(t.name, []))
         pt.size = t.info.max_size
         pt.is_const_table = bool(t.const_entries)
+        if t.action_profile:
+            pt.implementation_id = pids[t.action_profile]
+    for name in profiles:
+        users = [t for t in tables if t.action_profile == name]
+        ap = info.action_profiles.add()
+        ap.preamble.id, ap.preamble.name, ap.preamble.alias = pids[name], name, _alias(name, every)
+        ap.table_ids.extend(tids[t.name] for t in users)
+        ap.with_selector = prog.profiles.get(name, any(t.kind == "indirect_ws" for t in users))
+        ap.size = max(t.info.max_size for t in users)
     for name, a in sorted(actions.items(), key=lambda kv: aids[kv[0]]):
         pa = info.actions.add()
         pa.preamble.id, pa.preamble.name, pa.preamble.alias = aids[name], name, _alias(name, every)
@@ -171,8 +183,21 @@ class TableRef:
     const_default: bool
     const_table: bool
     field_ids: dict[str, int] = field(default_factory=dict)  # header.field -> match field id
+    profile: int | None = None  # the action profile behind it (P4Info implementation_id)
     idle_timeout: bool = False  # the P4Info asks for idle-timeout notifications
     direct_meter: bool = False  # the P4Info gives the table a direct meter
+
+
+@dataclass
+class ProfileRef:
+    """An action profile: its BMv2 name, whether it has a selector (groups),
+    the actions its members may run (those of its tables)."""
+
+    id: int
+    name: str
+    with_selector: bool
+    actions: dict[int, ActionRef]
+    size: int
 
 
 class IndexError_(Exception):
@@ -187,6 +212,7 @@ class P4Index:
     prog: P4Program
     tables: dict[int, TableRef]
     actions: dict[int, ActionRef]
+    profiles: dict[int, ProfileRef] = field(default_factory=dict)
 
     @classmethod
     def build(cls, info: p4i.P4Info, prog: P4Program) -> P4Index:
@@ -213,7 +239,15 @@ class P4Index:
             tabs[t.preamble.id] = TableRef(
                 t.preamble.id, spec, fields, tacts, int(t.size) or spec.info.max_size,
                 bool(t.const_default_action_id), bool(t.is_const_table),
-                {kf.field: i for i, (kf, _) in fields.items()},
+                {kf.field: i for i, (kf, _) in fields.items()}, t.implementation_id or None,
                 t.idle_timeout_behavior == p4i.Table.NOTIFY_CONTROL,
                 any(r >> 24 == PREFIX_DIRECT_METER for r in t.direct_resource_ids))
-        return cls(info, prog, tabs, acts)
+        profs: dict[int, ProfileRef] = {}
+        for ap in info.action_profiles:
+            users = [tabs[i] for i in ap.table_ids if i in tabs]
+            if not users or any(u.spec.action_profile is None for u in users):
+                raise IndexError_(f"P4Info action profile {ap.preamble.name!r}: expected indirect tables of the program")
+            pacts = {aid: a for u in users for aid, a in u.actions.items()}
+            profs[ap.preamble.id] = ProfileRef(ap.preamble.id, users[0].spec.action_profile, bool(ap.with_selector), pacts,
+                                               int(ap.size) or 1024)
+        return cls(info, prog, tabs, acts, profs)

@@ -10,8 +10,13 @@ table, per entry, default entries, ``counter_data``), of direct counters,
 and of Synapse's state as an extern (``SYNAPSE_STATE_EXTERN``); StreamChannel
 master arbitration for the default role (the highest election id is
 primary; writes from anyone else are PERMISSION_DENIED; no election id: a
-backup). Not supported (UNIMPLEMENTED): action profiles, meters, reading
-indirect counters, registers, packet I/O, roles.
+backup); action profile members and groups (Write and Read; a table entry
+behind a profile names a member or a group; a selector picks among a
+group's members in the order they were created, as BMv2 numbers them;
+members and groups are applied as their update is decoded, even in an
+atomic batch, and one in use cannot be modified or deleted). Not supported
+(UNIMPLEMENTED): member weights above 1, meters, reading indirect counters,
+registers, packet I/O, roles.
 
 Transport (``make_server``): a grpc.aio server on its own event-loop
 thread. StreamChannels are coroutines there, bounded per connection and in
@@ -98,6 +103,25 @@ class _Pipeline:
     def __init__(self, prog: P4Program, index: P4Index, device_config: bytes, cookie: int | None, store: TableStore):
         self.prog, self.index, self.device_config, self.cookie, self.store = prog, index, device_config, cookie, store
         self.action_ids = {a.info.name: a.id for a in index.actions.values()}
+        # action profiles: profile id -> member id -> (creation order, action, params); -> group id -> member ids
+        self.members: dict[int, dict[int, tuple[int, str, dict[str, int]]]] = {i: {} for i in index.profiles}
+        self.groups: dict[int, dict[int, list[int]]] = {i: {} for i in index.profiles}
+        self.order = 0
+
+    def in_use(self, prof: int, kind: str, ident: int) -> bool:
+        """Whether a table entry (or, for a member, a group) of profile ``prof`` points at it."""
+        if kind == "member" and any(ident in ms for ms in self.groups[prof].values()):
+            return True
+        for t in self.index.tables.values():
+            if t.profile == prof:
+                if any(s.entry.ref == (kind, ident) for s in self.store.entries(t.spec.name)):
+                    return True
+        return False
+
+    def group_members(self, prof: int, gid: int) -> tuple[tuple[str, dict[str, int]], ...]:
+        """A group's members in creation order (BMv2's member handles, which its selector indexes)."""
+        ms = self.members[prof]
+        return tuple((ms[m][1], dict(ms[m][2])) for m in sorted(self.groups[prof][gid], key=lambda m: ms[m][0]))
 
 
 class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
@@ -374,6 +398,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unknown atomicity")
         atomic = request.atomicity != W.CONTINUE_ON_ERROR
         # Decode every update first; a malformed one fails alone (or the batch, if atomic).
+        # Action profile members and groups are applied as they are decoded (None: no table op).
         ops: list[Op | None] = []
         errs: list[StoreError | None] = []
         for i, u in enumerate(request.updates):
@@ -423,12 +448,15 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         context.set_details(next(e.message for e in errs if e and e.code != "ABORTED") if any(
             e and e.code != "ABORTED" for e in errs) else "write failed")
 
-    def _decode_update(self, p: _Pipeline, u) -> Op:
+    def _decode_update(self, p: _Pipeline, u) -> Op | None:
         U = p4r.Update
         kind = {U.INSERT: "insert", U.MODIFY: "modify", U.DELETE: "delete"}.get(u.type)
         if kind is None:
             raise StoreError("INVALID_ARGUMENT", "update type unspecified")
         which = u.entity.WhichOneof("entity")
+        if which in ("action_profile_member", "action_profile_group"):
+            self._profile_update(p, kind, getattr(u.entity, which))
+            return None
         if which != "table_entry":
             raise StoreError("UNIMPLEMENTED", f"writing {which} is not supported")
         te = u.entity.table_entry
@@ -444,8 +472,10 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 raise StoreError("PERMISSION_DENIED", f"{t.spec.name}: the default action is const")
             if not te.HasField("action"):
                 return Op("default", t.spec.name, None)
-            name, params = self._decode_action(t, te.action)
-            return Op("default", t.spec.name, Entry(t.spec.name, {}, name, params, None, "p4runtime"))
+            name, params, group, ref = self._decode_table_action(p, t, te.action)
+            if group:
+                raise StoreError("UNIMPLEMENTED", f"{t.spec.name}: a default action pointing at a group")
+            return Op("default", t.spec.name, Entry(t.spec.name, {}, name, params, None, "p4runtime", ref=ref))
         if t.const_table:
             raise StoreError("PERMISSION_DENIED", f"{t.spec.name} has const entries")
         self._check_unstored(t, te)
@@ -455,14 +485,82 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             raise StoreError("INVALID_ARGUMENT", f"{t.spec.name}: entries need a priority > 0")
         if not ternary and te.priority != 0:
             raise StoreError("INVALID_ARGUMENT", f"{t.spec.name}: priority must be 0 for an exact/lpm table")
+        group, ref = None, None
         if kind == "delete":
             name, params = "", {}
         elif not te.HasField("action"):
             raise StoreError("INVALID_ARGUMENT", "an entry needs an action")
         else:
-            name, params = self._decode_action(t, te.action)
+            name, params, group, ref = self._decode_table_action(p, t, te.action)
         return Op(kind, t.spec.name, Entry(t.spec.name, matches, name, params, te.priority if ternary else None,
-                                           "p4runtime"), te.metadata)
+                                           "p4runtime", group=group, ref=ref), te.metadata)
+
+    def _decode_table_action(self, p: _Pipeline, t: TableRef, ta):
+        """(action, params, group members or None, ("member" | "group", id) or None) of a table entry's action."""
+        which = ta.WhichOneof("type")
+        if t.profile is None:
+            if which != "action":
+                raise StoreError("INVALID_ARGUMENT", f"{t.spec.name} has no action profile: expected an action")
+            return (*self._decode_action(t, ta), None, None)
+        if which == "action_profile_member_id":
+            m = p.members[t.profile].get(ta.action_profile_member_id)
+            if m is None:
+                raise StoreError("NOT_FOUND", f"{t.spec.name}: no member {ta.action_profile_member_id}")
+            return m[1], dict(m[2]), None, ("member", ta.action_profile_member_id)
+        if which == "action_profile_group_id":
+            gid = ta.action_profile_group_id
+            if gid not in p.groups[t.profile]:
+                raise StoreError("NOT_FOUND", f"{t.spec.name}: no group {gid}")
+            members = p.group_members(t.profile, gid)
+            if not members:
+                raise StoreError("FAILED_PRECONDITION", f"{t.spec.name}: group {gid} has no members (BMv2: EMPTY_GRP)")
+            return members[0][0], dict(members[0][1]), members, ("group", gid)
+        raise StoreError("INVALID_ARGUMENT", f"{t.spec.name} is behind an action profile: expected a member or group id")
+
+    def _profile_update(self, p: _Pipeline, kind: str, x) -> None:
+        """INSERT/MODIFY/DELETE of an ActionProfileMember or ActionProfileGroup.
+        A member or group that a table entry (or, for a member, a group) points
+        at cannot be deleted (P4Runtime) nor, here, modified."""
+        prof = p.index.profiles.get(x.action_profile_id)
+        if prof is None:
+            raise StoreError("NOT_FOUND", f"unknown action profile id {x.action_profile_id:#x}")
+        group = isinstance(x, p4r.ActionProfileGroup)
+        ident = x.group_id if group else x.member_id
+        what = "group" if group else "member"
+        table = p.groups[prof.id] if group else p.members[prof.id]
+        exists = ident in table
+        if kind == "insert" and exists:
+            raise StoreError("ALREADY_EXISTS", f"{prof.name}: {what} {ident} exists")
+        if kind != "insert" and not exists:
+            raise StoreError("NOT_FOUND", f"{prof.name}: no {what} {ident}")
+        if kind != "insert" and p.in_use(prof.id, what, ident):
+            raise StoreError("FAILED_PRECONDITION", f"{prof.name}: {what} {ident} is in use"
+                             + ("" if kind == "delete" else " (modifying a member or group in use is not supported)"))
+        if kind == "delete":
+            del table[ident]
+            return
+        if group:
+            if not prof.with_selector:
+                raise StoreError("INVALID_ARGUMENT", f"{prof.name} has no selector: no groups")
+            ms = []
+            for m in x.members:
+                if m.member_id not in p.members[prof.id]:
+                    raise StoreError("NOT_FOUND", f"{prof.name}: group {ident}: no member {m.member_id}")
+                if m.weight > 1:
+                    raise StoreError("UNIMPLEMENTED", f"{prof.name}: member weights above 1")
+                if m.member_id in ms:
+                    raise StoreError("INVALID_ARGUMENT", f"{prof.name}: group {ident}: member {m.member_id} twice")
+                ms.append(m.member_id)
+            table[ident] = ms
+            return
+        a = prof.actions.get(x.action.action_id)
+        if a is None:
+            raise StoreError("INVALID_ARGUMENT", f"{prof.name}: action id {x.action.action_id:#x} not allowed")
+        ref = TableRef(prof.id, next(t.spec for t in p.index.tables.values() if t.profile == prof.id), {}, prof.actions,
+                       prof.size, False, False)
+        name, params = self._decode_action(ref, p4r.TableAction(action=x.action))
+        p.order += 1
+        table[ident] = (p.order, name, params)
 
     @staticmethod
     def _check_unstored(t: TableRef, te) -> None:
@@ -584,7 +682,12 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             if e.priority is not None:
                 te.priority = e.priority
             name, params = e.action, e.params
-        if name:
+        if e is not None and e.ref is not None:
+            if e.ref[0] == "member":
+                te.action.action_profile_member_id = e.ref[1]
+            else:
+                te.action.action_profile_group_id = e.ref[1]
+        elif name:
             aid = p.action_ids.get(name)
             if aid is not None:
                 te.action.action.action_id = aid
@@ -612,6 +715,8 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 found = self._read_table(p, ent.direct_counter_entry.table_entry, context, as_counter=True)
             elif which == "extern_entry" and ent.extern_entry.extern_type_id == SYNAPSE_STATE_EXTERN:
                 found = self._read_state(p, ent.extern_entry.extern_id)
+            elif which in ("action_profile_member", "action_profile_group"):
+                found = self._read_profile(p, getattr(ent, which), which == "action_profile_group", context)
             elif which in ("counter_entry", "meter_entry", "direct_meter_entry"):
                 context.abort(grpc.StatusCode.UNIMPLEMENTED, f"reading {which}: the P4Info declares the program's "
                               "counters and meters, but the store's lookups run no actions, so only direct "
@@ -670,6 +775,34 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 if not as_counter:
                     te.metadata = s.metadata
                 yield entity(te)
+
+    def _read_profile(self, p: _Pipeline, req, group: bool, context):
+        """The action profile members or groups ``req`` selects, one Entity each."""
+        if req.action_profile_id and req.action_profile_id not in p.index.profiles:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"unknown action profile id {req.action_profile_id:#x}")
+        for pid in [req.action_profile_id] if req.action_profile_id else list(p.index.profiles):
+            want = req.group_id if group else req.member_id
+            if group:
+                for gid, ms in sorted(p.groups[pid].items()):
+                    if not want or want == gid:
+                        e = p4r.Entity()
+                        g = e.action_profile_group
+                        g.action_profile_id, g.group_id = pid, gid
+                        for m in ms:
+                            g.members.add(member_id=m, weight=1)
+                        yield e
+                continue
+            for mid, (_, name, params) in sorted(p.members[pid].items()):
+                if want and want != mid:
+                    continue
+                e = p4r.Entity()
+                m = e.action_profile_member
+                m.action_profile_id, m.member_id = pid, mid
+                aid = p.action_ids[name]
+                m.action.action_id = aid
+                for i, ap in enumerate(p.index.actions[aid].info.params, 1):
+                    m.action.params.add(param_id=i, value=_bytes(params.get(ap.name, 0), ap.width))
+                yield e
 
     def _read_state(self, p: _Pipeline, extern_id: int):
         stats = p.store.stats()

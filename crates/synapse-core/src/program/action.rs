@@ -153,8 +153,11 @@ impl Linker<'_> {
                 for x in raw {
                     args.push(Extern::arg(x, &mut self.code, &sc, &format!("{what}: {name}"))?);
                 }
-                let ex = Extern::compile(name, &args, raw, &mut self.code);
-                self.externs.push(ex);
+                let _ = raw;
+                let objs = std::mem::take(&mut self.objs);
+                let ex = self.extern_call(name, &args, &objs);
+                self.objs = objs;
+                self.externs.push(ex?);
                 out.push(Op::Extern(self.externs.len() as u32 - 1));
             }
             _ => return Err(format!("{what}: unknown op {tag:?}")),
@@ -265,7 +268,7 @@ pub fn run(ops: &[Op], params: &[u128], lk: &Program, st: &mut State, frame: &[u
                     pc = to as usize;
                 }
             }
-            Op::Extern(i) => lk.externs[i as usize].run(&lk.code, st, params, frame),
+            Op::Extern(i) => lk.externs[i as usize].run(lk, st, params, frame),
             Op::Unsupported(r) => st.note(r),
         }
     }

@@ -39,6 +39,18 @@ pub struct Cond {
 pub const NO_ACTION: u32 = u32::MAX;
 
 impl Program {
+    /// Runs pipeline `pi` (its nodes from its init), appending the visits.
+    pub fn run_pipeline(&self, pi: usize, st: &mut State, frame: &[u8], visits: &mut Visits, sc: &mut Scratch) {
+        let Some(&(_, init)) = self.pipelines.get(pi) else { return };
+        let mut n = init;
+        while n >= 0 {
+            n = match &self.nodes[n as usize] {
+                Node::Table(t) => self.run_table(*t, st, frame, visits, sc),
+                Node::Cond(c) => self.run_cond(c, st, frame),
+            };
+        }
+    }
+
     /// Runs the pipelines; true when the packet is dropped (at the end of
     /// pipeline `st.drop_pipeline`).
     pub fn run_pipelines(&self, st: &mut State, frame: &[u8], visits: &mut Visits, sc: &mut Scratch) -> bool {
@@ -103,9 +115,35 @@ impl Program {
             }
         }
         let entry = t.lookup(&sc.vals, &sc.words[..t.words]);
-        let h = entry.map_or(t.miss, |e| t.hits[e as usize]);
+        let mut h = entry.map_or(t.miss, |e| t.hits[e as usize]);
+        if let Some(calc) = t.selector {
+            // an action selector's group: the member its hash picks, in handle order (BMv2)
+            let (start, len) = entry.map_or(t.default_group, |e| t.groups[e as usize]);
+            if len > 0 {
+                let hash = self.calculate(calc, st, frame);
+                h = t.members[(start + super::selector::choose(hash, len as usize) as u32) as usize];
+            }
+        }
         visits.push(keyed, entry.map_or(-1, |e| e as i32), h.action, &sc.words[..t.words]);
         st.nvisits += 1;
+        if let Some(e) = entry {
+            if t.counters {
+                let len = st.ext.pass.ingress_length;
+                let c = &mut st.ext.direct[ti as usize][e as usize];
+                c[0] += 1;
+                c[1] += len;
+            }
+            if let Some((m, out)) = t.meter {
+                let md = &self.objs.meters[m as usize];
+                let super::flow::Pass { ingress_length, now_us } = st.ext.pass;
+                let color = super::externs::ExternState::meter_cell(&mut st.ext.direct_meters[ti as usize], &md.rates,
+                                                                     md.packets, t.handles[e as usize])
+                    .map_or(0, |c| c.execute(ingress_length, now_us));
+                st.ext.color(m, color);
+                st.phv.cells[out.dst.cell as usize] = color as u128 & out.mask;
+                st.wrote(out.dst);
+            }
+        }
         if h.action != NO_ACTION && self.run_action(h.action, &t.data[h.data as usize..], st, frame) {
             return -1;
         }

@@ -38,12 +38,15 @@ pub struct Checksum {
     /// `unsupported` when it does not.
     pub supported: bool,
     pub unsupported: u32,
+    /// Whether the parser verifies it, the deparser updates it.
+    pub verify: bool,
+    pub update: bool,
 }
 
 impl Program {
     /// Updates the checksums and appends the packet's bytes to `out`.
     pub fn deparse(&self, st: &mut State, frame: &[u8], sc: &mut Scratch, out: &mut Vec<u8>) {
-        for ck in &self.checksums {
+        for ck in self.checksums.iter().filter(|c| c.update) {
             self.update_checksum(ck, st, frame, sc);
         }
         for &h in &self.deparser {
@@ -148,16 +151,43 @@ impl Program {
         self.write_header(h, st, &mut out[start..], 0);
     }
 
+    /// Whether a checksum marked `verify` fails on the parsed packet (its
+    /// target header valid, its condition true, the calculation differing
+    /// from the field): BMv2's `Parser::verify_checksums`.
+    pub fn verify_checksums(&self, st: &mut State, frame: &[u8], sc: &mut Scratch) -> bool {
+        let mut bad = false;
+        for ck in self.checksums.iter().filter(|c| c.verify && c.supported) {
+            let h = self.hdr_of_slot[ck.target as usize];
+            if h != super::exec::NONE && st.phv.cells[self.headers[h as usize].valid as usize] == 0 {
+                continue;
+            }
+            let cell = self.lay.value_cell(ck.target as usize) as usize;
+            let before = st.phv.cells[cell];
+            if let Some(v) = self.checksum_value(ck, st, frame, sc) {
+                bad |= v != before;
+            }
+        }
+        bad
+    }
+
     fn update_checksum(&self, ck: &Checksum, st: &mut State, frame: &[u8], sc: &mut Scratch) {
         if !ck.supported {
             st.note(ck.unsupported);
             return;
         }
+        if let Some(v) = self.checksum_value(ck, st, frame, sc) {
+            st.phv.cells[self.lay.value_cell(ck.target as usize) as usize] = v;
+            st.wrote(ck.dst);
+        }
+    }
+
+    /// The checksum's calculation over the PHV; None when its condition is false.
+    fn checksum_value(&self, ck: &Checksum, st: &mut State, frame: &[u8], sc: &mut Scratch) -> Option<u128> {
         if let Some(c) = ck.cond {
             let mut why = u32::MAX;
             let env = Env { cells: &st.phv.cells, params: &[], frame, pos: st.pos };
             if self.code.eval(c, &env, &mut why).unwrap_or(0) == 0 {
-                return;
+                return None;
             }
         }
         // the calculation's input as a bit string
@@ -211,14 +241,8 @@ impl Program {
                 }
             }
         }
-        let (slot, w) = (ck.target as usize, self.lay.width[ck.target as usize]);
-        match calculate(&ck.algo, buf, bits, w) {
-            Some(v) => {
-                st.phv.cells[self.lay.value_cell(slot) as usize] = v;
-                st.wrote(ck.dst);
-            }
-            None => st.note(ck.unsupported),
-        }
+        let w = self.lay.width[ck.target as usize];
+        calculate(&ck.algo, buf, bits, w)
     }
 }
 

@@ -43,6 +43,92 @@ pub struct Description {
     /// Constructs the compiler could not lower (named for the report).
     #[serde(default)]
     pub unsupported: Vec<String>,
+    /// What the externs and simple_switch's packet flow need.
+    #[serde(default)]
+    pub externs: ExternsDesc,
+}
+
+/// The program's stateful objects, calculations and switch configuration
+/// (`synapse_vmt.p4.compile._externs`). Calculation inputs and field lists
+/// are `["f", slot]`, `["c", hex, width]`, `["h", header]`, `["payload"]`.
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(default)]
+pub struct ExternsDesc {
+    pub calculations: Vec<CalcDesc>,
+    pub registers: Vec<RegisterDesc>,
+    pub counters: Vec<CounterDesc>,
+    pub meters: Vec<MeterDesc>,
+    /// (id, fields)
+    pub field_lists: Vec<(u64, Vec<Value>)>,
+    /// (id, name, fields)
+    pub learn_lists: Vec<(u64, String, Vec<Value>)>,
+    pub selectors: Vec<SelectorDesc>,
+    /// (session, port or -1, multicast group or -1)
+    pub mirroring: Vec<(u32, i64, i64)>,
+    /// (group, [(port, rid)])
+    pub mc_groups: Vec<(u32, Vec<(u32, u32)>)>,
+    pub priority_queues: u64,
+    pub drop_port: u64,
+    pub seed: u64,
+    /// `flow::Meta` names -> PHV slot (-1: none).
+    pub meta: std::collections::BTreeMap<String, i64>,
+    /// Slots of metadata fields (zeroed for a copy).
+    pub metadata: Vec<u32>,
+    pub ingress: i64,
+    pub egress: i64,
+    /// Whether the program reads checksum_error (the parser verifies then).
+    pub verify: bool,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct CalcDesc {
+    pub name: String,
+    pub algo: String,
+    pub inputs: Vec<Value>,
+    /// A custom CRC's (width, poly, init, xor, refin, refout), hex values.
+    #[serde(default)]
+    pub crc: Option<(u8, String, String, String, bool, bool)>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct RegisterDesc {
+    pub name: String,
+    pub size: u32,
+    pub width: u32,
+    /// (index, hex value) written before the first packet.
+    #[serde(default)]
+    pub init: Vec<(u32, String)>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct CounterDesc {
+    pub name: String,
+    pub size: u32,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct MeterDesc {
+    pub name: String,
+    pub size: u32,
+    pub packets: bool,
+    /// (index or -1 for every cell, [(units per microsecond, burst)] smallest rate first)
+    #[serde(default)]
+    pub rates: Vec<(i64, Vec<(f64, u64)>)>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+pub struct SelectorDesc {
+    pub name: String,
+    pub algo: String,
+    pub inputs: Vec<Value>,
+}
+
+/// A table's direct meter: its name, the field its colour goes to, packets or bytes.
+#[derive(Deserialize, Debug, Clone)]
+pub struct DirectMeterDesc {
+    pub name: String,
+    pub target: u32,
+    pub packets: bool,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -144,6 +230,17 @@ pub struct TableDesc {
     pub entries: Vec<EntryDesc>,
     pub default: Option<ActionCall>,
     pub next: NextDesc,
+    /// The action selector of entries pointing at groups (`g`).
+    #[serde(default)]
+    pub selector: Option<String>,
+    /// A default pointing at a group: its members (action, data).
+    #[serde(default)]
+    pub default_group: Option<Vec<(u32, Vec<String>)>>,
+    /// A direct counter counts the table's hits.
+    #[serde(default)]
+    pub counters: bool,
+    #[serde(default)]
+    pub meter: Option<DirectMeterDesc>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -169,6 +266,12 @@ pub struct EntryDesc {
     pub m: Vec<(String, String, String)>,
     pub a: u32,
     pub d: Vec<String>,
+    /// BMv2's entry handle (a direct meter's rates name it).
+    #[serde(default)]
+    pub h: Option<u32>,
+    /// An action selector's group: its members (action, data) in the order it indexes them.
+    #[serde(default)]
+    pub g: Option<Vec<(u32, Vec<String>)>>,
 }
 
 #[derive(Deserialize, Debug, Clone)]

@@ -11,6 +11,11 @@
 //! the simulator then replays those visits as routes to decide *when*
 //! (timing, PMUs, misses). BMv2 simple_switch is the semantic reference.
 //!
+//! - [`flow`]: simple_switch's packet flow around the pipelines (clones,
+//!   resubmit, recirculation, multicast, the egress pass, drops).
+//! - [`hash`]: BMv2's hash algorithms and the bytes a calculation hashes.
+//! - [`meter`]: BMv2's two-rate three-colour meters.
+//! - [`selector`]: an action selector's choice of a group member.
 //! - [`visits`]: what the executor reports of a batch of packets, the
 //!   interface between the executor and whatever consumes its output (route
 //!   interning and the routed simulator, per-table counters, tests).
@@ -42,13 +47,17 @@ pub mod deparser;
 pub mod exec;
 pub mod expr;
 pub mod externs;
+pub mod flow;
+pub mod hash;
 pub mod intern;
 pub mod ir;
+pub mod meter;
 pub mod parser;
 pub mod pcapout;
 pub mod phv;
 pub mod precomputed;
 pub mod run;
+pub mod selector;
 pub mod standin;
 pub mod stream;
 pub mod table;

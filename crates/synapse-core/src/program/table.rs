@@ -92,6 +92,17 @@ pub struct Table {
     pub taint: Vec<(u32, u32)>,
     /// Per key field: the reason a synthesized value there is counted under.
     pub taint_reason: Vec<u32>,
+    /// Action selector groups: per entry `(start, len)` into `members`
+    /// (len 0: not a group), the default's, and the selector's calculation.
+    pub members: Vec<Hit>,
+    pub groups: Vec<(u32, u32)>,
+    pub default_group: (u32, u32),
+    pub selector: Option<u32>,
+    /// A direct counter counts every hit; a direct meter (meter, its result field) runs on every hit.
+    pub counters: bool,
+    pub meter: Option<(u32, super::externs::Out)>,
+    /// Per entry: BMv2's entry handle (a direct meter's rates name it).
+    pub handles: Vec<u32>,
 }
 
 impl Table {
@@ -471,6 +482,13 @@ mod tests {
             index: Index::None,
             taint: vec![],
             taint_reason: vec![],
+            members: vec![],
+            groups: vec![(0, 0); rows.len()],
+            default_group: (0, 0),
+            selector: None,
+            counters: false,
+            meter: None,
+            handles: (0..rows.len() as u32).collect(),
         };
         t.build_index();
         t
