@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -118,6 +119,16 @@ def test_run_mode_fast_writes_the_summary(tmp_path):
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["mode"] == "fast" and "hit_rate" in s["tables"]["acl"]["interval"]
     assert (tmp_path / "scenario.json").is_file()
+    # its report: the estimated windows add up to the summary's hits and misses, no latency made up
+    from synapse_vmt.view import rundir
+
+    assert (tmp_path / "report.html").stat().st_size > 0
+    run = rundir.load(tmp_path)
+    cols = np.genfromtxt(tmp_path / "windows.csv", delimiter=",", names=True, dtype=None, encoding="utf-8")
+    t = s["tables"]["acl"]
+    assert np.isclose(cols["hits"].sum(), t["hits"], rtol=1e-3) and np.isclose(cols["misses"].sum(), t["misses"], rtol=1e-3)
+    assert np.isnan(cols["lat_mean_ns"]).all() and np.isnan(cols["lat_p99_ns"]).all()
+    assert run.names == ["acl"]
 
 
 def test_run_mode_fast_refuses_what_it_does_not_model(tmp_path):

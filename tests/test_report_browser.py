@@ -196,3 +196,13 @@ def test_compare_sweep_and_live_pages_render(tmp_path):
         page = urllib.request.urlopen(url, timeout=30).read().decode()
         dom = render(url, 3000)  # loads plotly.min.js from the server, polls view.json
         assert dom.rendered == str(page.count('class="fig"')) and dom.fig["fig-graph"]["textpoint"] == ["acl5"]
+
+
+def test_fast_run_report_renders(tmp_path):
+    """``run --mode fast``'s report (estimated windows, no per-window latency) draws without a JavaScript error."""
+    out = tmp_path / "fast"
+    r = CliRunner().invoke(main, ["run", "--mode", "fast", "-o", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    dom = render((out / "report.html").as_uri())
+    assert dom.rendered == str(_figures(out / "report.html")) and int(dom.rendered) >= 2
+    assert _ticks(dom, "fig-heatmap"), "the heatmap of the estimated windows has no rows"

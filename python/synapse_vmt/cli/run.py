@@ -82,8 +82,10 @@ def run_scenario(scn, out: Path, quiet: bool = False) -> dict:
 
 def run_fast(scn, out: Path) -> dict:
     """The fast mode (docs/fast-mode.md): ``summary.json`` with the exact
-    run's keys, an ``interval`` per figure and the sampling record, and
-    ``scenario.json``; no per-window files (its windows are estimates)."""
+    run's keys, an ``interval`` per figure and the sampling record,
+    ``scenario.json``, and ``report.html`` over its estimated windows
+    (``windows.csv``: per window arrivals, hits, misses, HBM bytes and PMUs;
+    no per-window latency, which the fast mode does not estimate: empty)."""
     sim = Simulation(scn)
     before = len(sim.warnings)
     for w in sim.warnings:
@@ -94,6 +96,16 @@ def run_fast(scn, out: Path) -> dict:
     summary["warnings"] = sim.warnings
     report.write_json(out / "scenario.json", scn.sim_config())
     report.write_json(out / "summary.json", {k: v for k, v in summary.items() if k != "windows"})
+    w = summary.get("windows")
+    if w and len(w["t_ns"]):
+        import numpy as np
+
+        from synapse_vmt import view
+
+        nan = np.full(len(w["t_ns"]), np.nan)
+        report.write_windows_csv(out / "windows.csv", {**w, "lat_mean_ns": nan, "lat_p99_ns": nan},
+                                 sim.table_names(), scn.window_ns)
+        view.finish_run(out, kind="fast", window_ns=scn.window_ns)
     return summary
 
 
