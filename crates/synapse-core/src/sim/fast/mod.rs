@@ -426,6 +426,20 @@ impl<const N: usize> Simulator<N> {
         let w = 1.0 / rate;
         let period_ix = |c: Cycle| -> usize { win_of(c).map_or(0, |(k, _)| k as usize + 1) };
         let mut ri = 0;
+        // An ELU window runs until its last miss is answered; its measured
+        // misses feed the period histograms, the sojourn estimate and the
+        // backlog (the same for a window that a later one ends and the last).
+        macro_rules! finish_window {
+            ($k:expr, $win:expr) => {{
+                let (k, mut win) = ($k, $win);
+                done.clear();
+                win.run_to(Cycle::MAX - 2, &walkers, &mut done);
+                measured += record(&done, &mut period_hist, &mut window_misses, &period_ix);
+                let ms = offset + k * period + warm;
+                window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
+                lags.extend(window_lag(&window_misses, ms + meas));
+            }};
+        }
         loop {
             let next_ref = refs.get(ri).map(|r| r.c + vmu_lat);
             let next_rep = replicas.peek().map(|Reverse((c, _))| *c);
@@ -436,13 +450,8 @@ impl<const N: usize> Simulator<N> {
             // finishes alone first.
             if let Some((k, _)) = window.as_ref() {
                 if in_span(lk) && win_of(lk).is_some_and(|(kk, _)| kk != *k) {
-                    let (k, mut win) = window.take().unwrap();
-                    done.clear();
-                    win.run_to(Cycle::MAX - 2, &walkers, &mut done);
-                    measured += record(&done, &mut period_hist, &mut window_misses, &period_ix);
-                    let ms = offset + k * period + warm;
-                    window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
-                lags.extend(window_lag(&window_misses, ms + meas));
+                    let (k, win) = window.take().unwrap();
+                    finish_window!(k, win);
                     measure_refs.iter_mut().for_each(|x| *x = 0.0);
                 }
             }
@@ -562,13 +571,8 @@ impl<const N: usize> Simulator<N> {
             }
         }
         // The last window drains.
-        if let Some((k, mut win)) = window.take() {
-            done.clear();
-            win.run_to(Cycle::MAX - 2, &walkers, &mut done);
-            measured += record(&done, &mut period_hist, &mut window_misses, &period_ix);
-            let ms = offset + k * period + warm;
-            window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
-                lags.extend(window_lag(&window_misses, ms + meas));
+        if let Some((k, win)) = window.take() {
+            finish_window!(k, win);
         }
         drop(walkers);
         self.walkers = handles.into_iter().map(Memo::give_back).collect();
