@@ -249,8 +249,6 @@ class Flow:
             cell[1] += e[3]
         elif kind == "drop":
             cs.drops[e[1]] = cs.drops.get(e[1], 0) + 1
-            if self.drop_pipe is None:  # the pipeline that dropped the packet (Trace.drop_pipeline)
-                self.drop_pipe = 0 if e[1].startswith("ingress") else 1 if e[1].startswith("egress") else -1
         elif kind == "out":
             cs.out_ports[e[1]] = cs.out_ports.get(e[1], 0) + 1
         elif kind == "copy":
@@ -336,6 +334,11 @@ class Flow:
         for r in ("clone", "clone_fl", "resubmit", "recirculate", "learn"):
             p[self.c.regs[r]] = 0
 
+    def _dropped_in(self, pipeline: int) -> None:
+        """The first mark_to_drop of the received frame's copies names its pipeline (Trace.drop_pipeline)."""
+        if self.drop_pipe is None:
+            self.drop_pipe = pipeline
+
     def process(self, buf: bytes, port: int, now_us: int, tmpl: list, parse, pipe, deparse) -> int:
         """Runs one received frame and every copy it makes; returns how many
         packets left the switch. ``parse(p, buf[, count])`` -> payload offset,
@@ -374,6 +377,7 @@ class Flow:
                 p[regs["clone"]] = 0
             if p[c.s_espec] == drop_port:
                 effect(("drop", "egress: mark_to_drop"))
+                self._dropped_in(1)
                 continue
             if p[regs["recirculate"]]:
                 out = deparse(p, frame, pos)
@@ -435,6 +439,7 @@ class Flow:
             return
         if espec == self.opt.drop_port:
             effect(("drop", "ingress: mark_to_drop"))
+            self._dropped_in(0)
             return
         p[c.s_inst] = NORMAL
         self._enqueue(espec, p, ilen, frame, pos, work)
