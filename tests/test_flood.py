@@ -79,3 +79,28 @@ def test_reproduce_flood_quick(tmp_path):
     assert hit["legit_p99_ratio"] > 1.0 or hit["legit_throughput_ratio"] < 1.0
     assert hit["attack_hit_rate"] == 0.0
     assert (tmp_path / "flood.png").stat().st_size > 0 and (tmp_path / "flood.csv").exists()
+
+
+@pytest.mark.parametrize("prev, cur, prev_held, flagged", [
+    # Misses x3, hits flat: flooded, held at its 2 PMUs (the solver wanted 5).
+    ([[1000, 100], [500, 50]], [[1000, 300], [500, 50]], [2, 3], [0]),
+    # The same after the table lost PMUs (3 -> 2): its own misses; not held.
+    ([[1000, 100], [500, 50]], [[1000, 300], [500, 50]], [3, 2], []),
+    # Misses x3 with hits x2: more traffic, not a flood; the target stands.
+    ([[1000, 100], [500, 50]], [[2000, 300], [500, 50]], [2, 3], []),
+    # Misses x1.2: under the rise.
+    ([[1000, 100], [500, 50]], [[1000, 120], [500, 50]], [2, 3], []),
+])
+def test_flood_guard_holds_a_flooded_table(prev, cur, prev_held, flagged):
+    import numpy as np
+
+    from synapse_vmt.opt.controller import flood_guard
+
+    held, target = np.array([2, 3]), np.array([5, 1])
+    out, got = flood_guard((np.array(prev, float), np.array(prev_held)), np.array(cur, float), held, target, 1.5)
+    assert got == flagged
+    want = target.copy()
+    for j in flagged:
+        want[j] = min(target[j], held[j])
+    assert list(out) == list(want)
+    assert flood_guard(None, np.array(cur, float), held, target, 1.5)[1] == []
