@@ -142,3 +142,16 @@ def test_a_run_that_breaks_the_simulators_invariants_is_an_error():
     ctl = Controller(sim, dict(TRUE), N, Settings(period_ns=1e6))
     with pytest.raises(RuntimeError, match="invariant violated.*'wrong_action': 3"):
         ctl.run(3e6)
+
+
+def test_the_flood_guard_lets_a_legitimate_load_rise_through():
+    """A load step raises a table's misses and its hits together: the flood
+    guard (Settings.flood_guard) holds no table, and the loop still follows
+    the load (docs/flood.md)."""
+    s = Settings(period_ns=1e6, flood_guard=True)
+    sim = FakeSim(NAMES, ENTRY, P, TRUE, N, 4, step_profile, placement.initial(N, 4, {"acl": 2, "fwd": 2}))
+    loop = Controller(sim, dict(TRUE), N, s).run(30e6)
+    assert not any(p.flooded for p in loop)
+    mid = np.mean([p.active_pmus for p in loop[12:20]])
+    ends = np.mean([p.active_pmus for p in loop[3:9] + loop[23:29]])
+    assert mid > ends + 1

@@ -271,6 +271,39 @@ class Fast(_Model):
                                          "flagged overloaded (beyond the fast mode's model).", "ns", gt=0.0)
 
 
+class Attack(_Model):
+    """``[attack]``: attack packets mixed into the flows (cache flooding,
+    docs/flood.md). Their PHVs are counted apart from the legitimate ones
+    (``summary.json``'s ``legit`` and ``attack``)."""
+
+    share: float = F(0.0, "Share of the offered packets that are attack packets.", "fraction", ge=0.0, lt=1.0)
+    kind: Literal["random", "nomatch", "scan"] = F(
+        "random", "`random`: a new random key per packet; `nomatch`: a new key per packet matching no rule but "
+                  "catch-alls; `scan`: a cycle through `scan_factor` × the PMU entries of the largest table.")
+    scan_factor: float = F(1.1, "`scan`: distinct keys, as a multiple of the PMU entries of the largest table.",
+                           gt=0.0)
+
+
+class Admission(_Model):
+    """``[defence.admission]``: which ELU fills enter a PMU's CAM."""
+
+    policy: Literal["lru", "doorkeeper"] = F(
+        "lru", "`lru`: every fill (plain LRU); `doorkeeper`: a fill that would evict only for a key that missed "
+               "before (TinyLFU's doorkeeper, a Bloom filter per PMU).")
+    bits_per_entry: int = F(32, "Doorkeeper filter bits per CAM entry.", "bits", ge=1, le=1024)
+    reset_factor: int = F(4, "Keys recorded per CAM entry before the doorkeeper is cleared.", ge=1, le=1024)
+
+
+class Defence(_Model):
+    """``[defence]``: defences against cache flooding (docs/flood.md); all off
+    by default."""
+
+    admission: Admission = F(Admission(), "Admission of ELU fills into the PMUs.")
+    miss_rate_mpps: float = F(0.0, "Misses each table may send to the ELU (a token bucket per table; misses over "
+                                   "it wait in their PMU's Q_m); 0: no limit.", "Mpps", ge=0.0)
+    miss_burst: int = F(0, "Burst of the miss-rate limit's token bucket (0 counts as 1).", "misses", ge=0)
+
+
 class Scenario(_Model):
     """A scenario file: one simulation of VMT-backed tables."""
 
@@ -298,6 +331,8 @@ class Scenario(_Model):
     update_engine: UpdateEngine = F(UpdateEngine(), "What rule updates cost.")
     mix: list[Mix] = F([], "Shifts of the entry shares during the run (`[[mix]]`).")
     fast: Fast = F(Fast(), "The fast mode's parameters (`synapse run --mode fast`; not used by the exact engine).")
+    attack: Attack | None = F(None, "Attack traffic mixed into the flows (`[attack]`, docs/flood.md).")
+    defence: Defence = F(Defence(), "Defences against cache flooding (`[defence]`, docs/flood.md).")
 
     @model_validator(mode="after")
     def _check_names(self) -> "Scenario":
@@ -322,6 +357,8 @@ class Scenario(_Model):
             for n in [u.table] * bool(u.table) + list(u.transaction) + u.churn_tables:
                 if n not in names:
                     raise ValueError(f"updates: no table named {n!r}")
+        if self.attack is not None and isinstance(self.traffic, TraceTraffic):
+            raise ValueError("attack: needs flow traffic (traffic.kind = \"flows\"), not a trace")
         for t in self.tables:
             for p in t.pmus or []:
                 if p >= self.pmus.count:
@@ -345,6 +382,10 @@ class Scenario(_Model):
             del d["update_engine"]
         del d["mix"]  # applied by sim.Simulation between runs, not a simulator key
         del d["fast"]  # the fast mode's own parameters (Simulation.run_fast)
+        if d["attack"] is None:
+            del d["attack"]
+        if d["defence"] == Defence().model_dump():
+            del d["defence"]
         for u in d.get("updates", []):
             # Absent when unused, as above.
             for k in ("transaction", "churn_tables"):

@@ -242,6 +242,29 @@ impl Simulator {
             tables.set_item(name, t)?;
         }
         d.set_item("tables", tables)?;
+        // With an [attack]: legitimate and attack PHVs apart (docs/flood.md).
+        if let Some(classes) = each!(&self.inner, s => s.class_summary()) {
+            for (name, c) in ["legit", "attack"].into_iter().zip(classes) {
+                let x = PyDict::new_bound(py);
+                x.set_item("arrived", c.arrived)?;
+                x.set_item("dropped", c.dropped)?;
+                x.set_item("exited", c.exited)?;
+                x.set_item("hits", c.hits)?;
+                x.set_item("misses", c.misses)?;
+                x.set_item("hit_rate", c.hit_rate)?;
+                x.set_item("throughput_mpps", c.throughput_mpps)?;
+                x.set_item("mean_latency_ns", c.mean_latency_ns)?;
+                x.set_item("p99_latency_ns", c.p99_latency_ns)?;
+                d.set_item(name, x)?;
+            }
+        }
+        let (refused, held) = each!(&self.inner, s => s.defence_counters());
+        if refused > 0 || held.iter().any(|&h| h > 0) {
+            let x = PyDict::new_bound(py);
+            x.set_item("fills_refused", refused)?;
+            x.set_item("misses_held", held)?;
+            d.set_item("defence", x)?;
+        }
         let keys = self.keys_done() as f64;
         d.set_item(
             "sim_keys_per_s",

@@ -104,6 +104,8 @@ HELP: dict[str, tuple[str, list[str]]] = {
                       ["synapse reproduce upf --quick -o results/upf-opt"]),
     "reproduce updates": ("Rule updates under churn: latency, consistency.",
                           ["synapse reproduce updates --quick -o results/updates"]),
+    "reproduce flood": ("Cache flooding: attack share vs legit throughput, p99; defences.",
+                        ["synapse reproduce flood --quick -o results/flood"]),
     # cost, hardware, benchmarks
     "cost": ("Cost of a P4 program on CPU, Tofino and Synapse.",
              ["synapse cost tests/data/p4/router.json --no-pmus"]),

@@ -68,6 +68,42 @@ class Settings:
     # caches (after a large move the table falls behind for a period whatever
     # its capacity). 0: only the period itself must be steady.
     settle_periods: int = 0
+    # Cache-flooding guard (docs/flood.md): a table whose misses over a period
+    # rose by flood_miss_rise x or more while its hits did not rise (by more
+    # than 5 %) is being flooded with keys that will not repeat: more PMUs
+    # would cache the attack, not serve it, so its allocation is held at what
+    # it has (never raised) until its misses fall back.
+    flood_guard: bool = False
+    flood_miss_rise: float = 1.5
+
+
+def table_hits_misses(windows: dict, T: int) -> np.ndarray:
+    """Per table, the hits and misses over a span of windows: shape (T, 2)."""
+    tab = np.asarray(windows["table"], dtype=np.int64)
+    h = np.bincount(tab, weights=np.asarray(windows["hits"], dtype=float), minlength=T)
+    m = np.bincount(tab, weights=np.asarray(windows["misses"], dtype=float), minlength=T)
+    return np.stack([h, m], axis=1)
+
+
+def flood_guard(prev: tuple[np.ndarray, np.ndarray] | None, cur: np.ndarray, held: np.ndarray,
+                target: np.ndarray, rise: float) -> tuple[np.ndarray, list[int]]:
+    """The cache-flooding guard (``Settings.flood_guard``): tables whose
+    misses rose ``rise`` x or more since the last period while their hits
+    rose by at most 5 % and their PMUs did not fall (fewer PMUs miss more by
+    themselves) get no more PMUs than they ``held``. ``prev``: the last
+    period's per-table (hits, misses) and PMUs held; ``cur``: this period's
+    (hits, misses). Returns the target and the tables held."""
+    out = np.array(target, copy=True)
+    if prev is None:
+        return out, []
+    prev_hm, prev_held = prev
+    flagged = []
+    for j in range(len(out)):
+        (h0, m0), (h1, m1) = prev_hm[j], cur[j]
+        if m1 >= rise * max(m0, 1.0) and h1 <= 1.05 * h0 and held[j] >= prev_held[j]:
+            flagged.append(j)
+            out[j] = min(out[j], held[j])
+    return out, flagged
 
 
 @dataclass
@@ -85,6 +121,7 @@ class Period:
     target: np.ndarray  # the allocation applied at the end of the period
     objective_mpps: float = float("nan")  # the solver's F (max flow the allocation carries)
     solve_s: float = 0.0  # wall time of the solve
+    flooded: list[str] = field(default_factory=list)  # tables the flood guard held (Settings.flood_guard)
 
     @property
     def active_pmus(self) -> float:
@@ -186,6 +223,14 @@ class Controller:
         alloc = self.solve(tr)
         solve_s = time.perf_counter() - t0
         pm = self.service_floor(w, alloc.pmus.copy())
+        flooded: list[str] = []
+        if s.flood_guard:
+            hm = table_hits_misses(w, T)
+            held = np.array([len(x) for x in placement.current_sets(self.sim.pmu_states(), self.names).values()])
+            last = getattr(self, "_last_hm", None)
+            pm, flagged = flood_guard(last, hm, held, pm, s.flood_miss_rise)
+            flooded = [self.names[j] for j in flagged]
+            self._last_hm = (hm, held)
         alloc.pmus[:] = pm
         self.apply({n: int(k) for n, k in zip(self.names, alloc.pmus)})
         rec = Period(
@@ -200,6 +245,7 @@ class Controller:
             target=alloc.pmus.copy(),
             objective_mpps=float(getattr(alloc, "throughput_mpps", float("nan"))),
             solve_s=solve_s,
+            flooded=flooded,
         )
         self.history.append(rec)
         return rec

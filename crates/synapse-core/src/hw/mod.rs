@@ -4,12 +4,14 @@
 //! parameters in one struct and the next cycle each port is free; time comes
 //! in as an argument (`now: Cycle`). The simulator (`crate::sim`) wires them.
 
+pub mod admit;
 pub mod cam;
 pub mod elu;
 pub mod harness;
 pub mod hbm;
 pub mod interconnect;
 pub mod pmu;
+pub mod ratelimit;
 pub mod fifo;
 pub mod vmu;
 

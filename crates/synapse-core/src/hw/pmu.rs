@@ -186,6 +186,8 @@ pub struct Pmu<const N: usize = MAX_FIELDS> {
     /// Ticks at which a ready request could not issue because Q_p or Q_m
     /// was full (the simulator skips ticks while an issue stays blocked).
     pub stalls: u64,
+    /// Admission of fills (`hw/admit.rs`); `None` caches every fill.
+    pub admit: Option<super::admit::Doorkeeper>,
 }
 
 impl<const N: usize> Pmu<N> {
@@ -212,6 +214,7 @@ impl<const N: usize> Pmu<N> {
             misses: 0,
             compares: 0,
             stalls: 0,
+            admit: None,
         }
     }
 
@@ -493,12 +496,24 @@ impl<const N: usize> Pmu<N> {
         self.q_m.pop_front()
     }
 
+    /// Whether a fill of `key` may enter the CAM (always, without an
+    /// admission policy or when the key is cached already).
+    fn admits(&mut self, key: &Key<N>) -> bool {
+        match &mut self.admit {
+            None => true,
+            Some(d) => {
+                let full = self.cam.len() >= self.cam.capacity();
+                self.cam.contains(key) || d.admit(key, full)
+            }
+        }
+    }
+
     /// The ELU's reply: fill the CAM (unless the PMU is draining away from
     /// that table) and forward the answer to the VMU.
     pub fn fill(&mut self, miss: &MissRequest<N>, action: Match) {
         self.outstanding -= 1;
         if let State::Associated { table } = self.state {
-            if table == miss.table {
+            if table == miss.table && self.admits(&miss.key) {
                 self.cam.insert(miss.key, action);
             }
         }

@@ -205,6 +205,37 @@ impl<const N: usize> Simulator<N> {
             .collect()
     }
 
+    /// With an `[attack]`: the legitimate PHVs' figures and the attack's,
+    /// in that order (`None` without one). Throughput is PHVs exited per
+    /// µs of the time simulated so far; latency is arrival → exit.
+    pub fn class_summary(&self) -> Option<[ClassSummary; 2]> {
+        let l = self.legit.as_deref()?;
+        let ns = self.now_ns().max(1e-9);
+        let cyc = self.cycle_ns();
+        Some([0, 1].map(|c| {
+            let looked = l.hits[c] + l.misses[c];
+            ClassSummary {
+                arrived: l.arrived[c],
+                dropped: l.dropped[c],
+                exited: l.exited[c],
+                hits: l.hits[c],
+                misses: l.misses[c],
+                hit_rate: if looked > 0 { l.hits[c] as f64 / looked as f64 } else { 0.0 },
+                throughput_mpps: l.exited[c] as f64 / ns * 1000.0,
+                mean_latency_ns: if l.exited[c] > 0 { l.lat_sum[c] as f64 / l.exited[c] as f64 * cyc } else { 0.0 },
+                p99_latency_ns: l.lat[c].quantile(0.99) * cyc,
+            }
+        }))
+    }
+
+    /// Defence counters: fills the PMUs' admission refused, and per table
+    /// the misses the ELU's rate limit held back (cycles at the bus).
+    pub fn defence_counters(&self) -> (u64, Vec<u64>) {
+        let refused = self.pmus.iter().filter_map(|p| p.admit.as_ref()).map(|d| d.refused).sum();
+        let held = self.limit.as_ref().map_or_else(|| vec![0; self.tables.len()], |l| l.held.clone());
+        (refused, held)
+    }
+
     /// Per-key latency histogram of a table: (bucket lower edges in ns, counts).
     pub fn latency_histogram(&self, table: &str) -> Result<(Vec<f64>, Vec<u64>), SimError> {
         let Some(i) = self.tables.iter().position(|t| t.name == table) else {
@@ -324,6 +355,23 @@ pub struct TableSummary {
     pub drops: u64,
     pub hits: u64,
     pub misses: u64,
+}
+
+/// One class of PHVs (legitimate or attack) over the run so far.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassSummary {
+    pub arrived: u64,
+    /// Dropped at a full entry FIFO.
+    pub dropped: u64,
+    pub exited: u64,
+    /// Table visits answered from a CAM, and the others.
+    pub hits: u64,
+    pub misses: u64,
+    pub hit_rate: f64,
+    pub throughput_mpps: f64,
+    /// Arrival → exit.
+    pub mean_latency_ns: f64,
+    pub p99_latency_ns: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -102,7 +102,7 @@ impl Simulator {
                     profile: Some(prof),
                     seed: config.seed,
                 };
-                let src = traffic::Traffic::new(&tc).map_err(|e| terr(e.to_string()))?;
+                let mut src = Source::Flows(traffic::Traffic::new(&tc).map_err(|e| terr(e.to_string()))?);
                 if !(0.0..=1.0).contains(nomatch_share) {
                     return Err(terr(format!("nomatch_share must be in [0, 1], found {nomatch_share}")));
                 }
@@ -114,8 +114,15 @@ impl Simulator {
                         source::keys_with_nomatch(s, *flows as usize, config.seed ^ (0x1000 + i as u64), *nomatch_share)
                             .map_err(|e| terr(format!("nomatch_share: table {:?}: {e}", t.name)))
                     })
-                    .collect::<Result<_, _>>()?;
-                (Source::Flows(src), keys)
+                    .collect::<Result<Vec<Vec<Key>>, _>>()?;
+                let mut keys = keys;
+                if let Some(a) = &config.attack {
+                    src = attack_source(&config, a, &tc, &sets, &mut keys, src)?;
+                }
+                (src, keys)
+            }
+            config::Traffic::Trace { .. } if config.attack.is_some() => {
+                return err("config: attack: needs flow traffic (traffic.kind = \"flows\"), not a trace");
             }
             config::Traffic::Trace { path, rate_mpps } => {
                 let text =
@@ -139,8 +146,65 @@ impl Simulator {
                 )
             }
         };
-        Simulator::build(config, sets, flow_keys, src)
+        let legit_flows = match (&config.attack, &config.traffic) {
+            (Some(_), config::Traffic::Flows { flows, .. }) => Some(*flows),
+            _ => None,
+        };
+        let mut sim = Simulator::build(config, sets, flow_keys, src)?;
+        if let Some(legit_flows) = legit_flows {
+            sim.legit = Some(Box::new(stats::Classes { legit_flows, ..Default::default() }));
+        }
+        Ok(sim)
     }
+}
+
+/// The legitimate flows `legit` with `a`'s attack packets mixed in
+/// (`workload/attack.rs`); each table's attack keys are appended to its
+/// flow keys (attack flow ids start at `traffic.flows`). Random and
+/// no-match keys are drawn for every attack packet of the run (the
+/// legitimate packets before `duration_ns`, counted on a copy of the
+/// generator, times the attack's ratio); a scan's for `scan_factor` × the
+/// PMU entries of the table holding most.
+fn attack_source(
+    config: &Config,
+    a: &crate::workload::attack::Attack,
+    tc: &crate::workload::traffic::TrafficConfig,
+    sets: &[RuleSet],
+    keys: &mut [Vec<Key>],
+    legit: Source,
+) -> Result<Source, SimError> {
+    use crate::workload::attack;
+    let aerr = |e: String| SimError(format!("config: attack: {e}"));
+    a.check().map_err(aerr)?;
+    let dur_ps = tc.duration_ps;
+    let n_legit = crate::workload::traffic::Traffic::new(tc)
+        .map_err(|e| aerr(e.to_string()))?
+        .take_while(|x| x.t_ps < dur_ps)
+        .count() as u64;
+    let packets = (n_legit as f64 * a.ratio()).ceil() as u64 + 1;
+    let capacity = config.tables.iter().map(|t| t.pmus.len() as u64).max().unwrap_or(0) * config.pmus.block_size as u64;
+    let pool = a.pool(packets, capacity);
+    if tc.flows as u64 + pool as u64 >= u32::MAX as u64 {
+        return Err(aerr(format!("{pool} attack keys and {} flows do not fit 32-bit flow ids", tc.flows)));
+    }
+    for (i, (set, k)) in sets.iter().zip(keys.iter_mut()).enumerate() {
+        let t = &config.tables[i];
+        let seed = config.seed ^ (0xa77a_c000 + i as u64);
+        let more = if a.kind == attack::Kind::Scan {
+            // The table's VMU as `build` makes it: each PMU gets its share.
+            let mut vmu = Vmu::new(i as u16, set.schema.len().max(1), t.lookup_bits, config.vmu.vnodes, t.phv_fifo, config.seed as u32 ^ i as u32);
+            let pmus: Vec<u16> = t.pmus.iter().map(|&p| p as u16).collect();
+            for &p in &pmus {
+                vmu.add_pmu(p);
+            }
+            attack::scan_keys(set, &pmus, |key| vmu.route(key), pool, seed)
+        } else {
+            attack::attack_keys(set, a.kind, pool, seed)
+        }
+        .map_err(|e| aerr(format!("table {:?}: {e}", t.name)))?;
+        k.extend(more);
+    }
+    Ok(Source::Mixed(Box::new(attack::Mix::new(legit, a, tc.flows, pool as u32))))
 }
 
 impl<const N: usize> Simulator<N> {
@@ -203,6 +267,15 @@ impl<const N: usize> Simulator<N> {
         let mut pmus: Vec<Pmu<N>> = (0..pmu_count)
             .map(|i| Pmu::new(i as u16, &config.pmus))
             .collect();
+        let adm = &config.defence.admission;
+        if adm.policy == crate::hw::admit::Policy::Doorkeeper {
+            for p in &mut pmus {
+                p.admit = Some(crate::hw::admit::Doorkeeper::new(adm, config.pmus.block_size));
+            }
+        }
+        if !(config.defence.miss_rate_mpps >= 0.0 && config.defence.miss_rate_mpps.is_finite()) {
+            return err(format!("config: defence.miss_rate_mpps must be >= 0, found {}", config.defence.miss_rate_mpps));
+        }
         let mut walkers = Vec::new();
         let mut tables = Vec::new();
         for (i, (t, set)) in config.tables.iter().zip(&sets).enumerate() {
@@ -300,6 +373,10 @@ impl<const N: usize> Simulator<N> {
             updates: None,
             ended: false,
             rec: None,
+            legit: None,
+            limit: (config.defence.miss_rate_mpps > 0.0).then(|| {
+                crate::hw::ratelimit::MissLimit::new(n, config.defence.miss_rate_mpps, config.defence.miss_burst, config.clock_mhz)
+            }),
             tables,
             walkers,
             pmu_wake: vec![0; pmus.len()],

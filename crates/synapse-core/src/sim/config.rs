@@ -34,6 +34,34 @@ pub struct Config {
     pub updates: Vec<super::updates::Scheduled>,
     #[serde(skip_serializing_if = "super::updates::UpdatesConfig::is_default")]
     pub update_engine: super::updates::UpdatesConfig,
+    /// Attack traffic mixed into the flows (`workload/attack.rs`); its
+    /// PHVs are counted apart from the legitimate ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attack: Option<crate::workload::attack::Attack>,
+    /// Defences against cache flooding (`hw/admit.rs`, the ELU's per-table
+    /// miss-rate limit); all off by default.
+    #[serde(skip_serializing_if = "Defence::is_default")]
+    pub defence: Defence,
+}
+
+/// Defences against cache flooding (paper §8). Each is off by default.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Defence {
+    /// Admission of ELU fills into the PMUs' CAMs.
+    pub admission: crate::hw::admit::Config,
+    /// Misses each table may send to the ELU, millions per second (a token
+    /// bucket per table); 0 = no limit. Misses over it wait in their PMU's
+    /// Q_m, so a flooded table holds back only itself.
+    pub miss_rate_mpps: f64,
+    /// Burst of the miss-rate limit's token bucket, misses.
+    pub miss_burst: u32,
+}
+
+impl Defence {
+    pub fn is_default(&self) -> bool {
+        *self == Defence::default()
+    }
 }
 
 impl Default for Config {
@@ -56,6 +84,8 @@ impl Default for Config {
             traffic: Traffic::default(),
             updates: Vec::new(),
             update_engine: Default::default(),
+            attack: None,
+            defence: Defence::default(),
         }
     }
 }

@@ -65,7 +65,7 @@ pub mod source;
 pub mod stats;
 mod updates;
 
-pub use api::{Drain, Invariants, QueueDepths, TableSummary};
+pub use api::{ClassSummary, Drain, Invariants, QueueDepths, TableSummary};
 
 pub use config::Config;
 pub use record::{PmuEvent, PmuRecording};
@@ -235,7 +235,13 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     ended: bool,
     /// One PMU's inputs, recorded for the RTL co-simulation (`record.rs`).
     rec: Option<Box<PmuRecording<N>>>,
+    /// With an `[attack]`: legitimate and attack PHVs counted apart.
+    legit: Option<Box<stats::Classes>>,
+    /// `defence.miss_rate_mpps`: the ELU's per-table miss-rate limit.
+    limit: Option<crate::hw::ratelimit::MissLimit>,
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod attack_tests;

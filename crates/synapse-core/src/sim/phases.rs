@@ -2,6 +2,7 @@
 //! memory completions and arrivals, is in `run.rs`).
 
 use super::*;
+use crate::hw::vmu::Via;
 
 impl<const N: usize> Simulator<N> {
     /// One cycle (phases 2–8); returns the next cycle at which a queue can
@@ -90,6 +91,18 @@ impl<const N: usize> Simulator<N> {
             // Round robin from bus_rr (a wrapping index: no division a step).
             let mut i = self.bus_rr % n;
             for _ in 0..n {
+                if let Some(l) = &mut self.limit {
+                    // The miss-rate limit: a table over it waits (its
+                    // misses stay queued), the round robin moves on.
+                    let head = if i < self.pmus.len() { self.pmus[i].peek_miss().map(|m| m.table) } else { self.direct.front().map(|m| m.table) };
+                    if let Some(t) = head {
+                        if !l.allows(t as usize, now) {
+                            l.held[t as usize] += 1;
+                            i = if i + 1 == n { 0 } else { i + 1 };
+                            continue;
+                        }
+                    }
+                }
                 let miss = if i < self.pmus.len() {
                     let m = self.pmus[i].pop_miss();
                     if m.is_some() {
@@ -104,6 +117,9 @@ impl<const N: usize> Simulator<N> {
                     self.direct.pop_front()
                 };
                 if let Some(m) = miss {
+                    if let Some(l) = &mut self.limit {
+                        l.take(m.table as usize, now);
+                    }
                     self.bus.try_send(now, 0);
                     self.tables[m.table as usize].win.elu_requests += 1;
                     self.elu.enqueue(now, m);
@@ -402,6 +418,9 @@ impl<const N: usize> Simulator<N> {
             // Wrong, or (with rule updates) another version's answer.
             self.judge(ti, slot.phv, slot.flow, action, slot.issued);
         }
+        if let Some(l) = self.legit.as_deref_mut() {
+            l.release(slot.flow, slot.via == Via::Hit, slot.phv, matches!(next, Next::Exit).then_some(now));
+        }
         let t = &mut self.tables[ti];
         t.defaults += is_default(action) as u64;
         t.win.processed += 1;
@@ -478,6 +497,9 @@ impl<const N: usize> Simulator<N> {
             let slot = t.vmu.release();
             if self.to_judge(ti, slot.flow, slot.action.unwrap()) {
                 self.judge(ti, slot.phv, slot.flow, slot.action.unwrap(), slot.issued);
+            }
+            if let Some(l) = self.legit.as_deref_mut() {
+                l.release(slot.flow, slot.via == Via::Hit, slot.phv, Some(at));
             }
             let t = &mut self.tables[ti];
             t.defaults += is_default(slot.action.unwrap()) as u64;
@@ -647,6 +669,9 @@ impl<const N: usize> Simulator<N> {
         let slot = t.vmu.release();
         if self.to_judge(ti, slot.flow, action) {
             self.judge(ti, slot.phv, slot.flow, action, slot.issued);
+        }
+        if let Some(l) = self.legit.as_deref_mut() {
+            l.release(slot.flow, slot.via == Via::Hit, slot.phv, Some(rel));
         }
         let t = &mut self.tables[ti];
         t.defaults += is_default(action) as u64;

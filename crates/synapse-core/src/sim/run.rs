@@ -152,7 +152,14 @@ impl<const N: usize> Simulator<N> {
         self.created += 1;
         let table = &mut self.tables[t as usize];
         table.win.arrived += 1;
-        if table.input.len() >= self.stage_fifo {
+        let full = table.input.len() >= self.stage_fifo;
+        if let Some(l) = self.legit.as_deref_mut() {
+            let c = l.class(a.flow);
+            l.born.push(now);
+            l.arrived[c] += 1;
+            l.dropped[c] += full as u64;
+        }
+        if full {
             table.win.drops += 1;
             self.dropped += 1;
             return;

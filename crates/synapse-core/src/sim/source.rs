@@ -19,6 +19,8 @@ pub use crate::workload::traffic::Arrival;
 pub enum Source {
     Flows(Traffic),
     Replay(Replay),
+    /// Flows with attack packets mixed in (`workload/attack.rs`).
+    Mixed(Box<crate::workload::attack::Mix<Source>>),
     Other(Box<dyn Iterator<Item = Arrival> + Send>),
 }
 
@@ -29,6 +31,7 @@ impl Iterator for Source {
         match self {
             Source::Flows(t) => t.next(),
             Source::Replay(r) => r.next(),
+            Source::Mixed(m) => m.next(),
             Source::Other(b) => b.next(),
         }
     }

@@ -164,6 +164,45 @@ impl Counters {
     }
 }
 
+/// Legitimate (class 0) and attack (class 1) PHVs counted apart, when the
+/// run has an `[attack]` (`workload/attack.rs`): attack PHVs are those of
+/// flows from `legit_flows` on. Hits and misses count each table visit;
+/// latency is a PHV's time from its arrival to its exit.
+#[derive(Clone, Debug, Default)]
+pub struct Classes {
+    pub legit_flows: u32,
+    /// Arrival cycle per PHV id (ids count up from 0).
+    pub born: Vec<Cycle>,
+    pub arrived: [u64; 2],
+    pub dropped: [u64; 2],
+    pub exited: [u64; 2],
+    pub hits: [u64; 2],
+    pub misses: [u64; 2],
+    pub lat_sum: [u64; 2],
+    pub lat: [LogHist; 2],
+}
+
+impl Classes {
+    #[inline]
+    pub fn class(&self, flow: u32) -> usize {
+        (flow >= self.legit_flows) as usize
+    }
+    /// A PHV left a table, answered from its CAM (`hit`) or not; `exit`:
+    /// it left the pipeline at that cycle.
+    #[inline]
+    pub fn release(&mut self, flow: u32, hit: bool, phv: u64, exit: Option<Cycle>) {
+        let c = self.class(flow);
+        self.hits[c] += hit as u64;
+        self.misses[c] += !hit as u64;
+        if let Some(at) = exit {
+            let lat = at - self.born[phv as usize];
+            self.exited[c] += 1;
+            self.lat_sum[c] += lat;
+            self.lat[c].add(lat);
+        }
+    }
+}
+
 /// One completed (window, table) row.
 #[derive(Clone, Debug)]
 pub struct WindowRow {

@@ -6,6 +6,7 @@
 //! - [`tracegen`]: headers that fall inside rules, with Pareto locality.
 //! - [`flowsize`], [`caida`]: flow-size distributions (built-in CAIDA CDFs).
 //! - [`profile`]: time-varying flow arrival rates (Fig. 8 shapes).
+//! - [`attack`]: attack traffic (cache flooding) mixed into the flows.
 //! - [`traffic`]: packet arrivals of flows, Poisson at a rate proportional to size.
 
 pub mod rulegen;
@@ -13,6 +14,7 @@ pub mod seed;
 pub mod stats;
 pub mod tracegen;
 
+pub mod attack;
 pub mod caida;
 pub mod flowsize;
 pub mod profile;
