@@ -170,6 +170,24 @@ impl PyP4Program {
         Ok(d)
     }
 
+    /// Per add-on-miss table: adds, adds refused as the table was full,
+    /// expiries, timer restarts, hits on learned entries and the entries it
+    /// holds now (`program::learn`).
+    fn learn_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new_bound(py);
+        for (name, s, n) in self.ex.learn_stats() {
+            let t = PyDict::new_bound(py);
+            t.set_item("adds", s.adds)?;
+            t.set_item("full", s.full)?;
+            t.set_item("expired", s.expired)?;
+            t.set_item("restarts", s.restarts)?;
+            t.set_item("hits", s.hits)?;
+            t.set_item("entries", n)?;
+            d.set_item(name, t)?;
+        }
+        Ok(d)
+    }
+
     /// What the externs and the packet flow did so far: counters (per
     /// index: packets, bytes), direct counters (per table and entry), meter
     /// colours, digests per learn list, the registers' non-zero cells, and

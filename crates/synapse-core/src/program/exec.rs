@@ -876,7 +876,22 @@ impl Linker<'_> {
             counters: t.counters,
             meter,
             handles,
+            learn: None,
         };
+        if let Some(l) = &t.add_on_miss {
+            if t.keyed.is_none() || tb.key.iter().any(|k| k.kind != MatchKind::Exact) {
+                return Err(format!("{what}: add_on_miss: expected a keyed table with exact keys only (PNA)"));
+            }
+            if t.counters || t.meter.is_some() || t.selector.is_some() {
+                return Err(format!("{what}: add_on_miss: direct counters, meters and action selectors are not supported on it"));
+            }
+            if l.profiles_us.is_empty() {
+                return Err(format!("{what}: add_on_miss: expected at least one expire time profile"));
+            }
+            let next_of = (0..actions.len() as u32).map(|a| next_of(a, true)).collect::<Result<Vec<_>, _>>()?;
+            tb.learn = Some(super::learn::Spec { profiles_us: l.profiles_us.clone(), max_size: l.max_size,
+                                                 fixed: t.entries.len() as u32, next_of });
+        }
         tb.build_index();
         Ok(tb)
     }
@@ -955,6 +970,18 @@ pub struct State {
     /// The pipeline at whose end the last dropped packet was marked to drop
     /// (`u32::MAX`: dropped otherwise, e.g. a multicast group without replicas).
     pub drop_pipeline: u32,
+    /// The packet's arrival time (µs since the run's start).
+    pub now_us: u64,
+    /// Per table: its learned entries (add-on-miss tables only).
+    pub learn: Vec<Option<super::learn::Learner>>,
+    pub learning: bool,
+    /// Data-plane writes since the log was last drained (None: not logged).
+    pub writes: Option<Vec<super::learn::Write>>,
+    /// The add-on-miss table whose action runs (NONE: none), the learned
+    /// entry it hit (NONE: a miss; `learn::FIXED`: a control-plane entry) and its key.
+    pub learn_at: u32,
+    pub learn_slot: u32,
+    pub learn_key: Vec<u32>,
 }
 
 impl State {
@@ -973,6 +1000,26 @@ impl State {
             events: vec![0; p.code.reasons.names.len()],
             ext: super::externs::ExternState::new(p),
             drop_pipeline: 0,
+            now_us: 0,
+            learn: p.tables.iter().map(|t| t.learn.as_ref().map(super::learn::Learner::new)).collect(),
+            learning: p.tables.iter().any(|t| t.learn.is_some()),
+            writes: None,
+            learn_at: NONE,
+            learn_slot: NONE,
+            learn_key: Vec::new(),
+        }
+    }
+
+    /// The packet arrives at `now_ps`: learned entries whose time is up go.
+    #[inline]
+    fn arrive(&mut self, p: &Program, now_ps: u64) {
+        self.now_us = now_ps / 1_000_000;
+        if self.learning {
+            for (t, l) in self.learn.iter_mut().enumerate() {
+                if let Some(l) = l {
+                    l.age(p.tables[t].keyed.unwrap_or(0), self.now_us, self.writes.as_mut());
+                }
+            }
         }
     }
 
@@ -1185,6 +1232,7 @@ impl Executor {
     fn run_flow(&mut self, frame: &[u8], ingress_port: u32, now_ps: u64, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {
         let p = &self.prog;
         let st = &mut self.st;
+        st.arrive(p, now_ps);
         st.start(p);
         let mut x = Passes { p, st, sc: &mut self.sc, pool: &mut self.pool, parser_error: None };
         let (di, de) = (self.flow.counts.drop_ingress, self.flow.counts.drop_egress);
@@ -1204,6 +1252,8 @@ pub struct Scratch {
     pub vals: Vec<u128>,
     pub words: Vec<u32>,
     pub bytes: Vec<u8>,
+    /// A learned entry's action data while its action runs.
+    pub learned: Vec<u128>,
 }
 
 /// Runs packets through a [`Program`] (see the module doc).
@@ -1222,7 +1272,7 @@ pub struct Executor {
 impl Executor {
     pub fn new(prog: Program) -> Executor {
         let st = State::new(&prog);
-        let sc = Scratch { vals: vec![0; prog.max_key_fields.max(1)], words: vec![0; MAX_KEY_WORDS], bytes: Vec::new() };
+        let sc = Scratch { vals: vec![0; prog.max_key_fields.max(1)], words: vec![0; MAX_KEY_WORDS], bytes: Vec::new(), learned: Vec::new() };
         let flow = super::flow::Flow::new(prog.objs.flow.clone());
         Executor { prog, st, sc, flow, pool: Vec::new(), packets: 0, inexact_packets: 0 }
     }
@@ -1251,6 +1301,23 @@ impl Executor {
         self.prog.code.reasons.names.iter().zip(&self.st.events).filter(|(_, &c)| c > 0).map(|(n, &c)| (n.clone(), c)).collect()
     }
 
+    /// Logs the data-plane writes (adds, expiries) from now on, for [`Self::take_writes`].
+    pub fn log_writes(&mut self) {
+        self.st.writes.get_or_insert_with(Vec::new);
+    }
+
+    /// The data-plane writes logged since the last call.
+    pub fn take_writes(&mut self) -> Vec<super::learn::Write> {
+        self.st.writes.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Per add-on-miss table (name): its counters and the entries it holds now.
+    pub fn learn_stats(&self) -> Vec<(String, super::learn::Stats, usize)> {
+        self.prog.tables.iter().zip(&self.st.learn)
+            .filter_map(|(t, l)| l.as_ref().map(|l| (t.name.clone(), l.stats.clone(), l.len())))
+            .collect()
+    }
+
     /// The externs' state: registers, counters, meters, digests.
     pub fn externs(&self) -> &super::externs::ExternState {
         &self.st.ext
@@ -1277,6 +1344,7 @@ impl RunPacket for Executor {
         }
         let p = &self.prog;
         let st = &mut self.st;
+        st.arrive(p, now_ps);
         st.start(p);
         if let Some((c, g)) = p.std.ingress_port {
             st.phv.cells[c as usize] = ingress_port as u128 & p.std.masks[0];
@@ -1317,6 +1385,14 @@ impl RunPacket for Executor {
     /// interpreter names its drops (`ingress`, `egress`).
     fn drop_reason(&self) -> u32 {
         self.st.drop_pipeline.wrapping_add(1)
+    }
+
+    fn log_writes(&mut self) {
+        Executor::log_writes(self);
+    }
+
+    fn take_writes(&mut self) -> Vec<super::learn::Write> {
+        Executor::take_writes(self)
     }
 
     fn drop_reasons(&self) -> Vec<String> {

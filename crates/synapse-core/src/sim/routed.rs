@@ -616,6 +616,40 @@ impl<const N: usize> crate::program::RouteSink for Simulator<N> {
     fn push_arrivals(&mut self, t_ps: &[u64], flow: &[u32]) -> Result<(), String> {
         Simulator::push_arrivals(self, t_ps, flow).map_err(|e| e.0)
     }
+    /// The data plane's adds and expiries become the update engine's
+    /// inserts (after the table's entries) and deletes, each requested at
+    /// its packet's arrival: the ELU's rule store follows the learned
+    /// entries and the PMUs' copies are invalidated as for any update.
+    fn table_writes(&mut self, table: u16, words: usize, writes: &[crate::program::learn::Write]) -> Result<(), String> {
+        let t = table as usize;
+        if t >= self.tables.len() || words > N || words == 0 {
+            return Err(format!("table_writes: table {table} of {}, {words}-word keys ({N}-word simulator)", self.tables.len()));
+        }
+        if self.learned.len() < self.tables.len() {
+            self.learned.resize(self.tables.len(), Vec::new());
+        }
+        let fixed = self.sets[t].rules.len() as u32;
+        let mut ops = Vec::with_capacity(writes.len());
+        for w in writes {
+            if w.key.len() != words {
+                return Err(format!("table_writes: a key of {} words for table {table} of {words}", w.key.len()));
+            }
+            let live = &mut self.learned[t];
+            let c = self.clock.ceil(w.t_us.saturating_mul(1_000_000));
+            if w.add {
+                let fm: Vec<_> = w.key.iter().map(|&x| crate::rules::FieldMatch::exact(x)).collect();
+                ops.push((c, super::updates::Op::Insert { pos: fixed + live.len() as u32, rule: crate::rules::Rule::new(&fm, 0, 0) }));
+                live.push(w.number);
+            } else {
+                let Some(i) = live.iter().position(|&n| n == w.number) else {
+                    return Err(format!("table_writes: entry {} of table {table} expires but was never added", w.number));
+                };
+                live.remove(i);
+                ops.push((c, super::updates::Op::Delete { pos: fixed + i as u32 }));
+            }
+        }
+        self.schedule_ops(table, ops).map_err(|e| e.0)
+    }
 }
 
 #[cfg(test)]
