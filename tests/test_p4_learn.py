@@ -30,7 +30,7 @@ CT = "Conntrack.ct_flows"
 MS = 1_000_000_000  # ps
 
 
-def pkt(src: str, dst: str, proto: int = 17, sport: int = 1000, dport: int = 80) -> bytes:
+def pkt(src: str, dst: str, proto: int = 17, sport: int = 1000, dport: int = 5000) -> bytes:
     a = bytes(int(x) for x in src.split(".")) + bytes(int(x) for x in dst.split("."))
     l4 = struct.pack("!HHHH", sport, dport, 8, 0) if proto == 17 else struct.pack("!HHIIBBHHH", sport, dport, 0, 0, 0x50, 0x10, 1, 0, 0)
     ip = struct.pack("!BBHHHBBH", 0x45, 0, 20 + len(l4), 0, 0, 64, proto, 0) + a
@@ -85,12 +85,12 @@ def random_packets(rng: random.Random, n: int) -> list[tuple[int, bytes]]:
              for _ in range(300)]
     out, t = [], 0
     for _ in range(n):
-        t += rng.choice([0, 10_000, 1 * MS, 5 * MS, 40 * MS])
+        t += 40 * MS if rng.random() < 0.02 else rng.choice([0, 10_000_000, 100_000_000, 1 * MS])
         out.append((t, pkt(*rng.choice(flows))))
     return out
 
 
-@pytest.mark.parametrize("seed,max_size", [(1, 65536), (2, 150), (3, 40)])
+@pytest.mark.parametrize("seed,max_size", [(1, 65536), (2, 50), (3, 15)])
 def test_both_engines_agree_on_random_packets(seed, max_size):
     rng = random.Random(seed)
     a, b, la, lb = engines(doc(max_size=max_size), random_packets(rng, 3000))

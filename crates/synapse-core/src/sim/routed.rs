@@ -739,6 +739,35 @@ mod tests {
         assert_eq!(s[1].1.keys, 200);
     }
 
+    /// A learned entry (`program::learn`) through `RouteSink::table_writes`:
+    /// key 2 of table a misses until the add at 50 µs commits, hits until
+    /// the expiry at 150 µs commits, then misses again; every answer is
+    /// the versioned oracle's, none stale.
+    #[test]
+    fn data_plane_writes_become_updates() {
+        use crate::program::learn::Write;
+        use crate::program::RouteSink;
+        let a = table::<8>("a", &[(1, 0xff)], &[2]);
+        let c = config(&["a"], &[vec![0]]);
+        let mut sim = Simulator::<8>::build_routed(c, vec![a], vec![0, 1], vec![0], vec![0]).unwrap();
+        let w = |t_us, add| Write { keyed: 0, t_us, add, number: 1, key: vec![2].into() };
+        assert!(RouteSink::table_writes(&mut sim, 0, 2, &[w(50, true)]).is_err(), "a 2-word key for a 1-word table");
+        assert!(RouteSink::table_writes(&mut sim, 0, 1, &[w(10, false)]).is_err(), "an expiry of an entry never added");
+        RouteSink::table_writes(&mut sim, 0, 1, &[w(50, true), w(150, false)]).unwrap();
+        let t: Vec<u64> = (0..200u64).map(|i| i * 1_000_000).collect();
+        sim.push_arrivals(&t, &vec![0; 200]).unwrap();
+        sim.run_until_ns(250_000.0);
+        assert!(sim.drain().drained);
+        let inv = sim.check_invariants();
+        assert!(inv.ok(), "{inv:?}");
+        let u = sim.update_stats();
+        assert_eq!((u.requested, u.committed, u.stale_answers), (2, 2, 0));
+        // hits only between the two commits (an update takes a few µs)
+        let (hit, miss) = u.answers[0];
+        assert_eq!(hit + miss, 200);
+        assert!((90..100).contains(&hit), "{hit} hits");
+    }
+
     #[test]
     fn wide_keys_route_as_narrow_ones() {
         // The same tables in 16- and 32-word keys: same timing, same counters.
