@@ -1733,4 +1733,55 @@ pub(crate) mod tests {
         assert!(Program::from_json("{\"format\": 1}").unwrap_err().starts_with("program description:"));
         assert!(Program::from_json(&serde_json::to_string(&json!({"format": "x"})).unwrap()).is_err());
     }
+
+    /// An add-on-miss table (`learn.rs`): a miss learns the packet's key
+    /// with its TTL as action data; the next packet hits it and reads that
+    /// data; hits restart the 10 µs timer; past it the entry is gone and
+    /// is learned again under a new number. The write log has each add
+    /// and expiry at its packet's time.
+    #[test]
+    fn an_add_on_miss_table_learns_ages_and_logs() {
+        let b = eth_ip();
+        let table = |extra: Value| {
+            let mut t = json!({"kind": "table", "name": "flows", "keyed": 0,
+                "key": [{"slot": b.s("ip.dst"), "width": 32, "match": "exact", "valid": b.s("ip.$valid$"), "mask": null, "shift": 0, "name": "ip.dst"}],
+                "entries": [], "default": {"a": 1, "d": []}, "next": {"hit": -1, "miss": -1},
+                "add_on_miss": {"profiles_us": [10], "max_size": 2}});
+            for (k, v) in extra.as_object().unwrap() {
+                t[k] = v.clone();
+            }
+            t
+        };
+        let desc = |t: Value| b.build(json!({
+            "parser": eth_ip_parser(&b),
+            "actions": [
+                {"name": "hit", "id": 0, "params": [16], "ops": [["set", b.s("meta.a"), ["p", 0]], ["extern", "restart_expire_timer", []]]},
+                {"name": "learn", "id": 1, "params": [], "ops": [["extern", "add_entry", [["n", "string", "hit"], ["f", b.s("ip.ttl")], ["e", ["c", "0x0"]]]]]}],
+            "nodes": [t], "pipelines": [{"name": "ingress", "init": 0}], "keyed": [0]}));
+        let mut ex = Executor::new(Program::link(&desc(table(json!({})))).unwrap());
+        ex.log_writes();
+        let ip = |ttl: u8, dst: u8| frame(0x800, &[0x45, 0, ttl, 6, 10, 0, 0, dst], &[]);
+        let mut got = Vec::new();
+        for (t_us, ttl, dst) in [(0u64, 5u8, 1u8), (5, 9, 1), (14, 9, 1), (24, 9, 1), (30, 7, 2), (31, 8, 3), (32, 8, 4)] {
+            let mut v = Visits::new();
+            ex.run(&ip(ttl, dst), 0, t_us * 1_000_000, &mut v, None);
+            got.push((v.entry[0], ex.field(b.s("meta.a") as usize)));
+        }
+        // t=5, 14: hits on entry 0 (data: the TTL 5 of the packet that learned it); each restarts
+        // the timer (expiry 15, then 24); t=24: gone, learned again as entry 1 (TTL 9); dst 2 and 3
+        // are new; max_size 2: dst 3 is not learned, and dst 4 neither (the table holds 1 and 2)
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec![-1, 0, 0, -1, -1, -1, -1]);
+        assert_eq!((got[1].1, got[2].1), (5, 5));
+        let w = ex.take_writes();
+        let log: Vec<_> = w.iter().map(|w| (w.t_us, w.add, w.number, w.key.to_vec())).collect();
+        assert_eq!(log, vec![(0, true, 0, vec![10 << 24 | 1]), (24, false, 0, vec![10 << 24 | 1]), (24, true, 1, vec![10 << 24 | 1]),
+                             (30, true, 2, vec![10 << 24 | 2])]);
+        let s = &ex.learn_stats()[0];
+        assert_eq!((s.1.adds, s.1.expired, s.1.full, s.1.restarts, s.2), (3, 1, 2, 2, 2));
+        // an add-on-miss table keys on exact fields only
+        let mut bad = table(json!({}));
+        bad["key"][0]["match"] = json!("ternary");
+        assert!(Program::link(&desc(bad)).unwrap_err().contains("exact keys only"));
+        assert!(Program::link(&desc(table(json!({"add_on_miss": {"profiles_us": [], "max_size": 2}})))).unwrap_err().contains("profile"));
+    }
 }

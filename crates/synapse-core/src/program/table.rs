@@ -491,6 +491,7 @@ mod tests {
             counters: false,
             meter: None,
             handles: (0..rows.len() as u32).collect(),
+            learn: None,
         };
         t.build_index();
         t
