@@ -144,10 +144,12 @@ impl PyP4Program {
         let (data, offsets) = (data.as_slice()?, offsets.as_slice()?);
         let fr = frames(data, offsets)?;
         let ts: Vec<u64> = match &times {
-            Some(t) if t.len() == fr.len() => t.as_slice()?.to_vec(),
-            Some(t) => return Err(verr(format!("time_batch: {} times for {} frames", t.len(), fr.len()))),
+            Some(t) => t.as_slice()?.to_vec(),
             None => vec![0; fr.len()],
         };
+        if ts.len() != fr.len() {
+            return Err(verr(format!("time_batch: {} times for {} frames", ts.len(), fr.len())));
+        }
         let ex = &mut self.ex;
         Ok(py.allow_threads(|| {
             let mut v = Visits::new();
