@@ -135,23 +135,32 @@ impl PyP4Program {
 
     /// Seconds to run the batch `passes` times (visits and output packets
     /// produced and dropped after each pass, as a consumer would): the
-    /// functional rate, without Python in the loop.
-    #[pyo3(signature = (data, offsets, passes = 1, ingress_port = 0, outputs = true))]
+    /// functional rate, without Python in the loop. `times`: each frame's
+    /// arrival (ps; default 0), the clock of aging and meters.
+    #[pyo3(signature = (data, offsets, passes = 1, ingress_port = 0, outputs = true, times = None))]
+    #[allow(clippy::too_many_arguments)]
     fn time_batch(&mut self, py: Python<'_>, data: PyReadonlyArray1<'_, u8>, offsets: PyReadonlyArray1<'_, i64>, passes: usize,
-                  ingress_port: u32, outputs: bool) -> PyResult<f64> {
+                  ingress_port: u32, outputs: bool, times: Option<PyReadonlyArray1<'_, u64>>) -> PyResult<f64> {
         let (data, offsets) = (data.as_slice()?, offsets.as_slice()?);
         let fr = frames(data, offsets)?;
+        let ts: Vec<u64> = match &times {
+            Some(t) => t.as_slice()?.to_vec(),
+            None => vec![0; fr.len()],
+        };
+        if ts.len() != fr.len() {
+            return Err(verr(format!("time_batch: {} times for {} frames", ts.len(), fr.len())));
+        }
         let ex = &mut self.ex;
         Ok(py.allow_threads(|| {
             let mut v = Visits::new();
             let mut o = Outputs::new();
             let t = std::time::Instant::now();
             for _ in 0..passes {
-                for chunk in fr.chunks(4096) {
+                for (chunk, tc) in fr.chunks(4096).zip(ts.chunks(4096)) {
                     v.clear();
                     o.clear();
-                    for f in chunk {
-                        ex.run(f, ingress_port, 0, &mut v, if outputs { Some(&mut o) } else { None });
+                    for (f, &t) in chunk.iter().zip(tc) {
+                        ex.run(f, ingress_port, t, &mut v, if outputs { Some(&mut o) } else { None });
                     }
                     std::hint::black_box((&v, &o));
                 }
@@ -166,6 +175,24 @@ impl PyP4Program {
         let d = PyDict::new_bound(py);
         for (k, v) in self.ex.events() {
             d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// Per add-on-miss table: adds, adds refused as the table was full,
+    /// expiries, timer restarts, hits on learned entries and the entries it
+    /// holds now (`program::learn`).
+    fn learn_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new_bound(py);
+        for (name, s, n) in self.ex.learn_stats() {
+            let t = PyDict::new_bound(py);
+            t.set_item("adds", s.adds)?;
+            t.set_item("full", s.full)?;
+            t.set_item("expired", s.expired)?;
+            t.set_item("restarts", s.restarts)?;
+            t.set_item("hits", s.hits)?;
+            t.set_item("entries", n)?;
+            d.set_item(name, t)?;
         }
         Ok(d)
     }

@@ -211,6 +211,7 @@ impl CaptureStream {
         d.set_item("routes", i.n_routes())?;
         d.set_item("keys", (0..i.tables()).map(|t| i.keys(t).2.len()).collect::<Vec<_>>())?;
         d.set_item("entry_conflicts", i.conflicts)?;
+        d.set_item("table_writes", self.inner.writes_total)?;
         d.set_item("interner_bytes", i.memory_bytes())?;
         Ok(d)
     }

@@ -58,6 +58,7 @@ from typing import Any, Mapping
 
 from synapse_vmt.errors import UserError
 from synapse_vmt.p4.exprs import MAX_SHIFT, Unsupported, _hex
+from synapse_vmt.p4.learn import add_on_miss
 from synapse_vmt.p4.interp import _MALFORMED, Program, _match_row
 
 FORMAT = "synapse-p4-program"
@@ -598,6 +599,9 @@ def _table(prog: Program, pi: int, t: dict, te: object, keyed: int | None, nid, 
         if mj is None or not isinstance(mj.get("result_target"), list):
             raise UserError(f"{path}: table {name}: expected direct meter {dm!r} among meter_arrays, with a result_target")
         out["meter"] = {"name": dm, "target": prog.phv.field_slot(mj["result_target"]), "packets": mj.get("type") == "packets"}
+    aom = add_on_miss(t, path)
+    if aom is not None:
+        out["add_on_miss"] = {"profiles_us": aom[0], "max_size": aom[1]}
     return out
 
 

@@ -458,6 +458,16 @@ class Codegen:
             return [f"p[{regs[op]}] = {self.expr(params[0], parser)} & 0xFFFF"]
         if op == "generate_digest":
             return [f"p[{regs['learn']}] = {self.expr(params[1], parser)} & 0xFFFF"]
+        # PNA data-plane table writes (synapse_vmt.p4.learn): the table's context _LC says where
+        if op == "add_entry":
+            if not params or params[0].get("type") != "string":
+                raise UserError(f"{self.phv.path}: {op}: expected the action's name first, found {params[:1]!r}")
+            data = "".join(f"{self.expr(x, parser)}, " for x in params[1:-1])
+            return [f"_LC.add({params[0]['value']!r}, ({data}), {self.expr(params[-1], parser)})"]
+        if op == "restart_expire_timer":
+            return ["_LC.restart()"]
+        if op == "set_entry_expire_time":
+            return [f"_LC.restart({self.expr(params[0], parser)})"]
         return None
 
     def drop(self) -> list[str]:

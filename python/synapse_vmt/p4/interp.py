@@ -91,6 +91,7 @@ import numpy as np
 from synapse_vmt.errors import UserError
 from synapse_vmt.p4.cfg import load_json
 from synapse_vmt.p4.externs import SwitchConfig, SwitchOptions, choose_member
+from synapse_vmt.p4.learn import Context, Learner, add_on_miss
 from synapse_vmt.p4.exprs import _SLOT_RE, Codegen, Objects, Phv, Unsupported, located, sat_cast, source_of, tcm, usat_cast
 from synapse_vmt.p4.hashes import pack_bits
 from synapse_vmt.p4.parser import MAX_STATES, ParserCompiler, Reject, look
@@ -622,7 +623,8 @@ class Program:
             return b"".join(parts) + bytes(buf[pos:])
 
         # a frame's fate depends on nothing but its bytes: remember it
-        cacheable = frame_cache and not (self.cg.obj.uses_rng or self.cg.obj.writes_registers or flow.stateful)
+        learners = [lr for _, lr in self._learners]
+        cacheable = frame_cache and not (self.cg.obj.uses_rng or self.cg.obj.writes_registers or flow.stateful or learners)
         pkt_start: list[int] = []
         dropped: list[bool] = []
         perr: list[int] = []
@@ -643,6 +645,8 @@ class Program:
                     buf, now_us = item, 0
                 if not isinstance(buf, bytes):
                     buf = bytes(buf)
+                for lr in learners:
+                    lr.age(now_us)
                 start = len(steps)
                 pkt_start.append(start)
                 if cacheable:
@@ -706,6 +710,11 @@ class Program:
             packet_guessed=guessed,
         )
 
+    def learn_stats(self) -> dict[str, dict]:
+        """Per add-on-miss table of the last run (:mod:`synapse_vmt.p4.learn`): adds, adds
+        refused as the table was full, expiries, timer restarts, hits on learned entries, entries held."""
+        return {name: lr.stats() for name, lr in getattr(self, "_learners", [])}
+
     def _bind(self, entries: dict, seed: int, rng: random.Random, steps: list, synth: dict, fallback: dict, nd: list,
               drawn: list, table_cache: dict | None = None, flow: Flow | None = None):
         """Generate the control flow with the entries bound: node(p, T) -> the
@@ -725,6 +734,8 @@ class Program:
                 raise UserError(f"{self.path}: {where}: expected a table or conditional of its pipeline, found {name!r}")
             return ids[(pi, name)]
 
+        self._learners: list[tuple[str, Learner]] = []
+        self.ns["_LC"] = Context()  # the actions' globals: a fresh context per run
         ns: dict[str, object] = dict(self.ns)
         ns["_S"] = steps.append
         ns["_R"] = rng.random
@@ -864,12 +875,19 @@ class Program:
             members = tuple(self._member(t, -1, a, ps, pi, nid, w, f"{name}: default group", hit=False) for a, ps in dgroup)
             miss = (-1, _GROUP, members, members[0][3], members[0][4])
         ns[f"_MISS{n}"] = miss
+        aom = add_on_miss(t, self.path)
+        if aom is not None:
+            # PNA add-on-miss (synapse_vmt.p4.learn): fixed entries, then learned ones, then the miss
+            acts = {a.name: (a.fn, ai[a.id], a.widths, nid(pi, self._next(t, a, True), w)) for a in self.actions.values()}
+            lr = Learner(aom[0], aom[1], len(rows), acts)
+            self._learners.append((name, lr))
+            ns[f"_LRN{n}"] = lr
         if all(k.match == "exact" for k in spec.key):
             exact: dict[tuple[int, ...], tuple] = {}
             for r, res in zip(rows, results):
                 exact.setdefault(r[0], res)  # the first entry wins on a duplicate key
             ns[f"_LK{n}"] = exact.get
-            look = f"_LK{n}(k, _MISS{n})"
+            look = f"_LK{n}(k, _MISS{n})" if aom is None else f"_LK{n}(k) or _LRN{n}.lookup(k) or _MISS{n}"
         else:
             memo: dict[tuple[int, ...], tuple] = {}
             first = first_match(spec, rows, results, miss)
@@ -929,10 +947,20 @@ class Program:
             ns[f"_DM{n}"], ns[f"_DH{n}"] = flow.direct_meter(dm, mj.get("type") == "packets"), hmap
             tgt = self.phv.field_slot(mj["result_target"])
             head.append(f"if r[0] >= 0: p[{tgt}] = _DM{n}(_DH{n}[r[0]]) & {(1 << self.phv.widths[tgt]) - 1}")
-        head += [
-            "f = r[1]",
-            "if f is not None and f(p, r[2], T): return -1",
-        ]
+        if aom is not None:
+            # the action's context for add_entry / restart_expire_timer, cleared after it
+            head += [
+                f"_LC.learner = _LRN{n}; _LC.key = k; _LC.hit = r[0] >= 0",
+                "f = r[1]",
+                "x = f is not None and f(p, r[2], T)",
+                "_LC.learner = None",
+                "if x: return -1",
+            ]
+        else:
+            head += [
+                "f = r[1]",
+                "if f is not None and f(p, r[2], T): return -1",
+            ]
         nexts = {res[3] for res in results} | {miss_next}
         for res in results + [miss]:
             if res[1] is _GROUP:

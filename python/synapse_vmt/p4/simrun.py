@@ -555,6 +555,9 @@ class NativeExec:
     def action_name(self, a: int) -> str:
         return self.action_names[a] if 0 <= a < len(self.action_names) else ""
 
+    def learn_stats(self) -> dict:
+        return dict(self.rp.core.learn_stats())
+
     def events(self) -> tuple[dict, dict, list]:
         ev = self.rp.core.events()
         synth = {k.split(": ", 1)[1]: v for k, v in ev.items() if k.startswith("synthesized field: ")}
@@ -609,6 +612,9 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         exe = NativeExec(RustProgram(prog, entries))
         reasons = ["dropped"]
     else:
+        if any(t.get("add_on_miss") for _, t in prog.table_json.values()):
+            raise UserError(f"{program}: add-on-miss tables (data-plane writes) run in the Rust executor only: "
+                            "leave out --engine python")
         exe = InterpExec(prog, entries, seed)
         reasons = InterpExec.REASONS
     try:
@@ -754,12 +760,20 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     s["warnings"] = warnings
     s["pmus_total"] = pmus
     s["p4_drops"] = {"total": c["dropped"], "by_reason": c["drops"]}
+    learned = exe.learn_stats() if engine == "rust" else {}
+    if learned:
+        # the data plane's writes (docs/p4-stateful.md): what the tables learned, and the updates they made
+        s["learned_entries"] = learned
+        u = core.update_stats()
+        s["updates"] = {k: u[k] for k in ("requested", "committed", "batches", "invalidated", "stale_answers",
+                                          "latency_ns_p50", "latency_ns_p99", "latency_ns_max")}
     s["stream"] = {
         "clock": "timestamps" if rate_mpps is None else f"rate {rate_mpps} Mpps",
         "ingress_port": "interface" if ingress_port is None else ingress_port,
         "unrouted_packets": c["unrouted"],
         "reordered_timestamps": c["reordered"],
         "entry_conflicts": c["entry_conflicts"],
+        "table_writes": c["table_writes"],
         "interner_bytes": c["interner_bytes"],
         "wall_s": wall,
         "packets_per_s": c["packets"] / wall if wall > 0 else 0.0,

@@ -10,7 +10,8 @@
 //! ingress and egress.
 
 use super::action::{self, DROP_PORT};
-use super::exec::{Program, Scratch, State};
+use super::exec::{Program, Scratch, State, NONE};
+use super::table::Hit;
 use super::expr::{Env, Expr};
 use super::table::tainted_key;
 use super::visits::Visits;
@@ -115,6 +116,9 @@ impl Program {
             }
         }
         let entry = t.lookup(&sc.vals, &sc.words[..t.words]);
+        if let Some(spec) = &t.learn {
+            return self.run_learner(ti, keyed, spec, entry, st, frame, visits, sc);
+        }
         let mut h = entry.map_or(t.miss, |e| t.hits[e as usize]);
         if let Some(calc) = t.selector {
             // an action selector's group: the member its hash picks, in handle order (BMv2)
@@ -148,6 +152,48 @@ impl Program {
             return -1;
         }
         h.next
+    }
+
+    /// [`Self::run_table`] for an add-on-miss table (`super::learn`): a
+    /// fixed entry, else a learned one, else the miss, whose action may add
+    /// the packet's key.
+    #[allow(clippy::too_many_arguments)]
+    fn run_learner(&self, ti: u32, keyed: u16, spec: &super::learn::Spec, entry: Option<u32>, st: &mut State, frame: &[u8],
+                   visits: &mut Visits, sc: &mut Scratch) -> i32 {
+        let t = &self.tables[ti as usize];
+        let key = &sc.words[..t.words];
+        let (number, h, slot) = match entry {
+            Some(e) => (e as i32, t.hits[e as usize], super::learn::FIXED),
+            None => match st.learn[ti as usize].as_mut().unwrap().lookup(key, spec) {
+                Some(l) => (l.number as i32, Hit { action: l.action, data: 0, next: l.next }, l.slot),
+                None => (-1, t.miss, NONE),
+            },
+        };
+        visits.push(keyed, number, h.action, key);
+        st.nvisits += 1;
+        if h.action == NO_ACTION {
+            return h.next;
+        }
+        st.learn_at = ti;
+        st.learn_slot = slot;
+        st.learn_key.clear();
+        st.learn_key.extend_from_slice(key);
+        let exited = if slot == NONE || slot == super::learn::FIXED {
+            self.run_action(h.action, &t.data[h.data as usize..], st, frame)
+        } else {
+            let mut data = std::mem::take(&mut sc.learned);
+            data.clear();
+            data.extend_from_slice(st.learn[ti as usize].as_ref().unwrap().data(slot));
+            let x = self.run_action(h.action, &data, st, frame);
+            sc.learned = data;
+            x
+        };
+        st.learn_at = NONE;
+        if exited {
+            -1
+        } else {
+            h.next
+        }
     }
 
     /// Runs action `a` with its data at the front of `data`; true on `exit`.

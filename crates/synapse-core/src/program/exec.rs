@@ -876,7 +876,22 @@ impl Linker<'_> {
             counters: t.counters,
             meter,
             handles,
+            learn: None,
         };
+        if let Some(l) = &t.add_on_miss {
+            if t.keyed.is_none() || tb.key.iter().any(|k| k.kind != MatchKind::Exact) {
+                return Err(format!("{what}: add_on_miss: expected a keyed table with exact keys only (PNA)"));
+            }
+            if t.counters || t.meter.is_some() || t.selector.is_some() {
+                return Err(format!("{what}: add_on_miss: direct counters, meters and action selectors are not supported on it"));
+            }
+            if l.profiles_us.is_empty() {
+                return Err(format!("{what}: add_on_miss: expected at least one expire time profile"));
+            }
+            let next_of = (0..actions.len() as u32).map(|a| next_of(a, true)).collect::<Result<Vec<_>, _>>()?;
+            tb.learn = Some(super::learn::Spec { profiles_us: l.profiles_us.clone(), max_size: l.max_size,
+                                                 fixed: t.entries.len() as u32, next_of });
+        }
         tb.build_index();
         Ok(tb)
     }
@@ -955,6 +970,18 @@ pub struct State {
     /// The pipeline at whose end the last dropped packet was marked to drop
     /// (`u32::MAX`: dropped otherwise, e.g. a multicast group without replicas).
     pub drop_pipeline: u32,
+    /// The packet's arrival time (µs since the run's start).
+    pub now_us: u64,
+    /// Per table: its learned entries (add-on-miss tables only).
+    pub learn: Vec<Option<super::learn::Learner>>,
+    pub learning: bool,
+    /// Data-plane writes since the log was last drained (None: not logged).
+    pub writes: Option<Vec<super::learn::Write>>,
+    /// The add-on-miss table whose action runs (NONE: none), the learned
+    /// entry it hit (NONE: a miss; `learn::FIXED`: a control-plane entry) and its key.
+    pub learn_at: u32,
+    pub learn_slot: u32,
+    pub learn_key: Vec<u32>,
 }
 
 impl State {
@@ -973,6 +1000,26 @@ impl State {
             events: vec![0; p.code.reasons.names.len()],
             ext: super::externs::ExternState::new(p),
             drop_pipeline: 0,
+            now_us: 0,
+            learn: p.tables.iter().map(|t| t.learn.as_ref().map(super::learn::Learner::new)).collect(),
+            learning: p.tables.iter().any(|t| t.learn.is_some()),
+            writes: None,
+            learn_at: NONE,
+            learn_slot: NONE,
+            learn_key: Vec::new(),
+        }
+    }
+
+    /// The packet arrives at `now_ps`: learned entries whose time is up go.
+    #[inline]
+    fn arrive(&mut self, p: &Program, now_ps: u64) {
+        self.now_us = now_ps / 1_000_000;
+        if self.learning {
+            for (t, l) in self.learn.iter_mut().enumerate() {
+                if let Some(l) = l {
+                    l.age(p.tables[t].keyed.unwrap_or(0), self.now_us, self.writes.as_mut());
+                }
+            }
         }
     }
 
@@ -1185,6 +1232,7 @@ impl Executor {
     fn run_flow(&mut self, frame: &[u8], ingress_port: u32, now_ps: u64, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {
         let p = &self.prog;
         let st = &mut self.st;
+        st.arrive(p, now_ps);
         st.start(p);
         let mut x = Passes { p, st, sc: &mut self.sc, pool: &mut self.pool, parser_error: None };
         let (di, de) = (self.flow.counts.drop_ingress, self.flow.counts.drop_egress);
@@ -1204,6 +1252,8 @@ pub struct Scratch {
     pub vals: Vec<u128>,
     pub words: Vec<u32>,
     pub bytes: Vec<u8>,
+    /// A learned entry's action data while its action runs.
+    pub learned: Vec<u128>,
 }
 
 /// Runs packets through a [`Program`] (see the module doc).
@@ -1222,7 +1272,7 @@ pub struct Executor {
 impl Executor {
     pub fn new(prog: Program) -> Executor {
         let st = State::new(&prog);
-        let sc = Scratch { vals: vec![0; prog.max_key_fields.max(1)], words: vec![0; MAX_KEY_WORDS], bytes: Vec::new() };
+        let sc = Scratch { vals: vec![0; prog.max_key_fields.max(1)], words: vec![0; MAX_KEY_WORDS], bytes: Vec::new(), learned: Vec::new() };
         let flow = super::flow::Flow::new(prog.objs.flow.clone());
         Executor { prog, st, sc, flow, pool: Vec::new(), packets: 0, inexact_packets: 0 }
     }
@@ -1251,6 +1301,23 @@ impl Executor {
         self.prog.code.reasons.names.iter().zip(&self.st.events).filter(|(_, &c)| c > 0).map(|(n, &c)| (n.clone(), c)).collect()
     }
 
+    /// Logs the data-plane writes (adds, expiries) from now on, for [`Self::take_writes`].
+    pub fn log_writes(&mut self) {
+        self.st.writes.get_or_insert_with(Vec::new);
+    }
+
+    /// The data-plane writes logged since the last call.
+    pub fn take_writes(&mut self) -> Vec<super::learn::Write> {
+        self.st.writes.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Per add-on-miss table (name): its counters and the entries it holds now.
+    pub fn learn_stats(&self) -> Vec<(String, super::learn::Stats, usize)> {
+        self.prog.tables.iter().zip(&self.st.learn)
+            .filter_map(|(t, l)| l.as_ref().map(|l| (t.name.clone(), l.stats.clone(), l.len())))
+            .collect()
+    }
+
     /// The externs' state: registers, counters, meters, digests.
     pub fn externs(&self) -> &super::externs::ExternState {
         &self.st.ext
@@ -1277,6 +1344,7 @@ impl RunPacket for Executor {
         }
         let p = &self.prog;
         let st = &mut self.st;
+        st.arrive(p, now_ps);
         st.start(p);
         if let Some((c, g)) = p.std.ingress_port {
             st.phv.cells[c as usize] = ingress_port as u128 & p.std.masks[0];
@@ -1317,6 +1385,14 @@ impl RunPacket for Executor {
     /// interpreter names its drops (`ingress`, `egress`).
     fn drop_reason(&self) -> u32 {
         self.st.drop_pipeline.wrapping_add(1)
+    }
+
+    fn log_writes(&mut self) {
+        Executor::log_writes(self);
+    }
+
+    fn take_writes(&mut self) -> Vec<super::learn::Write> {
+        Executor::take_writes(self)
     }
 
     fn drop_reasons(&self) -> Vec<String> {
@@ -1656,5 +1732,56 @@ pub(crate) mod tests {
         assert!(e.contains("table tb: default action") && e.contains("action index"), "{e}");
         assert!(Program::from_json("{\"format\": 1}").unwrap_err().starts_with("program description:"));
         assert!(Program::from_json(&serde_json::to_string(&json!({"format": "x"})).unwrap()).is_err());
+    }
+
+    /// An add-on-miss table (`learn.rs`): a miss learns the packet's key
+    /// with its TTL as action data; the next packet hits it and reads that
+    /// data; hits restart the 10 µs timer; past it the entry is gone and
+    /// is learned again under a new number. The write log has each add
+    /// and expiry at its packet's time.
+    #[test]
+    fn an_add_on_miss_table_learns_ages_and_logs() {
+        let b = eth_ip();
+        let table = |extra: Value| {
+            let mut t = json!({"kind": "table", "name": "flows", "keyed": 0,
+                "key": [{"slot": b.s("ip.dst"), "width": 32, "match": "exact", "valid": b.s("ip.$valid$"), "mask": null, "shift": 0, "name": "ip.dst"}],
+                "entries": [], "default": {"a": 1, "d": []}, "next": {"hit": -1, "miss": -1},
+                "add_on_miss": {"profiles_us": [10], "max_size": 2}});
+            for (k, v) in extra.as_object().unwrap() {
+                t[k] = v.clone();
+            }
+            t
+        };
+        let desc = |t: Value| b.build(json!({
+            "parser": eth_ip_parser(&b),
+            "actions": [
+                {"name": "hit", "id": 0, "params": [16], "ops": [["set", b.s("meta.a"), ["p", 0]], ["extern", "restart_expire_timer", []]]},
+                {"name": "learn", "id": 1, "params": [], "ops": [["extern", "add_entry", [["n", "string", "hit"], ["f", b.s("ip.ttl")], ["e", ["c", "0x0"]]]]]}],
+            "nodes": [t], "pipelines": [{"name": "ingress", "init": 0}], "keyed": [0]}));
+        let mut ex = Executor::new(Program::link(&desc(table(json!({})))).unwrap());
+        ex.log_writes();
+        let ip = |ttl: u8, dst: u8| frame(0x800, &[0x45, 0, ttl, 6, 10, 0, 0, dst], &[]);
+        let mut got = Vec::new();
+        for (t_us, ttl, dst) in [(0u64, 5u8, 1u8), (5, 9, 1), (14, 9, 1), (24, 9, 1), (30, 7, 2), (31, 8, 3), (32, 8, 4)] {
+            let mut v = Visits::new();
+            ex.run(&ip(ttl, dst), 0, t_us * 1_000_000, &mut v, None);
+            got.push((v.entry[0], ex.field(b.s("meta.a") as usize)));
+        }
+        // t=5, 14: hits on entry 0 (data: the TTL 5 of the packet that learned it); each restarts
+        // the timer (expiry 15, then 24); t=24: gone, learned again as entry 1 (TTL 9); dst 2 and 3
+        // are new; max_size 2: dst 3 is not learned, and dst 4 neither (the table holds 1 and 2)
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec![-1, 0, 0, -1, -1, -1, -1]);
+        assert_eq!((got[1].1, got[2].1), (5, 5));
+        let w = ex.take_writes();
+        let log: Vec<_> = w.iter().map(|w| (w.t_us, w.add, w.number, w.key.to_vec())).collect();
+        assert_eq!(log, vec![(0, true, 0, vec![10 << 24 | 1]), (24, false, 0, vec![10 << 24 | 1]), (24, true, 1, vec![10 << 24 | 1]),
+                             (30, true, 2, vec![10 << 24 | 2])]);
+        let s = &ex.learn_stats()[0];
+        assert_eq!((s.1.adds, s.1.expired, s.1.full, s.1.restarts, s.2), (3, 1, 2, 2, 2));
+        // an add-on-miss table keys on exact fields only
+        let mut bad = table(json!({}));
+        bad["key"][0]["match"] = json!("ternary");
+        assert!(Program::link(&desc(bad)).unwrap_err().contains("exact keys only"));
+        assert!(Program::link(&desc(table(json!({"add_on_miss": {"profiles_us": [], "max_size": 2}})))).unwrap_err().contains("profile"));
     }
 }

@@ -22,6 +22,8 @@
 //!   ([`SplitMix64`], the same as the interpreter's);
 //! - `clone_*_pkt_to_egress`, `resubmit`, `recirculate`, `generate_digest`:
 //!   the packet's registers that [`super::flow`] acts on after the pipeline;
+//! - `add_entry`, `restart_expire_timer`, `set_entry_expire_time`: PNA's
+//!   data-plane table writes ([`super::learn`]);
 //! - logs, assertions and `truncate`: no effect on the visits;
 //! - anything else is **unsupported**: its first field argument is marked
 //!   *synthesized* (taint), counted by name.
@@ -84,6 +86,12 @@ pub enum Extern {
     /// clone's session (| 0x10000) and field list, a resubmit's or
     /// recirculate's field list, a digest's learn list.
     Regs(Vec<(u32, u32, Val, u128)>),
+    /// PNA `add_entry(action, params.., profile)` in an add-on-miss table's
+    /// miss action (`super::learn`); `misplaced` counts a call anywhere else.
+    AddEntry { action: u32, params: Vec<Val>, profile: Val, misplaced: u32 },
+    /// PNA `restart_expire_timer()` / `set_entry_expire_time(profile)` in a
+    /// hit action (a no-op on a fixed entry).
+    Restart { profile: Option<Val> },
     /// Not executed: the field argument (if any) is marked synthesized.
     Unsupported { reason: u32, taints: Option<u32> },
 }
@@ -313,6 +321,46 @@ impl Extern {
                     st.phv.mark(group);
                 }
             }
+            Extern::AddEntry { action, params: ps, profile, misplaced } => {
+                let t = st.learn_at;
+                if t == super::exec::NONE || st.learn_slot != super::exec::NONE {
+                    st.note(*misplaced);
+                    return;
+                }
+                let tb = &p.tables[t as usize];
+                let spec = tb.learn.as_ref().unwrap();
+                let widths = &p.actions[*action as usize].params;
+                let mut data = [0u128; 16];
+                for (i, (v, &w)) in ps.iter().zip(widths).enumerate() {
+                    data[i] = val(p, st, *v, params, frame) & mask(w.min(128));
+                }
+                let prof = val(p, st, *profile, params, frame);
+                if prof >= spec.profiles_us.len() as u128 {
+                    st.note(*misplaced);
+                    return;
+                }
+                let key = std::mem::take(&mut st.learn_key);
+                let (now, keyed) = (st.now_us, tb.keyed.unwrap_or(0));
+                st.learn[t as usize].as_mut().unwrap().add(spec, keyed, &key, *action, &data[..ps.len()], prof as u32, now,
+                                                           st.writes.as_mut());
+                st.learn_key = key;
+            }
+            Extern::Restart { profile } => {
+                let (t, slot) = (st.learn_at, st.learn_slot);
+                if t == super::exec::NONE || slot == super::exec::NONE || slot == super::learn::FIXED {
+                    return;
+                }
+                let spec = p.tables[t as usize].learn.as_ref().unwrap();
+                let prof = match profile {
+                    Some(v) => match val(p, st, *v, params, frame) {
+                        x if x < spec.profiles_us.len() as u128 => Some(x as u32),
+                        _ => return,
+                    },
+                    None => None,
+                };
+                let now = st.now_us;
+                st.learn[t as usize].as_mut().unwrap().restart(spec, slot, prof, now);
+            }
             Extern::Unsupported { reason, taints } => {
                 st.note(*reason);
                 if let Some(s) = taints {
@@ -327,7 +375,7 @@ impl Extern {
 const KNOWN: &[&str] = &[
     "count", "execute_meter", "register_read", "register_write", "modify_field_with_hash_based_offset",
     "modify_field_rng_uniform", "clone_ingress_pkt_to_egress", "clone_egress_pkt_to_egress", "resubmit", "recirculate",
-    "generate_digest",
+    "generate_digest", "add_entry", "restart_expire_timer", "set_entry_expire_time",
 ];
 
 fn val(p: &Program, st: &mut State, v: Val, params: &[u128], frame: &[u8]) -> u128 {
@@ -602,6 +650,24 @@ impl Linker<'_> {
                     None => Extern::NoOp,
                 }
             }
+            "add_entry" => {
+                // add_entry(action name, its parameters.., expire time profile)
+                let act = match args.first() {
+                    Some(Arg::Name(_, n)) => self.d.actions.iter().position(|a| &a.name == n)
+                        .ok_or_else(|| format!("{what}: expected an action name, found {n:?}"))?,
+                    _ => return Err(format!("{what}: expected the action's name first")),
+                };
+                let np = self.d.actions[act].params.len();
+                if args.len() != np + 2 || np > 16 {
+                    return Err(format!("{what}: action {} takes {np} parameters: expected {} arguments (the action, its \
+                                        parameters, the expire time profile), found {}", self.d.actions[act].name, np + 2, args.len()));
+                }
+                let params = args[1..=np].iter().map(|a| v(Some(a))).collect::<Result<Vec<_>, _>>()?;
+                let misplaced = self.code.reasons.id("add_entry refused (not a miss of an add-on-miss table, or no such expire time profile)");
+                Extern::AddEntry { action: act as u32, params, profile: v(args.last())?, misplaced }
+            }
+            "restart_expire_timer" => Extern::Restart { profile: None },
+            "set_entry_expire_time" => Extern::Restart { profile: Some(v(args.first())?) },
             _ => unsupported(&mut self.code, format!("unsupported extern {name}"), args),
         })
     }

@@ -241,6 +241,16 @@ pub struct TableDesc {
     pub counters: bool,
     #[serde(default)]
     pub meter: Option<DirectMeterDesc>,
+    /// PNA add-on-miss: the data plane adds entries on a miss (`learn.rs`).
+    #[serde(default)]
+    pub add_on_miss: Option<AddOnMissDesc>,
+}
+
+/// An add-on-miss table's expire time profiles (µs) and its size.
+#[derive(Deserialize, Debug, Clone)]
+pub struct AddOnMissDesc {
+    pub profiles_us: Vec<u64>,
+    pub max_size: u32,
 }
 
 #[derive(Deserialize, Debug, Clone)]

@@ -15,6 +15,7 @@
 //!   resubmit, recirculation, multicast, the egress pass, drops).
 //! - [`hash`]: BMv2's hash algorithms and the bytes a calculation hashes.
 //! - [`meter`]: BMv2's two-rate three-colour meters.
+//! - [`learn`]: tables written from the data plane (PNA add-on-miss, aging).
 //! - [`selector`]: an action selector's choice of a group member.
 //! - [`visits`]: what the executor reports of a batch of packets, the
 //!   interface between the executor and whatever consumes its output (route
@@ -51,6 +52,7 @@ pub mod flow;
 pub mod hash;
 pub mod intern;
 pub mod ir;
+pub mod learn;
 pub mod meter;
 pub mod parser;
 pub mod pcapout;

@@ -85,4 +85,10 @@ pub trait RunPacket {
     fn drop_reasons(&self) -> Vec<String> {
         vec!["dropped".into()]
     }
+    /// Keep a log of the data-plane table writes from now on (`super::learn`).
+    fn log_writes(&mut self) {}
+    /// The data-plane table writes logged since the last call.
+    fn take_writes(&mut self) -> Vec<super::learn::Write> {
+        Vec::new()
+    }
 }

@@ -87,6 +87,12 @@ pub trait RouteSink {
     fn append_routes(&mut self, start: &[u32], table: &[u16], key: &[u32]) -> Result<(), String>;
     /// Arrivals (times in ps, non-decreasing; flows).
     fn push_arrivals(&mut self, t_ps: &[u64], flow: &[u32]) -> Result<(), String>;
+    /// Entries the data plane added to or aged out of simulated table
+    /// `table` (`super::learn`), in the order they happened.
+    fn table_writes(&mut self, table: u16, words: usize, writes: &[super::learn::Write]) -> Result<(), String> {
+        let _ = (table, words, writes);
+        Err("this sink takes no data-plane table writes".into())
+    }
 }
 
 /// A capture being streamed (see the module doc).
@@ -118,6 +124,9 @@ pub struct Stream {
     sim_routes: u32,
     sent_keys: Vec<usize>,
     reasons: Vec<String>,
+    /// Data-plane table writes not yet synced (`super::learn`).
+    writes: Vec<super::learn::Write>,
+    pub writes_total: u64,
 }
 
 impl Stream {
@@ -154,6 +163,8 @@ impl Stream {
             sim_routes: 0,
             sent_keys: vec![0; n],
             reasons: Vec::new(),
+            writes: Vec::new(),
+            writes_total: 0,
         })
     }
 
@@ -238,6 +249,9 @@ impl Stream {
     /// arrivals, output packets.
     pub fn run_held(&mut self, exec: &mut dyn RunPacket) -> Result<(), String> {
         let n = self.frames.len();
+        if self.read == n as u64 {
+            exec.log_writes();
+        }
         self.visits.clear();
         self.outputs.clear();
         let want_out = self.out.is_some();
@@ -268,6 +282,9 @@ impl Stream {
             c.copies += o.outputs.saturating_sub(1) as u64;
         }
         c.packets += n as u64;
+        let w = exec.take_writes();
+        self.writes_total += w.len() as u64;
+        self.writes.extend(w);
         if self.reasons.is_empty() {
             self.reasons = exec.drop_reasons();
         }
@@ -387,6 +404,18 @@ impl Stream {
         }
         self.arr_t.clear();
         self.arr_r.clear();
+        // table writes before the arrivals: each is requested at its own packet's time
+        let writes = std::mem::take(&mut self.writes);
+        let mut per: BTreeMap<u16, Vec<super::learn::Write>> = BTreeMap::new();
+        for w in writes {
+            if let Some(Some(s)) = sim_of.get(w.keyed as usize) {
+                per.entry(*s).or_default().push(w);
+            }
+        }
+        for (s, ws) in per {
+            let words = ws[0].key.len();
+            sink.table_writes(s, words, &ws)?;
+        }
         if !t.is_empty() {
             sink.push_arrivals(&t, &f)?;
         }

@@ -103,6 +103,8 @@ pub struct Table {
     pub meter: Option<(u32, super::externs::Out)>,
     /// Per entry: BMv2's entry handle (a direct meter's rates name it).
     pub handles: Vec<u32>,
+    /// PNA add-on-miss: entries the data plane adds (`super::learn`).
+    pub learn: Option<super::learn::Spec>,
 }
 
 impl Table {
@@ -489,6 +491,7 @@ mod tests {
             counters: false,
             meter: None,
             handles: (0..rows.len() as u32).collect(),
+            learn: None,
         };
         t.build_index();
         t

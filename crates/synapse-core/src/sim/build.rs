@@ -369,6 +369,7 @@ impl<const N: usize> Simulator<N> {
             isolated: edges.is_empty(),
             until: 0,
             routes: None,
+            learned: Vec::new(),
             sets,
             updates: None,
             ended: false,

@@ -227,6 +227,10 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     other_wake: Cycle,
     /// Explicit per-PHV routes (`routed.rs`) instead of CFG probabilities.
     routes: Option<routed::Routes<N>>,
+    /// Per table, the data plane's learned entries in force or requested,
+    /// in the order of their positions after the table's built entries
+    /// (`program::learn`, through `RouteSink::table_writes`).
+    learned: Vec<Vec<u32>>,
     /// The rule sets the tables were built from (rule updates start there).
     sets: Vec<RuleSet<N>>,
     /// Rule updates (`updates.rs`); none until one is scheduled or requested.

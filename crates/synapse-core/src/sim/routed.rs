@@ -616,6 +616,40 @@ impl<const N: usize> crate::program::RouteSink for Simulator<N> {
     fn push_arrivals(&mut self, t_ps: &[u64], flow: &[u32]) -> Result<(), String> {
         Simulator::push_arrivals(self, t_ps, flow).map_err(|e| e.0)
     }
+    /// The data plane's adds and expiries become the update engine's
+    /// inserts (after the table's entries) and deletes, each requested at
+    /// its packet's arrival: the ELU's rule store follows the learned
+    /// entries and the PMUs' copies are invalidated as for any update.
+    fn table_writes(&mut self, table: u16, words: usize, writes: &[crate::program::learn::Write]) -> Result<(), String> {
+        let t = table as usize;
+        if t >= self.tables.len() || words > N || words == 0 {
+            return Err(format!("table_writes: table {table} of {}, {words}-word keys ({N}-word simulator)", self.tables.len()));
+        }
+        if self.learned.len() < self.tables.len() {
+            self.learned.resize(self.tables.len(), Vec::new());
+        }
+        let fixed = self.sets[t].rules.len() as u32;
+        let mut ops = Vec::with_capacity(writes.len());
+        for w in writes {
+            if w.key.len() != words {
+                return Err(format!("table_writes: a key of {} words for table {table} of {words}", w.key.len()));
+            }
+            let live = &mut self.learned[t];
+            let c = self.clock.ceil(w.t_us.saturating_mul(1_000_000));
+            if w.add {
+                let fm: Vec<_> = w.key.iter().map(|&x| crate::rules::FieldMatch::exact(x)).collect();
+                ops.push((c, super::updates::Op::Insert { pos: fixed + live.len() as u32, rule: crate::rules::Rule::new(&fm, 0, 0) }));
+                live.push(w.number);
+            } else {
+                let Some(i) = live.iter().position(|&n| n == w.number) else {
+                    return Err(format!("table_writes: entry {} of table {table} expires but was never added", w.number));
+                };
+                live.remove(i);
+                ops.push((c, super::updates::Op::Delete { pos: fixed + i as u32 }));
+            }
+        }
+        self.schedule_ops(table, ops).map_err(|e| e.0)
+    }
 }
 
 #[cfg(test)]
@@ -703,6 +737,33 @@ mod tests {
         // a: routes 0 and 2 (200 visits); b: routes 0 and 1 (200 visits).
         assert_eq!(s[0].1.keys, 200);
         assert_eq!(s[1].1.keys, 200);
+    }
+
+    /// A learned entry (`program::learn`) through `RouteSink::table_writes`:
+    /// key 2 of table a is added at 50 µs and expires at 150 µs, two
+    /// updates requested at those times and committed; every answer is the
+    /// versioned oracle's, none stale, and the cached miss was invalidated.
+    #[test]
+    fn data_plane_writes_become_updates() {
+        use crate::program::learn::Write;
+        use crate::program::RouteSink;
+        let a = table::<8>("a", &[(1, 0xff)], &[2]);
+        let c = config(&["a"], &[vec![0]]);
+        let mut sim = Simulator::<8>::build_routed(c, vec![a], vec![0, 1], vec![0], vec![0]).unwrap();
+        let w = |t_us, add| Write { keyed: 0, t_us, add, number: 1, key: vec![2].into() };
+        assert!(RouteSink::table_writes(&mut sim, 0, 2, &[w(50, true)]).is_err(), "a 2-word key for a 1-word table");
+        assert!(RouteSink::table_writes(&mut sim, 0, 1, &[w(10, false)]).is_err(), "an expiry of an entry never added");
+        RouteSink::table_writes(&mut sim, 0, 1, &[w(50, true), w(150, false)]).unwrap();
+        let t: Vec<u64> = (0..200u64).map(|i| i * 1_000_000).collect();
+        sim.push_arrivals(&t, &vec![0; 200]).unwrap();
+        sim.run_until_ns(250_000.0);
+        assert!(sim.drain().drained);
+        let inv = sim.check_invariants();
+        assert!(inv.ok(), "{inv:?}");
+        let u = sim.update_stats();
+        assert_eq!((u.requested, u.committed, u.stale_answers), (2, 2, 0));
+        // the insert made the key's cached miss stale: its PMU copy was invalidated
+        assert!(u.invalidated >= 1, "{u:?}");
     }
 
     #[test]

@@ -801,6 +801,26 @@ impl<const N: usize> Simulator<N> {
         Ok((n, txn))
     }
 
+    /// Schedules operations on table `t` at given cycles (the data plane's
+    /// writes, `program::learn`, at their packets' arrival): each cycle's
+    /// operations are one transaction, requested when the clock reaches it.
+    pub(super) fn schedule_ops(&mut self, t: u16, ops: Vec<(Cycle, Op<N>)>) -> Result<(), SimError> {
+        if t as usize >= self.tables.len() {
+            return err(format!("updates: table {t} of {}", self.tables.len()));
+        }
+        self.make_live(t)?;
+        let now = self.now;
+        let u = self.updates_mut();
+        for (c, op) in ops {
+            let c = c.max(now);
+            // after everything due at or before c (in order), as a schedule item of its own
+            let at = u.timed.partition_point(|e| e.0 <= c);
+            u.timed.insert(at, (c, u64::MAX, t, op));
+        }
+        self.refresh_due();
+        Ok(())
+    }
+
     /// Counters of the updates (all zero when none was requested).
     pub fn update_stats(&self) -> UpdateStats {
         let mut s = self
