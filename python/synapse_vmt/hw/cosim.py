@@ -192,6 +192,9 @@ def cosim_pmu(profile: str = "random", cycles: int = 2000, seed: int = 1, key_bi
 def compare_pmu(cfg: dict, key_bits: int, stim: dict, model: dict, profile: str = "stream",
                 keep: Path | None = None, fill_slots: int = 64) -> CosimResult:
     """Replays ``stim`` into the RTL PMU and compares with ``model`` outputs."""
+    if cfg["latency_cycles"] < 2 or cfg["block_size"] < 4:
+        raise UserError(f"the PMU RTL needs tau_c >= 2 (its pipeline: search, then read) and at least "
+                        f"4 entries; got tau_c = {cfg['latency_cycles']}, {cfg['block_size']} entries")
     n = len(stim["ctl_op"])
     params = dict(N=cfg["block_size"], KEY_W=key_bits, TAG_W=16, TBL_W=8, ACT_W=32,
                   TAU=cfg["latency_cycles"], II=cfg["ii_cycles"], QR=cfg["q_r"], QP=cfg["q_p"],
