@@ -28,7 +28,8 @@ RTL_DIR = Path(__file__).resolve().parent / "rtl"
 #: (``harness::PmuGen``). ``random`` is a loaded cache; ``corner`` a tiny CAM
 #: (LRU churn on every miss), queues of two that fill and stall, bursty
 #: back-pressure from the VMU and the ELU bus, and frequent reassignment
-#: (leave / re-leave while transient); ``slow`` a CAM with II_c = 2, τ_c = 5.
+#: (leave / re-leave while transient); ``slow`` a CAM with II_c = 2, τ_c = 5;
+#: ``collide`` fills in the cycle of a lookup of the same or the evicted key.
 PMU_PROFILES: dict[str, tuple[dict, dict]] = {
     "random": (
         dict(block_size=16, latency_cycles=2, ii_cycles=1, q_r=8, q_p=8, q_m=8),
@@ -42,6 +43,15 @@ PMU_PROFILES: dict[str, tuple[dict, dict]] = {
     "slow": (
         dict(block_size=8, latency_cycles=5, ii_cycles=2, q_r=4, q_p=4, q_m=3),
         dict(keys=14, tables=2, p_req=0.6, p_ctl=0.005),
+    ),
+    # Same-cycle collisions: requests over a few keys and an ELU answering
+    # within 1-3 cycles, so a fill often lands in the cycle a lookup of its
+    # own key, or of the key it evicts, issues (at a request rate that
+    # leaves Q_p room: a full one holds the issue in every fill's cycle).
+    "collide": (
+        dict(block_size=4, latency_cycles=2, ii_cycles=1, q_r=8, q_p=8, q_m=8),
+        dict(keys=6, tables=1, p_req=0.6, p_rsp_ready=1.0, p_mq_ready=1.0, elu_lat=[1, 3], elu_cap=8,
+             p_ctl=0.0),
     ),
     # Keys in the order of a ClassBench trace (high Pareto locality) from a
     # generated ACL set; the ELU answers with the rule the oracle matched.
