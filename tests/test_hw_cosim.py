@@ -105,7 +105,7 @@ PMU_MUTANTS = {
     "a lookup hit does not touch the LRU": ("px2 <= issue && lm;", "px2 <= 1'b0;"),
     "a slot the fill overwrote still hits": ("assign o_hit = s_m && !s_w;", "assign o_hit = s_m;"),
     "the fill's key is not forwarded to the lookup": ("wire l_hit = s_fk | (|b_hit);", "wire l_hit = |b_hit;"),
-    "ages ignore the lookup touch": ("c2 = lt(age, a2);", "c2 = 1'b0;"),
+    "ages ignore the lookup touch": ("c2 = lt(age, a2) && !same;", "c2 = 1'b0;"),
     "Q_p room ignores this cycle's fill": ("(!fill_valid && !ret_v) ? qp_base < QP", "(!ret_v) ? qp_base < QP"),
 }
 

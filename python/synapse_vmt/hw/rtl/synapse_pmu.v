@@ -144,7 +144,7 @@ module synapse_pmu #(
     reg [$clog2(QR)-1+1:0] qr_rd, qr_wr;
     wire [KEY_W-1:0] lk = qr_key[qr_rd];
 
-    wire [N-1:0] fm, valid_v, b_hit, b_q1, b_q2, b_h2;
+    wire [N-1:0] fm, valid_v, b_hit, b_q1, b_q2, b_h2, b_same;
     wire [N*AW-1:0] b_a1, b_a2;
     wire [N*ACT_W-1:0] b_act;
     wire [N-1:0] b_av;
@@ -223,6 +223,7 @@ module synapse_pmu #(
         end
     end
     wire h2x = |b_h2;                       // a lookup touch apart from x1
+    wire same = |b_same;                    // ... or on x1 itself
     wire g1 = |b_q1, g2 = |b_q2;            // ages N-1, N-2 are pending
 
     // Stage 2: the result of the lookup issued last cycle.
@@ -241,10 +242,10 @@ module synapse_pmu #(
             .clk(clk), .clear(rst || clear), .prev_valid(g == 0 ? 1'b1 : valid_v[g == 0 ? 0 : g-1]),
             .fill_key(fill_key), .lk(lk), .fill_do(fill_do), .fhit(fhit), .full(full),
             .fill_act(fill_act), .fill_act_v(fill_act_v), .issue(issue),
-            .a1(a1), .a2(a2), .h2x(h2x), .g1(g1), .g2(g2),
+            .a1(a1), .a2(a2), .h2x(h2x), .same(same), .g1(g1), .g2(g2),
             .valid(valid_v[g]), .fm(fm[g]),
             .o_hit(b_hit[g]), .o_act(b_act[g*ACT_W +: ACT_W]), .o_av(b_av[g]),
-            .o_a1(b_a1[g*AW +: AW]), .o_a2(b_a2[g*AW +: AW]), .o_h2(b_h2[g]),
+            .o_a1(b_a1[g*AW +: AW]), .o_a2(b_a2[g*AW +: AW]), .o_h2(b_h2[g]), .o_same(b_same[g]),
             .o_q1(b_q1[g]), .o_q2(b_q2[g]));
     end endgenerate
 
@@ -446,6 +447,7 @@ module synapse_pmu_entry #(
     input  wire issue,
     input  wire [AW-1:0] a1, a2,          // ages of last cycle's touches
     input  wire h2x,                      // a lookup touch apart from x1
+    input  wire same,                     // the lookup touched x1
     input  wire g1, g2,                   // the slots of age N-1, N-2 are pending
     output reg  valid,
     output wire fm,                       // holds the fill key
@@ -453,7 +455,7 @@ module synapse_pmu_entry #(
     output wire [ACT_W-1:0] o_act,
     output wire o_av,
     output wire [AW-1:0] o_a1, o_a2,      // own age if touched last cycle
-    output wire o_h2,
+    output wire o_h2, o_same,
     output wire o_q1, o_q2                // age N-1 / N-2 and pending
 );
     reg [KEY_W-1:0] key;
@@ -478,8 +480,8 @@ module synapse_pmu_entry #(
     assign o_q1 = pend && age == O1;
     assign o_q2 = pend && age == O2;
 
-    // Age update (last cycle's touches). A slot not touched ages by one per
-    // touch of a younger... older-ranked slot: age + [age < a1] + [age < a2].
+    // Age update (last cycle's touches): a slot not touched ages by one for
+    // each touched slot that was older than it: age + [age < a1] + [age < a2].
     function lt;                          // a < b, written out for LUT mapping
         input [AW-1:0] a, b;
         integer k;
@@ -492,14 +494,17 @@ module synapse_pmu_entry #(
             end
         end
     endfunction
-    wire c1 = lt(age, a1), c2 = lt(age, a2);
+    // x1 == x2 is one touch: a2 is then a1, and c2 is dropped (a late
+    // input of the last LUT rather than a gate on the a2 bus).
+    wire c1 = lt(age, a1), c2 = lt(age, a2) && !same;
     wire [AW-1:0] mine = px2 ? {AW{1'b0}} : {{(AW-1){1'b0}}, h2x};
     wire [AW-1:0] d0 = !valid ? O1 : pend ? mine : age;
     wire [AW-1:0] d1 = !valid ? O1 : pend ? mine : age + 1'b1;
     wire [AW-1:0] d2 = !valid ? O1 : pend ? mine : age + 2'd2;
     assign o_a1 = px1 ? age : {AW{1'b0}};
-    assign o_a2 = (px2 && !px1) ? age : {AW{1'b0}};
+    assign o_a2 = px2 ? age : {AW{1'b0}};
     assign o_h2 = px2 && !px1;
+    assign o_same = px2 && px1;
 
     // Stage 2: a match the fill did not overwrite drives the action bus.
     assign o_hit = s_m && !s_w;
