@@ -119,3 +119,14 @@ def test_every_pmu_rtl_mutant_fails_the_cosimulation(name, tmp_path, monkeypatch
     monkeypatch.setattr(cosim, "RTL_DIR", tmp_path)
     caught = [p for p in ("corner", "collide") if not cosim.cosim_pmu(p, cycles=1500, seed=3).ok]
     assert caught, f"no profile tells the mutant ({name}) from the model"
+
+
+def test_a_vmu_that_does_not_forward_a_cpu_write_to_its_read_fails_the_cosimulation(tmp_path, monkeypatch):
+    """The VMU reads its table (a BRAM) a cycle ahead: a CPU write to the
+    entry being read must reach the PHV that needs it, as in the model."""
+    old = "wire [PMU_W-1:0] route = fwd ? fwd_data : rd;"
+    src = (cosim.RTL_DIR / "synapse_vmu.v").read_text()
+    assert src.count(old) == 1
+    (tmp_path / "synapse_vmu.v").write_text(src.replace(old, "wire [PMU_W-1:0] route = rd;"))
+    monkeypatch.setattr(cosim, "RTL_DIR", tmp_path)
+    assert not cosim.cosim_vmu("direct", cycles=1500, seed=3).ok

@@ -136,7 +136,7 @@ def key_ints(words: np.ndarray) -> list[int]:
 
 
 def _simulate(top: str, params: dict, inputs: dict, outputs: list[str], late: list[str],
-              workdir: Path) -> dict[str, list[int]]:
+              workdir: Path, reset: dict | None = None) -> dict[str, list[int]]:
     from cocotb_tools.runner import get_runner
 
     runner = get_runner("icarus")
@@ -152,7 +152,7 @@ def _simulate(top: str, params: dict, inputs: dict, outputs: list[str], late: li
     )
     stim = workdir / "stim.json"
     out = workdir / "out.json"
-    stim.write_text(json.dumps({"inputs": inputs, "outputs": outputs, "late": late}))
+    stim.write_text(json.dumps({"inputs": inputs, "outputs": outputs, "late": late, "reset": reset or {}}))
     runner.test(
         test_module="synapse_vmt.hw.tb",
         hdl_toplevel=top,
@@ -361,7 +361,8 @@ def compare_vmu(bits: int, fifo: int, stim: dict, model: dict, profile: str = "s
         return [sum(f(cols[p][c]) << (p * width) for p in range(VMU_PORTS)) for c in range(n)]
 
     inputs = {
-        "phv_valid": ints("phv_valid"), "phv_hash": ints("phv_hash"),
+        # The table is read a cycle ahead: the hash the next cycle presents.
+        "phv_valid": ints("phv_valid"), "phv_hash_next": ints("phv_hash")[1:] + [0],
         "req_ready": ints("req_ready"), "rel_ready": ints("rel_ready"),
         "lut_we": ints("lut_we"), "lut_addr": ints("lut_addr"), "lut_data": ints("lut_data"),
         "rsp_valid": pack("valid", 1), "rsp_miss": pack("miss", 1),
@@ -373,7 +374,8 @@ def compare_vmu(bits: int, fifo: int, stim: dict, model: dict, profile: str = "s
                "rel_valid", "rel_tag", "rel_act_v", "rel_act", "rel_via"]
     work = Path(tempfile.mkdtemp(prefix="synapse-cosim-")) if keep is None else keep
     try:
-        rtl = _simulate("synapse_vmu", params, inputs, outputs, [], work)
+        rtl = _simulate("synapse_vmu", params, inputs, outputs, [], work,
+                        reset={"phv_hash_next": int(stim["phv_hash"][0]) if n else 0})
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
