@@ -160,7 +160,7 @@ module synapse_pmu #(
     reg [ACT_W-1:0] p_act [1:TAU];
     reg [CW-1:0] p_cmp [1:TAU];
     // stage 1 (besides the per-slot match and write lines in the slots)
-    reg s_fk, s_fav, s_fnew;
+    reg s_fk, s_fav, s_fnew, s_fhit, s_fdo;
     reg [ACT_W-1:0] s_fact;
     reg [CW-1:0] s_used;
     integer s;
@@ -241,7 +241,7 @@ module synapse_pmu #(
         synapse_pmu_entry #(.N(N), .KEY_W(KEY_W), .ACT_W(ACT_W), .AW(AW)) e (
             .clk(clk), .clear(rst || clear), .prev_valid(g == 0 ? 1'b1 : valid_v[g == 0 ? 0 : g-1]),
             .fill_key(fill_key), .lk(lk), .fill_do(fill_do), .fhit(fhit), .full(full),
-            .fill_act(fill_act), .fill_act_v(fill_act_v), .issue(issue),
+            .fill_act(s_fact), .fill_act_v(s_fav), .s_fhit(s_fhit), .s_fdo(s_fdo), .issue(issue),
             .a1(a1), .a2(a2), .h2x(h2x), .same(same), .g1(g1), .g2(g2),
             .valid(valid_v[g]), .fm(fm[g]),
             .o_hit(b_hit[g]), .o_act(b_act[g*ACT_W +: ACT_W]), .o_av(b_av[g]),
@@ -377,6 +377,7 @@ module synapse_pmu #(
             p_tag[1] <= qr_tag[qr_rd];
             p_key[1] <= lk;
             s_fk <= fk_eq_lk; s_fav <= fill_act_v; s_fact <= fill_act;
+            s_fhit <= fhit; s_fdo <= fill_do;
             s_used <= used; s_fnew <= f_new;
             p_v[2] <= p_v[1]; p_tbl[2] <= p_tbl[1]; p_tag[2] <= p_tag[1]; p_key[2] <= p_key[1];
             p_hit[2] <= l_hit;
@@ -442,8 +443,9 @@ module synapse_pmu_entry #(
     input  wire fill_do,
     input  wire fhit,                     // some slot holds the fill key
     input  wire full,
-    input  wire [ACT_W-1:0] fill_act,
+    input  wire [ACT_W-1:0] fill_act,     // last cycle's fill (registered)
     input  wire fill_act_v,
+    input  wire s_fhit, s_fdo,            // last cycle: a fill, and it found its key
     input  wire issue,
     input  wire [AW-1:0] a1, a2,          // ages of last cycle's touches
     input  wire h2x,                      // a lookup touch apart from x1
@@ -462,7 +464,8 @@ module synapse_pmu_entry #(
     reg [ACT_W-1:0] act;
     reg act_v;
     reg [AW-1:0] age;
-    reg px1, px2;                         // touched last cycle (fill, lookup)
+    reg px2;                              // touched last cycle by the lookup
+    reg s_fm, s_sel;                      // last cycle: held the fill key, was the fill's free slot or victim
     reg s_m, s_w;                         // stage 1: request matched, fill wrote a key
     wire lm;
     synapse_eq #(.W(KEY_W)) eq_f (.a(key), .b(fill_key), .en(valid), .y(fm));
@@ -476,7 +479,9 @@ module synapse_pmu_entry #(
     wire vic = v1 | (v2 & g1) | (v3 & g1 & g2);
     wire nxt = prev_valid && !valid;
     wire wkey = fill_do && !fhit && (full ? vic : nxt);
-    wire x1 = fill_do && (fhit ? fm : (full ? vic : nxt));
+    // Touched last cycle by the fill (x1), from registered parts, so that
+    // the search's OR across slots (fhit) ends at a register.
+    wire px1 = s_fdo && (s_fhit ? s_fm : s_sel);
     assign o_q1 = pend && age == O1;
     assign o_q2 = pend && age == O2;
 
@@ -512,14 +517,17 @@ module synapse_pmu_entry #(
     assign o_av = o_hit && act_v;
 
     always @(posedge clk) begin
-        if (x1) begin
+        // The action a cycle after the key: nothing reads it before (a
+        // lookup of the fill's key in the fill's cycle takes the fill's).
+        if (px1) begin
             act <= fill_act;
             act_v <= fill_act_v;
         end
         if (wkey) key <= fill_key;
         if (clear) valid <= 1'b0;
         else if (wkey) valid <= 1'b1;
-        px1 <= x1;
+        s_fm <= fm;
+        s_sel <= full ? vic : nxt;
         px2 <= issue && lm;
         s_m <= lm;
         s_w <= wkey;
