@@ -68,7 +68,7 @@ module synapse_vmu #(
     reg [TAG_W-1:0] base;
     reg [FW:0] cnt;
     reg [TAG_W-1:0] ntag;                   // base + cnt: the next PHV's tag
-    integer k;
+    integer k, j;
     // Power-up contents (a BRAM init): every entry invalid, as the model's.
     initial for (k = 0; k < (1 << BITS); k = k + 1) lut[k] = INVALID;
 
@@ -79,7 +79,8 @@ module synapse_vmu #(
     always @* begin
         head_res = 0; head_park = 0; head_av = w_av[hslot]; head_act = w_act[hslot];
         for (k = 0; k < PORTS; k = k + 1)
-            if (rsp_valid[k] && rsp_tag[k*TAG_W +: TAG_W] == base) begin
+            // Tags in flight lie in [base, base + FIFO): equal mod FIFO is equal.
+            if (rsp_valid[k] && rsp_tag[k*TAG_W +: FW] == hslot) begin
                 if (rsp_miss[k]) head_park = 1;
                 else begin
                     head_res = 1; head_av = rsp_act_v[k]; head_act = rsp_act[k*ACT_W +: ACT_W];
@@ -117,18 +118,22 @@ module synapse_vmu #(
         if (rst) begin
             base <= 0; cnt <= 0; ans <= 0; via <= 0; ntag <= 0;
         end else begin
-            for (k = 0; k < PORTS; k = k + 1)
-                if (rsp_valid[k]) begin
-                    if (rsp_miss[k]) via[rsp_tag[k*TAG_W +: FW]] <= 1'b1;
-                    else begin
-                        ans[rsp_tag[k*TAG_W +: FW]] <= 1'b1;
-                        w_av[rsp_tag[k*TAG_W +: FW]] <= rsp_act_v[k];
-                        w_act[rsp_tag[k*TAG_W +: FW]] <= rsp_act[k*ACT_W +: ACT_W];
+            // Per window slot (a decode, no index arithmetic): responses set
+            // answered / parked, then a new PHV taking the slot resets it.
+            for (j = 0; j < FIFO; j = j + 1) begin
+                for (k = 0; k < PORTS; k = k + 1)
+                    if (rsp_valid[k] && rsp_tag[k*TAG_W +: FW] == j) begin
+                        if (rsp_miss[k]) via[j] <= 1'b1;
+                        else begin
+                            ans[j] <= 1'b1;
+                            w_av[j] <= rsp_act_v[k];
+                            w_act[j] <= rsp_act[k*ACT_W +: ACT_W];
+                        end
                     end
+                if (phv_ready && ntag[FW-1:0] == j) begin
+                    ans[j] <= 1'b0;
+                    via[j] <= direct_valid;
                 end
-            if (phv_ready) begin
-                ans[ntag[FW-1:0]] <= 1'b0;
-                via[ntag[FW-1:0]] <= direct_valid;
             end
             if (rel_valid) base <= base + 1'b1;
             cnt <= (rel_valid == phv_ready) ? cnt : phv_ready ? cnt + 1'b1 : cnt - 1'b1;
