@@ -96,3 +96,37 @@ def test_a_changed_response_or_a_late_one_is_caught():
 def test_long_cosim(unit):
     for r in cosim.run(unit, cycles=50_000, seed=11):
         assert r.ok, (r.profile, r.mismatches)
+
+
+#: RTL mutants of the pipelined PMU (what it must get right beyond the
+#: single-cycle design), each of which the co-simulation must catch.
+PMU_MUTANTS = {
+    "the victim ignores last cycle's touches": ("wire pend = px1 | px2;", "wire pend = 1'b0;"),
+    "a lookup hit does not touch the LRU": ("px2 <= issue && lm;", "px2 <= 1'b0;"),
+    "a slot the fill overwrote still hits": ("assign o_hit = s_m && !s_w;", "assign o_hit = s_m;"),
+    "the fill's key is not forwarded to the lookup": ("wire l_hit = s_fk | (|b_hit);", "wire l_hit = |b_hit;"),
+    "ages ignore the lookup touch": ("c2 = lt(age, a2) && !same;", "c2 = 1'b0;"),
+    "Q_p room ignores this cycle's fill": ("(!fill_valid && !ret_v) ? qp_base < QP", "(!ret_v) ? qp_base < QP"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PMU_MUTANTS))
+def test_every_pmu_rtl_mutant_fails_the_cosimulation(name, tmp_path, monkeypatch):
+    old, new = PMU_MUTANTS[name]
+    src = (cosim.RTL_DIR / "synapse_pmu.v").read_text()
+    assert src.count(old) == 1, f"mutant {name!r} no longer applies to the RTL"
+    (tmp_path / "synapse_pmu.v").write_text(src.replace(old, new))
+    monkeypatch.setattr(cosim, "RTL_DIR", tmp_path)
+    caught = [p for p in ("corner", "collide") if not cosim.cosim_pmu(p, cycles=1500, seed=3).ok]
+    assert caught, f"no profile tells the mutant ({name}) from the model"
+
+
+def test_a_vmu_that_does_not_forward_a_cpu_write_to_its_read_fails_the_cosimulation(tmp_path, monkeypatch):
+    """The VMU reads its table (a BRAM) a cycle ahead: a CPU write to the
+    entry being read must reach the PHV that needs it, as in the model."""
+    old = "wire [PMU_W-1:0] route = fwd ? fwd_data : rd;"
+    src = (cosim.RTL_DIR / "synapse_vmu.v").read_text()
+    assert src.count(old) == 1
+    (tmp_path / "synapse_vmu.v").write_text(src.replace(old, "wire [PMU_W-1:0] route = rd;"))
+    monkeypatch.setattr(cosim, "RTL_DIR", tmp_path)
+    assert not cosim.cosim_vmu("direct", cycles=1500, seed=3).ok

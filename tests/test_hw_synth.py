@@ -16,10 +16,41 @@ import requires
 
 
 def test_parse_stat_counts_luts_ffs_and_block_rams():
+    """LUT-RAM counts the LUTs it occupies (UG574: a RAM64M is the four LUTs
+    of a SLICEM quarter, a RAM32M16 all eight, a RAM64X1D two)."""
     stat = {"design": {"num_cells_by_type": {
         "LUT2": 3, "LUT6": 4, "MUXF7": 9, "FDRE": 10, "FDSE": 2, "RAMB36E2": 2, "RAMB18E2": 1,
-        "URAM288": 1, "RAM64M": 1, "IBUF": 5}}}
-    assert synth.parse_stat(stat) == (8, 12, 2.5, 1)
+        "URAM288": 1, "RAM64M": 1, "RAM32M16": 2, "RAM64X1D": 1, "SRLC32E": 3, "IBUF": 5}}}
+    assert synth.parse_stat(stat) == (7 + 4 + 16 + 2 + 3, 12, 2.5, 1)
+    with pytest.raises(RuntimeError, match="RAM999X1Q"):
+        synth.parse_stat({"design": {"num_cells_by_type": {"RAM999X1Q": 1}}})
+
+
+def _cell(kind: str, ins: dict[str, list[int]], outs: dict[str, list[int]]) -> dict:
+    return {"type": kind, "port_directions": {**{p: "input" for p in ins}, **{p: "output" for p in outs}},
+            "connections": {**ins, **outs}}
+
+
+def test_levels_count_cells_between_state_and_read_lut_ram_by_its_address():
+    """A hand-made netlist: FF q(2) -> LUT(3) -> LUT(4) -> RAM32M read address
+    -> DOA(5) -> LUT(6) -> FF: four levels. The path from the LUT-RAM's
+    write data (DID, bit 7 from a chain of three LUTs) to its output is not
+    combinational, so it does not make the longest path five."""
+    cells = {
+        "ff1": _cell("FDRE", {"D": [10], "C": [1]}, {"Q": [2]}),
+        "l1": _cell("LUT2", {"I0": [2], "I1": [2]}, {"O": [3]}),
+        "l2": _cell("LUT1", {"I0": [3]}, {"O": [4]}),
+        "ram": _cell("RAM32M", {"ADDRA": [4, 4, 4, 4, 4], "DID": [7, 7], "WE": [7], "WCLK": [1]},
+                     {"DOA": [5, 5]}),
+        "l3": _cell("LUT1", {"I0": [5]}, {"O": [6]}),
+        "ff2": _cell("FDRE", {"D": [6], "C": [1]}, {"Q": [8]}),
+        "w1": _cell("LUT1", {"I0": [8]}, {"O": [11]}),
+        "w2": _cell("LUT1", {"I0": [11]}, {"O": [12]}),
+        "w3": _cell("LUT1", {"I0": [12]}, {"O": [7]}),
+    }
+    net = {"modules": {"top": {"cells": cells, "netnames": {"q": {"bits": [2]}, "out": {"bits": [6]}}}}}
+    assert synth.levels(net, "top") == 4
+    assert synth.longest_path(net, "top")[0] == "q[0]" and synth.longest_path(net, "top")[-1] == "out[0]"
 
 
 @pytest.fixture
@@ -39,7 +70,9 @@ def test_a_bigger_cam_costs_more_and_reruns_come_from_the_cache(tmp_path, monkey
     big = synth.synth_one("pmu", 8, 16)
     assert not small.cached and small.ffs > 4 * 16  # the keys alone are in flip-flops
     assert big.ffs - small.ffs >= 4 * 16 and big.luts > small.luts
-    assert small.depth > 0
+    # The pipelined PMU: no register-to-register path over 8 LUT levels
+    # (250 MHz on UltraScale+); the single-cycle one had 20 at this size.
+    assert 0 < small.levels <= 8 and 0 < big.levels <= 8
     again = synth.synth_one("pmu", 4, 16)
     assert again.cached and (again.luts, again.ffs) == (small.luts, small.ffs)
 
@@ -51,7 +84,7 @@ def test_a_rerun_gives_the_same_netlist_counts_and_shipped_rows_are_read(tmp_pat
     first = synth.synth_one("orb", 4, 16)
     again = synth.synth_one("orb", 4, 16, use_cache=False)
     assert not again.cached
-    assert (again.luts, again.ffs, again.bram, again.depth) == (first.luts, first.ffs, first.bram, first.depth)
+    assert (again.luts, again.ffs, again.bram, again.levels) == (first.luts, first.ffs, first.bram, first.levels)
     # Shipped with the package: a fresh cache still finds the row.
     synth.ship([("orb", 4, 16)])
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "b"))
@@ -83,11 +116,34 @@ def test_synth_command_prints_json_rows_and_writes_csv(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)
     assert [(x["unit"], x["entries"], x["key_bits"]) for x in rows] == [("orb", 4, 16)]
+    assert list(rows[0]) == ["unit", "entries", "key_bits", "luts", "ffs", "bram", "levels", "fmax_mhz", "flow"]
+    assert rows[0]["flow"] == "xilinx" and rows[0]["fmax_mhz"] is None and rows[0]["levels"] > 0
     cached = synth.synth_one("orb", 4, 16)
     assert cached.cached and (rows[0]["luts"], rows[0]["ffs"], rows[0]["bram"]) == (
         cached.luts, cached.ffs, cached.bram)
     assert rows[0]["luts"] > 0 and rows[0]["ffs"] > 0
     assert out.read_text().splitlines()[1].startswith("orb,4,16,")
+
+
+def test_ecp5_flow_places_and_routes_and_reports_fmax(tmp_path, monkeypatch):
+    """yosys + nextpnr-ecp5 (YoWASP, the [hw] extra): a post-route Fmax and
+    the unit's own cells (the bench's shift registers taken off), cached
+    apart from the Xilinx flow's row of the same point."""
+    why = synth.have_flow("ecp5")
+    if why:  # optional even in CI: 250 MB of tools and minutes to compile them on first use
+        pytest.skip(why)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    r = CliRunner().invoke(main, ["hw", "synth", "--flow", "ecp5", "--unit", "orb", "--entries", "4",
+                                  "--key-bits", "16", "--json", "--csv", str(tmp_path / "e.csv")])
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(r.output)
+    assert row["flow"] == "ecp5" and 10 < row["fmax_mhz"] < 1000
+    # 4 entries x (table 8 + tag 16 + key 16 + action 32 + valid) bits at least, in flip-flops
+    # or LUT-RAM; the head/length/issue counters always in flip-flops.
+    assert row["luts"] > 0 and 0 < row["ffs"] < 4 * 73 + 64
+    assert synth.cached_row("orb", 4, 16, flow="ecp5").cached
+    assert synth.cached_row("orb", 4, 16, flow="xilinx") is None or \
+        synth.cached_row("orb", 4, 16, flow="xilinx").flow == "xilinx"
 
 
 def test_cosim_command_reports_agreement():

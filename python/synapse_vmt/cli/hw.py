@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
 
 import click
 
@@ -44,11 +43,11 @@ def cosim_cmd(unit: str, cycles: int, seed: int) -> None:
         sys.exit(1)
 
 
-def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...]):
+def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...], flow: str = "xilinx"):
     from synapse_vmt.hw import synth
 
     if not units and not sizes and not keys:
-        return synth.DEFAULT_POINTS
+        return synth.DEFAULT_POINTS if flow == "xilinx" else synth.ECP5_POINTS
     units = units or ("pmu",)
     pts = []
     for u in units:
@@ -64,38 +63,46 @@ def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...
 @hw.command("synth")
 @click.option("--unit", "units", multiple=True, type=click.Choice(["pmu", "vmu", "orb"]),
               help="units to synthesize (repeatable; default: the table of docs/how-to/rtl.md)")
-@click.option("--entries", "sizes", multiple=True, type=click.IntRange(2), help="entries (repeatable)")
+@click.option("--entries", "sizes", multiple=True, type=click.IntRange(4), help="entries (repeatable)")
 @click.option("--key-bits", "keys", multiple=True, type=click.IntRange(1), help="key width (repeatable)")
+@click.option("--flow", type=click.Choice(["xilinx", "ecp5"]), default="xilinx", show_default=True,
+              help="xilinx: yosys synth_xilinx (UltraScale+) estimate; ecp5: yosys + nextpnr "
+                   "place and route on an ECP5-85 (pip install 'synapse-vmt[hw]')")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default="results/hw_synth.csv",
               show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 @click.option("--no-cache", is_flag=True, help="synthesize again even if cached")
 @click.option("--ship", is_flag=True, hidden=True,
               help="add the rows to the results shipped with the package (maintainers)")
-def synth_cmd(units, sizes, keys, csv_path: str, as_json: bool, no_cache: bool, ship: bool) -> None:
-    """Synthesize the RTL with yosys (synth_xilinx, UltraScale+) and print LUTs,
-    flip-flops, BRAM/URAM and logic depth per design point; write the CSV.
-    Without options: the PMU at 64, 128, 256 and 512 entries with 104- and
-    233-bit keys, the ORB and the VMU. Rows come from the cache (yours, then
-    the results shipped with the package) when the RTL, parameters, flow and
-    yosys version match; otherwise yosys runs (minutes per point).
-    Estimates of yosys, not vendor place-and-route."""
+def synth_cmd(units, sizes, keys, flow: str, csv_path: str, as_json: bool, no_cache: bool,
+              ship: bool) -> None:
+    """Synthesize the RTL and print LUTs, flip-flops, BRAM/URAM, logic levels
+    and (ECP5 flow) post-route Fmax per design point; write the CSV.
+    Without options: for --flow xilinx the PMU at 64, 128, 256 and 512
+    entries with 104- and 233-bit keys, the ORB and the VMU; for --flow ecp5
+    the PMU sizes that fit an ECP5-85, the ORB and the VMU. Rows come from
+    the cache (yours, then the results shipped with the package) when the
+    RTL, parameters, flow and tool versions match; otherwise the tools run
+    (minutes per point). The xilinx flow is a yosys estimate, not vendor
+    place-and-route."""
     from synapse_vmt.hw import synth
 
     rows = []
-    pts = _points(units, sizes, keys)
+    pts = _points(units, sizes, keys, flow)
     for u, n, k in pts:
         if not as_json:
-            click.echo(f"synthesizing {u} entries={n} key_bits={k} ...", err=True)
+            click.echo(f"synthesizing {u} entries={n} key_bits={k} ({flow}) ...", err=True)
         try:
-            rows.append(synth.synth_one(u, n, k, use_cache=not no_cache))
+            rows.append(synth.synth_one(u, n, k, use_cache=not no_cache, flow=flow))
         except RuntimeError as e:
             raise UserError(str(e)) from None
     if ship:
-        click.echo(f"updated {synth.ship(pts)}", err=True)
+        click.echo(f"updated {synth.ship(pts, flow)}", err=True)
     synth.write_csv(rows, csv_path)
     if as_json:
-        click.echo(json.dumps([{k: v for k, v in asdict(r).items() if k != "cached"} for r in rows], indent=2))
+        click.echo(json.dumps([synth.as_dict(r) for r in rows], indent=2))
     else:
         click.echo(synth.table(rows))
-        click.echo(f"wrote {csv_path} (yosys estimates, not vendor place-and-route)")
+        what = "yosys estimates, not vendor place-and-route" if flow == "xilinx" else \
+            "nextpnr post-route, ECP5-85"
+        click.echo(f"wrote {csv_path} ({what})")

@@ -28,7 +28,8 @@ RTL_DIR = Path(__file__).resolve().parent / "rtl"
 #: (``harness::PmuGen``). ``random`` is a loaded cache; ``corner`` a tiny CAM
 #: (LRU churn on every miss), queues of two that fill and stall, bursty
 #: back-pressure from the VMU and the ELU bus, and frequent reassignment
-#: (leave / re-leave while transient); ``slow`` a CAM with II_c = 2, τ_c = 5.
+#: (leave / re-leave while transient); ``slow`` a CAM with II_c = 2, τ_c = 5;
+#: ``collide`` fills in the cycle of a lookup of the same or the evicted key.
 PMU_PROFILES: dict[str, tuple[dict, dict]] = {
     "random": (
         dict(block_size=16, latency_cycles=2, ii_cycles=1, q_r=8, q_p=8, q_m=8),
@@ -42,6 +43,15 @@ PMU_PROFILES: dict[str, tuple[dict, dict]] = {
     "slow": (
         dict(block_size=8, latency_cycles=5, ii_cycles=2, q_r=4, q_p=4, q_m=3),
         dict(keys=14, tables=2, p_req=0.6, p_ctl=0.005),
+    ),
+    # Same-cycle collisions: requests over a few keys and an ELU answering
+    # within 1-3 cycles, so a fill often lands in the cycle a lookup of its
+    # own key, or of the key it evicts, issues (at a request rate that
+    # leaves Q_p room: a full one holds the issue in every fill's cycle).
+    "collide": (
+        dict(block_size=4, latency_cycles=2, ii_cycles=1, q_r=8, q_p=8, q_m=8),
+        dict(keys=6, tables=1, p_req=0.6, p_rsp_ready=1.0, p_mq_ready=1.0, elu_lat=[1, 3], elu_cap=8,
+             p_ctl=0.0),
     ),
     # Keys in the order of a ClassBench trace (high Pareto locality) from a
     # generated ACL set; the ELU answers with the rule the oracle matched.
@@ -126,7 +136,7 @@ def key_ints(words: np.ndarray) -> list[int]:
 
 
 def _simulate(top: str, params: dict, inputs: dict, outputs: list[str], late: list[str],
-              workdir: Path) -> dict[str, list[int]]:
+              workdir: Path, reset: dict | None = None) -> dict[str, list[int]]:
     from cocotb_tools.runner import get_runner
 
     runner = get_runner("icarus")
@@ -142,7 +152,7 @@ def _simulate(top: str, params: dict, inputs: dict, outputs: list[str], late: li
     )
     stim = workdir / "stim.json"
     out = workdir / "out.json"
-    stim.write_text(json.dumps({"inputs": inputs, "outputs": outputs, "late": late}))
+    stim.write_text(json.dumps({"inputs": inputs, "outputs": outputs, "late": late, "reset": reset or {}}))
     runner.test(
         test_module="synapse_vmt.hw.tb",
         hdl_toplevel=top,
@@ -192,6 +202,9 @@ def cosim_pmu(profile: str = "random", cycles: int = 2000, seed: int = 1, key_bi
 def compare_pmu(cfg: dict, key_bits: int, stim: dict, model: dict, profile: str = "stream",
                 keep: Path | None = None, fill_slots: int = 64) -> CosimResult:
     """Replays ``stim`` into the RTL PMU and compares with ``model`` outputs."""
+    if cfg["latency_cycles"] < 2 or cfg["block_size"] < 4:
+        raise UserError(f"the PMU RTL needs tau_c >= 2 (its pipeline: search, then read) and at least "
+                        f"4 entries; got tau_c = {cfg['latency_cycles']}, {cfg['block_size']} entries")
     n = len(stim["ctl_op"])
     params = dict(N=cfg["block_size"], KEY_W=key_bits, TAG_W=16, TBL_W=8, ACT_W=32,
                   TAU=cfg["latency_cycles"], II=cfg["ii_cycles"], QR=cfg["q_r"], QP=cfg["q_p"],
@@ -348,7 +361,8 @@ def compare_vmu(bits: int, fifo: int, stim: dict, model: dict, profile: str = "s
         return [sum(f(cols[p][c]) << (p * width) for p in range(VMU_PORTS)) for c in range(n)]
 
     inputs = {
-        "phv_valid": ints("phv_valid"), "phv_hash": ints("phv_hash"),
+        # The table is read a cycle ahead: the hash the next cycle presents.
+        "phv_valid": ints("phv_valid"), "phv_hash_next": ints("phv_hash")[1:] + [0],
         "req_ready": ints("req_ready"), "rel_ready": ints("rel_ready"),
         "lut_we": ints("lut_we"), "lut_addr": ints("lut_addr"), "lut_data": ints("lut_data"),
         "rsp_valid": pack("valid", 1), "rsp_miss": pack("miss", 1),
@@ -360,7 +374,8 @@ def compare_vmu(bits: int, fifo: int, stim: dict, model: dict, profile: str = "s
                "rel_valid", "rel_tag", "rel_act_v", "rel_act", "rel_via"]
     work = Path(tempfile.mkdtemp(prefix="synapse-cosim-")) if keep is None else keep
     try:
-        rtl = _simulate("synapse_vmu", params, inputs, outputs, [], work)
+        rtl = _simulate("synapse_vmu", params, inputs, outputs, [], work,
+                        reset={"phv_hash_next": int(stim["phv_hash"][0]) if n else 0})
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)

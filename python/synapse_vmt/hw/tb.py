@@ -3,7 +3,8 @@ and records its outputs (imported by the simulator, not by users).
 
 The stimulus and the output file are JSON, named by the environment
 variables ``SYNAPSE_COSIM_IN`` / ``SYNAPSE_COSIM_OUT``: ``{"inputs": {port:
-[value per cycle]}, "outputs": [port, ...], "late": [port, ...]}``. Inputs
+[value per cycle]}, "outputs": [port, ...], "late": [port, ...], "reset": {port:
+value held during reset}}``. Inputs
 are set right after a rising edge; outputs are sampled once the cycle's
 combinational logic settles (ReadOnly), so a row is what the unit shows in
 that cycle before the next edge. Ports in ``late`` are registered state
@@ -38,8 +39,10 @@ async def replay(dut):
     ports_in = {k: getattr(dut, k) for k in inputs}
     ports_out = {k: getattr(dut, k) for k in names_out + late}
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-    for p in ports_in.values():
-        p.value = 0
+    # Held during reset: what the stage before presents ahead of cycle 0
+    # (the VMU reads its table a cycle ahead).
+    for k, p in ports_in.items():
+        p.value = spec.get("reset", {}).get(k, 0)
     dut.rst.value = 1
     for _ in range(2):
         await RisingEdge(dut.clk)

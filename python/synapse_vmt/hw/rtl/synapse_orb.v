@@ -55,10 +55,17 @@ module synapse_orb #(
     reg [AW-1:0] head, len, issued;
     reg [SW-1:0] walking;
 
-    function [AW-1:0] wrap;                 // (a + b) mod N, a, b < N
-        input [AW:0] s;
-        begin wrap = (s >= N) ? s - N : s; end
+    function [AW-1:0] wrap1;                // (a + 1) mod N, a < N
+        input [AW-1:0] a;
+        begin wrap1 = (a == N - 1) ? {AW{1'b0}} : a + 1'b1; end
     endfunction
+
+    // Pointers kept as registers so that no sum follows this cycle's
+    // events: the commit moves head and len together, so the allocation
+    // slot head+len (tail) and the issue slot head+issued (inext) do not
+    // depend on it.
+    reg [AW-1:0] tail, inext;
+    wire [AW-1:0] head_n = wrap1(head);
 
     // commit (a completion this cycle counts)
     wire done_head = done_valid && done_slot == head;
@@ -68,23 +75,19 @@ module synapse_orb #(
     assign cm_key = m_key[head];
     assign cm_act_v = done_head ? done_act_v : m_av[head];
     assign cm_act = done_head ? done_act : m_act[head];
-    wire [AW-1:0] head1 = cm_valid ? wrap(head + 1) : head;
-    wire [AW-1:0] len1 = len - cm_valid;
-    wire [AW-1:0] issued1 = issued - cm_valid;
-    // register
-    assign in_ready = len1 < N;
+    // register (len - commit < N)
+    assign in_ready = len != N || cm_valid;
     wire alloc = in_valid && in_ready;
-    wire [AW-1:0] aslot = wrap(head1 + len1);
-    wire [AW-1:0] len2 = len1 + alloc;
-    // issue
-    wire [SW-1:0] walking1 = walking - done_valid;
-    assign iss_valid = issued1 < len2 && walking1 < SLOTS;
-    assign iss_slot = wrap(head1 + issued1);
-    assign iss_key = (alloc && iss_slot == aslot) ? in_key : m_key[iss_slot];
+    wire [AW-1:0] aslot = tail;
+    // issue (issued - commit < len - commit + alloc; walking - done < SLOTS)
+    wire none_left = issued == len;
+    assign iss_valid = (!none_left || alloc) && (walking != SLOTS || done_valid);
+    assign iss_slot = inext;
+    assign iss_key = none_left ? in_key : m_key[inext];
 
     always @(posedge clk) begin
         if (rst) begin
-            head <= 0; len <= 0; issued <= 0; walking <= 0; valid <= 0;
+            head <= 0; len <= 0; issued <= 0; walking <= 0; valid <= 0; tail <= 0; inext <= 0;
         end else begin
             if (done_valid) begin
                 m_av[done_slot] <= done_act_v;
@@ -96,10 +99,12 @@ module synapse_orb #(
             // alloc clears the valid bit of a slot the commit just freed
             valid <= (valid | (done_valid ? ({{(N-1){1'b0}}, 1'b1} << done_slot) : {N{1'b0}}))
                      & ~(alloc ? ({{(N-1){1'b0}}, 1'b1} << aslot) : {N{1'b0}});
-            head <= head1;
-            len <= len2;
-            issued <= issued1 + iss_valid;
-            walking <= walking1 + iss_valid;
+            if (cm_valid) head <= head_n;
+            len <= (cm_valid == alloc) ? len : alloc ? len + 1'b1 : len - 1'b1;
+            issued <= (cm_valid == iss_valid) ? issued : iss_valid ? issued + 1'b1 : issued - 1'b1;
+            walking <= (done_valid == iss_valid) ? walking : iss_valid ? walking + 1'b1 : walking - 1'b1;
+            if (alloc) tail <= wrap1(tail);
+            if (iss_valid) inext <= wrap1(inext);
         end
     end
 endmodule

@@ -16,6 +16,13 @@
 // The key's lookup3 hash arrives with the PHV (the simulator hashes each
 // flow's key once); the window is indexed by tag mod FIFO, so FIFO must be
 // a power of two.
+//
+// The lookup table is a block RAM with a registered read, as in the paper
+// (§4.5, a single-port BRAM): it is read one cycle ahead with the hash of
+// the PHV the stage before presents next (`phv_hash_next`: the next PHV's
+// if this one is taken, else this one's again), so the route is ready in
+// the cycle the PHV is (the PHV's own hash is not needed after that). A
+// CPU write to the entry being read is forwarded.
 `default_nettype none
 module synapse_vmu #(
     parameter BITS = 10,        // lookup-table index bits
@@ -28,7 +35,7 @@ module synapse_vmu #(
     input  wire clk,
     input  wire rst,
     input  wire phv_valid,
-    input  wire [31:0] phv_hash,
+    input  wire [31:0] phv_hash_next,
     output wire phv_ready,
     input  wire req_ready,
     output wire req_valid,
@@ -60,7 +67,8 @@ module synapse_vmu #(
     reg [FIFO-1:0] w_av;
     reg [TAG_W-1:0] base;
     reg [FW:0] cnt;
-    integer k;
+    reg [TAG_W-1:0] ntag;                   // base + cnt: the next PHV's tag
+    integer k, j;
     // Power-up contents (a BRAM init): every entry invalid, as the model's.
     initial for (k = 0; k < (1 << BITS); k = k + 1) lut[k] = INVALID;
 
@@ -71,7 +79,8 @@ module synapse_vmu #(
     always @* begin
         head_res = 0; head_park = 0; head_av = w_av[hslot]; head_act = w_act[hslot];
         for (k = 0; k < PORTS; k = k + 1)
-            if (rsp_valid[k] && rsp_tag[k*TAG_W +: TAG_W] == base) begin
+            // Tags in flight lie in [base, base + FIFO): equal mod FIFO is equal.
+            if (rsp_valid[k] && rsp_tag[k*TAG_W +: FW] == hslot) begin
                 if (rsp_miss[k]) head_park = 1;
                 else begin
                     head_res = 1; head_av = rsp_act_v[k]; head_act = rsp_act[k*ACT_W +: ACT_W];
@@ -84,39 +93,51 @@ module synapse_vmu #(
     assign rel_act = head_act;
     assign rel_via = via[hslot] | head_park;
 
-    wire [FW:0] cnt1 = cnt - rel_valid;
-    wire [TAG_W-1:0] base1 = base + rel_valid;
-    wire room = cnt1 < FIFO;
-    wire [PMU_W-1:0] route = lut[phv_hash[BITS-1:0]];
+    // The release frees a window slot this cycle; the next tag, base + cnt,
+    // does not depend on it.
+    wire room = cnt != FIFO || rel_valid;
+    reg [PMU_W-1:0] rd, fwd_data;
+    reg fwd;
+    wire [PMU_W-1:0] route = fwd ? fwd_data : rd;
     wire invalid = route == INVALID;
     assign direct_valid = phv_valid && room && invalid;
     assign req_valid = phv_valid && room && !invalid && req_ready;
     assign phv_ready = direct_valid || req_valid;
-    wire [TAG_W-1:0] ntag = base1 + cnt1;
     assign req_tag = ntag;
     assign direct_tag = ntag;
     assign req_pmu = route;
 
+    // The table: registered read (a BRAM), write port for the CPU.
     always @(posedge clk) begin
+        rd <= lut[phv_hash_next[BITS-1:0]];
+        if (lut_we) lut[lut_addr] <= lut_data;
+    end
+    always @(posedge clk) begin
+        fwd <= lut_we && lut_addr == phv_hash_next[BITS-1:0];
+        fwd_data <= lut_data;
         if (rst) begin
-            base <= 0; cnt <= 0; ans <= 0; via <= 0;
+            base <= 0; cnt <= 0; ans <= 0; via <= 0; ntag <= 0;
         end else begin
-            for (k = 0; k < PORTS; k = k + 1)
-                if (rsp_valid[k]) begin
-                    if (rsp_miss[k]) via[rsp_tag[k*TAG_W +: FW]] <= 1'b1;
-                    else begin
-                        ans[rsp_tag[k*TAG_W +: FW]] <= 1'b1;
-                        w_av[rsp_tag[k*TAG_W +: FW]] <= rsp_act_v[k];
-                        w_act[rsp_tag[k*TAG_W +: FW]] <= rsp_act[k*ACT_W +: ACT_W];
+            // Per window slot (a decode, no index arithmetic): responses set
+            // answered / parked, then a new PHV taking the slot resets it.
+            for (j = 0; j < FIFO; j = j + 1) begin
+                for (k = 0; k < PORTS; k = k + 1)
+                    if (rsp_valid[k] && rsp_tag[k*TAG_W +: FW] == j) begin
+                        if (rsp_miss[k]) via[j] <= 1'b1;
+                        else begin
+                            ans[j] <= 1'b1;
+                            w_av[j] <= rsp_act_v[k];
+                            w_act[j] <= rsp_act[k*ACT_W +: ACT_W];
+                        end
                     end
+                if (phv_ready && ntag[FW-1:0] == j) begin
+                    ans[j] <= 1'b0;
+                    via[j] <= direct_valid;
                 end
-            if (phv_ready) begin
-                ans[ntag[FW-1:0]] <= 1'b0;
-                via[ntag[FW-1:0]] <= direct_valid;
             end
-            base <= base1;
-            cnt <= cnt1 + phv_ready;
-            if (lut_we) lut[lut_addr] <= lut_data;
+            if (rel_valid) base <= base + 1'b1;
+            cnt <= (rel_valid == phv_ready) ? cnt : phv_ready ? cnt + 1'b1 : cnt - 1'b1;
+            if (phv_ready) ntag <= ntag + 1'b1;
         end
     end
 endmodule
