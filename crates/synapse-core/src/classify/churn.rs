@@ -76,7 +76,8 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
     while rep.lookup_s + rep.update_s < secs {
         // The updates due by now on the run's clock.
         let due = (rate * (rep.lookup_s + rep.update_s)) as u64;
-        while rep.updates < due && n0 > 0 {
+        // (Not past the run's end: a slow update must not owe a flood.)
+        while rep.updates < due && n0 > 0 && rep.lookup_s + rep.update_s < secs {
             let len = order.len();
             // Keep the set within a few per cent of its size.
             let insert = len == 0 || (len < n0 + n0 / 32 + 1 && (len <= n0 - n0.min(n0 / 32) || rng.gen::<bool>()));

@@ -2015,6 +2015,45 @@ mod tests {
     }
 
     #[test]
+    fn a_fold_in_writes_the_delta_into_the_leaves_without_a_build_until_its_bound() {
+        let rules: Vec<Rule> = (0..300u32).map(|i| rule((i << 24, 8), (i << 8, 24), (i, i + 10))).collect();
+        let set = RuleSet::new(Schema::five_tuple(), rules.clone());
+        let mut t = PTree::build(&set, &PTreeConfig { max_delta: 4, ..Default::default() }).unwrap();
+        let (nodes, rows) = (t.nodes.len(), t.rows.len());
+        let mut now = rules;
+        let mut in_place = false;
+        for i in 0..200u32 {
+            let r = rule(((i * 7) << 24, 8 + (i % 3) as u8 * 8), (0, (i % 2) as u8 * 4), (i, i + 100));
+            let at = (i as usize * 37) % (now.len() + 1);
+            t.insert(at, r).unwrap();
+            now.insert(at, r);
+            if i % 3 == 0 {
+                let at = (i as usize * 5) % now.len();
+                t.delete(at).unwrap();
+                now.remove(at);
+            }
+            // Folded in place: the same nodes, leaves grown at the end.
+            in_place |= t.folded > 0 && t.nodes.len() == nodes && t.rows.len() > rows;
+            let cur = RuleSet::new(Schema::five_tuple(), now.clone());
+            let lin = Linear::new(&cur);
+            let keys = sample_keys(&cur, 300);
+            let mut out = vec![0; keys.len()];
+            t.classify_batch(&keys, &mut out);
+            let mut acc = Vec::new();
+            for (k, o) in keys.iter().zip(&out) {
+                let w = lin.classify(k);
+                assert_eq!(*o, w.map_or(-1, |r| r as i32), "after {} updates", i + 1);
+                acc.clear();
+                assert_eq!(t.walk(k, &mut acc), w);
+            }
+        }
+        assert!(in_place);
+        // Past rules / 2 updates folded in place, the tree was built again.
+        assert!(t.folded < now.len() / 2 + 20, "{} folded", t.folded);
+        assert_eq!(t.rule_set().rules, now);
+    }
+
+    #[test]
     fn a_non_range_ternary_is_searched_aside_and_budget_refuses() {
         let mut odd = rule((0, 0), (0, 0), (0, 65535));
         odd.fields[4] = FieldMatch::ternary(0x04, 0x0c);
