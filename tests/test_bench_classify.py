@@ -43,6 +43,29 @@ def test_bench_json_has_the_documented_keys(files, algo):
     assert rec["bytes"] == clf.memory_bytes()
 
 
+@pytest.mark.parametrize("algo, extra", [("ptree", []), ("ptree", ["--set", "ptree.background=1", "--set", "ptree.max_delta=4"]),
+                                         ("dtree", [])])
+def test_bench_under_update_churn_adds_the_documented_keys_and_answers_right(files, algo, extra):
+    rules, trace = files
+    out = run("bench", "classify", "--rules", str(rules), "--trace", str(trace), "--algo", algo, "--secs", "0.05",
+              "--updates-per-s", "1e6", "--json", *extra)
+    assert out.returncode == 0, out.stderr
+    rec = json.loads(out.stdout)
+    assert {"updates_per_s", "update_latency_us_p50", "update_latency_us_p99", "wrong", "checked",
+            "churn_lookups_per_s", "churn_lookup_ratio"} <= set(rec)
+    assert rec["updates"] > 0 and rec["checked"] > 0
+    # Every sampled answer under churn equals the oracle's over the rules then.
+    assert rec["wrong"] == 0
+    assert rec["update_latency_us_p50"] <= rec["update_latency_us_p99"]
+
+
+def test_bench_under_churn_refuses_a_structure_rebuilt_whole(files):
+    rules, trace = files
+    out = run("bench", "classify", "--rules", str(rules), "--trace", str(trace), "--algo", "trie", "--secs", "0",
+              "--updates-per-s", "10")
+    assert out.returncode == 2 and "not updated in place" in out.stderr
+
+
 def test_ptree_kernels_equal_the_oracle_through_the_binding(files):
     rules, trace = files
     rs = _core.RuleSet.parse(rules.read_text(), str(rules))

@@ -138,6 +138,13 @@ def test_reproduce_updates_quick(tmp_path, monkeypatch):
                           "updates_per_s", "hit_rate", "throughput_mpps"}
         assert v["stale_answers"] == 0 and v["wrong_action"] == 0
     assert s["churn"]["1e+06"]["updates_per_s"] > s["churn"]["10000"]["updates_per_s"]
+    # Every structure's modes, the partitioned tree's in place among them,
+    # answer as the versioned oracle at every rate.
+    assert {"trie_exact", "dtree_exact", "ptree_exact"} <= set(s["modes"])
+    for name, m in s["modes"].items():
+        for k, v in m.items():
+            assert v["stale_answers"] == 0 and v["wrong_action"] == 0, (name, k)
+        assert m["1e+06"]["committed"] > 0, name
     assert (tmp_path / "updates.png").stat().st_size > 0 and (tmp_path / "updates.csv").exists()
     # Consistency across two tables: per program never mixed, all decided.
     c = s["consistency"]

@@ -363,6 +363,37 @@ impl PyClassifier {
     }
 }
 
+/// Lookups of `trace` by `algo` (one updated in place) over `rules` while
+/// random updates arrive at `rate` per second, for about `secs` seconds of
+/// lookup and update time, on this thread (`classify::churn`): a JSON
+/// object of the counts and times.
+#[pyfunction]
+#[pyo3(signature = (rules, trace, algo, config, rate, secs, seed=1))]
+fn classify_churn(
+    py: Python<'_>,
+    rules: &PyRuleSet,
+    trace: &PyTrace,
+    algo: &str,
+    config: std::collections::HashMap<String, String>,
+    rate: f64,
+    secs: f64,
+    seed: u64,
+) -> PyResult<String> {
+    rules.five_tuple_only("classify_churn")?;
+    let mut cfg = classify::BuildConfig::default();
+    let mut items: Vec<(String, String)> = config.into_iter().collect();
+    items.sort();
+    for (k, v) in items {
+        cfg.set(&k, &v).map_err(PyValueError::new_err)?;
+    }
+    py.allow_threads(|| {
+        let mut t = classify::build_incremental_n(algo, &rules.inner, &cfg).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let keys: Vec<Key> = trace.entries.iter().map(|e| e.key).collect();
+        let rep = classify::churn::run(t.as_mut(), &rules.inner, &keys, rate, secs, seed);
+        serde_json::to_string(&rep).map_err(|e| PyValueError::new_err(e.to_string()))
+    })
+}
+
 /// Names of the classifiers `Classifier` accepts.
 #[pyfunction]
 fn algorithms() -> Vec<&'static str> {
@@ -375,5 +406,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTrace>()?;
     m.add_class::<PyClassifier>()?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
+    m.add_function(wrap_pyfunction!(classify_churn, m)?)?;
     Ok(())
 }

@@ -10,11 +10,16 @@ them are run over the same seeded traffic and churn:
   and swapped (the replica swap t4p4s measures), its write time charged in
   simulated time (its bytes at ``build_gbps`` plus ``swap_ns``);
 - **dtree**: the decision tree updated in place (FACL), ``dtree_op_ns``
-  per operation (the partitioned tree, ``elu.algo = "ptree"``, is updated
-  in place too, at ``ptree_op_ns``; not drawn here);
+  per operation;
+- **ptree**: the partitioned tree updated in place (inserts into a small
+  delta beside the trees, deletes as tombstones in the leaf blocks, folded
+  into the trees in place past their bound), ``ptree_op_ns`` per
+  operation, a fold-in charged as a replica write;
 
-each with **exact** invalidation (the PMUs drop exactly the cached keys a
-changed entry covers) and **flush** (every PMU of the table clears its CAM).
+the trie and the decision tree each with **exact** invalidation (the PMUs
+drop exactly the cached keys a changed entry covers) and **flush** (every
+PMU of the table clears its CAM); the partitioned tree with exact
+invalidation.
 ``summary.json``'s ``churn`` table is the trie with exact invalidation.
 
 Per rate: stale and wrong answers counted by the versioned oracle (both
@@ -57,6 +62,7 @@ MODES = {
     "trie_flush": ("trie", "flush"),
     "dtree_exact": ("dtree", "exact"),
     "dtree_flush": ("dtree", "flush"),
+    "ptree_exact": ("ptree", "exact"),
 }
 #: The mode of ``summary.json``'s ``churn`` table: the default ELU
 #: structure (the trie) with exact invalidation.

@@ -5,6 +5,7 @@
 //! The ELU's structures (trie, decision tree, exact-match hash table) implement the same trait so the
 //! simulator and the CLI can swap them by name.
 
+pub mod churn;
 pub mod dtree;
 pub mod exact;
 pub mod linear;
@@ -175,6 +176,7 @@ impl BuildConfig {
         "ptree.max_trees",
         "ptree.small",
         "ptree.max_delta",
+        "ptree.background",
     ];
 
     /// Sets one parameter by its dotted name (`trie.stride`, `dtree.bucket`,
@@ -208,6 +210,7 @@ impl BuildConfig {
             "ptree.max_trees" => self.ptree.max_trees = num(key, value)?,
             "ptree.small" => self.ptree.small = num(key, value)?,
             "ptree.max_delta" => self.ptree.max_delta = num(key, value)?,
+            "ptree.background" => self.ptree.background = num::<u8>(key, value)? != 0,
             _ => return Err(format!("unknown build parameter {key:?} (expected one of: {})", Self::KEYS.join(", "))),
         }
         Ok(())

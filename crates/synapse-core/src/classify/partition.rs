@@ -71,11 +71,17 @@ pub struct PTreeConfig {
     /// Updates fold in (rebuild) beyond `max(max_delta, rules / 16)`
     /// inserted rules or `max(max_delta, rules / 4)` deleted ones.
     pub max_delta: usize,
+    /// Fold in on a background thread: the updates go on into the delta
+    /// (and a log) while the new tree builds from a snapshot; the update
+    /// that finds it built replays the log onto it and swaps it in. Off
+    /// (the simulator's ELU), the update that passes the bound rebuilds,
+    /// so when a fold-in happens depends on the updates alone.
+    pub background: bool,
 }
 
 impl Default for PTreeConfig {
     fn default() -> Self {
-        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, avx512: true, max_trees: 4, small: 16384, max_delta: 64 }
+        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, avx512: true, max_trees: 4, small: 16384, max_delta: 64, background: false }
     }
 }
 
@@ -107,6 +113,9 @@ struct Tree {
     /// Index of the tree's best rule: a key already matched at or above it
     /// skips the tree.
     min_prio: u32,
+    /// The address fields its rules are small on (the partition's key):
+    /// where a fold-in puts a rule small on the same ones.
+    mask: u8,
 }
 
 type Box_ = [(u32, u32); MAX_FIELDS];
@@ -196,7 +205,33 @@ pub struct PTree {
     /// What the ELU's memory holds ([`Image`]): built on the first walk,
     /// read by the walk alone.
     image: std::sync::OnceLock<Image>,
+    /// A fold-in building on a background thread (`config.background`).
+    background: Option<Box<Fold>>,
+    /// Rows the build wrote, and updates folded into the trees in place
+    /// since ([`PTree::fold_in_place`]): past their bounds the tree is
+    /// built again.
+    built_rows: usize,
+    folded: usize,
 }
+
+/// A fold-in under way on a background thread: the new tree builds from
+/// the rules as they were when it started; the updates since wait in `log`
+/// to be replayed onto it.
+struct Fold {
+    handle: std::thread::JoinHandle<Result<PTree, BuildError>>,
+    log: Vec<Op>,
+}
+
+/// An update, as replayed onto a tree folded in the background.
+enum Op {
+    Insert(usize, Rule),
+    Delete(usize),
+}
+
+/// While a background fold-in builds, the delta and tombstones may grow to
+/// this many times their bound; past it the update waits for the build
+/// (lookups slow down with the delta).
+const FOLD_WAIT: usize = 2;
 
 /// The trees as the ELU's memory holds them, at the addresses the walk
 /// charges: the nodes (64-byte lines from address 0), then the leaf blocks,
@@ -507,6 +542,9 @@ impl PTree {
             asked: *config,
             upd: None,
             image: std::sync::OnceLock::new(),
+            background: None,
+            built_rows: 0,
+            folded: 0,
         };
         let (boxes, slots) = (&bx.boxes[..], &bx.slots[..]);
         t.odd = bx.odd.clone();
@@ -557,14 +595,14 @@ impl PTree {
         t.nodes.push(empty_leaf());
         t.make_leaf(0, Vec::new(), &boxes, &mut leaves)?;
         t.nodes.clear();
-        for (_, v) in groups {
+        for (mask, v) in groups {
             let root = t.nodes.len() as u32;
             t.nodes.push(empty_leaf());
             let d = t.fill(root, v.clone(), full, 0, &boxes, &mut leaves)?;
             for &s in &v {
                 t.tree_of[s as usize] = t.trees.len() as u32;
             }
-            t.trees.push(Tree { root, depth: d as u32, min_prio: v[0] });
+            t.trees.push(Tree { root, depth: d as u32, min_prio: v[0], mask });
             max_depth = max_depth.max(d);
         }
         let leaves = t.nodes.iter().filter(|n| n.is_leaf()).count();
@@ -589,6 +627,7 @@ impl PTree {
             v.sort_unstable();
             v.dedup();
         }
+        t.built_rows = t.rows.len();
         Ok(t)
     }
 
@@ -677,6 +716,9 @@ impl PTree {
         if pos > self.len() {
             return Err(BuildError::BadConfig(format!("cannot insert at {pos}: only {} rules", self.len())));
         }
+        if let Some(f) = self.background.as_mut() {
+            f.log.push(Op::Insert(pos, rule));
+        }
         let u = self.updates();
         let pos = pos as u32;
         u.shift(pos, 1);
@@ -717,6 +759,9 @@ impl PTree {
     pub fn delete(&mut self, pos: usize) -> Result<(), BuildError> {
         if pos >= self.len() {
             return Err(BuildError::BadConfig(format!("no rule {pos} to delete ({} rules)", self.len())));
+        }
+        if let Some(f) = self.background.as_mut() {
+            f.log.push(Op::Delete(pos));
         }
         let pos = pos as u32;
         let u = self.updates();
@@ -809,23 +854,255 @@ impl PTree {
     /// a fold-in bound (counted once for a whole batch; rules a delete
     /// moves to the delta aside). `fold_if_due` asks it with none.
     pub fn folds_in(&self, inserts: usize, deletes: usize) -> bool {
+        self.past_bound(inserts, deletes, 1)
+    }
+
+    /// Whether the delta or the tombstones would pass `scale` times their
+    /// bound after `inserts` and `deletes` more.
+    fn past_bound(&self, inserts: usize, deletes: usize, scale: usize) -> bool {
         let (delta, dead, live, slack) = self.upd.as_ref().map_or((0, 0, self.set.len(), 0), |u| (u.delta.len(), u.dead, u.live, u.slack));
         let (m, dead) = (self.asked.max_delta + slack, dead + deletes);
-        delta + inserts > m.max((live + inserts).saturating_sub(deletes) / 16)
-            || dead > m.max(self.set.len() / 4)
+        delta + inserts > scale * m.max((live + inserts).saturating_sub(deletes) / 16)
+            || dead > scale * m.max(self.set.len() / 4)
             // No words: no bounds to make a tombstone of.
             || (dead > 0 && self.words.is_empty())
+    }
+
+    /// Whether a background fold-in is building.
+    pub fn folding(&self) -> bool {
+        self.background.is_some()
     }
 
     /// Builds the tree again from the rules now once the delta or the
     /// tombstones are past their bound. Over budget, the updates stay
     /// pending (still exact) and the bound doubles.
     fn fold_if_due(&mut self) -> Result<(), BuildError> {
+        if let Some(f) = &self.background {
+            // Swapped in once built, or waited for past the wider bound.
+            if f.handle.is_finished() || self.past_bound(0, 0, FOLD_WAIT) {
+                let f = self.background.take().expect("a fold-in");
+                let built = f.handle.join().map_err(|_| BuildError::BadConfig("the background fold-in panicked".into()))?;
+                return self.swap_in(built, f.log);
+            }
+            return Ok(());
+        }
         if !self.folds_in(0, 0) {
             return Ok(());
         }
-        match PTree::build(&self.rule_set(), &self.asked) {
-            Ok(t) => *self = t,
+        if self.fold_in_place() {
+            return Ok(());
+        }
+        let (set, asked) = (self.rule_set(), self.asked);
+        if asked.background {
+            let handle = std::thread::spawn(move || PTree::build(&set, &asked));
+            self.background = Some(Box::new(Fold { handle, log: Vec::new() }));
+            return Ok(());
+        }
+        self.swap_in(PTree::build(&set, &asked), Vec::new())
+    }
+
+    /// Folds the pending updates into the trees without building them
+    /// again: every rule id becomes its current position (the lanes, the
+    /// leaves' and trees' best rules), deleted rules' lanes stay matching
+    /// nothing, and each rule of the delta is written into the leaves its
+    /// box reaches in the tree of its partition (a leaf grown is written
+    /// again at the end of the blocks). Costs a pass over the blocks and
+    /// the rules, not a build; the leaves grow, so past `rules / 2` updates
+    /// folded so, or twice the blocks of the build, it declines (false)
+    /// and the tree is built again.
+    fn fold_in_place(&mut self) -> bool {
+        let Some(u) = self.upd.as_ref() else { return true };
+        let narrow_ids = self.fold.is_some() && !self.wide;
+        let stride = self.stride();
+        if self.words.is_empty()
+            || self.trees.is_empty()
+            || (narrow_ids && u.live + 1 >= 0xffff)
+            || self.folded + u.delta.len() + u.dead > self.set.len().max(self.asked.max_delta) / 2
+            || self.rows.len() > 2 * self.built_rows.max(64 * stride)
+        {
+            return false;
+        }
+        let widths = self.widths();
+        // Old id -> new id: a live rule's position; a deleted one's the next
+        // live rule's (ids stay in order along every leaf).
+        let mut newid = vec![0u32; self.set.len() + 1];
+        let mut next = u.live as u32;
+        for id in (0..self.set.len()).rev() {
+            if u.pos[id] != u32::MAX {
+                next = u.pos[id];
+            }
+            newid[id] = next;
+        }
+        let (_, idr, _) = block_layout(self.words.len(), self.fold.is_some(), self.wide);
+        let map = |x: u32| if x == u32::MAX { x } else { newid[x as usize] };
+        for blk in self.rows.chunks_exact_mut(stride) {
+            for l in 0..LANES {
+                if self.wide {
+                    let id = blk[idr].0[l];
+                    if id != u32::MAX {
+                        blk[idr].0[l] = newid[id as usize];
+                        let low = blk[idr - 1].0[l] & 0xffff;
+                        blk[idr - 1].0[l] = if self.fold.is_some() { newid[id as usize] << 16 | low } else { newid[id as usize] };
+                    }
+                } else if narrow_ids {
+                    let v = blk[idr].0[l];
+                    if v >> 16 != 0xffff {
+                        blk[idr].0[l] = newid[(v >> 16) as usize] << 16 | (v & 0xffff);
+                    }
+                } else if blk[idr].0[l] != u32::MAX {
+                    blk[idr].0[l] = newid[blk[idr].0[l] as usize];
+                }
+            }
+        }
+        for n in &mut self.nodes {
+            if n.is_leaf() {
+                *n = Node::leaf(n.base, n.first_block() as u32, n.blocks() as u32, map(n.first_rule()));
+            }
+        }
+        for t in &mut self.trees {
+            t.min_prio = map(t.min_prio);
+        }
+        for o in &mut self.odd {
+            o.0 = newid[o.0 as usize];
+        }
+        let mut tree_of = vec![u32::MAX; u.live];
+        for (id, &p) in u.pos.iter().enumerate() {
+            if p != u32::MAX {
+                tree_of[p as usize] = self.tree_of[id];
+            }
+        }
+        let shadow = std::mem::take(&mut self.shadow);
+        for (k, v) in shadow {
+            if u.pos[k as usize] != u32::MAX {
+                let v: Vec<u32> = v.into_iter().filter(|&s| u.pos[s as usize] != u32::MAX).map(|s| u.pos[s as usize]).collect();
+                if !v.is_empty() {
+                    self.shadow.insert(u.pos[k as usize], v);
+                }
+            }
+        }
+        let set = self.rule_set();
+        let u = self.upd.take().expect("updates");
+        self.folded += u.delta.len() + u.dead;
+        // The delta's rules into the leaves, per leaf all at once.
+        let cut: Vec<usize> = (0..self.nf).filter(|&f| set.schema.fields[f].kind == MatchKind::Lpm && widths[f] >= 8).take(2).collect();
+        let mut per_leaf: std::collections::BTreeMap<u32, Vec<(u32, Box_)>> = Default::default();
+        for &(p, _, ref r) in &u.delta {
+            let bx = match rule_box(r, &widths) {
+                Ok(Some(bx)) => bx,
+                Ok(None) => continue,
+                Err(()) => {
+                    let at = self.odd.partition_point(|o| o.0 < p);
+                    self.odd.insert(at, (p, *r));
+                    continue;
+                }
+            };
+            let mut small = 0u8;
+            for &f in &cut {
+                if ((bx[f].1 - bx[f].0) as u64) < 1u64 << (widths[f] / 2) {
+                    small |= 1 << f;
+                }
+            }
+            // A built rule (uncovered by a delete) stays in its tree, where
+            // a delete looks for its lanes.
+            let ti = match tree_of[p as usize] {
+                t if t != u32::MAX => t as usize,
+                _ => (0..self.trees.len())
+                    .find(|&i| self.trees[i].mask == small)
+                    .or_else(|| (0..self.trees.len()).find(|&i| self.trees[i].mask & !small == 0))
+                    .unwrap_or(0),
+            };
+            tree_of[p as usize] = ti as u32;
+            let tree = &mut self.trees[ti];
+            tree.min_prio = tree.min_prio.min(p);
+            let mut stack = vec![tree.root];
+            while let Some(i) = stack.pop() {
+                let n = self.nodes[i as usize];
+                if !n.is_leaf() {
+                    let f = n.field();
+                    let (a, b) = (simd::below_scalar(&n, bx[f].0 ^ BIAS), simd::below_scalar(&n, bx[f].1 ^ BIAS));
+                    stack.extend((a..=b).map(|c| n.base + c));
+                    continue;
+                }
+                per_leaf.entry(i).or_default().push((p, bx));
+            }
+        }
+        let empty_lane = |blk: &[Row], l: usize| -> bool {
+            if self.wide {
+                blk[idr].0[l] == u32::MAX
+            } else if narrow_ids {
+                blk[idr].0[l] >> 16 == 0xffff
+            } else {
+                blk[idr].0[l] == u32::MAX
+            }
+        };
+        for (i, mut add) in per_leaf {
+            let n = self.nodes[i as usize];
+            // The leaf's lanes (every row's word), its own rules' ids
+            // (a rule a deleted one had covered may be there already).
+            let mut lanes: Vec<(u32, [u32; 24])> = Vec::new();
+            for b in n.first_block()..n.first_block() + n.blocks() {
+                let blk = &self.rows[b * stride..(b + 1) * stride];
+                for l in 0..LANES {
+                    if !empty_lane(blk, l) {
+                        let mut w = [0u32; 24];
+                        for (r, row) in blk.iter().enumerate() {
+                            w[r] = row.0[l];
+                        }
+                        lanes.push((self.id_of(blk, l), w));
+                    }
+                }
+            }
+            add.retain(|(p, _)| !lanes.iter().any(|(id, _)| id == p));
+            if add.is_empty() {
+                continue;
+            }
+            let mut tmp = Vec::new();
+            for (p, bx) in &add {
+                tmp.clear();
+                push_block(&self.words, self.fold, self.wide, &mut tmp, &[(*p, bx)]);
+                let mut w = [0u32; 24];
+                for (r, row) in tmp.iter().enumerate() {
+                    w[r] = row.0[0];
+                }
+                lanes.push((*p, w));
+            }
+            // Stable: a dead lane stays before the live rule its id names.
+            lanes.sort_by_key(|&(id, _)| id);
+            let first = (self.rows.len() / stride) as u32;
+            for chunk in lanes.chunks(LANES) {
+                push_block(&self.words, self.fold, self.wide, &mut self.rows, &[]);
+                let at = self.rows.len() - stride;
+                for (l, (_, w)) in chunk.iter().enumerate() {
+                    for r in 0..stride {
+                        self.rows[at + r].0[l] = w[r];
+                    }
+                }
+            }
+            self.nodes[i as usize] = Node::leaf(n.base, first, lanes.len().div_ceil(LANES) as u32, lanes[0].0);
+        }
+        self.set = set;
+        self.tree_of = tree_of;
+        self.image = std::sync::OnceLock::new();
+        self.stats.rules = self.set.len();
+        self.stats.bytes = self.bytes();
+        self.stats.blocks = self.rows.len() / stride;
+        true
+    }
+
+    /// Takes a tree folded in (built from the rules as they were before
+    /// `log`), with the updates of `log` replayed onto it. Over budget, the
+    /// updates stay pending (still exact) and the bound doubles.
+    fn swap_in(&mut self, built: Result<PTree, BuildError>, log: Vec<Op>) -> Result<(), BuildError> {
+        match built {
+            Ok(mut t) => {
+                for op in log {
+                    match op {
+                        Op::Insert(p, r) => t.insert(p, r)?,
+                        Op::Delete(p) => t.delete(p)?,
+                    }
+                }
+                *self = t;
+            }
             Err(BuildError::OverBudget { .. }) => {
                 let u = self.upd.as_mut().expect("updates");
                 u.slack = 2 * (u.slack + self.asked.max_delta).max(u.delta.len()).max(u.dead);
@@ -1735,6 +2012,45 @@ mod tests {
         assert_eq!(t.len(), 213);
         assert_eq!(t.classify(&k), Some(3 + 14));
         assert_eq!(t.memory_bytes(), t.stats().bytes);
+    }
+
+    #[test]
+    fn a_fold_in_writes_the_delta_into_the_leaves_without_a_build_until_its_bound() {
+        let rules: Vec<Rule> = (0..300u32).map(|i| rule((i << 24, 8), (i << 8, 24), (i, i + 10))).collect();
+        let set = RuleSet::new(Schema::five_tuple(), rules.clone());
+        let mut t = PTree::build(&set, &PTreeConfig { max_delta: 4, ..Default::default() }).unwrap();
+        let (nodes, rows) = (t.nodes.len(), t.rows.len());
+        let mut now = rules;
+        let mut in_place = false;
+        for i in 0..200u32 {
+            let r = rule(((i * 7) << 24, 8 + (i % 3) as u8 * 8), (0, (i % 2) as u8 * 4), (i, i + 100));
+            let at = (i as usize * 37) % (now.len() + 1);
+            t.insert(at, r).unwrap();
+            now.insert(at, r);
+            if i % 3 == 0 {
+                let at = (i as usize * 5) % now.len();
+                t.delete(at).unwrap();
+                now.remove(at);
+            }
+            // Folded in place: the same nodes, leaves grown at the end.
+            in_place |= t.folded > 0 && t.nodes.len() == nodes && t.rows.len() > rows;
+            let cur = RuleSet::new(Schema::five_tuple(), now.clone());
+            let lin = Linear::new(&cur);
+            let keys = sample_keys(&cur, 300);
+            let mut out = vec![0; keys.len()];
+            t.classify_batch(&keys, &mut out);
+            let mut acc = Vec::new();
+            for (k, o) in keys.iter().zip(&out) {
+                let w = lin.classify(k);
+                assert_eq!(*o, w.map_or(-1, |r| r as i32), "after {} updates", i + 1);
+                acc.clear();
+                assert_eq!(t.walk(k, &mut acc), w);
+            }
+        }
+        assert!(in_place);
+        // Past rules / 2 updates folded in place, the tree was built again.
+        assert!(t.folded < now.len() / 2 + 20, "{} folded", t.folded);
+        assert_eq!(t.rule_set().rules, now);
     }
 
     #[test]
