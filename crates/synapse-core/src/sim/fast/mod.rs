@@ -25,8 +25,11 @@
 //!    distribution and the ELU's queueing delay; a sampled miss outside a
 //!    window is filled after its key's walk on an idle ELU (`mrc.rs`'s
 //!    `unloaded_fill`) plus the last window's mean queueing delay.
-//! 4. **Estimates and intervals.** Misses and HBM bytes are the sampled
-//!    ones over R (Horvitz-Thompson); arrivals are the plan's expected ones;
+//! 4. **Estimates and intervals.** Misses are model-assisted: every flow's
+//!    expected misses under a simple model (`flow_model_misses`) plus the
+//!    sampled flows' misses beyond it over R (a difference estimator); HBM
+//!    bytes and miss latencies per miss are the sampled misses', scaled to
+//!    that count; arrivals are the plan's expected ones;
 //!    hits take `vmu_latency + τ_c`. Intervals: the sampled flows are split
 //!    into random groups by hash, each group's figures computed alone, and
 //!    the spread of the groups gives the sampling error (standard random
