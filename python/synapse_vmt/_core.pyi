@@ -177,3 +177,13 @@ class CostTable:
 # program layer externs on their own (checked against synapse_vmt.p4.hashes / externs)
 def p4_hash(algo: str, buffers: Sequence[bytes], crc: tuple[int, int, int, int, bool, bool] | None = ...) -> list[int]: ...
 def p4_meter(packets: bool, rates: Sequence[tuple[float, int]], lengths: Sequence[int], times_us: Sequence[int]) -> list[int]: ...
+
+# --- P4Runtime writes (crates/synapse-py/src/p4rt.rs) ---
+class WriteDecoder:
+    """The fast path of `synapse serve`'s Writes: per update of a serialised
+    p4.v1.WriteRequest, None (the Python decoder's) or (kind, table name,
+    store key, the TableEntry's bytes, metadata)."""
+
+    def __init__(self, tables: list[tuple[int, str, bool, list[tuple[int, str, int]],
+                                         list[tuple[int, list[int]]]]]) -> None: ...
+    def decode(self, request: bytes) -> list[tuple[str, str, bytes, bytes, bytes] | None] | None: ...

@@ -10,6 +10,7 @@ mod cost;
 mod externs;
 mod hwmodel;
 mod mrc;
+mod p4rt;
 mod program;
 mod routed;
 mod rules;
@@ -34,6 +35,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     routed::register(m)?;
     externs::register(m)?;
     mrc::register(m)?;
+    p4rt::register(m)?;
     program::register(m)?;
     stream::register(m)?;
     Ok(())

@@ -174,7 +174,8 @@ def bench_p4rt_cmd(program: str, table: str | None, entries: int, batch: int, si
         return
     click.echo(f"{rec['table']}: batched ({batch}/Write) {rec['batched_inserts_per_s']:,.0f} inserts/s, "
                f"{rec['batched_deletes_per_s']:,.0f} deletes/s; single Writes {rec['single_writes_per_s']:,.0f}/s "
-               f"(p50 {rec['single_p50_ms']:.2f} ms, p99 {rec['single_p99_ms']:.2f} ms)")
+               f"(p50 {rec['single_p50_ms']:.2f} ms, p99 {rec['single_p99_ms']:.2f} ms); "
+               f"empty RPCs {rec['empty_rpcs_per_s']:,.0f}/s")
 
 
 def bench_program(program: str, entries_file: str | None, pcap: str, rounds: int = 5, ingress_port: int = 0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 
@@ -82,6 +83,10 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
                               sim_speed=sim_speed, sim_opt=opt, sizes=sizes,
                               limits=StreamLimits(max_streams, max_streams_per_peer, arbitration_timeout))
         server, port = make_server(svc, listen, cert, key, ca)
+        # What is loaded by now (program, protobuf descriptors, gRPC) lives as
+        # long as the server: keep the garbage collector from scanning it again
+        # at every full collection while the store fills.
+        gc.freeze()
         host = listen.rsplit(":", 1)[0]
         click.echo(f"P4Runtime on {host}:{port} (device {device_id}, {'TLS' if cert else 'insecure'}), "
                    f"{len(svc.pipeline.index.tables)} tables", err=True)

@@ -6,13 +6,18 @@ request is built and serialised before the clock starts; the client sends
 the bytes through a raw gRPC method (no protobuf work while timed). Three
 phases on one table: batched INSERTs (``batch`` updates per Write), the
 same entries batched DELETEd, then ``singles`` Writes of one INSERT each
-(their latency percentiles too). A Read after the inserts checks that the
+(their latency percentiles too), then as many Capabilities calls: the rate
+of an RPC that does nothing, the transport's bound on single Writes. A Read after the inserts checks that the
 server holds every entry, so a server that drops writes cannot report a rate.
+Where ``/proc`` tells, the server's CPU time per update of each phase is
+reported too: on a loaded machine the rates follow the share of a core the
+server gets, its CPU time per update much less so.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 import threading
@@ -27,6 +32,7 @@ from synapse_vmt.p4.bmv2 import read_program
 from synapse_vmt.p4.entrygen import gen_table
 
 WRITE = "/p4.v1.P4Runtime/Write"
+CAPABILITIES = "/p4.v1.P4Runtime/Capabilities"
 READ = "/p4.v1.P4Runtime/Read"
 STREAM = "/p4.v1.P4Runtime/StreamChannel"
 
@@ -59,6 +65,16 @@ def _requests(program: str, table, entries, kind: int, batch: int) -> list[bytes
         out.append(req.SerializeToString())
     local.stop()
     return out
+
+
+def _cpu_s(pid: int) -> float | None:
+    """The CPU seconds (user + system) process ``pid`` has used, or None where /proc does not tell."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, batch: int = 1000,
@@ -105,23 +121,34 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
         reads = ch.unary_stream(READ, request_serializer=p4r.ReadRequest.SerializeToString,
                                 response_deserializer=p4r.ReadResponse.FromString)
 
+        cpu = [_cpu_s(proc.pid)]
         t0 = time.perf_counter()
         for r in ins:
             write(r, timeout=120)
         t_ins = time.perf_counter() - t0
+        cpu.append(_cpu_s(proc.pid))
         held = sum(len(m.entities) for m in reads(read, timeout=120))
         if held != entries:
             raise UserError(f"the server holds {held} entries after {entries} inserts")
+        cpu.append(_cpu_s(proc.pid))
         t0 = time.perf_counter()
         for r in dels:
             write(r, timeout=120)
         t_del = time.perf_counter() - t0
+        cpu.append(_cpu_s(proc.pid))
         lat = []
         for r in single:
             t0 = time.perf_counter()
             write(r, timeout=60)
             lat.append(time.perf_counter() - t0)
         lat_ms = np.array(lat) * 1e3
+        cpu.append(_cpu_s(proc.pid))
+        caps, empty = ch.unary_unary(CAPABILITIES), p4r.CapabilitiesRequest().SerializeToString()
+        t0 = time.perf_counter()
+        for _ in range(singles):
+            caps(empty, timeout=60)
+        t_empty = time.perf_counter() - t0
+        cpu.append(_cpu_s(proc.pid))
         closed.set()
         stream.cancel()
         ch.close()
@@ -136,4 +163,18 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
         "batched_inserts_per_s": entries / t_ins, "batched_deletes_per_s": entries / t_del,
         "single_writes_per_s": singles / float(lat_ms.sum() / 1e3),
         "single_p50_ms": float(np.percentile(lat_ms, 50)), "single_p99_ms": float(np.percentile(lat_ms, 99)),
+        "empty_rpcs_per_s": singles / t_empty,
+        **_cpu_per_update(cpu, entries, singles),
     }
+
+
+def _cpu_per_update(cpu: list, entries: int, singles: int) -> dict:
+    """Server CPU µs per update of each phase (``cpu``: its CPU seconds at
+    the phase boundaries, the Read between inserts and deletes left out)."""
+    if any(c is None for c in cpu):
+        return {}
+    per = [(cpu[1] - cpu[0]) / entries, (cpu[3] - cpu[2]) / entries, (cpu[4] - cpu[3]) / singles,
+           (cpu[5] - cpu[4]) / singles]
+    names = ("server_cpu_us_per_insert", "server_cpu_us_per_delete", "server_cpu_us_per_single",
+             "server_cpu_us_per_empty_rpc")
+    return {n: p * 1e6 for n, p in zip(names, per)}

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import tempfile
@@ -59,6 +60,9 @@ SYNAPSE_STATE_EXTERN = 0x81
 #: A ReadResponse carries at most this many bytes of entities (gRPC clients
 #: refuse messages over 4 MiB unless told otherwise); a read streams as many as it needs.
 READ_CHUNK_BYTES = 1 << 20
+#: A Write of at most this many updates runs on the event loop's thread when
+#: it would not wait there (``_AioServicer._write_here``), not on a worker.
+INLINE_UPDATES = 8
 API_VERSION = "1.4.0"
 _CODES = {name: getattr(rpc_code, name) for name in (
     "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
@@ -99,6 +103,27 @@ class StreamLimits:
     arbitration_timeout: float = 10.0
 
 
+_FAST_KINDS = ("exact", "lpm", "ternary", "range", "optional")
+
+
+def _write_decoder(index: P4Index):
+    """The Rust fast path for table writes (``_core.WriteDecoder``) over the
+    tables it may write: not const, no action profile, match kinds it knows,
+    one match field per key field."""
+    from synapse_vmt import _core
+
+    tables = []
+    for t in index.tables.values():
+        kinds = [kf.match for kf, _ in t.fields.values()]
+        if t.const_table or t.profile is not None or any(k not in _FAST_KINDS for k in kinds) \
+                or len({kf.field for kf, _ in t.fields.values()}) != len(t.fields):
+            continue
+        tables.append((t.id, t.spec.name, t.spec.needs_priority,
+                       [(fid, kf.match, kf.width) for fid, (kf, _) in t.fields.items()],
+                       [(aid, [ap.width for ap in a.info.params]) for aid, a in t.actions.items()]))
+    return _core.WriteDecoder(tables)
+
+
 class _Pipeline:
     def __init__(self, prog: P4Program, index: P4Index, device_config: bytes, cookie: int | None, store: TableStore):
         self.prog, self.index, self.device_config, self.cookie, self.store = prog, index, device_config, cookie, store
@@ -107,6 +132,7 @@ class _Pipeline:
         self.members: dict[int, dict[int, tuple[int, str, dict[str, int]]]] = {i: {} for i in index.profiles}
         self.groups: dict[int, dict[int, list[int]]] = {i: {} for i in index.profiles}
         self.order = 0
+        self.decoder = _write_decoder(index)
 
     def in_use(self, prof: int, kind: str, ident: int) -> bool:
         """Whether a table entry (or, for a member, a group) of profile ``prof`` points at it."""
@@ -130,8 +156,11 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
     def __init__(self, prog: str | Path | None = None, p4info: str | Path | None = None, device_id: int = 1,
                  sizes: dict[str, int] | None = None, algo: str = "linear", traffic: float = 0.0,
                  sim=None, sim_speed: float = 2e6, sim_opt=None, before_update=None,
-                 limits: StreamLimits | None = None):
+                 limits: StreamLimits | None = None, fast_writes: bool = True):
         self.device_id = device_id
+        # Table entries decoded by the Rust fast path (False: all by the
+        # Python decoder, the reference a test compares the fast path with).
+        self.fast_writes = fast_writes
         # Test-only: called as before_update(i, context) before a Write's
         # i-th update is applied (a test drops the connection there).
         self.before_update = before_update
@@ -207,7 +236,15 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         every = sizes.pop("*", None)  # one cap for every table (``--table-size N``)
         for t in index.tables.values():
             sizes.setdefault(t.spec.name, every or t.size)
-        return _Pipeline(prog, index, device_config, cookie, TableStore(prog, sizes, self.algo))
+        p = _Pipeline(prog, index, device_config, cookie, TableStore(prog, sizes, self.algo))
+        p.lazy_entry = functools.partial(self._entry_from_bytes, p)
+        return p
+
+    def _entry_from_bytes(self, p: _Pipeline, raw: bytes, kind: str) -> Entry:
+        """The Entry of a table entry the fast path took (``raw``: its bytes),
+        built by the Python decoder when something first reads it."""
+        te = p4r.TableEntry.FromString(raw)
+        return self._decode_entry(p, p.index.tables[te.table_id], te, kind)
 
     @property
     def store(self) -> TableStore | None:
@@ -399,13 +436,25 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         atomic = request.atomicity != W.CONTINUE_ON_ERROR
         # Decode every update first; a malformed one fails alone (or the batch, if atomic).
         # Action profile members and groups are applied as they are decoded (None: no table op).
+        # The Rust decoder takes the well-formed plain table entries (their
+        # Entry is built when first read); None: this decoder's (and its errors).
+        updates = request.updates
+        fast = p.decoder.decode(request.SerializeToString()) if self.fast_writes else None
+        if fast is None:
+            fast = [None] * len(updates)
+        lazy = p.lazy_entry
         ops: list[Op | None] = []
         errs: list[StoreError | None] = []
-        for i, u in enumerate(request.updates):
+        for i, f in enumerate(fast):
             if i % 1024 == 1023 and not context.is_active():  # cancelled while decoding: apply nothing
                 context.abort(grpc.StatusCode.CANCELLED, "cancelled by the client")
+            if f is not None:
+                kind, table, key, raw, meta = f
+                ops.append(Op(kind, table, None, meta, key, (raw, kind), lazy))
+                errs.append(None)
+                continue
             try:
-                ops.append(self._decode_update(p, u))
+                ops.append(self._decode_update(p, updates[i]))
                 errs.append(None)
             except StoreError as e:
                 ops.append(None)
@@ -478,6 +527,10 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             return Op("default", t.spec.name, Entry(t.spec.name, {}, name, params, None, "p4runtime", ref=ref))
         if t.const_table:
             raise StoreError("PERMISSION_DENIED", f"{t.spec.name} has const entries")
+        return Op(kind, t.spec.name, self._decode_entry(p, t, te, kind), te.metadata)
+
+    def _decode_entry(self, p: _Pipeline, t: TableRef, te, kind: str) -> Entry:
+        """The Entry of a (non-default) table entry update."""
         self._check_unstored(t, te)
         matches = self._decode_match(t, te)
         ternary = t.spec.needs_priority
@@ -492,8 +545,8 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             raise StoreError("INVALID_ARGUMENT", "an entry needs an action")
         else:
             name, params, group, ref = self._decode_table_action(p, t, te.action)
-        return Op(kind, t.spec.name, Entry(t.spec.name, matches, name, params, te.priority if ternary else None,
-                                           "p4runtime", group=group, ref=ref), te.metadata)
+        return Entry(t.spec.name, matches, name, params, te.priority if ternary else None, "p4runtime",
+                     group=group, ref=ref)
 
     def _decode_table_action(self, p: _Pipeline, t: TableRef, ta):
         """(action, params, group members or None, ("member" | "group", id) or None) of a table entry's action."""
@@ -906,12 +959,37 @@ class _AioServicer(p4r_grpc.P4RuntimeServicer):
             raise
         except _Abort as e:
             await context.abort(e.code, e.details)
+        return await self._status(ctx, context, out)
+
+    @staticmethod
+    async def _status(ctx: _SyncContext, context, out):
         if ctx.code is not None and ctx.code != grpc.StatusCode.OK:
             await context.abort(ctx.code, ctx.details or "", ctx.trailing)
         return out
 
+    def _write_here(self, request, context) -> tuple | None:
+        """A small Write run on the event loop's thread, when nothing would
+        make it wait: (its context, its answer), or None for the worker pool.
+        Handing a Write to a worker thread and back costs more than a few
+        updates do; a lock that is busy (a batch, background lookups) or a
+        simulator in the loop sends it to the pool, so the loop never blocks."""
+        svc = self.svc
+        p = svc.pipeline
+        if len(request.updates) > INLINE_UPDATES or p is None or svc.sim is not None or svc.before_update is not None:
+            return None
+        lock = p.store.lock
+        if not lock.acquire(blocking=False):
+            return None
+        ctx = _SyncContext(context)
+        try:
+            return ctx, svc.Write(request, ctx)
+        except _Abort as e:
+            return ctx, e
+        finally:
+            lock.release()
+
     async def Capabilities(self, request, context):
-        return await self._run(self.svc.Capabilities, request, context)
+        return self.svc.Capabilities(request, context)  # a constant: no worker needed
 
     async def SetForwardingPipelineConfig(self, request, context):
         return await self._run(self.svc.SetForwardingPipelineConfig, request, context)
@@ -920,7 +998,13 @@ class _AioServicer(p4r_grpc.P4RuntimeServicer):
         return await self._run(self.svc.GetForwardingPipelineConfig, request, context)
 
     async def Write(self, request, context):
-        return await self._run(self.svc.Write, request, context)
+        here = self._write_here(request, context)
+        if here is None:
+            return await self._run(self.svc.Write, request, context)
+        ctx, out = here
+        if isinstance(out, _Abort):
+            await context.abort(out.code, out.details)
+        return await self._status(ctx, context, out)
 
     async def Read(self, request, context):
         for m in await self._run(lambda r, c: list(self.svc.Read(r, c)), request, context):

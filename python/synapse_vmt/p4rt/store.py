@@ -41,33 +41,102 @@ class StoreError(Exception):
         self.message = message
 
 
-@dataclass
-class Op:
+def _int_key(v: int | None) -> bytes:
+    if v is None:
+        return b"\xff\xff"
+    b = v.to_bytes((v.bit_length() + 7) // 8, "big")
+    return len(b).to_bytes(2, "big") + b
+
+
+_KIND_KEY = {"exact": b"\x00", "lpm": b"\x01", "ternary": b"\x02", "range": b"\x03", "optional": b"\x04"}
+
+
+def key_bytes(e: Entry) -> bytes:
+    """An entry's identity in its table as bytes: ``Entry.key()`` (each
+    match's kind, value, mask, lo, hi, then the priority) with each int as a
+    2-byte length and its shortest big-endian bytes, None as ``ffff``. The
+    Rust write decoder (``_core.WriteDecoder``) builds the same bytes."""
+    parts = []
+    for m in e.matches.values():
+        parts += (_KIND_KEY[m.kind], _int_key(m.value), _int_key(m.mask), _int_key(m.lo), _int_key(m.hi))
+    parts.append(_int_key(e.priority))
+    return b"".join(parts)
+
+
+_LAZY_LOCK = threading.Lock()
+
+
+class _Lazy:
+    """An ``entry`` attribute that may be built on first use: ``src`` is
+    ``(raw, kind)`` and the entry is ``decode(raw, kind)`` (the server's
+    decoder on the entry's bytes: the fast write path leaves an entry
+    undecoded until something reads it). Slots, not a ``__dict__``, and
+    ``src`` holds no container (the garbage collector soon stops tracking
+    it): a store holds one per entry."""
+
+    __slots__ = ("entry", "src", "decode")
+
+    def __getattr__(self, name):  # only for an attribute not set: an entry not built yet
+        src = self.src
+        if name != "entry" or src is None:
+            raise AttributeError(name)
+        e = self.decode(*src)
+        with _LAZY_LOCK:  # one entry object even if two threads build it at once
+            try:
+                return object.__getattribute__(self, "entry")
+            except AttributeError:
+                self.entry = e
+                return e
+
+    def entry_or_src(self) -> tuple:
+        """(the entry or None, ``src``, ``decode``): what a copy needs, without decoding."""
+        try:
+            return object.__getattribute__(self, "entry"), self.src, self.decode
+        except AttributeError:
+            return None, self.src, self.decode
+
+
+class Op(_Lazy):
     """One update: ``kind`` insert | modify | delete | default (set the
     default action: ``entry.action``/``entry.params``; ``entry.matches`` empty,
-    or reset to the program's default when ``entry`` is None)."""
+    or reset to the program's default when ``entry`` is None). ``metadata``
+    is P4Runtime's TableEntry.metadata: the controller's, stored and read back
+    as written. ``key`` (``key_bytes`` of the entry), ``src`` and ``decode``
+    (in place of ``entry``, see ``_Lazy``) come from the fast write path."""
 
-    kind: str
-    table: str
-    entry: Entry | None
-    metadata: bytes = b""  # P4Runtime's TableEntry.metadata: the controller's, stored and read back as written
+    __slots__ = ("kind", "table", "metadata", "key")
+
+    def __init__(self, kind: str, table: str, entry: Entry | None, metadata: bytes = b"",
+                 key: bytes | None = None, src: tuple | None = None, decode=None):
+        self.kind, self.table, self.metadata, self.key, self.src, self.decode = kind, table, metadata, key, src, decode
+        if entry is not None or src is None:
+            self.entry = entry
+
+    def __repr__(self) -> str:
+        return f"Op({self.kind!r}, {self.table!r}, {self.entry!r})"
 
 
-@dataclass
-class Stored:
-    entry: Entry
-    seq: int  # insertion order: ties in match order keep it
-    packets: int = 0
-    bytes: int = 0
-    metadata: bytes = b""
-    wire: tuple | None = None  # the reader's cache: (its id index, the encoded TableEntry)
+class Stored(_Lazy):
+    """A stored entry: ``seq`` is its insertion order (ties in match order
+    keep it), ``packets``/``bytes`` its direct counter, ``wire`` the reader's
+    cache (its id index, the encoded TableEntry)."""
+
+    __slots__ = ("seq", "packets", "bytes", "metadata", "wire")
+
+    def __init__(self, entry: Entry | None, seq: int, packets: int = 0, bytes: int = 0, metadata: bytes = b"",
+                 src: tuple | None = None, decode=None):
+        self.seq, self.packets, self.bytes, self.metadata, self.src, self.decode = \
+            seq, packets, bytes, metadata, src, decode
+        self.wire: tuple | None = None
+        if entry is not None or src is None:
+            self.entry = entry
 
 
 @dataclass
 class _Table:
     spec: TableSpec
     size: int
-    entries: dict[tuple, Stored] = field(default_factory=dict)
+    entries: dict[bytes, Stored] = field(default_factory=dict)  # by key_bytes
     default: tuple[str, dict[str, int]] | None = None
     version: int = 0
     lookups: int = 0
@@ -147,20 +216,21 @@ class TableStore:
                 raise StoreError("PERMISSION_DENIED", f"{t.spec.name}: the default action is const")
             t.default = t.spec.default if op.entry is None else (op.entry.action, dict(op.entry.params))
             return
-        assert op.entry is not None
-        key = op.entry.key()
+        key = op.key if op.key is not None else key_bytes(op.entry)
         if op.kind == "insert":
             if key in t.entries:
                 raise StoreError("ALREADY_EXISTS", f"{t.spec.name}: an entry with this match and priority exists")
             if len(t.entries) >= t.size:
                 raise StoreError("RESOURCE_EXHAUSTED", f"{t.spec.name}: table full ({t.size} entries)")
             self._seq += 1
-            t.entries[key] = Stored(op.entry, self._seq, metadata=op.metadata)
+            e, src, dec = op.entry_or_src()
+            t.entries[key] = Stored(e, self._seq, metadata=op.metadata, src=src, decode=dec)
         elif op.kind == "modify":
             old = t.entries.get(key)
             if old is None:
                 raise StoreError("NOT_FOUND", f"{t.spec.name}: no entry with this match and priority")
-            t.entries[key] = Stored(op.entry, old.seq, old.packets, old.bytes, op.metadata)
+            e, src, dec = op.entry_or_src()
+            t.entries[key] = Stored(e, old.seq, old.packets, old.bytes, op.metadata, src, dec)
         elif op.kind == "delete":
             if t.entries.pop(key, None) is None:
                 raise StoreError("NOT_FOUND", f"{t.spec.name}: no entry with this match and priority")
@@ -179,7 +249,7 @@ class TableStore:
 
     def get(self, table: str, entry: Entry) -> Stored | None:
         with self.lock:
-            return self._tables[table].entries.get(entry.key())
+            return self._tables[table].entries.get(key_bytes(entry))
 
     def default(self, table: str) -> tuple[str, dict[str, int]] | None:
         return self._tables[table].default
