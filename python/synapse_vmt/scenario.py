@@ -260,15 +260,15 @@ class Fast(_Model):
     """The fast mode's parameters (``synapse run --mode fast``,
     docs/fast-mode.md; the Rust side is ``sim::fast::FastConfig``)."""
 
-    sample_flows: int = F(1000, "Flows simulated (SHARDS sampling rate: this over the flows, at most 1).", ge=1)
-    elu_share: float = F(0.25, "Share of the run's time the exact ELU and HBM run in sampled windows.", gt=0.0, le=1.0)
+    sample_flows: int = F(150, "Flows simulated (SHARDS sampling rate: this over the flows, at most 1).", ge=1)
+    elu_share: float = F(0.1, "Share of the run's time the exact ELU and HBM run in sampled windows.", gt=0.0, le=1.0)
     warm_ns: float = F(4_000.0, "A window's warm-up (its misses not measured).", "ns", ge=0.0)
     measure_ns: float = F(8_000.0, "A window's measured part.", "ns", gt=0.0)
     tail_ns: float = F(4_000.0, "A window's tail after the measured part.", "ns", ge=0.0)
     groups: int = F(16, "Random groups of sampled flows the intervals come from.", ge=2, le=255)
     seed: int = F(0, "Seed of the sampling hash and draws (mixed with the scenario's seed).", ge=0)
-    min_entries: int = F(32, "Fewest entries of a miniature PMU cache (the sampling rate rises to give them).", ge=1)
-    max_windows: int = F(64, "ELU windows at most (a long run samples a smaller share of its time).", ge=1)
+    min_entries: int = F(16, "Fewest entries of a miniature PMU cache (the sampling rate rises to give them).", ge=1)
+    max_windows: int = F(32, "ELU windows at most (a long run samples a smaller share of its time).", ge=1)
     backlog_limit_ns: float = F(1_000.0, "Mean ELU backlog after a window's measured part beyond which the run is "
                                          "flagged overloaded (beyond the fast mode's model).", "ns", gt=0.0)
 
