@@ -824,16 +824,8 @@ impl PTree {
         };
         let stride = self.stride();
         let (lo, hi) = simd::empty_bounds(self.words[0].1.is_some());
-        let mut stack = vec![tree.root];
-        // Down every child the rule's box reaches.
-        while let Some(i) = stack.pop() {
+        for i in self.leaves_reached(tree.root, &bx) {
             let n = self.nodes[i as usize];
-            if !n.is_leaf() {
-                let f = n.field();
-                let (a, b) = (simd::below_scalar(&n, bx[f].0 ^ BIAS), simd::below_scalar(&n, bx[f].1 ^ BIAS));
-                stack.extend((a..=b).map(|c| n.base + c));
-                continue;
-            }
             for b in n.first_block()..n.first_block() + n.blocks() {
                 let at = b * stride;
                 for l in 0..LANES {
@@ -848,6 +840,24 @@ impl PTree {
                 }
             }
         }
+    }
+
+    /// The leaves under `root` that a rule's box reaches: down every child
+    /// whose range the box overlaps (a delete's tombstones and a fold-in's
+    /// writes go to the same leaves).
+    fn leaves_reached(&self, root: u32, bx: &Box_) -> Vec<u32> {
+        let (mut leaves, mut stack) = (Vec::new(), vec![root]);
+        while let Some(i) = stack.pop() {
+            let n = self.nodes[i as usize];
+            if n.is_leaf() {
+                leaves.push(i);
+                continue;
+            }
+            let f = n.field();
+            let (a, b) = (simd::below_scalar(&n, bx[f].0 ^ BIAS), simd::below_scalar(&n, bx[f].1 ^ BIAS));
+            stack.extend((a..=b).map(|c| n.base + c));
+        }
+        leaves
     }
 
     /// Whether `inserts` more inserts and `deletes` more deletes would pass
@@ -1014,15 +1024,8 @@ impl PTree {
             tree_of[p as usize] = ti as u32;
             let tree = &mut self.trees[ti];
             tree.min_prio = tree.min_prio.min(p);
-            let mut stack = vec![tree.root];
-            while let Some(i) = stack.pop() {
-                let n = self.nodes[i as usize];
-                if !n.is_leaf() {
-                    let f = n.field();
-                    let (a, b) = (simd::below_scalar(&n, bx[f].0 ^ BIAS), simd::below_scalar(&n, bx[f].1 ^ BIAS));
-                    stack.extend((a..=b).map(|c| n.base + c));
-                    continue;
-                }
+            let root = tree.root;
+            for i in self.leaves_reached(root, &bx) {
                 per_leaf.entry(i).or_default().push((p, bx));
             }
         }
