@@ -345,16 +345,23 @@ def prepare(program: str, entries_file: str | None, *, pcap: str | None = None, 
     return ProgramRun(prog, entries, trace, routes, idx, factory, dur, counts_of, full)
 
 
-def build_sim(pr: ProgramRun, pmus: dict[str, list[int]], total_pmus: int, *, block_size: int = 256,
-              window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None) -> RoutedSim:
+def _sim_base(seed: int, window_ns: float, duration_ns: float, block_size: int, overrides: dict | None) -> dict:
+    """The simulator's default config with a P4 run's settings and the
+    scenario's overrides (a table of settings updates that table)."""
     base = json.loads(_core.default_sim_config())
-    base.update({"seed": seed, "window_ns": window_ns, "duration_ns": pr.duration_ns})
+    base.update({"seed": seed, "window_ns": window_ns, "duration_ns": duration_ns})
     base["pmus"]["block_size"] = block_size
     for k, v in (overrides or {}).items():
         if isinstance(v, dict) and isinstance(base.get(k), dict):
             base[k].update(v)
         else:
             base[k] = v
+    return base
+
+
+def build_sim(pr: ProgramRun, pmus: dict[str, list[int]], total_pmus: int, *, block_size: int = 256,
+              window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None) -> RoutedSim:
+    base = _sim_base(seed, window_ns, pr.duration_ns, block_size, overrides)
     cfg = sim_config(base, pr.routes.tables, pmus, total_pmus)
     return RoutedSim(cfg, pr.routes, pr.feeder_factory())
 
@@ -661,14 +668,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
             bits, kinds, lo, hi, mask = _word_rows(specs[t], entries.get(specs[t].name))
             args.append((specs[t].name, bits, kinds, lo, hi, mask, np.zeros((0, len(bits)), dtype=np.uint32),
                          np.zeros(0, dtype=np.int64)))
-        base = json.loads(_core.default_sim_config())
-        base.update({"seed": seed, "window_ns": window_ns, "duration_ns": duration_ns or 0.0})
-        base["pmus"]["block_size"] = block_size
-        for k, v in (overrides or {}).items():
-            if isinstance(v, dict) and isinstance(base.get(k), dict):
-                base[k].update(v)
-            else:
-                base[k] = v
+        base = _sim_base(seed, window_ns, duration_ns or 0.0, block_size, overrides)
         cfg = sim_config(base, names, even_split(names, pmus), pmus)
         try:
             core = _core.routed_simulator(json.dumps(cfg), args, np.zeros(1, np.uint32), np.zeros(0, np.uint32),
