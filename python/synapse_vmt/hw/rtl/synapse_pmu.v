@@ -601,8 +601,10 @@ module synapse_lt3 (input wire [2:0] a, b, output wire lt, eq);
     assign eq = a == b;
 endmodule
 
-// The OR of N words of W bits (a bus every slot drives), a module so that
-// synthesis maps it as a balanced tree of LUT6s: ceil(log6 N) levels.
+// The OR of N words of W bits (a bus every slot drives): per bit, a tree
+// of 6-input ORs, each a module so that synthesis maps it to one LUT6:
+// ceil(log6 N) levels (mapped as one module, a wide OR is a tree of 4-input
+// cuts: 4 levels at 128 slots instead of 3).
 module synapse_or #(parameter N = 64, parameter W = 1) (input wire [N*W-1:0] x, output wire [W-1:0] y);
     genvar i, j;
     generate for (j = 0; j < W; j = j + 1) begin : col
@@ -610,8 +612,35 @@ module synapse_or #(parameter N = 64, parameter W = 1) (input wire [N*W-1:0] x, 
         for (i = 0; i < N; i = i + 1) begin : row
             assign c[i] = x[i*W + j];
         end
-        assign y[j] = |c;
+        synapse_tree #(.N(N), .AND(0)) t (.x(c), .y(y[j]));
     end endgenerate
+endmodule
+
+// The OR (AND = 0) or the AND (AND = 1) of N bits as a tree of 6-input
+// gates, up to 6^4 inputs.
+module synapse_tree #(parameter N = 6, parameter AND = 0) (input wire [N-1:0] x, output wire y);
+    localparam N1 = (N + 5) / 6, N2 = (N1 + 5) / 6, N3 = (N2 + 5) / 6, N4 = (N3 + 5) / 6;
+    wire [N1-1:0] c1;
+    wire [N2-1:0] c2;
+    wire [N3-1:0] c3;
+    wire [N4-1:0] c4;
+    synapse_level #(.N(N), .AND(AND)) l1 (.x(x), .y(c1));
+    synapse_level #(.N(N1), .AND(AND)) l2 (.x(c1), .y(c2));
+    synapse_level #(.N(N2), .AND(AND)) l3 (.x(c2), .y(c3));
+    synapse_level #(.N(N3), .AND(AND)) l4 (.x(c3), .y(c4));
+    assign y = N <= 1 ? x[0] : N1 <= 1 ? c1[0] : N2 <= 1 ? c2[0] : N3 <= 1 ? c3[0] : c4[0];
+endmodule
+
+module synapse_level #(parameter N = 6, parameter AND = 0) (input wire [N-1:0] x, output wire [(N+5)/6-1:0] y);
+    genvar i;
+    generate for (i = 0; i < (N + 5) / 6; i = i + 1) begin : g
+        localparam K = N - 6 * i < 6 ? N - 6 * i : 6;
+        synapse_gate6 #(.K(K), .AND(AND)) o (.x(x[6*i +: K]), .y(y[i]));
+    end endgenerate
+endmodule
+
+module synapse_gate6 #(parameter K = 6, parameter AND = 0) (input wire [K-1:0] x, output wire y);
+    assign y = AND ? &x : |x;
 endmodule
 
 // A counter's neighbours, computed from its register in parallel (a module
@@ -640,7 +669,7 @@ module synapse_eq #(parameter W = 104) (
     generate for (i = 0; i < C; i = i + 1) begin : r
         synapse_eq3 e (.a(ap[3*i +: 3]), .b(bp[3*i +: 3]), .y(row[i]));
     end endgenerate
-    assign y = en & (&row);
+    synapse_tree #(.N(C + 1), .AND(1)) t (.x({en, row}), .y(y));
 endmodule
 
 module synapse_eq3 (input wire [2:0] a, b, output wire y);
