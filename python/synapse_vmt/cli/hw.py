@@ -17,21 +17,25 @@ def hw() -> None:
 
 
 @hw.command("cosim")
-@click.option("--unit", type=click.Choice(["pmu", "vmu", "orb", "all"]), default="all", show_default=True)
+@click.option("--unit", type=click.Choice(["pmu", "vmu", "orb", "cluster", "all"]), default="all",
+              show_default=True)
 @click.option("--cycles", type=click.IntRange(1), default=2000, show_default=True,
               help="cycles per stimulus profile")
 @click.option("--seed", type=int, default=1, show_default=True)
-def cosim_cmd(unit: str, cycles: int, seed: int) -> None:
+@click.option("--pmus", type=click.IntRange(2, 64), multiple=True,
+              help="PMUs of the cluster (repeatable; default 4 and 8)")
+def cosim_cmd(unit: str, cycles: int, seed: int, pmus: tuple[int, ...]) -> None:
     """Drive the RTL (Icarus Verilog, via cocotb) and the Rust model with the
     same stimulus, every profile of UNIT, and compare every response and its
-    cycle. Exit 1 on any difference."""
+    cycle. The cluster (VMUs, interconnect, PMUs, bus) replays the boundary
+    of a recorded `synapse run`. Exit 1 on any difference."""
     from synapse_vmt.hw import cosim
 
-    units = ["pmu", "vmu", "orb"] if unit == "all" else [unit]
+    units = ["pmu", "vmu", "orb", "cluster"] if unit == "all" else [unit]
     bad = 0
     total = 0
     for u in units:
-        for r in cosim.run(u, cycles=cycles, seed=seed):
+        for r in cosim.run(u, cycles=cycles, seed=seed, pmus=pmus or (4, 8)):
             total += r.compared
             state = "agree" if r.ok else f"DIFFER ({len(r.mismatches)} listed)"
             click.echo(f"{r.unit} {r.profile:<7} {r.cycles} cycles, {r.compared} responses compared: {state}")
