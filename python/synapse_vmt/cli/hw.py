@@ -55,18 +55,21 @@ def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...
     units = units or ("pmu",)
     pts = []
     for u in units:
+        synth.design(u, 16, 104)  # an unknown unit: one clear line
         if u == "vmu":
             pts.append(("vmu", 1024, 0))
             continue
-        for k in keys or synth.KEY_WIDTHS:
-            for n in sizes or (synth.PMU_SIZES if u == "pmu" else (64,)):
+        cluster = u.startswith("cluster")
+        for k in keys or ((104,) if cluster else synth.KEY_WIDTHS):
+            for n in sizes or ((16,) if cluster else synth.PMU_SIZES if u == "pmu" else (64,)):
                 pts.append((u, n, k))
     return pts
 
 
 @hw.command("synth")
-@click.option("--unit", "units", multiple=True, type=click.Choice(["pmu", "vmu", "orb"]),
-              help="units to synthesize (repeatable; default: the table of docs/how-to/rtl.md)")
+@click.option("--unit", "units", multiple=True, metavar="pmu|vmu|orb|clusterN",
+              help="units to synthesize (repeatable; clusterN: N PMUs of --entries entries behind the "
+                   "interconnect and two VMUs; default: the table of docs/how-to/rtl.md)")
 @click.option("--entries", "sizes", multiple=True, type=click.IntRange(4), help="entries (repeatable)")
 @click.option("--key-bits", "keys", multiple=True, type=click.IntRange(1), help="key width (repeatable)")
 @click.option("--flow", type=click.Choice(["xilinx", "ecp5"]), default="xilinx", show_default=True,

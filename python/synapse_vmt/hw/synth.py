@@ -440,12 +440,12 @@ def write_csv(rows: list[Row], path: str | os.PathLike) -> None:
 
 
 def table(rows: list[Row]) -> str:
-    head = (f"{'unit':<5} {'entries':>7} {'key':>4} {'LUTs':>8} {'FFs':>8} {'BRAM':>5} {'URAM':>4} "
+    head = (f"{'unit':<8} {'entries':>7} {'key':>4} {'LUTs':>8} {'FFs':>8} {'BRAM':>5} {'URAM':>4} "
             f"{'levels':>6} {'Fmax':>6} {'flow':<6} {'s':>6}")
     lines = [head]
     for r in rows:
         fmax = f"{r.fmax_mhz:>6.1f}" if r.fmax_mhz is not None else f"{'-':>6}"
         src = " (cached)" if r.cached else ""
-        lines.append(f"{r.unit:<5} {r.entries:>7} {r.key_bits:>4} {r.luts:>8} {r.ffs:>8} {r.bram:>5g} "
+        lines.append(f"{r.unit:<8} {r.entries:>7} {r.key_bits:>4} {r.luts:>8} {r.ffs:>8} {r.bram:>5g} "
                      f"{r.uram:>4} {r.levels:>6} {fmax} {r.flow:<6} {r.seconds:>6.1f}{src}")
     return "\n".join(lines)
