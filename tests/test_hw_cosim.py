@@ -92,7 +92,7 @@ def test_a_changed_response_or_a_late_one_is_caught():
 
 @pytest.mark.cosim_long
 @pytest.mark.skipif(not LONG, reason="long co-simulation: set SYNAPSE_COSIM_LONG=1")
-@pytest.mark.parametrize("unit", ["pmu", "vmu", "orb"])
+@pytest.mark.parametrize("unit", ["pmu", "vmu", "orb", "cluster"])
 def test_long_cosim(unit):
     for r in cosim.run(unit, cycles=50_000, seed=11):
         assert r.ok, (r.profile, r.mismatches)
