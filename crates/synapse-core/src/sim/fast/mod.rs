@@ -37,6 +37,11 @@
 //!    exact run's own randomness and by a floor per figure for what the
 //!    model leaves out.
 //!
+//! A routed simulator (a P4 program, [`Simulator::run_fast_arrivals`])
+//! is given every arrival: its tables share keys between flows, so every
+//! flow runs through the caches (R = 1), along its route, each next hop
+//! sent when the PHV leaves the last (after its answer).
+//!
 //! Left out (see `docs/fast-mode.md` for when that matters): back-pressure
 //! from a saturated ELU into the PMUs and the request producers (drops and
 //! throughput under overload), interconnect conflicts, PMU queueing.
