@@ -216,6 +216,29 @@ def test_unsupported_constructs_are_named():
     assert any("valid_union" in u for u in rp.core.unsupported)
 
 
+def test_a_union_is_valid_when_a_member_is_both_engines(tmp_path):
+    """router.json with ``magic`` joined to its header union ``u``: a packet
+    whose parser extracts magic has ``hdr.u.isValid()`` true (egress visits
+    color_tbl), the others false; the interpreter and the executor agree
+    packet by packet, neither guessing."""
+    from test_p4_interp import PACKETS
+
+    doc = json.loads((DATA / "router.json").read_text())
+    magic = next(h["id"] for h in doc["headers"] if h["name"] == "magic")
+    doc["header_unions"][0]["header_ids"].insert(0, magic)
+    p = tmp_path / "union.json"
+    p.write_text(json.dumps(doc))
+    ents = load_entries(DATA / "router-entries.txt", str(p))
+    frames = [f for f, *_ in PACKETS]
+    frames += mutants(frames, random.Random(2), 300)
+    s = differential(str(p), ents, frames)
+    assert s["exact"] == len(frames)
+    tr = Program.load(p).run(frames[:len(PACKETS)], ents)
+    egress = [i for i in range(len(PACKETS)) if any(st.table.startswith("MyEgress.") for st in tr.packet(i))]
+    with_ct = [i for i in egress if any(st.table == "MyEgress.color_tbl" for st in tr.packet(i))]
+    assert with_ct == [11]  # the one forwarded packet whose parser extracted magic
+
+
 def test_malformed_description_is_one_line(tmp_path):
     doc = json.loads((DATA / "route3.json").read_text())
     # an action primitive assigning an expression with an operator BMv2 does not have
