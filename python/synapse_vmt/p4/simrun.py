@@ -545,71 +545,6 @@ class InterpExec:
                 left -= n
 
 
-class PlotSeries:
-    """The columns run.png plots, over bins of whole windows: the counters
-    (per table: hits, misses, HBM bytes, arrived, processed) summed, the
-    latencies and PMUs held averaged over the bin's windows that have them;
-    at most ``cap`` bins per table: when a table reaches it, neighbouring
-    bins merge (bins twice as wide). A long run's plot costs a bounded memory."""
-
-    SUMS = ("hits", "misses", "hbm_bytes", "arrived", "processed")
-    MEANS = ("lat_mean_ns", "lat_p50_ns", "lat_p99_ns", "pmus")
-    # a mean column is kept as the sum of its finite values and their count
-    COLS = SUMS + tuple(f"{c}/{x}" for c in MEANS for x in ("sum", "n"))
-
-    def __init__(self, window_ns: float, cap: int = 2048):
-        self.window_ns, self.cap, self.k = window_ns, cap, 1
-        self.bins: dict[int, list[list[float]]] = {}  # table -> closed bins [t_end, sums...]
-        self.open: dict[int, list[float]] = {}  # table -> [windows in it, t_end, sums...]
-
-    def add(self, w: dict) -> None:
-        cols = [np.asarray(w[c], dtype=np.float64) for c in self.SUMS]
-        for c in self.MEANS:
-            v = np.asarray(w[c], dtype=np.float64) if c in w else np.full(len(w["t_ns"]), np.nan)
-            ok = np.isfinite(v)
-            cols += [np.where(ok, v, 0.0), ok.astype(np.float64)]
-        for i, (t, te) in enumerate(zip(np.asarray(w["table"]).tolist(), np.asarray(w["t_ns"]).tolist())):
-            b = self.open.setdefault(int(t), [0, 0.0] + [0.0] * len(cols))
-            b[0] += 1
-            b[1] = te
-            for j, c in enumerate(cols):
-                b[2 + j] += c[i]
-            if b[0] == self.k:
-                done = self.bins.setdefault(int(t), [])
-                done.append(b[1:])
-                del self.open[int(t)]
-                if len(done) >= self.cap:
-                    self._merge()
-
-    def _merge(self) -> None:
-        for t, done in self.bins.items():
-            merged = []
-            for a in range(0, len(done) - 1, 2):
-                x, y = done[a], done[a + 1]
-                merged.append([y[0]] + [u + v for u, v in zip(x[1:], y[1:])])
-            if len(done) % 2:  # an odd last bin goes back to the open one
-                last = done[-1]
-                o = self.open.get(t)
-                self.open[t] = [self.k + (o[0] if o else 0), o[1] if o else last[0]] + \
-                    [u + (o[2 + j] if o else 0.0) for j, u in enumerate(last[1:])]
-            self.bins[t] = merged
-        self.k *= 2
-
-    def windows(self) -> tuple[dict, float]:
-        """(rows for report.plot_run, the bin width in ns)."""
-        rows = [(b[0], t, *b[1:]) for t, done in self.bins.items() for b in done]
-        rows.sort(key=lambda r: (r[0], r[1]))
-        a = np.array(rows, dtype=np.float64).reshape(len(rows), 2 + len(self.COLS))
-        out = {"t_ns": a[:, 0], "table": a[:, 1].astype(np.int64)}
-        out.update({c: a[:, 2 + j] for j, c in enumerate(self.SUMS)})
-        m = 2 + len(self.SUMS)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            for j, c in enumerate(self.MEANS):
-                n = a[:, m + 2 * j + 1]
-                out[c] = np.where(n > 0, a[:, m + 2 * j] / np.maximum(n, 1), np.nan)
-        return out, self.window_ns * self.k
-
-
 class NativeExec:
     """The compiled program's Rust executor (:class:`synapse_vmt.p4.engine.RustProgram`)
     run by the stream itself: the per-packet loop never leaves Rust."""
@@ -668,6 +603,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     from synapse_vmt.errors import atomic_write
     from synapse_vmt.p4.entries import load_entries
     from synapse_vmt.sim import failure, finish, pmu_warning
+    from synapse_vmt.view.bins import WindowBins
 
     if out_pcap is not None and engine != "rust":
         raise UserError("run --p4 --out-pcap: output packets need the compiled program's executor (the deparser); "
@@ -743,7 +679,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
             if warn:
                 warn(w)
         period = max(window_ns, 50 * window_ns)  # ns of simulated time per control period
-        t, series = 0.0, PlotSeries(window_ns)
+        t, series = 0.0, WindowBins()  # run.png's series: at most view.bins.CAP bins per table
         sim_s = sim_cpu = 0.0
         # windows.csv and edges.csv are written as the run goes (renamed at the end): only the
         # plot's columns stay in memory
@@ -765,7 +701,8 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
                 header[0] = True
             wcsv.writerows(report.window_rows(w, names, window_ns))
             ecsv.writerows(report.edge_rows(core.edges(), names))
-            series.add(w)
+            if w and len(w["t_ns"]):
+                series.add(w["t_ns"], w["table"], w)
 
         try:
             while not stream.done and (limit_ps is None or t * 1000 < limit_ps):
@@ -853,8 +790,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     if out_pcap is not None:
         s["out_pcap"] = {"dir": str(out_pcap), "packets": c["outputs"], "per_port": {str(k): v for k, v in per_port.items()},
                          "dropped": c["dropped"], "copies": c["copies"]}
-    w, bin_ns = series.windows()
-    report.plot_run(out / "run.png", w, names, bin_ns, hists)
+    report.plot_run(out / "run.png", series.windows_dict(), names, window_ns * series.k, hists)
     report.write_json(out / "summary.json", s)
     from synapse_vmt import view
 
