@@ -33,6 +33,7 @@ its first run for every copy.
 from __future__ import annotations
 
 import json
+import tomllib
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -366,9 +367,9 @@ def build_sim(pr: ProgramRun, pmus: dict[str, list[int]], total_pmus: int, *, bl
     return RoutedSim(cfg, pr.routes, pr.feeder_factory())
 
 
-def program_summary(pr: ProgramRun, sim: RoutedSim) -> dict:
-    """The simulator's per-table summary plus the program's counters."""
-    s = sim.summary()
+def program_summary(pr: ProgramRun, sim: RoutedSim, s: dict | None = None) -> dict:
+    """The simulator's per-table summary (or ``s``, a fast run's) plus the program's counters."""
+    s = sim.summary() if s is None else s
     weights = pr.counts_of(sim.feeder)
     if pr.full is not None:
         counters = {k: v for k, v in pr.full.counters().items() if v["lookups"] > 0}
@@ -396,6 +397,68 @@ def program_summary(pr: ProgramRun, sim: RoutedSim) -> dict:
     dp = pr.trace.drop_pipeline
     by = {InterpExec.REASONS[p + 1]: int(weights[dp == p].sum()) for p in (0, 1) if (weights[dp == p] > 0).any()}
     s["p4_drops"] = {"total": sum(by.values()), "by_reason": by}
+    return s
+
+
+def fast_program(pr: ProgramRun, pmus: int, *, block_size: int = 256, window_ns: float = 10_000.0, seed: int = 1,
+                 overrides: dict | None = None, fast: dict | None = None) -> tuple[dict, RoutedSim]:
+    """The fast mode (docs/fast-mode.md) on generated traffic through a
+    program: the routed core gets every arrival of the run at once
+    (``run_fast``'s ``t_ps``, ``flows``); a sampled flow's PHVs follow its
+    route. Returns the summary (:func:`program_summary`'s, with the fast
+    run's figures and intervals) and the simulator (not run)."""
+    from synapse_vmt.scenario import Fast
+    from synapse_vmt.sim import fast_summary
+
+    if pr.full is not None:
+        raise UserError("fast mode: a capture (--pcap) runs in the exact engine only; generated traffic runs in both")
+    try:
+        fc = Fast.model_validate(fast or {}).model_dump()
+    except ValueError as e:
+        raise UserError(f"[fast]: {e}") from None
+    base = _sim_base(seed, window_ns, pr.duration_ns, block_size, overrides)
+    sim = build_sim(pr, even_split(pr.routes.tables, pmus), pmus, block_size=block_size, window_ns=window_ns, seed=seed,
+                    overrides=overrides)
+    t, r = sim.feeder(int(pr.duration_ns * 1000))
+    try:
+        s = sim.core.run_fast(json.dumps(fc), np.ascontiguousarray(t, dtype=np.uint64),
+                              np.ascontiguousarray(r, dtype=np.uint32))
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    s["warnings"] = fast_summary(s, pr.duration_ns, float(base.get("drain_ns", 1_000_000.0)))
+    return program_summary(pr, sim, s), sim
+
+
+def run_program_fast(out, *, program: str, entries_file: str | None, pcap: str | None = None, traffic=None,
+                     duration_ns: float | None = None, rate_mpps: float = 50.0, pmus: int = 16, block_size: int = 256,
+                     window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, fast: dict | None = None,
+                     warn=None, **_ignored) -> dict:
+    """``synapse run --fast`` of a program: summary.json (the exact run's
+    keys per table, an ``interval`` per figure, the program's counters),
+    windows.csv (estimated, no latency columns) and report.html."""
+    from pathlib import Path
+
+    from synapse_vmt import report, view
+
+    if pcap is not None:
+        raise UserError("fast mode: a capture (--pcap) runs in the exact engine only; generated traffic runs in both")
+    out = Path(out)
+    pr = prepare(program, entries_file, pcap=None, traffic=traffic, duration_ns=duration_ns, rate_mpps=rate_mpps, seed=seed)
+    if not pr.routes.tables:
+        raise UserError(f"{program}: no packet visits a keyed table the simulator can take; nothing to simulate")
+    s, sim = fast_program(pr, pmus, block_size=block_size, window_ns=window_ns, seed=seed, overrides=overrides, fast=fast)
+    for w in s["warnings"]:
+        if warn:
+            warn(w)
+    s["pmus_total"] = pmus
+    w = s.pop("windows", None)
+    out.mkdir(parents=True, exist_ok=True)
+    report.write_json(out / "summary.json", s)
+    if w and len(w["t_ns"]):
+        nan = np.full(len(w["t_ns"]), np.nan)
+        report.write_windows_csv(out / "windows.csv", {**w, "lat_mean_ns": nan, "lat_p99_ns": nan},
+                                 sim.table_names(), window_ns)
+        view.finish_run(out, kind="fast", window_ns=window_ns)
     return s
 
 
@@ -737,7 +800,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
 
 # ---- program scenarios and the run command ---------------------------------------
 
-SCENARIO_KEYS = {"program", "traffic", "sim"}
+SCENARIO_KEYS = {"program", "traffic", "sim", "fast"}
 PROGRAM_KEYS = {"p4", "entries", "pcap", "rate_mpps", "duration_ns", "pmus", "block_size", "window_ns", "seed",
                 "timestamps", "ingress_port", "out_pcap", "stop_at_truncated", "engine"}
 BUILTIN = {"builtin:up4": "up4-bmv2.json.gz"}
@@ -807,6 +870,22 @@ def load_scenario(path: str) -> dict:
     if kw.get("out_pcap"):
         kw["out_pcap"] = str(base / kw["out_pcap"])
     return kw
+
+
+def load_fast(path: str, overrides: tuple[str, ...] | list[str] = ()) -> dict:
+    """A program scenario's ``[fast]`` table (the fast mode's parameters),
+    with ``--set fast.KEY=VALUE`` overrides; any other ``--set`` is an error."""
+    doc = read_toml(path) if path else {}
+    fast = dict(doc.get("fast") or {})
+    for o in overrides:
+        k, sep, v = o.partition("=")
+        if not sep or not k.startswith("fast.") or "." in k[5:]:
+            raise UserError(f"--set {o}: a program run takes only fast.KEY=VALUE overrides (its settings are in [program] and [sim])")
+        try:
+            fast[k[5:]] = tomllib.loads(f"x = {v}")["x"]
+        except tomllib.TOMLDecodeError:
+            fast[k[5:]] = v
+    return fast
 
 
 def load_traffic(path: str):
