@@ -119,3 +119,11 @@ def test_flood_guard_holds_a_flooded_table(prev, cur, prev_held, flagged):
         want[j] = min(target[j], held[j])
     assert list(out) == list(want)
     assert flood_guard(None, np.array(cur, float), held, target, 1.5)[1] == []
+
+
+def test_fast_mode_refuses_defences(tmp_path):
+    """The fast mode models plain LRU and no gate: a [defence] runs in the
+    exact engine only (one line, exit 2), never silently ignored."""
+    r = CliRunner().invoke(main, ["run", "--fast", "-q", "-o", str(tmp_path), "--set", "duration_ns=20000",
+                                  "--set", "defence.admission.policy=doorkeeper", "--set", "defence.shed_backlog=8"])
+    assert r.exit_code == 2 and "[defence] runs in the exact engine only" in r.output, r.output
