@@ -304,6 +304,19 @@ class Defence(_Model):
     miss_rate_mpps: float = F(0.0, "Misses each table may send to the ELU (a token bucket per table; misses over "
                                    "it wait in their PMU's Q_m); 0: no limit.", "Mpps", ge=0.0)
     miss_burst: int = F(0, "Burst of the miss-rate limit's token bucket (0 counts as 1).", "misses", ge=0)
+    shed_backlog: int = F(0, "The ELU's shed gate: a miss of a key the PMU's doorkeeper has not seen is dropped "
+                             "(counted in `defence.miss_shed`) while the ELU holds at least this many misses "
+                             "(miss queue + ORB); 0: never. Needs `admission.policy = \"doorkeeper\"`.",
+                          "misses", ge=0)
+    shed_all_backlog: int = F(0, "Any miss is shed while the ELU holds at least this many misses; 0: never.",
+                              "misses", ge=0)
+
+    @model_validator(mode="after")
+    def _shed_needs_doorkeeper(self) -> "Defence":
+        if self.shed_backlog > 0 and self.admission.policy != "doorkeeper":
+            raise ValueError("defence.shed_backlog needs defence.admission.policy = \"doorkeeper\" "
+                             "(its filter tells first-time keys)")
+        return self
 
 
 class Scenario(_Model):

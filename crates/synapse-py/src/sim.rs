@@ -248,6 +248,7 @@ impl Simulator {
                 let x = PyDict::new_bound(py);
                 x.set_item("arrived", c.arrived)?;
                 x.set_item("dropped", c.dropped)?;
+                x.set_item("shed", c.shed)?;
                 x.set_item("exited", c.exited)?;
                 x.set_item("hits", c.hits)?;
                 x.set_item("misses", c.misses)?;
@@ -258,11 +259,13 @@ impl Simulator {
                 d.set_item(name, x)?;
             }
         }
-        let (refused, held) = each!(&self.inner, s => s.defence_counters());
-        if refused > 0 || held.iter().any(|&h| h > 0) {
+        let (refused, held, shed) = each!(&self.inner, s => s.defence_counters());
+        if refused > 0 || held.iter().any(|&h| h > 0) || shed.iter().any(|&h| h > 0) {
             let x = PyDict::new_bound(py);
             x.set_item("fills_refused", refused)?;
             x.set_item("misses_held", held)?;
+            // Per table: PHVs dropped because their miss was shed.
+            x.set_item("miss_shed", shed)?;
             d.set_item("defence", x)?;
         }
         let keys = self.keys_done() as f64;

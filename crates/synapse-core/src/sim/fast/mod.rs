@@ -279,6 +279,10 @@ impl<const N: usize> Simulator<N> {
         if self.updates.is_some() {
             return err("fast mode: rule updates run in the exact engine only");
         }
+        if self.shed_first | self.shed_all != 0 || self.limit.is_some() || self.pmus.iter().any(|p| p.admit.is_some()) {
+            // Its miss-ratio curves are plain LRU's, its ELU a queueing model.
+            return err("fast mode: [defence] runs in the exact engine only");
+        }
         let (starts, packets, fd_ps) = match &self.source {
             Source::Flows(t) => (t.flow_starts().to_vec(), (0..t.flows()).map(|f| t.flow_packets(f)).collect::<Vec<u64>>(), t.flow_duration_ps()),
             _ => return err("fast mode: flow traffic only (a trace runs in the exact engine)"),
