@@ -151,3 +151,11 @@ def test_cosim_command_reports_agreement():
     r = CliRunner().invoke(main, ["hw", "cosim", "--unit", "orb", "--cycles", "300"])
     assert r.exit_code == 0, r.output
     assert "responses compared; all agree" in r.output
+
+
+def test_cosim_command_runs_the_cluster_for_the_pmu_counts_asked():
+    requires.tool(cosim.have_tools())
+    r = CliRunner().invoke(main, ["hw", "cosim", "--unit", "cluster", "--pmus", "4", "--cycles", "300"])
+    assert r.exit_code == 0, r.output
+    assert "cluster default/4" in r.output and "cluster tables/4" in r.output
+    assert "/8" not in r.output

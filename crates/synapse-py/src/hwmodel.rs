@@ -277,6 +277,22 @@ fn pmu_record<'py>(
     Ok((pmu_stim_out(py, &stim)?, pmu_out(py, &out)?, info))
 }
 
+/// `cluster_record(config_json, sim_cycles) -> str`: runs the full
+/// simulator on a scenario (`sim::Config` JSON) for `sim_cycles` cycles
+/// recording its whole VMT cluster (`sim/record_cluster.rs`); returns the
+/// recording as JSON (`ClusterLog::to_json`).
+#[pyfunction]
+fn cluster_record(py: Python<'_>, config_json: &str, sim_cycles: u64) -> PyResult<String> {
+    py.allow_threads(|| -> Result<String, String> {
+        let mut sim = synapse_core::sim::Simulator::from_json(config_json).map_err(|e| e.0)?;
+        sim.record_cluster().map_err(|e| e.0)?;
+        sim.run_until(sim_cycles);
+        let rec = sim.take_recording().and_then(|r| r.cluster).ok_or("no recording")?;
+        Ok(rec.to_json().to_string())
+    })
+    .map_err(verr)
+}
+
 fn orb_stim_in(d: &Bound<'_, PyDict>) -> PyResult<Vec<OrbIn>> {
     let in_valid = col(d, "in_valid", None)?;
     let n = in_valid.len();
@@ -481,6 +497,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pmu_generate, m)?)?;
     m.add_function(wrap_pyfunction!(pmu_run, m)?)?;
     m.add_function(wrap_pyfunction!(pmu_record, m)?)?;
+    m.add_function(wrap_pyfunction!(cluster_record, m)?)?;
     m.add_function(wrap_pyfunction!(orb_generate, m)?)?;
     m.add_function(wrap_pyfunction!(orb_run, m)?)?;
     m.add_function(wrap_pyfunction!(vmu_generate, m)?)?;

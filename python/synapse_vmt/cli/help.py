@@ -109,10 +109,11 @@ HELP: dict[str, tuple[str, list[str]]] = {
     # cost, hardware, benchmarks
     "cost": ("Cost of a P4 program on CPU, Tofino and Synapse.",
              ["synapse cost tests/data/p4/router.json --no-pmus"]),
-    "hw": ("RTL of the PMU, VMU, ORB: co-simulation, synthesis.",
+    "hw": ("RTL of the PMU, VMU, ORB and the cluster: co-simulation, synthesis.",
            ["synapse hw cosim --unit pmu --cycles 2000"]),
     "hw cosim": ("Compare the RTL with the model, cycle by cycle.",
-                 ["synapse hw cosim --unit pmu --cycles 5000 --seed 1"]),
+                 ["synapse hw cosim --unit pmu --cycles 5000 --seed 1",
+                  "synapse hw cosim --unit cluster --pmus 4"]),
     "hw synth": ("Estimate the RTL's FPGA resources with yosys.",
                  ["synapse hw synth --unit pmu --entries 64 --key-bits 104"]),
     "bench": ("Measure the data plane's structures on your inputs.",

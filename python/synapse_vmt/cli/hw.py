@@ -17,21 +17,25 @@ def hw() -> None:
 
 
 @hw.command("cosim")
-@click.option("--unit", type=click.Choice(["pmu", "vmu", "orb", "all"]), default="all", show_default=True)
+@click.option("--unit", type=click.Choice(["pmu", "vmu", "orb", "cluster", "all"]), default="all",
+              show_default=True)
 @click.option("--cycles", type=click.IntRange(1), default=2000, show_default=True,
               help="cycles per stimulus profile")
 @click.option("--seed", type=int, default=1, show_default=True)
-def cosim_cmd(unit: str, cycles: int, seed: int) -> None:
+@click.option("--pmus", type=click.IntRange(2, 64), multiple=True,
+              help="PMUs of the cluster (repeatable; default 4 and 8)")
+def cosim_cmd(unit: str, cycles: int, seed: int, pmus: tuple[int, ...]) -> None:
     """Drive the RTL (Icarus Verilog, via cocotb) and the Rust model with the
     same stimulus, every profile of UNIT, and compare every response and its
-    cycle. Exit 1 on any difference."""
+    cycle. The cluster (VMUs, interconnect, PMUs, bus) replays the boundary
+    of a recorded `synapse run`. Exit 1 on any difference."""
     from synapse_vmt.hw import cosim
 
-    units = ["pmu", "vmu", "orb"] if unit == "all" else [unit]
+    units = ["pmu", "vmu", "orb", "cluster"] if unit == "all" else [unit]
     bad = 0
     total = 0
     for u in units:
-        for r in cosim.run(u, cycles=cycles, seed=seed):
+        for r in cosim.run(u, cycles=cycles, seed=seed, pmus=pmus or (4, 8)):
             total += r.compared
             state = "agree" if r.ok else f"DIFFER ({len(r.mismatches)} listed)"
             click.echo(f"{r.unit} {r.profile:<7} {r.cycles} cycles, {r.compared} responses compared: {state}")
@@ -51,18 +55,21 @@ def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...
     units = units or ("pmu",)
     pts = []
     for u in units:
+        synth.design(u, 16, 104)  # an unknown unit: one clear line
         if u == "vmu":
             pts.append(("vmu", 1024, 0))
             continue
-        for k in keys or synth.KEY_WIDTHS:
-            for n in sizes or (synth.PMU_SIZES if u == "pmu" else (64,)):
+        cluster = u.startswith("cluster")
+        for k in keys or ((104,) if cluster else synth.KEY_WIDTHS):
+            for n in sizes or ((16,) if cluster else synth.PMU_SIZES if u == "pmu" else (64,)):
                 pts.append((u, n, k))
     return pts
 
 
 @hw.command("synth")
-@click.option("--unit", "units", multiple=True, type=click.Choice(["pmu", "vmu", "orb"]),
-              help="units to synthesize (repeatable; default: the table of docs/how-to/rtl.md)")
+@click.option("--unit", "units", multiple=True, metavar="pmu|vmu|orb|clusterN",
+              help="units to synthesize (repeatable; clusterN: N PMUs of --entries entries behind the "
+                   "interconnect and two VMUs; default: the table of docs/how-to/rtl.md)")
 @click.option("--entries", "sizes", multiple=True, type=click.IntRange(4), help="entries (repeatable)")
 @click.option("--key-bits", "keys", multiple=True, type=click.IntRange(1), help="key width (repeatable)")
 @click.option("--flow", type=click.Choice(["xilinx", "ecp5"]), default="xilinx", show_default=True,

@@ -135,14 +135,20 @@ def key_ints(words: np.ndarray) -> list[int]:
     return out
 
 
+#: RTL files a top instantiates besides its own.
+RTL_DEPS = {"synapse_cluster": ["synapse_pmu", "synapse_vmu"]}
+
+
 def _simulate(top: str, params: dict, inputs: dict, outputs: list[str], late: list[str],
-              workdir: Path, reset: dict | None = None) -> dict[str, list[int]]:
+              workdir: Path, reset: dict | None = None, rtl_dir: Path | None = None,
+              packed: bool = False) -> dict[str, list[int]]:
     from cocotb_tools.runner import get_runner
 
     runner = get_runner("icarus")
     build = workdir / "build"
+    rtl_dir = rtl_dir or RTL_DIR
     runner.build(
-        sources=[RTL_DIR / f"{top}.v"],
+        sources=[rtl_dir / f"{m}.v" for m in [top, *RTL_DEPS.get(top, [])]],
         hdl_toplevel=top,
         parameters=params,
         build_dir=build,
@@ -152,7 +158,8 @@ def _simulate(top: str, params: dict, inputs: dict, outputs: list[str], late: li
     )
     stim = workdir / "stim.json"
     out = workdir / "out.json"
-    stim.write_text(json.dumps({"inputs": inputs, "outputs": outputs, "late": late, "reset": reset or {}}))
+    stim.write_text(json.dumps({"inputs": inputs, "outputs": outputs, "late": late, "reset": reset or {},
+                                 "packed": packed}))
     runner.test(
         test_module="synapse_vmt.hw.tb",
         hdl_toplevel=top,
@@ -399,6 +406,217 @@ def compare_vmu(bits: int, fifo: int, stim: dict, model: dict, profile: str = "s
     return res
 
 
+#: Cluster profiles, each a change to ``synapse run``'s scenario: ``default``
+#: is one table on every PMU (CH = 4 channels); ``tables`` three tables on 2
+#: channels: two share the PMUs so that both send on one channel in a cycle
+#: (the arbitration), the third has none, so its keys go to the ELU by the
+#: VMU's direct path (the bus's last source). PMUs get ``entries`` entries,
+#: the VMU a 64-entry table and a 32-PHV window (Icarus time).
+CLUSTER_PROFILES = ("default", "tables")
+
+#: Stretches of a cluster recording with no event longer than this are cut
+#: (keeping the cycle mod the table count: the table order depends on it).
+CLUSTER_MAX_GAP = 12
+
+
+def cluster_config(profile: str, pmus: int, entries: int, seed: int, scenario: str | None = None) -> dict:
+    """The simulator config a cluster recording runs."""
+    from synapse_vmt.scenario import load
+
+    if profile not in CLUSTER_PROFILES:
+        raise UserError(f"unknown cluster profile {profile!r} (expected one of {list(CLUSTER_PROFILES)})")
+    if pmus < 2:
+        raise UserError(f"--pmus {pmus}: a cluster needs at least 2 PMUs")
+    cfg = load(scenario, [f"seed={seed}"]).sim_config()
+    cfg["pmus"].update(count=pmus, block_size=entries, clock_ratio=1.0)
+    t0 = dict(cfg["tables"][0], lookup_bits=6, phv_fifo=32)
+    if profile == "default":
+        cfg["tables"] = [dict(t0, pmus=list(range(pmus)))]
+    else:
+        rules = t0["rules"]
+        gen = dict(rules.get("generate", {"type": "acl", "count": 1000}), seed=2)
+        cfg["tables"] = [dict(t0, name="acl", pmus=list(range(0, pmus, 2))),
+                         dict(t0, name="fw", pmus=list(range(1, pmus, 2)), rules={"generate": gen}),
+                         dict(t0, name="nat", pmus=[], rules={"generate": dict(gen, seed=3)})]
+        cfg["entry"] = {"acl": 0.45, "fw": 0.45, "nat": 0.1}
+        cfg["edges"] = []
+        cfg["interconnect"]["channels"] = 2
+        # Load: flows arriving 10x faster than the default and an ELU that
+        # keeps up (more lookups in flight, faster memory), so that tables
+        # request in the same cycle and Q_m / the direct queue wait for the bus.
+        cfg["duration_ns"] = 100_000.0
+        cfg["traffic"]["flows"] = 3000
+        cfg["elu"]["lookup_slots"] = 64
+        cfg["hbm"].update(latency_ns=10.0, pseudo_channels=8, bank_busy_ns=4.0)
+    return cfg
+
+
+def cosim_cluster(profile: str = "default", pmus: int = 4, cycles: int = 2000, seed: int = 1,
+                  entries: int = 16, scenario: str | None = None, keep: Path | None = None,
+                  rtl_dir: Path | None = None) -> CosimResult:
+    """The whole cluster recorded from the full simulator running ``synapse
+    run``'s scenario (``cluster_config``), its boundary replayed into the RTL
+    cluster, and everything the simulator did inside compared, every cycle:
+    each table's request (PMU, tag: so which table won a channel) or direct
+    key, each PMU's response, each miss on the bus (source: the round robin,
+    table, tag, key), each release. ``rtl_dir`` replaces the RTL (mutants)."""
+    from synapse_vmt import _core
+
+    cfg = cluster_config(profile, pmus, entries, seed, scenario)
+    sim_cycles = int(cfg["duration_ns"] * cfg["clock_mhz"] / 1000)
+    rec = json.loads(_core.cluster_record(json.dumps(cfg), sim_cycles))
+    return compare_cluster(cfg, rec, cycles, f"{profile}/{pmus}", keep, rtl_dir)
+
+
+def compare_cluster(cfg: dict, rec: dict, rows: int, profile: str, keep: Path | None = None,
+                    rtl_dir: Path | None = None) -> CosimResult:
+    pc, nt, np_ = cfg["pmus"], len(cfg["tables"]), cfg["pmus"]["count"]
+    lat = rec["latency"]
+    if pc["latency_cycles"] < 2 or pc["block_size"] < 4 or lat < 2:
+        raise UserError("the cluster RTL needs tau_c >= 2, at least 4 entries and a VMU + interconnect "
+                        f"latency of at least 2 cycles (got {pc['latency_cycles']}, {pc['block_size']}, {lat})")
+    bits = rec["lut_bits"][0]
+    fifo = rec["phv_fifo"][0]
+    if len(set(rec["lut_bits"])) != 1 or len(set(rec["phv_fifo"])) != 1 or fifo & (fifo - 1):
+        raise UserError("the cluster RTL needs one lookup-table size and one power-of-two PHV window for all tables")
+    tmask = (1 << 16) - 1
+    # Rows: the lookup tables are written first (one entry a cycle per
+    # table), then the recorded cycles, idle stretches cut.
+    pre = -(-(1 << bits) // nt) * nt
+    evs = sorted(rec["events"], key=lambda e: e[0])
+    row_of: dict[int, int] = {}
+    last, row = 0, pre
+    for e in evs:
+        c = e[0]
+        if c not in row_of:
+            d = c - last
+            row += d if d <= CLUSTER_MAX_GAP else CLUSTER_MAX_GAP + (d - CLUSTER_MAX_GAP) % nt
+            row_of[c], last = row, c
+    n = min(pre + rows, (row + 1) if evs else pre + 1)
+    z = lambda: [0] * n  # noqa: E731
+    zt = lambda: [[0] * n for _ in range(nt)]  # noqa: E731
+    zp = lambda: [[0] * n for _ in range(np_)]  # noqa: E731
+    i_phv, i_hash, i_key, i_rel = zt(), zt(), zt(), [[1] * n for _ in range(nt)]
+    i_lwe, i_laddr, i_ldata = zt(), zt(), zt()
+    i_ctl, i_ctbl = zp(), zp()
+    i_elu, i_fv, i_fdst, i_ftbl, i_ftag, i_fkey, i_fav, i_fact = z(), z(), z(), z(), z(), z(), z(), z()
+    for t, lut in enumerate(rec["luts"]):
+        for a, p in enumerate(lut):
+            i_lwe[t][a], i_laddr[t][a], i_ldata[t][a] = 1, a, p & 0xFFFF
+    for p, t in enumerate(rec["assoc"]):
+        if t >= 0:
+            i_ctl[p][pre], i_ctbl[p][pre] = 1, t
+    # What the simulator did: (row, what) -> value.
+    want: dict[tuple, tuple] = {}
+    for e in evs:
+        r, k = row_of[e[0]], e[1]
+        if r >= n:
+            break
+        if k == "phv":
+            t = e[2]
+            i_phv[t][r], i_hash[t][r], i_key[t][r] = 1, e[3], int(e[4], 16)
+        elif k == "stall":
+            i_rel[e[2]][r] = 0
+        elif k == "elu_ready":
+            i_elu[r] = 1
+        elif k == "fill":
+            i_fv[r], i_fdst[r], i_ftbl[r], i_ftag[r] = 1, (e[2] if e[2] >= 0 else np_), e[3], e[4] & tmask
+            i_fkey[r], i_fav[r], i_fact[r] = int(e[5], 16), int(e[6] >= 0), max(e[6], 0)
+        elif k == "ctl":
+            raise UserError(f"cycle {e[0]}: a PMU was reassigned during the recording (not a port of the "
+                            "RTL cluster: the VMU's table would be rewritten at once)")
+        elif k == "req":
+            want[(r, "req", e[2])] = (e[3], e[4] & tmask)
+        elif k == "direct":
+            want[(r, "direct", e[2])] = (e[3] & tmask,)
+        elif k == "rsp":
+            want[(r, "rsp", e[2])] = (e[3], e[4], e[5] & tmask, e[6])
+        elif k == "bus":
+            want[(r, "bus")] = (e[2], e[3], e[4] & tmask, int(e[5], 16))
+        elif k == "rel":
+            want[(r, "rel", e[2])] = (e[3] & tmask, e[4], e[5])
+    # The VMU reads its table a cycle ahead: each row carries the next
+    # row's hash (the same one again when the next row has no PHV).
+    i_hnext = [[0] * n for _ in range(nt)]
+    for t in range(nt):
+        h = 0
+        for r in range(n - 1, -1, -1):
+            if r + 1 < n and i_phv[t][r + 1]:
+                h = i_hash[t][r + 1]
+            i_hnext[t][r] = h
+    keys = [k for t in range(nt) for k in i_key[t]] + i_fkey + [w[3] for w in want.values() if len(w) == 4 and
+                                                                isinstance(w[3], int) and w[3] > 0xFFFFFFFF]
+    key_bits = max(32, max(k.bit_length() for k in keys))
+    elu = cfg.get("elu", {})
+    params = dict(NP=np_, NT=nt, CH=min(cfg["interconnect"]["channels"], np_), LAT=lat,
+                  ENTRIES=pc["block_size"], KEY_W=key_bits, TAG_W=16, TBL_W=8, ACT_W=32,
+                  TAU=pc["latency_cycles"], II=pc["ii_cycles"], QR=pc["q_r"], QP=pc["q_p"], QM=pc["q_m"],
+                  FILL_SLOTS=elu.get("miss_queue", 64) + elu.get("orb_entries", 64), BITS=bits, FIFO=fifo,
+                  DQ=64)
+    if cfg["interconnect"].get("kind", "segmented") != "segmented":
+        raise UserError("the cluster RTL is the segmented-channel interconnect")
+
+    def pack(cols: list[list[int]], w: int) -> list[int]:
+        return [sum(col[r] << (w * i) for i, col in enumerate(cols)) for r in range(n)]
+
+    inputs = {
+        "phv_valid": pack(i_phv, 1), "phv_hash_next": pack(i_hnext, 32), "phv_key": pack(i_key, key_bits),
+        "rel_ready": pack(i_rel, 1), "lut_we": pack(i_lwe, 1), "lut_addr": pack(i_laddr, bits),
+        "lut_data": pack(i_ldata, 16), "ctl_op": pack(i_ctl, 2), "ctl_tbl": pack(i_ctbl, 8),
+        "ctl_next_v": pack([[1] * n] * np_, 1),
+        "elu_ready": i_elu, "fill_valid": i_fv, "fill_dst": i_fdst, "fill_tbl": i_ftbl, "fill_tag": i_ftag,
+        "fill_key": i_fkey, "fill_act_v": i_fav, "fill_act": i_fact,
+    }
+    outputs = ["phv_ready", "req_valid", "req_pmu", "req_tag", "direct_valid", "direct_tag",
+               "rsp_valid", "rsp_kind", "rsp_tbl", "rsp_tag", "rsp_act_v", "rsp_act",
+               "mq_valid", "mq_src", "mq_tbl", "mq_tag", "mq_key",
+               "rel_valid", "rel_tag", "rel_act_v", "rel_act", "rel_via"]
+    work = Path(tempfile.mkdtemp(prefix="synapse-cosim-")) if keep is None else keep
+    try:
+        rtl = _simulate("synapse_cluster", params, inputs, outputs, ["overflow"], work,
+                        reset={"phv_hash_next": inputs["phv_hash_next"][0]}, rtl_dir=rtl_dir, packed=True)
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    res = CosimResult("cluster", profile, n - pre)
+    d = _Diff(res)
+    f = lambda name, r, i, w: (rtl[name][r] >> (i * w)) & ((1 << w) - 1)  # noqa: E731
+    back = {r: c for c, r in row_of.items()}
+    for r in range(pre, n):
+        cyc = f"{r - pre} (simulator cycle {back.get(r, '-')})"
+        for t in range(nt):
+            w = want.get((r, "req", t))
+            wd = want.get((r, "direct", t))
+            d.check(cyc, f"table {t} PHV taken", int(w is not None or wd is not None), f("phv_ready", r, t, 1))
+            if d.check(cyc, f"table {t} request valid", int(w is not None), f("req_valid", r, t, 1)) and w:
+                res.compared += 1
+                d.check(cyc, f"table {t} request (pmu, tag)", w, (f("req_pmu", r, t, 16), f("req_tag", r, t, 16)))
+            if d.check(cyc, f"table {t} direct valid", int(wd is not None), f("direct_valid", r, t, 1)) and wd:
+                res.compared += 1
+                d.check(cyc, f"table {t} direct tag", wd, (f("direct_tag", r, t, 16),))
+            w = want.get((r, "rel", t))
+            if d.check(cyc, f"table {t} release valid", int(w is not None), f("rel_valid", r, t, 1)) and w:
+                res.compared += 1
+                ract = f("rel_act", r, t, 32) if f("rel_act_v", r, t, 1) else -1
+                d.check(cyc, f"table {t} release (tag, action, via miss)", w,
+                        (f("rel_tag", r, t, 16), ract, f("rel_via", r, t, 1)))
+        for p in range(np_):
+            w = want.get((r, "rsp", p))
+            if d.check(cyc, f"PMU {p} response valid", int(w is not None), f("rsp_valid", r, p, 1)) and w:
+                res.compared += 1
+                ract = f("rsp_act", r, p, 32) if f("rsp_act_v", r, p, 1) else -1
+                d.check(cyc, f"PMU {p} response (kind, table, tag, action)", w,
+                        (f("rsp_kind", r, p, 2), f("rsp_tbl", r, p, 8), f("rsp_tag", r, p, 16), ract))
+        w = want.get((r, "bus"))
+        if d.check(cyc, "bus valid", int(w is not None), rtl["mq_valid"][r]) and w:
+            res.compared += 1
+            d.check(cyc, "bus (source, table, tag, key)", w,
+                    (rtl["mq_src"][r], rtl["mq_tbl"][r], rtl["mq_tag"][r], rtl["mq_key"][r]))
+    d.check(n - pre, "overflow flag (Q_r credit, direct queue, PMU Q_p)", 0,
+            rtl["overflow"][-1] if rtl["overflow"] else 0)
+    return res
+
+
 def stimulus_digest(stim: dict) -> str:
     h = hashlib.sha256()
     for k in sorted(stim):
@@ -407,7 +625,7 @@ def stimulus_digest(stim: dict) -> str:
     return h.hexdigest()[:16]
 
 
-def run(unit: str = "pmu", cycles: int = 2000, seed: int = 1) -> list[CosimResult]:
+def run(unit: str = "pmu", cycles: int = 2000, seed: int = 1, pmus: tuple[int, ...] = (4, 8)) -> list[CosimResult]:
     """Every profile of ``unit`` (``synapse hw cosim``)."""
     why = have_tools()
     if why:
@@ -420,4 +638,6 @@ def run(unit: str = "pmu", cycles: int = 2000, seed: int = 1) -> list[CosimResul
         return [cosim_vmu(p, cycles, seed + i) for i, p in enumerate(VMU_PROFILES)]
     if unit == "orb":
         return [cosim_orb(p, cycles, seed + i) for i, p in enumerate(ORB_PROFILES)]
-    raise UserError(f"unknown unit {unit!r} (expected pmu, vmu or orb)")
+    if unit == "cluster":
+        return [cosim_cluster(p, n, cycles, seed) for n in pmus for p in CLUSTER_PROFILES]
+    raise UserError(f"unknown unit {unit!r} (expected pmu, vmu, orb or cluster)")

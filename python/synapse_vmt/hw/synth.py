@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from synapse_vmt.errors import UserError, atomic_write
-from synapse_vmt.hw.cosim import RTL_DIR
+from synapse_vmt.hw.cosim import RTL_DEPS, RTL_DIR
 
 FLOWS = ("xilinx", "ecp5")
 
@@ -52,7 +52,13 @@ def design(unit: str, entries: int, key_bits: int) -> tuple[str, dict]:
         # entries = lookup-table entries (2^BITS); the key is hashed upstream.
         bits = max(1, entries.bit_length() - 1)
         return "synapse_vmu", dict(BITS=bits, FIFO=64)
-    raise UserError(f"unknown unit {unit!r} (expected pmu, vmu or orb)")
+    if unit.startswith("cluster") and unit[7:].isdigit() and int(unit[7:]) >= 2:
+        # clusterN: N PMUs of `entries` entries (as the PMU rows), two
+        # tables' VMUs (as the VMU row), 4 channels, the default latencies.
+        return "synapse_cluster", dict(NP=int(unit[7:]), NT=2, CH=4, LAT=3, ENTRIES=entries, KEY_W=key_bits,
+                                       TAU=2, II=1, QR=16, QP=16, QM=16, FILL_SLOTS=64, BITS=10, FIFO=64,
+                                       DQ=16)
+    raise UserError(f"unknown unit {unit!r} (expected pmu, vmu, orb or clusterN, N >= 2 PMUs)")
 
 
 #: The table docs/how-to/rtl.md shows: the PMU with the 104-bit 5-tuple key
@@ -61,7 +67,8 @@ def design(unit: str, entries: int, key_bits: int) -> tuple[str, dict]:
 PMU_SIZES = (64, 128, 256, 512)
 KEY_WIDTHS = (104, 233)
 DEFAULT_POINTS = [("pmu", 64, 104), ("pmu", 128, 104), ("pmu", 64, 233),
-                  ("orb", 64, 104), ("orb", 64, 233), ("vmu", 1024, 0)]
+                  ("orb", 64, 104), ("orb", 64, 233), ("vmu", 1024, 0),
+                  ("pmu", 16, 104), ("cluster4", 16, 104), ("cluster8", 16, 104)]
 #: The ECP5-85's table: the ORB, a PMU that fits it, the VMU.
 ECP5_POINTS = [("orb", 64, 104), ("pmu", 16, 104), ("vmu", 1024, 0)]
 #: Rows synthesized here, shipped with the package (same cache key), so a
@@ -154,9 +161,15 @@ write_json {d}/net.json
 }
 
 
+def _sources(top: str) -> list[Path]:
+    """The RTL files of ``top``: its own, then the units it instantiates."""
+    return [RTL_DIR / f"{m}.v" for m in [top, *RTL_DEPS.get(top, [])]]
+
+
 def _key(top: str, params: dict, flow: str = "xilinx") -> str:
     h = hashlib.sha256()
-    h.update((RTL_DIR / f"{top}.v").read_bytes())
+    for f in _sources(top):
+        h.update(f.read_bytes())
     h.update(json.dumps(params, sort_keys=True).encode())
     h.update(tool_versions(flow).encode())
     h.update(SCRIPTS[flow].encode())
@@ -282,7 +295,7 @@ def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True,
         script = Path(d) / "run.ys"
         # Paths relative to the temporary directory, the tools' working
         # directory (the YoWASP tools see only that one).
-        shutil.copy(RTL_DIR / f"{top}.v", Path(d) / "rtl.v")
+        (Path(d) / "rtl.v").write_text("\n".join(f.read_text() for f in _sources(top)))
         script.write_text(f"read_verilog rtl.v\nchparam {sets} {top}\n" + SCRIPTS[flow].format(top=top, d="."))
         t0 = time.perf_counter()
         if flow == "ecp5":
@@ -427,12 +440,12 @@ def write_csv(rows: list[Row], path: str | os.PathLike) -> None:
 
 
 def table(rows: list[Row]) -> str:
-    head = (f"{'unit':<5} {'entries':>7} {'key':>4} {'LUTs':>8} {'FFs':>8} {'BRAM':>5} {'URAM':>4} "
+    head = (f"{'unit':<8} {'entries':>7} {'key':>4} {'LUTs':>8} {'FFs':>8} {'BRAM':>5} {'URAM':>4} "
             f"{'levels':>6} {'Fmax':>6} {'flow':<6} {'s':>6}")
     lines = [head]
     for r in rows:
         fmax = f"{r.fmax_mhz:>6.1f}" if r.fmax_mhz is not None else f"{'-':>6}"
         src = " (cached)" if r.cached else ""
-        lines.append(f"{r.unit:<5} {r.entries:>7} {r.key_bits:>4} {r.luts:>8} {r.ffs:>8} {r.bram:>5g} "
+        lines.append(f"{r.unit:<8} {r.entries:>7} {r.key_bits:>4} {r.luts:>8} {r.ffs:>8} {r.bram:>5g} "
                      f"{r.uram:>4} {r.levels:>6} {fmax} {r.flow:<6} {r.seconds:>6.1f}{src}")
     return "\n".join(lines)

@@ -4,7 +4,7 @@ and records its outputs (imported by the simulator, not by users).
 The stimulus and the output file are JSON, named by the environment
 variables ``SYNAPSE_COSIM_IN`` / ``SYNAPSE_COSIM_OUT``: ``{"inputs": {port:
 [value per cycle]}, "outputs": [port, ...], "late": [port, ...], "reset": {port:
-value held during reset}}``. Inputs
+value held during reset}, "packed": bool}``. Inputs
 are set right after a rising edge; outputs are sampled once the cycle's
 combinational logic settles (ReadOnly), so a row is what the unit shows in
 that cycle before the next edge. Ports in ``late`` are registered state
@@ -28,6 +28,13 @@ def _int(v) -> int:
         return -(1 << 62)
 
 
+def _bits(v) -> int:
+    """A port packing several units' fields (the cluster's): X/Z bits read
+    as 0, so that one unit's undriven field does not hide the others'."""
+    s = str(v).lower().replace("x", "0").replace("z", "0")
+    return int(s, 2) if s else 0
+
+
 @cocotb.test()
 async def replay(dut):
     with open(os.environ["SYNAPSE_COSIM_IN"]) as f:
@@ -35,6 +42,7 @@ async def replay(dut):
     inputs: dict[str, list[int]] = spec["inputs"]
     names_out: list[str] = spec["outputs"]
     late: list[str] = spec.get("late", [])
+    read = _bits if spec.get("packed") else _int
     n = len(next(iter(inputs.values())))
     ports_in = {k: getattr(dut, k) for k in inputs}
     ports_out = {k: getattr(dut, k) for k in names_out + late}
@@ -54,10 +62,10 @@ async def replay(dut):
         await ReadOnly()
         if c < n:
             for k in names_out:
-                out[k].append(_int(ports_out[k].value))
+                out[k].append(read(ports_out[k].value))
         if c > 0:
             for k in late:
-                out[k].append(_int(ports_out[k].value))
+                out[k].append(read(ports_out[k].value))
         await RisingEdge(dut.clk)
     with open(os.environ["SYNAPSE_COSIM_OUT"], "w") as f:
         json.dump(out, f)

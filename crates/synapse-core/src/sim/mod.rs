@@ -59,6 +59,7 @@ pub mod fast;
 pub mod mrc;
 mod phases;
 mod record;
+mod record_cluster;
 mod routed;
 mod run;
 pub mod source;
@@ -69,6 +70,7 @@ pub use api::{ClassSummary, Drain, Invariants, QueueDepths, TableSummary};
 
 pub use config::Config;
 pub use record::{PmuEvent, PmuRecording};
+pub use record_cluster::ClusterLog;
 pub use routed::{RouteChange, RouteStats, RoutedTable};
 pub use updates::{parse_ops, Consistency, Invalidate, Op, Scheduled, UpdateStats, UpdatesConfig};
 

@@ -26,6 +26,7 @@ impl<const N: usize> Simulator<N> {
                     self.touch_pmu(p as usize);
                 }
                 None => {
+                    if let Some(c) = self.rec.as_deref_mut().and_then(|r| r.cl()) { c.fill(now, &miss, action) }
                     let t = &mut self.tables[miss.table as usize];
                     // Phase 2 comes before every PMU response of this cycle.
                     t.vmu.settle(now, 0);
@@ -82,6 +83,9 @@ impl<const N: usize> Simulator<N> {
         // 5. PMU → ELU bus: one miss per cycle, round robin over the PMUs and
         // the VMUs' direct path (last).
         let misses_waiting = self.pmu_qm.iter().any(|&w| w != 0);
+        if let Some(c) = self.rec.as_deref_mut().and_then(|r| r.cl()) {
+            if self.elu.can_enqueue() { c.elu_ready(now) }
+        }
         let mut sent = false;
         if (misses_waiting || !self.direct.is_empty())
             && self.elu.can_enqueue()
@@ -117,6 +121,7 @@ impl<const N: usize> Simulator<N> {
                     self.direct.pop_front()
                 };
                 if let Some(m) = miss {
+                    if let Some(c) = self.rec.as_deref_mut().and_then(|r| r.cl()) { c.bus(now, i, &m) }
                     if let Some(l) = &mut self.limit {
                         l.take(m.table as usize, now);
                     }
@@ -408,12 +413,14 @@ impl<const N: usize> Simulator<N> {
                 let t = &mut self.tables[ti];
                 t.pending = Some(next);
                 t.win.stalls += 1;
+                if let Some(c) = self.rec.as_deref_mut().and_then(|r| r.cl()) { c.stall(now, ti) }
                 return;
             }
         }
         let t = &mut self.tables[ti];
         let slot = t.vmu.release();
         let action = slot.action.unwrap();
+        if let Some(c) = self.rec.as_deref_mut().and_then(|r| r.cl()) { c.rel(now, ti, action, slot.via == Via::Miss) }
         if self.to_judge(ti, slot.flow, action) {
             // Wrong, or (with rule updates) another version's answer.
             self.judge(ti, slot.phv, slot.flow, action, slot.issued);
@@ -495,6 +502,7 @@ impl<const N: usize> Simulator<N> {
         while at < limit && self.tables[ti].vmu.head_ready() {
             let t = &mut self.tables[ti];
             let slot = t.vmu.release();
+            if let Some(c) = self.rec.as_deref_mut().and_then(|r| r.cl()) { c.rel(at, ti, slot.action.unwrap(), slot.via == Via::Miss) }
             if self.to_judge(ti, slot.flow, slot.action.unwrap()) {
                 self.judge(ti, slot.phv, slot.flow, slot.action.unwrap(), slot.issued);
             }
@@ -515,6 +523,9 @@ impl<const N: usize> Simulator<N> {
     /// Phase 7's request producer of table `ti`. Returns the PMU it sent a
     /// request to, with that PMU's wake cycle from before (`arrival_step`).
     fn request(&mut self, now: Cycle, ti: usize) -> Option<(usize, Cycle)> {
+        if self.rec.is_some() {
+            self.rec_phv(now, ti);
+        }
         let t = &mut self.tables[ti];
         let Some(&phv) = t.input.front() else { return None };
         if !t.vmu.has_room() {
@@ -545,6 +556,7 @@ impl<const N: usize> Simulator<N> {
             let tag = t.vmu.issue(phv.id, flow, phv.arrived, now);
             t.vmu.park(tag);
             t.win.misses += 1;
+            if let Some(c) = self.rec.as_deref_mut().and_then(|r| r.cl()) { c.direct(now, ti, tag) }
             let key = key_of(&self.tables, self.stamp_word(), ti as u16, flow, stamp);
             self.direct.push_back(MissRequest {
                 table: ti as u16,

@@ -47,17 +47,25 @@ pub enum PmuEvent<const N: usize> {
 pub struct PmuRecording<const N: usize> {
     pub pmu: usize,
     pub events: Vec<(Cycle, PmuEvent<N>)>,
+    /// The whole cluster's events ([`Simulator::record_cluster`]).
+    pub cluster: Option<Box<super::record_cluster::ClusterLog<N>>>,
 }
 
 impl<const N: usize> PmuRecording<N> {
     #[inline]
     pub(super) fn ctl(&mut self, pmu: usize, now: Cycle, op: u8, tbl: u16, next_v: bool) {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            c.ctl(pmu, now, op, tbl, next_v);
+        }
         if pmu == self.pmu {
             self.events.push((now, PmuEvent::Ctl { op, tbl, next_v }));
         }
     }
     #[inline]
     pub(super) fn req(&mut self, pmu: usize, r: &Request, key: Key<N>) {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            c.req(pmu, r);
+        }
         if pmu == self.pmu {
             let (table, tag, at) = (r.table, r.tag, r.at);
             self.events.push((
@@ -73,6 +81,9 @@ impl<const N: usize> PmuRecording<N> {
     }
     #[inline]
     pub(super) fn fill(&mut self, pmu: usize, now: Cycle, m: &MissRequest<N>, action: Match) {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            c.fill(now, m, action);
+        }
         if pmu == self.pmu {
             let (table, tag, key) = (m.table, m.tag, m.key);
             self.events.push((
@@ -86,6 +97,11 @@ impl<const N: usize> PmuRecording<N> {
             ));
         }
     }
+    /// The cluster recorder, if this records the whole cluster.
+    #[inline]
+    pub(super) fn cl(&mut self) -> Option<&mut super::record_cluster::ClusterLog<N>> {
+        self.cluster.as_deref_mut()
+    }
     #[inline]
     pub(super) fn miss_taken(&mut self, pmu: usize, now: Cycle) {
         if pmu == self.pmu {
@@ -94,6 +110,9 @@ impl<const N: usize> PmuRecording<N> {
     }
     #[inline]
     pub(super) fn rsp(&mut self, pmu: usize, now: Cycle, r: &Response) {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            c.rsp(pmu, now, r);
+        }
         if pmu == self.pmu {
             self.events.push((now, PmuEvent::Rsp(*r)));
         }
@@ -245,6 +264,7 @@ impl<const N: usize> Simulator<N> {
         let mut r = PmuRecording {
             pmu,
             events: Vec::new(),
+            cluster: None,
         };
         match self.pmus[pmu].state() {
             State::Free => {}

@@ -38,6 +38,7 @@ module synapse_vmu #(
     input  wire [31:0] phv_hash_next,
     output wire phv_ready,
     input  wire req_ready,
+    output wire req_want,       // a request is ready to go if req_ready (no loop through req_ready)
     output wire req_valid,
     output wire [PMU_W-1:0] req_pmu,
     output wire [TAG_W-1:0] req_tag,
@@ -101,7 +102,8 @@ module synapse_vmu #(
     wire [PMU_W-1:0] route = fwd ? fwd_data : rd;
     wire invalid = route == INVALID;
     assign direct_valid = phv_valid && room && invalid;
-    assign req_valid = phv_valid && room && !invalid && req_ready;
+    assign req_want = phv_valid && room && !invalid;
+    assign req_valid = req_want && req_ready;
     assign phv_ready = direct_valid || req_valid;
     assign req_tag = ntag;
     assign direct_tag = ntag;

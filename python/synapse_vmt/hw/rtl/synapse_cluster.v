@@ -1,0 +1,310 @@
+// A VMT cluster: NT tables' VMUs in front, NP PMUs behind the segmented-
+// channel interconnect, the PMU -> ELU bus out to the ELU (paper Fig. 2 and
+// §4). RTL of the simulator's phases 2-7 (crates/synapse-core/src/sim/
+// phases.rs) around the units synapse_vmu.v and synapse_pmu.v, cycle for
+// cycle. The ELU (and its HBM) is outside: the miss port (mq_*, taken when
+// elu_ready) and the reply port (fill_*) are the boundary.
+//
+// One cycle, in the simulator's order:
+//   2   the ELU's reply: to PMU fill_dst (a CAM fill) or, fill_dst = NP, to
+//       table fill_tbl's VMU (a key that had no PMU)
+//   3-4 every PMU steps and hands its Q_p head to the VMU of its table
+//       (rsp_ready is 1: each PMU has its own response wire)
+//   5   the bus: one miss a cycle, round robin over PMU 0..NP-1 and the
+//       VMUs' direct queue (source NP), from the source after the last one
+//       served, when the ELU's miss queue has room
+//   7   tables in round robin from (cycle mod NT): each VMU releases, then
+//       requests. A request to PMU p takes p's channel (PMUs split into CH
+//       equal contiguous groups: channel p*CH/NP) if p's Q_r can take it and
+//       no table earlier in this cycle's order took that channel; a loser
+//       waits a cycle. A key whose table entry names no PMU goes to the
+//       direct queue (in table order).
+// A request made in cycle c reaches its PMU's Q_r port in cycle c+LAT-1
+// (LAT-1 channel registers; the PMU takes it for c+LAT, when the model's
+// request is usable: LAT is the VMU's plus the network's latency).
+//
+// Q_r credit: the model counts a request in Q_r from the cycle it is sent;
+// the PMU's req_ready counts it from its arrival, LAT-1 cycles later. The
+// cluster sends on req_ready, which is the model's condition while Q_r
+// holds fewer than QR - (LAT-1) requests (the PMU's ports carry no issue
+// pulse to count credits exactly); a request refused at the PMU's port
+// raises the sticky `overflow` (never in the co-simulated runs).
+`default_nettype none
+module synapse_cluster #(
+    parameter NP = 4,            // PMUs
+    parameter NT = 1,            // tables (one VMU each)
+    parameter CH = 4,            // channels of the segmented interconnect
+    parameter LAT = 3,           // VMU + interconnect latency, cycles (>= 2)
+    parameter ENTRIES = 16,      // PMU block size
+    parameter KEY_W = 104,
+    parameter TAG_W = 16,
+    parameter TBL_W = 8,
+    parameter ACT_W = 32,
+    parameter TAU = 2,
+    parameter II = 1,
+    parameter QR = 16,
+    parameter QP = 16,
+    parameter QM = 16,
+    parameter FILL_SLOTS = 64,
+    parameter BITS = 10,         // VMU lookup-table index bits
+    parameter FIFO = 64,         // VMU PHV window, a power of two
+    parameter DQ = 16,           // direct queue (keys sent to the ELU by VMUs)
+    parameter SW = $clog2(NP + 2) // a bus source: PMU 0..NP-1, direct NP
+) (
+    input  wire clk,
+    input  wire rst,
+    // per table: the stage FIFO's head, the next stage, the CPU's table write
+    input  wire [NT-1:0] phv_valid,
+    input  wire [NT*32-1:0] phv_hash_next,
+    input  wire [NT*KEY_W-1:0] phv_key,
+    output wire [NT-1:0] phv_ready,
+    input  wire [NT-1:0] rel_ready,
+    output wire [NT-1:0] rel_valid,
+    output wire [NT*TAG_W-1:0] rel_tag,
+    output wire [NT-1:0] rel_act_v,
+    output wire [NT*ACT_W-1:0] rel_act,
+    output wire [NT-1:0] rel_via,
+    input  wire [NT-1:0] lut_we,
+    input  wire [NT*BITS-1:0] lut_addr,
+    input  wire [NT*16-1:0] lut_data,
+    // per table: what its request producer sent (observed, not a boundary)
+    output wire [NT-1:0] req_valid,
+    output wire [NT*16-1:0] req_pmu,
+    output wire [NT*TAG_W-1:0] req_tag,
+    output wire [NT-1:0] direct_valid,
+    output wire [NT*TAG_W-1:0] direct_tag,
+    // per PMU: control plane, and its response (observed)
+    input  wire [NP*2-1:0] ctl_op,
+    input  wire [NP*TBL_W-1:0] ctl_tbl,
+    input  wire [NP-1:0] ctl_next_v,
+    output wire [NP-1:0] rsp_valid,
+    output wire [NP*2-1:0] rsp_kind,
+    output wire [NP*TBL_W-1:0] rsp_tbl,
+    output wire [NP*TAG_W-1:0] rsp_tag,
+    output wire [NP-1:0] rsp_act_v,
+    output wire [NP*ACT_W-1:0] rsp_act,
+    // the ELU boundary: misses out, replies in
+    input  wire elu_ready,
+    output wire mq_valid,
+    output wire [SW-1:0] mq_src,
+    output wire [TBL_W-1:0] mq_tbl,
+    output wire [TAG_W-1:0] mq_tag,
+    output wire [KEY_W-1:0] mq_key,
+    input  wire fill_valid,
+    input  wire [SW-1:0] fill_dst,
+    input  wire [TBL_W-1:0] fill_tbl,
+    input  wire [TAG_W-1:0] fill_tag,
+    input  wire [KEY_W-1:0] fill_key,
+    input  wire fill_act_v,
+    input  wire [ACT_W-1:0] fill_act,
+    output reg  overflow
+);
+    localparam PORTS = NP + 1;           // VMU response ports: PMUs, then the ELU
+    localparam CW = CH > 1 ? $clog2(CH) : 1;
+    localparam TW = NT > 1 ? $clog2(NT) : 1;
+    localparam DW = $clog2(DQ);
+    localparam LS = LAT - 1;             // channel register stages
+    localparam CMPW = $clog2(ENTRIES + 1);
+    integer i, j, k;
+    genvar g, h;
+
+    // The channel of PMU p (constant per p).
+    function [CW-1:0] chan;
+        input [15:0] p;
+        integer q;
+        begin
+            chan = 0;
+            for (q = 0; q < NP; q = q + 1)
+                if (p == q) chan = (q * CH) / NP;
+        end
+    endfunction
+
+    // ------------------------------------------------------------ PMUs
+    wire [NP-1:0] p_req_valid, p_req_ready, p_fill, p_rsp_av, p_mq_valid, p_mq_ready, p_ovf;
+    wire [NP*TBL_W-1:0] p_req_tbl, p_mq_tbl;
+    wire [NP*TAG_W-1:0] p_req_tag, p_mq_tag;
+    wire [NP*KEY_W-1:0] p_req_key, p_mq_key;
+    wire [NP*CMPW-1:0] p_rsp_cmp;
+    wire [NP*2-1:0] p_state;
+    wire [NP*TBL_W-1:0] p_state_tbl;
+    generate for (g = 0; g < NP; g = g + 1) begin : pmu
+        assign p_fill[g] = fill_valid && fill_dst == g;
+        synapse_pmu #(.N(ENTRIES), .KEY_W(KEY_W), .TAG_W(TAG_W), .TBL_W(TBL_W), .ACT_W(ACT_W),
+                      .TAU(TAU), .II(II), .QR(QR), .QP(QP), .QM(QM), .FILL_SLOTS(FILL_SLOTS)) u (
+            .clk(clk), .rst(rst),
+            .ctl_op(ctl_op[2*g +: 2]), .ctl_tbl(ctl_tbl[TBL_W*g +: TBL_W]), .ctl_next_v(ctl_next_v[g]),
+            .req_valid(p_req_valid[g]), .req_ready(p_req_ready[g]),
+            .req_tbl(p_req_tbl[TBL_W*g +: TBL_W]), .req_tag(p_req_tag[TAG_W*g +: TAG_W]),
+            .req_key(p_req_key[KEY_W*g +: KEY_W]),
+            .fill_valid(p_fill[g]), .fill_tbl(fill_tbl), .fill_tag(fill_tag), .fill_key(fill_key),
+            .fill_act_v(fill_act_v), .fill_act(fill_act),
+            .rsp_valid(rsp_valid[g]), .rsp_ready(1'b1), .rsp_kind(rsp_kind[2*g +: 2]),
+            .rsp_tbl(rsp_tbl[TBL_W*g +: TBL_W]), .rsp_tag(rsp_tag[TAG_W*g +: TAG_W]),
+            .rsp_act_v(rsp_act_v[g]), .rsp_act(rsp_act[ACT_W*g +: ACT_W]),
+            .rsp_cmp(p_rsp_cmp[CMPW*g +: CMPW]),
+            .mq_valid(p_mq_valid[g]), .mq_ready(p_mq_ready[g]), .mq_tbl(p_mq_tbl[TBL_W*g +: TBL_W]),
+            .mq_tag(p_mq_tag[TAG_W*g +: TAG_W]), .mq_key(p_mq_key[KEY_W*g +: KEY_W]),
+            .state(p_state[2*g +: 2]), .state_tbl(p_state_tbl[TBL_W*g +: TBL_W]), .overflow(p_ovf[g])
+        );
+    end endgenerate
+
+    // ------------------------------------------------------------ VMUs
+    wire [NT-1:0] v_want, v_grant;
+    generate for (g = 0; g < NT; g = g + 1) begin : vmu
+        // Response port p < NP: PMU p's Q_p head if it is this table's;
+        // port NP: the ELU's reply to a key this table sent directly.
+        wire [PORTS-1:0] rv, rm, rav;
+        wire [PORTS*TAG_W-1:0] rt;
+        wire [PORTS*ACT_W-1:0] ra;
+        for (h = 0; h < NP; h = h + 1) begin : port
+            assign rv[h] = rsp_valid[h] && rsp_tbl[TBL_W*h +: TBL_W] == g;
+            assign rm[h] = rsp_kind[2*h +: 2] == 2'd2;
+            assign rav[h] = rsp_act_v[h];
+            assign rt[TAG_W*h +: TAG_W] = rsp_tag[TAG_W*h +: TAG_W];
+            assign ra[ACT_W*h +: ACT_W] = rsp_act[ACT_W*h +: ACT_W];
+        end
+        assign rv[NP] = fill_valid && fill_dst == NP && fill_tbl == g;
+        assign rm[NP] = 1'b0;
+        assign rav[NP] = fill_act_v;
+        assign rt[TAG_W*NP +: TAG_W] = fill_tag;
+        assign ra[ACT_W*NP +: ACT_W] = fill_act;
+        synapse_vmu #(.BITS(BITS), .FIFO(FIFO), .PMU_W(16), .TAG_W(TAG_W), .ACT_W(ACT_W), .PORTS(PORTS)) u (
+            .clk(clk), .rst(rst),
+            .phv_valid(phv_valid[g]), .phv_hash_next(phv_hash_next[32*g +: 32]), .phv_ready(phv_ready[g]),
+            .req_ready(v_grant[g]), .req_want(v_want[g]), .req_valid(req_valid[g]),
+            .req_pmu(req_pmu[16*g +: 16]), .req_tag(req_tag[TAG_W*g +: TAG_W]),
+            .direct_valid(direct_valid[g]), .direct_tag(direct_tag[TAG_W*g +: TAG_W]),
+            .rsp_valid(rv), .rsp_miss(rm), .rsp_tag(rt), .rsp_act_v(rav), .rsp_act(ra),
+            .rel_ready(rel_ready[g]), .rel_valid(rel_valid[g]), .rel_tag(rel_tag[TAG_W*g +: TAG_W]),
+            .rel_act_v(rel_act_v[g]), .rel_act(rel_act[ACT_W*g +: ACT_W]), .rel_via(rel_via[g]),
+            .lut_we(lut_we[g]), .lut_addr(lut_addr[BITS*g +: BITS]), .lut_data(lut_data[16*g +: 16])
+        );
+    end endgenerate
+
+    // ------------------------------------------- phase 7: channel arbitration
+    // The tables' order this cycle starts at cycle mod NT.
+    reg [TW-1:0] first;
+    always @(posedge clk)
+        if (rst) first <= 0;
+        else first <= (first == NT - 1) ? 0 : first + 1'b1;
+    // A table that would send (its PMU's Q_r has room) and its channel.
+    reg [NT-1:0] ok;
+    reg [CW-1:0] ch_of [0:NT-1];
+    reg [TW:0] pos_a, pos_b;
+    reg [NT-1:0] grant;
+    always @* begin
+        for (i = 0; i < NT; i = i + 1) begin
+            ok[i] = v_want[i] && p_req_ready[req_pmu[16*i +: 16]];
+            ch_of[i] = chan(req_pmu[16*i +: 16]);
+        end
+        for (i = 0; i < NT; i = i + 1) begin
+            grant[i] = ok[i];
+            pos_a = (i >= first) ? i - first : i + NT - first;
+            for (j = 0; j < NT; j = j + 1) begin
+                pos_b = (j >= first) ? j - first : j + NT - first;
+                if (j != i && ok[j] && ch_of[j] == ch_of[i] && pos_b < pos_a) grant[i] = 1'b0;
+            end
+        end
+    end
+    assign v_grant = grant;
+
+    // Each channel carries the request of the table that won it through
+    // LAT-1 registers to the PMUs of its segment.
+    // Stage s (1..LS) of channel k is element k*LS + s-1.
+    reg c_v [0:CH*LS-1];
+    reg [15:0] c_pmu [0:CH*LS-1];
+    reg [TBL_W-1:0] c_tbl [0:CH*LS-1];
+    reg [TAG_W-1:0] c_tag [0:CH*LS-1];
+    reg [KEY_W-1:0] c_key [0:CH*LS-1];
+    always @(posedge clk) begin
+        for (k = 0; k < CH; k = k + 1) begin
+            c_v[k*LS] <= 1'b0;
+            for (i = 0; i < NT; i = i + 1)
+                if (req_valid[i] && ch_of[i] == k) begin
+                    c_v[k*LS] <= !rst;
+                    c_pmu[k*LS] <= req_pmu[16*i +: 16];
+                    c_tbl[k*LS] <= i;
+                    c_tag[k*LS] <= req_tag[TAG_W*i +: TAG_W];
+                    c_key[k*LS] <= phv_key[KEY_W*i +: KEY_W];
+                end
+            for (j = 1; j < LS; j = j + 1) begin
+                c_v[k*LS+j] <= c_v[k*LS+j-1] && !rst;
+                c_pmu[k*LS+j] <= c_pmu[k*LS+j-1];
+                c_tbl[k*LS+j] <= c_tbl[k*LS+j-1];
+                c_tag[k*LS+j] <= c_tag[k*LS+j-1];
+                c_key[k*LS+j] <= c_key[k*LS+j-1];
+            end
+        end
+    end
+    generate for (g = 0; g < NP; g = g + 1) begin : seg
+        localparam integer E = ((g * CH) / NP) * LS + LS - 1;   // the channel's last stage
+        assign p_req_valid[g] = c_v[E] && c_pmu[E] == g;
+        assign p_req_tbl[TBL_W*g +: TBL_W] = c_tbl[E];
+        assign p_req_tag[TAG_W*g +: TAG_W] = c_tag[E];
+        assign p_req_key[KEY_W*g +: KEY_W] = c_key[E];
+    end endgenerate
+
+    // ------------------------------------------------ the direct queue
+    // Keys whose entry names no PMU, pushed in this cycle's table order.
+    reg [TBL_W-1:0] d_tbl [0:DQ-1];
+    reg [TAG_W-1:0] d_tag [0:DQ-1];
+    reg [KEY_W-1:0] d_key [0:DQ-1];
+    reg [DW-1:0] d_rd, d_wr;
+    reg [DW:0] d_cnt;
+    wire d_pop;
+    reg [DW:0] d_push, d_n;
+    reg [TW:0] t;
+    always @* begin
+        d_push = 0;
+        for (j = 0; j < NT; j = j + 1) d_push = d_push + direct_valid[j];
+    end
+    always @(posedge clk) begin
+        if (rst) begin
+            d_rd <= 0; d_wr <= 0; d_cnt <= 0;
+        end else begin
+            d_n = 0;
+            for (j = 0; j < NT; j = j + 1) begin
+                t = (first + j >= NT) ? first + j - NT : first + j;
+                if (direct_valid[t]) begin
+                    d_tbl[d_wr + d_n[DW-1:0]] <= t;
+                    d_tag[d_wr + d_n[DW-1:0]] <= direct_tag[TAG_W*t +: TAG_W];
+                    d_key[d_wr + d_n[DW-1:0]] <= phv_key[KEY_W*t +: KEY_W];
+                    d_n = d_n + 1'b1;
+                end
+            end
+            d_wr <= d_wr + d_push[DW-1:0];
+            d_rd <= d_rd + d_pop;
+            d_cnt <= d_cnt + d_push - d_pop;
+        end
+    end
+
+    // ------------------------------------------------- phase 5: the bus
+    // Round robin over PMU 0..NP-1 and the direct queue, from `rr`.
+    wire [NP:0] src_v = {d_cnt != 0, p_mq_valid};
+    reg [SW-1:0] rr, pick, s;
+    reg found;
+    always @* begin
+        found = 0; pick = 0;
+        for (i = 0; i <= NP; i = i + 1) begin
+            s = (rr + i > NP) ? rr + i - (NP + 1) : rr + i;
+            if (!found && src_v[s]) begin
+                found = 1; pick = s;
+            end
+        end
+    end
+    assign mq_valid = found && elu_ready;
+    assign mq_src = pick;
+    assign p_mq_ready = mq_valid ? ({{NP{1'b0}}, 1'b1} << pick) : {NP{1'b0}};
+    assign d_pop = mq_valid && pick == NP;
+    assign mq_tbl = pick == NP ? d_tbl[d_rd] : p_mq_tbl[TBL_W*pick +: TBL_W];
+    assign mq_tag = pick == NP ? d_tag[d_rd] : p_mq_tag[TAG_W*pick +: TAG_W];
+    assign mq_key = pick == NP ? d_key[d_rd] : p_mq_key[KEY_W*pick +: KEY_W];
+    always @(posedge clk)
+        if (rst) rr <= 0;
+        else if (mq_valid) rr <= (pick == NP) ? 0 : pick + 1'b1;
+
+    always @(posedge clk)
+        if (rst) overflow <= 1'b0;
+        else if (|p_ovf || (p_req_valid & ~p_req_ready) != 0 || d_cnt + d_push > DQ) overflow <= 1'b1;
+endmodule
+`default_nettype wire
