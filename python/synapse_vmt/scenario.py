@@ -150,9 +150,8 @@ class PtreeBuild(_Model):
     avx512: bool = F(True, "AVX-512 kernels where the CPU has them; false: AVX2.")
     max_trees: int = F(4, "Most trees (the smallest partitions join the catch-all one).", "trees", ge=1)
     small: int = F(16384, "Sets up to this many rules also try one or two trees (0: never).", "rules", ge=0)
-    max_delta: int = F(64, "Updates fold in past max(max_delta, rules / 16) inserts.", "inserts", ge=0)
-    background: bool = F(False, "Fold updates in on a background thread (the update path goes on meanwhile); "
-                                "false: the update past the bound rebuilds, deterministically.")
+    max_delta: int = F(64, "Updates in place between compactions of the leaf blocks: max(max_delta, rules / 4).",
+                       "updates", ge=0)
 
 
 class EluBuild(_Model):
