@@ -290,6 +290,14 @@ class ProgramRun:
     full: Trace | None = None  # a capture: the run over every packet (exact per-packet counters)
 
 
+def _simulable(pr: ProgramRun, program: str) -> ProgramRun:
+    """``pr``, or a one-line error when no packet reaches a table the
+    simulator can take (the exact and the fast run refuse alike)."""
+    if not pr.routes.tables:
+        raise UserError(f"{program}: no packet visits a keyed table the simulator can take; nothing to simulate")
+    return pr
+
+
 def prepare(program: str, entries_file: str | None, *, pcap: str | None = None, traffic=None,
             duration_ns: float | None = None, rate_mpps: float = 50.0, seed: int = 1) -> ProgramRun:
     """Interpret the distinct frames of a capture or of generated traffic
@@ -443,9 +451,8 @@ def run_program_fast(out, *, program: str, entries_file: str | None, pcap: str |
     if pcap is not None:
         raise UserError("fast mode: a capture (--pcap) runs in the exact engine only; generated traffic runs in both")
     out = Path(out)
-    pr = prepare(program, entries_file, pcap=None, traffic=traffic, duration_ns=duration_ns, rate_mpps=rate_mpps, seed=seed)
-    if not pr.routes.tables:
-        raise UserError(f"{program}: no packet visits a keyed table the simulator can take; nothing to simulate")
+    pr = _simulable(prepare(program, entries_file, pcap=None, traffic=traffic, duration_ns=duration_ns,
+                            rate_mpps=rate_mpps, seed=seed), program)
     s, sim = fast_program(pr, pmus, block_size=block_size, window_ns=window_ns, seed=seed, overrides=overrides, fast=fast)
     for w in s["warnings"]:
         if warn:
@@ -925,9 +932,8 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
     if out_pcap is not None:
         raise UserError("run --p4 --out-pcap: output packets are written for a capture (--pcap), not generated traffic")
     out = Path(out)
-    pr = prepare(program, entries_file, pcap=pcap, traffic=traffic, duration_ns=duration_ns, rate_mpps=rate_mpps, seed=seed)
-    if not pr.routes.tables:
-        raise UserError(f"{program}: no packet visits a keyed table the simulator can take; nothing to simulate")
+    pr = _simulable(prepare(program, entries_file, pcap=pcap, traffic=traffic, duration_ns=duration_ns,
+                            rate_mpps=rate_mpps, seed=seed), program)
     sim = build_sim(pr, even_split(pr.routes.tables, pmus), pmus, block_size=block_size, window_ns=window_ns, seed=seed,
                     overrides=overrides)
     warnings = [w for w in [pmu_warning(sim.core, pmus)] if w]
