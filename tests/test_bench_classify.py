@@ -43,7 +43,7 @@ def test_bench_json_has_the_documented_keys(files, algo):
     assert rec["bytes"] == clf.memory_bytes()
 
 
-@pytest.mark.parametrize("algo, extra", [("ptree", []), ("ptree", ["--set", "ptree.background=1", "--set", "ptree.max_delta=4"]),
+@pytest.mark.parametrize("algo, extra", [("ptree", []), ("ptree", ["--set", "ptree.max_delta=4"]),
                                          ("dtree", [])])
 def test_bench_under_update_churn_adds_the_documented_keys_and_answers_right(files, algo, extra):
     rules, trace = files

@@ -48,6 +48,9 @@ def test_attack_phvs_are_counted_apart_from_the_legitimate_ones():
     ("attack.kind=flood", "attack.kind"),
     ("defence.admission.policy=lfu", "defence.admission.policy"),
     ("defence.miss_rate_mpps=-1", "defence.miss_rate_mpps"),
+    # The shed gate tells first-time keys by the doorkeeper's filter.
+    ("defence.shed_backlog=8", "doorkeeper"),
+    ("defence.shed_all_backlog=-1", "defence.shed_all_backlog"),
 ])
 def test_bad_attack_and_defence_settings_are_refused(setting, msg):
     with pytest.raises(UserError, match=msg):
@@ -69,15 +72,27 @@ def test_reproduce_flood_quick(tmp_path):
     s = json.loads((tmp_path / "summary.json").read_text())
     keys = {"scenario", "defence", "attack_share", "legit_throughput_ratio", "legit_p99_ratio", "wrong_action"}
     assert s["runs"] and all(keys <= set(run) for run in s["runs"])
-    assert {r["defence"] for r in s["runs"]} >= {"none", "doorkeeper"}
+    assert {r["defence"] for r in s["runs"]} >= {"none", "shed+bound"}
+    assert {r["scenario"] for r in s["runs"]} == {"acl", "upf"}
     assert all(r["wrong_action"] == 0 for r in s["runs"])
-    base = next(r for r in s["runs"] if r["defence"] == "none" and r["attack_share"] == 0)
-    assert base["legit_throughput_ratio"] == 1.0 and base["legit_p99_ratio"] == 1.0
-    # The attack costs plain LRU's legitimate traffic: more latency or
-    # less throughput (here the ELU walks every attack key).
-    hit = next(r for r in s["runs"] if r["defence"] == "none" and r["attack_share"] > 0)
-    assert hit["legit_p99_ratio"] > 1.0 or hit["legit_throughput_ratio"] < 1.0
-    assert hit["attack_hit_rate"] == 0.0
+    for name in ("acl", "upf"):
+        runs = [r for r in s["runs"] if r["scenario"] == name]
+        base = next(r for r in runs if r["defence"] == "none" and r["attack_share"] == 0)
+        assert base["legit_throughput_ratio"] == 1.0 and base["legit_p99_ratio"] == 1.0
+        # The attack costs plain LRU's legitimate traffic: more latency or
+        # less throughput (here the ELU walks every attack key).
+        hit = next(r for r in runs if r["defence"] == "none" and r["attack_share"] > 0)
+        assert hit["legit_p99_ratio"] > 1.0 or hit["legit_throughput_ratio"] < 1.0
+        assert hit["attack_hit_rate"] == 0.0
+        # The shed gate (doorkeeper + shed of first-time keys + a bounded
+        # ELU backlog) keeps the issue's targets at 30 %: >= 90 % of the
+        # throughput (shed legitimate PHVs count as lost), p99 within 2x,
+        # and it sheds the attack's misses rather than the flows'.
+        gate = next(r for r in runs if r["defence"] == "shed+bound" and r["attack_share"] == 0.3)
+        assert gate["legit_throughput_ratio"] >= 0.9 and gate["legit_p99_ratio"] <= 2.0, gate
+        assert gate["legit_p99_ratio"] < hit["legit_p99_ratio"]
+        assert gate["attack_shed"] > gate["legit_shed"] > 0
+        assert gate["legit_drops"] >= gate["legit_shed"]
     assert (tmp_path / "flood.png").stat().st_size > 0 and (tmp_path / "flood.csv").exists()
 
 
@@ -104,3 +119,11 @@ def test_flood_guard_holds_a_flooded_table(prev, cur, prev_held, flagged):
         want[j] = min(target[j], held[j])
     assert list(out) == list(want)
     assert flood_guard(None, np.array(cur, float), held, target, 1.5)[1] == []
+
+
+def test_fast_mode_refuses_defences(tmp_path):
+    """The fast mode models plain LRU and no gate: a [defence] runs in the
+    exact engine only (one line, exit 2), never silently ignored."""
+    r = CliRunner().invoke(main, ["run", "--fast", "-q", "-o", str(tmp_path), "--set", "duration_ns=20000",
+                                  "--set", "defence.admission.policy=doorkeeper", "--set", "defence.shed_backlog=8"])
+    assert r.exit_code == 2 and "[defence] runs in the exact engine only" in r.output, r.output

@@ -36,11 +36,7 @@ GOLDENS = ROOT / "tests" / "data" / "p4" / "goldens"
 MANIFEST = tomllib.loads((GOLDENS / "manifest.toml").read_text())
 
 # (golden, table | "drops" | "parser_errors" | "output" | "cli" | "state") -> why Synapse differs today
-KNOWN: dict[tuple[str, str], str] = {
-    ("router", "MyEgress.color_tbl"): "hdr.u.isValid() (valid_union on a header union) is not evaluated: Synapse takes "
-                                      "a seeded fallback branch into color_tbl with a synthesized register value; "
-                                      "BMv2: the union is never valid",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 # (The switch program's sliced keys, hash-keyed tables and priority queues, the heavy-hitter
 # program's hashes, meters, registers and clones, and UPF's action-selector routes_v4 agree
 # with BMv2: docs/externs.md.)

@@ -275,24 +275,3 @@ def test_generated_traffic_names_p4_drops_apart_from_fifo_overflows(tmp_path):
     assert s["p4_drops"]["by_reason"].get("ingress", 0) >= lpm["actions"].get("MyIngress.drop", 0) > 0
     assert s["p4_drops"]["total"] == sum(s["p4_drops"]["by_reason"].values())
     assert "fifo_overflows" in s["invariants"] and "dropped" not in s["invariants"]
-
-
-def test_plot_series_merges_bins_and_keeps_the_sums():
-    """run.png's series: bins of whole windows, at most `cap` per table;
-    merging keeps every counter's sum (but a last unfinished bin's) and
-    every mean's."""
-    ps = simrun.PlotSeries(10.0, cap=4)
-    n = 37
-    for i in range(n):  # one window of two tables per call
-        ps.add({"t_ns": np.array([10.0 * (i + 1)] * 2), "table": np.array([0, 1]), "hits": np.array([1, 2]),
-                "misses": np.array([0, 1]), "hbm_bytes": np.array([5, 5]), "arrived": np.array([1, 3]), "processed": np.array([1, 3]),
-                "lat_p99_ns": np.array([float(i), np.nan]), "pmus": np.array([2, 3])})
-    w, bin_ns = ps.windows()
-    k = int(bin_ns / 10.0)
-    assert k == 16 and len(w["t_ns"]) == 2 * (n // k) <= 2 * 4
-    assert w["hits"][w["table"] == 0].sum() == (n // k) * k and w["hits"][w["table"] == 1].sum() == 2 * (n // k) * k
-    assert list(w["t_ns"][w["table"] == 0]) == [10.0 * k * (j + 1) for j in range(n // k)]
-    # latencies and PMUs held: the mean over the bin's windows that have them
-    assert list(w["lat_p99_ns"][w["table"] == 0]) == [j * k + (k - 1) / 2 for j in range(n // k)]
-    assert np.isnan(w["lat_p99_ns"][w["table"] == 1]).all() and np.isnan(w["lat_mean_ns"]).all()
-    assert list(w["pmus"][w["table"] == 1]) == [3.0] * (n // k)

@@ -164,6 +164,28 @@ def test_report_of_100_tables_labels_every_row(tmp_path):
     assert sorted(dom.fig["fig-graph"]["textpoint"]) == sorted(arrived)
 
 
+def test_report_of_a_long_run_draws_bins(tmp_path):
+    """A run of 5,000 windows (more than view.bins.CAP) is drawn in bins of 4
+    windows: the page says so and draws without a JavaScript error, the heatmap's
+    hover carrying each bin's smallest and largest window."""
+    from synapse_vmt.view import rundir, write_report
+
+    W = 5000
+    with (tmp_path / "windows.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(rundir.NEEDED)
+        for k in range(W):
+            for n in ("a", "b"):
+                spike = 5000.0 if (n, k) == ("a", 2500) else 60.0  # one window's p99
+                w.writerow([(k + 1) * 1e4, n, 100, 100, 50, 50, 64 * 50, 50.0, spike, 1])
+    page = write_report([tmp_path])
+    text = page.read_text()
+    assert "5000 windows of 10 µs, drawn in bins of 4" in text and "windows from" in text
+    dom = render(page.as_uri())
+    assert dom.rendered == str(_figures(page))
+    assert _ticks(dom, "fig-heatmap") == ["a", "b"]
+
+
 def test_compare_sweep_and_live_pages_render(tmp_path):
     import urllib.request
 

@@ -150,9 +150,8 @@ class PtreeBuild(_Model):
     avx512: bool = F(True, "AVX-512 kernels where the CPU has them; false: AVX2.")
     max_trees: int = F(4, "Most trees (the smallest partitions join the catch-all one).", "trees", ge=1)
     small: int = F(16384, "Sets up to this many rules also try one or two trees (0: never).", "rules", ge=0)
-    max_delta: int = F(64, "Updates fold in past max(max_delta, rules / 16) inserts.", "inserts", ge=0)
-    background: bool = F(False, "Fold updates in on a background thread (the update path goes on meanwhile); "
-                                "false: the update past the bound rebuilds, deterministically.")
+    max_delta: int = F(64, "Updates in place between compactions of the leaf blocks: max(max_delta, rules / 4).",
+                       "updates", ge=0)
 
 
 class EluBuild(_Model):
@@ -304,6 +303,19 @@ class Defence(_Model):
     miss_rate_mpps: float = F(0.0, "Misses each table may send to the ELU (a token bucket per table; misses over "
                                    "it wait in their PMU's Q_m); 0: no limit.", "Mpps", ge=0.0)
     miss_burst: int = F(0, "Burst of the miss-rate limit's token bucket (0 counts as 1).", "misses", ge=0)
+    shed_backlog: int = F(0, "The ELU's shed gate: a miss of a key the PMU's doorkeeper has not seen is dropped "
+                             "(counted in `defence.miss_shed`) while the ELU holds at least this many misses "
+                             "(miss queue + ORB); 0: never. Needs `admission.policy = \"doorkeeper\"`.",
+                          "misses", ge=0)
+    shed_all_backlog: int = F(0, "Any miss is shed while the ELU holds at least this many misses; 0: never.",
+                              "misses", ge=0)
+
+    @model_validator(mode="after")
+    def _shed_needs_doorkeeper(self) -> "Defence":
+        if self.shed_backlog > 0 and self.admission.policy != "doorkeeper":
+            raise ValueError("defence.shed_backlog needs defence.admission.policy = \"doorkeeper\" "
+                             "(its filter tells first-time keys)")
+        return self
 
 
 class Scenario(_Model):

@@ -152,18 +152,24 @@ fn pmu_out<'py>(py: Python<'py>, o: &[PmuOut]) -> PyResult<Bound<'py, PyDict>> {
         Some(Response::Hit { .. }) => 1,
         Some(Response::Miss { .. }) => 2,
         Some(Response::Fill { .. }) => 3,
+        // (Only the simulator's shed gate makes one; the harness has none.)
+        Some(Response::Shed { .. }) => 4,
     })?;
     put("rsp_tbl", &|x| match x.rsp {
         Some(
             Response::Hit { table, .. }
             | Response::Miss { table, .. }
-            | Response::Fill { table, .. },
+            | Response::Fill { table, .. }
+            | Response::Shed { table, .. },
         ) => table as i64,
         None => 0,
     })?;
     put("rsp_tag", &|x| match x.rsp {
         Some(
-            Response::Hit { tag, .. } | Response::Miss { tag, .. } | Response::Fill { tag, .. },
+            Response::Hit { tag, .. }
+            | Response::Miss { tag, .. }
+            | Response::Fill { tag, .. }
+            | Response::Shed { tag, .. },
         ) => tag as i64,
         None => 0,
     })?;

@@ -9,7 +9,7 @@
 //! scenarios use 8 words; a P4 program's routed simulator (`routed.rs`) the
 //! narrowest width that holds its widest table.
 
-use numpy::IntoPyArray;
+use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -248,6 +248,7 @@ impl Simulator {
                 let x = PyDict::new_bound(py);
                 x.set_item("arrived", c.arrived)?;
                 x.set_item("dropped", c.dropped)?;
+                x.set_item("shed", c.shed)?;
                 x.set_item("exited", c.exited)?;
                 x.set_item("hits", c.hits)?;
                 x.set_item("misses", c.misses)?;
@@ -258,11 +259,13 @@ impl Simulator {
                 d.set_item(name, x)?;
             }
         }
-        let (refused, held) = each!(&self.inner, s => s.defence_counters());
-        if refused > 0 || held.iter().any(|&h| h > 0) {
+        let (refused, held, shed) = each!(&self.inner, s => s.defence_counters());
+        if refused > 0 || held.iter().any(|&h| h > 0) || shed.iter().any(|&h| h > 0) {
             let x = PyDict::new_bound(py);
             x.set_item("fills_refused", refused)?;
             x.set_item("misses_held", held)?;
+            // Per table: PHVs dropped because their miss was shed.
+            x.set_item("miss_shed", shed)?;
             d.set_item("defence", x)?;
         }
         let keys = self.keys_done() as f64;
@@ -284,14 +287,40 @@ impl Simulator {
     /// (`tables`, `sim_keys_per_s`, `sim_time_ns`, `wall_s`), each table's
     /// figures with an `interval` per figure, a `fast` record of how the
     /// run was sampled, and `windows` (per statistics window and table).
-    fn run_fast<'py>(&mut self, py: Python<'py>, fast_json: &str) -> PyResult<Bound<'py, PyDict>> {
+    ///
+    /// A routed simulator (`--p4`) takes every arrival instead: `t_ps`
+    /// and `flows` as `push_arrivals` would get them, all at once.
+    #[pyo3(signature = (fast_json, t_ps=None, flows=None))]
+    fn run_fast<'py>(
+        &mut self,
+        py: Python<'py>,
+        fast_json: &str,
+        t_ps: Option<PyReadonlyArray1<'_, u64>>,
+        flows: Option<PyReadonlyArray1<'_, u32>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let fc: sim::fast::FastConfig =
             serde_json::from_str(fast_json).map_err(|e| verr(format!("fast: {e}")))?;
+        let given = match (&t_ps, &flows) {
+            (Some(t), Some(f)) => match (t.as_slice(), f.as_slice()) {
+                (Ok(t), Ok(f)) => Some((t, f)),
+                _ => return Err(verr("run_fast: contiguous arrays expected")),
+            },
+            (None, None) => None,
+            _ => return Err(verr("run_fast: t_ps and flows go together")),
+        };
         let t0 = Instant::now();
+        macro_rules! go {
+            ($s:expr) => {
+                match given {
+                    Some((t, f)) => py.allow_threads(|| $s.run_fast_arrivals(&fc, t, f)),
+                    None => py.allow_threads(|| $s.run_fast(&fc)),
+                }
+            };
+        }
         let rep = match &mut self.inner {
-            AnySim::W8(s) => py.allow_threads(|| s.run_fast(&fc)),
-            AnySim::W16(s) => py.allow_threads(|| s.run_fast(&fc)),
-            AnySim::W32(s) => py.allow_threads(|| s.run_fast(&fc)),
+            AnySim::W8(s) => go!(s),
+            AnySim::W16(s) => go!(s),
+            AnySim::W32(s) => go!(s),
         }
         .map_err(verr)?;
         let wall = t0.elapsed().as_secs_f64();

@@ -125,7 +125,7 @@ def bench() -> None:
               help="Build parameter, repeatable: ptree.bucket, trie.stride, dtree.bucket, ...")
 @click.option("--updates-per-s", "updates_per_s", type=click.FloatRange(min=0.0), default=0.0,
               help="Then the lookups again under random inserts and deletes at this rate (dtree, ptree; "
-                   "--set ptree.background=1 folds them in on a second thread).")
+                   "both updated in place).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_classify(rules_file: str, trace_file: str, algo: str, secs: float, settings: tuple[str, ...],
                    updates_per_s: float, as_json: bool) -> None:

@@ -177,16 +177,19 @@ def updates_cmd(out: str, quick: bool, seed: int, quiet: bool) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="no progress lines")
 def flood_cmd(out: str, quick: bool, seed: int, quiet: bool) -> None:
     """Cache flooding (paper §8): attack share 0-50 % with and without the
-    defences (doorkeeper admission, per-table miss-rate limit) on the ACL
-    scenario: legitimate throughput, p99 latency, hit rate, wrong answers."""
+    defences (doorkeeper admission, per-table miss-rate limit, the ELU's
+    shed gate) on the ACL scenario and the UPF CFG: legitimate throughput,
+    p99 latency, hit rate, shed PHVs, wrong answers."""
     from synapse_vmt.figures import flood as f
 
     s = f.run(Path(out), quick, seed, progress=None if quiet else lambda d: click.echo(f"  running {d}", err=True))
     for r in s["runs"]:
-        click.echo(f"  {r['kind']:>6} {r['defence']:>20} {r['attack_share']:.2f}: throughput x{r['legit_throughput_ratio']:.3f}, "
-                   f"p99 x{r['legit_p99_ratio']:.2f}, hit rate {r['legit_hit_rate']:.3f}, wrong {r['wrong_action']}")
-    for d, c in s["no_attack_cost"].items():
-        click.echo(f"  no attack, {d}: hit rate loss {c['hit_rate_loss']:.4f}")
+        click.echo(f"  {r['scenario']:>3} {r['kind']:>7} {r['defence']:>20} {r['attack_share']:.2f}: "
+                   f"throughput x{r['legit_throughput_ratio']:.3f}, p99 x{r['legit_p99_ratio']:.2f}, "
+                   f"hit rate {r['legit_hit_rate']:.3f}, shed {r['legit_shed']}, wrong {r['wrong_action']}")
+    for name, costs in s["no_attack_cost"].items():
+        for d, c in costs.items():
+            click.echo(f"  {name} no attack, {d}: hit rate loss {c['hit_rate_loss']:.4f}, p99 x{c['p99_ratio']:.2f}")
     click.echo(f"wrote {out}/summary.json, flood.csv, flood.png")
 
 

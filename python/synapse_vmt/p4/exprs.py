@@ -60,6 +60,7 @@ class Phv:
     widths: list[int] = field(default_factory=list)  # slot -> bits (1 for validity)
     stacks: dict[str, list[str]] = field(default_factory=dict)  # stack -> element headers
     stack_next: dict[str, int] = field(default_factory=dict)  # stack -> slot of its next index
+    unions: dict[str, list[str]] = field(default_factory=dict)  # header union -> member headers
     aliases: dict[str, int] = field(default_factory=dict)  # BMv2 field_aliases: "intrinsic_metadata.mcast_grp" -> slot
     #: The packet's own registers, as BMv2 keeps them beside the PHV
     #: (``RegisterAccess``): slot per name, never keyed or read by the program.
@@ -100,6 +101,14 @@ class Phv:
             except (KeyError, TypeError):
                 raise UserError(f"{path}: header_stacks[{i}]: expected header_ids of known headers") from None
             phv.stack_next[st["name"]] = phv._new(f"{st['name']}.$next$", 32)
+        by_id = {h.get("id"): h["name"] for h in doc.get("headers", [])}
+        for i, u in enumerate(doc.get("header_unions", []) or []):
+            if not isinstance(u, dict) or not isinstance(u.get("name"), str):
+                raise UserError(f"{path}: header_unions[{i}]: expected an object with a name and header_ids")
+            try:
+                phv.unions[u["name"]] = [by_id[j] for j in u.get("header_ids", [])]
+            except (KeyError, TypeError):
+                raise UserError(f"{path}: header_unions[{i}] ({u['name']}): expected header_ids of known headers") from None
         for a in doc.get("field_aliases", []) or []:
             if isinstance(a, list) and len(a) == 2 and isinstance(a[1], list) and tuple(a[1]) in phv.slot:
                 phv.aliases[str(a[0])] = phv.slot[tuple(a[1])]
@@ -135,6 +144,11 @@ class Phv:
         if s is None:
             raise UserError(f"{self.path}: expected a known field, found {ref[0]}.{ref[1]}")
         return s
+
+    def union_siblings(self, name: str) -> list[int]:
+        """The validity slots of the other members of ``name``'s header union
+        (BMv2: a member made valid, by extract or setValid, invalidates them)."""
+        return [self.headers[o].valid for m in self.unions.values() if name in m for o in m if o != name]
 
     def header(self, name: object) -> Header:
         h = self.headers.get(name) if isinstance(name, str) else None
@@ -353,6 +367,12 @@ class Codegen:
             if isinstance(right, dict) and right.get("type") == "header":
                 return f"(p[{self.phv.header(right.get('value')).valid}] != 0)"
             raise Unsupported("valid() of a non-header")
+        if op == "valid_union":
+            # BMv2: a header union is valid when one of its members is
+            if isinstance(right, dict) and right.get("type") == "header_union" and right.get("value") in self.phv.unions:
+                members = [f"p[{self.phv.header(h).valid}] != 0" for h in self.phv.unions[right["value"]]]
+                return "(" + (" or ".join(members) or "False") + ")"
+            raise Unsupported("valid_union() of a non-union")
         if op == "?:":
             lt, rt = sub(left), sub(right)
             bl, br = self.bound.get(lt), self.bound.get(rt)
@@ -404,7 +424,8 @@ class Codegen:
         # zeroed, and the packet's length register gains its bytes
         zero = "; ".join(f"p[{s}] = 0" for _, _, s in h.fields) or "pass"
         grow = f"; p[{self.phv.regs['length']}] += {h.bits // 8}" if not h.metadata else ""
-        return [f"if not p[{h.valid}]:", f"    {zero}; p[{h.valid}] = 1{grow}"]
+        others = "".join(f"; p[{o}] = 0" for o in self.phv.union_siblings(name))
+        return [f"if not p[{h.valid}]:", f"    {zero}; p[{h.valid}] = 1{grow}{others}"]
 
     def _named(self, x: object, kind: str, table: dict, op: str):
         if not isinstance(x, dict) or x.get("type") != kind:

@@ -64,7 +64,7 @@ class ParserCompiler:
         for _, w, s in h.fields:
             shift -= w
             lines.append(f"p[{s}] = (v >> {shift}) & {(1 << w) - 1}" if shift else f"p[{s}] = v & {(1 << w) - 1}")
-        lines += [f"p[{h.valid}] = 1", "pos = e"]
+        lines += [f"p[{h.valid}] = 1", *(f"p[{o}] = 0" for o in self.phv.union_siblings(hname)), "pos = e"]
         return lines
 
     def key_part(self, k: dict, where: str) -> tuple[str, int]:

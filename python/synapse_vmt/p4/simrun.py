@@ -33,6 +33,7 @@ its first run for every copy.
 from __future__ import annotations
 
 import json
+import tomllib
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -289,6 +290,14 @@ class ProgramRun:
     full: Trace | None = None  # a capture: the run over every packet (exact per-packet counters)
 
 
+def _simulable(pr: ProgramRun, program: str) -> ProgramRun:
+    """``pr``, or a one-line error when no packet reaches a table the
+    simulator can take (the exact and the fast run refuse alike)."""
+    if not pr.routes.tables:
+        raise UserError(f"{program}: no packet visits a keyed table the simulator can take; nothing to simulate")
+    return pr
+
+
 def prepare(program: str, entries_file: str | None, *, pcap: str | None = None, traffic=None,
             duration_ns: float | None = None, rate_mpps: float = 50.0, seed: int = 1) -> ProgramRun:
     """Interpret the distinct frames of a capture or of generated traffic
@@ -366,9 +375,9 @@ def build_sim(pr: ProgramRun, pmus: dict[str, list[int]], total_pmus: int, *, bl
     return RoutedSim(cfg, pr.routes, pr.feeder_factory())
 
 
-def program_summary(pr: ProgramRun, sim: RoutedSim) -> dict:
-    """The simulator's per-table summary plus the program's counters."""
-    s = sim.summary()
+def program_summary(pr: ProgramRun, sim: RoutedSim, s: dict | None = None) -> dict:
+    """The simulator's per-table summary (or ``s``, a fast run's) plus the program's counters."""
+    s = sim.summary() if s is None else s
     weights = pr.counts_of(sim.feeder)
     if pr.full is not None:
         counters = {k: v for k, v in pr.full.counters().items() if v["lookups"] > 0}
@@ -396,6 +405,67 @@ def program_summary(pr: ProgramRun, sim: RoutedSim) -> dict:
     dp = pr.trace.drop_pipeline
     by = {InterpExec.REASONS[p + 1]: int(weights[dp == p].sum()) for p in (0, 1) if (weights[dp == p] > 0).any()}
     s["p4_drops"] = {"total": sum(by.values()), "by_reason": by}
+    return s
+
+
+def fast_program(pr: ProgramRun, pmus: int, *, block_size: int = 256, window_ns: float = 10_000.0, seed: int = 1,
+                 overrides: dict | None = None, fast: dict | None = None) -> tuple[dict, RoutedSim]:
+    """The fast mode (docs/fast-mode.md) on generated traffic through a
+    program: the routed core gets every arrival of the run at once
+    (``run_fast``'s ``t_ps``, ``flows``); a sampled flow's PHVs follow its
+    route. Returns the summary (:func:`program_summary`'s, with the fast
+    run's figures and intervals) and the simulator (not run)."""
+    from synapse_vmt.scenario import Fast
+    from synapse_vmt.sim import fast_summary
+
+    if pr.full is not None:
+        raise UserError("fast mode: a capture (--pcap) runs in the exact engine only; generated traffic runs in both")
+    try:
+        fc = Fast.model_validate(fast or {}).model_dump()
+    except ValueError as e:
+        raise UserError(f"[fast]: {e}") from None
+    base = _sim_base(seed, window_ns, pr.duration_ns, block_size, overrides)
+    sim = build_sim(pr, even_split(pr.routes.tables, pmus), pmus, block_size=block_size, window_ns=window_ns, seed=seed,
+                    overrides=overrides)
+    t, r = sim.feeder(int(pr.duration_ns * 1000))
+    try:
+        s = sim.core.run_fast(json.dumps(fc), np.ascontiguousarray(t, dtype=np.uint64),
+                              np.ascontiguousarray(r, dtype=np.uint32))
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    s["warnings"] = fast_summary(s, pr.duration_ns, float(base.get("drain_ns", 1_000_000.0)))
+    return program_summary(pr, sim, s), sim
+
+
+def run_program_fast(out, *, program: str, entries_file: str | None, pcap: str | None = None, traffic=None,
+                     duration_ns: float | None = None, rate_mpps: float = 50.0, pmus: int = 16, block_size: int = 256,
+                     window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, fast: dict | None = None,
+                     warn=None, **_ignored) -> dict:
+    """``synapse run --fast`` of a program: summary.json (the exact run's
+    keys per table, an ``interval`` per figure, the program's counters),
+    windows.csv (estimated, no latency columns) and report.html."""
+    from pathlib import Path
+
+    from synapse_vmt import report, view
+
+    if pcap is not None:
+        raise UserError("fast mode: a capture (--pcap) runs in the exact engine only; generated traffic runs in both")
+    out = Path(out)
+    pr = _simulable(prepare(program, entries_file, pcap=None, traffic=traffic, duration_ns=duration_ns,
+                            rate_mpps=rate_mpps, seed=seed), program)
+    s, sim = fast_program(pr, pmus, block_size=block_size, window_ns=window_ns, seed=seed, overrides=overrides, fast=fast)
+    for w in s["warnings"]:
+        if warn:
+            warn(w)
+    s["pmus_total"] = pmus
+    w = s.pop("windows", None)
+    out.mkdir(parents=True, exist_ok=True)
+    report.write_json(out / "summary.json", s)
+    if w and len(w["t_ns"]):
+        nan = np.full(len(w["t_ns"]), np.nan)
+        report.write_windows_csv(out / "windows.csv", {**w, "lat_mean_ns": nan, "lat_p99_ns": nan},
+                                 sim.table_names(), window_ns)
+        view.finish_run(out, kind="fast", window_ns=window_ns)
     return s
 
 
@@ -482,71 +552,6 @@ class InterpExec:
                 left -= n
 
 
-class PlotSeries:
-    """The columns run.png plots, over bins of whole windows: the counters
-    (per table: hits, misses, HBM bytes, arrived, processed) summed, the
-    latencies and PMUs held averaged over the bin's windows that have them;
-    at most ``cap`` bins per table: when a table reaches it, neighbouring
-    bins merge (bins twice as wide). A long run's plot costs a bounded memory."""
-
-    SUMS = ("hits", "misses", "hbm_bytes", "arrived", "processed")
-    MEANS = ("lat_mean_ns", "lat_p50_ns", "lat_p99_ns", "pmus")
-    # a mean column is kept as the sum of its finite values and their count
-    COLS = SUMS + tuple(f"{c}/{x}" for c in MEANS for x in ("sum", "n"))
-
-    def __init__(self, window_ns: float, cap: int = 2048):
-        self.window_ns, self.cap, self.k = window_ns, cap, 1
-        self.bins: dict[int, list[list[float]]] = {}  # table -> closed bins [t_end, sums...]
-        self.open: dict[int, list[float]] = {}  # table -> [windows in it, t_end, sums...]
-
-    def add(self, w: dict) -> None:
-        cols = [np.asarray(w[c], dtype=np.float64) for c in self.SUMS]
-        for c in self.MEANS:
-            v = np.asarray(w[c], dtype=np.float64) if c in w else np.full(len(w["t_ns"]), np.nan)
-            ok = np.isfinite(v)
-            cols += [np.where(ok, v, 0.0), ok.astype(np.float64)]
-        for i, (t, te) in enumerate(zip(np.asarray(w["table"]).tolist(), np.asarray(w["t_ns"]).tolist())):
-            b = self.open.setdefault(int(t), [0, 0.0] + [0.0] * len(cols))
-            b[0] += 1
-            b[1] = te
-            for j, c in enumerate(cols):
-                b[2 + j] += c[i]
-            if b[0] == self.k:
-                done = self.bins.setdefault(int(t), [])
-                done.append(b[1:])
-                del self.open[int(t)]
-                if len(done) >= self.cap:
-                    self._merge()
-
-    def _merge(self) -> None:
-        for t, done in self.bins.items():
-            merged = []
-            for a in range(0, len(done) - 1, 2):
-                x, y = done[a], done[a + 1]
-                merged.append([y[0]] + [u + v for u, v in zip(x[1:], y[1:])])
-            if len(done) % 2:  # an odd last bin goes back to the open one
-                last = done[-1]
-                o = self.open.get(t)
-                self.open[t] = [self.k + (o[0] if o else 0), o[1] if o else last[0]] + \
-                    [u + (o[2 + j] if o else 0.0) for j, u in enumerate(last[1:])]
-            self.bins[t] = merged
-        self.k *= 2
-
-    def windows(self) -> tuple[dict, float]:
-        """(rows for report.plot_run, the bin width in ns)."""
-        rows = [(b[0], t, *b[1:]) for t, done in self.bins.items() for b in done]
-        rows.sort(key=lambda r: (r[0], r[1]))
-        a = np.array(rows, dtype=np.float64).reshape(len(rows), 2 + len(self.COLS))
-        out = {"t_ns": a[:, 0], "table": a[:, 1].astype(np.int64)}
-        out.update({c: a[:, 2 + j] for j, c in enumerate(self.SUMS)})
-        m = 2 + len(self.SUMS)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            for j, c in enumerate(self.MEANS):
-                n = a[:, m + 2 * j + 1]
-                out[c] = np.where(n > 0, a[:, m + 2 * j] / np.maximum(n, 1), np.nan)
-        return out, self.window_ns * self.k
-
-
 class NativeExec:
     """The compiled program's Rust executor (:class:`synapse_vmt.p4.engine.RustProgram`)
     run by the stream itself: the per-packet loop never leaves Rust."""
@@ -605,6 +610,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     from synapse_vmt.errors import atomic_write
     from synapse_vmt.p4.entries import load_entries
     from synapse_vmt.sim import failure, finish, pmu_warning
+    from synapse_vmt.view.bins import WindowBins
 
     if out_pcap is not None and engine != "rust":
         raise UserError("run --p4 --out-pcap: output packets need the compiled program's executor (the deparser); "
@@ -680,7 +686,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
             if warn:
                 warn(w)
         period = max(window_ns, 50 * window_ns)  # ns of simulated time per control period
-        t, series = 0.0, PlotSeries(window_ns)
+        t, series = 0.0, WindowBins()  # run.png's series: at most view.bins.CAP bins per table
         sim_s = sim_cpu = 0.0
         # windows.csv and edges.csv are written as the run goes (renamed at the end): only the
         # plot's columns stay in memory
@@ -702,7 +708,8 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
                 header[0] = True
             wcsv.writerows(report.window_rows(w, names, window_ns))
             ecsv.writerows(report.edge_rows(core.edges(), names))
-            series.add(w)
+            if w and len(w["t_ns"]):
+                series.add(w["t_ns"], w["table"], w)
 
         try:
             while not stream.done and (limit_ps is None or t * 1000 < limit_ps):
@@ -790,8 +797,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     if out_pcap is not None:
         s["out_pcap"] = {"dir": str(out_pcap), "packets": c["outputs"], "per_port": {str(k): v for k, v in per_port.items()},
                          "dropped": c["dropped"], "copies": c["copies"]}
-    w, bin_ns = series.windows()
-    report.plot_run(out / "run.png", w, names, bin_ns, hists)
+    report.plot_run(out / "run.png", series.windows_dict(), names, window_ns * series.k, hists)
     report.write_json(out / "summary.json", s)
     from synapse_vmt import view
 
@@ -801,7 +807,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
 
 # ---- program scenarios and the run command ---------------------------------------
 
-SCENARIO_KEYS = {"program", "traffic", "sim"}
+SCENARIO_KEYS = {"program", "traffic", "sim", "fast"}
 PROGRAM_KEYS = {"p4", "entries", "pcap", "rate_mpps", "duration_ns", "pmus", "block_size", "window_ns", "seed",
                 "timestamps", "ingress_port", "out_pcap", "stop_at_truncated", "engine"}
 BUILTIN = {"builtin:up4": "up4-bmv2.json.gz"}
@@ -873,6 +879,22 @@ def load_scenario(path: str) -> dict:
     return kw
 
 
+def load_fast(path: str, overrides: tuple[str, ...] | list[str] = ()) -> dict:
+    """A program scenario's ``[fast]`` table (the fast mode's parameters),
+    with ``--set fast.KEY=VALUE`` overrides; any other ``--set`` is an error."""
+    doc = read_toml(path) if path else {}
+    fast = dict(doc.get("fast") or {})
+    for o in overrides:
+        k, sep, v = o.partition("=")
+        if not sep or not k.startswith("fast.") or "." in k[5:]:
+            raise UserError(f"--set {o}: a program run takes only fast.KEY=VALUE overrides (its settings are in [program] and [sim])")
+        try:
+            fast[k[5:]] = tomllib.loads(f"x = {v}")["x"]
+        except tomllib.TOMLDecodeError:
+            fast[k[5:]] = v
+    return fast
+
+
 def load_traffic(path: str):
     """Generated traffic for ``run --p4 --traffic``: the ``[traffic]`` table of a TOML file."""
     from synapse_vmt.p4 import gentraffic
@@ -910,9 +932,8 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
     if out_pcap is not None:
         raise UserError("run --p4 --out-pcap: output packets are written for a capture (--pcap), not generated traffic")
     out = Path(out)
-    pr = prepare(program, entries_file, pcap=pcap, traffic=traffic, duration_ns=duration_ns, rate_mpps=rate_mpps, seed=seed)
-    if not pr.routes.tables:
-        raise UserError(f"{program}: no packet visits a keyed table the simulator can take; nothing to simulate")
+    pr = _simulable(prepare(program, entries_file, pcap=pcap, traffic=traffic, duration_ns=duration_ns,
+                            rate_mpps=rate_mpps, seed=seed), program)
     sim = build_sim(pr, even_split(pr.routes.tables, pmus), pmus, block_size=block_size, window_ns=window_ns, seed=seed,
                     overrides=overrides)
     warnings = [w for w in [pmu_warning(sim.core, pmus)] if w]

@@ -87,14 +87,15 @@ def facts(run: Run) -> str:
 
 
 def _facts(run: Run) -> str:
-    span = len(run.t_ns) * run.window_ns
+    span = run.windows * run.window_ns
     inv = run.invariants
     ok = all(v.get("ok", v.get("wrong_action", 0) == 0 and v.get("lost", 0) == 0) for v in inv.values()) if inv else None
     status = "-" if ok is None else ('<span class="ok">hold</span>' if ok else '<span class="bad">VIOLATED</span>')
     b = run.bottleneck
     items = [f"<b>{len(run.names)}</b> tables simulated" + (f" of {len(run.graph_nodes)} drawn" if len(run.graph_nodes) != len(run.names) else ""),
-             (f"the last <b>{F.fmt_ns(span)}</b> of {F.fmt_ns(float(run.t_ns[-1]))} simulated ({len(run.t_ns)} windows of {F.fmt_ns(run.window_ns)})"
-              if "live" in run.kind else f"<b>{F.fmt_ns(span)}</b> simulated in {len(run.t_ns)} windows of {F.fmt_ns(run.window_ns)}"),
+             (f"the last <b>{F.fmt_ns(span)}</b> of {F.fmt_ns(float(run.t_ns[-1]))} simulated ({run.windows} windows of {F.fmt_ns(run.window_ns)})"
+              if "live" in run.kind else f"<b>{F.fmt_ns(span)}</b> simulated in {run.windows} windows of {F.fmt_ns(run.window_ns)}"
+              + (f", drawn in bins of {run.bin_windows}" if run.bin_windows > 1 else "")),
              f"invariants: {status}"]
     if b:
         t = run.tables[b]
@@ -163,7 +164,10 @@ def sections(run: Run) -> list[Section]:
         hidden = (f"<details><summary>{len(run.graph_hidden)} more tables of the program, which no packet visited "
                   "(not drawn)</summary><p>" + ", ".join(html.escape(n) for n in run.graph_hidden) + "</p></details>")
     out = [Section("graph", "The program's table graph", F.graph_figure(run), html=hidden, note=GRAPH_NOTE),
-           Section("heatmap", "Per-table time series", F.heatmap_figure(run), note=HEAT_NOTE)]
+           Section("heatmap", "Per-table time series", F.heatmap_figure(run), note=HEAT_NOTE + (
+               f" This run's {run.windows} windows are drawn in bins of {run.bin_windows}: a column is a bin "
+               "(counters summed, latencies and PMUs averaged), hover for its windows' smallest and largest values."
+               if run.bin_windows > 1 else ""))]
     if run.closed_loop:
         out.append(Section("pmus", "PMU allocation over time", F.pmu_figure(run),
                            note="PMUs held per table (stacked); triangles: the controller's decisions that moved PMUs, hover for what each changed."))

@@ -258,11 +258,15 @@ def heatmap_figure(run: Run, order: list[str] | None = None, ranges: dict | None
     w = 1.0 / len(mets)
     row_px = 15 if T <= 50 else 11
     plot_px = 40 + row_px * T  # the plot area's height: colour bars sit a fixed distance under it
+    binned = run.bin_windows > 1
     for i, (key, t, unit, log) in enumerate(mets):
         g = np.full((T, len(run.t_ns)), np.nan)
+        lo_w, hi_w = g.copy(), g.copy()  # a bin's smallest and largest window
         for r, j in enumerate(rows):
             if j >= 0:
                 g[r] = run.grid[key][j]
+                if binned:
+                    lo_w[r], hi_w[r] = run.grid_lo[key][j], run.grid_hi[key][j]
         z, lo, hi = _scale(g, log)
         if ranges and key in ranges:
             lo, hi = ranges[key]
@@ -273,9 +277,15 @@ def heatmap_figure(run: Run, order: list[str] | None = None, ranges: dict | None
         if log:
             tv, tt = _log_ticks(lo, hi, unit)
             bar.update(tickvals=tv, ticktext=tt)
+        if binned:  # a column is a bin of windows: its figure, and its windows' range (a spike shows on hover)
+            cd = np.stack([_r4(g), _r4(lo_w), _r4(hi_w)], axis=-1)
+            hov = (f"%{{y}}<br>bin ending at t = %{{x}} µs ({run.bin_windows} windows)<br>{t}: %{{customdata[0]{HOVER[unit]}}} {unit}"
+                   f"<br>windows from %{{customdata[1]{HOVER[unit]}}} to %{{customdata[2]{HOVER[unit]}}}<extra></extra>")
+        else:
+            cd, hov = _r4(g), f"%{{y}}<br>t = %{{x}} µs<br>{t}: %{{customdata{HOVER[unit]}}} {unit}<extra></extra>"
         fig.add_trace(go.Heatmap(
-            z=_r4(z), x=x, y=ylab, zmin=lo, zmax=hi, colorscale=COLORSCALES[key], colorbar=bar, customdata=_r4(g),
-            hovertemplate=f"%{{y}}<br>t = %{{x}} µs<br>{t}: %{{customdata{HOVER[unit]}}} {unit}<extra></extra>"), row=1, col=i + 1)
+            z=_r4(z), x=x, y=ylab, zmin=lo, zmax=hi, colorscale=COLORSCALES[key], colorbar=bar, customdata=cd,
+            hovertemplate=hov), row=1, col=i + 1)
         fig.update_xaxes(title_text="time (µs)", title_font=dict(size=11), tickfont=dict(size=10), row=1, col=i + 1)
     fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=ylab, ticktext=ylab, tickfont=dict(size=11 if T <= 50 else 9))
     fig.update_yaxes(showticklabels=True, row=1, col=1)

@@ -33,6 +33,7 @@ import numpy as np
 from synapse_vmt import cmdline
 from synapse_vmt.errors import UserError
 from synapse_vmt.view import rundir
+from synapse_vmt.view.bins import WindowBins
 
 
 class Recorder:
@@ -98,8 +99,10 @@ def snapshot(target) -> rundir.Run | None:
         return None
     num = {k: np.asarray(v, dtype=float) for k, v in w.items() if k != "table"}
     t_ns = np.unique(num["t_ns"])
+    bins = WindowBins(ends=t_ns)
+    bins.add(num.pop("t_ns"), np.asarray(w["table"], dtype=np.int64), num)
     summ["invariants"] = inv
-    run = rundir.build(Path("(live)"), rec.names, np.asarray(w["table"], dtype=np.int64), num, t_ns, rec.window_ns,
+    run = rundir.build(Path("(live)"), rec.names, bins, rec.window_ns,
                        meta={"kind": "serve --sim (live)", "command": cmdline.text()}, summary=summ, config=config,
                        edges=edges, latency=lat, cfg=getattr(target, "cfg_json", None))
     run.decisions = [d for d in decisions if d["t_ns"] >= t_ns[0] - rec.window_ns]  # those within the recorded windows

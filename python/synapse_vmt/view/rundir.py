@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import csv
 import json
-from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +40,7 @@ import numpy as np
 
 from synapse_vmt import cmdline
 from synapse_vmt.errors import UserError, atomic_write
+from synapse_vmt.view.bins import OutOfOrder, WindowBins
 
 RUN_FORMAT = "synapse-run"
 
@@ -88,7 +88,7 @@ class Run:
     command: str
     window_ns: float
     names: list[str]  # tables with window rows, in the file's first-seen order
-    t_ns: np.ndarray  # window ends
+    t_ns: np.ndarray  # window ends (a long run: each bin's last window end, view/bins.py)
     grid: dict[str, np.ndarray]  # metric -> (len(names), len(t_ns)); NaN where a table had no row
     tables: dict[str, dict]  # per table of ``names``: run totals and figures
     graph_nodes: list[str]  # every table the graph shows (the program's, in its order)
@@ -100,6 +100,10 @@ class Run:
     invariants: dict[str, dict] = field(default_factory=dict)  # label -> check_invariants()
     decisions: list[dict] = field(default_factory=list)  # {t_ns, held: {table: n}, target: {table: n}, note}
     schemes: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # upf.csv: scheme -> column -> values
+    windows: int = 0  # statistics windows of the run
+    bin_windows: int = 1  # windows per column of ``t_ns``/``grid`` (1 up to view.bins.CAP windows)
+    grid_lo: dict[str, np.ndarray] = field(default_factory=dict)  # per metric the smallest window of each column's
+    grid_hi: dict[str, np.ndarray] = field(default_factory=dict)  # and the largest
 
     @property
     def by_load(self) -> list[str]:
@@ -115,8 +119,9 @@ class Run:
 
     @property
     def closed_loop(self) -> bool:
+        lo, hi = self.grid_lo.get("pmus", self.grid["pmus"]), self.grid_hi.get("pmus", self.grid["pmus"])
         return bool(self.decisions) or any(
-            np.nanmax(r) != np.nanmin(r) for r in self.grid["pmus"] if np.isfinite(r).any())
+            np.nanmax(h) != np.nanmin(lw) for lw, h in zip(lo, hi) if np.isfinite(h).any())
 
 
 def _read_json(path: Path) -> dict:
@@ -126,35 +131,16 @@ def _read_json(path: Path) -> dict:
         raise UserError(f"{path}: not a JSON file the report can read ({e})") from None
 
 
-def _read_csv(path: Path, numeric: bool = False) -> dict[str, list]:
-    """A CSV file's columns by header name. With ``numeric``, every column
-    but ``table`` becomes floats (empty: nan) as the rows are read, and the
-    table names are shared: a long run's windows.csv then costs 8 bytes a
-    value instead of a string object per field."""
-    try:
-        with path.open(newline="") as f:
-            rows = csv.reader(f)
-            head = next(rows, None)
-            if not head:
-                raise UserError(f"{path}:1: expected a header line")
-            cols: dict[str, list] = {h: (array("d") if numeric and h != "table" else []) for h in head}
-            put = [cols[h] for h in head]
-            conv = [numeric and h != "table" for h in head]
-            names: dict[str, str] = {}
-            for i, r in enumerate(rows, 2):
-                if len(r) != len(head):
-                    raise UserError(f"{path}:{i}: expected {len(head)} fields, found {len(r)}")
-                for h, c, v, num in zip(head, put, r, conv):
-                    if not num:
-                        c.append(names.setdefault(v, v) if numeric else v)
-                        continue
-                    try:
-                        c.append(float(v) if v != "" else np.nan)
-                    except ValueError as e:
-                        raise UserError(f"{path}: column {h}: {e}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot read ({e})") from None
-    return cols
+def _read_csv(path: Path) -> dict[str, list[str]]:
+    """A small CSV file's columns by header name (windows.csv and edges.csv,
+    which grow with the run, are streamed instead)."""
+    cols: dict[str, list[str]] = {}
+    for head, _, r in _rows(path):
+        if not cols:
+            cols = {h: [] for h in head}
+        for h, v in zip(head, r):
+            cols[h].append(v)
+    return cols or {h: [] for h in _header(path)}
 
 
 def _floats(path: Path, cols: dict[str, list[str]], name: str) -> np.ndarray:
@@ -165,70 +151,150 @@ def _floats(path: Path, cols: dict[str, list[str]], name: str) -> np.ndarray:
 
 
 NEEDED = ("t_ns", "table", "arrived", "processed", "hits", "misses", "hbm_bytes", "lat_mean_ns", "lat_p99_ns", "pmus")
+#: windows.csv rows read and folded at a time
+CHUNK = 8192
+
+
+def _rows(path: Path):
+    """(header, line number, row) of a CSV file, streamed; a row of another
+    width than the header is a :class:`UserError` naming its line."""
+    try:
+        with path.open(newline="") as f:
+            rows = csv.reader(f)
+            head = next(rows, None)
+            if not head:
+                raise UserError(f"{path}:1: expected a header line")
+            for i, r in enumerate(rows, 2):
+                if len(r) != len(head):
+                    raise UserError(f"{path}:{i}: expected {len(head)} fields, found {len(r)}")
+                yield head, i, r
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read ({e})") from None
+
+
+def _header(path: Path) -> list[str]:
+    try:
+        with path.open(newline="") as f:
+            head = next(csv.reader(f), None)
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read ({e})") from None
+    if not head:
+        raise UserError(f"{path}:1: expected a header line")
+    return head
+
+
+def _fold_windows(path: Path, head: list[str], names: dict[str, int], ends: np.ndarray | None = None) -> WindowBins:
+    """windows.csv folded into :class:`WindowBins`, :data:`CHUNK` rows at a
+    time (the file is never held whole); ``names`` gets each table's index in
+    first-seen order. Raises :class:`OutOfOrder` (without ``ends``) on a row
+    earlier than the window before it."""
+    bins = WindowBins(ends=ends)
+    num = [h for h in head if h != "table"]
+    at = {h: head.index(h) for h in head}
+    tcol = at["table"]
+    buf: list[list[str]] = []
+
+    def flush():
+        cols = {}
+        for h in num:
+            k = at[h]
+            try:
+                cols[h] = np.array([float(r[k]) if r[k] != "" else np.nan for r in buf], dtype=float)
+            except ValueError as e:
+                raise UserError(f"{path}: column {h}: {e}") from None
+        tab = np.array([names.setdefault(r[tcol], len(names)) for r in buf], dtype=np.int64)
+        bins.add(cols.pop("t_ns"), tab, cols)
+        buf.clear()
+
+    for _, _, r in _rows(path):
+        buf.append(r)
+        if len(buf) == CHUNK:
+            flush()
+    if buf:
+        flush()
+    return bins
+
+
+def _window_ends(path: Path, head: list[str]) -> np.ndarray:
+    """Every distinct window end of windows.csv, sorted (for a file whose rows are not in time order)."""
+    k = head.index("t_ns")
+    ends = np.zeros(0)
+    buf: list[float] = []
+    for _, _, r in _rows(path):
+        try:
+            buf.append(float(r[k]) if r[k] != "" else np.nan)
+        except ValueError as e:
+            raise UserError(f"{path}: column t_ns: {e}") from None
+        if len(buf) == CHUNK:
+            ends, buf = np.union1d(ends, buf), []
+    return np.union1d(ends, buf)
 
 
 def load(path: str | Path) -> Run:
     """Reads a run directory (see the module doc); a missing windows.csv or a
-    malformed file is a :class:`UserError` naming it."""
+    malformed file is a :class:`UserError` naming it. windows.csv is streamed
+    into at most :data:`~synapse_vmt.view.bins.CAP` bins per table: a run of
+    any length costs the same memory."""
     d = Path(path)
     wpath = d / "windows.csv"
     if not d.is_dir():
         raise UserError(f"{d}: no such run directory")
     if not wpath.is_file():
         raise UserError(f"{d}: no windows.csv: not a run's output directory (synapse run -o DIR writes one)")
-    cols = _read_csv(wpath, numeric=True)
-    missing = [c for c in NEEDED if c not in cols]
+    head = _header(wpath)
+    missing = [c for c in NEEDED if c not in head]
     if missing:
         raise UserError(f"{wpath}:1: missing column(s) {', '.join(missing)}")
+    names: dict[str, int] = {}
+    try:
+        bins = _fold_windows(wpath, head, names)
+    except OutOfOrder:  # rows not in time order: every window end first, then the rows into their bins
+        names.clear()
+        bins = _fold_windows(wpath, head, names, ends=_window_ends(wpath, head))
     meta = _read_json(d / "run.json") if (d / "run.json").is_file() else {}
     summary = _read_json(d / "summary.json") if (d / "summary.json").is_file() else {}
     config = _read_json(d / "scenario.json") if (d / "scenario.json").is_file() else {}
-    names = list(dict.fromkeys(cols["table"]))
-    num = {c: np.array(cols[c], dtype=float) for c in cols if c != "table"}
-    t_all = num["t_ns"]
-    t_ns = np.unique(t_all)
-    window_ns = float(meta.get("window_ns") or config.get("window_ns") or (np.min(np.diff(t_ns)) if len(t_ns) > 1 else t_ns[0] if len(t_ns) else 1.0))
-    idx = {n: i for i, n in enumerate(names)}
-    return build(d, names, [idx[x] for x in cols["table"]], num, t_ns, window_ns, meta=meta, summary=summary,
-                 config=config, edges=_edges(d), latency=_latency(d), cfg=_cfg(d))
+    ends = bins.ends_ns()
+    window_ns = float(meta.get("window_ns") or config.get("window_ns") or bins.step_ns() or (ends[0] if len(ends) else 1.0))
+    return build(d, list(names), bins, window_ns, meta=meta, summary=summary, config=config, edges=_edges(d),
+                 latency=_latency(d), cfg=_cfg(d))
 
 
-def build(d: Path, names: list[str], table_idx, num: dict[str, np.ndarray], t_ns: np.ndarray, window_ns: float, *,
-          meta: dict, summary: dict, config: dict, edges: dict[tuple[str, str], float],
-          latency: dict, cfg: dict | None) -> Run:
-    """A :class:`Run` from window columns (``num``: name -> values, ``table_idx``
-    per row): shared by :func:`load` and the live view (windows in memory)."""
-    from synapse_vmt.report import table_grid
-
-    T, W = len(names), len(t_ns)
-    ti = np.asarray(table_idx, dtype=np.int64)
-    looked = num["hits"] + num["misses"]
-    _, grid = table_grid({**num, "table": ti}, T, window_ns)
-    span_ns = W * window_ns
+def build(d: Path, names: list[str], bins: WindowBins, window_ns: float, *, meta: dict, summary: dict, config: dict,
+          edges: dict[tuple[str, str], float], latency: dict, cfg: dict | None) -> Run:
+    """A :class:`Run` from window rows folded into bins (table ``j`` of
+    ``bins``: ``names[j]``): shared by :func:`load` and the live view
+    (windows in memory)."""
+    grid, lo, hi = bins.grid(window_ns)
+    T = len(names)
+    if bins.tables < T:  # a table named but without rows (yet)
+        grid, lo, hi = ({k: np.vstack([v, np.full((T - v.shape[0], v.shape[1]), np.nan)]) for k, v in g.items()}
+                        for g in (grid, lo, hi))
+    span_ns = bins.windows * window_ns
     tables: dict[str, dict] = {}
     for j, n in enumerate(names):
-        m = ti == j
-        lk = float(looked[m].sum())
-        lat = np.nan_to_num(num["lat_mean_ns"][m])
+        b = bins.table(j)
+        looked = b["hits"] + b["misses"]
+        lk = float(looked.sum())
         hist = latency.get(n)
         if hist is not None and hist[2].sum() > 0:
             p50, p99 = quantiles(hist, (0.5, 0.99))
-        else:  # no histogram: the windows' own figures (p99: the worst window)
-            p50s = num["lat_p50_ns"][m] if "lat_p50_ns" in num else np.zeros(0)
-            p99s = num["lat_p99_ns"][m]
+        else:  # no histogram: the windows' own figures (p50: the median window, over bins the median bin; p99: the worst window)
+            p50s, p99s = b["lat_p50_ns"], b["lat_p99_ns_max"]
             p50 = float(np.median(p50s[np.isfinite(p50s)])) if np.isfinite(p50s).any() else float("nan")
             p99 = float(np.max(p99s[np.isfinite(p99s)])) if np.isfinite(p99s).any() else float("nan")
-        mean_lat = float((lat * looked[m]).sum() / lk) if lk else float("nan")
+        rows = float(b["rows"].sum())
+        mean_lat = float(b["lookup_time"].sum() / lk) if lk else float("nan")
         tables[n] = {
-            "arrived": int(num["arrived"][m].sum()), "processed": int(num["processed"][m].sum()), "lookups": int(lk),
-            "hit_rate": float(num["hits"][m].sum() / lk) if lk else float("nan"),
-            "offered_mpps": float(num["arrived"][m].sum() / span_ns * 1e3) if span_ns else float("nan"),
-            "throughput_mpps": float(num["processed"][m].sum() / span_ns * 1e3) if span_ns else float("nan"),
+            "arrived": int(b["arrived"].sum()), "processed": int(b["processed"].sum()), "lookups": int(lk),
+            "hit_rate": float(b["hits"].sum() / lk) if lk else float("nan"),
+            "offered_mpps": float(b["arrived"].sum() / span_ns * 1e3) if span_ns else float("nan"),
+            "throughput_mpps": float(b["processed"].sum() / span_ns * 1e3) if span_ns else float("nan"),
             "mean_latency_ns": mean_lat, "p50_latency_ns": p50, "p99_latency_ns": p99,
-            "hbm_gbps": float(num["hbm_bytes"][m].sum() / span_ns) if span_ns else float("nan"),
-            "pmus_mean": float(np.mean(num["pmus"][m])) if m.any() else 0.0,
-            "pmus_max": int(np.max(num["pmus"][m])) if m.any() else 0,
-            "lookup_time_ns": float((lat * looked[m]).sum()),
+            "hbm_gbps": float(b["hbm_bytes"].sum() / span_ns) if span_ns else float("nan"),
+            "pmus_mean": float(b["pmus/sum"].sum() / rows) if rows else 0.0,
+            "pmus_max": int(np.max(b["pmus_max"])) if rows else 0,
+            "lookup_time_ns": float(b["lookup_time"].sum()),
         }
     total = sum(t["lookup_time_ns"] for t in tables.values())
     for t in tables.values():
@@ -236,10 +302,10 @@ def build(d: Path, names: list[str], table_idx, num: dict[str, np.ndarray], t_ns
     nodes, gedges = _graph(names, config, cfg, edges)
     hidden = [t["name"] for t in cfg["tables"] if t["name"] not in set(nodes)] if cfg is not None else []
     return Run(path=d, kind=str(meta.get("kind") or _guess_kind(d, summary, cfg)), command=str(meta.get("command") or ""),
-               window_ns=window_ns, names=names, t_ns=t_ns, grid=grid, tables=tables, graph_nodes=nodes, graph_edges=gedges,
-               graph_hidden=hidden,
-               latency=latency, summary=summary, config=config, invariants=_invariants(summary),
-               decisions=_decisions(summary), schemes=_schemes(d))
+               window_ns=window_ns, names=names, t_ns=bins.ends_ns(), grid=grid, tables=tables, graph_nodes=nodes,
+               graph_edges=gedges, graph_hidden=hidden, latency=latency, summary=summary, config=config,
+               invariants=_invariants(summary), decisions=_decisions(summary), schemes=_schemes(d),
+               windows=bins.windows, bin_windows=bins.k, grid_lo=lo, grid_hi=hi)
 
 
 def quantiles(hist: tuple[np.ndarray, np.ndarray, np.ndarray], qs) -> list[float]:
@@ -265,12 +331,17 @@ def _edges(d: Path) -> dict[tuple[str, str], float]:
     p = d / "edges.csv"
     if not p.is_file():
         return {}
-    cols = _read_csv(p)
-    if not {"src", "dst", "count"} <= set(cols):
+    head = _header(p)
+    if not {"src", "dst", "count"} <= set(head):
         raise UserError(f"{p}:1: expected columns t_ns, src, dst, count")
+    ks, kt, kc = (head.index(h) for h in ("src", "dst", "count"))
     out: dict[tuple[str, str], float] = {}
-    for s, t, c in zip(cols["src"], cols["dst"], _floats(p, cols, "count")):
-        out[(s, t)] = out.get((s, t), 0.0) + c
+    for _, _, r in _rows(p):  # streamed: a long run's edges.csv is never held whole
+        try:
+            c = float(r[kc]) if r[kc] != "" else np.nan
+        except ValueError as e:
+            raise UserError(f"{p}: column count: {e}") from None
+        out[(r[ks], r[kt])] = out.get((r[ks], r[kt]), 0.0) + c
     return out
 
 

@@ -176,7 +176,6 @@ impl BuildConfig {
         "ptree.max_trees",
         "ptree.small",
         "ptree.max_delta",
-        "ptree.background",
     ];
 
     /// Sets one parameter by its dotted name (`trie.stride`, `dtree.bucket`,
@@ -210,7 +209,6 @@ impl BuildConfig {
             "ptree.max_trees" => self.ptree.max_trees = num(key, value)?,
             "ptree.small" => self.ptree.small = num(key, value)?,
             "ptree.max_delta" => self.ptree.max_delta = num(key, value)?,
-            "ptree.background" => self.ptree.background = num::<u8>(key, value)? != 0,
             _ => return Err(format!("unknown build parameter {key:?} (expected one of: {})", Self::KEYS.join(", "))),
         }
         Ok(())

@@ -32,13 +32,18 @@
 //! and searched linearly; ClassBench sets have none.
 //!
 //! **Updates** ([`PTree::insert`], [`PTree::delete`]; positions as in
-//! [`super::dtree::DTree`]) leave the trees' lookup path as it is. The
-//! blocks keep the rule ids of the build, whose order among themselves
-//! never changes: a delete rewrites the rule's lanes to bounds no key meets
-//! (a tombstone), an insert goes to a small *delta* searched after the trees
-//! and compared by current position ([`Updates`]). When the delta or the
-//! tombstones outgrow their bound the tree is built again (folded in) in
-//! the updating call.
+//! [`super::dtree::DTree`]) write the trees in place. The first one gives
+//! every rule a priority *key* spread over a key space (the lanes hold
+//! keys, in the same order as the positions), so an insert takes a free
+//! key between its neighbours' and no other rule's changes; a rank table
+//! (a bit per key, counts per word) turns the key a lookup finds into the
+//! rule's current position in two loads and a popcount. An insert writes
+//! its lane, in key order, into the leaves its box reaches; a delete takes
+//! it out of them (no tombstones, no delta: the leaves are always exact).
+//! A leaf that outgrows its blocks moves to new ones at the end; every
+//! `max(max_delta, rules / 4)` updates the blocks are compacted (one pass).
+//! When neighbouring keys meet, a window of keys around them is spread
+//! again (amortised, as in an order-maintenance list).
 
 use super::simd::{self, Node, Row, BIAS, INNER, LANES, NODE_SLOTS, NODE_THRESHOLDS};
 use super::{BuildError, Classifier, Match, MemAccess, MemoryWalk};
@@ -68,20 +73,14 @@ pub struct PTreeConfig {
     /// replication (spfac 2 and 4), kept when the estimated lookup cost is
     /// at most 0.9x the partitioned one's (0: never; [`PTree::build`]).
     pub small: usize,
-    /// Updates fold in (rebuild) beyond `max(max_delta, rules / 16)`
-    /// inserted rules or `max(max_delta, rules / 4)` deleted ones.
+    /// Updates between compactions of the leaf blocks:
+    /// `max(max_delta, rules / 4)`.
     pub max_delta: usize,
-    /// Fold in on a background thread: the updates go on into the delta
-    /// (and a log) while the new tree builds from a snapshot; the update
-    /// that finds it built replays the log onto it and swaps it in. Off
-    /// (the simulator's ELU), the update that passes the bound rebuilds,
-    /// so when a fold-in happens depends on the updates alone.
-    pub background: bool,
 }
 
 impl Default for PTreeConfig {
     fn default() -> Self {
-        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, avx512: true, max_trees: 4, small: 16384, max_delta: 64, background: false }
+        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, avx512: true, max_trees: 4, small: 16384, max_delta: 64 }
     }
 }
 
@@ -191,12 +190,12 @@ pub struct PTree {
     avx512: bool,
     stats: PTreeStats,
     /// The built set, by rule id (the position at the build), and per id
-    /// its tree (`u32::MAX`: none), to find its lanes and to fold in.
+    /// its tree (`u32::MAX`: none): what the first update starts from.
     set: RuleSet,
     tree_of: Vec<u32>,
     /// Per rule id that covered a leaf's whole box, the rules the build
-    /// dropped after it there (`fill`: they could not win); they go to the
-    /// delta when it is deleted.
+    /// dropped after it there (`fill`: they could not win); they go back
+    /// into the leaves when it is deleted.
     shadow: std::collections::HashMap<u32, Vec<u32>>,
     /// The parameters asked for (`config` may be a replicated variant).
     asked: PTreeConfig,
@@ -205,101 +204,142 @@ pub struct PTree {
     /// What the ELU's memory holds ([`Image`]): built on the first walk,
     /// read by the walk alone.
     image: std::sync::OnceLock<Image>,
-    /// A fold-in building on a background thread (`config.background`).
-    background: Option<Box<Fold>>,
-    /// Rows the build wrote, and updates folded into the trees in place
-    /// since ([`PTree::fold_in_place`]): past their bounds the tree is
-    /// built again.
-    built_rows: usize,
-    folded: usize,
 }
-
-/// A fold-in under way on a background thread: the new tree builds from
-/// the rules as they were when it started; the updates since wait in `log`
-/// to be replayed onto it.
-struct Fold {
-    handle: std::thread::JoinHandle<Result<PTree, BuildError>>,
-    log: Vec<Op>,
-}
-
-/// An update, as replayed onto a tree folded in the background.
-enum Op {
-    Insert(usize, Rule),
-    Delete(usize),
-}
-
-/// While a background fold-in builds, the delta and tombstones may grow to
-/// this many times their bound; past it the update waits for the build
-/// (lookups slow down with the delta).
-const FOLD_WAIT: usize = 2;
 
 /// The trees as the ELU's memory holds them, at the addresses the walk
 /// charges: the nodes (64-byte lines from address 0), then the leaf blocks,
 /// then the rules searched linearly. The walk ([`MemoryWalk::walk`]) reads
-/// only this (and the delta of updates), so its answer is what the memory
-/// gives: a fault there is a wrong answer, not just wrong timing. Built
-/// from the software trees on the first walk; updates that rewrite blocks
-/// (tombstones) write both; a fold-in builds a new tree and image.
+/// only this (and the rank table after updates), so its answer is what the
+/// memory gives: a fault there is a wrong answer, not just wrong timing.
+/// Built from the software trees on the first walk; an update writes the
+/// leaves it changed to both; a compaction builds it again.
 struct Image {
     nodes: Vec<Node>,
     rows: Vec<Row>,
     odd: Vec<(u32, Rule)>,
 }
 
-/// What changed since the build.
-#[derive(Clone, Debug, Default)]
+/// The updates in place ([`PTree::insert`], [`PTree::delete`]): every rule
+/// by a slot, its priority key, and the rank table that turns the key a
+/// lookup finds into the rule's current position.
+#[derive(Clone, Debug)]
 struct Updates {
-    /// Current position of each rule id (`u32::MAX`: deleted).
-    pos: Vec<u32>,
-    /// Rules searched beside the trees, by current position: (position,
-    /// rule id or [`NEW`], rule). A built rule is here when a rule that
-    /// covered it out of a leaf was deleted.
-    delta: Vec<(u32, u32, Rule)>,
-    /// The delta as leaf blocks (same layout and kernels, lanes in delta
-    /// order, the index row holding the delta index), so a lookup tests
-    /// eight of its rules at a time; empty when some delta rule is not a
-    /// box (then it is searched rule by rule: `resolve`).
-    rows: Vec<Row>,
-    /// `rows` holds the delta (every rule of it that can match).
-    blocks: bool,
-    /// Rules now, tombstoned rule ids.
+    /// Keys are below this (below the 16-bit empty id when ids sit beside
+    /// the folded protocol); a multiple of 64.
+    space: u32,
+    /// The rank table: a bit per key in use; per word of 64 keys those in
+    /// use before it within its run of 64 words (`lo`), per run those
+    /// before it (`hi`). A key's rank is two loads and a popcount; an
+    /// update adds to at most 63 + `space / 4096` counters.
+    bits: Vec<u64>,
+    lo: Vec<u16>,
+    hi: Vec<u32>,
+    /// Per key its slot (`u32::MAX`: none).
+    slot_of: Vec<u32>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
     live: usize,
-    dead: usize,
-    /// Raised when a fold-in failed (over budget), so it is not retried
-    /// on every update.
-    slack: usize,
+    /// Per slot the rules the build dropped below it where it covered a
+    /// leaf's whole box (slot, generation): they go back into the leaves
+    /// when it is deleted.
+    shadow: std::collections::HashMap<u32, Vec<(u32, u32)>>,
+    /// Per block: the blocks of the allocation starting there (0: none),
+    /// and the leaves using it (a leaf shared by others is copied before
+    /// it is written).
+    cap: Vec<u32>,
+    refs: Vec<u32>,
+    /// Updates since the last compaction; blocks no leaf uses.
+    since: usize,
+    garbage: usize,
+    widths: Vec<u8>,
+    /// The fields the partition cuts on (where a new rule's tree is found).
+    cut: Vec<usize>,
+    /// A lane no key meets, as its column of a block.
+    empty: Lane,
 }
 
-/// The rule id of an inserted rule in the delta.
-const NEW: u32 = u32::MAX;
+/// A rule as an update sees it: the rule, its box (`Err`: not a range,
+/// searched aside), its tree, its key (`u32::MAX`: the slot is free) and
+/// a generation that a delete moves on (so a stale shadow entry is known).
+#[derive(Clone, Debug)]
+struct Slot {
+    rule: Rule,
+    bx: Result<Option<Box_>, ()>,
+    tree: u32,
+    key: u32,
+    gen: u32,
+}
+
+/// One lane of a leaf block: its word in each row.
+type Lane = [u32; 24];
 
 impl Updates {
-    /// The current position of the best of the trees' rule id `best` and
-    /// the delta's rules that match `key`.
-    #[inline(never)]
-    fn resolve(&self, best: u32, key: &Key) -> Match {
-        let p = if best == u32::MAX { u32::MAX } else { self.pos[best as usize] };
-        for &(q, _, ref r) in &self.delta {
-            if q >= p {
-                break;
-            }
-            if r.matches(key) {
-                return Some(q);
-            }
+    /// The number of keys in use below `k`: a rule's current position.
+    #[inline(always)]
+    fn rank(&self, k: u32) -> u32 {
+        if k >= self.space {
+            return self.live as u32;
         }
-        (p != u32::MAX).then_some(p)
+        let w = (k >> 6) as usize;
+        self.hi[w >> 6] + self.lo[w] as u32 + (self.bits[w] & ((1u64 << (k & 63)) - 1)).count_ones()
     }
 
-    /// Moves every position at or after `from` by `d` (+1 or -1).
-    fn shift(&mut self, from: u32, d: u32) {
-        for x in &mut self.pos {
-            *x = x.wrapping_add(if *x >= from && *x != u32::MAX { d } else { 0 });
+    /// Marks key `k` used (`d` 1) or free (`d` -1).
+    fn mark(&mut self, k: u32, d: i32) {
+        let w = (k >> 6) as usize;
+        self.bits[w] ^= 1 << (k & 63);
+        let end = (((w >> 6) + 1) * 64).min(self.lo.len());
+        for x in &mut self.lo[w + 1..end] {
+            *x = x.wrapping_add(d as u16);
         }
-        for e in &mut self.delta {
-            if e.0 >= from {
-                e.0 = e.0.wrapping_add(d);
+        for x in &mut self.hi[(w >> 6) + 1..] {
+            *x = x.wrapping_add(d as u32);
+        }
+    }
+
+    /// The counters from the bits.
+    fn recount(&mut self) {
+        let mut run = 0u32;
+        for (w, &b) in self.bits.iter().enumerate() {
+            if w % 64 == 0 {
+                self.hi[w / 64] = run;
+            }
+            self.lo[w] = (run - self.hi[w / 64]) as u16;
+            run += b.count_ones();
+        }
+    }
+
+    /// The key at position `p` (< `live`).
+    fn select(&self, p: u32) -> u32 {
+        let s = self.hi.partition_point(|&h| h <= p) - 1;
+        let r = p - self.hi[s];
+        let run = &self.lo[s * 64..((s + 1) * 64).min(self.lo.len())];
+        let w = s * 64 + run.partition_point(|&c| c as u32 <= r) - 1;
+        let mut b = self.bits[w];
+        for _ in 0..r - self.lo[w] as u32 {
+            b &= b - 1;
+        }
+        (w as u32) << 6 | b.trailing_zeros()
+    }
+
+    /// The keys in use in `[s, e)`, in order.
+    fn keys_in(&self, s: u32, e: u32) -> Vec<u32> {
+        let mut v = Vec::new();
+        for w in (s >> 6) as usize..(e as usize).div_ceil(64) {
+            let mut b = self.bits[w];
+            while b != 0 {
+                let k = (w as u32) << 6 | b.trailing_zeros();
+                b &= b - 1;
+                if k >= s && k < e {
+                    v.push(k);
+                }
             }
         }
+        v
+    }
+
+    fn bytes(&self) -> u64 {
+        (self.bits.len() * 8 + self.lo.len() * 2 + self.hi.len() * 4) as u64
     }
 }
 
@@ -542,9 +582,6 @@ impl PTree {
             asked: *config,
             upd: None,
             image: std::sync::OnceLock::new(),
-            background: None,
-            built_rows: 0,
-            folded: 0,
         };
         let (boxes, slots) = (&bx.boxes[..], &bx.slots[..]);
         t.odd = bx.odd.clone();
@@ -627,7 +664,6 @@ impl PTree {
             v.sort_unstable();
             v.dedup();
         }
-        t.built_rows = t.rows.len();
         Ok(t)
     }
 
@@ -681,9 +717,10 @@ impl PTree {
         self.len() == 0
     }
 
-    /// Rules in the delta and tombstoned rules: the updates not folded in.
+    /// Updates since the last compaction, and leaf blocks no leaf uses
+    /// (left behind by leaves that grew or were copied).
     pub fn pending(&self) -> (usize, usize) {
-        self.upd.as_ref().map_or((0, 0), |u| (u.delta.len(), u.dead))
+        self.upd.as_ref().map_or((0, 0), |u| (u.since, u.garbage))
     }
 
     /// The rule set as it is now (after updates), in priority order.
@@ -691,160 +728,528 @@ impl PTree {
         let Some(u) = &self.upd else {
             return self.set.clone();
         };
-        let mut rules = vec![None; u.live];
-        for (id, &p) in u.pos.iter().enumerate() {
-            if p != u32::MAX {
-                rules[p as usize] = Some(self.set.rules[id]);
-            }
-        }
-        for &(p, _, r) in &u.delta {
-            rules[p as usize] = Some(r);
-        }
-        RuleSet::new(self.set.schema.clone(), rules.into_iter().map(|r| r.expect("a rule at every position")).collect())
+        let rules = u.keys_in(0, u.space).into_iter().map(|k| u.slots[u.slot_of[k as usize] as usize].rule).collect();
+        RuleSet::new(self.set.schema.clone(), rules)
     }
 
-    fn updates(&mut self) -> &mut Updates {
+    /// Whether the trees can take updates in place: rows to write and a
+    /// tree to write a rule into, and room in the key space.
+    fn in_place(&self) -> bool {
+        !self.words.is_empty() && !self.trees.is_empty() && self.len() + 1 < self.key_space() as usize
+    }
+
+    fn key_space(&self) -> u32 {
+        if self.fold.is_some() && !self.wide {
+            // Below 0xffff, an empty lane's id.
+            0xffc0
+        } else {
+            (self.set.len().max(self.len()) as u64 * 8).clamp(1 << 16, 1 << 31).next_multiple_of(4096) as u32
+        }
+    }
+
+    /// The lane layout: the row of a lane's id, its shift.
+    #[inline(always)]
+    fn id_row(&self) -> (usize, u32) {
+        let (_, idr, sh) = block_layout(self.words.len(), self.fold.is_some(), self.wide);
+        (idr, sh)
+    }
+
+    fn lane_key(&self, w: &Lane) -> u32 {
+        let (idr, sh) = self.id_row();
+        w[idr] >> sh
+    }
+
+    fn set_lane_key(&self, w: &mut Lane, k: u32) {
+        let (idr, sh) = self.id_row();
+        if self.wide {
+            w[idr] = k;
+            w[idr - 1] = if self.fold.is_some() { k << 16 | w[idr - 1] & 0xffff } else { k };
+        } else if sh == 16 {
+            w[idr] = k << 16 | w[idr] & 0xffff;
+        } else {
+            w[idr] = k;
+        }
+    }
+
+    /// The first update: every rule id (its position at the build) becomes
+    /// a key spread over the key space, so an insert finds a free key
+    /// between its neighbours' and no other rule's changes. One pass over
+    /// the blocks.
+    fn start_updates(&mut self) {
+        if self.upd.is_some() {
+            return;
+        }
         let n = self.set.len();
-        // An empty delta is packed (no blocks) when there are words to pack.
-        let blocks = !self.words.is_empty();
-        self.upd.get_or_insert_with(|| Box::new(Updates { pos: (0..n as u32).collect(), live: n, blocks, ..Default::default() }))
+        let space = self.key_space();
+        let keys: Vec<u32> = (0..n as u64).map(|i| ((2 * i + 1) * space as u64 / (2 * n as u64)) as u32).collect();
+        let stride = self.stride();
+        let (idr, sh) = self.id_row();
+        let mut col = [0u32; 24];
+        for b in 0..self.rows.len() / stride {
+            for l in 0..LANES {
+                let id = self.rows[b * stride + idr].0[l] >> sh;
+                if id as usize >= n {
+                    continue; // an empty lane
+                }
+                for r in 0..stride {
+                    col[r] = self.rows[b * stride + r].0[l];
+                }
+                self.set_lane_key(&mut col, keys[id as usize]);
+                for r in 0..stride {
+                    self.rows[b * stride + r].0[l] = col[r];
+                }
+            }
+        }
+        let map = |x: u32| if (x as usize) < n { keys[x as usize] } else { x };
+        let blocks = self.rows.len() / stride;
+        let (mut cap, mut refs) = (vec![0u32; blocks], vec![0u32; blocks]);
+        for nd in &mut self.nodes {
+            if nd.is_leaf() {
+                *nd = Node::leaf(nd.base, nd.first_block() as u32, nd.blocks() as u32, map(nd.first_rule()));
+                if nd.blocks() > 0 {
+                    cap[nd.first_block()] = nd.blocks() as u32;
+                    refs[nd.first_block()] += 1;
+                }
+            }
+        }
+        for t in &mut self.trees {
+            t.min_prio = map(t.min_prio);
+        }
+        for o in &mut self.odd {
+            o.0 = map(o.0);
+        }
+        let widths = self.widths();
+        let cut = (0..self.nf).filter(|&f| self.set.schema.fields[f].kind == MatchKind::Lpm && widths[f] >= 8).take(2).collect();
+        let words = (space / 64) as usize;
+        let mut u = Updates {
+            space,
+            bits: vec![0; words],
+            lo: vec![0; words],
+            hi: vec![0; words.div_ceil(64)],
+            slot_of: vec![u32::MAX; space as usize],
+            slots: Vec::with_capacity(n),
+            free: Vec::new(),
+            live: n,
+            shadow: Default::default(),
+            cap,
+            refs,
+            since: 0,
+            garbage: 0,
+            widths,
+            cut,
+            empty: [0; 24],
+        };
+        for (id, r) in self.set.rules.iter().enumerate() {
+            let k = keys[id];
+            u.bits[(k >> 6) as usize] |= 1 << (k & 63);
+            u.slot_of[k as usize] = id as u32;
+            u.slots.push(Slot { rule: *r, bx: rule_box(r, &u.widths), tree: self.tree_of[id], key: k, gen: 0 });
+        }
+        u.recount();
+        for (&k, v) in &self.shadow {
+            u.shadow.insert(k, v.iter().map(|&s| (s, 0)).collect());
+        }
+        let mut tmp = Vec::new();
+        push_block(&self.words, self.fold, self.wide, &mut tmp, &[]);
+        for (r, row) in tmp.iter().enumerate() {
+            u.empty[r] = row.0[0];
+        }
+        self.upd = Some(Box::new(u));
+        self.image = std::sync::OnceLock::new();
+    }
+
+    /// The tree a new rule of box `bx` goes to: the partition's for the
+    /// address fields it is small on, else one whose are a subset.
+    fn tree_for(&self, u: &Updates, bx: &Box_) -> u32 {
+        let mut small = 0u8;
+        for &f in &u.cut {
+            if ((bx[f].1 - bx[f].0) as u64) < 1u64 << (u.widths[f] / 2) {
+                small |= 1 << f;
+            }
+        }
+        (0..self.trees.len())
+            .find(|&i| self.trees[i].mask == small)
+            .or_else(|| (0..self.trees.len()).find(|&i| self.trees[i].mask & !small == 0))
+            .unwrap_or(0) as u32
+    }
+
+    /// Edits leaf `i`'s lanes (in key order) with `edit` (false: nothing
+    /// changed) and writes them back: in place when the leaf owns its
+    /// blocks and they have room, else into new blocks at the end (one
+    /// block of room more). Returns the allocation written.
+    fn edit_leaf(&mut self, u: &mut Updates, i: u32, lanes: &mut Vec<Lane>, edit: impl FnOnce(&mut Vec<Lane>) -> bool) -> Option<usize> {
+        let stride = self.stride();
+        let n = self.nodes[i as usize];
+        let fb = n.first_block();
+        lanes.clear();
+        let ek = self.lane_key(&u.empty);
+        for b in fb..fb + n.blocks() {
+            for l in 0..LANES {
+                let mut w = [0u32; 24];
+                for r in 0..stride {
+                    w[r] = self.rows[b * stride + r].0[l];
+                }
+                if self.lane_key(&w) != ek {
+                    lanes.push(w);
+                }
+            }
+        }
+        if !edit(lanes) {
+            return None;
+        }
+        let need = lanes.len().div_ceil(LANES);
+        let owned = n.blocks() > 0 && u.cap[fb] > 0 && u.refs[fb] == 1;
+        let (at, clear) = if owned && u.cap[fb] as usize >= need {
+            (fb, n.blocks().max(need))
+        } else {
+            if u.cap[fb] > 0 {
+                u.refs[fb] -= 1;
+                if u.refs[fb] == 0 {
+                    u.garbage += u.cap[fb] as usize;
+                }
+            }
+            let at = self.rows.len() / stride;
+            let c = need + 1;
+            for _ in 0..c {
+                push_block(&self.words, self.fold, self.wide, &mut self.rows, &[]);
+            }
+            u.cap.resize(at + c, 0);
+            u.refs.resize(at + c, 0);
+            u.cap[at] = c as u32;
+            u.refs[at] = 1;
+            (at, need)
+        };
+        for j in 0..clear * LANES {
+            let w = lanes.get(j).unwrap_or(&u.empty);
+            let (b, l) = (at + j / LANES, j % LANES);
+            for r in 0..stride {
+                self.rows[b * stride + r].0[l] = w[r];
+            }
+        }
+        let first = lanes.first().map_or(u32::MAX, |w| self.lane_key(w));
+        self.nodes[i as usize] = Node::leaf(n.base, at as u32, need as u32, first);
+        Some(at)
+    }
+
+    /// Writes rule `slot`'s lane into the leaves its box reaches in its
+    /// tree that do not hold it yet.
+    fn add_lanes(&mut self, u: &mut Updates, slot: u32, dirty: &mut Vec<u32>) {
+        let s = &u.slots[slot as usize];
+        let (Ok(Some(bx)), key, tree) = (s.bx, s.key, s.tree as usize) else { return };
+        let mut tmp = Vec::new();
+        push_block(&self.words, self.fold, self.wide, &mut tmp, &[(key, &bx)]);
+        let mut w = [0u32; 24];
+        for (r, row) in tmp.iter().enumerate() {
+            w[r] = row.0[0];
+        }
+        let t = &mut self.trees[tree];
+        t.min_prio = t.min_prio.min(key);
+        let (idr, sh) = self.id_row();
+        let mut lanes = Vec::new();
+        for i in self.leaves_reached(self.trees[tree].root, &bx) {
+            let at = self.edit_leaf(u, i, &mut lanes, |v| {
+                let p = v.partition_point(|x| (x[idr] >> sh) < key);
+                if v.get(p).is_some_and(|x| (x[idr] >> sh) == key) {
+                    return false;
+                }
+                v.insert(p, w);
+                true
+            });
+            if at.is_some() {
+                dirty.push(i);
+            }
+        }
+    }
+
+    /// Takes rule `slot`'s lanes out of the leaves its box reaches.
+    fn remove_lanes(&mut self, u: &mut Updates, slot: u32, dirty: &mut Vec<u32>) {
+        let s = &u.slots[slot as usize];
+        let (Ok(Some(bx)), key, tree) = (s.bx, s.key, s.tree as usize) else { return };
+        let (idr, sh) = self.id_row();
+        let mut lanes = Vec::new();
+        for i in self.leaves_reached(self.trees[tree].root, &bx) {
+            let at = self.edit_leaf(u, i, &mut lanes, |v| match v.iter().position(|x| (x[idr] >> sh) == key) {
+                Some(p) => {
+                    v.remove(p);
+                    true
+                }
+                None => false,
+            });
+            if at.is_some() {
+                dirty.push(i);
+            }
+        }
+    }
+
+    /// A key for a rule inserted at position `pos`: between its
+    /// neighbours' keys; when they are adjacent, the keys of the smallest
+    /// aligned window around them that is at most half full are spread
+    /// evenly (and their lanes rewritten), so the cost is amortised over
+    /// the inserts that filled it. None: the key space is full.
+    fn free_key(&mut self, u: &mut Updates, pos: u32, dirty: &mut Vec<u32>) -> Option<u32> {
+        let a = if pos > 0 { u.select(pos - 1) as i64 } else { -1 };
+        let b = if (pos as usize) < u.live { u.select(pos) as i64 } else { u.space as i64 };
+        if b - a >= 2 {
+            return Some((a + (b - a) / 2) as u32);
+        }
+        let c = a.max(0) as u32;
+        let mut w = 64u32;
+        let (s, e, olds) = loop {
+            let s = c / w * w;
+            let e = (s + w).min(u.space);
+            let count = u.rank(e) - u.rank(s);
+            let top = s == 0 && e == u.space;
+            if 2 * (count + 1) <= e - s || (top && count + 1 <= e - s) {
+                break (s, e, u.keys_in(s, e));
+            }
+            if top {
+                return None;
+            }
+            w *= 2;
+        };
+        // The new rule's place among them, and every key spread evenly.
+        let j = olds.partition_point(|&k| (k as i64) <= a);
+        let m = olds.len() as u64 + 1;
+        let spread: Vec<u32> = (0..m).map(|i| s + ((2 * i + 1) * (e - s) as u64 / (2 * m)) as u32).collect();
+        let news: Vec<u32> = (0..olds.len()).map(|i| spread[if i < j { i } else { i + 1 }]).collect();
+        let slots: Vec<u32> = olds.iter().map(|&k| u.slot_of[k as usize]).collect();
+        for &k in &olds {
+            u.bits[(k >> 6) as usize] &= !(1 << (k & 63));
+            u.slot_of[k as usize] = u32::MAX;
+        }
+        for (&k, &sl) in news.iter().zip(&slots) {
+            u.bits[(k >> 6) as usize] |= 1 << (k & 63);
+            u.slot_of[k as usize] = sl;
+            u.slots[sl as usize].key = k;
+        }
+        u.recount();
+        let remap = |k: u32| if k >= s && k < e { olds.binary_search(&k).map_or(k, |i| news[i]) } else { k };
+        // The lanes of their leaves, each allocation once.
+        let stride = self.stride();
+        let mut seen = std::collections::HashSet::new();
+        for &sl in &slots {
+            let st = &u.slots[sl as usize];
+            let Ok(Some(bx)) = st.bx else { continue };
+            for i in self.leaves_reached(self.trees[st.tree as usize].root, &bx) {
+                let n = self.nodes[i as usize];
+                if n.blocks() > 0 && seen.insert(n.first_block()) {
+                    let mut col = [0u32; 24];
+                    for b in n.first_block()..n.first_block() + n.blocks() {
+                        for l in 0..LANES {
+                            for r in 0..stride {
+                                col[r] = self.rows[b * stride + r].0[l];
+                            }
+                            let k = self.lane_key(&col);
+                            let nk = remap(k);
+                            if nk != k {
+                                self.set_lane_key(&mut col, nk);
+                                for r in 0..stride {
+                                    self.rows[b * stride + r].0[l] = col[r];
+                                }
+                            }
+                        }
+                    }
+                }
+                // Its best key read back (a leaf reached twice is remapped once).
+                let n = self.nodes[i as usize];
+                let first = if n.blocks() > 0 { self.id_of(&self.rows[n.first_block() * stride..], 0) } else { u32::MAX };
+                self.nodes[i as usize] = Node::leaf(n.base, n.first_block() as u32, n.blocks() as u32, first);
+                dirty.push(i);
+            }
+        }
+        for o in &mut self.odd {
+            o.0 = remap(o.0);
+        }
+        // A tree's best key in the window: the window's start bounds it.
+        for t in &mut self.trees {
+            if t.min_prio >= s && t.min_prio < e {
+                t.min_prio = s;
+            }
+        }
+        Some(spread[j])
     }
 
     /// Inserts `rule` at priority position `pos` (0 = highest; later rules
-    /// move down one): into the delta, the trees untouched.
+    /// move down one): a key between its neighbours', its lane written
+    /// into the leaves its box reaches.
     pub fn insert(&mut self, pos: usize, rule: Rule) -> Result<(), BuildError> {
         if pos > self.len() {
             return Err(BuildError::BadConfig(format!("cannot insert at {pos}: only {} rules", self.len())));
         }
-        if let Some(f) = self.background.as_mut() {
-            f.log.push(Op::Insert(pos, rule));
+        if !self.in_place() {
+            return self.rebuild_with(|v| v.insert(pos, rule));
         }
-        let u = self.updates();
-        let pos = pos as u32;
-        u.shift(pos, 1);
-        let at = u.delta.partition_point(|e| e.0 < pos);
-        u.delta.insert(at, (pos, NEW, rule));
-        u.live += 1;
-        self.repack_delta();
-        self.fold_if_due()
-    }
-
-    /// Packs the delta into blocks (see `Updates::rows`); a set with a
-    /// rule that is not a box keeps it empty and is searched rule by rule.
-    fn repack_delta(&mut self) {
-        let widths = self.widths();
-        let Some(u) = self.upd.as_mut() else { return };
-        u.rows.clear();
-        u.blocks = false;
-        if self.words.is_empty() {
-            return;
-        }
-        let mut boxes = Vec::with_capacity(u.delta.len());
-        for (i, (_, _, r)) in u.delta.iter().enumerate() {
-            match rule_box(r, &widths) {
-                Ok(Some(bx)) => boxes.push((i as u32, bx)),
-                Ok(None) => {} // matches nothing
-                Err(()) => return,
+        self.start_updates();
+        let mut u = self.upd.take().expect("updates");
+        let mut dirty = Vec::new();
+        let Some(key) = self.free_key(&mut u, pos as u32, &mut dirty) else {
+            self.upd = Some(u);
+            return self.rebuild_with(|v| v.insert(pos, rule));
+        };
+        let bx = rule_box(&rule, &u.widths);
+        let tree = match bx {
+            Ok(Some(b)) => self.tree_for(&u, &b),
+            _ => u32::MAX,
+        };
+        let slot = match u.free.pop() {
+            Some(s) => {
+                let g = u.slots[s as usize].gen;
+                u.slots[s as usize] = Slot { rule, bx, tree, key, gen: g };
+                s
             }
+            None => {
+                u.slots.push(Slot { rule, bx, tree, key, gen: 0 });
+                (u.slots.len() - 1) as u32
+            }
+        };
+        u.mark(key, 1);
+        u.slot_of[key as usize] = slot;
+        u.live += 1;
+        if bx.is_err() {
+            let at = self.odd.partition_point(|o| o.0 < key);
+            self.odd.insert(at, (key, rule));
         }
-        for chunk in boxes.chunks(LANES) {
-            let lanes: Vec<(u32, &Box_)> = chunk.iter().map(|(i, b)| (*i, b)).collect();
-            push_block(&self.words, self.fold, self.wide, &mut u.rows, &lanes);
-        }
-        u.blocks = true;
+        self.add_lanes(&mut u, slot, &mut dirty);
+        self.finish_update(u, dirty);
+        Ok(())
     }
 
     /// Deletes the rule at priority position `pos` (later rules move up):
-    /// from the delta, or its lanes in the trees made to match nothing.
+    /// its lanes taken out of the leaves its box reaches; rules the build
+    /// had dropped below it where it covered a leaf written back there.
     pub fn delete(&mut self, pos: usize) -> Result<(), BuildError> {
         if pos >= self.len() {
             return Err(BuildError::BadConfig(format!("no rule {pos} to delete ({} rules)", self.len())));
         }
-        if let Some(f) = self.background.as_mut() {
-            f.log.push(Op::Delete(pos));
+        if !self.in_place() {
+            return self.rebuild_with(|v| {
+                v.remove(pos);
+            });
         }
-        let pos = pos as u32;
-        let u = self.updates();
-        // An inserted rule, or a built one (its copy in the delta, if any,
-        // goes with it).
-        let in_delta = u.delta.iter().position(|e| e.0 == pos);
-        // The delta's blocks are packed again only when it changed (they
-        // hold delta indices; positions are read from the delta).
-        let mut changed = in_delta.is_some();
-        let id = match in_delta {
-            Some(i) if u.delta[i].1 == NEW => {
-                u.delta.remove(i);
-                None
+        self.start_updates();
+        let mut u = self.upd.take().expect("updates");
+        let mut dirty = Vec::new();
+        let key = u.select(pos as u32);
+        let slot = u.slot_of[key as usize];
+        self.remove_lanes(&mut u, slot, &mut dirty);
+        if u.slots[slot as usize].bx.is_err() {
+            if let Ok(i) = self.odd.binary_search_by_key(&key, |o| o.0) {
+                self.odd.remove(i);
             }
-            Some(i) => Some(u.delta.remove(i).1),
-            None => Some(u.pos.iter().position(|&p| p == pos).expect("a rule at every position") as u32),
-        };
-        if let Some(id) = id {
-            u.pos[id as usize] = u32::MAX;
-            u.dead += 1;
-            self.tombstone(id);
-            // Rules the build dropped below it where it covered a whole
-            // leaf can win there now: searched in the delta.
-            if let Some(dropped) = self.shadow.get(&id) {
-                let u = self.upd.as_mut().expect("updates");
-                for &s in dropped {
-                    let p = u.pos[s as usize];
-                    let at = u.delta.partition_point(|e| e.0 < p);
-                    if p != u32::MAX && u.delta.get(at).is_none_or(|e| e.0 != p) {
-                        u.delta.insert(at, (p, s, self.set.rules[s as usize]));
-                        changed = true;
-                    }
+        }
+        u.mark(key, -1);
+        u.slot_of[key as usize] = u32::MAX;
+        u.live -= 1;
+        let s = &mut u.slots[slot as usize];
+        s.key = u32::MAX;
+        s.gen = s.gen.wrapping_add(1);
+        u.free.push(slot);
+        if let Some(dropped) = u.shadow.remove(&slot) {
+            for (d, g) in dropped {
+                let s = &u.slots[d as usize];
+                if s.gen == g && s.key != u32::MAX {
+                    self.add_lanes(&mut u, d, &mut dirty);
                 }
             }
         }
-        let u = self.upd.as_mut().expect("updates");
-        u.shift(pos + 1, u32::MAX);
-        u.live -= 1;
-        if changed {
-            self.repack_delta();
-        }
-        self.fold_if_due()
+        self.finish_update(u, dirty);
+        Ok(())
     }
 
-    /// Makes rule `id`'s lanes in the blocks match nothing (its rows stay,
-    /// so every block's first lane still bounds its best rule).
-    fn tombstone(&mut self, id: u32) {
-        if let Ok(i) = self.odd.binary_search_by_key(&id, |o| o.0) {
-            self.odd.remove(i);
-            if let Some(img) = self.image.get_mut() {
-                img.odd.remove(i);
-            }
-            return;
-        }
-        let widths = self.widths();
-        let (Ok(Some(bx)), Some(tree), false) =
-            (rule_box(&self.set.rules[id as usize], &widths), self.trees.get(self.tree_of[id as usize] as usize).copied(), self.words.is_empty())
-        else {
-            return;
-        };
+    /// After an update: the memory image follows the leaves written, and
+    /// past the bound the blocks are compacted.
+    fn finish_update(&mut self, mut u: Box<Updates>, dirty: Vec<u32>) {
+        u.since += 1;
         let stride = self.stride();
-        let (lo, hi) = simd::empty_bounds(self.words[0].1.is_some());
-        for i in self.leaves_reached(tree.root, &bx) {
-            let n = self.nodes[i as usize];
-            for b in n.first_block()..n.first_block() + n.blocks() {
-                let at = b * stride;
-                for l in 0..LANES {
-                    if self.id_of(&self.rows[at..at + stride], l) == id {
-                        self.rows[at].0[l] = lo;
-                        self.rows[at + 1].0[l] = hi;
-                        if let Some(img) = self.image.get_mut() {
-                            img.rows[at].0[l] = lo;
-                            img.rows[at + 1].0[l] = hi;
-                        }
-                    }
+        if let Some(img) = self.image.get_mut() {
+            img.rows.resize(self.rows.len(), Row([0; LANES]));
+            for i in dirty {
+                let n = self.nodes[i as usize];
+                img.nodes[i as usize] = n;
+                let (a, c) = (n.first_block(), (u.cap[n.first_block()] as usize).max(n.blocks()));
+                img.rows[a * stride..(a + c) * stride].copy_from_slice(&self.rows[a * stride..(a + c) * stride]);
+            }
+            img.odd.clone_from(&self.odd);
+        }
+        let due = u.since > self.compact_every(u.live);
+        self.upd = Some(u);
+        if due {
+            self.compact();
+        }
+    }
+
+    /// Updates between compactions.
+    fn compact_every(&self, live: usize) -> usize {
+        self.asked.max_delta.max(live / 4)
+    }
+
+    /// Copies every leaf's blocks into fresh rows (shared leaves stay
+    /// shared, no room kept), so the blocks left behind by leaves that
+    /// grew are freed, and sets every tree's best key exactly again. One
+    /// pass over the blocks, every `max(max_delta, rules / 4)` updates.
+    fn compact(&mut self) {
+        let Some(mut u) = self.upd.take() else { return };
+        let stride = self.stride();
+        let mut rows: Vec<Row> = self.rows[..stride].to_vec();
+        let mut moved = std::collections::HashMap::new();
+        for nd in &mut self.nodes {
+            if nd.is_leaf() && nd.blocks() > 0 {
+                let (fb, nb) = (nd.first_block(), nd.blocks());
+                let at = *moved.entry(fb).or_insert_with(|| {
+                    let at = rows.len() / stride;
+                    rows.extend_from_slice(&self.rows[fb * stride..(fb + nb) * stride]);
+                    at
+                });
+                *nd = Node::leaf(nd.base, at as u32, nb as u32, nd.first_rule());
+            } else if nd.is_leaf() {
+                *nd = Node::leaf(nd.base, 0, 0, u32::MAX);
+            }
+        }
+        self.rows = rows;
+        let blocks = self.rows.len() / stride;
+        u.cap = vec![0; blocks];
+        u.refs = vec![0; blocks];
+        for nd in &self.nodes {
+            if nd.is_leaf() && nd.blocks() > 0 {
+                u.cap[nd.first_block()] = nd.blocks() as u32;
+                u.refs[nd.first_block()] += 1;
+            }
+        }
+        for ti in 0..self.trees.len() {
+            let mut best = u32::MAX;
+            let mut stack = vec![self.trees[ti].root];
+            while let Some(i) = stack.pop() {
+                let n = self.nodes[i as usize];
+                if n.is_leaf() {
+                    best = best.min(n.first_rule());
+                } else {
+                    stack.extend((0..=NODE_THRESHOLDS as u32).filter(|&c| c == 0 || n.th[c as usize - 1] != u32::MAX ^ BIAS).map(|c| n.base + c));
                 }
             }
+            self.trees[ti].min_prio = best;
         }
+        u.since = 0;
+        u.garbage = 0;
+        self.upd = Some(u);
+        self.image = std::sync::OnceLock::new();
+        self.stats.rules = self.len();
+        self.stats.bytes = self.bytes();
+        self.stats.blocks = blocks;
+    }
+
+    /// Builds the tree again from the rules now, changed by `change` (a
+    /// set the trees cannot take in place: no words, no tree, or the key
+    /// space full); on an error the tree stays as it was.
+    fn rebuild_with(&mut self, change: impl FnOnce(&mut Vec<Rule>)) -> Result<(), BuildError> {
+        let mut set = self.rule_set();
+        change(&mut set.rules);
+        *self = PTree::build(&set, &self.asked)?;
+        Ok(())
     }
 
     /// The leaves under `root` that a rule's box reaches: down every child
-    /// whose range the box overlaps (a delete's tombstones and a fold-in's
-    /// writes go to the same leaves).
+    /// whose range the box overlaps (where an update writes or removes the
+    /// rule's lanes).
     fn leaves_reached(&self, root: u32, bx: &Box_) -> Vec<u32> {
         let (mut leaves, mut stack) = (Vec::new(), vec![root]);
         while let Some(i) = stack.pop() {
@@ -860,259 +1265,11 @@ impl PTree {
         leaves
     }
 
-    /// Whether `inserts` more inserts and `deletes` more deletes would pass
-    /// a fold-in bound (counted once for a whole batch; rules a delete
-    /// moves to the delta aside). `fold_if_due` asks it with none.
+    /// Whether `inserts` more inserts and `deletes` more deletes would
+    /// compact the blocks (the ELU then writes the structure whole).
     pub fn folds_in(&self, inserts: usize, deletes: usize) -> bool {
-        self.past_bound(inserts, deletes, 1)
-    }
-
-    /// Whether the delta or the tombstones would pass `scale` times their
-    /// bound after `inserts` and `deletes` more.
-    fn past_bound(&self, inserts: usize, deletes: usize, scale: usize) -> bool {
-        let (delta, dead, live, slack) = self.upd.as_ref().map_or((0, 0, self.set.len(), 0), |u| (u.delta.len(), u.dead, u.live, u.slack));
-        let (m, dead) = (self.asked.max_delta + slack, dead + deletes);
-        delta + inserts > scale * m.max((live + inserts).saturating_sub(deletes) / 16)
-            || dead > scale * m.max(self.set.len() / 4)
-            // No words: no bounds to make a tombstone of.
-            || (dead > 0 && self.words.is_empty())
-    }
-
-    /// Whether a background fold-in is building.
-    pub fn folding(&self) -> bool {
-        self.background.is_some()
-    }
-
-    /// Builds the tree again from the rules now once the delta or the
-    /// tombstones are past their bound. Over budget, the updates stay
-    /// pending (still exact) and the bound doubles.
-    fn fold_if_due(&mut self) -> Result<(), BuildError> {
-        if let Some(f) = &self.background {
-            // Swapped in once built, or waited for past the wider bound.
-            if f.handle.is_finished() || self.past_bound(0, 0, FOLD_WAIT) {
-                let f = self.background.take().expect("a fold-in");
-                let built = f.handle.join().map_err(|_| BuildError::BadConfig("the background fold-in panicked".into()))?;
-                return self.swap_in(built, f.log);
-            }
-            return Ok(());
-        }
-        if !self.folds_in(0, 0) {
-            return Ok(());
-        }
-        if self.fold_in_place() {
-            return Ok(());
-        }
-        let (set, asked) = (self.rule_set(), self.asked);
-        if asked.background {
-            let handle = std::thread::spawn(move || PTree::build(&set, &asked));
-            self.background = Some(Box::new(Fold { handle, log: Vec::new() }));
-            return Ok(());
-        }
-        self.swap_in(PTree::build(&set, &asked), Vec::new())
-    }
-
-    /// Folds the pending updates into the trees without building them
-    /// again: every rule id becomes its current position (the lanes, the
-    /// leaves' and trees' best rules), deleted rules' lanes stay matching
-    /// nothing, and each rule of the delta is written into the leaves its
-    /// box reaches in the tree of its partition (a leaf grown is written
-    /// again at the end of the blocks). Costs a pass over the blocks and
-    /// the rules, not a build; the leaves grow, so past `rules / 2` updates
-    /// folded so, or twice the blocks of the build, it declines (false)
-    /// and the tree is built again.
-    fn fold_in_place(&mut self) -> bool {
-        let Some(u) = self.upd.as_ref() else { return true };
-        let narrow_ids = self.fold.is_some() && !self.wide;
-        let stride = self.stride();
-        if self.words.is_empty()
-            || self.trees.is_empty()
-            || (narrow_ids && u.live + 1 >= 0xffff)
-            || self.folded + u.delta.len() + u.dead > self.set.len().max(self.asked.max_delta) / 2
-            || self.rows.len() > 2 * self.built_rows.max(64 * stride)
-        {
-            return false;
-        }
-        let widths = self.widths();
-        // Old id -> new id: a live rule's position; a deleted one's the next
-        // live rule's (ids stay in order along every leaf).
-        let mut newid = vec![0u32; self.set.len() + 1];
-        let mut next = u.live as u32;
-        for id in (0..self.set.len()).rev() {
-            if u.pos[id] != u32::MAX {
-                next = u.pos[id];
-            }
-            newid[id] = next;
-        }
-        let (_, idr, _) = block_layout(self.words.len(), self.fold.is_some(), self.wide);
-        let map = |x: u32| if x == u32::MAX { x } else { newid[x as usize] };
-        for blk in self.rows.chunks_exact_mut(stride) {
-            for l in 0..LANES {
-                if self.wide {
-                    let id = blk[idr].0[l];
-                    if id != u32::MAX {
-                        blk[idr].0[l] = newid[id as usize];
-                        let low = blk[idr - 1].0[l] & 0xffff;
-                        blk[idr - 1].0[l] = if self.fold.is_some() { newid[id as usize] << 16 | low } else { newid[id as usize] };
-                    }
-                } else if narrow_ids {
-                    let v = blk[idr].0[l];
-                    if v >> 16 != 0xffff {
-                        blk[idr].0[l] = newid[(v >> 16) as usize] << 16 | (v & 0xffff);
-                    }
-                } else if blk[idr].0[l] != u32::MAX {
-                    blk[idr].0[l] = newid[blk[idr].0[l] as usize];
-                }
-            }
-        }
-        for n in &mut self.nodes {
-            if n.is_leaf() {
-                *n = Node::leaf(n.base, n.first_block() as u32, n.blocks() as u32, map(n.first_rule()));
-            }
-        }
-        for t in &mut self.trees {
-            t.min_prio = map(t.min_prio);
-        }
-        for o in &mut self.odd {
-            o.0 = newid[o.0 as usize];
-        }
-        let mut tree_of = vec![u32::MAX; u.live];
-        for (id, &p) in u.pos.iter().enumerate() {
-            if p != u32::MAX {
-                tree_of[p as usize] = self.tree_of[id];
-            }
-        }
-        let shadow = std::mem::take(&mut self.shadow);
-        for (k, v) in shadow {
-            if u.pos[k as usize] != u32::MAX {
-                let v: Vec<u32> = v.into_iter().filter(|&s| u.pos[s as usize] != u32::MAX).map(|s| u.pos[s as usize]).collect();
-                if !v.is_empty() {
-                    self.shadow.insert(u.pos[k as usize], v);
-                }
-            }
-        }
-        let set = self.rule_set();
-        let u = self.upd.take().expect("updates");
-        self.folded += u.delta.len() + u.dead;
-        // The delta's rules into the leaves, per leaf all at once.
-        let cut: Vec<usize> = (0..self.nf).filter(|&f| set.schema.fields[f].kind == MatchKind::Lpm && widths[f] >= 8).take(2).collect();
-        let mut per_leaf: std::collections::BTreeMap<u32, Vec<(u32, Box_)>> = Default::default();
-        for &(p, _, ref r) in &u.delta {
-            let bx = match rule_box(r, &widths) {
-                Ok(Some(bx)) => bx,
-                Ok(None) => continue,
-                Err(()) => {
-                    let at = self.odd.partition_point(|o| o.0 < p);
-                    self.odd.insert(at, (p, *r));
-                    continue;
-                }
-            };
-            let mut small = 0u8;
-            for &f in &cut {
-                if ((bx[f].1 - bx[f].0) as u64) < 1u64 << (widths[f] / 2) {
-                    small |= 1 << f;
-                }
-            }
-            // A built rule (uncovered by a delete) stays in its tree, where
-            // a delete looks for its lanes.
-            let ti = match tree_of[p as usize] {
-                t if t != u32::MAX => t as usize,
-                _ => (0..self.trees.len())
-                    .find(|&i| self.trees[i].mask == small)
-                    .or_else(|| (0..self.trees.len()).find(|&i| self.trees[i].mask & !small == 0))
-                    .unwrap_or(0),
-            };
-            tree_of[p as usize] = ti as u32;
-            let tree = &mut self.trees[ti];
-            tree.min_prio = tree.min_prio.min(p);
-            let root = tree.root;
-            for i in self.leaves_reached(root, &bx) {
-                per_leaf.entry(i).or_default().push((p, bx));
-            }
-        }
-        let empty_lane = |blk: &[Row], l: usize| -> bool {
-            if self.wide {
-                blk[idr].0[l] == u32::MAX
-            } else if narrow_ids {
-                blk[idr].0[l] >> 16 == 0xffff
-            } else {
-                blk[idr].0[l] == u32::MAX
-            }
-        };
-        for (i, mut add) in per_leaf {
-            let n = self.nodes[i as usize];
-            // The leaf's lanes (every row's word), its own rules' ids
-            // (a rule a deleted one had covered may be there already).
-            let mut lanes: Vec<(u32, [u32; 24])> = Vec::new();
-            for b in n.first_block()..n.first_block() + n.blocks() {
-                let blk = &self.rows[b * stride..(b + 1) * stride];
-                for l in 0..LANES {
-                    if !empty_lane(blk, l) {
-                        let mut w = [0u32; 24];
-                        for (r, row) in blk.iter().enumerate() {
-                            w[r] = row.0[l];
-                        }
-                        lanes.push((self.id_of(blk, l), w));
-                    }
-                }
-            }
-            add.retain(|(p, _)| !lanes.iter().any(|(id, _)| id == p));
-            if add.is_empty() {
-                continue;
-            }
-            let mut tmp = Vec::new();
-            for (p, bx) in &add {
-                tmp.clear();
-                push_block(&self.words, self.fold, self.wide, &mut tmp, &[(*p, bx)]);
-                let mut w = [0u32; 24];
-                for (r, row) in tmp.iter().enumerate() {
-                    w[r] = row.0[0];
-                }
-                lanes.push((*p, w));
-            }
-            // Stable: a dead lane stays before the live rule its id names.
-            lanes.sort_by_key(|&(id, _)| id);
-            let first = (self.rows.len() / stride) as u32;
-            for chunk in lanes.chunks(LANES) {
-                push_block(&self.words, self.fold, self.wide, &mut self.rows, &[]);
-                let at = self.rows.len() - stride;
-                for (l, (_, w)) in chunk.iter().enumerate() {
-                    for r in 0..stride {
-                        self.rows[at + r].0[l] = w[r];
-                    }
-                }
-            }
-            self.nodes[i as usize] = Node::leaf(n.base, first, lanes.len().div_ceil(LANES) as u32, lanes[0].0);
-        }
-        self.set = set;
-        self.tree_of = tree_of;
-        self.image = std::sync::OnceLock::new();
-        self.stats.rules = self.set.len();
-        self.stats.bytes = self.bytes();
-        self.stats.blocks = self.rows.len() / stride;
-        true
-    }
-
-    /// Takes a tree folded in (built from the rules as they were before
-    /// `log`), with the updates of `log` replayed onto it. Over budget, the
-    /// updates stay pending (still exact) and the bound doubles.
-    fn swap_in(&mut self, built: Result<PTree, BuildError>, log: Vec<Op>) -> Result<(), BuildError> {
-        match built {
-            Ok(mut t) => {
-                for op in log {
-                    match op {
-                        Op::Insert(p, r) => t.insert(p, r)?,
-                        Op::Delete(p) => t.delete(p)?,
-                    }
-                }
-                *self = t;
-            }
-            Err(BuildError::OverBudget { .. }) => {
-                let u = self.upd.as_mut().expect("updates");
-                u.slack = 2 * (u.slack + self.asked.max_delta).max(u.delta.len()).max(u.dead);
-            }
-            Err(e) => return Err(e),
-        }
-        Ok(())
+        let (since, live) = self.upd.as_ref().map_or((0, self.set.len()), |u| (u.since, u.live));
+        since + inserts + deletes > self.compact_every(live)
     }
 
     /// Builds the subtree at `idx` for `slots` (ascending rule indices, all
@@ -1393,15 +1550,6 @@ impl PTree {
     }
 }
 
-/// Bytes of the delta: its blocks, or its rules when searched one by one.
-fn delta_bytes(u: &Updates) -> u64 {
-    if u.blocks {
-        (u.rows.len() * std::mem::size_of::<Row>()) as u64
-    } else {
-        u.delta.len() as u64 * super::linear::RULE_BYTES as u64
-    }
-}
-
 /// A leaf block of `nw` words (`push_block`): its rows, and the row and
 /// shift of a lane's rule id (beside a folded field's bounds, or alone).
 #[inline(always)]
@@ -1651,29 +1799,10 @@ macro_rules! batch_fn {
                             *o = b as i32;
                         }
                     }
-                    Some(u) if u.blocks => {
-                        // The trees' answer as a position, then the delta's
-                        // blocks in position order as far as one could beat
-                        // it (the first lane is a block's best rule).
-                        let (drows, delta) = (&u.rows[..], &u.delta[..]);
-                        for l in 0..g {
-                            let mut p = if best[l] == u32::MAX { u32::MAX } else { u.pos[best[l] as usize] };
-                            for blk in drows.chunks_exact(stride) {
-                                if delta[(blk[idr].0[0] >> sh) as usize].0 >= p {
-                                    break;
-                                }
-                                let m = $block(blk, &pk[l], pairs, fold);
-                                if m != 0 {
-                                    p = p.min(delta[(blk[idr].0[m.trailing_zeros() as usize & (LANES - 1)] >> sh) as usize].0);
-                                    break;
-                                }
-                            }
-                            os[l] = if p == u32::MAX { -1 } else { p as i32 };
-                        }
-                    }
                     Some(u) => {
+                        // After updates: the key's rank is its position.
                         for l in 0..g {
-                            os[l] = u.resolve(best[l], &ks[l]).map_or(-1, |p| p as i32);
+                            os[l] = if best[l] == u32::MAX { -1 } else { u.rank(best[l]) as i32 };
                         }
                     }
                 }
@@ -1739,9 +1868,6 @@ impl MemoryWalk for PTree {
                 i = n.base + simd::below_scalar(n, key.0[n.field()] ^ BIAS);
             }
             let n = &img.nodes[i as usize];
-            if n.first_rule() >= best {
-                continue;
-            }
             for b in n.first_block()..n.first_block() + n.blocks() {
                 let blk = &img.rows[b * stride..(b + 1) * stride];
                 if self.id_of(blk, 0) >= best {
@@ -1759,59 +1885,19 @@ impl MemoryWalk for PTree {
         let Some(u) = &self.upd else {
             return (best != u32::MAX).then_some(best);
         };
-        // After updates: the rule id's current position (one word of a
-        // table after the delta), then the delta rule by rule, as far as
-        // a rule that could beat it.
-        let delta_at = self.stats.bytes;
-        let pos_at = delta_at + delta_bytes(u);
-        if best != u32::MAX {
-            let addr = pos_at + best as u64 * 4;
-            accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: 4 });
+        // After updates: the key's rank, one read of the rank table (after
+        // the rules searched linearly).
+        if best == u32::MAX {
+            return None;
         }
-        let p = if best == u32::MAX { u32::MAX } else { u.pos[best as usize] };
-        let found = if u.blocks {
-            // One read per delta block tested, as for a leaf's blocks; lanes
-            // in delta order, the index row holding the delta index.
-            let mut found = None;
-            for (b, blk) in u.rows.chunks_exact(stride).enumerate() {
-                if u.delta[self.id_of(blk, 0) as usize].0 >= p {
-                    break;
-                }
-                let addr = delta_at + (b * stride * 32) as u64;
-                accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: block_bytes });
-                let m = self.test_block(blk, &pk);
-                if m != 0 {
-                    found = Some(u.delta[self.id_of(blk, m.trailing_zeros() as usize) as usize].0);
-                    break;
-                }
-            }
-            found
-        } else {
-            let mut found = None;
-            for (i, &(q, _, ref r)) in u.delta.iter().enumerate() {
-                if q >= p {
-                    break;
-                }
-                let addr = delta_at + i as u64 * super::linear::RULE_BYTES as u64;
-                accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: super::linear::RULE_BYTES });
-                if r.matches(key) {
-                    found = Some(q);
-                    break;
-                }
-            }
-            found
-        };
-        // A delta rule beats the trees' answer only from before it.
-        match found {
-            Some(q) if q < p => Some(q),
-            _ => (p != u32::MAX).then_some(p),
-        }
+        let addr = odd_at + (img.odd.len() * super::linear::RULE_BYTES as usize) as u64 + (best as u64 >> 6) * 8;
+        accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: 8 });
+        Some(u.rank(best))
     }
 
-    /// With updates pending, also the delta and the table of current
-    /// positions.
+    /// After updates, also the rank table.
     fn memory_bytes(&self) -> u64 {
-        self.stats.bytes + self.upd.as_ref().map_or(0, |u| delta_bytes(u) + 4 * u.pos.len() as u64)
+        self.bytes() + self.upd.as_ref().map_or(0, |u| u.bytes())
     }
 }
 
@@ -1844,8 +1930,8 @@ impl super::Structure for PTree {
             ("bytes", s.bytes.to_string()),
             ("bytes per rule", format!("{per_rule:.1}")),
             ("kernels", if s.avx512 { "avx512".into() } else if s.avx2 { "avx2".into() } else { "scalar".into() }),
-            ("delta rules", self.pending().0.to_string()),
-            ("tombstones", self.pending().1.to_string()),
+            ("updates since compaction", self.pending().0.to_string()),
+            ("unused blocks", self.pending().1.to_string()),
         ]
     }
 }
@@ -1920,7 +2006,7 @@ mod tests {
                     assert_eq!(t.walk(k, &mut acc), w);
                 }
                 assert!(out.iter().any(|&o| o > 0xffff));
-                // Then with tombstones and a delta in blocks.
+                // Then after updates in place (keys in a row of their own).
                 for i in 0..40 {
                     let at = (i * 1733 + 66_000) % t.len();
                     let r = t.rule_set().rules[at];
@@ -1929,7 +2015,7 @@ mod tests {
                         t.insert(at / 2, r).unwrap();
                     }
                 }
-                assert!(t.pending().0 > 0 && t.pending().1 > 0);
+                assert!(t.pending().0 > 0 && t.upd.as_ref().is_some_and(|u| u.space > 0xffff));
             }
         }
     }
@@ -1973,8 +2059,7 @@ mod tests {
         let k = Key::five_tuple(7 << 24, 1, 0, 7, 6);
         assert_eq!(t.classify(&k), Some(0));
         t.delete(0).unwrap();
-        // Pending, not folded in: the dropped rules were moved to the delta.
-        assert_eq!(t.pending(), (40, 1));
+        // The dropped rules are back in the leaves.
         assert_eq!(t.classify(&k), Some(7));
         let mut acc = Vec::new();
         assert_eq!(t.walk(&k, &mut acc), Some(7));
@@ -1986,74 +2071,129 @@ mod tests {
         }
     }
 
-    #[test]
-    fn updates_fold_in_past_their_bound_and_a_tombstone_costs_no_lookup_work() {
-        let rules: Vec<Rule> = (0..200u32).map(|i| rule((i << 24, 8), (i << 8, 24), (i, i + 10))).collect();
-        let set = RuleSet::new(Schema::five_tuple(), rules.clone());
-        let cfg = PTreeConfig { max_delta: 4, ..Default::default() };
-        let mut t = PTree::build(&set, &cfg).unwrap();
-        let k = Key::five_tuple(3 << 24, 3 << 8, 0, 5, 6);
-        let mut before = Vec::new();
-        t.walk(&k, &mut before);
-        // A deleted rule's lanes stay; the same tree reads, plus the
-        // position table.
-        t.delete(100).unwrap();
-        assert_eq!(t.pending(), (0, 1));
-        let mut after = Vec::new();
-        assert_eq!(t.walk(&k, &mut after), Some(3));
-        assert_eq!(after.len(), before.len() + 1);
-        for i in 0..12 {
-            t.insert(0, rule((1 << 31, 1), (0, 0), (i, i))).unwrap();
-            let (delta, _) = t.pending();
-            assert!(delta <= 12, "{delta} pending");
+    /// The tree's answers against the oracle over `now`, by every path.
+    fn check(t: &PTree, now: &[Rule], what: &str) {
+        let cur = RuleSet::new(Schema::five_tuple(), now.to_vec());
+        let lin = Linear::new(&cur);
+        let keys = sample_keys(&cur, 300);
+        let mut out = vec![0; keys.len()];
+        t.classify_batch(&keys, &mut out);
+        let mut acc = Vec::new();
+        for (k, o) in keys.iter().zip(&out) {
+            let w = lin.classify(k);
+            assert_eq!(*o, w.map_or(-1, |r| r as i32), "{what}: batch {k:?}");
+            assert_eq!(t.classify(k), w, "{what}: classify {k:?}");
+            acc.clear();
+            assert_eq!(t.walk(k, &mut acc), w, "{what}: walk {k:?}");
         }
-        // 12 inserts under a bound of max(4, 211 / 16) = 13: pending.
-        assert_eq!(t.pending(), (12, 1));
-        t.insert(0, rule((1 << 31, 1), (0, 0), (99, 99))).unwrap();
-        t.insert(0, rule((1 << 31, 1), (0, 0), (98, 98))).unwrap();
-        assert_eq!(t.pending(), (0, 0), "folded in");
-        assert_eq!(t.len(), 213);
-        assert_eq!(t.classify(&k), Some(3 + 14));
-        assert_eq!(t.memory_bytes(), t.stats().bytes);
+        assert_eq!(t.rule_set().rules, now, "{what}");
     }
 
     #[test]
-    fn a_fold_in_writes_the_delta_into_the_leaves_without_a_build_until_its_bound() {
+    fn a_delete_takes_the_lanes_out_and_a_lookup_after_updates_reads_one_word_more() {
+        let rules: Vec<Rule> = (0..200u32).map(|i| rule((i << 24, 8), (i << 8, 24), (i, i + 10))).collect();
+        let set = RuleSet::new(Schema::five_tuple(), rules.clone());
+        let mut t = PTree::build(&set, &PTreeConfig::default()).unwrap();
+        let k = Key::five_tuple(3 << 24, 3 << 8, 0, 5, 6);
+        let mut before = Vec::new();
+        assert_eq!(t.walk(&k, &mut before), Some(3));
+        let items = |t: &PTree| {
+            let s = t.stride();
+            let (idr, sh) = t.id_row();
+            let empty = t.lane_key(&t.upd.as_ref().unwrap().empty);
+            let mut n = 0;
+            for nd in t.nodes.iter().filter(|n| n.is_leaf()) {
+                for b in nd.first_block()..nd.first_block() + nd.blocks() {
+                    n += (0..LANES).filter(|&l| t.rows[b * s + idr].0[l] >> sh != empty).count();
+                }
+            }
+            n
+        };
+        t.delete(100).unwrap();
+        let n = items(&t);
+        t.delete(3).unwrap();
+        // Rule 3's lane is gone (it sat in one leaf): no tombstone left.
+        assert_eq!(items(&t), n - 1);
+        let mut after = Vec::new();
+        // Rule 3 is gone; its key matches no other rule; one read more
+        // (the rank table) after the same path.
+        assert_eq!(t.walk(&k, &mut after), None);
+        assert_eq!(after.len(), before.len() + 1);
+        let mut now = rules;
+        now.remove(100);
+        now.remove(3);
+        check(&t, &now, "after deletes");
+        assert_eq!(t.memory_bytes(), t.bytes() + t.upd.as_ref().unwrap().bytes());
+    }
+
+    #[test]
+    fn inserts_at_one_place_spread_the_keys_and_compaction_frees_the_blocks() {
         let rules: Vec<Rule> = (0..300u32).map(|i| rule((i << 24, 8), (i << 8, 24), (i, i + 10))).collect();
         let set = RuleSet::new(Schema::five_tuple(), rules.clone());
         let mut t = PTree::build(&set, &PTreeConfig { max_delta: 4, ..Default::default() }).unwrap();
-        let (nodes, rows) = (t.nodes.len(), t.rows.len());
+        let nodes = t.nodes.len();
         let mut now = rules;
-        let mut in_place = false;
-        for i in 0..200u32 {
+        let mut spread = false;
+        // 60 rules inserted at the same position: its neighbours' keys
+        // meet after a few and windows of keys are spread again.
+        for i in 0..60u32 {
             let r = rule(((i * 7) << 24, 8 + (i % 3) as u8 * 8), (0, (i % 2) as u8 * 4), (i, i + 100));
-            let at = (i as usize * 37) % (now.len() + 1);
-            t.insert(at, r).unwrap();
-            now.insert(at, r);
-            if i % 3 == 0 {
-                let at = (i as usize * 5) % now.len();
+            t.insert(150, r).unwrap();
+            now.insert(150, r);
+            let u = t.upd.as_ref().expect("updated in place, not built again");
+            let keys = u.keys_in(0, u.space);
+            assert_eq!(keys.len(), now.len());
+            spread |= keys.windows(2).any(|w| w[1] - w[0] == 1);
+            check(&t, &now, &format!("after {} inserts", i + 1));
+        }
+        assert!(spread, "neighbouring keys met");
+        // Deletes and inserts elsewhere; every max(4, rules / 4) updates the
+        // blocks are compacted (none left unused).
+        let mut compacted = false;
+        for i in 0..200u32 {
+            let at = (i as usize * 37) % now.len();
+            if i % 2 == 0 {
                 t.delete(at).unwrap();
                 now.remove(at);
+            } else {
+                let r = rule(((i * 5) << 24, 8), (0, 0), (i, i + 3));
+                t.insert(at, r).unwrap();
+                now.insert(at, r);
             }
-            // Folded in place: the same nodes, leaves grown at the end.
-            in_place |= t.folded > 0 && t.nodes.len() == nodes && t.rows.len() > rows;
-            let cur = RuleSet::new(Schema::five_tuple(), now.clone());
-            let lin = Linear::new(&cur);
-            let keys = sample_keys(&cur, 300);
-            let mut out = vec![0; keys.len()];
-            t.classify_batch(&keys, &mut out);
-            let mut acc = Vec::new();
-            for (k, o) in keys.iter().zip(&out) {
-                let w = lin.classify(k);
-                assert_eq!(*o, w.map_or(-1, |r| r as i32), "after {} updates", i + 1);
-                acc.clear();
-                assert_eq!(t.walk(k, &mut acc), w);
+            assert!(t.upd.is_some() && t.nodes.len() == nodes, "in place");
+            compacted |= t.pending() == (0, 0);
+            if i % 10 == 0 {
+                check(&t, &now, &format!("after {} churn", i + 1));
             }
         }
-        assert!(in_place);
-        // Past rules / 2 updates folded in place, the tree was built again.
-        assert!(t.folded < now.len() / 2 + 20, "{} folded", t.folded);
-        assert_eq!(t.rule_set().rules, now);
+        assert!(compacted);
+        check(&t, &now, "at the end");
+    }
+
+    #[test]
+    fn the_rank_table_counts_and_selects_as_a_sorted_list() {
+        let rules: Vec<Rule> = (0..50u32).map(|i| rule((i << 24, 8), (0, 0), (i, i))).collect();
+        let mut t = PTree::build(&RuleSet::new(Schema::five_tuple(), rules), &PTreeConfig::default()).unwrap();
+        t.start_updates();
+        let u = t.upd.as_mut().unwrap();
+        let mut x = 0x9e37_79b9u64;
+        for _ in 0..3000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = (x % u.space as u64) as u32;
+            let used = u.bits[(k >> 6) as usize] >> (k & 63) & 1 == 1;
+            u.mark(k, if used { -1 } else { 1 });
+            u.live = if used { u.live - 1 } else { u.live + 1 };
+            let keys = u.keys_in(0, u.space);
+            assert_eq!(keys.len(), u.live);
+            let p = keys.partition_point(|&q| q < k);
+            assert_eq!(u.rank(k) as usize, p);
+            if !keys.is_empty() {
+                let i = (x >> 20) as usize % keys.len();
+                assert_eq!(u.select(i as u32), keys[i]);
+            }
+        }
     }
 
     #[test]

@@ -150,20 +150,28 @@ proptest! {
     #[test]
     fn ptree_updates_equal_the_oracle_after_every_step(
         set in rule_set(),
-        ops in prop::collection::vec((any::<bool>(), any::<usize>(), rule()), 1..25),
+        ops in prop::collection::vec((0u8..3, any::<usize>(), rule()), 1..25),
         seeds in prop::collection::vec(any::<(u32, u32, u32)>(), 1..60),
         max_delta in 0usize..6,
         simd in any::<bool>(),
     ) {
         // Small buckets so rules are replicated and cover leaves; a small
-        // delta bound so some steps fold in.
+        // compaction bound so some steps compact. Ops: insert, delete,
+        // modify (the rule at a position replaced: a delete and an insert
+        // there).
         let cfg = PTreeConfig { bucket: 2, simd, max_delta, ..Default::default() };
         let mut p = PTree::build(&set, &cfg).unwrap();
         let mut rules = set.rules.clone();
         let mut out = Vec::new();
         let mut acc = Vec::new();
-        for (ins, at, r) in ops {
-            update_both(&mut p, &mut rules, ins, at, r);
+        for (op, at, r) in ops {
+            if op == 2 && !rules.is_empty() {
+                update_both(&mut p, &mut rules, false, at, r);
+                let at = at % (rules.len() + 1);
+                update_both(&mut p, &mut rules, true, at, r);
+            } else {
+                update_both(&mut p, &mut rules, op == 0, at, r);
+            }
             let now = RuleSet::new(Schema::five_tuple(), rules.clone());
             prop_assert_eq!(&p.rule_set().rules, &rules);
             prop_assert_eq!(p.len(), rules.len());

@@ -98,17 +98,33 @@ impl Doorkeeper {
         if !full || self.contains(key) {
             return true;
         }
+        self.record(key);
+        self.refused += 1;
+        false
+    }
+
+    /// Whether `key` missed before (is in the filter); if not, records it
+    /// now. The ELU's shed gate (`sim/phases.rs`, phase 5) asks this of a
+    /// miss at the head of Q_m: a first-seen key is shed under overload,
+    /// and its next miss passes as seen.
+    pub fn seen<const N: usize>(&mut self, key: &Key<N>) -> bool {
+        if self.contains(key) {
+            return true;
+        }
+        self.record(key);
+        false
+    }
+
+    fn record<const N: usize>(&mut self, key: &Key<N>) {
         for b in self.probes(key) {
             self.bits[(b / 64) as usize] |= 1 << (b % 64);
         }
-        self.refused += 1;
         self.recorded += 1;
         if self.recorded >= self.reset_after {
             self.bits.iter_mut().for_each(|w| *w = 0);
             self.recorded = 0;
             self.resets += 1;
         }
-        false
     }
 }
 

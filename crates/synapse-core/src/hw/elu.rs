@@ -138,6 +138,12 @@ impl<const N: usize> Elu<N> {
     pub fn orb_len(&self) -> usize {
         self.len
     }
+    /// Misses the ELU holds: queued, or registered in the ORB and not yet
+    /// committed (what the shed gate compares with its thresholds).
+    #[inline]
+    pub fn backlog(&self) -> usize {
+        self.miss_q.len() + self.len
+    }
     /// No miss queued or in the ORB: [`Elu::tick`] and [`Elu::commit`] do
     /// nothing.
     #[inline]

@@ -129,6 +129,9 @@ pub enum Response {
     Miss { table: u16, tag: u64, compared: u32 },
     /// The ELU's answer for an earlier miss, after filling the CAM.
     Fill { table: u16, tag: u64, action: Match },
+    /// An earlier miss dropped at the head of Q_m by the ELU's shed gate
+    /// ([`Pmu::shed_head`]): the VMU drops the PHV.
+    Shed { table: u16, tag: u64 },
 }
 
 /// A missed key on its way to the ELU.
@@ -188,6 +191,8 @@ pub struct Pmu<const N: usize = MAX_FIELDS> {
     pub stalls: u64,
     /// Admission of fills (`hw/admit.rs`); `None` caches every fill.
     pub admit: Option<super::admit::Doorkeeper>,
+    /// Misses dropped at the head of Q_m by the shed gate.
+    pub shed: u64,
 }
 
 impl<const N: usize> Pmu<N> {
@@ -215,6 +220,7 @@ impl<const N: usize> Pmu<N> {
             compares: 0,
             stalls: 0,
             admit: None,
+            shed: 0,
         }
     }
 
@@ -496,6 +502,30 @@ impl<const N: usize> Pmu<N> {
         self.q_m.pop_front()
     }
 
+    /// The ELU's shed gate at the head of Q_m (paper §8's flooding; the
+    /// gate is per PMU, so each sheds at most one miss a cycle): with the
+    /// ELU holding `backlog` misses, the head is dropped when `backlog ≥
+    /// all_at` (any key), or when `backlog ≥ first_at` and the doorkeeper
+    /// has not seen its key (which it then records, so the key's next miss
+    /// passes). Thresholds of 0 never shed. A dropped miss leaves Q_m
+    /// without reaching the bus and its PHV is answered [`Response::Shed`]
+    /// through Q_p. Returns whether it shed one.
+    pub fn shed_head(&mut self, backlog: usize, first_at: u32, all_at: u32) -> bool {
+        let Some(head) = self.q_m.front() else { return false };
+        let drop = (all_at > 0 && backlog >= all_at as usize)
+            || (first_at > 0
+                && backlog >= first_at as usize
+                && self.admit.as_mut().is_some_and(|d| !d.seen(&head.key)));
+        if !drop {
+            return false;
+        }
+        let m = self.q_m.pop_front().unwrap();
+        self.outstanding -= 1;
+        self.shed += 1;
+        self.q_p.push_back(Response::Shed { table: m.table, tag: m.tag });
+        true
+    }
+
     /// Whether a fill of `key` may enter the CAM (always, without an
     /// admission policy or when the key is cached already).
     fn admits(&mut self, key: &Key<N>) -> bool {
@@ -574,6 +604,40 @@ mod tests {
     }
     fn kf(_: u16, flow: u32, _: u32) -> Key {
         Key::five_tuple(flow, 0, 0, 0, 0)
+    }
+
+    /// The shed gate, threshold by threshold: a first-time key is shed at
+    /// `backlog == first_at` (one below is kept), recorded, and its next
+    /// miss passes as seen; `all_at` sheds any key; the PHV gets a Shed
+    /// answer through Q_p and the miss is no longer outstanding.
+    #[test]
+    fn shed_gate_drops_first_time_keys_at_its_threshold() {
+        let mut p = Pmu::new(0, &cfg());
+        p.associate(0);
+        p.admit = Some(super::super::admit::Doorkeeper::new(
+            &super::super::admit::Config { policy: super::super::admit::Policy::Doorkeeper, ..Default::default() },
+            4,
+        ));
+        let miss = |p: &mut Pmu, tag: u64, key: u32, at: Cycle| {
+            p.accept(req(tag, key, at), 0, &kf);
+            for c in at..at + 3 {
+                p.tick(c, &kf);
+            }
+            assert!(matches!(p.pop_response(), Some(Response::Miss { .. })));
+        };
+        miss(&mut p, 0, 1, 0);
+        assert!(!p.shed_head(7, 8, 0), "one below the threshold");
+        assert!(!p.shed_head(100, 0, 0), "thresholds of 0 never shed");
+        assert!(p.shed_head(8, 8, 0));
+        assert_eq!(p.pop_response(), Some(Response::Shed { table: 0, tag: 0 }));
+        assert_eq!((p.outstanding(), p.q_m_len(), p.shed), (0, 0, 1));
+        // The same key again: seen, kept at any first-time threshold...
+        miss(&mut p, 1, 1, 10);
+        assert!(!p.shed_head(64, 8, 0));
+        // ...but not past the bound on every miss.
+        assert!(!p.shed_head(15, 8, 16) && p.shed_head(16, 8, 16));
+        assert_eq!(p.pop_response(), Some(Response::Shed { table: 0, tag: 1 }));
+        assert!(!p.shed_head(100, 1, 1), "nothing left in Q_m");
     }
 
     #[test]

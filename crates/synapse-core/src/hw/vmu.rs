@@ -130,6 +130,9 @@ impl LookupTable {
 pub enum Via {
     Hit,
     Miss,
+    /// Its miss was shed before the ELU (`Pmu::shed_head`): the PHV is
+    /// dropped at its release, not sent on.
+    Shed,
 }
 
 /// A PHV between request and release.
@@ -313,6 +316,17 @@ impl Vmu {
             self.oldest_open += 1;
         }
         lat
+    }
+    /// Response consumer: the PHV's miss was shed (`Response::Shed`): it
+    /// is answered (releasing in order as any other) and dropped there.
+    pub fn shed(&mut self, tag: u64, now: Cycle) {
+        let i = (tag - self.base_tag) as usize;
+        self.window[i].via = Via::Shed;
+        self.resolve(tag, None, now);
+    }
+    /// The head's miss was shed (call when [`Vmu::head_ready`]).
+    pub fn head_shed(&self) -> bool {
+        self.window.front().is_some_and(|s| s.via == Via::Shed)
     }
     /// The head is answered: the action unit may release it this cycle.
     pub fn head_ready(&self) -> bool {

@@ -1110,6 +1110,7 @@ struct Passes<'a> {
     st: &'a mut State,
     sc: &'a mut Scratch,
     pool: &'a mut Vec<PktCopy>,
+    work: &'a mut std::collections::VecDeque<super::flow::Work<PktCopy>>,
     /// The first pass's parser error.
     parser_error: Option<u32>,
 }
@@ -1225,6 +1226,14 @@ impl super::flow::Passes for Passes<'_> {
     fn recycle(&mut self, c: PktCopy) {
         self.pool.push(c);
     }
+
+    fn take_work(&mut self) -> std::collections::VecDeque<super::flow::Work<PktCopy>> {
+        std::mem::take(self.work)
+    }
+
+    fn give_work(&mut self, work: std::collections::VecDeque<super::flow::Work<PktCopy>>) {
+        *self.work = work;
+    }
 }
 
 impl Executor {
@@ -1234,7 +1243,7 @@ impl Executor {
         let st = &mut self.st;
         st.arrive(p, now_ps);
         st.start(p);
-        let mut x = Passes { p, st, sc: &mut self.sc, pool: &mut self.pool, parser_error: None };
+        let mut x = Passes { p, st, sc: &mut self.sc, pool: &mut self.pool, work: &mut self.work, parser_error: None };
         let (di, de) = (self.flow.counts.drop_ingress, self.flow.counts.drop_egress);
         let sent = self.flow.process(&mut x, frame, ingress_port, now_ps / 1_000_000, visits, outputs);
         let parser_error = x.parser_error.unwrap_or(0);
@@ -1264,6 +1273,8 @@ pub struct Executor {
     /// simple_switch's packet flow, and the copies it made, kept for reuse.
     pub flow: super::flow::Flow,
     pool: Vec<PktCopy>,
+    /// The flow's queue of passes, reused from packet to packet.
+    work: std::collections::VecDeque<super::flow::Work<PktCopy>>,
     /// Packets run, and how many were inexact.
     pub packets: u64,
     pub inexact_packets: u64,
@@ -1274,7 +1285,7 @@ impl Executor {
         let st = State::new(&prog);
         let sc = Scratch { vals: vec![0; prog.max_key_fields.max(1)], words: vec![0; MAX_KEY_WORDS], bytes: Vec::new(), learned: Vec::new() };
         let flow = super::flow::Flow::new(prog.objs.flow.clone());
-        Executor { prog, st, sc, flow, pool: Vec::new(), packets: 0, inexact_packets: 0 }
+        Executor { prog, st, sc, flow, pool: Vec::new(), work: Default::default(), packets: 0, inexact_packets: 0 }
     }
 
     pub fn from_json(text: &str) -> Result<Executor, String> {
@@ -1369,9 +1380,7 @@ impl RunPacket for Executor {
                 // deparsed straight into the batch's bytes
                 p.deparse(st, frame, &mut self.sc, &mut out.bytes);
                 let port = p.std.egress_port.or(p.std.egress_spec).map_or(0, |(c, _)| st.phv.cells[c as usize] as u32);
-                out.port.push(port);
-                out.input.push(input);
-                out.start.push(out.bytes.len() as u32);
+                out.end_packet(port, input);
                 n = 1;
             }
         }

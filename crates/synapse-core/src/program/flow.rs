@@ -127,6 +127,13 @@ pub trait Passes {
     fn digest(&mut self, phv: &Self::Phv, learn: u64);
     /// A copy is done with (sent or dropped): its storage may be reused.
     fn recycle(&mut self, _phv: Self::Phv) {}
+    /// The queue of passes, empty, to reuse from packet to packet (a
+    /// packet without copies then allocates nothing); default: a new one.
+    fn take_work(&mut self) -> VecDeque<Work<Self::Phv>> {
+        VecDeque::new()
+    }
+    /// The queue back after a packet, empty.
+    fn give_work(&mut self, _work: VecDeque<Work<Self::Phv>>) {}
 }
 
 /// The context of one pass, for externs that need it (meters, counters).
@@ -156,7 +163,7 @@ pub struct FlowCounts {
 
 /// A pass to run; `own` is the copy's own frame (a recirculated packet's
 /// deparsed bytes), None for the frame as received.
-enum Work<P> {
+pub enum Work<P> {
     Ingress { own: Option<Vec<u8>>, keep: Option<(P, u64)>, instance: u64, ingress_length: u64 },
     Egress { port: u64, phv: P, ingress_length: u64, payload: usize, own: Option<Vec<u8>> },
 }
@@ -180,13 +187,15 @@ impl Flow {
     pub fn process<X: Passes>(&mut self, x: &mut X, frame: &[u8], port: u32, now_us: u64, visits: &mut Visits,
                               mut outputs: Option<&mut Outputs>) -> u32 {
         let input = visits.packets() as u32;
-        let mut work: VecDeque<Work<X::Phv>> = VecDeque::new();
+        let mut work = x.take_work();
+        work.clear();
         work.push_back(Work::Ingress { own: None, keep: None, instance: instance::NORMAL, ingress_length: frame.len() as u64 });
         let (mut passes, mut sent) = (0, 0);
         while let Some(w) = work.pop_front() {
             passes += 1;
             if passes > MAX_PASSES {
                 self.counts.drop_pass_limit += 1;
+                work.clear();
                 break;
             }
             match w {
@@ -222,11 +231,9 @@ impl Flow {
                         continue;
                     }
                     let fl = x.get(&phv, Meta::Recirculate);
-                    if fl != 0 || outputs.is_some() {
+                    if fl != 0 {
                         self.out.clear();
                         x.deparse(&mut phv, frame_of, payload, &mut self.out);
-                    }
-                    if fl != 0 {
                         self.counts.recirculations += 1;
                         let bytes = self.out.clone();
                         let n = bytes.len() as u64;
@@ -235,7 +242,9 @@ impl Flow {
                         continue;
                     }
                     if let Some(o) = outputs.as_deref_mut() {
-                        o.push(eport as u32, input, &self.out);
+                        // deparsed straight into the batch's bytes
+                        x.deparse(&mut phv, frame_of, payload, &mut o.bytes);
+                        o.end_packet(eport as u32, input);
                     }
                     x.recycle(phv);
                     *self.counts.out_ports.entry(eport).or_insert(0) += 1;
@@ -243,6 +252,7 @@ impl Flow {
                 }
             }
         }
+        x.give_work(work);
         visits.end_packet();
         sent
     }

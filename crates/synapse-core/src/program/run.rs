@@ -44,9 +44,14 @@ impl Outputs {
     }
 
     pub fn push(&mut self, port: u32, input: u32, bytes: &[u8]) {
+        self.bytes.extend_from_slice(bytes);
+        self.end_packet(port, input);
+    }
+
+    /// Ends the packet whose bytes were just appended to [`Self::bytes`].
+    pub fn end_packet(&mut self, port: u32, input: u32) {
         self.port.push(port);
         self.input.push(input);
-        self.bytes.extend_from_slice(bytes);
         self.start.push(self.bytes.len() as u32);
     }
 

@@ -217,6 +217,7 @@ impl<const N: usize> Simulator<N> {
             ClassSummary {
                 arrived: l.arrived[c],
                 dropped: l.dropped[c],
+                shed: l.shed[c],
                 exited: l.exited[c],
                 hits: l.hits[c],
                 misses: l.misses[c],
@@ -228,12 +229,13 @@ impl<const N: usize> Simulator<N> {
         }))
     }
 
-    /// Defence counters: fills the PMUs' admission refused, and per table
-    /// the misses the ELU's rate limit held back (cycles at the bus).
-    pub fn defence_counters(&self) -> (u64, Vec<u64>) {
+    /// Defence counters: fills the PMUs' admission refused, per table the
+    /// misses the ELU's rate limit held back (cycles at the bus), and per
+    /// table the PHVs dropped because the shed gate dropped their miss.
+    pub fn defence_counters(&self) -> (u64, Vec<u64>, Vec<u64>) {
         let refused = self.pmus.iter().filter_map(|p| p.admit.as_ref()).map(|d| d.refused).sum();
         let held = self.limit.as_ref().map_or_else(|| vec![0; self.tables.len()], |l| l.held.clone());
-        (refused, held)
+        (refused, held, self.shed.clone())
     }
 
     /// Per-key latency histogram of a table: (bucket lower edges in ns, counts).
@@ -361,8 +363,10 @@ pub struct TableSummary {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClassSummary {
     pub arrived: u64,
-    /// Dropped at a full entry FIFO.
+    /// Dropped at a full entry FIFO or shed before the ELU.
     pub dropped: u64,
+    /// Of `dropped`, those whose miss the shed gate dropped.
+    pub shed: u64,
     pub exited: u64,
     /// Table visits answered from a CAM, and the others.
     pub hits: u64,

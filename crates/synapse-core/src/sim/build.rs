@@ -273,6 +273,9 @@ impl<const N: usize> Simulator<N> {
                 p.admit = Some(crate::hw::admit::Doorkeeper::new(adm, config.pmus.block_size));
             }
         }
+        if config.defence.shed_backlog > 0 && adm.policy != crate::hw::admit::Policy::Doorkeeper {
+            return err("config: defence.shed_backlog needs defence.admission.policy = \"doorkeeper\" (its filter tells first-time keys)".to_string());
+        }
         if !(config.defence.miss_rate_mpps >= 0.0 && config.defence.miss_rate_mpps.is_finite()) {
             return err(format!("config: defence.miss_rate_mpps must be >= 0, found {}", config.defence.miss_rate_mpps));
         }
@@ -378,6 +381,9 @@ impl<const N: usize> Simulator<N> {
             limit: (config.defence.miss_rate_mpps > 0.0).then(|| {
                 crate::hw::ratelimit::MissLimit::new(n, config.defence.miss_rate_mpps, config.defence.miss_burst, config.clock_mhz)
             }),
+            shed_first: config.defence.shed_backlog,
+            shed_all: config.defence.shed_all_backlog,
+            shed: vec![0; n],
             tables,
             walkers,
             pmu_wake: vec![0; pmus.len()],

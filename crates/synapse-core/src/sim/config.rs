@@ -56,6 +56,15 @@ pub struct Defence {
     pub miss_rate_mpps: f64,
     /// Burst of the miss-rate limit's token bucket, misses.
     pub miss_burst: u32,
+    /// The ELU's shed gate (`sim/phases.rs`, phase 5): a miss at the head
+    /// of a PMU's Q_m whose key the PMU's doorkeeper has not seen (a
+    /// first-time key) is dropped ("shed") while the ELU holds at least
+    /// this many misses (miss queue + ORB); 0 = never. Needs
+    /// `admission.policy = "doorkeeper"` (its filter tells first-time keys).
+    pub shed_backlog: u32,
+    /// Any miss at the head of a Q_m is shed while the ELU holds at least
+    /// this many misses (a bounded ELU backlog); 0 = never.
+    pub shed_all_backlog: u32,
 }
 
 impl Defence {

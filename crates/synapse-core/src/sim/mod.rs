@@ -245,6 +245,12 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     legit: Option<Box<stats::Classes>>,
     /// `defence.miss_rate_mpps`: the ELU's per-table miss-rate limit.
     limit: Option<crate::hw::ratelimit::MissLimit>,
+    /// `defence.shed_backlog` and `defence.shed_all_backlog`: the ELU's
+    /// shed gate at each PMU's Q_m head (0: off).
+    shed_first: u32,
+    shed_all: u32,
+    /// Per table, PHVs dropped because their miss was shed.
+    shed: Vec<u64>,
 }
 
 #[cfg(test)]

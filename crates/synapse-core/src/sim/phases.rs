@@ -80,6 +80,9 @@ impl<const N: usize> Simulator<N> {
             }
             self.pmu_min_wake = min_wake;
         }
+        // 5a. The shed gate (defence.shed_backlog): each PMU may drop the
+        // miss at its Q_m head, judged against the ELU's backlog now.
+        let shed_any = (self.shed_first | self.shed_all) != 0 && self.shed_gate();
         // 5. PMU → ELU bus: one miss per cycle, round robin over the PMUs and
         // the VMUs' direct path (last).
         let misses_waiting = self.pmu_qm.iter().any(|&w| w != 0);
@@ -157,7 +160,11 @@ impl<const N: usize> Simulator<N> {
         // Misses waiting in Q_m move on the next cycle if the ELU's miss
         // queue has room (the bus takes one per cycle); otherwise once the
         // ELU, at one of its own steps, takes its head.
-        let bus_wake = if self.elu.can_enqueue() && self.pmu_qm.iter().any(|&w| w != 0) {
+        // With the shed gate, a cycle that shed a miss or raised the ELU's
+        // backlog may find the next Q_m head to shed.
+        let bus_wake = if (self.elu.can_enqueue() || shed_any || (sent && (self.shed_first | self.shed_all) != 0))
+            && self.pmu_qm.iter().any(|&w| w != 0)
+        {
             soon
         } else {
             Cycle::MAX
@@ -224,6 +231,36 @@ impl<const N: usize> Simulator<N> {
         }
         self.other_wake = table_wake.min(elu_wake).min(bus_wake);
         self.pmu_min_wake.min(self.other_wake)
+    }
+
+    /// Phase 5a: every PMU with a miss in Q_m asks its shed gate
+    /// ([`Pmu::shed_head`]) with the ELU's backlog of this cycle. Returns
+    /// whether one shed.
+    #[inline(never)]
+    fn shed_gate(&mut self) -> bool {
+        let backlog = self.elu.backlog();
+        // Below the lower of the (non-zero) thresholds nothing is shed.
+        let lo = [self.shed_first, self.shed_all].into_iter().filter(|&x| x > 0).min().unwrap_or(u32::MAX);
+        if backlog < lo as usize {
+            return false;
+        }
+        let mut any = false;
+        for wi in 0..self.pmu_qm.len() {
+            let mut bits = self.pmu_qm[wi];
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let pi = wi * 64 + b;
+                if self.pmus[pi].shed_head(backlog, self.shed_first, self.shed_all) {
+                    any = true;
+                    self.touch_pmu(pi);
+                    if self.pmus[pi].q_m_len() == 0 {
+                        self.pmu_qm[wi] &= !(1u64 << b);
+                    }
+                }
+            }
+        }
+        any
     }
 
     /// Phase 6 of the next cycle now, after the bus sent a miss (see
@@ -388,12 +425,39 @@ impl<const N: usize> Simulator<N> {
                 t.win.lat_sum += lat;
                 t.win.lat.add(lat);
             }
+            Response::Shed { table, tag } => {
+                let t = &mut self.tables[table as usize];
+                t.vmu.settle(now, 1 + pi as u32);
+                t.vmu.shed(tag, now);
+            }
+        }
+    }
+
+    /// Phase 7's release of a head whose miss was shed: it leaves the
+    /// pipeline dropped (counted per table, and with the dropped PHVs).
+    #[inline(never)]
+    fn drop_shed(&mut self, ti: usize) {
+        let slot = self.tables[ti].vmu.release();
+        self.shed[ti] += 1;
+        self.dropped += 1;
+        if let Some(l) = self.legit.as_deref_mut() {
+            l.shed(slot.flow, slot.phv);
+        }
+        if let Some(r) = &mut self.routes {
+            r.leave(slot.phv);
+        }
+        if self.updates.is_some() {
+            self.phv_exit(slot.phv);
         }
     }
 
     fn release(&mut self, now: Cycle, ti: usize) {
         let t = &self.tables[ti];
         if !t.vmu.head_ready() || now < t.release_free {
+            return;
+        }
+        if self.shed_first | self.shed_all != 0 && t.vmu.head_shed() {
+            self.drop_shed(ti);
             return;
         }
         let next = match self.tables[ti].pending.take() {
@@ -499,7 +563,7 @@ impl<const N: usize> Simulator<N> {
             limit = limit.min(c + 1);
         }
         let mut at = now + 1;
-        while at < limit && self.tables[ti].vmu.head_ready() {
+        while at < limit && self.tables[ti].vmu.head_ready() && !self.tables[ti].vmu.head_shed() {
             let t = &mut self.tables[ti];
             let slot = t.vmu.release();
             if let Some(c) = self.rec.as_deref_mut().and_then(|r| r.cl()) { c.rel(at, ti, slot.action.unwrap(), slot.via == Via::Miss) }

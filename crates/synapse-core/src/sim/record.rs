@@ -181,6 +181,8 @@ impl<const N: usize> PmuRecording<N> {
                     tag: tag(t),
                     action,
                 },
+                // (The RTL has no shed gate: a recording with one is refused.)
+                Response::Shed { table, tag: t } => Response::Shed { table, tag: tag(t) },
             }
         };
         let idle = PmuIn {
@@ -260,6 +262,9 @@ impl<const N: usize> Simulator<N> {
         if self.updates.is_some() {
             // Invalidations by rule updates are not inputs the RTL PMU has.
             return err("record_pmu: a run with rule updates cannot be recorded".to_string());
+        }
+        if self.shed_first | self.shed_all != 0 {
+            return err("record_pmu: a run with a shed gate (defence.shed_*) cannot be recorded".to_string());
         }
         let mut r = PmuRecording {
             pmu,

@@ -134,6 +134,8 @@ impl<const N: usize> ClusterLog<N> {
                     }
                     Response::Miss { table, tag, compared } => json!([c, "rsp", pmu, 2, table, tag, -1, compared]),
                     Response::Fill { table, tag, action } => json!([c, "rsp", pmu, 3, table, tag, act(action), 0]),
+                    // (A run with a shed gate is not recorded: record_cluster.)
+                    Response::Shed { table, tag } => json!([c, "rsp", pmu, 4, table, tag, -1, 0]),
                 },
                 Ev::Fill { pmu, t, tag, key, action } => json!([
                     c,
@@ -177,6 +179,9 @@ impl<const N: usize> Simulator<N> {
         }
         if self.updates.is_some() || self.limit.is_some() || self.routes.is_some() {
             return err("record_cluster: a run with rule updates, a miss-rate limit or explicit routes cannot be recorded");
+        }
+        if self.shed_first | self.shed_all != 0 {
+            return err("record_cluster: a run with a shed gate (defence.shed_*) cannot be recorded");
         }
         let mut assoc = Vec::with_capacity(self.pmus.len());
         for p in &self.pmus {

@@ -144,6 +144,10 @@ impl<const N: usize> Routes<N> {
         };
         (a..b).map(|h| (self.table[h], self.key[h]))
     }
+    /// Flows known (arrivals name flows below this).
+    pub(super) fn flows(&self) -> usize {
+        self.flow_route.len()
+    }
     /// An arrival of a flow with no route.
     pub(super) fn unrouted(&mut self) {
         self.stats.unrouted += 1;

@@ -154,10 +154,7 @@ impl<const N: usize> Simulator<N> {
         table.win.arrived += 1;
         let full = table.input.len() >= self.stage_fifo;
         if let Some(l) = self.legit.as_deref_mut() {
-            let c = l.class(a.flow);
-            l.born.push(now);
-            l.arrived[c] += 1;
-            l.dropped[c] += full as u64;
+            l.arrive(a.flow, id, now, full);
         }
         if full {
             table.win.drops += 1;

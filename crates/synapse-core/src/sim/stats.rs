@@ -171,10 +171,15 @@ impl Counters {
 #[derive(Clone, Debug, Default)]
 pub struct Classes {
     pub legit_flows: u32,
-    /// Arrival cycle per PHV id (ids count up from 0).
-    pub born: Vec<Cycle>,
+    /// Arrival cycle of each PHV in flight, by id: an entry from its
+    /// arrival to its exit or drop, so bounded by the PHVs the pipeline
+    /// holds, not by the PHVs of the run.
+    pub(crate) born: hashbrown::HashMap<u64, Cycle>,
     pub arrived: [u64; 2],
+    /// Dropped at the full input FIFO or shed before the ELU (`shed`
+    /// counts the latter apart).
     pub dropped: [u64; 2],
+    pub shed: [u64; 2],
     pub exited: [u64; 2],
     pub hits: [u64; 2],
     pub misses: [u64; 2],
@@ -187,6 +192,17 @@ impl Classes {
     pub fn class(&self, flow: u32) -> usize {
         (flow >= self.legit_flows) as usize
     }
+    /// PHV `phv` of flow `flow` arrived at `now`; `dropped`: at a full
+    /// input FIFO.
+    #[inline]
+    pub fn arrive(&mut self, flow: u32, phv: u64, now: Cycle, dropped: bool) {
+        let c = self.class(flow);
+        self.arrived[c] += 1;
+        self.dropped[c] += dropped as u64;
+        if !dropped {
+            self.born.insert(phv, now);
+        }
+    }
     /// A PHV left a table, answered from its CAM (`hit`) or not; `exit`:
     /// it left the pipeline at that cycle.
     #[inline]
@@ -195,11 +211,23 @@ impl Classes {
         self.hits[c] += hit as u64;
         self.misses[c] += !hit as u64;
         if let Some(at) = exit {
-            let lat = at - self.born[phv as usize];
+            let lat = at - self.born.remove(&phv).expect("a PHV in flight has its arrival");
             self.exited[c] += 1;
             self.lat_sum[c] += lat;
             self.lat[c].add(lat);
         }
+    }
+    /// A PHV whose miss was shed left a table, dropped.
+    pub fn shed(&mut self, flow: u32, phv: u64) {
+        let c = self.class(flow);
+        self.misses[c] += 1;
+        self.dropped[c] += 1;
+        self.shed[c] += 1;
+        self.born.remove(&phv);
+    }
+    /// PHVs whose arrival is held (those in flight).
+    pub fn held(&self) -> usize {
+        self.born.len()
     }
 }
 

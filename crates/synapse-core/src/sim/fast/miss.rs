@@ -79,6 +79,10 @@ pub(super) struct Miss {
     pub sampled: bool,
     /// Sent in a measured part of a window.
     pub measured: bool,
+    /// A routed PHV's sampled flow and hop (its next hop waits for the
+    /// answer).
+    pub flow: u32,
+    pub hop: u16,
 }
 
 /// A window of simulated misses: the exact ELU and HBM, from empty.

@@ -37,6 +37,11 @@
 //!    exact run's own randomness and by a floor per figure for what the
 //!    model leaves out.
 //!
+//! A routed simulator (a P4 program, [`Simulator::run_fast_arrivals`])
+//! is given every arrival: its tables share keys between flows, so every
+//! flow runs through the caches (R = 1), along its route, each next hop
+//! sent when the PHV leaves the last (after its answer).
+//!
 //! Left out (see `docs/fast-mode.md` for when that matters): back-pressure
 //! from a saturated ELU into the PMUs and the request producers (drops and
 //! throughput under overload), interconnect conflicts, PMU queueing.
@@ -55,6 +60,16 @@ use rand_distr::Exp1;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+
+/// A flow plan: per flow its first packet (ps), packets and duration (its
+/// packets spread at `packets / fd_ps`), and, for a routed simulator,
+/// every arrival (time in ps, flow) in time order.
+struct Plan<'a> {
+    starts: Vec<f64>,
+    packets: Vec<u64>,
+    fd_ps: Vec<f64>,
+    arrivals: Option<(&'a [u64], &'a [u32])>,
+}
 
 /// The fast mode's parameters (`[fast]` of a scenario, `--set fast.KEY=V`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -226,6 +241,8 @@ struct Ref {
     table: u16,
     key: u32,
     flow: u32,
+    /// Its hop on its route (routed).
+    hop: u16,
 }
 
 /// What the fast mode knows of one sampled key of a table.
@@ -257,15 +274,62 @@ impl<const N: usize> Simulator<N> {
     /// traffic, no rule updates. See the module documentation.
     pub fn run_fast(&mut self, fc: &FastConfig) -> Result<FastReport, SimError> {
         if self.routes.is_some() {
-            return err("fast mode: a routed simulator (--p4) runs in the exact engine only");
+            return err("fast mode: a routed simulator's arrivals come from its embedding (run_fast_arrivals)");
         }
         if self.updates.is_some() {
             return err("fast mode: rule updates run in the exact engine only");
+        }
+        if self.shed_first | self.shed_all != 0 || self.limit.is_some() || self.pmus.iter().any(|p| p.admit.is_some()) {
+            // Its miss-ratio curves are plain LRU's, its ELU a queueing model.
+            return err("fast mode: [defence] runs in the exact engine only");
         }
         let (starts, packets, fd_ps) = match &self.source {
             Source::Flows(t) => (t.flow_starts().to_vec(), (0..t.flows()).map(|f| t.flow_packets(f)).collect::<Vec<u64>>(), t.flow_duration_ps()),
             _ => return err("fast mode: flow traffic only (a trace runs in the exact engine)"),
         };
+        let fd = vec![fd_ps; starts.len()];
+        self.fast_core(fc, Plan { starts, packets, fd_ps: fd, arrivals: None })
+    }
+
+    /// The fast mode on a fresh routed simulator (`--p4`): `t_ps` and
+    /// `flows` are every arrival the embedding would push
+    /// ([`Simulator::push_arrivals`]: time order, flow ids). A flow's
+    /// packets are its arrivals; a sampled flow's PHVs follow its route.
+    pub fn run_fast_arrivals(&mut self, fc: &FastConfig, t_ps: &[u64], flows: &[u32]) -> Result<FastReport, SimError> {
+        let Some(r) = self.routes.as_ref() else {
+            return err("run_fast_arrivals: this simulator is not routed (run_fast)");
+        };
+        if self.updates.is_some() {
+            return err("fast mode: rule updates run in the exact engine only");
+        }
+        if t_ps.len() != flows.len() || t_ps.windows(2).any(|w| w[1] < w[0]) {
+            return err("run_fast_arrivals: times and flows of different lengths, or times not in order");
+        }
+        let nf = r.flows();
+        if let Some(&f) = flows.iter().find(|&&f| f as usize >= nf) {
+            return err(format!("run_fast_arrivals: flow {f} of {nf}"));
+        }
+        let end_ps = self.config.duration_ns * 1000.0;
+        let (mut first, mut last, mut n) = (vec![f64::NAN; nf], vec![0.0f64; nf], vec![0u64; nf]);
+        for (&t, &f) in t_ps.iter().zip(flows) {
+            let (t, f) = (t as f64, f as usize);
+            if t >= end_ps {
+                break;
+            }
+            if n[f] == 0 {
+                first[f] = t;
+            }
+            last[f] = t;
+            n[f] += 1;
+        }
+        // A flow's duration as the plan's: n packets at (n - 1) / (last - first).
+        let fd_ps = (0..nf).map(|f| if n[f] > 1 { (last[f] - first[f]) * n[f] as f64 / (n[f] - 1) as f64 } else { 1.0 }).collect();
+        let starts = first.iter().map(|&x| if x.is_nan() { f64::INFINITY } else { x }).collect();
+        self.fast_core(fc, Plan { starts, packets: n, fd_ps, arrivals: Some((t_ps, flows)) })
+    }
+
+    fn fast_core(&mut self, fc: &FastConfig, plan: Plan<'_>) -> Result<FastReport, SimError> {
+        let Plan { starts, packets, fd_ps, arrivals: given } = plan;
         let nt = self.tables.len();
         let flows = starts.len();
         let clock = self.clock;
@@ -276,7 +340,10 @@ impl<const N: usize> Simulator<N> {
         let elu_lat = self.config.elu.latency_cycles as Cycle;
         let seed = self.config.seed ^ fc.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let block = self.config.pmus.block_size;
-        let rate = if flows == 0 {
+        // A routed simulator's tables share keys between flows (a session,
+        // a route): sampling flows is not sampling its keys, so every flow
+        // runs through the caches there (only the ELU is sampled).
+        let rate = if flows == 0 || given.is_some() {
             1.0
         } else {
             let by_size = if block > 0 { fc.min_entries as f64 / block as f64 } else { 0.0 };
@@ -298,40 +365,92 @@ impl<const N: usize> Simulator<N> {
             }
         }
         // 2. Their keys: per table an id per distinct key, with what the
-        // model needs of it.
+        // model needs of it. A key index is a flow (CFG) or a key of the
+        // table's (routed).
         let mut key_id: Vec<HashMap<Key<N>, u32>> = vec![HashMap::new(); nt];
         let mut keys: Vec<Vec<Key<N>>> = vec![Vec::new(); nt];
         let mut info: Vec<Vec<KeyInfo>> = vec![Vec::new(); nt];
-        let mut flow_key: Vec<Vec<u32>> = vec![Vec::with_capacity(sampled.len()); nt];
         let mut hbm0 = Hbm::new(self.config.hbm.clone());
         let mut base = 0;
         let mut scratch = Vec::new();
         let slots: Vec<HashMap<u16, u16>> = self.tables.iter().map(|t| t.members.iter().enumerate().map(|(i, &p)| (p, i as u16)).collect()).collect();
-        for &f in &sampled {
-            for t in 0..nt {
-                let tb = &self.tables[t];
-                let k = tb.keys[f as usize];
-                let next = keys[t].len() as u32;
-                let id = *key_id[t].entry(k).or_insert(next);
-                if id == next {
-                    keys[t].push(k);
-                    let pmu = tb.vmu.route_index(tb.lut_index[f as usize] as usize);
-                    let slot = slots[t].get(&pmu).copied().unwrap_or(u16::MAX);
-                    let fill = unloaded_fill(self.walkers[t].as_ref(), &k, &mut hbm0, clock, tau, elu_lat, &mut base, &mut scratch);
-                    let bytes = scratch.iter().map(|a| hbm0.charged(a.bytes)).sum();
-                    info[t].push(KeyInfo { slot, pmu, fill, bytes });
+        let mut intern = |t: usize, ix: usize| -> u32 {
+            let tb = &self.tables[t];
+            let k = tb.keys[ix];
+            let next = keys[t].len() as u32;
+            let id = *key_id[t].entry(k).or_insert(next);
+            if id == next {
+                keys[t].push(k);
+                let pmu = tb.vmu.route_index(tb.lut_index[ix] as usize);
+                let slot = slots[t].get(&pmu).copied().unwrap_or(u16::MAX);
+                let fill = unloaded_fill(self.walkers[t].as_ref(), &k, &mut hbm0, clock, tau, elu_lat, &mut base, &mut scratch);
+                let bytes = scratch.iter().map(|a| hbm0.charged(a.bytes)).sum();
+                info[t].push(KeyInfo { slot, pmu, fill, bytes });
+            }
+            id
+        };
+        // Per sampled flow: its key per table (CFG), or its route's hops
+        // (table, key id) (routed).
+        let mut flow_key: Vec<Vec<u32>> = vec![Vec::new(); nt];
+        let mut flow_hops: Vec<Vec<(u16, u32)>> = Vec::new();
+        // Per flow, per table: the hops of its route there (routed only).
+        let mut visits: Vec<f32> = Vec::new();
+        // Per flow: its route's tables (donors share them; 0 for CFG).
+        let mut sig_of: Vec<u32> = vec![0; flows];
+        if let Some(r) = self.routes.as_ref() {
+            visits = vec![0.0; flows * nt];
+            let mut sigs: HashMap<Vec<u16>, u32> = HashMap::new();
+            for f in 0..flows {
+                let tabs: Vec<u16> = r.hops(f as u32).map(|(t, _)| t).collect();
+                for &t in &tabs {
+                    visits[f * nt + t as usize] += 1.0;
                 }
-                flow_key[t].push(id);
+                let n = sigs.len() as u32;
+                sig_of[f] = *sigs.entry(tabs).or_insert(n);
+            }
+            for &f in &sampled {
+                let hops: Vec<(u16, u32)> = r.hops(f).collect();
+                flow_hops.push(hops.into_iter().map(|(t, k)| (t, intern(t as usize, k as usize))).collect());
+            }
+        } else {
+            for &f in &sampled {
+                for (t, fk) in flow_key.iter_mut().enumerate() {
+                    fk.push(intern(t, f as usize));
+                }
             }
         }
-        // 3. The sampled flows' packets, routed through the CFG.
+        drop(intern);
+        // 3. The sampled flows' packets, routed through the CFG (or their
+        // given arrivals along their routes).
         let mut rng = Pcg64::seed_from_u64(seed ^ 0x51ed_fa57);
         let mut refs: Vec<Ref> = Vec::new();
         let single = self.cfg.single_entry();
         let mut packets_sampled = 0u64;
+        let hop_gap = vmu_lat + tau + 1;
+        if let Some((ts, fs)) = given {
+            for (&t, &f) in ts.iter().zip(fs) {
+                let si = is_sampled[f as usize];
+                if si == u32::MAX {
+                    continue;
+                }
+                let c = clock.ceil(t);
+                if c >= until {
+                    break;
+                }
+                packets_sampled += 1;
+                // The first hop; each next one is sent when the PHV leaves
+                // the last (after its answer: a miss holds it until filled).
+                if let Some(&(tb, id)) = flow_hops[si as usize].first() {
+                    refs.push(Ref { c, table: tb, key: id, flow: si, hop: 0 });
+                }
+            }
+        }
         for (si, &f) in sampled.iter().enumerate() {
+            if given.is_some() {
+                break;
+            }
             let n = packets[f as usize].max(1);
-            let gap = fd_ps / n as f64;
+            let gap = fd_ps[f as usize] / n as f64;
             let mut t = starts[f as usize];
             for i in 0..n {
                 if i > 0 {
@@ -349,7 +468,7 @@ impl<const N: usize> Simulator<N> {
                 };
                 let mut hop = 0;
                 loop {
-                    refs.push(Ref { c: c + hop * (vmu_lat + tau + 1), table: tb, key: flow_key[tb as usize][si], flow: si as u32 });
+                    refs.push(Ref { c: c + hop * hop_gap, table: tb, key: flow_key[tb as usize][si], flow: si as u32, hop: 0 });
                     if !self.cfg.has_out(tb) {
                         break;
                     }
@@ -367,16 +486,20 @@ impl<const N: usize> Simulator<N> {
         // started before it.
         let bin = |n: u64| (2.0 * (n.max(1) as f64).log2()).floor() as usize;
         let nbins = bin(packets.iter().copied().max().unwrap_or(1)) + 1;
-        let mut last_in_bin: Vec<Option<u32>> = vec![None; nbins];
+        let nsig = sig_of.iter().copied().max().map_or(1, |m| m as usize + 1);
+        let mut last_in_bin: Vec<Option<u32>> = vec![None; nbins * nsig];
         let mut clients: Vec<Vec<Cycle>> = vec![Vec::new(); sampled.len()];
         if rate < 1.0 {
             for f in 0..flows {
-                let b = bin(packets[f]);
-                if is_sampled[f] != u32::MAX {
-                    last_in_bin[b] = Some(is_sampled[f]);
+                if packets[f] == 0 {
                     continue;
                 }
-                let donor = (0..nbins).flat_map(|d| [b.checked_sub(d), Some(b + d)]).flatten().filter(|&x| x < nbins).find_map(|x| last_in_bin[x]);
+                let (b, s0) = (bin(packets[f]), sig_of[f] as usize * nbins);
+                if is_sampled[f] != u32::MAX {
+                    last_in_bin[s0 + b] = Some(is_sampled[f]);
+                    continue;
+                }
+                let donor = (0..nbins).flat_map(|d| [b.checked_sub(d), Some(b + d)]).flatten().filter(|&x| x < nbins).find_map(|x| last_in_bin[s0 + x]);
                 if let Some(d) = donor {
                     let delta = ((starts[f] - starts[sampled[d as usize] as usize]).max(0.0) / clock.ps()).round() as Cycle;
                     clients[d as usize].push(delta);
@@ -434,6 +557,17 @@ impl<const N: usize> Simulator<N> {
         let mut flow_miss = vec![vec![0.0f64; sampled.len()]; nt];
         let period_ix = |c: Cycle| -> usize { win_of(c).map_or(0, |(k, _)| k as usize + 1) };
         let mut ri = 0;
+        // Routed: the PHVs' next hops, by request cycle (sampled flow, hop).
+        let mut later: BinaryHeap<Reverse<(Cycle, u32, u16)>> = BinaryHeap::new();
+        macro_rules! next_hop {
+            ($si:expr, $hop:expr, $c:expr) => {{
+                let (si, h) = ($si as usize, $hop as usize + 1);
+                if given.is_some() && h < flow_hops[si].len() && $c < until {
+                    later.push(Reverse(($c, si as u32, h as u16)));
+                }
+            }};
+        }
+        let mut batch: Vec<Ref> = Vec::new();
         // An ELU window runs until its last miss is answered; its measured
         // misses feed the period histograms, the sojourn estimate and the
         // backlog (the same for a window that a later one ends and the last).
@@ -443,13 +577,18 @@ impl<const N: usize> Simulator<N> {
                 done.clear();
                 win.run_to(Cycle::MAX - 2, &walkers, &mut done);
                 measured += record(&done, &mut period_hist, &mut window_misses, &period_ix);
+                for &(m, c) in &done {
+                    if m.sampled {
+                        next_hop!(m.flow, m.hop, c + 1);
+                    }
+                }
                 let ms = offset + k * period + warm;
                 window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
                 lags.extend(window_lag(&window_misses, ms + meas));
             }};
         }
         loop {
-            let next_ref = refs.get(ri).map(|r| r.c + vmu_lat);
+            let next_ref = [refs.get(ri).map(|r| r.c), later.peek().map(|Reverse((c, _, _))| *c)].into_iter().flatten().min().map(|c| c + vmu_lat);
             let next_rep = replicas.peek().map(|Reverse((c, _))| *c);
             // The next point the loop must reach: a lookup, or a replica
             // to send (both at most `until`).
@@ -499,6 +638,8 @@ impl<const N: usize> Simulator<N> {
             measured += record(&done, &mut period_hist, &mut window_misses, &period_ix);
             for &(m, c) in &done {
                 if m.sampled {
+                    // Its PHV's next hop: not before the lookups after `lk`.
+                    next_hop!(m.flow, m.hop, (c + 1).max((lk + 1).saturating_sub(vmu_lat)));
                     if m.measured {
                         let ki = info[m.table as usize][m.key as usize];
                         let lat = (c - m.issued) as f64;
@@ -522,19 +663,46 @@ impl<const N: usize> Simulator<N> {
                 }
             }
             if closed {
-                let (k, _) = window.take().unwrap();
+                let (k, mut win) = window.take().unwrap();
+                if given.is_some() {
+                    // Routed: the tail's answers still fill the caches and
+                    // release their PHVs to their next hops.
+                    let mut rest = Vec::new();
+                    win.run_to(Cycle::MAX - 2, &walkers, &mut rest);
+                    for &(m, c) in &rest {
+                        if m.sampled {
+                            fills.push(Reverse((c, m.table, m.key)));
+                            next_hop!(m.flow, m.hop, (c + 1).max((lk + 1).saturating_sub(vmu_lat)));
+                        }
+                    }
+                }
                 let ms = offset + k * period + warm;
                 window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
                 lags.extend(window_lag(&window_misses, ms + meas));
                 measure_refs.iter_mut().for_each(|x| *x = 0.0);
             }
             // The lookups at `lk`.
+            batch.clear();
             while let Some(r) = refs.get(ri) {
-                let ki = info[r.table as usize][r.key as usize];
                 if r.c + vmu_lat != lk {
                     break;
                 }
+                batch.push(*r);
                 ri += 1;
+            }
+            while let Some(&Reverse((c, si, h))) = later.peek() {
+                if c + vmu_lat != lk {
+                    break;
+                }
+                later.pop();
+                let (tb, id) = flow_hops[si as usize][h as usize];
+                batch.push(Ref { c, table: tb, key: id, flow: si, hop: h });
+            }
+            if !later.is_empty() || given.is_some() {
+                batch.sort_unstable_by_key(|r| (r.table, r.flow));
+            }
+            for r in batch.iter() {
+                let ki = info[r.table as usize][r.key as usize];
                 let t = r.table as usize;
                 let g = group_of[r.flow as usize] as usize;
                 let sw = (r.c / stat_win) as usize;
@@ -545,10 +713,11 @@ impl<const N: usize> Simulator<N> {
                 }
                 let hit = ki.slot != u16::MAX && caches[t].lookup(ki.slot as usize, r.key);
                 if hit {
+                    next_hop!(r.flow, r.hop, r.c + hop_gap);
                     continue;
                 }
                 let bus_at = if ki.slot == u16::MAX { r.c } else { lk + tau };
-                let m = Miss { at: bus_at, issued: r.c, table: r.table, key: r.key, pmu: ki.pmu, sampled: true, measured: in_measure(bus_at) };
+                let m = Miss { at: bus_at, issued: r.c, table: r.table, key: r.key, pmu: ki.pmu, sampled: true, measured: in_measure(bus_at), flow: r.flow, hop: r.hop };
                 gstats[t][g].misses += 1.0;
                 flow_miss[t][r.flow as usize] += 1.0;
                 gstats[t][g].bytes += ki.bytes as f64;
@@ -565,6 +734,7 @@ impl<const N: usize> Simulator<N> {
                     _ => {
                         let fill_at = lk + ki.fill as Cycle + q_est.round() as Cycle;
                         fills.push(Reverse((fill_at, r.table, r.key)));
+                        next_hop!(r.flow, r.hop, fill_at + 1);
                     }
                 }
                 // The donor's clients miss alike, shifted to their starts.
@@ -587,14 +757,35 @@ impl<const N: usize> Simulator<N> {
         self.walkers = handles.into_iter().map(Memo::give_back).collect();
         // 7. The estimates.
         let dur_ns = until as f64 * cyc_ns;
-        let arrivals = expected_arrivals(&starts, &packets, fd_ps, until, clock.ps(), stat_win);
+        let arrivals = expected_arrivals(&starts, &packets, &fd_ps, until, clock.ps(), stat_win);
+        // Routed: each table's arrivals per statistics window, counted
+        // (every arrival's route is known).
+        let counted: Option<Vec<Vec<f64>>> = given.map(|(ts, fs)| {
+            let mut v = vec![vec![0.0f64; arrivals.len()]; nt];
+            for (&t, &f) in ts.iter().zip(fs) {
+                let c = clock.ceil(t);
+                if c >= until {
+                    break;
+                }
+                let i = ((c / stat_win) as usize).min(arrivals.len() - 1);
+                for (tb, x) in v.iter_mut().enumerate() {
+                    x[i] += visits[f as usize * nt + tb] as f64;
+                }
+            }
+            v
+        });
         let mut tables = Vec::new();
         let mut windows = Vec::new();
         for t in 0..nt {
             let refs_s: f64 = gstats[t].iter().map(|g| g.refs).sum();
             // Share of the plan's packets that visit table t.
             let visit = if packets_sampled > 0 { refs_s / packets_sampled as f64 } else { 0.0 };
-            let arrived: f64 = arrivals.iter().sum::<f64>() * visit;
+            let arr_t: Vec<f64> = match &counted {
+                Some(v) => v[t].clone(),
+                None => arrivals.iter().map(|a| a * visit).collect(),
+            };
+            let visit_of = |f: usize| if counted.is_some() { visits[f * nt + t] as f64 } else { visit };
+            let arrived: f64 = arr_t.iter().sum::<f64>();
             // Misses, model-assisted (difference estimator, Särndal et al.,
             // 1992): every flow's expected misses under a simple model
             // (`flow_model_misses`: its first packet, and those arriving
@@ -607,7 +798,7 @@ impl<const N: usize> Simulator<N> {
             let no_pmu = self.tables[t].members.is_empty() || block == 0;
             let fill_ps = if info[t].is_empty() { 0.0 } else { info[t].iter().map(|k| k.fill as f64).sum::<f64>() / info[t].len() as f64 + q_est } * clock.ps();
             let end_ps = until as f64 * clock.ps();
-            let model = |f: usize| flow_model_misses(starts[f], packets[f], fd_ps, end_ps, visit, fill_ps, no_pmu);
+            let model = |f: usize| flow_model_misses(starts[f], packets[f], fd_ps[f], end_ps, visit_of(f), fill_ps, no_pmu);
             let model_all: f64 = (0..flows).map(model).sum();
             for (si, &f) in sampled.iter().enumerate() {
                 gstats[t][group_of[si] as usize].resid += flow_miss[t][si] - model(f as usize);
@@ -695,16 +886,13 @@ impl<const N: usize> Simulator<N> {
                 hits: Estimate::new(lookups - misses, z * se_hit * lookups + 0.002 * lookups),
                 misses: Estimate::new(misses, z * se_hit * lookups + 0.002 * lookups),
             });
-            for (i, &a) in arrivals.iter().enumerate() {
-                let refs_w = win_refs[t][i];
-                let scale = if refs_w > 0.0 { a * visit / refs_w } else { 0.0 };
-                let _ = scale;
+            for (i, &a) in arr_t.iter().enumerate() {
                 windows.push(FastWindow {
                     end_ns: ((i as Cycle + 1) * stat_win).min(until) as f64 * cyc_ns,
                     table: t as u16,
-                    arrived: a * visit,
-                    processed: a * visit,
-                    hits: (a * visit - win_misses[t][i]).max(0.0),
+                    arrived: a,
+                    processed: a,
+                    hits: (a - win_misses[t][i]).max(0.0),
                     misses: win_misses[t][i],
                     hbm_bytes: win_bytes[t][i],
                     pmus: self.tables[t].members.len() as u32,
@@ -841,7 +1029,7 @@ fn pick_period(hists: &[WHist], k: usize) -> &WHist {
 /// Expected packet arrivals per statistics window (`win` cycles) before
 /// `until`: each flow sends its first packet at its start, then at its rate
 /// (`packets / flow duration`) until it has sent them all.
-fn expected_arrivals(starts: &[f64], packets: &[u64], fd_ps: f64, until: Cycle, cycle_ps: f64, win: Cycle) -> Vec<f64> {
+fn expected_arrivals(starts: &[f64], packets: &[u64], fd_ps: &[f64], until: Cycle, cycle_ps: f64, win: Cycle) -> Vec<f64> {
     let n = until.div_ceil(win).max(1) as usize;
     let w_ps = win as f64 * cycle_ps;
     let end_ps = until as f64 * cycle_ps;
@@ -859,7 +1047,7 @@ fn expected_arrivals(starts: &[f64], packets: &[u64], fd_ps: f64, until: Cycle, 
         slope[i + 1] += rate;
     };
     let mut first = vec![0.0f64; n];
-    for (&s, &p) in starts.iter().zip(packets) {
+    for ((&s, &p), &fd_ps) in starts.iter().zip(packets).zip(fd_ps) {
         if s >= end_ps {
             continue;
         }
@@ -890,12 +1078,12 @@ mod tests {
         let starts = vec![0.0, 1_000.0, 50_000.0];
         let packets = vec![1, 11, 5];
         // 10 ns flows: flow 1 sends its 11 packets from 1 ns to 10.09 ns.
-        let w = expected_arrivals(&starts, &packets, 10_000.0, 25, 4_000.0, 2);
+        let w = expected_arrivals(&starts, &packets, &[10_000.0; 3], 25, 4_000.0, 2);
         let total: f64 = w.iter().sum();
         // Before 100 ns: flows 0 and 1 whole (12); flow 2 starts at 50 ns,
         // sends its 4 later packets over 8 ns: all before 100 ns.
         assert!((total - 17.0).abs() < 1e-9, "{total} {w:?}");
-        let cut = expected_arrivals(&starts, &packets, 10_000.0, 13, 4_000.0, 2);
+        let cut = expected_arrivals(&starts, &packets, &[10_000.0; 3], 13, 4_000.0, 2);
         // Up to 52 ns: flow 2's first packet and 2 ns of its rate (0.5/ns).
         assert!((cut.iter().sum::<f64>() - (12.0 + 1.0 + 1.0)).abs() < 1e-9, "{cut:?}");
     }
