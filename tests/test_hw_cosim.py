@@ -104,8 +104,11 @@ PMU_MUTANTS = {
     "the victim ignores last cycle's touches": ("wire pend = px1 | px2;", "wire pend = 1'b0;"),
     "a lookup hit does not touch the LRU": ("px2 <= issue && lm;", "px2 <= 1'b0;"),
     "a slot the fill overwrote still hits": ("assign o_hit = s_m && !s_w;", "assign o_hit = s_m;"),
-    "the fill's key is not forwarded to the lookup": ("wire l_hit = s_fk | (|b_hit);", "wire l_hit = |b_hit;"),
-    "ages ignore the lookup touch": ("c2 = lt(age, a2) && !same;", "c2 = 1'b0;"),
+    "the fill's key is not forwarded to the lookup": ("wire l_hit = s_fk | any_hit;", "wire l_hit = any_hit;"),
+    "ages ignore the lookup touch": ("synapse_lt #(.W(AW)) lt2 (.a(age), .b(a2), .y(c2));", "assign c2 = 1'b0;"),
+    "a touch on both x1 and x2 ages the others twice": ("assign o_a2 = (px2 && !px1) ? age", "assign o_a2 = px2 ? age"),
+    "the slot x1 ignores the lookup's other touch": ("assign y[0] = is_x1 ? h2x :", "assign y[0] = is_x1 ? 1'b0 :"),
+    "the victim ignores a pending slot of age N-2": ("(v3 & g1 & g2)", "(v3 & g1)"),
     "Q_p room ignores this cycle's fill": ("(!fill_valid && !ret_v) ? qp_base < QP", "(!ret_v) ? qp_base < QP"),
 }
 

@@ -144,7 +144,7 @@ module synapse_pmu #(
     reg [$clog2(QR)-1+1:0] qr_rd, qr_wr;
     wire [KEY_W-1:0] lk = qr_key[qr_rd];
 
-    wire [N-1:0] fm, valid_v, b_hit, b_q1, b_q2, b_h2, b_same;
+    wire [N-1:0] fm, valid_v, b_hit, b_q1, b_q2, b_h2;
     wire [N*AW-1:0] b_a1, b_a2;
     wire [N*ACT_W-1:0] b_act;
     wire [N-1:0] b_av;
@@ -160,7 +160,7 @@ module synapse_pmu #(
     reg [ACT_W-1:0] p_act [1:TAU];
     reg [CW-1:0] p_cmp [1:TAU];
     // stage 1 (besides the per-slot match and write lines in the slots)
-    reg s_fk, s_fav, s_fnew, s_fhit, s_fdo;
+    reg s_fk, s_fav, s_fnew;
     reg [ACT_W-1:0] s_fact;
     reg [CW-1:0] s_used;
     integer s;
@@ -186,7 +186,8 @@ module synapse_pmu #(
 
     // ------------------------------------------------------------ fill
     wire fill_do = fill_valid && st_e == S_ASSOC && st_tbl_e == fill_tbl;
-    wire fhit = |fm;
+    wire fhit;
+    synapse_or #(.N(N), .W(1)) or_fm (.x(fm), .y(fhit));
     wire full = valid_v[N-1];               // slots fill in index order
     wire f_new = fill_do && !fhit && !full;
 
@@ -212,28 +213,25 @@ module synapse_pmu #(
     wire fk_eq_lk;
     synapse_eq #(.W(KEY_W)) eq_fl (.a(fill_key), .b(lk), .en(fill_do), .y(fk_eq_lk));
 
-    // LRU: the touches of the previous cycle, broadcast by their slots.
-    reg [AW-1:0] a1, a2;
-    integer r;
-    always @* begin
-        a1 = 0; a2 = 0;
-        for (r = 0; r < N; r = r + 1) begin
-            a1 = a1 | b_a1[r*AW +: AW];
-            a2 = a2 | b_a2[r*AW +: AW];
-        end
-    end
-    wire h2x = |b_h2;                       // a lookup touch apart from x1
-    wire same = |b_same;                    // ... or on x1 itself
-    wire g1 = |b_q1, g2 = |b_q2;            // ages N-1, N-2 are pending
+    // LRU: the touches of the previous cycle, broadcast by their slots
+    // on OR buses (each a module of its own: a balanced tree of LUT6s).
+    wire [AW-1:0] a1, a2;
+    wire h2x;                               // a lookup touch apart from x1
+    wire g1, g2;                            // ages N-1, N-2 are pending
+    synapse_or #(.N(N), .W(AW)) or_a1 (.x(b_a1), .y(a1));
+    synapse_or #(.N(N), .W(AW)) or_a2 (.x(b_a2), .y(a2));
+    synapse_or #(.N(N), .W(1)) or_h2 (.x(b_h2), .y(h2x));
+    synapse_or #(.N(N), .W(1)) or_q1 (.x(b_q1), .y(g1));
+    synapse_or #(.N(N), .W(1)) or_q2 (.x(b_q2), .y(g2));
 
     // Stage 2: the result of the lookup issued last cycle.
-    reg [ACT_W-1:0] l_act_m;
-    always @* begin
-        l_act_m = 0;
-        for (r = 0; r < N; r = r + 1) l_act_m = l_act_m | b_act[r*ACT_W +: ACT_W];
-    end
-    wire l_hit = s_fk | (|b_hit);
-    wire l_av = s_fk ? s_fav : |b_av;
+    wire [ACT_W-1:0] l_act_m;
+    wire any_hit, any_av;
+    synapse_or #(.N(N), .W(ACT_W)) or_act (.x(b_act), .y(l_act_m));
+    synapse_or #(.N(N), .W(1)) or_hit (.x(b_hit), .y(any_hit));
+    synapse_or #(.N(N), .W(1)) or_av (.x(b_av), .y(any_av));
+    wire l_hit = s_fk | any_hit;
+    wire l_av = s_fk ? s_fav : any_av;
     wire [ACT_W-1:0] l_act = s_fk ? s_fact : l_act_m;
 
     wire clear;                             // drained: the CAM is invalidated
@@ -241,11 +239,11 @@ module synapse_pmu #(
         synapse_pmu_entry #(.N(N), .KEY_W(KEY_W), .ACT_W(ACT_W), .AW(AW)) e (
             .clk(clk), .clear(rst || clear), .prev_valid(g == 0 ? 1'b1 : valid_v[g == 0 ? 0 : g-1]),
             .fill_key(fill_key), .lk(lk), .fill_do(fill_do), .fhit(fhit), .full(full),
-            .fill_act(s_fact), .fill_act_v(s_fav), .s_fhit(s_fhit), .s_fdo(s_fdo), .issue(issue),
-            .a1(a1), .a2(a2), .h2x(h2x), .same(same), .g1(g1), .g2(g2),
+            .fill_act(s_fact), .fill_act_v(s_fav), .issue(issue),
+            .a1(a1), .a2(a2), .h2x(h2x), .g1(g1), .g2(g2),
             .valid(valid_v[g]), .fm(fm[g]),
             .o_hit(b_hit[g]), .o_act(b_act[g*ACT_W +: ACT_W]), .o_av(b_av[g]),
-            .o_a1(b_a1[g*AW +: AW]), .o_a2(b_a2[g*AW +: AW]), .o_h2(b_h2[g]), .o_same(b_same[g]),
+            .o_a1(b_a1[g*AW +: AW]), .o_a2(b_a2[g*AW +: AW]), .o_h2(b_h2[g]),
             .o_q1(b_q1[g]), .o_q2(b_q2[g]));
     end endgenerate
 
@@ -303,36 +301,40 @@ module synapse_pmu #(
     // inflight + Q_p: +issue +arrivals -(stage TAU-1 retiring) -pop
     wire leave = p_v[TAU-1];
     reg [PWQ+1:0] qp_base1;
+    wire [PWQ+1:0] qpb_m2, qpb_m1, qpb_p1, qpb_p2, qpb_p3;
+    synapse_nbrs #(.W(PWQ + 2)) nb_qp (.a(qp_base), .m2(qpb_m2), .m1(qpb_m1), .p1(qpb_p1), .p2(qpb_p2), .p3(qpb_p3));
     always @*
         case ({issue, qp_in, leave, qp_pop})
             5'b0_00_1_1:
-                qp_base1 = qp_base - 2;
+                qp_base1 = qpb_m2;
             5'b0_00_0_1, 5'b0_00_1_0, 5'b0_01_1_1, 5'b1_00_1_1:
-                qp_base1 = qp_base - 1;
+                qp_base1 = qpb_m1;
             5'b0_00_0_0, 5'b0_01_0_1, 5'b0_01_1_0, 5'b0_10_1_1, 5'b1_00_0_1, 5'b1_00_1_0, 5'b1_01_1_1:
                 qp_base1 = qp_base;
             5'b0_01_0_0, 5'b0_10_0_1, 5'b0_10_1_0, 5'b1_00_0_0, 5'b1_01_0_1, 5'b1_01_1_0, 5'b1_10_1_1:
-                qp_base1 = qp_base + 1;
+                qp_base1 = qpb_p1;
             5'b0_10_0_0, 5'b1_01_0_0, 5'b1_10_0_1, 5'b1_10_1_0:
-                qp_base1 = qp_base + 2;
+                qp_base1 = qpb_p2;
             5'b1_10_0_0:
-                qp_base1 = qp_base + 3;
+                qp_base1 = qpb_p3;
             default: qp_base1 = qp_base;
         endcase
     // inflight + Q_m: +issue +miss -leave -pop
     reg [MW+1:0] qm_base1;
+    wire [MW+1:0] qmb_m2, qmb_m1, qmb_p1, qmb_p2, qmb_p3;
+    synapse_nbrs #(.W(MW + 2)) nb_qm (.a(qm_base), .m2(qmb_m2), .m1(qmb_m1), .p1(qmb_p1), .p2(qmb_p2), .p3(qmb_p3));
     always @*
         case ({issue, ret_miss, leave, qm_pop})
             4'b0_0_1_1:
-                qm_base1 = qm_base - 2;
+                qm_base1 = qmb_m2;
             4'b0_0_0_1, 4'b0_0_1_0, 4'b0_1_1_1, 4'b1_0_1_1:
-                qm_base1 = qm_base - 1;
+                qm_base1 = qmb_m1;
             4'b0_0_0_0, 4'b0_1_0_1, 4'b0_1_1_0, 4'b1_0_0_1, 4'b1_0_1_0, 4'b1_1_1_1:
                 qm_base1 = qm_base;
             4'b0_1_0_0, 4'b1_0_0_0, 4'b1_1_0_1, 4'b1_1_1_0:
-                qm_base1 = qm_base + 1;
+                qm_base1 = qmb_p1;
             4'b1_1_0_0:
-                qm_base1 = qm_base + 2;
+                qm_base1 = qmb_p2;
             default: qm_base1 = qm_base;
         endcase
 
@@ -377,7 +379,6 @@ module synapse_pmu #(
             p_tag[1] <= qr_tag[qr_rd];
             p_key[1] <= lk;
             s_fk <= fk_eq_lk; s_fav <= fill_act_v; s_fact <= fill_act;
-            s_fhit <= fhit; s_fdo <= fill_do;
             s_used <= used; s_fnew <= f_new;
             p_v[2] <= p_v[1]; p_tbl[2] <= p_tbl[1]; p_tag[2] <= p_tag[1]; p_key[2] <= p_key[1];
             p_hit[2] <= l_hit;
@@ -428,7 +429,11 @@ endmodule
 // One CAM slot: its key, action and age, its two comparators (request key,
 // fill key), its share of the fill's slot choice, its age update, and its
 // drivers on the OR buses. A module of its own so synthesis maps one slot
-// once and counts it per instance.
+// once and counts it per instance. Synthesis maps each module on its own,
+// so what sits on a long path (the bus drivers, the fill's slot choice, the
+// age update after the buses) is in small modules whose every output is as
+// shallow as their deepest one: a late input is then one or two LUTs from
+// its register, not as deep as the slot's comparators.
 module synapse_pmu_entry #(
     parameter N = 64,
     parameter KEY_W = 104,
@@ -445,11 +450,9 @@ module synapse_pmu_entry #(
     input  wire full,
     input  wire [ACT_W-1:0] fill_act,     // last cycle's fill (registered)
     input  wire fill_act_v,
-    input  wire s_fhit, s_fdo,            // last cycle: a fill, and it found its key
     input  wire issue,
     input  wire [AW-1:0] a1, a2,          // ages of last cycle's touches
     input  wire h2x,                      // a lookup touch apart from x1
-    input  wire same,                     // the lookup touched x1
     input  wire g1, g2,                   // the slots of age N-1, N-2 are pending
     output reg  valid,
     output wire fm,                       // holds the fill key
@@ -457,64 +460,54 @@ module synapse_pmu_entry #(
     output wire [ACT_W-1:0] o_act,
     output wire o_av,
     output wire [AW-1:0] o_a1, o_a2,      // own age if touched last cycle
-    output wire o_h2, o_same,
+    output wire o_h2,
     output wire o_q1, o_q2                // age N-1 / N-2 and pending
 );
     reg [KEY_W-1:0] key;
     reg [ACT_W-1:0] act;
     reg act_v;
     reg [AW-1:0] age;
+    reg px1;                              // touched last cycle by the fill (x1)
     reg px2;                              // touched last cycle by the lookup
-    reg s_fm, s_sel;                      // last cycle: held the fill key, was the fill's free slot or victim
     reg s_m, s_w;                         // stage 1: request matched, fill wrote a key
     wire lm;
     synapse_eq #(.W(KEY_W)) eq_f (.a(key), .b(fill_key), .en(valid), .y(fm));
     synapse_eq #(.W(KEY_W)) eq_l (.a(key), .b(lk), .en(valid), .y(lm));
 
     // The fill's slot: the one holding its key, else the next unused one,
-    // else the victim (the oldest slot not touched last cycle).
+    // else the victim (the oldest slot not touched last cycle: of age N-1,
+    // N-2 or N-3, the older ones pending). The candidates come from
+    // registers; g1, g2 and fhit arrive late and pass one or two LUTs.
     wire pend = px1 | px2;
     localparam [AW-1:0] O1 = N - 1, O2 = N - 2, O3 = N - 3;
-    wire v1 = !pend && age == O1, v2 = !pend && age == O2, v3 = !pend && age == O3;
-    wire vic = v1 | (v2 & g1) | (v3 & g1 & g2);
-    wire nxt = prev_valid && !valid;
-    wire wkey = fill_do && !fhit && (full ? vic : nxt);
-    // Touched last cycle by the fill (x1), from registered parts, so that
-    // the search's OR across slots (fhit) ends at a register.
-    wire px1 = s_fdo && (s_fhit ? s_fm : s_sel);
-    assign o_q1 = pend && age == O1;
-    assign o_q2 = pend && age == O2;
+    wire v1 = full && !pend && age == O1, v2 = full && !pend && age == O2, v3 = full && !pend && age == O3;
+    wire nxt = !full && prev_valid && !valid;
+    wire sel, wkey, x1;
+    synapse_pmu_sel u_sel (.v1(v1), .v2(v2), .v3(v3), .nxt(nxt), .g1(g1), .g2(g2), .sel(sel));
+    synapse_pmu_wr u_wr (.fill_do(fill_do), .fhit(fhit), .fm(fm), .sel(sel), .wkey(wkey), .x1(x1));
+    synapse_pmu_q #(.N(N), .AW(AW)) u_q (.px1(px1), .px2(px2), .age(age), .o_q1(o_q1), .o_q2(o_q2));
+
+    // Bus drivers: the touches' ages (x1 == x2 is one touch: the slot
+    // does not drive a2, and no age is below a2 = 0) and, in stage 2, a
+    // match the fill did not overwrite.
+    synapse_pmu_drv #(.AW(AW), .ACT_W(ACT_W)) u_drv (
+        .px1(px1), .px2(px2), .age(age), .s_m(s_m), .s_w(s_w), .act(act), .act_v(act_v),
+        .o_a1(o_a1), .o_a2(o_a2), .o_h2(o_h2), .o_hit(o_hit), .o_act(o_act), .o_av(o_av));
 
     // Age update (last cycle's touches): a slot not touched ages by one for
-    // each touched slot that was older than it: age + [age < a1] + [age < a2].
-    function lt;                          // a < b, written out for LUT mapping
-        input [AW-1:0] a, b;
-        integer k;
-        reg eq;
-        begin
-            lt = 0; eq = 1;
-            for (k = AW - 1; k >= 0; k = k - 1) begin
-                lt = lt | (eq & !a[k] & b[k]);
-                eq = eq & (a[k] == b[k]);
-            end
-        end
-    endfunction
-    // x1 == x2 is one touch: a2 is then a1, and c2 is dropped (a late
-    // input of the last LUT rather than a gate on the a2 bus).
-    wire c1 = lt(age, a1), c2 = lt(age, a2) && !same;
-    wire [AW-1:0] mine = px2 ? {AW{1'b0}} : {{(AW-1){1'b0}}, h2x};
-    wire [AW-1:0] d0 = !valid ? O1 : pend ? mine : age;
-    wire [AW-1:0] d1 = !valid ? O1 : pend ? mine : age + 1'b1;
-    wire [AW-1:0] d2 = !valid ? O1 : pend ? mine : age + 2'd2;
-    assign o_a1 = px1 ? age : {AW{1'b0}};
-    assign o_a2 = px2 ? age : {AW{1'b0}};
-    assign o_h2 = px2 && !px1;
-    assign o_same = px2 && px1;
-
-    // Stage 2: a match the fill did not overwrite drives the action bus.
-    assign o_hit = s_m && !s_w;
-    assign o_act = o_hit ? act : {ACT_W{1'b0}};
-    assign o_av = o_hit && act_v;
+    // each touched slot that was older than it: age + [age < a1] + [age < a2];
+    // x2 -> 0, x1 -> 1 if there was another lookup touch (h2x) else 0, an
+    // invalid slot N-1. The three candidates are ready from registers; the
+    // comparisons with the buses pick one (synapse_pmu_age).
+    wire normal = valid && !pend;
+    wire is_x1 = valid && px1 && !px2;
+    wire [AW-1:0] cst = valid ? {AW{1'b0}} : O1;
+    wire [AW-1:0] z0 = normal ? age : cst;
+    wire [AW-1:0] z1 = normal ? age + 1'b1 : cst;
+    wire [AW-1:0] z2 = normal ? age + 2'd2 : cst;
+    wire [AW-1:0] age_n;
+    synapse_pmu_age #(.AW(AW)) u_age (.age(age), .a1(a1), .a2(a2), .h2x(h2x), .normal(normal), .is_x1(is_x1),
+                                      .z0(z0), .z1(z1), .z2(z2), .y(age_n));
 
     always @(posedge clk) begin
         // The action a cycle after the key: nothing reads it before (a
@@ -526,13 +519,138 @@ module synapse_pmu_entry #(
         if (wkey) key <= fill_key;
         if (clear) valid <= 1'b0;
         else if (wkey) valid <= 1'b1;
-        s_fm <= fm;
-        s_sel <= full ? vic : nxt;
+        px1 <= x1;
         px2 <= issue && lm;
         s_m <= lm;
         s_w <= wkey;
-        age <= (c1 && c2) ? d2 : (c1 || c2) ? d1 : d0;
+        age <= age_n;
     end
+endmodule
+
+// The fill's candidate slot: a registered victim candidate picked by the
+// pending flags g1, g2 of the older ages, or the next unused slot.
+module synapse_pmu_sel (input wire v1, v2, v3, nxt, g1, g2, output wire sel);
+    assign sel = nxt | v1 | (v2 & g1) | (v3 & g1 & g2);
+endmodule
+
+// The fill writes its key here (a new key), or touches this slot (x1).
+module synapse_pmu_wr (input wire fill_do, fhit, fm, sel, output wire wkey, x1);
+    assign wkey = fill_do & !fhit & sel;
+    assign x1 = fill_do & (fm | (!fhit & sel));
+endmodule
+
+// Pending (touched last cycle, not yet aged) at age N-1 / N-2.
+module synapse_pmu_q #(parameter N = 64, parameter AW = 6) (
+    input wire px1, px2, input wire [AW-1:0] age, output wire o_q1, o_q2);
+    localparam [AW-1:0] O1 = N - 1, O2 = N - 2;
+    assign o_q1 = (px1 | px2) && age == O1;
+    assign o_q2 = (px1 | px2) && age == O2;
+endmodule
+
+// A slot's drivers on the OR buses, one LUT each.
+module synapse_pmu_drv #(parameter AW = 6, parameter ACT_W = 32) (
+    input wire px1, px2, s_m, s_w, act_v, input wire [AW-1:0] age, input wire [ACT_W-1:0] act,
+    output wire [AW-1:0] o_a1, o_a2, output wire o_h2, o_hit, o_av, output wire [ACT_W-1:0] o_act);
+    assign o_a1 = px1 ? age : {AW{1'b0}};
+    assign o_a2 = (px2 && !px1) ? age : {AW{1'b0}};
+    assign o_h2 = px2 && !px1;
+    // Stage 2: a match the fill did not overwrite drives the action bus.
+    assign o_hit = s_m && !s_w;
+    assign o_act = (s_m && !s_w) ? act : {ACT_W{1'b0}};
+    assign o_av = s_m && !s_w && act_v;
+endmodule
+
+// A slot's next age from the touch buses: c1 = age < a1, c2 = age < a2
+// (3-bit groups, then one LUT), then one LUT per bit picks z0, z1 or z2
+// (age, age + 1, age + 2, or what a touched / invalid slot becomes). Bit 0
+// of the slot x1 is h2x.
+module synapse_pmu_age #(parameter AW = 6) (
+    input wire [AW-1:0] age, a1, a2, input wire h2x, normal, is_x1,
+    input wire [AW-1:0] z0, z1, z2, output wire [AW-1:0] y);
+    wire c1, c2;
+    synapse_lt #(.W(AW)) lt1 (.a(age), .b(a1), .y(c1));
+    synapse_lt #(.W(AW)) lt2 (.a(age), .b(a2), .y(c2));
+    assign y[0] = is_x1 ? h2x : normal ? (z0[0] ^ c1 ^ c2) : z0[0];
+    genvar k;
+    generate for (k = 1; k < AW; k = k + 1) begin : b
+        assign y[k] = (c1 && c2) ? z2[k] : (c1 || c2) ? z1[k] : z0[k];
+    end endgenerate
+endmodule
+
+// a < b in two LUT levels (up to 9 bits): per 3-bit group a LUT6 for
+// "less" and one for "equal", then one LUT combines the groups.
+module synapse_lt #(parameter W = 6) (input wire [W-1:0] a, b, output wire y);
+    localparam G = (W + 2) / 3;
+    wire [3*G-1:0] ap = a, bp = b;
+    wire [G-1:0] l, e;
+    genvar i;
+    generate for (i = 0; i < G; i = i + 1) begin : g
+        synapse_lt3 c (.a(ap[3*i +: 3]), .b(bp[3*i +: 3]), .lt(l[i]), .eq(e[i]));
+    end endgenerate
+    reg r;
+    integer k;
+    always @* begin
+        r = 1'b0;
+        for (k = 0; k < G; k = k + 1) r = l[k] | (e[k] & r);
+    end
+    assign y = r;
+endmodule
+
+module synapse_lt3 (input wire [2:0] a, b, output wire lt, eq);
+    assign lt = a < b;
+    assign eq = a == b;
+endmodule
+
+// The OR of N words of W bits (a bus every slot drives): per bit, a tree
+// of 6-input ORs, each a module so that synthesis maps it to one LUT6:
+// ceil(log6 N) levels (mapped as one module, a wide OR is a tree of 4-input
+// cuts: 4 levels at 128 slots instead of 3).
+module synapse_or #(parameter N = 64, parameter W = 1) (input wire [N*W-1:0] x, output wire [W-1:0] y);
+    genvar i, j;
+    generate for (j = 0; j < W; j = j + 1) begin : col
+        wire [N-1:0] c;
+        for (i = 0; i < N; i = i + 1) begin : row
+            assign c[i] = x[i*W + j];
+        end
+        synapse_tree #(.N(N), .AND(0)) t (.x(c), .y(y[j]));
+    end endgenerate
+endmodule
+
+// The OR (AND = 0) or the AND (AND = 1) of N bits as a tree of 6-input
+// gates, up to 6^4 inputs.
+module synapse_tree #(parameter N = 6, parameter AND = 0) (input wire [N-1:0] x, output wire y);
+    localparam N1 = (N + 5) / 6, N2 = (N1 + 5) / 6, N3 = (N2 + 5) / 6, N4 = (N3 + 5) / 6;
+    wire [N1-1:0] c1;
+    wire [N2-1:0] c2;
+    wire [N3-1:0] c3;
+    wire [N4-1:0] c4;
+    synapse_level #(.N(N), .AND(AND)) l1 (.x(x), .y(c1));
+    synapse_level #(.N(N1), .AND(AND)) l2 (.x(c1), .y(c2));
+    synapse_level #(.N(N2), .AND(AND)) l3 (.x(c2), .y(c3));
+    synapse_level #(.N(N3), .AND(AND)) l4 (.x(c3), .y(c4));
+    assign y = N <= 1 ? x[0] : N1 <= 1 ? c1[0] : N2 <= 1 ? c2[0] : N3 <= 1 ? c3[0] : c4[0];
+endmodule
+
+module synapse_level #(parameter N = 6, parameter AND = 0) (input wire [N-1:0] x, output wire [(N+5)/6-1:0] y);
+    genvar i;
+    generate for (i = 0; i < (N + 5) / 6; i = i + 1) begin : g
+        localparam K = N - 6 * i < 6 ? N - 6 * i : 6;
+        synapse_gate6 #(.K(K), .AND(AND)) o (.x(x[6*i +: K]), .y(y[i]));
+    end endgenerate
+endmodule
+
+module synapse_gate6 #(parameter K = 6, parameter AND = 0) (input wire [K-1:0] x, output wire y);
+    assign y = AND ? &x : |x;
+endmodule
+
+// A counter's neighbours, computed from its register in parallel (a module
+// so that synthesis does not share one adder behind the choice).
+module synapse_nbrs #(parameter W = 8) (input wire [W-1:0] a, output wire [W-1:0] m2, m1, p1, p2, p3);
+    assign m2 = a - 2'd2;
+    assign m1 = a - 1'b1;
+    assign p1 = a + 1'b1;
+    assign p2 = a + 2'd2;
+    assign p3 = a + 2'd3;
 endmodule
 
 // key == other, as XAPP-style LUT6 rows: each LUT compares three bit pairs,
@@ -551,7 +669,7 @@ module synapse_eq #(parameter W = 104) (
     generate for (i = 0; i < C; i = i + 1) begin : r
         synapse_eq3 e (.a(ap[3*i +: 3]), .b(bp[3*i +: 3]), .y(row[i]));
     end endgenerate
-    assign y = en & (&row);
+    synapse_tree #(.N(C + 1), .AND(1)) t (.x({en, row}), .y(y));
 endmodule
 
 module synapse_eq3 (input wire [2:0] a, b, output wire y);
