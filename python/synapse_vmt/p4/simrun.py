@@ -222,6 +222,7 @@ class RoutedSim:
                                                routes.hop_table, routes.hop_key)
         except ValueError as e:
             raise UserError(str(e)) from None
+        self.config = config  # what the core was built from (its drain_ns, window_ns, ...)
         self.feeder = feeder  # callable(t_end_ps) -> (t_ps uint64, route uint32) arrivals before t_end_ps
         self.pushed = 0
 
@@ -424,7 +425,6 @@ def fast_program(pr: ProgramRun, pmus: int, *, block_size: int = 256, window_ns:
         fc = Fast.model_validate(fast or {}).model_dump()
     except ValueError as e:
         raise UserError(f"[fast]: {e}") from None
-    base = _sim_base(seed, window_ns, pr.duration_ns, block_size, overrides)
     sim = build_sim(pr, even_split(pr.routes.tables, pmus), pmus, block_size=block_size, window_ns=window_ns, seed=seed,
                     overrides=overrides)
     t, r = sim.feeder(int(pr.duration_ns * 1000))
@@ -433,7 +433,7 @@ def fast_program(pr: ProgramRun, pmus: int, *, block_size: int = 256, window_ns:
                               np.ascontiguousarray(r, dtype=np.uint32))
     except ValueError as e:
         raise UserError(str(e)) from None
-    s["warnings"] = fast_summary(s, pr.duration_ns, float(base.get("drain_ns", 1_000_000.0)))
+    s["warnings"] = fast_summary(s, pr.duration_ns, float(sim.config["drain_ns"]))
     return program_summary(pr, sim, s), sim
 
 
