@@ -163,6 +163,22 @@ def test_ecp5_flow_places_and_routes_and_reports_fmax(tmp_path, monkeypatch):
         synth.cached_row("orb", 4, 16, flow="xilinx").flow == "xilinx"
 
 
+@pytest.mark.usefixtures("ecp5_flow")
+def test_a_design_bigger_than_the_device_is_reported_with_its_need_not_placed(tmp_path, monkeypatch):
+    """A device of 50 LUT4s: the 4-entry ORB (a few hundred) does not fit;
+    its row says so with yosys's count and nextpnr is never started."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(synth, "ECP5_LUT4", 50)
+    monkeypatch.setattr(synth, "_place_and_route", lambda *a: pytest.fail("nextpnr started"))
+    r = CliRunner().invoke(main, ["hw", "synth", "--flow", "ecp5", "--unit", "orb", "--entries", "4",
+                                  "--key-bits", "16", "--csv", str(tmp_path / "e.csv")])
+    assert r.exit_code == 0, r.output
+    row = synth.cached_row("orb", 4, 16, flow="ecp5")
+    assert not row.fits and row.fmax_mhz is None and row.luts == row.luts_pre > 50
+    assert f"does not fit: needs {row.luts} of the device's 50 LUT4s" in r.output
+    assert (tmp_path / "e.csv").read_text().splitlines()[1].endswith(",False")
+
+
 def test_ecp5_stat_counts_lut4_sites():
     """A carry cell takes two LUT4s, a 16x4 LUT-RAM six (its two RAM slices
     and its write-port slice); multiplexers (PFUMX, L6MUX21) take none."""
