@@ -10,18 +10,18 @@ use std::path::Path;
 use synapse_core::program::{Capture, Executor, Frames, OnTruncated, Outputs, RunPacket, Visits};
 
 fn cpu_s() -> f64 {
-    let mut ts = libc_timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
     // CLOCK_THREAD_CPUTIME_ID = 3
     unsafe { clock_gettime(3, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 #[repr(C)]
-struct libc_timespec {
+struct Timespec {
     tv_sec: i64,
     tv_nsec: i64,
 }
 extern "C" {
-    fn clock_gettime(clk: i32, ts: *mut libc_timespec) -> i32;
+    fn clock_gettime(clk: i32, ts: *mut Timespec) -> i32;
 }
 
 fn main() {
