@@ -121,11 +121,12 @@ def cpu_model(out: str, quick: bool, quiet: bool) -> None:
               help="provision for this multiple of the measured input rate")
 @click.option("--pmus", type=click.IntRange(min=10), default=None, help="the PMU pool (default 16)")
 @click.option("--elu-utilization", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
-              help="the closed loop adds PMUs only while the predicted ELU load is above this fraction of its measured capacity")
+              help="with --curves calibration: the closed loop adds PMUs only while the predicted ELU load is above this "
+                   "fraction of its measured capacity")
 @click.option("--elu-release", type=click.FloatRange(min=0), default=None,
               help="give PMUs back only while the predicted ELU load stays under this fraction of its capacity without "
                    "them (hysteresis; default: the --elu-utilization fraction; --curves calibration only)")
-@click.option("--curves", "curve_source", type=click.Choice(["mrc", "calibration"]), default="mrc", show_default=True,
+@click.option("--curves", "curve_source", type=click.Choice(["calibration", "mrc"]), default="calibration", show_default=True,
               help="the closed loop's miss curves: mrc (sampled online from each table's live key stream) or calibration "
                    "(short calibration runs at start, corrected online)")
 @click.option("--mrc-sampling", default="size:4096", show_default=True,

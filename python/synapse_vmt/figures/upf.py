@@ -18,20 +18,39 @@ schemes over the same seeded traffic:
 - **even split**: the pool dealt evenly over the tables, fixed.
 
 The model: all tables' misses go to one shared ELU, so a table's PMUs are
-worth the ELU requests they save. Calibration runs (the pool split evenly
-at one, two, three PMUs per table, flat traffic at the run's flow density)
-give each table's miss ratio against its PMU count (:func:`miss_curves`)
-and the ELU's capacity (the request rate it sustains, :func:`elu_capacity`).
+worth the ELU requests they save. Where each table's miss ratio against its
+PMU count comes from (``--curves``):
+
+- ``mrc``: the online sampled miss-ratio curve of each
+  table's live key stream (:mod:`synapse_vmt.opt.mrcfeed`: every batch of
+  arrivals the simulator takes is pushed into per-table SHARDS curves that
+  model the VMU's sharding over PMUs, each PMU's LRU and the early-miss
+  fill latency), read at every solve: the miss ratio at every PMU count is
+  known, without calibration. The target is then the exact optimum
+  (:func:`optimal_misses`, a dynamic program: a sampled curve has cliffs
+  the greedy misses) of the predicted ELU load plus ``theta_mpps``
+  (:data:`MRC_THETA_MPPS`) per PMU held: a PMU is held where it saves that
+  much of the ELU's requests. A table's misses are weighed by what one
+  costs the ELU (its walks' HBM bytes per request so far, relative to the
+  mean: an ACL miss walks a deeper structure than an exact table's).
+- ``calibration`` (the default): calibration runs (the pool split evenly at one, two,
+  three PMUs per table, flat traffic at the run's flow density) give each
+  table's miss ratio against its PMU count (:func:`miss_curves`), corrected
+  online in warm periods, and the ELU's capacity (the request rate it
+  sustains, :func:`elu_capacity`); PMUs are added greedily
+  (:func:`greedy_misses`) only while the predicted ELU load is above
+  ``elu_utilization`` x that capacity. Short calibration runs are dominated
+  by compulsory misses: with seed 1 the ACL's curve came out flat, and it
+  got no PMUs.
+
 The control law, every period (:meth:`MissAware.solve`):
 
 1. *Load*: each table's measured load, extrapolated one period ahead when
    it rises (load + its rise; a falling load is taken as it is), times the
    headroom. A ramp's first decisions otherwise gave PMUs back and took them
    again a period later, cold, at a higher load.
-2. *Target*: PMUs one at a time to the table whose miss volume (load x
-   miss ratio) falls most, while the predicted ELU load (the summed miss
-   volume) is above ``elu_utilization`` x its capacity
-   (:func:`greedy_misses`): an ELU with slack needs no more PMUs.
+2. *Target*: the allocation of the curves' source above
+   (:meth:`MissAware.allocate`).
 3. *Count*: grows to that target at once; gives back at most
    ``max_release`` PMUs a period, none while a table is behind (its load is
    then throttled by backpressure), except PMUs that save nothing
@@ -48,9 +67,9 @@ The control law, every period (:meth:`MissAware.solve`):
 5. A table behind gets one more PMU from the free pool: the model
    under-predicts the ELU load then.
 
-Each warm period (the table held the same PMUs through it and the one
-before) corrects the miss curves online (:meth:`MissAware.correct_curves`).
-Per-table USL curves (fig8's
+With calibrated curves, each warm period (the table held the same PMUs
+through it and the one before) corrects them online
+(:meth:`MissAware.correct_curves`), and per-table USL curves (fig8's
 single-table method) are fitted too and reported, but misplace PMUs here:
 backpressure from the saturated ELU makes every upstream table look short
 of capacity.
@@ -193,7 +212,7 @@ def greedy_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pmu
 
 
 def optimal_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pmus: int = 1, theta_mpps: float = 0.0,
-                   start: np.ndarray | None = None) -> np.ndarray:
+                   start: np.ndarray | None = None, elu_target_mpps: float | None = None) -> np.ndarray:
     """The allocation of at most ``total`` PMUs (at least ``start``, default
     ``min_pmus``, per table) that minimizes the predicted ELU load (the
     summed miss volume, load x miss ratio) plus ``theta_mpps`` per PMU held:
@@ -221,6 +240,11 @@ def optimal_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pm
                     new[c + k], pick[j, c + k] = v, k
         best = new
     c = int(np.argmin(best + 1e-12 * np.arange(total + 1)))
+    if elu_target_mpps is not None and elu_target_mpps > 0:
+        # the fewest PMUs whose best allocation keeps the predicted ELU load under the target
+        under = np.flatnonzero(best - theta_mpps * np.arange(total + 1) <= elu_target_mpps)
+        if len(under):
+            c = int(under[0])
     n = np.zeros(T, dtype=np.int64)
     for j in range(T - 1, -1, -1):
         n[j] = pick[j, c]
@@ -247,6 +271,8 @@ class MissAware(Controller):
 
     curves: np.ndarray = None  # set after construction (or read from `feed` at every solve)
     feed: object = None  # opt.mrcfeed.OnlineMrc: the curves of the live key streams, in place of calibrated ones
+    weigh_misses: bool = True  # with `feed`: a table's misses weigh what they cost the ELU (HBM bytes per request)
+    miss_bytes: np.ndarray | None = None  # per table: HBM bytes and ELU requests seen
     theta_mpps: float = 0.5
     elu_target_mpps: float | None = None  # the band's top: PMUs are added while the predicted ELU load is above it
     elu_release_mpps: float | None = None  # the band's bottom: PMUs go back only while the load stays under it
@@ -257,9 +283,6 @@ class MissAware(Controller):
     measured: np.ndarray | None = None  # (table, PMU count): the curve there was measured in a period
     warm: dict | None = None  # per table, the PMU count it held through the last period
     trend: bool = True  # provision for the next period's load, extrapolated linearly when it rises
-    lookahead: float = 1.0  # ... that many periods ahead (PMUs added in time to be warm when the load arrives)
-    hold_rising: bool = False  # give no PMU back while the total load rises (by more than `rise` x)
-    rise: float = 1.05
     prev_offered: np.ndarray | None = None
     flat_miss_ratio: float = 1e-3  # a table missing at most this often needs no more PMUs (see useful())
     min_improvement: float = 0.05  # a re-placement must cut the predicted ELU load by this fraction
@@ -272,13 +295,11 @@ class MissAware(Controller):
             self.curves = self.feed.miss_curves()
             self.measured = np.ones(self.curves.shape, dtype=bool)
         off = np.asarray(tr.offered_mpps, dtype=float)
-        rising = False
         if self.trend:
             # the next period's load: a rising load keeps rising (linear), a falling one is taken as it is
             prev = self.prev_offered if self.prev_offered is not None else np.zeros_like(off)
             self.prev_offered = off
-            rising = bool(off.sum() > self.rise * prev.sum())
-            off = off + self.lookahead * np.maximum(0.0, off - prev)
+            off = off + np.maximum(0.0, off - prev)
         load = off * self.settings.headroom
         if self.measured is None:
             self.measured = np.zeros(self.curves.shape, dtype=bool)
@@ -298,7 +319,7 @@ class MissAware(Controller):
         # (`elu_release_mpps`), at most `max_release` a period (a dip would
         # otherwise cost cold caches when the load returns); inside the band
         # the count is held.
-        release = 0 if behind.any() or (self.hold_rising and rising) else self.max_release
+        release = 0 if behind.any() else self.max_release
         if behind.any() and n.sum() < held.sum():
             # ... but PMUs that save nothing may go whatever the load (their curve is flat)
             release = int(min(self.max_release, held.sum() - self.useful(held).sum()))
@@ -360,7 +381,8 @@ class MissAware(Controller):
         greedy of :func:`greedy_misses` (PMUs while the ELU is over its
         target, exploring counts never measured)."""
         if self.feed is not None:
-            return optimal_misses(load, self.curves, total, self.settings.min_pmus, self.theta_mpps, start)
+            return optimal_misses(load * self.miss_weight(), self.curves, total, self.settings.min_pmus, self.theta_mpps, start,
+                                  self.elu_target_mpps)
         return greedy_misses(load, self.curves, total, self.settings.min_pmus, self.theta_mpps, self.elu_target_mpps,
                              self.measured, start=start)
 
@@ -381,6 +403,24 @@ class MissAware(Controller):
     def learn(self, w: dict, tr) -> None:
         if self.feed is None:
             self.correct_curves(w)
+        elif self.weigh_misses and "hbm_bytes" in w:
+            # what a miss of each table costs the ELU: its walk's HBM bytes per request, so far
+            tab = np.asarray(w["table"], dtype=np.int64)
+            T = len(self.names)
+            if self.miss_bytes is None:
+                self.miss_bytes = np.zeros((T, 2))
+            self.miss_bytes[:, 0] += np.bincount(tab, weights=np.asarray(w["hbm_bytes"], dtype=float), minlength=T)
+            self.miss_bytes[:, 1] += np.bincount(tab, weights=np.asarray(w["elu_requests"], dtype=float), minlength=T)
+
+    def miss_weight(self) -> np.ndarray:
+        """Per table, the ELU cost of one of its misses relative to the mean
+        miss (HBM bytes per ELU request); 1 where nothing was seen yet."""
+        T = len(self.names)
+        if not self.weigh_misses or self.miss_bytes is None or self.miss_bytes[:, 1].sum() <= 0:
+            return np.ones(T)
+        per = np.where(self.miss_bytes[:, 1] > 0, self.miss_bytes[:, 0] / np.maximum(self.miss_bytes[:, 1], 1.0), np.nan)
+        mean = self.miss_bytes[:, 0].sum() / self.miss_bytes[:, 1].sum()
+        return np.where(np.isnan(per), 1.0, per / mean) if mean > 0 else np.ones(T)
 
     def correct_curves(self, w: dict) -> None:
         """Miss ratio per table at the PMU count it held throughout the period,
@@ -492,7 +532,7 @@ def calibrate(pl: dict, program: str, entries: Path, traffic, names: list[str], 
 
 def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
         hit_rate_floor: float | None = None, headroom: float = 1.3, pmus: int | None = None,
-        elu_utilization: float = 1.0, elu_release: float | None = None, curve_source: str = "mrc",
+        elu_utilization: float = 1.0, elu_release: float | None = None, curve_source: str = "calibration",
         mrc_sampling: Sampling | None = None, theta_mpps: float | None = None) -> dict:
     """``curve_source``: ``mrc`` (the live key streams' sampled curves,
     :mod:`synapse_vmt.opt.mrcfeed`; no calibration run) or ``calibration``
