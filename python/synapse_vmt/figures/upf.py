@@ -30,9 +30,7 @@ PMU count comes from (``--curves``):
   (:func:`optimal_misses`, a dynamic program: a sampled curve has cliffs
   the greedy misses) of the predicted ELU load plus ``theta_mpps``
   (:data:`MRC_THETA_MPPS`) per PMU held: a PMU is held where it saves that
-  much of the ELU's requests. A table's misses are weighed by what one
-  costs the ELU (its walks' HBM bytes per request so far, relative to the
-  mean: an ACL miss walks a deeper structure than an exact table's).
+  much of the ELU's requests.
 - ``calibration`` (the default): calibration runs (the pool split evenly at one, two,
   three PMUs per table, flat traffic at the run's flow density) give each
   table's miss ratio against its PMU count (:func:`miss_curves`), corrected
@@ -271,8 +269,6 @@ class MissAware(Controller):
 
     curves: np.ndarray = None  # set after construction (or read from `feed` at every solve)
     feed: object = None  # opt.mrcfeed.OnlineMrc: the curves of the live key streams, in place of calibrated ones
-    weigh_misses: bool = True  # with `feed`: a table's misses weigh what they cost the ELU (HBM bytes per request)
-    miss_bytes: np.ndarray | None = None  # per table: HBM bytes and ELU requests seen
     theta_mpps: float = 0.5
     elu_target_mpps: float | None = None  # the band's top: PMUs are added while the predicted ELU load is above it
     elu_release_mpps: float | None = None  # the band's bottom: PMUs go back only while the load stays under it
@@ -381,8 +377,7 @@ class MissAware(Controller):
         greedy of :func:`greedy_misses` (PMUs while the ELU is over its
         target, exploring counts never measured)."""
         if self.feed is not None:
-            return optimal_misses(load * self.miss_weight(), self.curves, total, self.settings.min_pmus, self.theta_mpps, start,
-                                  self.elu_target_mpps)
+            return optimal_misses(load, self.curves, total, self.settings.min_pmus, self.theta_mpps, start, self.elu_target_mpps)
         return greedy_misses(load, self.curves, total, self.settings.min_pmus, self.theta_mpps, self.elu_target_mpps,
                              self.measured, start=start)
 
@@ -403,24 +398,6 @@ class MissAware(Controller):
     def learn(self, w: dict, tr) -> None:
         if self.feed is None:
             self.correct_curves(w)
-        elif self.weigh_misses and "hbm_bytes" in w:
-            # what a miss of each table costs the ELU: its walk's HBM bytes per request, so far
-            tab = np.asarray(w["table"], dtype=np.int64)
-            T = len(self.names)
-            if self.miss_bytes is None:
-                self.miss_bytes = np.zeros((T, 2))
-            self.miss_bytes[:, 0] += np.bincount(tab, weights=np.asarray(w["hbm_bytes"], dtype=float), minlength=T)
-            self.miss_bytes[:, 1] += np.bincount(tab, weights=np.asarray(w["elu_requests"], dtype=float), minlength=T)
-
-    def miss_weight(self) -> np.ndarray:
-        """Per table, the ELU cost of one of its misses relative to the mean
-        miss (HBM bytes per ELU request); 1 where nothing was seen yet."""
-        T = len(self.names)
-        if not self.weigh_misses or self.miss_bytes is None or self.miss_bytes[:, 1].sum() <= 0:
-            return np.ones(T)
-        per = np.where(self.miss_bytes[:, 1] > 0, self.miss_bytes[:, 0] / np.maximum(self.miss_bytes[:, 1], 1.0), np.nan)
-        mean = self.miss_bytes[:, 0].sum() / self.miss_bytes[:, 1].sum()
-        return np.where(np.isnan(per), 1.0, per / mean) if mean > 0 else np.ones(T)
 
     def correct_curves(self, w: dict) -> None:
         """Miss ratio per table at the PMU count it held throughout the period,
