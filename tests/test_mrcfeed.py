@@ -147,3 +147,14 @@ def test_the_mrc_fed_controller_picks_the_brute_force_allocation(seed):
     got = float(np.sum(load * curves[np.arange(T), n])) + 0.5 * n.sum()
     assert got == pytest.approx(want[0], abs=1e-9), (n.tolist(), want)
     assert isinstance(ctl, MissAware) and ctl.measured.all()
+
+
+@pytest.mark.parametrize("bad", ["rate:2", "size:0", "shards"])
+def test_a_bad_sampling_is_one_line_and_status_2(tmp_path, bad):
+    from click.testing import CliRunner
+
+    from synapse_vmt.cli import main
+
+    r = CliRunner().invoke(main, ["reproduce", "upf", "--quick", "--curves", "mrc", "--mrc-sampling", bad, "-o", str(tmp_path)])
+    assert r.exit_code == 2 and "--mrc-sampling " + bad in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "summary.json").exists()

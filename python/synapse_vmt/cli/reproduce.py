@@ -136,12 +136,17 @@ def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_
     """UPF (ONF UP4) with populated tables under a shifting uplink/downlink
     mix: the closed loop moving PMUs between tables vs the static oracle and
     an even split of the same pool (paper §2, Fig. 1)."""
+    from synapse_vmt.errors import UserError
     from synapse_vmt.figures import upf as f
     from synapse_vmt.mrc import Sampling
 
+    try:
+        sampling = Sampling.parse(mrc_sampling)
+    except UserError as e:
+        raise UserError(str(e).replace("--sampling", "--mrc-sampling", 1)) from None
     s = f.run(Path(out), quick, seed, slo_latency_ns=slo_latency_ns, hit_rate_floor=hit_rate_floor, headroom=headroom, pmus=pmus,
               elu_utilization=elu_utilization, elu_release=elu_release, curve_source=curve_source,
-              mrc_sampling=Sampling.parse(mrc_sampling))
+              mrc_sampling=sampling)
     c, e = s["closed_loop"], s["even_split"]
     click.echo(f"  closed loop: throughput {c['throughput_ratio_vs_static']:.3f} of static, PMU-time "
                f"{c['pmu_time_ratio_vs_static']:.3f} of static, mean latency {c['mean_latency_ns']:.1f} ns")
