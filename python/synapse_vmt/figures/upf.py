@@ -210,7 +210,7 @@ def greedy_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pmu
 
 
 def optimal_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pmus: int = 1, theta_mpps: float = 0.0,
-                   start: np.ndarray | None = None, elu_target_mpps: float | None = None) -> np.ndarray:
+                   start: np.ndarray | None = None) -> np.ndarray:
     """The allocation of at most ``total`` PMUs (at least ``start``, default
     ``min_pmus``, per table) that minimizes the predicted ELU load (the
     summed miss volume, load x miss ratio) plus ``theta_mpps`` per PMU held:
@@ -238,11 +238,6 @@ def optimal_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pm
                     new[c + k], pick[j, c + k] = v, k
         best = new
     c = int(np.argmin(best + 1e-12 * np.arange(total + 1)))
-    if elu_target_mpps is not None and elu_target_mpps > 0:
-        # the fewest PMUs whose best allocation keeps the predicted ELU load under the target
-        under = np.flatnonzero(best - theta_mpps * np.arange(total + 1) <= elu_target_mpps)
-        if len(under):
-            c = int(under[0])
     n = np.zeros(T, dtype=np.int64)
     for j in range(T - 1, -1, -1):
         n[j] = pick[j, c]
@@ -377,7 +372,7 @@ class MissAware(Controller):
         greedy of :func:`greedy_misses` (PMUs while the ELU is over its
         target, exploring counts never measured)."""
         if self.feed is not None:
-            return optimal_misses(load, self.curves, total, self.settings.min_pmus, self.theta_mpps, start, self.elu_target_mpps)
+            return optimal_misses(load, self.curves, total, self.settings.min_pmus, self.theta_mpps, start)
         return greedy_misses(load, self.curves, total, self.settings.min_pmus, self.theta_mpps, self.elu_target_mpps,
                              self.measured, start=start)
 

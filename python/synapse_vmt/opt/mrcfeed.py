@@ -7,17 +7,21 @@ miss-ratio curve per table (``_core.mrc_push``: the per-key work in Rust,
 ``crates/synapse-core/src/sim/mrc.rs``). The curve models what the exact
 engine does to that key stream: the VMU's sharding of the keys over P PMUs
 (a stack per PMU), each PMU's LRU, and the fill latency of early-miss PMUs.
-It is sampled in bounded memory (SHARDS, fixed size: at most ``size`` keys
-tracked in each PMU count's stacks, the sampling rate falling as keys
-arrive), so the cost per arrival does not grow with the run. Per control
-period the controller reads the curves (a few hundred numbers) and knows,
+It is sampled (SHARDS, fixed size: at most ``size`` keys tracked per
+table, the sampling rate falling as keys arrive), so the stacks stay
+bounded and the cost per arrival does not grow with the run (a few bytes of
+bookkeeping per distinct key remain, as in the simulator's own key table).
+Per control period the controller reads the curves (a few hundred numbers) and knows,
 for every table, its miss ratio at every PMU count of the pool: the marginal
 gain of each PMU.
 
+The curve at P PMUs shards the keys as the VMU would over the table's own
+PMU ids first, then the lowest others (``synapse mrc``'s order), not over
+the ids the controller's placement later gives the table: the ring's
+imbalance between shards moves a small curve's cliffs by a PMU or so.
+
 The curve is over the stream since the run started (compulsory misses of
-new flows included, as the exact engine has them); with ``recent`` > 0 it is
-over the last ``recent`` control periods' references only (the hits and
-references of older reads subtracted), for a stream whose reuse changes.
+new flows included, as the exact engine has them).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ class OnlineMrc:
     """The miss-ratio curves of a routed simulator's tables, fed by its own
     arrivals, batch by batch (hook it up before the first ``run_until``)."""
 
-    def __init__(self, sim, pmus: int, block_size: int, sampling: Sampling | None = None, recent: int = 0):
+    def __init__(self, sim, pmus: int, block_size: int, sampling: Sampling | None = None):
         core = getattr(sim, "core", None)
         taps = getattr(sim, "taps", None)
         if core is None or taps is None:
@@ -46,8 +50,6 @@ class OnlineMrc:
         self.m = _core.mrc_routed(core, list(range(1, self.pmus + 1)), [self.block], self.sampling.kind,
                                   self.sampling.value, True)
         self.names = [str(n) for n in sim.table_names()]
-        self.recent = int(recent)
-        self.snaps: list[tuple[np.ndarray, np.ndarray]] = []  # (refs per table, hits per table and count), per read
         taps.append(self.push)
 
     def push(self, t_ps: np.ndarray, route: np.ndarray) -> None:
@@ -69,13 +71,6 @@ class OnlineMrc:
         """Per table, its miss ratio at 0..pmus PMUs, shape (T, pmus + 1)
         (0 PMUs: every lookup misses; a table with no reference yet: 1)."""
         refs, hits = self.totals()
-        if self.recent > 0:
-            self.snaps.append((refs, hits))
-            if len(self.snaps) > self.recent + 1:
-                self.snaps.pop(0)
-            if len(self.snaps) > 1:
-                r0, h0 = self.snaps[0]
-                refs, hits = refs - r0, hits - h0
         out = np.ones((len(self.names), self.pmus + 1))
         ok = refs > 0
         out[ok, 1:] = np.clip(1.0 - hits[ok] / refs[ok, None], 0.0, 1.0)
