@@ -121,19 +121,32 @@ def cpu_model(out: str, quick: bool, quiet: bool) -> None:
               help="provision for this multiple of the measured input rate")
 @click.option("--pmus", type=click.IntRange(min=10), default=None, help="the PMU pool (default 16)")
 @click.option("--elu-utilization", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
-              help="the closed loop adds PMUs only while the predicted ELU load is above this fraction of its measured capacity")
+              help="with --curves calibration: the closed loop adds PMUs only while the predicted ELU load is above this "
+                   "fraction of its measured capacity")
 @click.option("--elu-release", type=click.FloatRange(min=0), default=None,
               help="give PMUs back only while the predicted ELU load stays under this fraction of its capacity without "
-                   "them (hysteresis; default: the --elu-utilization fraction)")
+                   "them (hysteresis; default: the --elu-utilization fraction; --curves calibration only)")
+@click.option("--curves", "curve_source", type=click.Choice(["calibration", "mrc"]), default="calibration", show_default=True,
+              help="the closed loop's miss curves: mrc (sampled online from each table's live key stream) or calibration "
+                   "(short calibration runs at start, corrected online)")
+@click.option("--mrc-sampling", default="size:4096", show_default=True,
+              help="with --curves mrc: exact, rate:R or size:N (SHARDS, at most N keys tracked per table)")
 def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_rate_floor: float | None, headroom: float,
-            pmus: int | None, elu_utilization: float, elu_release: float) -> None:
+            pmus: int | None, elu_utilization: float, elu_release: float, curve_source: str, mrc_sampling: str) -> None:
     """UPF (ONF UP4) with populated tables under a shifting uplink/downlink
     mix: the closed loop moving PMUs between tables vs the static oracle and
     an even split of the same pool (paper §2, Fig. 1)."""
+    from synapse_vmt.errors import UserError
     from synapse_vmt.figures import upf as f
+    from synapse_vmt.mrc import Sampling
 
+    try:
+        sampling = Sampling.parse(mrc_sampling)
+    except UserError as e:
+        raise UserError(str(e).replace("--sampling", "--mrc-sampling", 1)) from None
     s = f.run(Path(out), quick, seed, slo_latency_ns=slo_latency_ns, hit_rate_floor=hit_rate_floor, headroom=headroom, pmus=pmus,
-              elu_utilization=elu_utilization, elu_release=elu_release)
+              elu_utilization=elu_utilization, elu_release=elu_release, curve_source=curve_source,
+              mrc_sampling=sampling)
     c, e = s["closed_loop"], s["even_split"]
     click.echo(f"  closed loop: throughput {c['throughput_ratio_vs_static']:.3f} of static, PMU-time "
                f"{c['pmu_time_ratio_vs_static']:.3f} of static, mean latency {c['mean_latency_ns']:.1f} ns")

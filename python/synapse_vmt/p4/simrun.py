@@ -225,12 +225,18 @@ class RoutedSim:
         self.config = config  # what the core was built from (its drain_ns, window_ns, ...)
         self.feeder = feeder  # callable(t_end_ps) -> (t_ps uint64, route uint32) arrivals before t_end_ps
         self.pushed = 0
+        # callables(t_ps, route) given each batch of arrivals as it is pushed
+        # (e.g. the controller's online miss-ratio curves, opt/mrcfeed.py)
+        self.taps: list = []
 
     def run_until(self, t_ns: float) -> None:
         t, r = self.feeder(int(t_ns * 1000) + 1)
         if len(t):
-            _core.push_arrivals(self.core, np.ascontiguousarray(t, dtype=np.uint64), np.ascontiguousarray(r, dtype=np.uint32))
+            t, r = np.ascontiguousarray(t, dtype=np.uint64), np.ascontiguousarray(r, dtype=np.uint32)
+            _core.push_arrivals(self.core, t, r)
             self.pushed += len(t)
+            for tap in self.taps:
+                tap(t, r)
         self.core.run_until(t_ns)
 
     def __getattr__(self, name):
