@@ -283,6 +283,9 @@ class Attack(_Model):
                   "catch-alls; `scan`: a cycle through `scan_factor` × the PMU entries of the largest table.")
     scan_factor: float = F(1.1, "`scan`: distinct keys, as a multiple of the PMU entries of the largest table.",
                            gt=0.0)
+    start_ns: float = F(0.0, "Simulated time the attack starts at (no attack packet before it).", "ns", ge=0.0)
+    table: str | None = F(None, "The table attack PHVs enter (a flood aimed at one table); unset: the scenario's "
+                                "entry shares, as the legitimate PHVs.")
 
 
 class Admission(_Model):

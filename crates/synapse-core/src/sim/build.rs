@@ -150,9 +150,17 @@ impl Simulator {
             (Some(_), config::Traffic::Flows { flows, .. }) => Some(*flows),
             _ => None,
         };
+        // An attack aimed at one table: its PHVs enter there.
+        let attack_entry = match config.attack.as_ref().and_then(|a| a.table.as_ref()) {
+            Some(n) => match config.tables.iter().position(|t| &t.name == n) {
+                Some(i) => Some(i as u16),
+                None => return err(format!("config: attack: table {n:?} is not a table of the scenario")),
+            },
+            None => None,
+        };
         let mut sim = Simulator::build(config, sets, flow_keys, src)?;
         if let Some(legit_flows) = legit_flows {
-            sim.legit = Some(Box::new(stats::Classes { legit_flows, ..Default::default() }));
+            sim.legit = Some(Box::new(stats::Classes { legit_flows, attack_entry, ..Default::default() }));
         }
         Ok(sim)
     }
