@@ -312,6 +312,9 @@ class Defence(_Model):
                           "misses", ge=0)
     shed_all_backlog: int = F(0, "Any miss is shed while the ELU holds at least this many misses; 0: never.",
                               "misses", ge=0)
+    slru_protected: float = F(0.0, "Segmented LRU in the PMUs' CAMs: the share of a CAM's entries in its protected "
+                                   "segment (keys hit since their fill); a fill enters the probation segment, whose "
+                                   "LRU entry is the victim. 0: plain LRU.", "fraction", ge=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _shed_needs_doorkeeper(self) -> "Defence":

@@ -10,7 +10,8 @@ shares and edge probabilities from p4c's BMv2 JSON,
 ``synapse_vmt/data/upf-cfg.json``; each table a generated rule set, two
 PMUs each, all sharing the ELU; half ACL's flows). Each share runs with no defence (plain
 LRU, ``"none"``) and with each defence (``[defence]``): the doorkeeper
-admission of PMU fills (``hw/admit.rs``), the per-table miss-rate limit
+admission of PMU fills (``hw/admit.rs``), segmented LRU in the CAMs
+(``slru``, ``hw/cam.rs``), the per-table miss-rate limit
 into the ELU (``hw/ratelimit.rs``; set at twice the scenario's no-attack
 miss rate), both, the doorkeeper with the ELU's shed gate for first-time
 keys (``shed``: ``shed_backlog`` = the ELU's lookup slots), and that with
@@ -31,7 +32,10 @@ from typing import Any
 from synapse_vmt.report import save_png, write_json, write_rows
 from synapse_vmt.scenario import Scenario
 
-DEFENCES = ["none", "doorkeeper", "ratelimit", "doorkeeper+ratelimit", "shed", "shed+bound"]
+DEFENCES = ["none", "doorkeeper", "slru", "ratelimit", "doorkeeper+ratelimit", "shed", "shed+bound"]
+#: Segmented LRU's protected share of a CAM (``[defence] slru_protected``):
+#: the usual 80 % (Karedla et al.; TinyLFU's W-TinyLFU main cache).
+SLRU_PROTECTED = 0.8
 KINDS = ["random", "nomatch", "scan"]
 SCENARIOS = ["acl", "upf"]
 #: The shed gate's thresholds, in ELU misses held: first-time keys while the
@@ -84,6 +88,8 @@ def defence_table(defence: str, limit_mpps: float) -> dict[str, Any]:
         dfn["shed_backlog"] = SHED_BACKLOG
     if "bound" in defence:
         dfn["shed_all_backlog"] = SHED_ALL_BACKLOG
+    if defence == "slru":
+        dfn["slru_protected"] = SLRU_PROTECTED
     return dfn
 
 
@@ -120,7 +126,7 @@ def run_point(scn: Scenario) -> dict[str, Any]:
 #: The attacker forges the uplink's GTP-U frames to the UPF's N3 address
 #: (kept) with random TEIDs and UE addresses, and downlink frames to random
 #: UE addresses (``[attack] keep = ["uplink:ipv4.dst"]``).
-P4_DEFENCES = ["none", "doorkeeper", "shed", "shed+bound"]
+P4_DEFENCES = ["none", "doorkeeper", "slru", "shed", "shed+bound"]
 P4_ATTACK = {"keep": ["uplink:ipv4.dst"]}
 
 

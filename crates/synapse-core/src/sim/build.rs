@@ -284,6 +284,16 @@ impl<const N: usize> Simulator<N> {
         if config.defence.shed_backlog > 0 && adm.policy != crate::hw::admit::Policy::Doorkeeper {
             return err("config: defence.shed_backlog needs defence.admission.policy = \"doorkeeper\" (its filter tells first-time keys)".to_string());
         }
+        let slru = config.defence.slru_protected;
+        if !(0.0..1.0).contains(&slru) {
+            return err(format!("config: defence.slru_protected must be in [0, 1), found {slru}"));
+        }
+        if slru > 0.0 {
+            let prot = ((config.pmus.block_size as f64 * slru).floor() as u32).max(1);
+            for p in &mut pmus {
+                p.cam.set_slru(prot);
+            }
+        }
         if !(config.defence.miss_rate_mpps >= 0.0 && config.defence.miss_rate_mpps.is_finite()) {
             return err(format!("config: defence.miss_rate_mpps must be >= 0, found {}", config.defence.miss_rate_mpps));
         }
