@@ -191,8 +191,9 @@ def updates_cmd(out: str, quick: bool, seed: int, quiet: bool) -> None:
 def flood_cmd(out: str, quick: bool, seed: int, quiet: bool) -> None:
     """Cache flooding (paper §8): attack share 0-50 % with and without the
     defences (doorkeeper admission, per-table miss-rate limit, the ELU's
-    shed gate) on the ACL scenario and the UPF CFG: legitimate throughput,
-    p99 latency, hit rate, shed PHVs, wrong answers."""
+    shed gate) on the ACL scenario, the UPF CFG and the UPF P4 program:
+    legitimate throughput, p99 latency, hit rate, shed PHVs, wrong answers;
+    and the closed-loop optimizer with and without its flood guard."""
     from synapse_vmt.figures import flood as f
 
     s = f.run(Path(out), quick, seed, progress=None if quiet else lambda d: click.echo(f"  running {d}", err=True))
@@ -200,6 +201,11 @@ def flood_cmd(out: str, quick: bool, seed: int, quiet: bool) -> None:
         click.echo(f"  {r['scenario']:>3} {r['kind']:>7} {r['defence']:>20} {r['attack_share']:.2f}: "
                    f"throughput x{r['legit_throughput_ratio']:.3f}, p99 x{r['legit_p99_ratio']:.2f}, "
                    f"hit rate {r['legit_hit_rate']:.3f}, shed {r['legit_shed']}, wrong {r['wrong_action']}")
+    for r in s["controller"]["runs"]:
+        click.echo(f"  controller attack={r['attack']!s:>5} flood_guard={r['flood_guard']!s:>5}: throughput "
+                   f"x{r['legit_throughput_ratio']:.3f}, p99 x{r['legit_p99_ratio']:.2f}, PMUs moved {r['pmus_moved']}, "
+                   f"{s['controller']['attacked_table']} PMUs {r['target_pmus_before_attack']} -> "
+                   f"max {r['target_pmus_max_after_attack']}, held {r['flooded_periods']} periods")
     for name, costs in s["no_attack_cost"].items():
         for d, c in costs.items():
             click.echo(f"  {name} no attack, {d}: hit rate loss {c['hit_rate_loss']:.4f}, p99 x{c['p99_ratio']:.2f}")
