@@ -523,8 +523,17 @@ pub fn default_sim_config() -> PyResult<String> {
     serde_json::to_string(&sim::Config::default()).map_err(verr)
 }
 
+/// Simulators built after this share the lookup structure of an earlier one
+/// with the same rules, algorithm and build parameters (`False`: each
+/// builds its own). Sweep workers turn it on: the runs are the same.
+#[pyfunction]
+pub fn reuse_structures(on: bool) {
+    sim::reuse_structures(on)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Simulator>()?;
     m.add_function(wrap_pyfunction!(default_sim_config, m)?)?;
+    m.add_function(wrap_pyfunction!(reuse_structures, m)?)?;
     Ok(())
 }
