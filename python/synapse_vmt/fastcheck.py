@@ -33,8 +33,8 @@ BOUNDS = (
 #: there. Its latencies are not (their intervals: 0 to the drain's end).
 OVERLOAD_BOUNDS = (
     ("hit_rate", "abs", 0.03),
-    ("throughput_mpps", "rel", 0.25),
-    ("hbm_gbps", "rel", 0.35),
+    ("throughput_mpps", "rel", 0.20),
+    ("hbm_gbps", "rel", 0.20),
 )
 
 #: The same on a P4 program (the UPF's overloaded points, several tables
