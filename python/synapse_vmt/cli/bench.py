@@ -177,7 +177,7 @@ def bench_fast(scenario: str | None, overrides: tuple[str, ...], rounds: int, as
         return
     click.echo(f"{rec['scenario']} {' '.join(overrides)}: {keys} keys; exact {rec['exact_keys_per_s'] / 1e6:.2f} M keys/s, "
                f"fast {rec['fast_keys_per_s'] / 1e6:.1f} M keys/s: {rec['speedup']:.1f}x (median of {rounds} rounds)"
-               + ("; OVERLOADED: beyond the fast mode's model" if rec["overloaded"] else ""))
+               + ("; overloaded: the fast mode models its throughput and drops, not its latencies" if rec["overloaded"] else ""))
     for r in rec["errors"]:
         err = f"{r['error']:+.4f}" if r["kind"] == "abs" else f"{100 * r['error']:+.1f} %"
         click.echo(f"  {r['table']:>10} {r['figure']:>16}: exact {r['exact']:10.4f} fast {r['fast']:10.4f} "
