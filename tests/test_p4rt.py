@@ -1510,7 +1510,9 @@ def test_bench_p4rt_reports_rates_and_checks_the_inserts_landed():
     assert r.exit_code == 0, r.output
     rec = json.loads(r.output)
     assert rec["table"] == "MyIngress.acl" and rec["entries"] == 300
-    assert all(rec[k] > 0 for k in ("batched_inserts_per_s", "batched_deletes_per_s", "single_writes_per_s"))
+    assert rec["transport"] == "rust"
+    assert all(rec[k] > 0 for k in ("batched_inserts_per_s", "batched_deletes_per_s", "single_writes_per_s",
+                                    "single_writes_pipelined_per_s"))
     assert 0 < rec["single_p50_ms"] <= rec["single_p99_ms"]
 
 
