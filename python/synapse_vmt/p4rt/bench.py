@@ -11,8 +11,9 @@ them in flight at once (a controller that does not wait for each answer
 before it sends the next), then as many Capabilities calls: the rate
 of an RPC that does nothing, the transport's bound on single Writes. A Read after the inserts checks that the
 server holds every entry, so a server that drops writes cannot report a rate.
-Where ``/proc`` tells, the server's CPU time per update of each phase is
-reported too: on a loaded machine the rates follow the share of a core the
+The client's own CPU time per single Write (this process, gRPC's threads
+included) is reported, and where ``/proc`` tells, the server's CPU time per
+update of each phase too: on a loaded machine the rates follow the share of a core the
 server gets, its CPU time per update much less so.
 """
 
@@ -145,11 +146,13 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
         t_del = time.perf_counter() - t0
         cpu.append(_cpu_s(proc.pid))
         lat = []
+        client0 = time.process_time()
         for r in single:
             t0 = time.perf_counter()
             write(r, timeout=60)
             lat.append(time.perf_counter() - t0)
         lat_ms = np.array(lat) * 1e3
+        client_us = (time.process_time() - client0) / singles * 1e6
         cpu.append(_cpu_s(proc.pid))
         pending: collections.deque = collections.deque()
         t0 = time.perf_counter()
@@ -181,7 +184,7 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
         "batched_inserts_per_s": entries / t_ins, "batched_deletes_per_s": entries / t_del,
         "single_writes_per_s": singles / float(lat_ms.sum() / 1e3),
         "single_p50_ms": float(np.percentile(lat_ms, 50)), "single_p99_ms": float(np.percentile(lat_ms, 99)),
-        "window": window, "single_writes_pipelined_per_s": singles / t_piped,
+        "client_cpu_us_per_single": client_us, "window": window, "single_writes_pipelined_per_s": singles / t_piped,
         "empty_rpcs_per_s": singles / t_empty,
         **_cpu_per_update(cpu, entries, singles),
     }
