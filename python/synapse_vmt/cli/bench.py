@@ -196,20 +196,25 @@ def bench_fast(scenario: str | None, overrides: tuple[str, ...], rounds: int, as
               help="Writes of one insert each")
 @click.option("--traffic", default=0.0, show_default=True, type=click.FloatRange(min=0.0),
               help="the server's background lookups per second per table (serve --traffic)")
+@click.option("--window", default=16, show_default=True, type=click.IntRange(min=1),
+              help="single Writes in flight at once in the pipelined phase")
+@click.option("--transport", type=click.Choice(["rust", "grpc"]), default="rust", show_default=True,
+              help="the server's --transport")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_p4rt_cmd(program: str, table: str | None, entries: int, batch: int, singles: int, traffic: float,
-                   as_json: bool) -> None:
+                   window: int, transport: str, as_json: bool) -> None:
     """Write throughput of `synapse serve` (its own process, loopback) with a
     raw gRPC client whose requests are serialised before timing."""
     from synapse_vmt.p4rt.bench import bench_p4rt
 
-    rec = bench_p4rt(program, table, entries, batch, singles, traffic=traffic)
+    rec = bench_p4rt(program, table, entries, batch, singles, traffic=traffic, transport=transport, window=window)
     if as_json:
         click.echo(json.dumps(rec))
         return
     click.echo(f"{rec['table']}: batched ({batch}/Write) {rec['batched_inserts_per_s']:,.0f} inserts/s, "
                f"{rec['batched_deletes_per_s']:,.0f} deletes/s; single Writes {rec['single_writes_per_s']:,.0f}/s "
-               f"(p50 {rec['single_p50_ms']:.2f} ms, p99 {rec['single_p99_ms']:.2f} ms); "
+               f"(p50 {rec['single_p50_ms']:.2f} ms, p99 {rec['single_p99_ms']:.2f} ms), "
+               f"{rec['single_writes_pipelined_per_s']:,.0f}/s with {window} in flight; "
                f"empty RPCs {rec['empty_rpcs_per_s']:,.0f}/s")
 
 
