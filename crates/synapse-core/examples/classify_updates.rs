@@ -2,10 +2,11 @@
 //! copies of a generated set's rules at random positions and random
 //! deletes, as `classify::churn` makes them, without lookups or the oracle:
 //! `cargo run --release -p synapse-core --example classify_updates -- KIND N UPDATES [KEY=VALUE..]`
-//! prints the latency distribution, the compactions' share and the slowest
-//! updates. The same seed makes the same updates: an update slow in one run
-//! and not in the next was slowed by the machine (another process on the
-//! core), not by its work. With `SCHED=1` each update over a millisecond
+//! prints the leaves an update of each rule writes, the latency
+//! distribution, the compactions' share and the slowest updates. The same
+//! seed makes the same updates: an update slow in one run and not in the
+//! next was slowed by the machine (another process on the core), not by
+//! its work. With `SCHED=1` each update over a millisecond
 //! also shows the time the thread was on the CPU (`/proc/thread-self/schedstat`).
 use rand::{Rng, SeedableRng};
 use synapse_core::classify::{build_incremental_n, BuildConfig};
@@ -28,6 +29,19 @@ fn main() {
         cfg.set(k, v).unwrap();
     }
     let sched = std::env::var_os("SCHED").is_some();
+    // The leaves an update of each rule writes.
+    let mut reach = synapse_core::classify::partition::PTree::build(&set, &cfg.ptree).unwrap().leaves_per_rule();
+    reach.sort_unstable();
+    let writes: usize = reach.iter().sum();
+    println!(
+        "{kind} {n}: leaves a rule reaches: mean {:.1}, p50 {}, p99 {}, max {}; the {} rules over 128 make {:.0} % of the leaf writes",
+        writes as f64 / n as f64,
+        reach[n / 2],
+        reach[n * 99 / 100],
+        reach[n - 1],
+        reach.iter().filter(|&&x| x > 128).count(),
+        100.0 * reach.iter().filter(|&&x| x > 128).sum::<usize>() as f64 / writes.max(1) as f64
+    );
     let mut t = build_incremental_n("ptree", &set, &cfg).unwrap();
     let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
     let mut len = set.len();
