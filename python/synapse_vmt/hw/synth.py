@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from synapse_vmt.errors import UserError, atomic_write
@@ -94,6 +94,8 @@ class Row:
     uram: int = 0
     seconds: float = 0.0
     cached: bool = False
+    #: The deepest paths, one per family (:func:`deep_paths`; xilinx flow).
+    paths: list[str] = field(default_factory=list)
 
 
 def cache_dir() -> Path:
@@ -280,6 +282,80 @@ def longest_path(netlist: dict, top: str) -> list[str]:
     return [names.get(b, str(b)) for b in reversed(path)]
 
 
+def deep_paths(netlist: dict, top: str, most: int = 12) -> list[str]:
+    """The ``most`` deepest paths of :func:`levels`, one per family (its
+    first and last named nets, bit and instance indices aside), deepest
+    first, each as ``"levels: net -> net -> ..."`` through the nets that
+    carry a name of the RTL. Paths end where :func:`levels` ends them: at a
+    flip-flop's, block RAM's or LUT-RAM's write input, an output port, or
+    nowhere (an unused carry out, which :func:`levels` counts too)."""
+    mod = netlist["modules"][top]
+    drivers: dict[int, list[int]] = {}
+    ends: set[int] = set()
+    used: set[int] = set()
+    for cell in mod["cells"].values():
+        t, dirs, conn = cell["type"], cell.get("port_directions", {}), cell["connections"]
+        ram = _LUTRAM.fullmatch(t) is not None
+        seq = _SEQ.fullmatch(t) is not None
+        ins = [b for p, bits in conn.items() if dirs.get(p) == "input"
+               and (not ram or _READ_PIN.fullmatch(p)) for b in bits if isinstance(b, int)]
+        used.update(b for p, bits in conn.items() if dirs.get(p) == "input" for b in bits if isinstance(b, int))
+        ends.update(b for p, bits in conn.items() if dirs.get(p) == "input"
+                    and (seq or (ram and not _READ_PIN.fullmatch(p))) for b in bits if isinstance(b, int))
+        if not seq:
+            for p, bits in conn.items():
+                if dirs.get(p) == "output":
+                    drivers.update((b, ins) for b in bits if isinstance(b, int))
+    for port in mod["ports"].values():
+        if port["direction"] == "output":
+            ends.update(b for b in port["bits"] if isinstance(b, int))
+    ends.update(b for b in drivers if b not in used)
+    depth: dict[int, int] = {}
+    via: dict[int, int] = {}
+    for root in ends:
+        stack = [(root, False)]
+        while stack:
+            b, done = stack.pop()
+            if b in depth:
+                continue
+            ins = drivers.get(b)
+            if ins is None:
+                depth[b] = 0
+            elif done:
+                src = max(ins, key=lambda i: depth.get(i, 0), default=None)
+                depth[b] = 1 + (depth.get(src, 0) if src is not None else 0)
+                if src is not None:
+                    via[b] = src
+            else:
+                stack.append((b, True))
+                stack.extend((i, False) for i in ins if i not in depth)
+    named: dict[int, str] = {}
+    for n, net in mod.get("netnames", {}).items():
+        if not n.startswith("$"):
+            for k, b in enumerate(net["bits"]):
+                if isinstance(b, int):
+                    named.setdefault(b, f"{n}[{k}]" if len(net["bits"]) > 1 else n)
+    strip = lambda n: re.sub(r"\[\d+\]", "", n)  # noqa: E731
+    out: dict[tuple, str] = {}
+    for e in sorted(ends, key=lambda b: -depth.get(b, 0)):
+        path = [e]
+        while path[-1] in via:
+            path.append(via[path[-1]])
+        nets: list[str] = []
+        for b in reversed(path):
+            if b in named and (not nets or strip(nets[-1]) != strip(named[b])):
+                nets.append(named[b])
+        if depth.get(e, 0) == 0:
+            continue
+        nets = nets or ["(no named net)"]
+        fam = (strip(nets[0]), strip(nets[-1]))
+        if fam not in out:
+            out[fam] = f"{depth.get(e, 0)}: " + " -> ".join(nets)
+            if len(out) == most:
+                break
+    return list(out.values())
+
+
 def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True,
               flow: str = "xilinx") -> Row:
     if flow not in FLOWS:
@@ -304,6 +380,7 @@ def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True,
              Path(d) / "log.txt", f"yosys failed on {top} {params}", cwd=d)
         net = json.loads(Path(f"{d}/net.json").read_text())
         depth = levels(net, top) if flow == "xilinx" else 0
+        paths = deep_paths(net, top) if flow == "xilinx" else []
         fmax = None
         if flow == "xilinx":
             luts, ffs, bram, uram = parse_stat(read_stat(Path(f"{d}/stat.json")))
@@ -313,7 +390,7 @@ def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True,
             luts, ffs, uram = luts - bench[1], ffs - bench[0] - bench[1], 0
             depth = levels(net, "synapse_bench")
         secs = time.perf_counter() - t0
-    row = Row(unit, entries, key_bits, luts, ffs, bram, depth, fmax, flow, uram, round(secs, 1))
+    row = Row(unit, entries, key_bits, luts, ffs, bram, depth, fmax, flow, uram, round(secs, 1), paths=paths)
     with atomic_write(cache_dir() / f"{key}.json") as f:
         json.dump(asdict(row), f)
     return row
