@@ -59,6 +59,18 @@ def read_text(path: str | os.PathLike) -> str:
         raise UserError(f"{path}: {e.strerror}") from None
 
 
+def open_binary(path: str | os.PathLike) -> IO[bytes]:
+    """Open a user's input file for reading bytes, OS errors as a one-line UserError."""
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, expected a file") from None
+    except OSError as e:
+        raise UserError(f"{path}: {e.strerror}") from None
+
+
 def read_toml(path: str | os.PathLike) -> dict:
     """Read a user's TOML file: OS and syntax errors as one line ``file:line: what``."""
     import re

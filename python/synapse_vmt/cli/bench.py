@@ -31,18 +31,8 @@ import click
 import numpy as np
 
 from synapse_vmt import _core
-from synapse_vmt.cli.rules import load_rules, load_trace
+from synapse_vmt.cli.rules import load_rules, load_trace, settings_of
 from synapse_vmt.errors import UserError
-
-
-def _config(settings: tuple[str, ...]) -> dict[str, str]:
-    config = {}
-    for s in settings:
-        key, eq, value = s.partition("=")
-        if not eq:
-            raise UserError(f"--set: expected KEY=VALUE, found {s!r}")
-        config[key.strip()] = value.strip()
-    return config
 
 
 #: Classifiers updated in place (``--updates-per-s``).
@@ -135,7 +125,7 @@ def bench_classify(rules_file: str, trace_file: str, algo: str, secs: float, set
     rs = load_rules(rules_file)
     tr = load_trace(trace_file)
     try:
-        rec = bench_classifier(rs, tr, algo, secs, _config(settings), updates_per_s=updates_per_s)
+        rec = bench_classifier(rs, tr, algo, secs, settings_of(settings), updates_per_s=updates_per_s)
     except ValueError as e:
         raise UserError(f"{rules_file}: {algo}: {e}") from None
     if as_json:

@@ -26,6 +26,17 @@ from synapse_vmt.errors import UserError, atomic_write, read_text
 PROTOCOL_NAMES = {"*": "any", "1": "icmp", "6": "tcp", "17": "udp", "47": "gre", "50": "esp", "51": "ah"}
 
 
+def settings_of(settings: tuple[str, ...]) -> dict[str, str]:
+    """A classifier's ``--set KEY=VALUE`` options as its settings."""
+    config = {}
+    for s in settings:
+        key, eq, value = s.partition("=")
+        if not eq:
+            raise UserError(f"--set: expected KEY=VALUE, found {s!r}")
+        config[key.strip()] = value.strip()
+    return config
+
+
 def _load(parse, path: str | Path, empty: str):
     """Parse a file with a Rust parser; a malformed or empty file is a UserError."""
     try:
@@ -226,12 +237,7 @@ def classify(rules_file: str, trace_file: str, algo: str, out: str | None, setti
     if there are any."""
     rs = load_rules(rules_file)
     tr = load_trace(trace_file)
-    config = {}
-    for s in settings:
-        key, eq, value = s.partition("=")
-        if not eq:
-            raise UserError(f"--set: expected KEY=VALUE, found {s!r}")
-        config[key.strip()] = value.strip()
+    config = settings_of(settings)
     try:
         clf = _core.Classifier(rs, algo, config)
     except ValueError as e:

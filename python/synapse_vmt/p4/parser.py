@@ -19,7 +19,7 @@ import struct
 from pathlib import Path
 from typing import Iterator
 
-from synapse_vmt.errors import UserError
+from synapse_vmt.errors import UserError, open_binary
 from synapse_vmt.p4.exprs import Codegen, Unsupported, _hex, located
 
 MAX_STATES = 1000  # states visited per packet before ParserTimeout (a loop without extract)
@@ -214,12 +214,7 @@ def read_frames(path: str | Path) -> Iterator[tuple[float, bytes]]:
     """(timestamp in seconds, frame) of each packet of a pcap or pcapng file."""
     import dpkt
 
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except OSError as e:
-        raise UserError(f"{path}: {e.strerror}") from None
+    f = open_binary(path)
     with f:
         magic = f.read(4)
         f.seek(0)

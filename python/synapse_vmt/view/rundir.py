@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import csv
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,32 +156,34 @@ NEEDED = ("t_ns", "table", "arrived", "processed", "hits", "misses", "hbm_bytes"
 CHUNK = 8192
 
 
-def _rows(path: Path):
-    """(header, line number, row) of a CSV file, streamed; a row of another
-    width than the header is a :class:`UserError` naming its line."""
+@contextmanager
+def _csv(path: Path):
+    """(header, remaining rows) of an open CSV file; an unreadable file or a
+    missing header is a :class:`UserError` naming it."""
     try:
         with path.open(newline="") as f:
             rows = csv.reader(f)
             head = next(rows, None)
             if not head:
                 raise UserError(f"{path}:1: expected a header line")
-            for i, r in enumerate(rows, 2):
-                if len(r) != len(head):
-                    raise UserError(f"{path}:{i}: expected {len(head)} fields, found {len(r)}")
-                yield head, i, r
+            yield head, rows
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: cannot read ({e})") from None
+
+
+def _rows(path: Path):
+    """(header, line number, row) of a CSV file, streamed; a row of another
+    width than the header is a :class:`UserError` naming its line."""
+    with _csv(path) as (head, rows):
+        for i, r in enumerate(rows, 2):
+            if len(r) != len(head):
+                raise UserError(f"{path}:{i}: expected {len(head)} fields, found {len(r)}")
+            yield head, i, r
 
 
 def _header(path: Path) -> list[str]:
-    try:
-        with path.open(newline="") as f:
-            head = next(csv.reader(f), None)
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot read ({e})") from None
-    if not head:
-        raise UserError(f"{path}:1: expected a header line")
-    return head
+    with _csv(path) as (head, _):
+        return head
 
 
 def _fold_windows(path: Path, head: list[str], names: dict[str, int], ends: np.ndarray | None = None) -> WindowBins:

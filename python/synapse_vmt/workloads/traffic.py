@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from synapse_vmt import _core
-from synapse_vmt.errors import UserError, atomic_write
+from synapse_vmt.errors import UserError, atomic_write, open_binary
 
 FORMAT = "synapse-flowsize"
 FORMAT_VERSION = 1
@@ -361,12 +361,7 @@ def read_flows(path: str | os.PathLike) -> Flows:
     from rich.progress import Progress
 
     path = str(path)
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except OSError as e:
-        raise UserError(f"{path}: {e.strerror}") from None
+    f = open_binary(path)
     table: dict[tuple, list] = {}
     ip_packets = skipped = 0
     with f:
