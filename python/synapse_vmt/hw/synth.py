@@ -231,65 +231,11 @@ def levels(netlist: dict, top: str) -> int:
     return len(longest_path(netlist, top)) - 1
 
 
-def longest_path(netlist: dict, top: str) -> list[str]:
-    """The net names along a longest path of :func:`levels`, its start first."""
-    mod = netlist["modules"][top]
-    drivers: dict[int, list[int]] = {}       # output bit -> input bits of its cell
-    for cell in mod["cells"].values():
-        t = cell["type"]
-        if _SEQ.fullmatch(t):
-            continue
-        dirs = cell.get("port_directions", {})
-        conn = cell["connections"]
-        ram = _LUTRAM.fullmatch(t) is not None
-        ins = [b for p, bits in conn.items() if dirs.get(p) == "input"
-               and (not ram or _READ_PIN.fullmatch(p)) for b in bits if isinstance(b, int)]
-        for p, bits in conn.items():
-            if dirs.get(p) == "output":
-                for b in bits:
-                    if isinstance(b, int):
-                        drivers[b] = ins
-    depth: dict[int, int] = {}
-    via: dict[int, int] = {}
-    for root in drivers:
-        stack = [(root, False)]
-        while stack:
-            b, done = stack.pop()
-            if b in depth:
-                continue
-            ins = drivers.get(b)
-            if ins is None:
-                depth[b] = 0
-            elif done:
-                src = max(ins, key=lambda i: depth.get(i, 0), default=None)
-                depth[b] = 1 + (depth.get(src, 0) if src is not None else 0)
-                if src is not None:
-                    via[b] = src
-            else:
-                stack.append((b, True))
-                stack.extend((i, False) for i in ins if i not in depth)
-    if not depth:
-        return [""]
-    end = max(depth, key=depth.get)
-    names: dict[int, str] = {}
-    for n, net in mod.get("netnames", {}).items():
-        for k, b in enumerate(net["bits"]):
-            if isinstance(b, int) and (b not in names or not n.startswith("$")):
-                names[b] = f"{n}[{k}]"
-    path = [end]
-    while path[-1] in via:
-        path.append(via[path[-1]])
-    return [names.get(b, str(b)) for b in reversed(path)]
-
-
-def deep_paths(netlist: dict, top: str, most: int = 12) -> list[str]:
-    """The ``most`` deepest paths of :func:`levels`, one per family (its
-    first and last named nets, bit and instance indices aside), deepest
-    first, each as ``"levels: net -> net -> ..."`` through the nets that
-    carry a name of the RTL. Paths end where :func:`levels` ends them: at a
-    flip-flop's, block RAM's or LUT-RAM's write input, an output port, or
-    nowhere (an unused carry out, which :func:`levels` counts too)."""
-    mod = netlist["modules"][top]
+def _graph(mod: dict) -> tuple[dict[int, list[int]], set[int]]:
+    """The combinational cells of a flattened module as output bit -> the
+    input bits of its cell (a LUT-RAM's read side only), and the bits where
+    a path ends: a state element's or LUT-RAM's write input, an output
+    port, or a driven bit nothing reads (an unused carry out)."""
     drivers: dict[int, list[int]] = {}
     ends: set[int] = set()
     used: set[int] = set()
@@ -310,9 +256,15 @@ def deep_paths(netlist: dict, top: str, most: int = 12) -> list[str]:
         if port["direction"] == "output":
             ends.update(b for b in port["bits"] if isinstance(b, int))
     ends.update(b for b in drivers if b not in used)
+    return drivers, ends
+
+
+def _depths(drivers: dict[int, list[int]], roots) -> tuple[dict[int, int], dict[int, int]]:
+    """Cells on the longest combinational path into each bit reached from
+    ``roots``, and the input bit it comes through."""
     depth: dict[int, int] = {}
     via: dict[int, int] = {}
-    for root in ends:
+    for root in roots:
         stack = [(root, False)]
         while stack:
             b, done = stack.pop()
@@ -329,6 +281,37 @@ def deep_paths(netlist: dict, top: str, most: int = 12) -> list[str]:
             else:
                 stack.append((b, True))
                 stack.extend((i, False) for i in ins if i not in depth)
+    return depth, via
+
+
+def longest_path(netlist: dict, top: str) -> list[str]:
+    """The net names along a longest path of :func:`levels`, its start first."""
+    mod = netlist["modules"][top]
+    drivers, _ = _graph(mod)
+    depth, via = _depths(drivers, drivers)
+    if not depth:
+        return [""]
+    end = max(depth, key=depth.get)
+    names: dict[int, str] = {}
+    for n, net in mod.get("netnames", {}).items():
+        for k, b in enumerate(net["bits"]):
+            if isinstance(b, int) and (b not in names or not n.startswith("$")):
+                names[b] = f"{n}[{k}]"
+    path = [end]
+    while path[-1] in via:
+        path.append(via[path[-1]])
+    return [names.get(b, str(b)) for b in reversed(path)]
+
+
+def deep_paths(netlist: dict, top: str, most: int = 12) -> list[str]:
+    """The ``most`` deepest paths of :func:`levels`, one per family (its
+    first and last named nets, bit and instance indices aside), deepest
+    first, each as ``"levels: net -> net -> ..."`` through the nets that
+    carry a name of the RTL. Paths end where :func:`levels` ends them
+    (:func:`_graph`)."""
+    mod = netlist["modules"][top]
+    drivers, ends = _graph(mod)
+    depth, via = _depths(drivers, ends)
     named: dict[int, str] = {}
     for n, net in mod.get("netnames", {}).items():
         if not n.startswith("$"):
@@ -338,6 +321,8 @@ def deep_paths(netlist: dict, top: str, most: int = 12) -> list[str]:
     strip = lambda n: re.sub(r"\[\d+\]", "", n)  # noqa: E731
     out: dict[tuple, str] = {}
     for e in sorted(ends, key=lambda b: -depth.get(b, 0)):
+        if depth.get(e, 0) == 0:
+            break
         path = [e]
         while path[-1] in via:
             path.append(via[path[-1]])
@@ -345,12 +330,9 @@ def deep_paths(netlist: dict, top: str, most: int = 12) -> list[str]:
         for b in reversed(path):
             if b in named and (not nets or strip(nets[-1]) != strip(named[b])):
                 nets.append(named[b])
-        if depth.get(e, 0) == 0:
-            continue
-        nets = nets or ["(no named net)"]
-        fam = (strip(nets[0]), strip(nets[-1]))
+        fam = (strip(nets[0]), strip(nets[-1])) if nets else ("",)
         if fam not in out:
-            out[fam] = f"{depth.get(e, 0)}: " + " -> ".join(nets)
+            out[fam] = f"{depth[e]}: " + " -> ".join(nets or ["(no named net)"])
             if len(out) == most:
                 break
     return list(out.values())
