@@ -51,6 +51,9 @@ def test_levels_count_cells_between_state_and_read_lut_ram_by_its_address():
     net = {"modules": {"top": {"cells": cells, "netnames": {"q": {"bits": [2]}, "out": {"bits": [6]}}}}}
     assert synth.levels(net, "top") == 4
     assert synth.longest_path(net, "top")[0] == "q[0]" and synth.longest_path(net, "top")[-1] == "out[0]"
+    # Each path family once, deepest first: q -> out (4), and the three
+    # LUTs into the LUT-RAM's write side, which ends a path (no named net).
+    assert synth.deep_paths(net, "top") == ["4: q -> out", "3: (no named net)"]
 
 
 @pytest.fixture

@@ -252,7 +252,7 @@ def _graph(mod: dict) -> tuple[dict[int, list[int]], set[int]]:
             for p, bits in conn.items():
                 if dirs.get(p) == "output":
                     drivers.update((b, ins) for b in bits if isinstance(b, int))
-    for port in mod["ports"].values():
+    for port in mod.get("ports", {}).values():
         if port["direction"] == "output":
             ends.update(b for b in port["bits"] if isinstance(b, int))
     ends.update(b for b in drivers if b not in used)
