@@ -17,7 +17,7 @@ def hw() -> None:
 
 
 @hw.command("cosim")
-@click.option("--unit", type=click.Choice(["pmu", "vmu", "orb", "cluster", "all"]), default="all",
+@click.option("--unit", type=click.Choice(["pmu", "vmu", "orb", "cluster", "admit", "all"]), default="all",
               show_default=True)
 @click.option("--cycles", type=click.IntRange(1), default=2000, show_default=True,
               help="cycles per stimulus profile")
@@ -28,10 +28,11 @@ def cosim_cmd(unit: str, cycles: int, seed: int, pmus: tuple[int, ...]) -> None:
     """Drive the RTL (Icarus Verilog, via cocotb) and the Rust model with the
     same stimulus, every profile of UNIT, and compare every response and its
     cycle. The cluster (VMUs, interconnect, PMUs, bus) replays the boundary
-    of a recorded `synapse run`. Exit 1 on any difference."""
+    of a recorded `synapse run`; the doorkeeper (admit) a random stream of
+    fills and shed-gate questions. Exit 1 on any difference."""
     from synapse_vmt.hw import cosim
 
-    units = ["pmu", "vmu", "orb", "cluster"] if unit == "all" else [unit]
+    units = ["pmu", "vmu", "orb", "cluster", "admit"] if unit == "all" else [unit]
     bad = 0
     total = 0
     for u in units:
@@ -59,6 +60,9 @@ def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...
         if u == "vmu":
             pts.append(("vmu", 1024, 0))
             continue
+        if u == "admit":  # the doorkeeper of a PMU of --entries entries (its key hashed upstream)
+            pts.extend(("admit", n, 0) for n in sizes or (256,))
+            continue
         cluster = u.startswith("cluster")
         for k in keys or ((104,) if cluster else synth.KEY_WIDTHS):
             for n in sizes or ((16,) if cluster else synth.PMU_SIZES if u == "pmu" else (64,)):
@@ -67,7 +71,7 @@ def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...
 
 
 @hw.command("synth")
-@click.option("--unit", "units", multiple=True, metavar="pmu|vmu|orb|clusterN",
+@click.option("--unit", "units", multiple=True, metavar="pmu|vmu|orb|admit|clusterN",
               help="units to synthesize (repeatable; clusterN: N PMUs of --entries entries behind the "
                    "interconnect and two VMUs; default: the table of docs/how-to/rtl.md)")
 @click.option("--entries", "sizes", multiple=True, type=click.IntRange(4), help="entries (repeatable)")

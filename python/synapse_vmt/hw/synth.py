@@ -52,13 +52,20 @@ def design(unit: str, entries: int, key_bits: int) -> tuple[str, dict]:
         # entries = lookup-table entries (2^BITS); the key is hashed upstream.
         bits = max(1, entries.bit_length() - 1)
         return "synapse_vmu", dict(BITS=bits, FIFO=64)
+    if unit == "admit":
+        # entries = the CAM entries of the PMU it guards; the default
+        # [defence.admission] (32 filter bits per entry, cleared after 4 x
+        # entries records); the key's hashes come from Q_m.
+        from synapse_vmt.hw.cosim import admit_params
+
+        return "synapse_admit", admit_params(entries, dict(bits_per_entry=32, reset_factor=4))
     if unit.startswith("cluster") and unit[7:].isdigit() and int(unit[7:]) >= 2:
         # clusterN: N PMUs of `entries` entries (as the PMU rows), two
         # tables' VMUs (as the VMU row), 4 channels, the default latencies.
         return "synapse_cluster", dict(NP=int(unit[7:]), NT=2, CH=4, LAT=3, ENTRIES=entries, KEY_W=key_bits,
                                        TAU=2, II=1, QR=16, QP=16, QM=16, FILL_SLOTS=64, BITS=10, FIFO=64,
                                        DQ=16)
-    raise UserError(f"unknown unit {unit!r} (expected pmu, vmu, orb or clusterN, N >= 2 PMUs)")
+    raise UserError(f"unknown unit {unit!r} (expected pmu, vmu, orb, admit or clusterN, N >= 2 PMUs)")
 
 
 #: The table docs/how-to/rtl.md shows: the PMU with the 104-bit 5-tuple key

@@ -150,9 +150,17 @@ impl Simulator {
             (Some(_), config::Traffic::Flows { flows, .. }) => Some(*flows),
             _ => None,
         };
+        // An attack aimed at one table: its PHVs enter there.
+        let attack_entry = match config.attack.as_ref().and_then(|a| a.table.as_ref()) {
+            Some(n) => match config.tables.iter().position(|t| &t.name == n) {
+                Some(i) => Some(i as u16),
+                None => return err(format!("config: attack: table {n:?} is not a table of the scenario")),
+            },
+            None => None,
+        };
         let mut sim = Simulator::build(config, sets, flow_keys, src)?;
         if let Some(legit_flows) = legit_flows {
-            sim.legit = Some(Box::new(stats::Classes { legit_flows, ..Default::default() }));
+            sim.legit = Some(Box::new(stats::Classes { legit_flows, attack_entry, ..Default::default() }));
         }
         Ok(sim)
     }
@@ -275,6 +283,16 @@ impl<const N: usize> Simulator<N> {
         }
         if config.defence.shed_backlog > 0 && adm.policy != crate::hw::admit::Policy::Doorkeeper {
             return err("config: defence.shed_backlog needs defence.admission.policy = \"doorkeeper\" (its filter tells first-time keys)".to_string());
+        }
+        let slru = config.defence.slru_protected;
+        if !(0.0..1.0).contains(&slru) {
+            return err(format!("config: defence.slru_protected must be in [0, 1), found {slru}"));
+        }
+        if slru > 0.0 {
+            let prot = ((config.pmus.block_size as f64 * slru).floor() as u32).max(1);
+            for p in &mut pmus {
+                p.cam.set_slru(prot);
+            }
         }
         if !(config.defence.miss_rate_mpps >= 0.0 && config.defence.miss_rate_mpps.is_finite()) {
             return err(format!("config: defence.miss_rate_mpps must be >= 0, found {}", config.defence.miss_rate_mpps));

@@ -279,7 +279,11 @@ impl<const N: usize> Simulator<N> {
         if self.updates.is_some() {
             return err("fast mode: rule updates run in the exact engine only");
         }
-        if self.shed_first | self.shed_all != 0 || self.limit.is_some() || self.pmus.iter().any(|p| p.admit.is_some()) {
+        if self.shed_first | self.shed_all != 0
+            || self.limit.is_some()
+            || self.pmus.iter().any(|p| p.admit.is_some())
+            || self.config.defence.slru_protected > 0.0
+        {
             // Its miss-ratio curves are plain LRU's, its ELU a queueing model.
             return err("fast mode: [defence] runs in the exact engine only");
         }
