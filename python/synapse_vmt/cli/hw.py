@@ -83,10 +83,13 @@ def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...
               show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 @click.option("--no-cache", is_flag=True, help="synthesize again even if cached")
+@click.option("--paths", "show_paths", is_flag=True,
+              help="after the table, each point's deepest paths (xilinx flow; one per family of "
+                   "first and last named nets), from the synthesis that made the row")
 @click.option("--ship", is_flag=True, hidden=True,
               help="add the rows to the results shipped with the package (maintainers)")
 def synth_cmd(units, sizes, keys, flow: str, csv_path: str, as_json: bool, no_cache: bool,
-              ship: bool) -> None:
+              show_paths: bool, ship: bool) -> None:
     """Synthesize the RTL and print LUTs, flip-flops, BRAM/URAM, logic levels
     and (ECP5 flow) post-route Fmax per design point; write the CSV.
     Without options: for --flow xilinx the PMU at 64, 128, 256 and 512
@@ -114,6 +117,10 @@ def synth_cmd(units, sizes, keys, flow: str, csv_path: str, as_json: bool, no_ca
         click.echo(json.dumps([synth.as_dict(r) for r in rows], indent=2))
     else:
         click.echo(synth.table(rows))
+        for r in rows if show_paths else []:
+            click.echo(f"\n{r.unit} entries={r.entries} key_bits={r.key_bits}: deepest paths (levels: nets)")
+            click.echo("\n".join(f"  {p}" for p in r.paths) if r.paths else
+                       "  not kept with this row (synthesized before paths were: --no-cache)")
         what = "yosys estimates, not vendor place-and-route" if flow == "xilinx" else \
             "nextpnr post-route, ECP5-85"
         click.echo(f"wrote {csv_path} ({what})")
