@@ -192,3 +192,51 @@ def test_every_cluster_rtl_mutant_fails_the_cosimulation(name, tmp_path):
     (tmp_path / "synapse_cluster.v").write_text(src.replace(old, new))
     r = cosim.cosim_cluster("tables", 4, cycles=CLUSTER_ROWS, seed=2, rtl_dir=tmp_path)
     assert not r.ok, f"the co-simulation does not tell the mutant ({name}) from the model"
+
+
+@pytest.mark.parametrize("profile", sorted(cosim.ADMIT_PROFILES))
+def test_admit_rtl_matches_the_model(profile):
+    """The doorkeeper (synapse_admit.v) against hw/admit.rs: every answer
+    (admitted / seen, the filter's clear) on its cycle."""
+    r = cosim.cosim_admit(profile, cycles=3000, seed=3)
+    assert r.ok, r.mismatches
+    assert r.compared > 1500
+
+
+def test_the_admit_profiles_reach_clears_refusals_and_back_to_back_repeats():
+    """What the churn profile must exercise for its mutants to show: filter
+    clears, refused fills and first-seen keys, admitted repeats, and an
+    operation on a key the previous cycle's operation recorded (the
+    forwarding of a write that lands after the read)."""
+    entries, adm, gen = cosim.ADMIT_PROFILES["churn"]
+    rng = np.random.default_rng(3)
+    pool = rng.integers(0, 1 << 32, size=(gen["keys"], 8), dtype=np.uint64).astype(np.uint32)
+    op = rng.integers(1, 3, size=2000).astype(np.int64)
+    keys = pool[rng.integers(0, gen["keys"], size=2000)]
+    m = _core.admit_replay(json.dumps(dict(adm, policy="doorkeeper")), entries, op, np.ones(2000, np.int64),
+                           np.ascontiguousarray(keys))
+    assert m["clear"].sum() > 10 and 0 < m["yes"].sum() < 2000
+    rec = m["yes"] == 0
+    same = (m["h0"][1:] == m["h0"][:-1]) & rec[:-1]
+    assert (same & (m["yes"][1:] == 1)).sum() > 5
+
+
+#: RTL mutants of the doorkeeper, each of which the co-simulation must catch.
+ADMIT_MUTANTS = {
+    "the last write is not forwarded to the next read": (
+        "wire b0 = a_b0 || (w_rec && (a_h0 == w_h0 || a_h0 == w_h1));", "wire b0 = a_b0;"),
+    "a clear is not forwarded": ("wire contains = !w_clear && b0 && b1;", "wire contains = b0 && b1;"),
+    "the filter clears a record late": ("wire clear = rec && recorded == RESET_AFTER - 1;",
+                                        "wire clear = rec && recorded == RESET_AFTER;"),
+    "a fill into a CAM with room is refused": ("(a_op == 2'd1 && (!a_full || contains))", "(a_op == 2'd1 && contains)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADMIT_MUTANTS))
+def test_every_admit_rtl_mutant_fails_the_cosimulation(name, tmp_path):
+    old, new = ADMIT_MUTANTS[name]
+    src = (cosim.RTL_DIR / "synapse_admit.v").read_text()
+    assert src.count(old) == 1, f"mutant {name!r} no longer applies to the RTL"
+    (tmp_path / "synapse_admit.v").write_text(src.replace(old, new))
+    caught = [p for p in cosim.ADMIT_PROFILES if not cosim.cosim_admit(p, cycles=1500, seed=3, rtl_dir=tmp_path).ok]
+    assert caught, f"no profile tells the mutant ({name}) from the model"

@@ -51,6 +51,9 @@ def test_levels_count_cells_between_state_and_read_lut_ram_by_its_address():
     net = {"modules": {"top": {"cells": cells, "netnames": {"q": {"bits": [2]}, "out": {"bits": [6]}}}}}
     assert synth.levels(net, "top") == 4
     assert synth.longest_path(net, "top")[0] == "q[0]" and synth.longest_path(net, "top")[-1] == "out[0]"
+    # Each path family once, deepest first: q -> out (4), and the three
+    # LUTs into the LUT-RAM's write side, which ends a path (no named net).
+    assert synth.deep_paths(net, "top") == ["4: q -> out", "3: (no named net)"]
 
 
 @pytest.fixture
@@ -221,3 +224,18 @@ def test_cosim_command_runs_the_cluster_for_the_pmu_counts_asked():
     assert r.exit_code == 0, r.output
     assert "cluster default/4" in r.output and "cluster tables/4" in r.output
     assert "/8" not in r.output
+
+
+@needs_yosys
+def test_synth_lists_each_points_deepest_paths(tmp_path, monkeypatch):
+    """`--paths`: the deepest path families kept with the row, the first as
+    deep as the row's levels (two walks of the netlist that must agree)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    r = CliRunner().invoke(main, ["hw", "synth", "--unit", "orb", "--entries", "4", "--key-bits", "16",
+                                  "--paths", "--csv", str(tmp_path / "s.csv")])
+    assert r.exit_code == 0, r.output
+    row = synth.synth_one("orb", 4, 16)
+    assert row.cached and row.paths
+    depth = [int(p.split(":")[0]) for p in row.paths]
+    assert depth[0] == row.levels and depth == sorted(depth, reverse=True)
+    assert all(p in r.output for p in row.paths)

@@ -1510,5 +1510,75 @@ def test_bench_p4rt_reports_rates_and_checks_the_inserts_landed():
     assert r.exit_code == 0, r.output
     rec = json.loads(r.output)
     assert rec["table"] == "MyIngress.acl" and rec["entries"] == 300
-    assert all(rec[k] > 0 for k in ("batched_inserts_per_s", "batched_deletes_per_s", "single_writes_per_s"))
+    assert rec["transport"] == "rust"
+    assert all(rec[k] > 0 for k in ("batched_inserts_per_s", "batched_deletes_per_s", "single_writes_per_s",
+                                    "single_writes_pipelined_per_s"))
     assert 0 < rec["single_p50_ms"] <= rec["single_p99_ms"]
+
+
+def test_frontend_sets_the_peer_a_client_cannot_spoof(prog):
+    """Behind the Rust front end the stream limits count the client's real
+    connection: a client that sends its own ``x-synapse-peer`` on each stream
+    is still refused past the per-connection bound."""
+    from synapse_vmt.p4rt.server import StreamLimits
+
+    svc = P4RuntimeServer(prog, limits=StreamLimits(per_peer=2, arbitration_timeout=30))
+    server, port = make_server(svc, "127.0.0.1:0")
+    assert server.frontend is not None  # the default transport
+
+    async def run():
+        ch = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=OWN_CONNECTION)
+        stub = p4r_grpc.P4RuntimeStub(ch)
+        try:
+            calls = [stub.StreamChannel(metadata=(("x-synapse-peer", f"spoofed-{i}"),)) for i in range(2)]
+            while len(svc.streams) < 2:
+                await asyncio.sleep(0.02)
+            third = stub.StreamChannel(metadata=(("x-synapse-peer", "spoofed-2"),))
+            with pytest.raises(grpc.aio.AioRpcError) as ei:
+                async for _ in third:
+                    pass
+            assert ei.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "too many streams from ipv4:127.0.0.1:" in ei.value.details()
+            for c in calls:
+                c.cancel()
+        finally:
+            await ch.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        server.stop(grace=None)
+
+
+@pytest.mark.parametrize("transport", ["rust", "grpc"])
+def test_both_transports_write_refuse_and_read_alike(prog, transport):
+    """The Rust front end and the grpc.aio server alone (``--transport``)
+    give the same answers: a batch with a duplicate fails with per-update
+    errors in the status details, a backup is refused, bytes that are no
+    WriteRequest are refused, and the entries read back."""
+    svc = P4RuntimeServer(prog)
+    server, port = make_server(svc, "127.0.0.1:0", transport=transport)
+    try:
+        assert (server.frontend is not None) == (transport == "rust")
+        a, b = Raw(port, 2), Raw(port, 1)
+        ups = [_upd(svc, p4r.Update.INSERT, ROUTE, {"hdr.ipv4.dst": ("lpm", bytes([10, i, 0, 0]), 16)},
+                    "ingress.set_nhop", [b"\x01"]) for i in range(3)]
+        a.write(ups[:2])
+        with pytest.raises(grpc.RpcError) as ei:
+            a.write(ups[1:])
+        assert ei.value.code() == grpc.StatusCode.UNKNOWN and _errors(ei.value) == [6, 0]  # ALREADY_EXISTS, OK
+        with pytest.raises(grpc.RpcError) as ei:
+            b.write(ups[:1])
+        assert ei.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        with pytest.raises(grpc.RpcError) as ei:
+            a.ch.unary_unary("/p4.v1.P4Runtime/Write")(b"\xff\xff\xff", timeout=10)
+        assert ei.value.code() != grpc.StatusCode.OK
+        req = p4r.ReadRequest(device_id=1)
+        req.entities.add().table_entry.table_id = next(t.id for t in svc.pipeline.index.tables.values()
+                                                       if t.spec.name == ROUTE)
+        got = {e.table_entry.match[0].lpm.value for r in a.stub.Read(req, timeout=10) for e in r.entities}
+        assert got == {bytes([10, i, 0, 0]) for i in range(3)}
+        a.close()
+        b.close()
+    finally:
+        server.stop(grace=None)

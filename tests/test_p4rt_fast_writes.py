@@ -2,7 +2,8 @@
 against the Python decoder, its reference: the same random Writes (valid and
 malformed updates, every match kind, atomic and not) go to a server that
 decodes every update in Python (``fast_writes=False``) and to one that
-decodes through Rust; each Write must end the same way (status, message,
+decodes through Rust, and as bytes to the Rust front end's entry point
+(``write_raw``); each Write must end the same way (status, message,
 per-update errors) and leave the same store (keys, entries, metadata,
 order), Write after Write."""
 
@@ -12,6 +13,7 @@ import json
 import random
 import types
 
+import grpc
 import pytest
 from finsy.proto import p4r, rpc_status
 
@@ -30,7 +32,7 @@ def servers(tmp_path):
         t["max_size"] = 24  # small: some inserts find the table full
     p.write_text(json.dumps(prog))
     out = []
-    for fast in (False, True):
+    for fast in (False, True, True):  # the reference, Write through Rust, the front end's write_raw
         svc = P4RuntimeServer(p, fast_writes=fast)
         svc.primary = 1  # as if its controller (election id 1) had arbitrated
         out.append(svc)
@@ -143,6 +145,26 @@ def _write(svc, req) -> tuple:
     return (ctx.code, ctx.details, st.code, st.message, errs)
 
 
+def _write_raw(svc, req) -> tuple:
+    """What the Rust front end's entry point (``write_raw``: the request's
+    bytes in, a status out) answers, in ``_write``'s terms."""
+    call = types.SimpleNamespace(is_active=lambda: True, peer=lambda: "test")
+    got = svc.write_raw(req.SerializeToString(), call)
+    if got is None:
+        return ("ok",)
+    code, details, status = got
+    code = next(c for c in grpc.StatusCode if c.value[0] == code)
+    if status is None:
+        return ("abort", code, details)
+    st = rpc_status.Status.FromString(status)
+    errs = []
+    for d in st.details:
+        err = p4r.Error()
+        d.Unpack(err)
+        errs.append((err.canonical_code, err.message))
+    return (code, details, st.code, st.message, errs)
+
+
 def _contents(svc) -> dict:
     out = {}
     for name, t in svc.store._tables.items():
@@ -152,7 +174,7 @@ def _contents(svc) -> dict:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_fast_writes_answer_and_store_as_the_python_decoder(servers, seed):
-    ref, fast = servers
+    ref, fast, raw = servers
     rng = random.Random(seed)
     took = total = 0
     for _ in range(80):
@@ -162,8 +184,10 @@ def test_fast_writes_answer_and_store_as_the_python_decoder(servers, seed):
             req.updates.append(_update(rng, ref))
         took += sum(x is not None for x in fast.pipeline.decoder.decode(req.SerializeToString()))
         total += len(req.updates)
-        assert _write(fast, req) == _write(ref, req)
-        assert _contents(fast) == _contents(ref)
+        want = _write(ref, req)
+        assert _write(fast, req) == want
+        assert _write_raw(raw, req) == want
+        assert _contents(fast) == _contents(ref) == _contents(raw)
     # every stored key is the key of the entry the Python decoder builds from the stored bytes
     for t in fast.store._tables.values():
         assert all(k == key_bytes(s.entry) for k, s in t.entries.items())
@@ -173,7 +197,7 @@ def test_fast_writes_answer_and_store_as_the_python_decoder(servers, seed):
 
 def test_store_key_is_entry_key_as_bytes(servers):
     """``key_bytes`` tells entries apart exactly as ``Entry.key()`` does."""
-    ref, _ = servers
+    ref = servers[0]
     rng = random.Random(9)
     entries = []
     for _ in range(3000):

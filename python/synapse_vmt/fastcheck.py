@@ -3,9 +3,11 @@ summary figure's error and whether the fast interval holds the exact value
 (``synapse bench fast``, ``tests/test_fast_mode.py``, docs/fast-mode.md).
 
 The bounds the fast mode is held to (:data:`BOUNDS`) are per figure: hit
-rate absolute, the others relative to the exact value. A scenario outside
-what the fast mode models (an overloaded ELU: drops, a backlog) is flagged
-by the fast run itself (:func:`overloaded`) rather than trusted.
+rate absolute, the others relative to the exact value. On an overloaded
+run (the ELU falls behind: drops, a backlog; :func:`overloaded`) the fast
+run says so itself, models the throughput and drops from the share of the
+misses its ELU windows serve, within the wider :data:`OVERLOAD_BOUNDS`, and
+gives its latencies only as what is certain.
 """
 
 from __future__ import annotations
@@ -25,6 +27,22 @@ BOUNDS = (
     ("hbm_gbps", "rel", 0.10),
 )
 
+
+#: The bounds on an overloaded run (the model's error on the validation
+#: suite's overloaded points, docs/fast-mode.md): what the fast mode models
+#: there. Its latencies are not (their intervals: 0 to the drain's end).
+OVERLOAD_BOUNDS = (
+    ("hit_rate", "abs", 0.03),
+    ("throughput_mpps", "rel", 0.20),
+    ("hbm_gbps", "rel", 0.20),
+)
+
+#: The same on a P4 program (the UPF's overloaded points, several tables
+#: sharing the ELU: their served shares differ more from the exact run's).
+PROGRAM_OVERLOAD_BOUNDS = (
+    ("hit_rate", "abs", 0.12),
+    ("throughput_mpps", "rel", 0.35),
+)
 
 #: Differences too small to judge relatively: |fast - exact| at most this
 #: counts as within the bound (a table reading under 1 MB/s of HBM).
@@ -79,16 +97,17 @@ def program_pair(kw: dict, fast: dict | None = None, clock=time.perf_counter, pr
     return exact, took, fast_s, clock() - t0
 
 
-def compare(exact: dict, fast: dict) -> list[dict[str, Any]]:
-    """A row per (table, figure): exact, fast, its interval, the error
-    (absolute for the hit rate, relative otherwise), the bound, whether the
-    error is within it and whether the interval holds the exact value."""
+def compare(exact: dict, fast: dict, bounds=BOUNDS) -> list[dict[str, Any]]:
+    """A row per (table, figure of ``bounds``): exact, fast, its interval,
+    the error (absolute for the hit rate, relative otherwise), the bound,
+    whether the error is within it and whether the interval holds the exact
+    value."""
     rows = []
     for name, e in exact["tables"].items():
         if "hit_rate" not in e:
             continue  # a program's table the simulator leaves out
         f = fast["tables"][name]
-        for k, kind, bound in BOUNDS:
+        for k, kind, bound in bounds:
             x, y = float(e[k]), float(f[k])
             lo, hi = f["interval"][k]
             err = y - x if kind == "abs" else ((y - x) / x if x else 0.0)

@@ -283,6 +283,9 @@ class Attack(_Model):
                   "catch-alls; `scan`: a cycle through `scan_factor` × the PMU entries of the largest table.")
     scan_factor: float = F(1.1, "`scan`: distinct keys, as a multiple of the PMU entries of the largest table.",
                            gt=0.0)
+    start_ns: float = F(0.0, "Simulated time the attack starts at (no attack packet before it).", "ns", ge=0.0)
+    table: str | None = F(None, "The table attack PHVs enter (a flood aimed at one table); unset: the scenario's "
+                                "entry shares, as the legitimate PHVs.")
 
 
 class Admission(_Model):
@@ -309,6 +312,9 @@ class Defence(_Model):
                           "misses", ge=0)
     shed_all_backlog: int = F(0, "Any miss is shed while the ELU holds at least this many misses; 0: never.",
                               "misses", ge=0)
+    slru_protected: float = F(0.0, "Segmented LRU in the PMUs' CAMs: the share of a CAM's entries in its protected "
+                                   "segment (keys hit since their fill); a fill enters the probation segment, whose "
+                                   "LRU entry is the victim. 0: plain LRU.", "fraction", ge=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _shed_needs_doorkeeper(self) -> "Defence":

@@ -275,8 +275,13 @@ def simulate(config: dict[str, Any], windows: bool = False) -> dict[str, Any]:
     Returns ``{"summary": ..., "windows": columns or None, "error": None}``, or
     the error's text: a failing point never raises."""
     try:
+        from synapse_vmt import _core
         from synapse_vmt.sim import Simulation, finish_checked
 
+        # A grid's points mostly share their rule sets: building the lookup
+        # structure once per worker, not per point, is most of a fast
+        # point's cost (the runs are the same, bit for bit).
+        _core.reuse_structures(True)
         t0 = time.perf_counter()
         sim = Simulation(config)
         if "fast" in config:

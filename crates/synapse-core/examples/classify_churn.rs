@@ -1,7 +1,12 @@
 //! Lookups under update churn on a generated set, for quick measurements:
-//! `cargo run --release -p synapse-core --example classify_churn -- KIND N RATE SECS`
-//! (`synapse bench classify --updates-per-s` is the user's command).
-use synapse_core::classify::{build_incremental_n, churn, BuildConfig};
+//! `cargo run --release -p synapse-core --example classify_churn -- KIND N RATE SECS [KEY=VALUE..]`
+//! (`synapse bench classify --updates-per-s` is the user's command). After
+//! the churn it also measures, without updates, the lookups of the tree as
+//! the churn left it and of a tree built afresh from the same rules: what
+//! the in-place structure lost, against what the set's change costs any
+//! tree.
+use synapse_core::classify::partition::PTree;
+use synapse_core::classify::{churn, BuildConfig};
 use synapse_core::rules::Key;
 use synapse_core::workload::{rulegen, seed::Params, tracegen};
 
@@ -18,11 +23,9 @@ fn main() {
         let (k, v) = kv.split_once('=').expect("KEY=VALUE");
         cfg.set(k, v).unwrap();
     }
-    for r in [0.0, rate] {
-        let mut t = build_incremental_n("ptree", &set, &cfg).unwrap();
-        let rep = churn::run(t.as_mut(), &set, &keys, r, secs, 7);
+    let show = |what: &str, rep: &churn::ChurnReport| {
         println!(
-            "{kind} {n} rate {r:e}: {:.2} M lookups/s, {:.3} M updates/s sustained (capacity {:.3} M/s), p50 {:.2} us p99 {:.2} us max {:.0} us, wrong {}/{}",
+            "{kind} {n} {what}: {:.2} M lookups/s, {:.3} M updates/s sustained (capacity {:.3} M/s), p50 {:.2} us p99 {:.2} us max {:.0} us, wrong {}/{}",
             rep.lookups_per_s() / 1e6,
             rep.updates_per_s() / 1e6,
             rep.update_capacity_per_s() / 1e6,
@@ -32,5 +35,12 @@ fn main() {
             rep.wrong,
             rep.checked
         );
-    }
+    };
+    let mut t = PTree::build(&set, &cfg.ptree).unwrap();
+    show("static", &churn::run(&mut t, &set, &keys, 0.0, secs, 7));
+    show(&format!("rate {rate:e}"), &churn::run(&mut t, &set, &keys, rate, secs, 7));
+    let now = t.rule_set();
+    show("after the churn, no updates", &churn::run(&mut t, &now, &keys, 0.0, secs, 7));
+    let mut fresh = PTree::build(&now, &cfg.ptree).unwrap();
+    show("its rules built afresh", &churn::run(&mut fresh, &now, &keys, 0.0, secs, 7));
 }

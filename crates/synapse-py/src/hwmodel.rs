@@ -198,6 +198,54 @@ fn pmu_out<'py>(py: Python<'py>, o: &[PmuOut]) -> PyResult<Bound<'py, PyDict>> {
 /// -> (stimulus, outputs)`: drives one PMU closed-loop with a fake ELU
 /// (knobs: `harness::PmuGen`); with a stream, requests replay its keys in
 /// order and the ELU answers with its actions (-1 = no rule).
+/// `admit_replay(config_json, entries, op, full, keys)`: the doorkeeper
+/// (`hw::admit`) of a CAM of `entries` entries, one operation per row: `op`
+/// 0 none, 1 a fill (admitted when the CAM is not `full` or the key missed
+/// before), 2 the shed gate's question (has the key missed before?). Returns
+/// per row the key's two filter bits (`h0`, `h1`), the answer (`yes`) and
+/// whether the filter was cleared by this row (`clear`), as numpy columns.
+#[pyfunction]
+fn admit_replay<'py>(
+    py: Python<'py>,
+    config_json: &str,
+    entries: u32,
+    op: PyReadonlyArray1<'_, i64>,
+    full: PyReadonlyArray1<'_, i64>,
+    keys_in: PyReadonlyArray2<'_, u32>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use synapse_core::hw::admit::{Config, Doorkeeper};
+    let c: Config = serde_json::from_str(config_json).map_err(verr)?;
+    let (op, full, k) = (op.as_array(), full.as_array(), keys_in.as_array());
+    let n = op.len();
+    if full.len() != n || k.nrows() != n || k.ncols() != MAX_FIELDS {
+        return Err(verr(format!("admit_replay: op, full and keys ({n}, {MAX_FIELDS}) must have as many rows")));
+    }
+    let mut d = Doorkeeper::new(&c, entries);
+    let (mut h0, mut h1, mut yes, mut clear) = (vec![0i64; n], vec![0i64; n], vec![0i64; n], vec![0i64; n]);
+    for i in 0..n {
+        let mut key = Key::default();
+        for (w, x) in key.0.iter_mut().zip(k.row(i).iter()) {
+            *w = *x;
+        }
+        let [a, b] = d.probes(&key);
+        (h0[i], h1[i]) = (a as i64, b as i64);
+        let resets = d.resets;
+        yes[i] = match op[i] {
+            0 => 0,
+            1 => d.admit(&key, full[i] != 0) as i64,
+            2 => d.seen(&key) as i64,
+            x => return Err(verr(format!("admit_replay: row {i}: op {x} (expected 0, 1 or 2)"))),
+        };
+        clear[i] = (d.resets != resets) as i64;
+    }
+    let out = PyDict::new_bound(py);
+    out.set_item("h0", h0.into_pyarray_bound(py))?;
+    out.set_item("h1", h1.into_pyarray_bound(py))?;
+    out.set_item("yes", yes.into_pyarray_bound(py))?;
+    out.set_item("clear", clear.into_pyarray_bound(py))?;
+    Ok(out)
+}
+
 #[pyfunction]
 #[pyo3(signature = (config_json, gen_json, stream_keys=None, stream_actions=None))]
 fn pmu_generate<'py>(
@@ -501,6 +549,7 @@ fn vmu_run<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pmu_generate, m)?)?;
+    m.add_function(wrap_pyfunction!(admit_replay, m)?)?;
     m.add_function(wrap_pyfunction!(pmu_run, m)?)?;
     m.add_function(wrap_pyfunction!(pmu_record, m)?)?;
     m.add_function(wrap_pyfunction!(cluster_record, m)?)?;

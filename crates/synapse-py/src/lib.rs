@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 
 mod cost;
 mod externs;
+mod frontend;
 mod hwmodel;
 mod mrc;
 mod p4rt;
@@ -36,6 +37,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     externs::register(m)?;
     mrc::register(m)?;
     p4rt::register(m)?;
+    frontend::register(m)?;
     program::register(m)?;
     stream::register(m)?;
     Ok(())

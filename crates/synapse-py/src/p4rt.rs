@@ -32,8 +32,24 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 #[derive(Clone, PartialEq, Message)]
 struct WriteRequest {
+    #[prost(uint64, tag = "1")]
+    device_id: u64,
+    #[prost(message, optional, tag = "3")]
+    election_id: Option<Uint128>,
     #[prost(message, repeated, tag = "4")]
     updates: Vec<Update>,
+    #[prost(int32, tag = "5")]
+    atomicity: i32,
+    #[prost(string, tag = "6")]
+    role: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Uint128 {
+    #[prost(uint64, tag = "1")]
+    high: u64,
+    #[prost(uint64, tag = "2")]
+    low: u64,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -447,11 +463,32 @@ impl WriteDecoder {
     /// (the Python decoder's) or `(kind, table name, key, entry bytes,
     /// metadata)`. None in place of the list when the bytes do not parse.
     fn decode<'py>(&self, py: Python<'py>, request: &[u8]) -> PyResult<Option<Bound<'py, PyList>>> {
-        let decoded: Option<Vec<Option<Decoded>>> = py.allow_threads(|| {
-            let req = WriteRequest::decode(Bytes::copy_from_slice(request)).ok()?;
-            Some(req.updates.into_iter().map(|u| self.one(u)).collect())
-        });
-        let Some(decoded) = decoded else { return Ok(None) };
+        let Some(req) = py.allow_threads(|| WriteRequest::decode(Bytes::copy_from_slice(request)).ok()) else {
+            return Ok(None);
+        };
+        Ok(Some(self.items(py, req.updates)))
+    }
+
+    /// The whole request: `(device id, role, election id or None,
+    /// atomicity, items)` with the items of `decode`; None when the bytes
+    /// do not parse.
+    #[allow(clippy::type_complexity)]
+    fn decode_write<'py>(
+        &self,
+        py: Python<'py>,
+        request: &[u8],
+    ) -> PyResult<Option<(u64, String, Option<u128>, i32, Bound<'py, PyList>)>> {
+        let Some(req) = py.allow_threads(|| WriteRequest::decode(Bytes::copy_from_slice(request)).ok()) else {
+            return Ok(None);
+        };
+        let eid = req.election_id.as_ref().map(|e| (e.high as u128) << 64 | e.low as u128);
+        Ok(Some((req.device_id, req.role, eid, req.atomicity, self.items(py, req.updates))))
+    }
+}
+
+impl WriteDecoder {
+    fn items<'py>(&self, py: Python<'py>, updates: Vec<Update>) -> Bound<'py, PyList> {
+        let decoded: Vec<Option<Decoded>> = py.allow_threads(|| updates.into_iter().map(|u| self.one(u)).collect());
         let items = decoded.into_iter().map(|d| match d {
             None => py.None(),
             Some(d) => PyTuple::new_bound(
@@ -467,7 +504,7 @@ impl WriteDecoder {
             .into_any()
             .unbind(),
         });
-        Ok(Some(PyList::new_bound(py, items)))
+        PyList::new_bound(py, items)
     }
 }
 

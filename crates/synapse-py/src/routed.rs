@@ -320,6 +320,13 @@ fn route_stats<'py>(py: Python<'py>, sim: PyRef<'_, Simulator>) -> PyResult<Boun
     Ok(d)
 }
 
+/// Counts flows from `legit_flows` on apart as attack traffic (the
+/// summary's `legit` and `attack`); before the first arrival.
+#[pyfunction]
+fn count_classes(mut sim: PyRefMut<'_, Simulator>, legit_flows: u32) -> PyResult<()> {
+    each!(sim.inner_mut(), s => s.count_classes(legit_flows)).map_err(verr)
+}
+
 /// The hops (table index, key index) flow `f` follows now (empty: none).
 #[pyfunction]
 fn flow_route(sim: PyRef<'_, Simulator>, f: u32) -> Vec<(u16, u32)> {
@@ -334,5 +341,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(change_routes, m)?)?;
     m.add_function(wrap_pyfunction!(route_stats, m)?)?;
     m.add_function(wrap_pyfunction!(flow_route, m)?)?;
+    m.add_function(wrap_pyfunction!(count_classes, m)?)?;
     Ok(())
 }

@@ -347,6 +347,9 @@ impl Simulator {
                 iv.set_item(k, (e.lo, e.hi))?;
             }
             keys += t.keys.value;
+            for (q, v) in sim::fast::QUANTILES.iter().zip(&t.quantiles_ns) {
+                row.set_item(format!("lat_p{:02}_ns", (q * 100.0).round() as u32), v)?;
+            }
             row.set_item("interval", iv)?;
             tables.set_item(&t.name, row)?;
         }
@@ -363,6 +366,7 @@ impl Simulator {
         f.set_item("measured_misses", rep.measured_misses)?;
         f.set_item("backlog_ns", rep.backlog_ns)?;
         f.set_item("overloaded", rep.overloaded)?;
+        f.set_item("served_share", rep.served_share)?;
         d.set_item("fast", f)?;
         let w = PyDict::new_bound(py);
         let col = |g: &dyn Fn(&sim::fast::FastWindow) -> f64| rep.windows.iter().map(g).collect::<Vec<f64>>();
@@ -523,8 +527,17 @@ pub fn default_sim_config() -> PyResult<String> {
     serde_json::to_string(&sim::Config::default()).map_err(verr)
 }
 
+/// Simulators built after this share the lookup structure of an earlier one
+/// with the same rules, algorithm and build parameters (`False`: each
+/// builds its own). Sweep workers turn it on: the runs are the same.
+#[pyfunction]
+pub fn reuse_structures(on: bool) {
+    sim::reuse_structures(on)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Simulator>()?;
     m.add_function(wrap_pyfunction!(default_sim_config, m)?)?;
+    m.add_function(wrap_pyfunction!(reuse_structures, m)?)?;
     Ok(())
 }

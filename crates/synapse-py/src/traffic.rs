@@ -312,7 +312,34 @@ fn arrivals_csv<'py>(
     Ok(PyBytes::new_bound(py, &out))
 }
 
+/// `attack_mix(t_ps, flows, attack_json, legit_flows, pool)`: the
+/// arrivals `(t_ps, flows)` (sorted by time) with an `[attack]`'s packets
+/// mixed in (`workload::attack::Mix`); attack packet j is flow
+/// `legit_flows + j % pool`. `attack_json` is the `[attack]` table
+/// (checked: unknown keys and bad values are errors).
+#[pyfunction]
+fn attack_mix<'py>(
+    py: Python<'py>,
+    t_ps: PyReadonlyArray1<'_, u64>,
+    flows: PyReadonlyArray1<'_, u32>,
+    attack_json: &str,
+    legit_flows: u32,
+    pool: u32,
+) -> PyResult<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<u32>>)> {
+    use synapse_core::workload::attack::{Attack, Mix};
+    let a: Attack = serde_json::from_str(attack_json).map_err(err)?;
+    a.check().map_err(err)?;
+    let (t, f) = (t_ps.as_array(), flows.as_array());
+    if t.len() != f.len() {
+        return Err(err("attack_mix: t_ps and flows differ in length"));
+    }
+    let legit = t.iter().zip(f.iter()).map(|(&t_ps, &flow)| traffic::Arrival { t_ps, flow });
+    let (ts, fs): (Vec<u64>, Vec<u32>) = Mix::new(legit, &a, legit_flows, pool).map(|x| (x.t_ps, x.flow)).unzip();
+    Ok((ts.into_pyarray_bound(py), fs.into_pyarray_bound(py)))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(attack_mix, m)?)?;
     m.add_class::<Traffic>()?;
     m.add_function(wrap_pyfunction!(flow_dist_stats, m)?)?;
     m.add_function(wrap_pyfunction!(flow_dist_points, m)?)?;

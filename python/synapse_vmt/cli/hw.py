@@ -17,7 +17,7 @@ def hw() -> None:
 
 
 @hw.command("cosim")
-@click.option("--unit", type=click.Choice(["pmu", "vmu", "orb", "cluster", "all"]), default="all",
+@click.option("--unit", type=click.Choice(["pmu", "vmu", "orb", "cluster", "admit", "all"]), default="all",
               show_default=True)
 @click.option("--cycles", type=click.IntRange(1), default=2000, show_default=True,
               help="cycles per stimulus profile")
@@ -28,10 +28,11 @@ def cosim_cmd(unit: str, cycles: int, seed: int, pmus: tuple[int, ...]) -> None:
     """Drive the RTL (Icarus Verilog, via cocotb) and the Rust model with the
     same stimulus, every profile of UNIT, and compare every response and its
     cycle. The cluster (VMUs, interconnect, PMUs, bus) replays the boundary
-    of a recorded `synapse run`. Exit 1 on any difference."""
+    of a recorded `synapse run`; the doorkeeper (admit) a random stream of
+    fills and shed-gate questions. Exit 1 on any difference."""
     from synapse_vmt.hw import cosim
 
-    units = ["pmu", "vmu", "orb", "cluster"] if unit == "all" else [unit]
+    units = ["pmu", "vmu", "orb", "cluster", "admit"] if unit == "all" else [unit]
     bad = 0
     total = 0
     for u in units:
@@ -59,6 +60,9 @@ def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...
         if u == "vmu":
             pts.append(("vmu", 1024, 0))
             continue
+        if u == "admit":  # the doorkeeper of a PMU of --entries entries (its key hashed upstream)
+            pts.extend(("admit", n, 0) for n in sizes or (256,))
+            continue
         cluster = u.startswith("cluster")
         for k in keys or ((104,) if cluster else synth.KEY_WIDTHS):
             for n in sizes or ((16,) if cluster else synth.PMU_SIZES if u == "pmu" else (64,)):
@@ -67,7 +71,7 @@ def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...
 
 
 @hw.command("synth")
-@click.option("--unit", "units", multiple=True, metavar="pmu|vmu|orb|clusterN",
+@click.option("--unit", "units", multiple=True, metavar="pmu|vmu|orb|admit|clusterN",
               help="units to synthesize (repeatable; clusterN: N PMUs of --entries entries behind the "
                    "interconnect and two VMUs; default: the table of docs/how-to/rtl.md)")
 @click.option("--entries", "sizes", multiple=True, type=click.IntRange(4), help="entries (repeatable)")
@@ -79,10 +83,13 @@ def _points(units: tuple[str, ...], sizes: tuple[int, ...], keys: tuple[int, ...
               show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the rows as JSON")
 @click.option("--no-cache", is_flag=True, help="synthesize again even if cached")
+@click.option("--paths", "show_paths", is_flag=True,
+              help="after the table, each point's deepest paths (xilinx flow; one per family of "
+                   "first and last named nets), from the synthesis that made the row")
 @click.option("--ship", is_flag=True, hidden=True,
               help="add the rows to the results shipped with the package (maintainers)")
 def synth_cmd(units, sizes, keys, flow: str, csv_path: str, as_json: bool, no_cache: bool,
-              ship: bool) -> None:
+              show_paths: bool, ship: bool) -> None:
     """Synthesize the RTL and print LUTs, flip-flops, BRAM/URAM, logic levels
     and (ECP5 flow) post-route Fmax per design point; write the CSV.
     Without options: for --flow xilinx the PMU at 64, 128, 256 and 512
@@ -110,6 +117,10 @@ def synth_cmd(units, sizes, keys, flow: str, csv_path: str, as_json: bool, no_ca
         click.echo(json.dumps([synth.as_dict(r) for r in rows], indent=2))
     else:
         click.echo(synth.table(rows))
+        for r in rows if show_paths else []:
+            click.echo(f"\n{r.unit} entries={r.entries} key_bits={r.key_bits}: deepest paths (levels: nets)")
+            click.echo("\n".join(f"  {p}" for p in r.paths) if r.paths else
+                       "  not kept with this row (synthesized before paths were: --no-cache)")
         what = "yosys estimates, not vendor place-and-route" if flow == "xilinx" else \
             "nextpnr post-route, ECP5-85"
         click.echo(f"wrote {csv_path} ({what})")

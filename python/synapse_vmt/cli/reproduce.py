@@ -121,19 +121,32 @@ def cpu_model(out: str, quick: bool, quiet: bool) -> None:
               help="provision for this multiple of the measured input rate")
 @click.option("--pmus", type=click.IntRange(min=10), default=None, help="the PMU pool (default 16)")
 @click.option("--elu-utilization", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
-              help="the closed loop adds PMUs only while the predicted ELU load is above this fraction of its measured capacity")
+              help="with --curves calibration: the closed loop adds PMUs only while the predicted ELU load is above this "
+                   "fraction of its measured capacity")
 @click.option("--elu-release", type=click.FloatRange(min=0), default=None,
               help="give PMUs back only while the predicted ELU load stays under this fraction of its capacity without "
-                   "them (hysteresis; default: the --elu-utilization fraction)")
+                   "them (hysteresis; default: the --elu-utilization fraction; --curves calibration only)")
+@click.option("--curves", "curve_source", type=click.Choice(["calibration", "mrc"]), default="calibration", show_default=True,
+              help="the closed loop's miss curves: mrc (sampled online from each table's live key stream) or calibration "
+                   "(short calibration runs at start, corrected online)")
+@click.option("--mrc-sampling", default="size:4096", show_default=True,
+              help="with --curves mrc: exact, rate:R or size:N (SHARDS, at most N keys tracked per table)")
 def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_rate_floor: float | None, headroom: float,
-            pmus: int | None, elu_utilization: float, elu_release: float) -> None:
+            pmus: int | None, elu_utilization: float, elu_release: float, curve_source: str, mrc_sampling: str) -> None:
     """UPF (ONF UP4) with populated tables under a shifting uplink/downlink
     mix: the closed loop moving PMUs between tables vs the static oracle and
     an even split of the same pool (paper §2, Fig. 1)."""
+    from synapse_vmt.errors import UserError
     from synapse_vmt.figures import upf as f
+    from synapse_vmt.mrc import Sampling
 
+    try:
+        sampling = Sampling.parse(mrc_sampling)
+    except UserError as e:
+        raise UserError(str(e).replace("--sampling", "--mrc-sampling", 1)) from None
     s = f.run(Path(out), quick, seed, slo_latency_ns=slo_latency_ns, hit_rate_floor=hit_rate_floor, headroom=headroom, pmus=pmus,
-              elu_utilization=elu_utilization, elu_release=elu_release)
+              elu_utilization=elu_utilization, elu_release=elu_release, curve_source=curve_source,
+              mrc_sampling=sampling)
     c, e = s["closed_loop"], s["even_split"]
     click.echo(f"  closed loop: throughput {c['throughput_ratio_vs_static']:.3f} of static, PMU-time "
                f"{c['pmu_time_ratio_vs_static']:.3f} of static, mean latency {c['mean_latency_ns']:.1f} ns")
@@ -178,8 +191,9 @@ def updates_cmd(out: str, quick: bool, seed: int, quiet: bool) -> None:
 def flood_cmd(out: str, quick: bool, seed: int, quiet: bool) -> None:
     """Cache flooding (paper §8): attack share 0-50 % with and without the
     defences (doorkeeper admission, per-table miss-rate limit, the ELU's
-    shed gate) on the ACL scenario and the UPF CFG: legitimate throughput,
-    p99 latency, hit rate, shed PHVs, wrong answers."""
+    shed gate) on the ACL scenario, the UPF CFG and the UPF P4 program:
+    legitimate throughput, p99 latency, hit rate, shed PHVs, wrong answers;
+    and the closed-loop optimizer with and without its flood guard."""
     from synapse_vmt.figures import flood as f
 
     s = f.run(Path(out), quick, seed, progress=None if quiet else lambda d: click.echo(f"  running {d}", err=True))
@@ -187,6 +201,11 @@ def flood_cmd(out: str, quick: bool, seed: int, quiet: bool) -> None:
         click.echo(f"  {r['scenario']:>3} {r['kind']:>7} {r['defence']:>20} {r['attack_share']:.2f}: "
                    f"throughput x{r['legit_throughput_ratio']:.3f}, p99 x{r['legit_p99_ratio']:.2f}, "
                    f"hit rate {r['legit_hit_rate']:.3f}, shed {r['legit_shed']}, wrong {r['wrong_action']}")
+    for r in s["controller"]["runs"]:
+        click.echo(f"  controller attack={r['attack']!s:>5} flood_guard={r['flood_guard']!s:>5}: throughput "
+                   f"x{r['legit_throughput_ratio']:.3f}, p99 x{r['legit_p99_ratio']:.2f}, PMUs moved {r['pmus_moved']}, "
+                   f"{s['controller']['attacked_table']} PMUs {r['target_pmus_before_attack']} -> "
+                   f"max {r['target_pmus_max_after_attack']}, held {r['flooded_periods']} periods")
     for name, costs in s["no_attack_cost"].items():
         for d, c in costs.items():
             click.echo(f"  {name} no attack, {d}: hit rate loss {c['hit_rate_loss']:.4f}, p99 x{c['p99_ratio']:.2f}")

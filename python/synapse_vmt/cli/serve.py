@@ -47,10 +47,13 @@ from synapse_vmt.cli.p4 import program_path
               help="StreamChannels open at once on one client connection")
 @click.option("--arbitration-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.01),
               help="seconds a StreamChannel may stay open without an arbitration message")
+@click.option("--transport", type=click.Choice(["rust", "grpc"]), default="rust", show_default=True,
+              help="rust: a Rust gRPC front end serves Write and passes the other RPCs to the grpc.aio server "
+              "(without TLS); grpc: the grpc.aio server alone")
 def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: str | None, key: str | None,
           ca: str | None, algo: str, rate: float, scenario: str | None, sim_speed: float, no_optimizer: bool,
           opt_period_ns: float, opt_solver: str, http: str, table_sizes: tuple[str, ...], max_streams: int,
-          max_streams_per_peer: int, arbitration_timeout: float) -> None:
+          max_streams_per_peer: int, arbitration_timeout: float, transport: str) -> None:
     """Run a P4Runtime v1 gRPC server whose target is Synapse's table store
     (docs/reference/p4runtime.md). Stops on Ctrl-C / SIGTERM."""
     from synapse_vmt.p4rt.server import P4RuntimeServer, StreamLimits, make_server, parse_listen
@@ -82,7 +85,7 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
         svc = P4RuntimeServer(program, p4info, device_id=device_id, algo=algo, traffic=rate, sim=scn,
                               sim_speed=sim_speed, sim_opt=opt, sizes=sizes,
                               limits=StreamLimits(max_streams, max_streams_per_peer, arbitration_timeout))
-        server, port = make_server(svc, listen, cert, key, ca)
+        server, port = make_server(svc, listen, cert, key, ca, transport=transport)
         # What is loaded by now (program, protobuf descriptors, gRPC) lives as
         # long as the server: keep the garbage collector from scanning it again
         # at every full collection while the store fills.

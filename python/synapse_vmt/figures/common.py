@@ -22,10 +22,12 @@ def seed_list(first: int, n: int) -> list[int]:
 
 
 def sweep_points(points: list[dict[str, Any]], fixed: dict[str, Any], seeds: list[int], out: Path,
-                 workers: int | None = None, ray: str | None = None, quiet: bool = False, windows: bool = False):
+                 workers: int | None = None, ray: str | None = None, quiet: bool = False, windows: bool = False,
+                 fast: bool = False):
     """Runs ``points`` × ``seeds`` (resumable, in ``out``); returns the grid and
-    the results' rows. A failed point stops the figure: it cannot be drawn."""
-    g = build_grid(points, fixed=fixed, seeds=seeds, windows=windows)
+    the results' rows. A failed point stops the figure: it cannot be drawn.
+    ``fast``: in the fast mode (docs/fast-mode.md)."""
+    g = build_grid(points, fixed=fixed, seeds=seeds, windows=windows, fast=fast)
     r = run(g, out, workers=workers, ray=ray, quiet=quiet)
     rows = r["results"].to_pylist()
     bad = [x for x in rows if x["error"]]

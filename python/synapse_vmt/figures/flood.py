@@ -10,7 +10,8 @@ shares and edge probabilities from p4c's BMv2 JSON,
 ``synapse_vmt/data/upf-cfg.json``; each table a generated rule set, two
 PMUs each, all sharing the ELU; half ACL's flows). Each share runs with no defence (plain
 LRU, ``"none"``) and with each defence (``[defence]``): the doorkeeper
-admission of PMU fills (``hw/admit.rs``), the per-table miss-rate limit
+admission of PMU fills (``hw/admit.rs``), segmented LRU in the CAMs
+(``slru``, ``hw/cam.rs``), the per-table miss-rate limit
 into the ELU (``hw/ratelimit.rs``; set at twice the scenario's no-attack
 miss rate), both, the doorkeeper with the ELU's shed gate for first-time
 keys (``shed``: ``shed_backlog`` = the ELU's lookup slots), and that with
@@ -31,7 +32,10 @@ from typing import Any
 from synapse_vmt.report import save_png, write_json, write_rows
 from synapse_vmt.scenario import Scenario
 
-DEFENCES = ["none", "doorkeeper", "ratelimit", "doorkeeper+ratelimit", "shed", "shed+bound"]
+DEFENCES = ["none", "doorkeeper", "slru", "ratelimit", "doorkeeper+ratelimit", "shed", "shed+bound"]
+#: Segmented LRU's protected share of a CAM (``[defence] slru_protected``):
+#: the usual 80 % (Karedla et al.; TinyLFU's W-TinyLFU main cache).
+SLRU_PROTECTED = 0.8
 KINDS = ["random", "nomatch", "scan"]
 SCENARIOS = ["acl", "upf"]
 #: The shed gate's thresholds, in ELU misses held: first-time keys while the
@@ -84,6 +88,8 @@ def defence_table(defence: str, limit_mpps: float) -> dict[str, Any]:
         dfn["shed_backlog"] = SHED_BACKLOG
     if "bound" in defence:
         dfn["shed_all_backlog"] = SHED_ALL_BACKLOG
+    if defence == "slru":
+        dfn["slru_protected"] = SLRU_PROTECTED
     return dfn
 
 
@@ -112,7 +118,64 @@ def run_point(scn: Scenario) -> dict[str, Any]:
 
     sim = Simulation(scn)
     s = sim.run()
-    inv = finish_checked(sim, "flood")
+    return point_figures(s, finish_checked(sim, "flood"))
+
+
+#: The UPF P4 program (``builtin:up4``, ``synapse_vmt.p4.upf`` entries) run
+#: on packets (``synapse run --p4``), flat uplink/downlink traffic, 16 PMUs.
+#: The attacker forges the uplink's GTP-U frames to the UPF's N3 address
+#: (kept) with random TEIDs and UE addresses, and downlink frames to random
+#: UE addresses (``[attack] keep = ["uplink:ipv4.dst"]``).
+P4_DEFENCES = ["none", "doorkeeper", "slru", "shed", "shed+bound"]
+P4_ATTACK = {"keep": ["uplink:ipv4.dst"]}
+
+
+def p4_plan(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {"duration": 300_000.0, "flows": 1_000, "sessions": 1_000, "pmus": 16, "shares": [0.0, 0.3],
+                "defences": ["none", "shed+bound"], "kinds": ["random"]}
+    return {"duration": 1_000_000.0, "flows": 2_000, "sessions": 1_000, "pmus": 16,
+            "shares": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5], "defences": P4_DEFENCES, "kinds": KINDS}
+
+
+def p4_points(out: Path, quick: bool, seed: int, progress=None):
+    """(kind, defence, share, figures) of the UPF P4 program under attack."""
+    import tomllib
+
+    from synapse_vmt.errors import atomic_write
+    from synapse_vmt.p4 import attack as atk
+    from synapse_vmt.p4 import gentraffic, simrun, upf
+    from synapse_vmt.sim import finish_checked
+
+    q = p4_plan(quick)
+    entries = out / "upf-entries.txt"
+    with atomic_write(entries) as fh:
+        fh.write("\n".join(upf.entries_cli(q["sessions"], seed)) + "\n")
+    doc = tomllib.loads(upf.scenario(flows=q["flows"], duration_ns=q["duration"], pmus=q["pmus"], shift=False))
+    program = simrun.resolve_program("builtin:up4")
+    names = [c["name"] for c in doc["traffic"]["classes"]]
+    for kind in q["kinds"]:
+        for share in q["shares"]:
+            traffic = gentraffic.parse_spec(doc["traffic"], "flood upf-p4: [traffic]")
+            traffic.attack = atk.parse(dict(P4_ATTACK, share=share, kind=kind), "flood upf-p4: [attack]", names)
+            pr = simrun.prepare(program, str(entries), traffic=traffic, duration_ns=q["duration"], seed=seed,
+                                pmus=q["pmus"])
+            for defence in q["defences"]:
+                if share == 0 and kind != q["kinds"][0]:
+                    continue
+                if progress:
+                    progress(f"upf-p4 {kind} {defence} {share:g}")
+                dfn = defence_table(defence, 0.0)
+                sim = simrun.build_sim(pr, simrun.even_split(pr.routes.tables, q["pmus"]), q["pmus"], seed=seed,
+                                       overrides={"defence": dfn} if dfn else None)
+                sim.run_until(pr.duration_ns)
+                s = sim.summary()
+                inv = finish_checked(sim, f"flood upf-p4 {kind} {defence} {share:g}")
+                yield kind, defence, share, point_figures(s, inv)
+
+
+def point_figures(s: dict[str, Any], inv: dict[str, Any]) -> dict[str, Any]:
+    """A run's legitimate (and attack) figures from its summary and invariants."""
     legit, attack = s["legit"], s["attack"]
     return {
         "legit_hit_rate": legit["hit_rate"],
@@ -128,6 +191,107 @@ def run_point(scn: Scenario) -> dict[str, Any]:
         "legit_misses": int(legit["misses"]),
         "wrong_action": int(inv["wrong_action"]),
     }
+
+
+#: The closed-loop study: two ACL tables sharing 8 PMUs (each PMU a slow
+#: CAM, II_c = 16, so a table's PMU count sets its capacity and the optimizer
+#: has a reason to move them), half the flows each; from the middle of the
+#: run a flood of random keys aimed at ``aclb`` (30 % of the offered packets).
+CONTROL_TABLES = ("acla", "aclb")
+CONTROL_TARGET = "aclb"
+
+
+def control_plan(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {"duration": 1_200_000.0, "flows": 3_000, "period": 100_000.0, "share": 0.3,
+                "cal_counts": (2, 4, 6), "cal_scales": (1.0, 2.0), "cal_ns": 100_000.0}
+    return {"duration": 3_000_000.0, "flows": 8_000, "period": 100_000.0, "share": 0.3,
+            "cal_counts": (1, 2, 4, 6, 8), "cal_scales": (0.5, 1.0, 2.0), "cal_ns": 200_000.0}
+
+
+def control_scenario(c: dict[str, Any], seed: int, attack: bool | None) -> Scenario:
+    d: dict[str, Any] = {
+        "seed": seed,
+        "duration_ns": c["duration"],
+        "pmus": {"count": 8, "ii_cycles": 16},
+        "tables": [{"name": n, "rules": {"generate": {"type": "acl", "count": 300, "seed": 3 + i}}}
+                   for i, n in enumerate(CONTROL_TABLES)],
+        "entry": {n: 0.5 for n in CONTROL_TABLES},
+        "traffic": {"kind": "flows", "flows": c["flows"], "max_bytes": 1e6},
+    }
+    if attack is not None:  # share 0 still counts the legitimate PHVs apart (the baseline)
+        d["attack"] = {"share": c["share"] if attack else 0.0, "kind": "random", "start_ns": c["duration"] / 2,
+                       "table": CONTROL_TARGET}
+    return Scenario.model_validate(d)
+
+
+def control_run(c: dict[str, Any], seed: int, models: dict, attack: bool, guard: bool) -> dict[str, Any]:
+    """One closed loop (``opt.controller.Controller``, the fast solver) over
+    the two-table scenario: the legitimate figures, the PMUs each table held
+    per period, the PMUs moved, and the periods the flood guard held a table."""
+    import json
+
+    import numpy as np
+
+    from synapse_vmt import _core
+    from synapse_vmt.opt.controller import Controller, Settings
+    from synapse_vmt.sim import finish_checked
+
+    scn = control_scenario(c, seed, attack)
+    sim = _core.Simulator(json.dumps(scn.sim_config()))
+    st = Settings(period_ns=c["period"], window_ns=float(scn.window_ns), headroom=1.3, solver="fast",
+                  settle_periods=3, flood_guard=guard)
+    ctl = Controller(sim, models, int(scn.pmus.count), st)
+    loop = ctl.run(c["duration"])
+    s = sim.summary()
+    inv = finish_checked(sim, "flood controller")
+    names = ctl.names
+    j = names.index(CONTROL_TARGET)
+    targets = np.array([p.target for p in loop])
+    start = c["duration"] / 2
+    before = [int(p.target[j]) for p in loop if p.t_ns <= start]
+    after = [int(p.target[j]) for p in loop if p.t_ns > start]
+    moved = int(np.abs(np.diff(targets, axis=0)).sum() // 2) if len(targets) > 1 else 0
+    legit = s["legit"]
+    return {
+        "attack": attack, "flood_guard": guard,
+        "legit_throughput_mpps": legit["throughput_mpps"],
+        "legit_p99_latency_ns": legit["p99_latency_ns"],
+        "legit_hit_rate": legit["hit_rate"],
+        "legit_drops": int(legit["dropped"]),
+        "pmus_moved": moved,
+        "target_pmus_before_attack": before[-1] if before else None,
+        "target_pmus_max_after_attack": max(after) if after else None,
+        "target_pmus_per_period": [int(x) for x in targets[:, j]],
+        "flooded_periods": sum(1 for p in loop if CONTROL_TARGET in p.flooded),
+        "wrong_action": int(inv["wrong_action"]),
+    }
+
+
+def control_study(quick: bool, seed: int = 1, progress=None) -> dict[str, Any]:
+    """The closed loop with and without ``Settings.flood_guard``, with no
+    attack and under the flood aimed at ``aclb`` (docs/flood.md,
+    "Optimizer guard"). The capacity models are calibrated on the
+    attack-free scenario (``synapse serve``'s calibration); ratios are
+    against the same loop with no attack."""
+    from synapse_vmt.p4rt.simopt import OptConfig, calibrate
+
+    c = control_plan(quick)
+    oc = OptConfig(cal_counts=c["cal_counts"], cal_scales=c["cal_scales"], cal_ns=c["cal_ns"])
+    models, _ = calibrate(control_scenario(c, seed, None), oc)
+    runs = []
+    for attack in (False, True):
+        for guard in (False, True):
+            if progress:
+                progress(f"controller attack={attack} flood_guard={guard}")
+            runs.append(control_run(c, seed, models, attack, guard))
+    for r in runs:
+        base = next(x for x in runs if not x["attack"] and x["flood_guard"] == r["flood_guard"])
+        r["legit_throughput_ratio"] = r["legit_throughput_mpps"] / base["legit_throughput_mpps"]
+        r["legit_p99_ratio"] = r["legit_p99_latency_ns"] / base["legit_p99_latency_ns"]
+    return {"scenario": "two ACL tables, 8 PMUs (II_c = 16); flood of random keys aimed at aclb from mid-run",
+            "attacked_table": CONTROL_TARGET, "attack_share": c["share"], "period_ns": c["period"],
+            "duration_ns": c["duration"], "runs": runs}
 
 
 def run(out: Path, quick: bool, seed: int = 1, progress=None) -> dict[str, Any]:
@@ -164,8 +328,31 @@ def run(out: Path, quick: bool, seed: int = 1, progress=None) -> dict[str, Any]:
                       for d in p["defences"]
                       for r in [next(x for x in rows if x["scenario"] == name and x["defence"] == d
                                      and x["attack_share"] == 0)]}
+    # The UPF P4 program on packets: ratios against its own no-attack, no-defence run.
+    p4base = None
+    for kind, defence, share, r in p4_points(out, quick, seed, progress):
+        if share == 0 and defence == "none":
+            p4base = baselines["upf-p4"] = r
+        rows.append({
+            "scenario": "upf-p4", "kind": kind, "defence": defence, "attack_share": share,
+            "legit_throughput_ratio": r["legit_throughput_mpps"] / p4base["legit_throughput_mpps"],
+            "legit_p99_ratio": r["legit_p99_latency_ns"] / p4base["legit_p99_latency_ns"],
+            **r,
+        })
+    # With no attack the kind changes nothing: each defence ran once (the first kind); copy it to the others.
+    for kind in p4_plan(quick)["kinds"][1:]:
+        rows.extend(dict(r, kind=kind) for r in list(rows) if r["scenario"] == "upf-p4" and r["attack_share"] == 0
+                    and r["kind"] == p4_plan(quick)["kinds"][0])
+    rows.sort(key=lambda r: (["acl", "upf", "upf-p4"].index(r["scenario"]), KINDS.index(r["kind"]),
+                             DEFENCES.index(r["defence"]), r["attack_share"]))
+    cost["upf-p4"] = {r["defence"]: {"hit_rate_loss": p4base["legit_hit_rate"] - r["legit_hit_rate"],
+                                     "p99_ratio": r["legit_p99_ratio"], "throughput_ratio": r["legit_throughput_ratio"]}
+                      for r in rows if r["scenario"] == "upf-p4" and r["attack_share"] == 0
+                      and r["kind"] == p4_plan(quick)["kinds"][0]}
+    controller = control_study(quick, seed, progress)
     summary = {
         "runs": rows,
+        "controller": controller,
         "baseline": baselines,
         "miss_rate_limit_mpps": limits,
         "shed_backlog": SHED_BACKLOG,

@@ -18,20 +18,37 @@ schemes over the same seeded traffic:
 - **even split**: the pool dealt evenly over the tables, fixed.
 
 The model: all tables' misses go to one shared ELU, so a table's PMUs are
-worth the ELU requests they save. Calibration runs (the pool split evenly
-at one, two, three PMUs per table, flat traffic at the run's flow density)
-give each table's miss ratio against its PMU count (:func:`miss_curves`)
-and the ELU's capacity (the request rate it sustains, :func:`elu_capacity`).
+worth the ELU requests they save. Where each table's miss ratio against its
+PMU count comes from (``--curves``):
+
+- ``mrc``: the online sampled miss-ratio curve of each
+  table's live key stream (:mod:`synapse_vmt.opt.mrcfeed`: every batch of
+  arrivals the simulator takes is pushed into per-table SHARDS curves that
+  model the VMU's sharding over PMUs, each PMU's LRU and the early-miss
+  fill latency), read at every solve: the miss ratio at every PMU count is
+  known, without calibration. The target is then the exact optimum
+  (:func:`optimal_misses`, a dynamic program: a sampled curve has cliffs
+  the greedy misses) of the predicted ELU load plus ``theta_mpps``
+  (:data:`MRC_THETA_MPPS`) per PMU held: a PMU is held where it saves that
+  much of the ELU's requests.
+- ``calibration`` (the default): calibration runs (the pool split evenly at one, two,
+  three PMUs per table, flat traffic at the run's flow density) give each
+  table's miss ratio against its PMU count (:func:`miss_curves`), corrected
+  online in warm periods, and the ELU's capacity (the request rate it
+  sustains, :func:`elu_capacity`); PMUs are added greedily
+  (:func:`greedy_misses`) only while the predicted ELU load is above
+  ``elu_utilization`` x that capacity. Short calibration runs are dominated
+  by compulsory misses: with seed 1 the ACL's curve came out flat, and it
+  got no PMUs.
+
 The control law, every period (:meth:`MissAware.solve`):
 
 1. *Load*: each table's measured load, extrapolated one period ahead when
    it rises (load + its rise; a falling load is taken as it is), times the
    headroom. A ramp's first decisions otherwise gave PMUs back and took them
    again a period later, cold, at a higher load.
-2. *Target*: PMUs one at a time to the table whose miss volume (load x
-   miss ratio) falls most, while the predicted ELU load (the summed miss
-   volume) is above ``elu_utilization`` x its capacity
-   (:func:`greedy_misses`): an ELU with slack needs no more PMUs.
+2. *Target*: the allocation of the curves' source above
+   (:meth:`MissAware.allocate`).
 3. *Count*: grows to that target at once; gives back at most
    ``max_release`` PMUs a period, none while a table is behind (its load is
    then throttled by backpressure), except PMUs that save nothing
@@ -48,9 +65,9 @@ The control law, every period (:meth:`MissAware.solve`):
 5. A table behind gets one more PMU from the free pool: the model
    under-predicts the ELU load then.
 
-Each warm period (the table held the same PMUs through it and the one
-before) corrects the miss curves online (:meth:`MissAware.correct_curves`).
-Per-table USL curves (fig8's
+With calibrated curves, each warm period (the table held the same PMUs
+through it and the one before) corrects them online
+(:meth:`MissAware.correct_curves`), and per-table USL curves (fig8's
 single-table method) are fitted too and reported, but misplace PMUs here:
 backpressure from the saturated ELU makes every upstream table look short
 of capacity.
@@ -67,15 +84,26 @@ from pathlib import Path
 
 import numpy as np
 
-from synapse_vmt.errors import atomic_write
+from synapse_vmt.errors import UserError, atomic_write
 from synapse_vmt.figures.simexp import Recording
+from synapse_vmt.mrc import Sampling
 from synapse_vmt.opt import oracle, placement
 from synapse_vmt.opt.controller import Controller, Settings, observe
 from synapse_vmt.opt.counters import Samples, usl_samples
+from synapse_vmt.opt.mrcfeed import OnlineMrc
 from synapse_vmt.opt.usl import Usl, fit
 from synapse_vmt.p4 import gentraffic, simrun, upf
 from synapse_vmt.report import save_png, write_json
 from synapse_vmt.sim import finish_checked
+
+
+#: Where the closed loop's miss curves come from (``--curves``).
+CURVE_SOURCES = ("mrc", "calibration")
+#: The PMUs' block size in these runs (simrun.build_sim's default).
+BLOCK = 256
+#: With the live curves: a PMU is added while it saves at least this many
+#: Mpps of ELU requests at the provisioned load.
+MRC_THETA_MPPS = 0.25
 
 
 def plan(quick: bool) -> dict:
@@ -181,6 +209,42 @@ def greedy_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pmu
     return n
 
 
+def optimal_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pmus: int = 1, theta_mpps: float = 0.0,
+                   start: np.ndarray | None = None) -> np.ndarray:
+    """The allocation of at most ``total`` PMUs (at least ``start``, default
+    ``min_pmus``, per table) that minimizes the predicted ELU load (the
+    summed miss volume, load x miss ratio) plus ``theta_mpps`` per PMU held:
+    a PMU is worth holding when it saves at least ``theta_mpps`` of ELU
+    requests. Exact for any curves (a dynamic program over tables and
+    counts, O(T·N²)), where the greedy (:func:`greedy_misses`) is exact only
+    for convex ones: a sampled curve of a table whose working set fits two
+    PMUs but not one drops at the second PMU, not the first. On a tie, the
+    fewest PMUs."""
+    load = np.asarray(load_mpps, dtype=float)
+    T, K = curves.shape[0], curves.shape[1] - 1
+    lo = np.full(T, min_pmus, dtype=np.int64) if start is None else np.maximum(np.asarray(start, dtype=np.int64), min_pmus)
+    lo = np.minimum(lo, K)
+    if lo.sum() > total:
+        return lo
+    best = np.full(total + 1, np.inf)
+    best[0] = 0.0
+    pick = np.zeros((T, total + 1), dtype=np.int64)
+    for j in range(T):
+        new = np.full(total + 1, np.inf)
+        for c in np.flatnonzero(np.isfinite(best)):
+            for k in range(int(lo[j]), min(K, total - int(c)) + 1):
+                v = best[c] + load[j] * curves[j, k] + theta_mpps * k
+                if v < new[c + k] - 1e-12:
+                    new[c + k], pick[j, c + k] = v, k
+        best = new
+    c = int(np.argmin(best + 1e-12 * np.arange(total + 1)))
+    n = np.zeros(T, dtype=np.int64)
+    for j in range(T - 1, -1, -1):
+        n[j] = pick[j, c]
+        c -= int(n[j])
+    return n
+
+
 def elu_capacity(rates_mpps: list[float]) -> float:
     """The ELU's capacity (miss requests it serves per µs) from the
     calibration windows' total ELU request rates: the rate it sustains when
@@ -198,7 +262,8 @@ class MissAware(Controller):
     that held the same PMUs all period updates its miss ratio at that count
     from the period's hits and misses (:meth:`correct_curves`)."""
 
-    curves: np.ndarray = None  # set after construction
+    curves: np.ndarray = None  # set after construction (or read from `feed` at every solve)
+    feed: object = None  # opt.mrcfeed.OnlineMrc: the curves of the live key streams, in place of calibrated ones
     theta_mpps: float = 0.5
     elu_target_mpps: float | None = None  # the band's top: PMUs are added while the predicted ELU load is above it
     elu_release_mpps: float | None = None  # the band's bottom: PMUs go back only while the load stays under it
@@ -216,6 +281,10 @@ class MissAware(Controller):
     def solve(self, tr):
         from types import SimpleNamespace
 
+        if self.feed is not None:
+            # the live key streams' curves, as they are now: every count is known
+            self.curves = self.feed.miss_curves()
+            self.measured = np.ones(self.curves.shape, dtype=bool)
         off = np.asarray(tr.offered_mpps, dtype=float)
         if self.trend:
             # the next period's load: a rising load keeps rising (linear), a falling one is taken as it is
@@ -227,8 +296,7 @@ class MissAware(Controller):
             self.measured = np.zeros(self.curves.shape, dtype=bool)
         if not hasattr(self, "decisions"):
             self.decisions = []
-        n = greedy_misses(load, self.curves, self.total_pmus, self.settings.min_pmus, self.theta_mpps, self.elu_target_mpps,
-                          self.measured)
+        n = self.allocate(load, self.total_pmus)
         have = placement.current_sets(self.sim.pmu_states(), self.names)
         held = np.array([len(have[x]) for x in self.names])
         rows = np.arange(len(n))
@@ -268,8 +336,7 @@ class MissAware(Controller):
             target = np.inf if self.elu_target_mpps is None else self.elu_target_mpps
             if n.sum() >= held.sum() and vol(held) > target:
                 # held, it still grows from the free pool (and from PMUs that save nothing)
-                alt = greedy_misses(load, self.curves, int(n.sum()), self.settings.min_pmus, self.theta_mpps,
-                                    self.elu_target_mpps, self.measured, start=self.useful(held))
+                alt = self.allocate(load, int(n.sum()), start=self.useful(held))
             else:
                 # a release: the PMUs go from the tables that lose the least (nothing moves), down to the
                 # proposal's count, or while the held allocation stays under the target without them
@@ -299,6 +366,16 @@ class MissAware(Controller):
                                "elu_pred_held_mpps": vol(held), "elu_pred_target_mpps": vol(n), "behind": bool(behind.any())})
         return SimpleNamespace(pmus=n)
 
+    def allocate(self, load: np.ndarray, total: int, start: np.ndarray | None = None) -> np.ndarray:
+        """The target for ``load``: with the live curves (``feed``), the
+        exact optimum of :func:`optimal_misses`; with calibrated ones, the
+        greedy of :func:`greedy_misses` (PMUs while the ELU is over its
+        target, exploring counts never measured)."""
+        if self.feed is not None:
+            return optimal_misses(load, self.curves, total, self.settings.min_pmus, self.theta_mpps, start)
+        return greedy_misses(load, self.curves, total, self.settings.min_pmus, self.theta_mpps, self.elu_target_mpps,
+                             self.measured, start=start)
+
     def useful(self, held: np.ndarray) -> np.ndarray:
         """``held`` without the PMUs that save nothing: a table's PMUs beyond
         the count at which it already misses (next to) never, e.g. a one-key
@@ -314,7 +391,8 @@ class MissAware(Controller):
         return out
 
     def learn(self, w: dict, tr) -> None:
-        self.correct_curves(w)
+        if self.feed is None:
+            self.correct_curves(w)
 
     def correct_curves(self, w: dict) -> None:
         """Miss ratio per table at the PMU count it held throughout the period,
@@ -367,29 +445,13 @@ def static_oracle(pr, names: list[str], N: int, period_ns: float, duration_ns: f
     return oracle.search(names, N, off, simulate)
 
 
-def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
-        hit_rate_floor: float | None = None, headroom: float = 1.3, pmus: int | None = None,
-        elu_utilization: float = 1.0, elu_release: float | None = None) -> dict:
-    pl = plan(quick)
-    if pmus is not None:
-        pl["pmus"] = int(pmus)
-    out.mkdir(parents=True, exist_ok=True)
-    entries = out / "entries.txt"
-    with atomic_write(entries) as fh:
-        fh.write("\n".join(upf.entries_cli(pl["sessions"], seed)) + "\n")
-    import tomllib
-
-    doc = tomllib.loads(upf.scenario(flows=pl["flows"], duration_ns=pl["duration"], pmus=pl["pmus"]))
-    traffic = gentraffic.parse_spec(doc["traffic"], "upf: [traffic]")
-    program = simrun.resolve_program("builtin:up4")
-    pr = simrun.prepare(program, str(entries), traffic=traffic, duration_ns=pl["duration"], seed=seed)
-    names = pr.routes.tables
-    T, N = len(names), pl["pmus"]
-    window = 10_000.0
-
-    def make(alloc: dict[str, list[int]], pool: int = N):
-        return Recording(simrun.build_sim(pr, alloc, pool, window_ns=window, seed=seed))
-
+def calibrate(pl: dict, program: str, entries: Path, traffic, names: list[str], N: int, window: float, seed: int):
+    """The calibration runs of ``--curves calibration``: the pool split
+    evenly at ``pl["cal_per_table"]`` PMUs per table, flat traffic at the
+    run's flow density at two load levels. Returns the pooled USL fit, a USL
+    per table, each table's miss curve (:func:`miss_curves`) and the ELU's
+    capacity (:func:`elu_capacity`)."""
+    T = len(names)
     # Calibration: the pool split evenly at several sizes, flat traffic.
     flat = gentraffic.TrafficSpec([gentraffic.TrafficClass(c.name, c.share, "flat", c.frame, c.fields) for c in traffic.classes],
                                   traffic.flows, traffic.dist, traffic.max_bytes, traffic.flow_duration_ns, traffic.mean_pkt_bytes)
@@ -437,21 +499,61 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
             models[n] = Usl(0.0, 0.0, 0.0, 0.0)
         else:
             models[n] = fit(smp.load_mpps, smp.throughput_mpps, smp.pmus).usl if ok else fitres.usl
+    return fitres, models, miss_curves(miss_pts, names, N), elu_capacity(elu_rates)
 
+
+def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
+        hit_rate_floor: float | None = None, headroom: float = 1.3, pmus: int | None = None,
+        elu_utilization: float = 1.0, elu_release: float | None = None, curve_source: str = "calibration",
+        mrc_sampling: Sampling | None = None, theta_mpps: float | None = None) -> dict:
+    """``curve_source``: ``mrc`` (the live key streams' sampled curves,
+    :mod:`synapse_vmt.opt.mrcfeed`; no calibration run) or ``calibration``
+    (calibration runs at start, corrected online; :func:`calibrate`)."""
+    if curve_source not in CURVE_SOURCES:
+        raise UserError(f"--curves {curve_source}: expected one of {', '.join(CURVE_SOURCES)}")
+    pl = plan(quick)
+    if pmus is not None:
+        pl["pmus"] = int(pmus)
+    out.mkdir(parents=True, exist_ok=True)
+    entries = out / "entries.txt"
+    with atomic_write(entries) as fh:
+        fh.write("\n".join(upf.entries_cli(pl["sessions"], seed)) + "\n")
+    import tomllib
+
+    doc = tomllib.loads(upf.scenario(flows=pl["flows"], duration_ns=pl["duration"], pmus=pl["pmus"]))
+    traffic = gentraffic.parse_spec(doc["traffic"], "upf: [traffic]")
+    program = simrun.resolve_program("builtin:up4")
+    pr = simrun.prepare(program, str(entries), traffic=traffic, duration_ns=pl["duration"], seed=seed)
+    names = pr.routes.tables
+    T, N = len(names), pl["pmus"]
+    window = 10_000.0
+
+    def make(alloc: dict[str, list[int]], pool: int = N):
+        return Recording(simrun.build_sim(pr, alloc, pool, window_ns=window, seed=seed))
+
+    if curve_source == "calibration":
+        fitres, models, curves, elu_cap = calibrate(pl, program, entries, traffic, names, N, window, seed)
+        elu_target = elu_utilization * elu_cap
+    else:
+        # the curves come from the live key streams (opt/mrcfeed.py), no calibration run
+        # and no ELU capacity: a PMU is added wherever it saves theta_mpps of ELU requests (target 0)
+        fitres, models, curves = None, {n: Usl(0.0, 0.0, 0.0, 0.0) for n in names}, np.ones((T, N + 1))
+        elu_cap, elu_target = None, 0.0
     settings = Settings(period_ns=pl["period"], window_ns=window, headroom=headroom)
     even = simrun.even_split(names, N)
-
-    curves = miss_curves(miss_pts, names, N)
-    elu_cap = elu_capacity(elu_rates)
-    elu_target = elu_utilization * elu_cap
 
     def loop(st: Settings):
         # starts from the even split (what a static deployment would hold)
         sim = make(even)
         ctl = MissAware(sim, dict(models), N, st)
         ctl.curves = curves.copy()  # corrected online, per run
+        if curve_source == "mrc":
+            ctl.feed = OnlineMrc(sim, N, BLOCK, mrc_sampling)
+            ctl.theta_mpps = MRC_THETA_MPPS if theta_mpps is None else theta_mpps
+        elif theta_mpps is not None:
+            ctl.theta_mpps = theta_mpps
         ctl.elu_target_mpps = elu_target
-        ctl.elu_release_mpps = None if elu_release is None else min(elu_release, elu_utilization) * elu_cap
+        ctl.elu_release_mpps = None if elu_release is None or elu_cap is None else min(elu_release, elu_utilization) * elu_cap
         hist = ctl.run(pl["duration"])
         return sim, ctl, hist
 
@@ -501,9 +603,12 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         "schemes": stats,
         "tables": names,
         "unsimulated_tables": pr.routes.unsimulated,
-        "model": {**fitres.usl.to_json(), "r2": fitres.r2, "rmse_mpps": fitres.rmse_mpps},
+        "curve_source": curve_source,
+        "model": None if fitres is None else {**fitres.usl.to_json(), "r2": fitres.r2, "rmse_mpps": fitres.rmse_mpps},
         "models": {n: m.to_json() for n, m in models.items()},
-        "miss_curves": {n: curves[j, :9].tolist() for j, n in enumerate(names)},
+        # calibration: the calibrated curves; mrc: the live streams' curves at the run's end
+        "miss_curves": {n: (curves if ctl.feed is None else ctl.feed.miss_curves())[j, :9].tolist() for j, n in enumerate(names)},
+        "mrc": None if ctl.feed is None else {"sampling": str(ctl.feed.sampling), "block_size": BLOCK, "tables": ctl.feed.stats()},
         "miss_curves_corrected": {n: ctl.curves[j, :9].tolist() for j, n in enumerate(names)},
         "elu": {"capacity_mpps": elu_cap, "utilization_target": elu_utilization, "target_mpps": elu_target,
                 "utilization_release": elu_release},

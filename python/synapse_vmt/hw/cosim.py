@@ -406,6 +406,67 @@ def compare_vmu(bits: int, fifo: int, stim: dict, model: dict, profile: str = "s
     return res
 
 
+#: Doorkeeper profiles: (CAM entries, ``[defence.admission]``, generator
+#: knobs: distinct keys drawn, the share of cycles with an operation, the
+#: share of those that are the shed gate's questions, the share of fills into
+#: a full CAM). ``random``: the defaults (32 bits per entry); ``churn``: a
+#: small filter over few keys cleared every 16 records, so answers depend on
+#: the clear and on back-to-back operations on the same bits (the forwarding).
+ADMIT_PROFILES: dict[str, tuple[int, dict, dict]] = {
+    "random": (64, dict(bits_per_entry=32, reset_factor=4), dict(keys=600, p_op=0.7, p_seen=0.4, p_full=0.8)),
+    "churn": (4, dict(bits_per_entry=16, reset_factor=4), dict(keys=24, p_op=0.9, p_seen=0.5, p_full=0.9)),
+}
+#: Cycles from an operation to its answer (synapse_admit.v: read, then decide).
+ADMIT_LATENCY = 2
+
+
+def admit_params(entries: int, adm: dict) -> dict:
+    """synapse_admit.v's parameters for a doorkeeper (hw/admit.rs's sizes)."""
+    bits = max(64, 1 << max(0, (adm["bits_per_entry"] * entries - 1).bit_length()))
+    reset = max(1, adm["reset_factor"] * entries)
+    return dict(LOG=bits.bit_length() - 1, RESET_AFTER=reset, CNT_W=max(1, reset.bit_length()))
+
+
+def cosim_admit(profile: str = "random", cycles: int = 2000, seed: int = 1, keep: Path | None = None,
+                rtl_dir: Path | None = None) -> CosimResult:
+    """A random stream of fills and shed-gate questions through the model's
+    doorkeeper (``_core.admit_replay``, hw/admit.rs), replayed into
+    synapse_admit.v: every cycle's answer (presence, admitted/seen, the
+    filter's clear) must be the model's, ``ADMIT_LATENCY`` cycles later."""
+    from synapse_vmt import _core
+
+    if profile not in ADMIT_PROFILES:
+        raise UserError(f"unknown doorkeeper profile {profile!r} (expected one of {sorted(ADMIT_PROFILES)})")
+    entries, adm, gen = ADMIT_PROFILES[profile]
+    rng = np.random.default_rng(seed)
+    pool = rng.integers(0, 1 << 32, size=(gen["keys"], 8), dtype=np.uint64).astype(np.uint32)
+    pool[:, 4:] = 0
+    op = np.where(rng.random(cycles) < gen["p_op"], np.where(rng.random(cycles) < gen["p_seen"], 2, 1), 0)
+    full = (rng.random(cycles) < gen["p_full"]).astype(np.int64)
+    keys = pool[rng.integers(0, gen["keys"], size=cycles)]
+    model = _core.admit_replay(json.dumps(dict(adm, policy="doorkeeper")), entries, op.astype(np.int64), full,
+                               np.ascontiguousarray(keys))
+    params = admit_params(entries, adm)
+    inputs = {"op": op.tolist(), "full": full.tolist(), "h0": model["h0"].tolist(), "h1": model["h1"].tolist()}
+    work = Path(tempfile.mkdtemp(prefix="synapse-cosim-")) if keep is None else keep
+    try:
+        rtl = _simulate("synapse_admit", params, inputs, ["ans_valid", "ans_yes", "ans_clear"], [], work,
+                        rtl_dir=rtl_dir)
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    res = CosimResult("admit", profile, cycles)
+    d = _Diff(res)
+    for c in range(cycles):
+        i = c - ADMIT_LATENCY  # the operation answered in cycle c
+        v = int(i >= 0 and op[i] != 0)
+        if d.check(c, "answer valid", v, rtl["ans_valid"][c]) and v:
+            res.compared += 1
+            d.check(c, f"answer to op {int(op[i])} of cycle {i} (yes, clear)",
+                    (int(model["yes"][i]), int(model["clear"][i])), (rtl["ans_yes"][c], rtl["ans_clear"][c]))
+    return res
+
+
 #: Cluster profiles, each a change to ``synapse run``'s scenario: ``default``
 #: is one table on every PMU (CH = 4 channels); ``tables`` three tables on 2
 #: channels: two share the PMUs so that both send on one channel in a cycle
@@ -640,4 +701,6 @@ def run(unit: str = "pmu", cycles: int = 2000, seed: int = 1, pmus: tuple[int, .
         return [cosim_orb(p, cycles, seed + i) for i, p in enumerate(ORB_PROFILES)]
     if unit == "cluster":
         return [cosim_cluster(p, n, cycles, seed) for n in pmus for p in CLUSTER_PROFILES]
-    raise UserError(f"unknown unit {unit!r} (expected pmu, vmu, orb or cluster)")
+    if unit == "admit":
+        return [cosim_admit(p, cycles, seed + i) for i, p in enumerate(ADMIT_PROFILES)]
+    raise UserError(f"unknown unit {unit!r} (expected pmu, vmu, orb, cluster or admit)")

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from synapse_vmt.errors import UserError, atomic_write
@@ -53,13 +53,20 @@ def design(unit: str, entries: int, key_bits: int) -> tuple[str, dict]:
         # entries = lookup-table entries (2^BITS); the key is hashed upstream.
         bits = max(1, entries.bit_length() - 1)
         return "synapse_vmu", dict(BITS=bits, FIFO=64)
+    if unit == "admit":
+        # entries = the CAM entries of the PMU it guards; the default
+        # [defence.admission] (32 filter bits per entry, cleared after 4 x
+        # entries records); the key's hashes come from Q_m.
+        from synapse_vmt.hw.cosim import admit_params
+
+        return "synapse_admit", admit_params(entries, dict(bits_per_entry=32, reset_factor=4))
     if unit.startswith("cluster") and unit[7:].isdigit() and int(unit[7:]) >= 2:
         # clusterN: N PMUs of `entries` entries (as the PMU rows), two
         # tables' VMUs (as the VMU row), 4 channels, the default latencies.
         return "synapse_cluster", dict(NP=int(unit[7:]), NT=2, CH=4, LAT=3, ENTRIES=entries, KEY_W=key_bits,
                                        TAU=2, II=1, QR=16, QP=16, QM=16, FILL_SLOTS=64, BITS=10, FIFO=64,
                                        DQ=16)
-    raise UserError(f"unknown unit {unit!r} (expected pmu, vmu, orb or clusterN, N >= 2 PMUs)")
+    raise UserError(f"unknown unit {unit!r} (expected pmu, vmu, orb, admit or clusterN, N >= 2 PMUs)")
 
 
 #: The table docs/how-to/rtl.md shows: the PMU with the 104-bit 5-tuple key
@@ -109,6 +116,8 @@ class Row:
     fits: bool = True
     #: What produced the row: the tools' versions and nextpnr's options.
     tools: str = ""
+    #: The deepest paths, one per family (:func:`deep_paths`; xilinx flow).
+    paths: list[str] = field(default_factory=list)
 
 
 def cache_dir() -> Path:
@@ -259,27 +268,40 @@ def levels(netlist: dict, top: str) -> int:
     return len(longest_path(netlist, top)) - 1
 
 
-def longest_path(netlist: dict, top: str) -> list[str]:
-    """The net names along a longest path of :func:`levels`, its start first."""
-    mod = netlist["modules"][top]
-    drivers: dict[int, list[int]] = {}       # output bit -> input bits of its cell
+def _graph(mod: dict) -> tuple[dict[int, list[int]], set[int]]:
+    """The combinational cells of a flattened module as output bit -> the
+    input bits of its cell (a LUT-RAM's read side only), and the bits where
+    a path ends: a state element's or LUT-RAM's write input, an output
+    port, or a driven bit nothing reads (an unused carry out)."""
+    drivers: dict[int, list[int]] = {}
+    ends: set[int] = set()
+    used: set[int] = set()
     for cell in mod["cells"].values():
-        t = cell["type"]
-        if _SEQ.fullmatch(t):
-            continue
-        dirs = cell.get("port_directions", {})
-        conn = cell["connections"]
+        t, dirs, conn = cell["type"], cell.get("port_directions", {}), cell["connections"]
         ram = _LUTRAM.fullmatch(t) is not None
+        seq = _SEQ.fullmatch(t) is not None
         ins = [b for p, bits in conn.items() if dirs.get(p) == "input"
                and (not ram or _READ_PIN.fullmatch(p)) for b in bits if isinstance(b, int)]
-        for p, bits in conn.items():
-            if dirs.get(p) == "output":
-                for b in bits:
-                    if isinstance(b, int):
-                        drivers[b] = ins
+        used.update(b for p, bits in conn.items() if dirs.get(p) == "input" for b in bits if isinstance(b, int))
+        ends.update(b for p, bits in conn.items() if dirs.get(p) == "input"
+                    and (seq or (ram and not _READ_PIN.fullmatch(p))) for b in bits if isinstance(b, int))
+        if not seq:
+            for p, bits in conn.items():
+                if dirs.get(p) == "output":
+                    drivers.update((b, ins) for b in bits if isinstance(b, int))
+    for port in mod.get("ports", {}).values():
+        if port["direction"] == "output":
+            ends.update(b for b in port["bits"] if isinstance(b, int))
+    ends.update(b for b in drivers if b not in used)
+    return drivers, ends
+
+
+def _depths(drivers: dict[int, list[int]], roots) -> tuple[dict[int, int], dict[int, int]]:
+    """Cells on the longest combinational path into each bit reached from
+    ``roots``, and the input bit it comes through."""
     depth: dict[int, int] = {}
     via: dict[int, int] = {}
-    for root in drivers:
+    for root in roots:
         stack = [(root, False)]
         while stack:
             b, done = stack.pop()
@@ -296,6 +318,14 @@ def longest_path(netlist: dict, top: str) -> list[str]:
             else:
                 stack.append((b, True))
                 stack.extend((i, False) for i in ins if i not in depth)
+    return depth, via
+
+
+def longest_path(netlist: dict, top: str) -> list[str]:
+    """The net names along a longest path of :func:`levels`, its start first."""
+    mod = netlist["modules"][top]
+    drivers, _ = _graph(mod)
+    depth, via = _depths(drivers, drivers)
     if not depth:
         return [""]
     end = max(depth, key=depth.get)
@@ -308,6 +338,41 @@ def longest_path(netlist: dict, top: str) -> list[str]:
     while path[-1] in via:
         path.append(via[path[-1]])
     return [names.get(b, str(b)) for b in reversed(path)]
+
+
+def deep_paths(netlist: dict, top: str, most: int = 12) -> list[str]:
+    """The ``most`` deepest paths of :func:`levels`, one per family (its
+    first and last named nets, bit and instance indices aside), deepest
+    first, each as ``"levels: net -> net -> ..."`` through the nets that
+    carry a name of the RTL. Paths end where :func:`levels` ends them
+    (:func:`_graph`)."""
+    mod = netlist["modules"][top]
+    drivers, ends = _graph(mod)
+    depth, via = _depths(drivers, ends)
+    named: dict[int, str] = {}
+    for n, net in mod.get("netnames", {}).items():
+        if not n.startswith("$"):
+            for k, b in enumerate(net["bits"]):
+                if isinstance(b, int):
+                    named.setdefault(b, f"{n}[{k}]" if len(net["bits"]) > 1 else n)
+    strip = lambda n: re.sub(r"\[\d+\]", "", n)  # noqa: E731
+    out: dict[tuple, str] = {}
+    for e in sorted(ends, key=lambda b: -depth.get(b, 0)):
+        if depth.get(e, 0) == 0:
+            break
+        path = [e]
+        while path[-1] in via:
+            path.append(via[path[-1]])
+        nets: list[str] = []
+        for b in reversed(path):
+            if b in named and (not nets or strip(nets[-1]) != strip(named[b])):
+                nets.append(named[b])
+        fam = (strip(nets[0]), strip(nets[-1])) if nets else ("",)
+        if fam not in out:
+            out[fam] = f"{depth[e]}: " + " -> ".join(nets or ["(no named net)"])
+            if len(out) == most:
+                break
+    return list(out.values())
 
 
 def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True,
@@ -334,6 +399,7 @@ def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True,
              Path(d) / "log.txt", f"yosys failed on {top} {params}", cwd=d)
         net = json.loads(Path(f"{d}/net.json").read_text())
         depth = levels(net, top) if flow == "xilinx" else 0
+        paths = deep_paths(net, top) if flow == "xilinx" else []
         fmax = None
         extra: dict = {}
         if flow == "xilinx":
@@ -351,7 +417,8 @@ def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True,
                 luts, ffs, bram, fmax = _place_and_route(top, Path(d))
             luts, ffs, uram = luts - bench[1], ffs - bench[0] - bench[1], 0
         secs = time.perf_counter() - t0
-    row = Row(unit, entries, key_bits, luts, ffs, bram, depth, fmax, flow, uram, round(secs, 1), **extra)
+    row = Row(unit, entries, key_bits, luts, ffs, bram, depth, fmax, flow, uram, round(secs, 1), paths=paths,
+              **extra)
     with atomic_write(cache_dir() / f"{key}.json") as f:
         json.dump(asdict(row), f)
     return row

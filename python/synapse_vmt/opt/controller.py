@@ -68,11 +68,12 @@ class Settings:
     # caches (after a large move the table falls behind for a period whatever
     # its capacity). 0: only the period itself must be steady.
     settle_periods: int = 0
-    # Cache-flooding guard (docs/flood.md): a table whose misses over a period
-    # rose by flood_miss_rise x or more while its hits did not rise (by more
-    # than 5 %) is being flooded with keys that will not repeat: more PMUs
-    # would cache the attack, not serve it, so its allocation is held at what
-    # it has (never raised) until its misses fall back.
+    # Cache-flooding guard (docs/flood.md, flood_guard()): a table whose
+    # misses over a period rose by flood_miss_rise x or more while its hits
+    # did not rise (by more than 5 %) is being flooded with keys that will not
+    # repeat: more PMUs would cache the attack, not serve it, so its
+    # allocation is held at what it has (never raised) until its misses fall
+    # back.
     flood_guard: bool = False
     flood_miss_rise: float = 1.5
 
@@ -86,22 +87,39 @@ def table_hits_misses(windows: dict, T: int) -> np.ndarray:
 
 
 def flood_guard(prev: tuple[np.ndarray, np.ndarray] | None, cur: np.ndarray, held: np.ndarray,
-                target: np.ndarray, rise: float) -> tuple[np.ndarray, list[int]]:
-    """The cache-flooding guard (``Settings.flood_guard``): tables whose
-    misses rose ``rise`` x or more since the last period while their hits
-    rose by at most 5 % and their PMUs did not fall (fewer PMUs miss more by
-    themselves) get no more PMUs than they ``held``. ``prev``: the last
+                target: np.ndarray, rise: float, base: dict[int, tuple[float, float]] | None = None
+                ) -> tuple[np.ndarray, list[int]]:
+    """The cache-flooding guard (``Settings.flood_guard``): a table whose
+    misses rose ``rise`` x or more since the last period while its hits rose
+    by at most 5 % is flooded, unless its PMUs fell and its lookups (hits +
+    misses) did not rise by 10 %: fewer PMUs turn hits into misses, they add
+    no lookups. A flooded table gets no more PMUs than it ``held``, and stays
+    flooded while its misses stay ``rise`` x above, and its hits no more than
+    5 % above, those of the period before the flood. ``prev``: the last
     period's per-table (hits, misses) and PMUs held; ``cur``: this period's
-    (hits, misses). Returns the target and the tables held."""
+    (hits, misses); ``base``: the flooded tables' (hits, misses) before their
+    flood, updated in place (kept by the caller across periods). Returns the
+    target and the tables held."""
     out = np.array(target, copy=True)
-    if prev is None:
-        return out, []
-    prev_hm, prev_held = prev
+    base = {} if base is None else base
     flagged = []
     for j in range(len(out)):
-        (h0, m0), (h1, m1) = prev_hm[j], cur[j]
-        if m1 >= rise * max(m0, 1.0) and h1 <= 1.05 * h0 and held[j] >= prev_held[j]:
+        h1, m1 = cur[j]
+        if j in base:
+            h0, m0 = base[j]
+            if m1 >= rise * max(m0, 1.0) and h1 <= 1.05 * h0:
+                flagged.append(j)
+                out[j] = min(out[j], held[j])
+                continue
+            del base[j]  # its misses fell back (or its hits grew: legitimate load)
+        if prev is None:
+            continue
+        prev_hm, prev_held = prev
+        h0, m0 = prev_hm[j]
+        more_lookups = h1 + m1 > 1.1 * (h0 + m0)
+        if m1 >= rise * max(m0, 1.0) and h1 <= 1.05 * h0 and (held[j] >= prev_held[j] or more_lookups):
             flagged.append(j)
+            base[j] = (float(h0), float(m0))
             out[j] = min(out[j], held[j])
     return out, flagged
 
@@ -228,7 +246,9 @@ class Controller:
             hm = table_hits_misses(w, T)
             held = np.array([len(x) for x in placement.current_sets(self.sim.pmu_states(), self.names).values()])
             last = getattr(self, "_last_hm", None)
-            pm, flagged = flood_guard(last, hm, held, pm, s.flood_miss_rise)
+            if not hasattr(self, "_flood_base"):
+                self._flood_base: dict[int, tuple[float, float]] = {}
+            pm, flagged = flood_guard(last, hm, held, pm, s.flood_miss_rise, self._flood_base)
             flooded = [self.names[j] for j in flagged]
             self._last_hm = (hm, held)
         alloc.pmus[:] = pm

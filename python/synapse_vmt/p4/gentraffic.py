@@ -75,6 +75,7 @@ class TrafficSpec:
     max_bytes: float | None = 1e6
     flow_duration_ns: float = 300_000.0
     mean_pkt_bytes: float = 800.0
+    attack: Any = None  # the [attack] beside it (synapse_vmt.p4.attack.ProgramAttack), if any
 
     def class_flows(self) -> list[int]:
         """Flows per class (shares normalised, rounded, summing to ``flows``)."""

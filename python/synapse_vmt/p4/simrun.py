@@ -98,8 +98,10 @@ def _word_rows(spec: TableSpec, te: object) -> tuple[list[int], list[str], np.nd
     return bits, kinds, lo, hi, mask
 
 
-def compile_routes(trace: Trace, entries: Mapping[str, object]) -> Routes:
-    """Routes (one per distinct frame's visit sequence) from a run over distinct frames."""
+def compile_routes(trace: Trace, entries: Mapping[str, object], fresh_from: int | None = None) -> Routes:
+    """Routes (one per distinct frame's visit sequence) from a run over
+    distinct frames; frames from ``fresh_from`` on (an attack's) share no
+    route with those before it, so their routes are numbered after."""
     limit = max_key_words()
     unsim: dict[str, str] = {}
     sim_index: dict[int, int] = {}
@@ -132,11 +134,14 @@ def compile_routes(trace: Trace, entries: Mapping[str, object]) -> Routes:
                 expected[s].append(se[j])
             hops.append((s, kid))
         if hops:
-            frame_route[f] = routes.setdefault(tuple(hops), len(routes))
+            h = tuple(hops) if fresh_from is None or f < fresh_from else (None, tuple(hops))
+            frame_route[f] = routes.setdefault(h, len(routes))
     start = [0]
     ht: list[int] = []
     hk: list[int] = []
     for hops in routes:  # insertion order = route id
+        if hops[0] is None:  # a fresh route (see fresh_from)
+            hops = hops[1]
         for s, kid in hops:
             ht.append(s)
             hk.append(kid)
@@ -225,12 +230,18 @@ class RoutedSim:
         self.config = config  # what the core was built from (its drain_ns, window_ns, ...)
         self.feeder = feeder  # callable(t_end_ps) -> (t_ps uint64, route uint32) arrivals before t_end_ps
         self.pushed = 0
+        # callables(t_ps, route) given each batch of arrivals as it is pushed
+        # (e.g. the controller's online miss-ratio curves, opt/mrcfeed.py)
+        self.taps: list = []
 
     def run_until(self, t_ns: float) -> None:
         t, r = self.feeder(int(t_ns * 1000) + 1)
         if len(t):
-            _core.push_arrivals(self.core, np.ascontiguousarray(t, dtype=np.uint64), np.ascontiguousarray(r, dtype=np.uint32))
+            t, r = np.ascontiguousarray(t, dtype=np.uint64), np.ascontiguousarray(r, dtype=np.uint32)
+            _core.push_arrivals(self.core, t, r)
             self.pushed += len(t)
+            for tap in self.taps:
+                tap(t, r)
         self.core.run_until(t_ns)
 
     def __getattr__(self, name):
@@ -289,6 +300,7 @@ class ProgramRun:
     duration_ns: float
     counts_of: object  # feeder -> packets per distinct frame that were fed
     full: Trace | None = None  # a capture: the run over every packet (exact per-packet counters)
+    attack: dict | None = None  # with an [attack]: its settings, legit_routes, packets (summary's attack_traffic)
 
 
 def _simulable(pr: ProgramRun, program: str) -> ProgramRun:
@@ -300,9 +312,13 @@ def _simulable(pr: ProgramRun, program: str) -> ProgramRun:
 
 
 def prepare(program: str, entries_file: str | None, *, pcap: str | None = None, traffic=None,
-            duration_ns: float | None = None, rate_mpps: float = 50.0, seed: int = 1) -> ProgramRun:
+            duration_ns: float | None = None, rate_mpps: float = 50.0, seed: int = 1,
+            pmus: int = 16, block_size: int = 256) -> ProgramRun:
     """Interpret the distinct frames of a capture or of generated traffic
-    (:mod:`synapse_vmt.p4.gentraffic`) and compile their routes."""
+    (:mod:`synapse_vmt.p4.gentraffic`) and compile their routes. Generated
+    traffic with an ``[attack]`` (``traffic.attack``) gets the attack's
+    frames and packets (:mod:`synapse_vmt.p4.attack`; ``pmus`` split
+    evenly, of ``block_size`` entries: a scan's cycle)."""
     import os
 
     from synapse_vmt.p4 import gentraffic
@@ -325,8 +341,11 @@ def prepare(program: str, entries_file: str | None, *, pcap: str | None = None, 
     else:
         bprog = read_program(program)
         frames, _ = gentraffic.class_frames(traffic, bprog, entries, seed)
-        distinct, idx = dedup_frames(frames)
         dur = float(duration_ns or 1_000_000.0)
+        attack = getattr(traffic, "attack", None)
+        if attack is not None:
+            return _prepare_attack(prog, bprog, entries, traffic, attack, frames, dur, seed, pmus, block_size)
+        distinct, idx = dedup_frames(frames)
     trace = prog.run(distinct, entries, seed=seed)
     full = prog.run(packets, entries, seed=seed) if pcap is not None else None
     routes = compile_routes(trace, entries)
@@ -355,6 +374,59 @@ def prepare(program: str, entries_file: str | None, *, pcap: str | None = None, 
     return ProgramRun(prog, entries, trace, routes, idx, factory, dur, counts_of, full)
 
 
+def _prepare_attack(prog: Program, bprog, entries: dict, traffic, attack, frames: list[bytes], dur: float, seed: int,
+                    pmus: int, block_size: int) -> ProgramRun:
+    """:func:`prepare` of generated traffic with an ``[attack]``: the
+    legitimate arrivals of the whole run (those of the same run without
+    attack), the attack's packets mixed in (:func:`synapse_vmt.p4.attack.mix`),
+    attack frame j being flow ``legit flows + j``; the attack's routes are
+    numbered after the legitimate ones (``legit_routes``)."""
+    from synapse_vmt.p4 import attack as atk
+    from synapse_vmt.p4 import gentraffic
+
+    gens = gentraffic.class_generators(traffic, dur, seed)
+    off = np.concatenate([[0], np.cumsum(traffic.class_flows())[:-1]]).astype(np.int64)
+    ts, fs = [], []
+    for g, o in zip(gens, off.tolist()):
+        t, f = g.until(int(dur * 1000))
+        ts.append(t)
+        fs.append(f.astype(np.int64) + o)
+    t = np.concatenate(ts)
+    f = np.concatenate(fs)
+    o = np.argsort(t, kind="stable")
+    t, f = t[o], f[o]
+    n_flows = len(frames)
+    legit_distinct, legit_idx = dedup_frames(frames)
+    capacity = 0
+    if attack.kind == "scan":  # the largest table's PMU entries, the pool split evenly over the legit tables
+        n_tables = len(compile_routes(prog.run(legit_distinct, entries, seed=seed), entries).tables)
+        capacity = -(-pmus // max(1, n_tables)) * block_size
+    pool = attack.pool(len(t), capacity)
+    forged = atk.attack_frames(traffic, attack, bprog, entries, pool, seed, set(legit_distinct))
+    distinct = legit_distinct + forged  # forged frames are distinct and new
+    idx = np.concatenate([legit_idx, len(legit_distinct) + np.arange(pool, dtype=np.int64)])
+    trace = prog.run(distinct, entries, seed=seed)
+    routes = compile_routes(trace, entries, fresh_from=len(legit_distinct))
+    route_of = routes.frame_route[idx]
+    lr = routes.frame_route[:len(legit_distinct)]
+    legit_routes = int(lr.max()) + 1 if len(lr) and lr.max() >= 0 else 0
+    mt, mf = atk.mix(t, f, attack, n_flows, pool)
+    mf = mf.astype(np.int64)
+    r = route_of[mf]
+    keep = r >= 0  # packets visiting no simulated table
+    counts = np.bincount(mf, minlength=len(idx))
+
+    def factory():
+        fd = ArrayFeeder(mt[keep], r[keep].astype(np.uint32))
+        fd.legit_routes = legit_routes
+        return fd
+
+    def counts_of(fd) -> np.ndarray:  # every packet before the end is fed
+        return np.bincount(idx, weights=counts, minlength=len(distinct)).astype(np.int64)
+    return ProgramRun(prog, entries, trace, routes, idx, factory, dur, counts_of, None, attack={"legit_routes": legit_routes, "attack_frames": pool, "legit_packets": int(len(t)),
+                 "attack_packets": int(len(mt) - len(t)), **attack.core()})
+
+
 def _sim_base(seed: int, window_ns: float, duration_ns: float, block_size: int, overrides: dict | None) -> dict:
     """The simulator's default config with a P4 run's settings and the
     scenario's overrides (a table of settings updates that table)."""
@@ -373,7 +445,10 @@ def build_sim(pr: ProgramRun, pmus: dict[str, list[int]], total_pmus: int, *, bl
               window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None) -> RoutedSim:
     base = _sim_base(seed, window_ns, pr.duration_ns, block_size, overrides)
     cfg = sim_config(base, pr.routes.tables, pmus, total_pmus)
-    return RoutedSim(cfg, pr.routes, pr.feeder_factory())
+    sim = RoutedSim(cfg, pr.routes, pr.feeder_factory())
+    if pr.attack is not None:  # the attack's routes come after the legitimate ones
+        _core.count_classes(sim.core, pr.attack["legit_routes"])
+    return sim
 
 
 def program_summary(pr: ProgramRun, sim: RoutedSim, s: dict | None = None) -> dict:
@@ -451,6 +526,8 @@ def run_program_fast(out, *, program: str, entries_file: str | None, pcap: str |
     if pcap is not None:
         raise UserError("fast mode: a capture (--pcap) runs in the exact engine only; generated traffic runs in both")
     out = Path(out)
+    if getattr(traffic, "attack", None) is not None:
+        raise UserError("fast mode: [attack] runs in the exact engine only (its PHVs are counted apart there)")
     pr = _simulable(prepare(program, entries_file, pcap=None, traffic=traffic, duration_ns=duration_ns,
                             rate_mpps=rate_mpps, seed=seed), program)
     s, sim = fast_program(pr, pmus, block_size=block_size, window_ns=window_ns, seed=seed, overrides=overrides, fast=fast)
@@ -807,7 +884,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
 
 # ---- program scenarios and the run command ---------------------------------------
 
-SCENARIO_KEYS = {"program", "traffic", "sim", "fast"}
+SCENARIO_KEYS = {"program", "traffic", "sim", "fast", "attack"}
 PROGRAM_KEYS = {"p4", "entries", "pcap", "rate_mpps", "duration_ns", "pmus", "block_size", "window_ns", "seed",
                 "timestamps", "ingress_port", "out_pcap", "stop_at_truncated", "engine"}
 BUILTIN = {"builtin:up4": "up4-bmv2.json.gz"}
@@ -870,7 +947,7 @@ def load_scenario(path: str) -> dict:
     kw["program"] = resolve_program(pg["p4"], base)
     kw["entries_file"] = str(base / pg["entries"]) if pg.get("entries") else None
     kw["pcap"] = str(base / pg["pcap"]) if pg.get("pcap") else None
-    kw["traffic"] = gentraffic.parse_spec(doc["traffic"], f"{path}: [traffic]") if "traffic" in doc else None
+    kw["traffic"] = _with_attack(doc, path)
     kw["overrides"] = doc.get("sim", {})
     if "ingress_port" in kw:
         kw["ingress_port"] = parse_ingress_port(kw["ingress_port"], f"{path}: [program] ingress_port")
@@ -902,7 +979,21 @@ def load_traffic(path: str):
     doc = read_toml(path)
     if not isinstance(doc.get("traffic"), dict):
         raise UserError(f"{path}: expected a [traffic] table (traffic classes, as in a program scenario)")
-    return gentraffic.parse_spec(doc["traffic"], f"{path}: [traffic]")
+    return _with_attack(doc, path)
+
+
+def _with_attack(doc: dict, path: str):
+    """The ``[traffic]`` of a document and its ``[attack]`` (``spec.attack``, :mod:`synapse_vmt.p4.attack`)."""
+    from synapse_vmt.p4 import attack, gentraffic
+
+    if "traffic" not in doc:
+        if "attack" in doc:
+            raise UserError(f"{path}: [attack]: needs generated traffic ([traffic])")
+        return None
+    spec = gentraffic.parse_spec(doc["traffic"], f"{path}: [traffic]")
+    if "attack" in doc:
+        spec.attack = attack.parse(doc["attack"], f"{path}: [attack]", [c.name for c in spec.classes])
+    return spec
 
 
 def run_program(out, *, program: str, entries_file: str | None, pcap: str | None = None, traffic=None,
@@ -933,7 +1024,7 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
         raise UserError("run --p4 --out-pcap: output packets are written for a capture (--pcap), not generated traffic")
     out = Path(out)
     pr = _simulable(prepare(program, entries_file, pcap=pcap, traffic=traffic, duration_ns=duration_ns,
-                            rate_mpps=rate_mpps, seed=seed), program)
+                            rate_mpps=rate_mpps, seed=seed, pmus=pmus, block_size=block_size), program)
     sim = build_sim(pr, even_split(pr.routes.tables, pmus), pmus, block_size=block_size, window_ns=window_ns, seed=seed,
                     overrides=overrides)
     warnings = [w for w in [pmu_warning(sim.core, pmus)] if w]
@@ -948,6 +1039,8 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
         ws.append(sim.windows())
         es.append(sim.edges())
     s = program_summary(pr, sim)
+    if pr.attack is not None:
+        s["attack_traffic"] = pr.attack
     names = sim.table_names()
     hists = {n: sim.latency_histogram(n) for n in names}
     inv = finish(sim)  # the summary above covers the duration only

@@ -6,16 +6,20 @@ request is built and serialised before the clock starts; the client sends
 the bytes through a raw gRPC method (no protobuf work while timed). Three
 phases on one table: batched INSERTs (``batch`` updates per Write), the
 same entries batched DELETEd, then ``singles`` Writes of one INSERT each
-(their latency percentiles too), then as many Capabilities calls: the rate
+(their latency percentiles too), then ``singles`` more with ``window`` of
+them in flight at once (a controller that does not wait for each answer
+before it sends the next), then as many Capabilities calls: the rate
 of an RPC that does nothing, the transport's bound on single Writes. A Read after the inserts checks that the
 server holds every entry, so a server that drops writes cannot report a rate.
-Where ``/proc`` tells, the server's CPU time per update of each phase is
-reported too: on a loaded machine the rates follow the share of a core the
+The client's own CPU time per single Write (this process, gRPC's threads
+included) is reported, and where ``/proc`` tells, the server's CPU time per
+update of each phase too: on a loaded machine the rates follow the share of a core the
 server gets, its CPU time per update much less so.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import subprocess
@@ -78,25 +82,30 @@ def _cpu_s(pid: int) -> float | None:
 
 
 def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, batch: int = 1000,
-               singles: int = 2000, seed: int = 1, traffic: float = 0.0) -> dict:
+               singles: int = 2000, seed: int = 1, traffic: float = 0.0, transport: str = "rust",
+               window: int = 16) -> dict:
     """Rates of batched and single Writes to a ``synapse serve`` of ``program``
-    (``traffic``: its ``--traffic``, background lookups per second per table)."""
+    (``traffic``: its ``--traffic``, background lookups per second per table;
+    ``transport``: its ``--transport``)."""
     prog = read_program(program)
     spec = _pick_table(prog, table)
-    big = dataclasses.replace(spec, info=dataclasses.replace(spec.info, max_size=entries + singles))
-    rows = gen_table(big, entries + singles, seed)
-    if len(rows) < entries + singles:
+    need = entries + 2 * singles
+    big = dataclasses.replace(spec, info=dataclasses.replace(spec.info, max_size=need))
+    rows = gen_table(big, need, seed)
+    if len(rows) < need:
         raise UserError(f"{spec.name}: its key space holds {len(rows)} entries, fewer than "
-                        f"--entries + --singles = {entries + singles}")
-    bulk, one = rows[:entries], rows[entries:]
+                        f"--entries + 2 × --singles = {need}")
+    bulk, one, piped = rows[:entries], rows[entries:entries + singles], rows[entries + singles:]
     ins = _requests(program, spec, bulk, p4r.Update.INSERT, batch)
     dels = _requests(program, spec, bulk, p4r.Update.DELETE, batch)
     single = _requests(program, spec, one, p4r.Update.INSERT, 1)
+    pipelined = _requests(program, spec, piped, p4r.Update.INSERT, 1)
     read = p4r.ReadRequest(device_id=1)
     read.entities.add().table_entry.table_id = 0
 
     proc = subprocess.Popen([sys.executable, "-m", "synapse_vmt.cli", "serve", "--p4", program, "--listen",
-                             "127.0.0.1:0", "--table-size", f"{spec.name}={entries + singles}", "--traffic", str(traffic)],
+                             "127.0.0.1:0", "--table-size", f"{spec.name}={need}", "--traffic", str(traffic),
+                             "--transport", transport],
                             stderr=subprocess.PIPE, text=True)
     closed = threading.Event()
     try:
@@ -137,11 +146,23 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
         t_del = time.perf_counter() - t0
         cpu.append(_cpu_s(proc.pid))
         lat = []
+        client0 = time.process_time()
         for r in single:
             t0 = time.perf_counter()
             write(r, timeout=60)
             lat.append(time.perf_counter() - t0)
         lat_ms = np.array(lat) * 1e3
+        client_us = (time.process_time() - client0) / singles * 1e6
+        cpu.append(_cpu_s(proc.pid))
+        pending: collections.deque = collections.deque()
+        t0 = time.perf_counter()
+        for r in pipelined:
+            if len(pending) >= window:
+                pending.popleft().result()
+            pending.append(write.future(r, timeout=60))
+        for f in pending:
+            f.result()
+        t_piped = time.perf_counter() - t0
         cpu.append(_cpu_s(proc.pid))
         caps, empty = ch.unary_unary(CAPABILITIES), p4r.CapabilitiesRequest().SerializeToString()
         t0 = time.perf_counter()
@@ -159,10 +180,11 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
         proc.stderr.close()
     return {
         "program": program, "table": spec.name, "entries": entries, "batch": batch, "singles": singles,
-        "traffic": traffic,
+        "traffic": traffic, "transport": transport,
         "batched_inserts_per_s": entries / t_ins, "batched_deletes_per_s": entries / t_del,
         "single_writes_per_s": singles / float(lat_ms.sum() / 1e3),
         "single_p50_ms": float(np.percentile(lat_ms, 50)), "single_p99_ms": float(np.percentile(lat_ms, 99)),
+        "client_cpu_us_per_single": client_us, "window": window, "single_writes_pipelined_per_s": singles / t_piped,
         "empty_rpcs_per_s": singles / t_empty,
         **_cpu_per_update(cpu, entries, singles),
     }
@@ -174,7 +196,7 @@ def _cpu_per_update(cpu: list, entries: int, singles: int) -> dict:
     if any(c is None for c in cpu):
         return {}
     per = [(cpu[1] - cpu[0]) / entries, (cpu[3] - cpu[2]) / entries, (cpu[4] - cpu[3]) / singles,
-           (cpu[5] - cpu[4]) / singles]
+           (cpu[5] - cpu[4]) / singles, (cpu[6] - cpu[5]) / singles]
     names = ("server_cpu_us_per_insert", "server_cpu_us_per_delete", "server_cpu_us_per_single",
-             "server_cpu_us_per_empty_rpc")
+             "server_cpu_us_per_pipelined_single", "server_cpu_us_per_empty_rpc")
     return {n: p * 1e6 for n, p in zip(names, per)}

@@ -177,6 +177,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         self.sizes = sizes
         self.algo = algo
         self.lock = threading.RLock()
+        self.behind_frontend = False  # served through the Rust front end (make_server)
         self.limits = limits or StreamLimits()
         self.arb_lock = threading.Lock()  # streams, peers, primary
         self.peers: dict[str, int] = {}  # open streams per connection (gRPC peer)
@@ -256,9 +257,11 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         """The request carries the primary's election id (none: never primary)."""
         if not request.HasField("election_id"):
             return False
-        eid = (request.election_id.high << 64) | request.election_id.low
+        return self._is_primary_id((request.election_id.high << 64) | request.election_id.low)
+
+    def _is_primary_id(self, eid: int | None) -> bool:
         with self.arb_lock:
-            return self.primary is not None and eid == self.primary
+            return eid is not None and self.primary is not None and eid == self.primary
 
     def _recompute(self) -> None:
         """Elect the highest election id among open streams; tell every
@@ -298,6 +301,8 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         total (RESOURCE_EXHAUSTED past either); one that sends no
         arbitration within the timeout is closed (DEADLINE_EXCEEDED)."""
         lim, peer = self.limits, context.peer()
+        if self.behind_frontend:  # the client's address, as the front end saw it
+            peer = dict(context.invocation_metadata() or ()).get("x-synapse-peer", peer)
         with self.arb_lock:
             if len(self.streams) >= lim.max_streams:
                 refused = f"too many streams ({lim.max_streams} open)"
@@ -421,28 +426,102 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
     # --- write ---
 
     def Write(self, request, context):
-        if request.device_id != self.device_id:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id}")
-        if request.role:
-            context.abort(grpc.StatusCode.UNIMPLEMENTED, "roles are not supported")
-        p = self.pipeline
-        if p is None:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "No forwarding pipeline config set")
-        if not self._is_primary(request):
-            context.abort(grpc.StatusCode.PERMISSION_DENIED, "not the primary controller")
-        W = p4r.WriteRequest
-        if request.atomicity not in (W.CONTINUE_ON_ERROR, W.ROLLBACK_ON_ERROR, W.DATAPLANE_ATOMIC):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unknown atomicity")
-        atomic = request.atomicity != W.CONTINUE_ON_ERROR
-        # Decode every update first; a malformed one fails alone (or the batch, if atomic).
-        # Action profile members and groups are applied as they are decoded (None: no table op).
-        # The Rust decoder takes the well-formed plain table entries (their
-        # Entry is built when first read); None: this decoder's (and its errors).
+        p = self._write_checks(request.device_id, request.role,
+                               (request.election_id.high << 64) | request.election_id.low
+                               if request.HasField("election_id") else None, request.atomicity, context)
         updates = request.updates
         fast = p.decoder.decode(request.SerializeToString()) if self.fast_writes else None
         if fast is None:
             fast = [None] * len(updates)
+        return self._write(p, request.atomicity != p4r.WriteRequest.CONTINUE_ON_ERROR, fast, lambda: updates, context)
+
+    def write_raw(self, raw: bytes, call) -> tuple | None:
+        """A Write served by the Rust front end (``_core.Frontend``), given
+        as its bytes: None when it succeeded, else the gRPC status (code,
+        message, ``grpc-status-details-bin`` or None). The Rust decoder reads
+        the request's header and takes the well-formed plain table entries;
+        protobuf parses the request only when it has anything else."""
+        ctx = _CallContext(call)
+        try:
+            p = self.pipeline
+            head = p.decoder.decode_write(raw) if p is not None and self.fast_writes else None
+            if head is None:
+                try:
+                    request = p4r.WriteRequest.FromString(raw)
+                except Exception:  # noqa: BLE001 - the bytes are no WriteRequest
+                    return grpc.StatusCode.INVALID_ARGUMENT.value[0], "the request is no WriteRequest", None
+                self.Write(request, ctx)
+            else:
+                device_id, role, eid, atomicity, fast = head
+                now = self._write_checks(device_id, role, eid, atomicity, ctx)
+                if now is not p:  # the pipeline changed meanwhile: decode afresh
+                    p, fast = now, now.decoder.decode(raw)
+
+                @functools.cache
+                def updates():
+                    return p4r.WriteRequest.FromString(raw).updates
+
+                self._write(p, atomicity != p4r.WriteRequest.CONTINUE_ON_ERROR, fast, updates, ctx)
+        except _Abort as e:
+            return e.code.value[0], e.details, None
+        if ctx.code is not None and ctx.code != grpc.StatusCode.OK:
+            trailing = dict(ctx.trailing or ())
+            return ctx.code.value[0], ctx.details or "", trailing.get("grpc-status-details-bin")
+        return None
+
+    def write_here(self, raw: bytes, call) -> tuple:
+        """A small Write on the front end's thread that received it: (True,
+        ``write_raw``'s answer), or (False, None) where it would wait (the
+        store's lock busy, the simulator in the loop, a test hook): the writer
+        thread takes it then, so the front end's thread never blocks."""
+        p = self.pipeline
+        if self.sim is not None or self.before_update is not None:
+            return False, None
+        if p is None:  # refused at once
+            return True, self.write_raw(raw, call)
+        lock = p.store.lock
+        if not lock.acquire(blocking=False):
+            return False, None
+        try:
+            return True, self.write_raw(raw, call)
+        finally:
+            lock.release()
+
+    def _write_checks(self, device_id: int, role: str, eid: int | None, atomicity: int, context) -> _Pipeline:
+        """A Write's header checked (device, role, pipeline, primary, atomicity): the pipeline it writes."""
+        if device_id != self.device_id:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no device {device_id}")
+        if role:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "roles are not supported")
+        p = self.pipeline
+        if p is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "No forwarding pipeline config set")
+        if not self._is_primary_id(eid):
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "not the primary controller")
+        W = p4r.WriteRequest
+        if atomicity not in (W.CONTINUE_ON_ERROR, W.ROLLBACK_ON_ERROR, W.DATAPLANE_ATOMIC):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unknown atomicity")
+        return p
+
+    def _write(self, p: _Pipeline, atomic: bool, fast: list, updates, context):
+        """Apply a Write's updates (``fast``: the Rust decoder's item per
+        update, None where ``updates()[i]``, the protobuf update, is decoded here)."""
+        # Decode every update first; a malformed one fails alone (or the batch, if atomic).
+        # Action profile members and groups are applied as they are decoded (None: no table op).
+        # The Rust decoder takes the well-formed plain table entries (their
+        # Entry is built when first read); None: this decoder's (and its errors).
         lazy = p.lazy_entry
+        sim = self.sim
+        before, is_active = self.before_update, context.is_active
+
+        def gone(i: int) -> bool:  # the client cancelled or its connection dropped: stop applying
+            if before is not None:
+                before(i, context)
+            return not is_active()
+
+        if sim is None and None not in fast:  # plain table entries only: the store takes the decoder's items
+            _, final = p.store.apply(fast, atomic=atomic, gone=gone, decode=lazy)
+            return self._answer(context, atomic, final)
         ops: list[Op | None] = []
         errs: list[StoreError | None] = []
         for i, f in enumerate(fast):
@@ -454,26 +533,22 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 errs.append(None)
                 continue
             try:
-                ops.append(self._decode_update(p, updates[i]))
+                ops.append(self._decode_update(p, updates()[i]))
                 errs.append(None)
             except StoreError as e:
                 ops.append(None)
                 errs.append(e)
         good = [o for o in ops if o is not None]
         # An atomic batch with a malformed update is still checked (dry run) so every update gets its error.
-        sim = self.sim
-
-        def gone(i: int) -> bool:  # the client cancelled or its connection dropped: stop applying
-            if self.before_update is not None:
-                self.before_update(i, context)
-            return not context.is_active()
-
         with sim.lock if sim is not None else _nolock:  # the simulator sees the store's order
             _, applied = p.store.apply(good, atomic=atomic, dry_run=atomic and any(errs), gone=gone)
             if sim is not None and not (atomic and (any(errs) or any(applied))):
                 sim.forward([o for o, e in zip(good, applied) if e is None], locked=True)
         it = iter(applied)
-        final = [e if o is None else next(it) for o, e in zip(ops, errs)]
+        return self._answer(context, atomic, [e if o is None else next(it) for o, e in zip(ops, errs)])
+
+    def _answer(self, context, atomic: bool, final: list[StoreError | None]):
+        """A Write's answer from each update's error (or None)."""
         if any(final):
             if atomic:
                 final = [e or StoreError("ABORTED", "not applied: another update of the atomic batch failed")
@@ -940,6 +1015,20 @@ class _SyncContext:
         self.trailing = md
 
 
+class _CallContext(_SyncContext):
+    """What a Write served by the Rust front end sees of its call (``_core.Call``)."""
+
+    def __init__(self, call):
+        self.code = self.details = self.trailing = None
+        self._call = call
+
+    def is_active(self) -> bool:
+        return self._call.is_active()
+
+    def peer(self) -> str:
+        return self._call.peer()
+
+
 class _AioServicer(p4r_grpc.P4RuntimeServicer):
     """The service on a grpc.aio server: StreamChannel runs on the event loop
     (an idle stream costs no thread); the other RPCs run the service's
@@ -1028,14 +1117,18 @@ def _serve_loop(loop: asyncio.AbstractEventLoop, closed: threading.Event) -> Non
 
 
 class RunningServer:
-    """A started server: its event loop runs on a thread of its own."""
+    """A started server: its event loop runs on a thread of its own;
+    ``frontend`` is the Rust front end in front of it, if any."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, closed: threading.Event, server, pool):
-        self.loop, self.closed, self.server, self.pool = loop, closed, server, pool
+    def __init__(self, loop: asyncio.AbstractEventLoop, closed: threading.Event, server, pool, frontend=None):
+        self.loop, self.closed, self.server, self.pool, self.frontend = loop, closed, server, pool, frontend
 
     def stop(self, grace: float | None = None) -> threading.Event:
-        """Stop serving (``grace`` seconds for the RPCs in flight); the event
-        is set once the server and its loop are closed."""
+        """Stop serving (``grace`` seconds for the RPCs in flight; the front
+        end drops its RPCs at once); the event is set once the server and its
+        loop are closed."""
+        if self.frontend is not None:
+            self.frontend.stop()
 
         async def stop():
             await self.server.stop(grace)
@@ -1048,16 +1141,29 @@ class RunningServer:
         return self.closed
 
 
+TRANSPORTS = ("rust", "grpc")
+
+
 def make_server(service: P4RuntimeServer, listen: str = "127.0.0.1:9559", cert: str | None = None,
-                key: str | None = None, ca: str | None = None, workers: int = 32) -> tuple[RunningServer, int]:
+                key: str | None = None, ca: str | None = None, workers: int = 32,
+                transport: str = "rust") -> tuple[RunningServer, int]:
     """A started gRPC server (TLS when ``cert``/``key`` are given; client
     certificates required when ``ca`` is); the port it bound. The port is
     bound without SO_REUSEPORT, so a second server on a busy port fails
     instead of taking half of the new connections. ``workers`` threads run
-    the unary RPCs; streams need none (grpc.aio)."""
+    the unary RPCs; streams need none (grpc.aio).
+
+    ``transport``: ``rust`` (insecure only; with TLS the grpc.aio server
+    serves) puts the Rust front end (``_core.Frontend``) on ``listen``: it
+    serves Write itself and proxies the other RPCs to the grpc.aio server on
+    a loopback port of its own; ``grpc``: the grpc.aio server alone."""
+    if transport not in TRANSPORTS:
+        raise UserError(f"--transport {transport!r}: expected one of {', '.join(TRANSPORTS)}")
     _check_bind(listen)
     if (cert or key) and not (cert and key):
         raise UserError("--cert and --key go together")
+    if transport == "rust" and not cert:
+        return _with_frontend(service, listen, workers)
     pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="p4rt")
     loop, closed = asyncio.new_event_loop(), threading.Event()
     threading.Thread(target=_serve_loop, args=(loop, closed), name="p4rt-server", daemon=True).start()
@@ -1091,3 +1197,36 @@ def make_server(service: P4RuntimeServer, listen: str = "127.0.0.1:9559", cert: 
         running.stop(None).wait(5)
         raise UserError(f"--listen {listen}: cannot bind (address in use, or not an address of this host)")
     return running, port
+
+
+def _with_frontend(service: P4RuntimeServer, listen: str, workers: int) -> tuple[RunningServer, int]:
+    """The Rust front end on ``listen`` before a grpc.aio server on a free loopback port."""
+    from synapse_vmt import _core
+
+    inner, inner_port = make_server(service, "127.0.0.1:0", workers=workers, transport="grpc")
+    service.behind_frontend = True  # StreamChannel's peer: the front end's x-synapse-peer header
+    host, port = parse_listen(listen)
+    try:
+        front = _core.Frontend(host.strip("[]"), port, inner_port, service.write_here,
+                               p4r.CapabilitiesResponse(p4runtime_api_version=API_VERSION).SerializeToString())
+    except OSError as e:
+        inner.stop(None).wait(5)
+        raise UserError(f"--listen {listen}: cannot bind: {os.strerror(e.errno) if e.errno else e}") from None
+    threading.Thread(target=_writer, args=(front, service.write_raw), name="p4rt-writer", daemon=True).start()
+    inner.frontend = front
+    return inner, front.port
+
+
+def _writer(front, write) -> None:
+    """The writer thread: answer the Writes the front end queued, every
+    queued one per turn, until it stops."""
+    while (calls := front.take()) is not None:
+        for raw, call in calls:
+            try:
+                answer = write(raw, call)
+            except Exception as e:  # noqa: BLE001 - a bug: the client gets it, the server keeps serving
+                import traceback
+
+                traceback.print_exc()
+                answer = grpc.StatusCode.UNKNOWN.value[0], f"write failed: {e}", None
+            call.reply(answer)

@@ -88,13 +88,6 @@ class _Lazy:
                 self.entry = e
                 return e
 
-    def entry_or_src(self) -> tuple:
-        """(the entry or None, ``src``, ``decode``): what a copy needs, without decoding."""
-        try:
-            return object.__getattribute__(self, "entry"), self.src, self.decode
-        except AttributeError:
-            return None, self.src, self.decode
-
 
 class Op(_Lazy):
     """One update: ``kind`` insert | modify | delete | default (set the
@@ -170,15 +163,24 @@ class TableStore:
 
     # --- writes ---
 
-    def apply(self, ops: list[Op], atomic: bool = False, dry_run: bool = False,
-              gone=None) -> tuple[int, list[StoreError | None]]:
+    def apply(self, ops: list, atomic: bool = False, dry_run: bool = False,
+              gone=None, decode=None) -> tuple[int, list[StoreError | None]]:
         """Apply ``ops`` in order; the store's version after, and per op None
         or the error it failed with. ``atomic``: all or nothing; ``dry_run``
         (with atomic): check every op, change nothing. ``gone(i)``, asked
         before op ``i`` (and, for an atomic batch, once more before it is
         swapped in): the client went away; the ops from there fail
         CANCELLED (so an atomic batch applies nothing, another keeps the ops
-        before)."""
+        before). ``decode``: the ops are the Rust write decoder's items
+        ``(kind, table, key, entry bytes, metadata)`` instead of ``Op``s (no
+        object per update), the entry of each built by ``decode(raw, kind)``
+        when something reads it."""
+        if decode is not None:
+            def one(t: _Table, item: tuple) -> None:
+                kind, _, key, raw, meta = item
+                self._put(t, kind, key, None, (raw, kind), decode, meta)
+        else:
+            one = self._apply_one
         with self.lock:
             work = {}  # table name -> working copy (atomic) or the table itself
             errs: list[StoreError | None] = []
@@ -187,14 +189,16 @@ class TableStore:
                 if gone is not None and gone(i):
                     errs += [StoreError("CANCELLED", "not applied: the client went away")] * (len(ops) - i)
                     break
-                t = self._tables.get(op.table)
+                name = op.table if decode is None else op[1]
+                t = work.get(name)
                 if t is None:
-                    errs.append(StoreError("NOT_FOUND", f"no table {op.table}"))
-                    continue
-                if op.table not in work:
-                    work[op.table] = t.copy() if atomic else t
+                    t = self._tables.get(name)
+                    if t is None:
+                        errs.append(StoreError("NOT_FOUND", f"no table {name}"))
+                        continue
+                    t = work[name] = t.copy() if atomic else t
                 try:
-                    self._apply_one(work[op.table], op)
+                    one(t, op)
                     errs.append(None)
                     changed = True
                 except StoreError as e:
@@ -216,26 +220,32 @@ class TableStore:
                 raise StoreError("PERMISSION_DENIED", f"{t.spec.name}: the default action is const")
             t.default = t.spec.default if op.entry is None else (op.entry.action, dict(op.entry.params))
             return
-        key = op.key if op.key is not None else key_bytes(op.entry)
-        if op.kind == "insert":
-            if key in t.entries:
+        if op.src is not None:  # from the fast write path: built from its bytes when read
+            e, src, dec = None, op.src, op.decode
+        else:
+            e, src, dec = op.entry, None, None
+        self._put(t, op.kind, op.key if op.key is not None else key_bytes(op.entry), e, src, dec, op.metadata)
+
+    def _put(self, t: _Table, kind: str, key: bytes, e: Entry | None, src, dec, metadata: bytes) -> None:
+        """An insert, modify or delete of the entry with identity ``key`` (``e``, or ``src`` and ``dec``: see ``_Lazy``)."""
+        entries = t.entries
+        if kind == "insert":
+            if key in entries:
                 raise StoreError("ALREADY_EXISTS", f"{t.spec.name}: an entry with this match and priority exists")
-            if len(t.entries) >= t.size:
+            if len(entries) >= t.size:
                 raise StoreError("RESOURCE_EXHAUSTED", f"{t.spec.name}: table full ({t.size} entries)")
             self._seq += 1
-            e, src, dec = op.entry_or_src()
-            t.entries[key] = Stored(e, self._seq, metadata=op.metadata, src=src, decode=dec)
-        elif op.kind == "modify":
-            old = t.entries.get(key)
+            entries[key] = Stored(e, self._seq, 0, 0, metadata, src, dec)
+        elif kind == "modify":
+            old = entries.get(key)
             if old is None:
                 raise StoreError("NOT_FOUND", f"{t.spec.name}: no entry with this match and priority")
-            e, src, dec = op.entry_or_src()
-            t.entries[key] = Stored(e, old.seq, old.packets, old.bytes, op.metadata, src, dec)
-        elif op.kind == "delete":
-            if t.entries.pop(key, None) is None:
+            entries[key] = Stored(e, old.seq, old.packets, old.bytes, metadata, src, dec)
+        elif kind == "delete":
+            if entries.pop(key, None) is None:
                 raise StoreError("NOT_FOUND", f"{t.spec.name}: no entry with this match and priority")
         else:
-            raise StoreError("INVALID_ARGUMENT", f"unknown update {op.kind}")
+            raise StoreError("INVALID_ARGUMENT", f"unknown update {kind}")
 
     # --- reads ---
 

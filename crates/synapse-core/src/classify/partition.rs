@@ -1265,6 +1265,19 @@ impl PTree {
         leaves
     }
 
+    /// Per rule of the built set, the leaves its box reaches in its tree
+    /// (0: searched linearly, or matching nothing): the leaves an update
+    /// of that rule writes.
+    pub fn leaves_per_rule(&self) -> Vec<usize> {
+        let widths = self.widths();
+        (self.set.rules.iter().zip(&self.tree_of))
+            .map(|(r, &t)| match rule_box(r, &widths) {
+                Ok(Some(bx)) if t != u32::MAX => self.leaves_reached(self.trees[t as usize].root, &bx).len(),
+                _ => 0,
+            })
+            .collect()
+    }
+
     /// Whether `inserts` more inserts and `deletes` more deletes would
     /// compact the blocks (the ELU then writes the structure whole).
     pub fn folds_in(&self, inserts: usize, deletes: usize) -> bool {
@@ -2168,6 +2181,44 @@ mod tests {
         }
         assert!(compacted);
         check(&t, &now, "at the end");
+    }
+
+    #[test]
+    fn a_rule_reaches_every_leaf_that_holds_it_and_a_wildcard_reaches_its_whole_tree() {
+        use crate::workload::{rulegen, seed::Params};
+        let set = rulegen::generate(&Params::builtin("fw").unwrap(), 600, 4);
+        let t = PTree::build(&set, &PTreeConfig::default()).unwrap();
+        let reach = t.leaves_per_rule();
+        assert_eq!(reach.len(), set.len());
+        // Leaves holding each rule, counted from the blocks (a leaf per
+        // distinct allocation it points at, so shared blocks count once per leaf).
+        let s = t.stride();
+        let mut held = vec![0usize; set.len()];
+        for nd in t.nodes.iter().filter(|n| n.is_leaf()) {
+            let mut ids = std::collections::HashSet::new();
+            for b in nd.first_block()..nd.first_block() + nd.blocks() {
+                for l in 0..LANES {
+                    ids.insert(t.id_of(&t.rows[b * s..], l));
+                }
+            }
+            for id in ids.into_iter().filter(|&i| (i as usize) < set.len()) {
+                held[id as usize] += 1;
+            }
+        }
+        for (i, (&r, &h)) in reach.iter().zip(&held).enumerate() {
+            assert!(r >= h && (r > 0) == (t.tree_of[i] != u32::MAX), "rule {i}: reaches {r} leaves, held by {h}");
+        }
+        // The widest rule reaches every leaf of its tree.
+        let leaves_of = |root: u32| t.leaves_reached(root, &[(0, u32::MAX); MAX_FIELDS]).len();
+        let widest = (0..set.len()).max_by_key(|&i| reach[i]).unwrap();
+        assert!(reach[widest] <= leaves_of(t.trees[t.tree_of[widest] as usize].root));
+        let all = RuleSet::new(set.schema.clone(), vec![rule((0, 0), (0, 0), (0, 65535))]);
+        let one = PTree::build(&all, &PTreeConfig::default()).unwrap();
+        assert_eq!(one.leaves_per_rule(), vec![leaves_of_tree(&one)]);
+    }
+
+    fn leaves_of_tree(t: &PTree) -> usize {
+        t.leaves_reached(t.trees[0].root, &[(0, u32::MAX); MAX_FIELDS]).len()
     }
 
     #[test]

@@ -79,7 +79,9 @@ impl Doorkeeper {
         }
     }
 
-    fn probes<const N: usize>(&self, key: &Key<N>) -> [u32; 2] {
+    /// The two filter bits `key` maps to (the RTL, `synapse_admit.v`, takes
+    /// them as inputs: the hashes are computed when the miss enters Q_m).
+    pub fn probes<const N: usize>(&self, key: &Key<N>) -> [u32; 2] {
         [hashword(&key.0, 0x5eed_0001) & self.mask, hashword(&key.0, 0x5eed_0002) & self.mask]
     }
 

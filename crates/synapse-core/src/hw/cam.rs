@@ -1,4 +1,7 @@
-//! The PMU's cache: a fully associative CAM with LRU replacement.
+//! The PMU's cache: a fully associative CAM with LRU replacement, or
+//! segmented LRU (SLRU, `[defence] slru_protected`: Karedla, Love and
+//! Wherry, IEEE Computer 1994), a scan-resistant replacement against cache
+//! flooding.
 //!
 //! Follows §4.2 and §4.5 of the Synapse paper: a CAM searched in parallel,
 //! extended with a linked list of its entries in recency order so that an
@@ -6,6 +9,15 @@
 //! `next` slot numbers) and a hash map stands in for the parallel search.
 //! A lookup reports how many entries it compared (the valid ones: their match
 //! lines switch), the energy proxy of the metrics.
+//!
+//! SLRU splits the recency list in two: a *protected* segment (at most
+//! `protected_cap` entries, from the head) of keys hit since their fill, and
+//! a *probation* segment after it (from `mid` to the tail). A fill enters at
+//! the probation head; a hit moves its entry to the list head (protected),
+//! and when the protected segment overflows its last entry is demoted to the
+//! probation head (the boundary moves back by one). The victim is still the
+//! tail: the probation segment's LRU entry, so keys seen once (a scan, a
+//! flood of new keys) evict each other, not the keys hit again.
 
 use super::FastBuild;
 use crate::classify::Match;
@@ -20,6 +32,8 @@ struct Slot<const N: usize> {
     action: Match,
     prev: u32,
     next: u32,
+    /// SLRU: in the protected segment.
+    prot: bool,
 }
 
 /// Result of a CAM search.
@@ -44,6 +58,11 @@ pub struct Cam<const N: usize = MAX_FIELDS> {
     /// version (an "any version" bit beside the tag field: entries whose
     /// answer is the same in the versions live; `sim/xtable.rs`).
     any_tag: Option<(usize, u32)>,
+    /// SLRU: the protected segment's size (0: plain LRU), its entries, and
+    /// the first probation entry (NIL: none).
+    protected_cap: u32,
+    protected: u32,
+    mid: u32,
 }
 
 impl<const N: usize> Cam<N> {
@@ -56,7 +75,17 @@ impl<const N: usize> Cam<N> {
             tail: NIL,
             free: Vec::new(),
             any_tag: None,
+            protected_cap: 0,
+            protected: 0,
+            mid: NIL,
         }
+    }
+
+    /// Segmented LRU with a protected segment of `protected` entries (0:
+    /// plain LRU). On an empty CAM.
+    pub fn set_slru(&mut self, protected: u32) {
+        assert!(self.map.is_empty(), "set_slru on a CAM holding entries");
+        self.protected_cap = protected.min(self.capacity);
     }
 
     /// Key word `word` is a version tag and `any` the value matching
@@ -77,7 +106,14 @@ impl<const N: usize> Cam<N> {
     }
 
     fn unlink(&mut self, i: u32) {
-        let Slot { prev, next, .. } = self.slots[i as usize];
+        let Slot { prev, next, prot, .. } = self.slots[i as usize];
+        if self.mid == i {
+            self.mid = next;
+        }
+        if prot {
+            self.protected -= 1;
+            self.slots[i as usize].prot = false;
+        }
         if prev == NIL {
             self.head = next
         } else {
@@ -87,6 +123,61 @@ impl<const N: usize> Cam<N> {
             self.tail = prev
         } else {
             self.slots[next as usize].prev = prev
+        }
+    }
+
+    /// SLRU: `i` (unlinked) to the list head, protected; the protected
+    /// segment's last entry demoted when it overflows.
+    fn promote(&mut self, i: u32) {
+        self.push_front(i);
+        self.slots[i as usize].prot = true;
+        self.protected += 1;
+        if self.protected > self.protected_cap {
+            let d = if self.mid == NIL { self.tail } else { self.slots[self.mid as usize].prev };
+            self.slots[d as usize].prot = false;
+            self.protected -= 1;
+            self.mid = d;
+        }
+    }
+
+    /// SLRU: `i` (unlinked) to the probation segment's head.
+    fn push_probation(&mut self, i: u32) {
+        if self.mid == NIL {
+            // At the tail.
+            self.slots[i as usize].prev = self.tail;
+            self.slots[i as usize].next = NIL;
+            if self.tail != NIL {
+                self.slots[self.tail as usize].next = i;
+            }
+            self.tail = i;
+            if self.head == NIL {
+                self.head = i;
+            }
+        } else {
+            let m = self.mid;
+            let p = self.slots[m as usize].prev;
+            self.slots[i as usize].prev = p;
+            self.slots[i as usize].next = m;
+            self.slots[m as usize].prev = i;
+            if p == NIL {
+                self.head = i;
+            } else {
+                self.slots[p as usize].next = i;
+            }
+        }
+        self.mid = i;
+    }
+
+    /// A hit (or a fill of a cached key) on slot `i`.
+    fn touch(&mut self, i: u32) {
+        if self.protected_cap > 0 {
+            if self.head != i || !self.slots[i as usize].prot {
+                self.unlink(i);
+                self.promote(i);
+            }
+        } else if self.head != i {
+            self.unlink(i);
+            self.push_front(i);
         }
     }
 
@@ -116,10 +207,7 @@ impl<const N: usize> Cam<N> {
         }
         match hit {
             Some(i) => {
-                if self.head != i {
-                    self.unlink(i);
-                    self.push_front(i);
-                }
+                self.touch(i);
                 (
                     Lookup::Hit {
                         action: self.slots[i as usize].action,
@@ -144,10 +232,7 @@ impl<const N: usize> Cam<N> {
         }
         if let Some(&i) = self.map.get(&key) {
             self.slots[i as usize].action = action;
-            if self.head != i {
-                self.unlink(i);
-                self.push_front(i);
-            }
+            self.touch(i);
             return None;
         }
         let mut evicted = None;
@@ -161,6 +246,7 @@ impl<const N: usize> Cam<N> {
                 action,
                 prev: NIL,
                 next: NIL,
+                prot: false,
             });
             self.slots.len() as u32 - 1
         } else {
@@ -174,7 +260,11 @@ impl<const N: usize> Cam<N> {
             v
         };
         self.map.insert(key, i);
-        self.push_front(i);
+        if self.protected_cap > 0 {
+            self.push_probation(i);
+        } else {
+            self.push_front(i);
+        }
         evicted
     }
 
@@ -185,6 +275,8 @@ impl<const N: usize> Cam<N> {
         self.map.clear();
         self.head = NIL;
         self.tail = NIL;
+        self.protected = 0;
+        self.mid = NIL;
     }
 
     /// Invalidates every entry for which `stale(key, action)` holds (a rule
@@ -265,6 +357,87 @@ mod tests {
 
     fn k(i: u32) -> Key {
         Key::five_tuple(i, 0, 0, 0, 0)
+    }
+
+    /// Segmented LRU against a reference of two queues (protected,
+    /// probation; front = most recent) on random hits, fills and
+    /// invalidations: the same hits, victims and recency order.
+    #[test]
+    fn slru_matches_a_two_queue_reference() {
+        use rand::{Rng, SeedableRng};
+        use std::collections::VecDeque;
+        for (cap, prot) in [(8u32, 6u32), (5, 1), (4, 4), (16, 12)] {
+            let mut rng = rand_pcg::Pcg64::seed_from_u64(cap as u64 * 31 + prot as u64);
+            let mut c = Cam::new(cap);
+            c.set_slru(prot);
+            let (mut pq, mut bq): (VecDeque<u32>, VecDeque<u32>) = (VecDeque::new(), VecDeque::new());
+            for _ in 0..20_000 {
+                let x = rng.gen_range(0..3 * cap);
+                let op = rng.gen_range(0..10);
+                if op < 6 {
+                    let (hit, _) = c.lookup(&k(x));
+                    let was = pq.iter().position(|&y| y == x).map(|i| pq.remove(i)).or_else(|| bq.iter().position(|&y| y == x).map(|i| bq.remove(i)));
+                    assert_eq!(hit == Lookup::Miss, was.is_none(), "lookup {x}");
+                    if was.is_some() {
+                        pq.push_front(x);
+                        if pq.len() > prot as usize {
+                            bq.push_front(pq.pop_back().unwrap());
+                        }
+                    }
+                } else if op < 9 {
+                    let ev = c.insert(k(x), Some(x));
+                    let cached = pq.contains(&x) || bq.contains(&x);
+                    if cached {
+                        assert_eq!(ev, None);
+                        let was = pq.iter().position(|&y| y == x).map(|i| pq.remove(i)).or_else(|| bq.iter().position(|&y| y == x).map(|i| bq.remove(i)));
+                        assert!(was.is_some());
+                        pq.push_front(x);
+                        if pq.len() > prot as usize {
+                            bq.push_front(pq.pop_back().unwrap());
+                        }
+                    } else {
+                        let want = if pq.len() + bq.len() == cap as usize { bq.pop_back().or_else(|| pq.pop_back()) } else { None };
+                        assert_eq!(ev, want.map(k), "fill {x}");
+                        bq.push_front(x);
+                    }
+                } else {
+                    let n = c.invalidate_where(|key, _| key.0[0] == x);
+                    let before = pq.len() + bq.len();
+                    pq.retain(|&y| y != x);
+                    bq.retain(|&y| y != x);
+                    assert_eq!(n as usize, before - pq.len() - bq.len());
+                }
+                let want: Vec<Key> = pq.iter().chain(bq.iter()).map(|&y| k(y)).collect();
+                assert_eq!(c.keys_by_recency(), want);
+            }
+        }
+    }
+
+    /// A scan of new keys through a full SLRU evicts only probation
+    /// entries: the keys hit since their fill stay cached.
+    #[test]
+    fn slru_keeps_the_hit_keys_through_a_scan() {
+        let mut c = Cam::new(8);
+        c.set_slru(6);
+        for i in 0..8 {
+            c.insert(k(i), Some(i));
+        }
+        for i in 0..6 {
+            assert!(matches!(c.lookup(&k(i)).0, Lookup::Hit { .. }));
+        }
+        for i in 100..1000 {
+            c.insert(k(i), None);
+        }
+        assert!((0..6).all(|i| c.contains(&k(i))));
+        // Plain LRU loses them all.
+        let mut l = Cam::new(8);
+        for i in 0..8 {
+            l.insert(k(i), Some(i));
+        }
+        for i in 100..1000 {
+            l.insert(k(i), None);
+        }
+        assert!((0..6).all(|i| !l.contains(&k(i))));
     }
 
     #[test]

@@ -6,13 +6,12 @@
 //! the frame's bytes; any other is assembled field by field. Checksum
 //! updates (`update_checksum`: a calculation over fields, constants,
 //! headers and the payload, written into a field when its condition holds)
-//! hand the calculation's bit string to [`super::externs::calculate`]; an
+//! hand the calculation's bit string to its algorithm ([`super::hash`]); an
 //! algorithm it does not implement leaves the field as it is and is
 //! counted by name.
 
 use super::exec::{Program, Scratch, State, NONE};
 use super::expr::{Env, Expr};
-use super::externs::calculate;
 use super::phv::{mask, write_bits, write_wide};
 
 /// One input of a checksum's calculation.
@@ -30,11 +29,13 @@ pub enum CkInput {
 pub struct Checksum {
     pub name: String,
     pub algo: String,
+    /// The algorithm, resolved once at link (None: not implemented).
+    pub imp: Option<super::hash::Algo>,
     pub target: u32,
     pub dst: super::action::Dst,
     pub inputs: Vec<CkInput>,
     pub cond: Option<Expr>,
-    /// Whether [`calculate`] implements the algorithm; counted under
+    /// Whether [`super::hash`] implements the algorithm; counted under
     /// `unsupported` when it does not.
     pub supported: bool,
     pub unsupported: u32,
@@ -203,6 +204,13 @@ impl Program {
                         continue;
                     }
                     let (c, w) = (self.lay.value_cell(slot as usize) as usize, self.lay.width[slot as usize]);
+                    if bits % 8 == 0 && w % 8 == 0 && w <= 128 {
+                        // whole bytes on a byte boundary (most fields of a checksum): appended as they are
+                        buf.extend_from_slice(&st.phv.cells[c].to_be_bytes()[16 - (w / 8) as usize..]);
+                        bits += w as usize;
+                        last_header = Some(header);
+                        continue;
+                    }
                     buf.resize((bits + w as usize).div_ceil(8), 0);
                     if self.lay.limbs[slot as usize] == 1 {
                         write_bits(buf, bits, w, st.phv.cells[c]);
@@ -233,16 +241,25 @@ impl Program {
                             bits += self.write_header(h, st, buf, bits);
                         }
                     }
-                    for &b in &frame[st.pos.min(frame.len())..] {
-                        buf.resize((bits + 8).div_ceil(8), 0);
-                        write_bits(buf, bits, 8, b as u128);
-                        bits += 8;
+                    let payload = &frame[st.pos.min(frame.len())..];
+                    if bits % 8 == 0 {
+                        // on a byte boundary (as always after whole headers): the bytes as they are
+                        buf.truncate(bits / 8);
+                        buf.extend_from_slice(payload);
+                        bits += 8 * payload.len();
+                    } else {
+                        for &b in payload {
+                            buf.resize((bits + 8).div_ceil(8), 0);
+                            write_bits(buf, bits, 8, b as u128);
+                            bits += 8;
+                        }
                     }
                 }
             }
         }
         let w = self.lay.width[ck.target as usize];
-        calculate(&ck.algo, buf, bits, w)
+        let n = bits.div_ceil(8).min(buf.len());
+        ck.imp.as_ref().map(|a| a.hash(&buf[..n]) as u128 & mask(w))
     }
 }
 

@@ -934,10 +934,11 @@ impl Linker<'_> {
                 None => None,
             };
             let unsupported = self.code.reasons.id(&format!("unsupported: checksum {} ({})", ck.name, ck.algo));
-            let supported = super::externs::calculate(&ck.algo, &[], 0, self.lay.width[target]).is_some();
+            let imp = super::externs::algo_named(&ck.algo);
+            let supported = imp.is_some();
             let dst = self.dst(target);
-            out.push(Checksum { name: ck.name.clone(), algo: ck.algo.clone(), target: target as u32, dst, inputs, cond, supported, unsupported,
-                                verify: ck.verify, update: ck.update });
+            out.push(Checksum { name: ck.name.clone(), algo: ck.algo.clone(), imp, target: target as u32, dst, inputs, cond, supported,
+                                unsupported, verify: ck.verify, update: ck.update });
         }
         Ok(out)
     }
@@ -1109,8 +1110,8 @@ struct Passes<'a> {
     p: &'a Program,
     st: &'a mut State,
     sc: &'a mut Scratch,
-    pool: &'a mut Vec<PktCopy>,
-    work: &'a mut std::collections::VecDeque<super::flow::Work<PktCopy>>,
+    pool: &'a mut Vec<Box<PktCopy>>,
+    work: &'a mut std::collections::VecDeque<super::flow::Work<Box<PktCopy>>>,
     /// The first pass's parser error.
     parser_error: Option<u32>,
 }
@@ -1132,9 +1133,10 @@ impl Passes<'_> {
 }
 
 impl super::flow::Passes for Passes<'_> {
-    type Phv = PktCopy;
+    // boxed: the flow moves copies between its queue and the passes, a pointer is cheaper to move
+    type Phv = Box<PktCopy>;
 
-    fn fresh(&mut self) -> PktCopy {
+    fn fresh(&mut self) -> Box<PktCopy> {
         match self.pool.pop() {
             Some(mut c) => {
                 c.phv.reset(&self.p.lay);
@@ -1143,16 +1145,16 @@ impl super::flow::Passes for Passes<'_> {
                 c.pos = 0;
                 c
             }
-            None => PktCopy {
+            None => Box::new(PktCopy {
                 phv: Phv::new(&self.p.lay),
                 hdr_src: vec![NONE; self.p.headers.len()],
                 fdirty: vec![0; self.p.headers.len()],
                 pos: 0,
-            },
+            }),
         }
     }
 
-    fn parse(&mut self, c: &mut PktCopy, frame: &[u8]) -> usize {
+    fn parse(&mut self, c: &mut Self::Phv, frame: &[u8]) -> usize {
         self.swap(c);
         let p = self.p;
         let err = if p.parser.init >= 0 { p.parse(self.st, frame) } else { 0 };
@@ -1170,7 +1172,7 @@ impl super::flow::Passes for Passes<'_> {
         c.pos
     }
 
-    fn pipeline(&mut self, c: &mut PktCopy, pipe: Pipe, ctx: &Pass, frame: &[u8], visits: &mut Visits) {
+    fn pipeline(&mut self, c: &mut Self::Phv, pipe: Pipe, ctx: &Pass, frame: &[u8], visits: &mut Visits) {
         let pi = match pipe {
             Pipe::Ingress => self.p.objs.ingress,
             Pipe::Egress => self.p.objs.egress,
@@ -1185,7 +1187,7 @@ impl super::flow::Passes for Passes<'_> {
         self.swap(c);
     }
 
-    fn deparse(&mut self, c: &mut PktCopy, frame: &[u8], payload: usize, out: &mut Vec<u8>) {
+    fn deparse(&mut self, c: &mut Self::Phv, frame: &[u8], payload: usize, out: &mut Vec<u8>) {
         self.swap(c);
         self.st.pos = payload;
         let p = self.p;
@@ -1193,15 +1195,15 @@ impl super::flow::Passes for Passes<'_> {
         self.swap(c);
     }
 
-    fn get(&self, c: &PktCopy, m: Meta) -> u64 {
+    fn get(&self, c: &Self::Phv, m: Meta) -> u64 {
         self.p.objs.meta[m as usize].map_or(0, |(cell, _, _)| c.phv.cells[cell as usize] as u64)
     }
 
-    fn set(&self, c: &mut PktCopy, m: Meta, v: u64) {
+    fn set(&self, c: &mut Self::Phv, m: Meta, v: u64) {
         self.meta_set(c, m, v);
     }
 
-    fn reset_metadata(&self, c: &mut PktCopy, from: &PktCopy, field_list: u64) {
+    fn reset_metadata(&self, c: &mut Self::Phv, from: &Self::Phv, field_list: u64) {
         for &(cell, g) in &self.p.objs.metadata {
             c.phv.cells[cell as usize] = 0;
             c.phv.mark(g);
@@ -1218,20 +1220,20 @@ impl super::flow::Passes for Passes<'_> {
         }
     }
 
-    fn digest(&mut self, _c: &PktCopy, learn: u64) {
+    fn digest(&mut self, _c: &Self::Phv, learn: u64) {
         let name = self.p.objs.learn_lists.get(&learn).map_or_else(|| format!("learn list {learn}"), |l| l.0.clone());
         *self.st.ext.digests.entry(name).or_insert(0) += 1;
     }
 
-    fn recycle(&mut self, c: PktCopy) {
+    fn recycle(&mut self, c: Box<PktCopy>) {
         self.pool.push(c);
     }
 
-    fn take_work(&mut self) -> std::collections::VecDeque<super::flow::Work<PktCopy>> {
+    fn take_work(&mut self) -> std::collections::VecDeque<super::flow::Work<Box<PktCopy>>> {
         std::mem::take(self.work)
     }
 
-    fn give_work(&mut self, work: std::collections::VecDeque<super::flow::Work<PktCopy>>) {
+    fn give_work(&mut self, work: std::collections::VecDeque<super::flow::Work<Box<PktCopy>>>) {
         *self.work = work;
     }
 }
@@ -1272,9 +1274,9 @@ pub struct Executor {
     sc: Scratch,
     /// simple_switch's packet flow, and the copies it made, kept for reuse.
     pub flow: super::flow::Flow,
-    pool: Vec<PktCopy>,
+    pool: Vec<Box<PktCopy>>,
     /// The flow's queue of passes, reused from packet to packet.
-    work: std::collections::VecDeque<super::flow::Work<PktCopy>>,
+    work: std::collections::VecDeque<super::flow::Work<Box<PktCopy>>>,
     /// Packets run, and how many were inexact.
     pub packets: u64,
     pub inexact_packets: u64,

@@ -189,8 +189,10 @@ impl Flow {
         let input = visits.packets() as u32;
         let mut work = x.take_work();
         work.clear();
-        work.push_back(Work::Ingress { own: None, keep: None, instance: instance::NORMAL, ingress_length: frame.len() as u64 });
-        let (mut passes, mut sent) = (0, 0);
+        // the received packet's ingress pass, first in the queue: run at once
+        let ctx = Pass { ingress_length: frame.len() as u64, now_us };
+        self.ingress(x, frame, None, port, None, instance::NORMAL, ctx, visits, &mut work);
+        let (mut passes, mut sent) = (1, 0);
         while let Some(w) = work.pop_front() {
             passes += 1;
             if passes > MAX_PASSES {

@@ -262,7 +262,11 @@ impl Algo {
 
 /// RFC 1071 over big-endian 16-bit words, an odd last byte zero-padded.
 pub fn csum16(data: &[u8]) -> u16 {
-    let mut sum: u64 = data.chunks(2).map(|c| ((c[0] as u64) << 8) | c.get(1).copied().unwrap_or(0) as u64).sum();
+    // 32-bit big-endian words summed: folded, the same one's-complement sum
+    // as 16-bit words (2^16 = 1 mod 0xffff, and a word is 0 only when both halves are)
+    let mut words = data.chunks_exact(4);
+    let mut sum: u64 = words.by_ref().map(|c| u32::from_be_bytes(c.try_into().unwrap()) as u64).sum();
+    sum += words.remainder().chunks(2).map(|c| ((c[0] as u64) << 8) | c.get(1).copied().unwrap_or(0) as u64).sum::<u64>();
     while sum >> 16 != 0 {
         sum = (sum & 0xffff) + (sum >> 16);
     }
@@ -436,6 +440,30 @@ mod tests {
         b.clear();
         b.push(u64::MAX, 64);
         assert_eq!(b.bytes(), &[0xff; 8]);
+    }
+
+    #[test]
+    fn csum16_sums_16_bit_words_whatever_the_length() {
+        // the definition, word by word (RFC 1071), against the 32-bit-word sum
+        let reference = |d: &[u8]| {
+            let mut s: u64 = d.chunks(2).map(|c| ((c[0] as u64) << 8) | c.get(1).copied().unwrap_or(0) as u64).sum();
+            while s >> 16 != 0 {
+                s = (s & 0xffff) + (s >> 16);
+            }
+            !(s as u16)
+        };
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for len in 0..200 {
+            for fill in [None, Some(0u8), Some(0xff)] {
+                let d: Vec<u8> = (0..len).map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    fill.unwrap_or(x as u8)
+                }).collect();
+                assert_eq!(csum16(&d), reference(&d), "{d:?}");
+            }
+        }
     }
 
     #[test]

@@ -123,6 +123,12 @@ impl Table {
                 x = (x & m) >> s;
             }
             *v = x;
+            if k.words == 1 {
+                // nearly every field: one word, no shifts of 128-bit values
+                words[w] = x as u32;
+                w += 1;
+                continue;
+            }
             for i in (0..k.words).rev() {
                 words[w] = (x >> (32 * i)) as u32;
                 w += 1;

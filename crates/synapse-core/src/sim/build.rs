@@ -12,6 +12,16 @@ pub(super) fn build_walker<const N: usize>(
     table: &str,
     build: &crate::classify::BuildConfig,
 ) -> Result<Box<dyn MemoryWalk<N> + Send>, SimError> {
+    Ok(structure(algo, set, table, build)?)
+}
+
+/// The structure [`build_walker`] wraps.
+fn structure<const N: usize>(
+    algo: Algo,
+    set: &RuleSet<N>,
+    table: &str,
+    build: &crate::classify::BuildConfig,
+) -> Result<Box<dyn crate::classify::Structure<N>>, SimError> {
     let name = match algo {
         Algo::Trie => "trie",
         Algo::Linear => "linear",
@@ -42,6 +52,82 @@ pub(super) fn build_walker<const N: usize>(
         )),
     })?;
     Ok(s)
+}
+
+/// Whether [`build_walker`] reuses the structures of earlier simulators of
+/// this process ([`reuse_structures`]).
+static REUSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Structures built while reuse is on: (algo, build parameters, rule set,
+/// the structure), the most recent last. Type-erased: a `static` cannot be
+/// generic over the key width.
+type Built = (Algo, crate::classify::BuildConfig, Box<dyn std::any::Any + Send + Sync>);
+static BUILT: std::sync::Mutex<Vec<Built>> = std::sync::Mutex::new(Vec::new());
+
+/// Structures kept at most (a trie may take up to its budget, 256 MiB).
+const BUILT_KEEP: usize = 4;
+
+/// Lets every simulator built after this in the process share the lookup
+/// structure of an earlier one built from the same rule set, algorithm and
+/// build parameters, instead of building it again (`false`: each builds its
+/// own, and the kept ones are freed). A sweep's points differ in PMUs and
+/// load, not rules: building the structure is most of a fast point's cost.
+/// A structure is only read during a run (rule updates build their own), so
+/// the runs are the same, bit for bit.
+pub fn reuse_structures(on: bool) {
+    REUSE.store(on, std::sync::atomic::Ordering::Relaxed);
+    if !on {
+        BUILT.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+/// A structure shared between simulators (see [`reuse_structures`]).
+struct Shared<const N: usize>(std::sync::Arc<dyn crate::classify::Structure<N>>);
+
+impl<const N: usize> Classifier<N> for Shared<N> {
+    fn classify(&self, key: &Key<N>) -> Match {
+        self.0.classify(key)
+    }
+}
+
+impl<const N: usize> MemoryWalk<N> for Shared<N> {
+    fn walk(&self, key: &Key<N>, accesses: &mut Vec<crate::classify::MemAccess>) -> Match {
+        self.0.walk(key, accesses)
+    }
+    fn memory_bytes(&self) -> u64 {
+        self.0.memory_bytes()
+    }
+}
+
+/// [`build_walker`], or the structure an earlier simulator built from the
+/// same inputs when [`reuse_structures`] is on.
+fn walker_reused<const N: usize>(
+    algo: Algo,
+    set: &RuleSet<N>,
+    table: &str,
+    build: &crate::classify::BuildConfig,
+) -> Result<Box<dyn MemoryWalk<N> + Send>, SimError> {
+    if !REUSE.load(std::sync::atomic::Ordering::Relaxed) {
+        return build_walker(algo, set, table, build);
+    }
+    type Entry<const N: usize> = (RuleSet<N>, std::sync::Arc<dyn crate::classify::Structure<N>>);
+    {
+        let built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+        for (a, b, e) in built.iter() {
+            if let Some((s, st)) = e.downcast_ref::<Entry<N>>() {
+                if *a == algo && b == build && s == set {
+                    return Ok(Box::new(Shared(st.clone())));
+                }
+            }
+        }
+    }
+    let st: std::sync::Arc<dyn crate::classify::Structure<N>> = std::sync::Arc::from(structure(algo, set, table, build)?);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if built.len() >= BUILT_KEEP {
+        built.remove(0);
+    }
+    built.push((algo, build.clone(), Box::new((set.clone(), st.clone()))));
+    Ok(Box::new(Shared(st)))
 }
 
 impl Simulator {
@@ -150,9 +236,17 @@ impl Simulator {
             (Some(_), config::Traffic::Flows { flows, .. }) => Some(*flows),
             _ => None,
         };
+        // An attack aimed at one table: its PHVs enter there.
+        let attack_entry = match config.attack.as_ref().and_then(|a| a.table.as_ref()) {
+            Some(n) => match config.tables.iter().position(|t| &t.name == n) {
+                Some(i) => Some(i as u16),
+                None => return err(format!("config: attack: table {n:?} is not a table of the scenario")),
+            },
+            None => None,
+        };
         let mut sim = Simulator::build(config, sets, flow_keys, src)?;
         if let Some(legit_flows) = legit_flows {
-            sim.legit = Some(Box::new(stats::Classes { legit_flows, ..Default::default() }));
+            sim.legit = Some(Box::new(stats::Classes { legit_flows, attack_entry, ..Default::default() }));
         }
         Ok(sim)
     }
@@ -276,6 +370,16 @@ impl<const N: usize> Simulator<N> {
         if config.defence.shed_backlog > 0 && adm.policy != crate::hw::admit::Policy::Doorkeeper {
             return err("config: defence.shed_backlog needs defence.admission.policy = \"doorkeeper\" (its filter tells first-time keys)".to_string());
         }
+        let slru = config.defence.slru_protected;
+        if !(0.0..1.0).contains(&slru) {
+            return err(format!("config: defence.slru_protected must be in [0, 1), found {slru}"));
+        }
+        if slru > 0.0 {
+            let prot = ((config.pmus.block_size as f64 * slru).floor() as u32).max(1);
+            for p in &mut pmus {
+                p.cam.set_slru(prot);
+            }
+        }
         if !(config.defence.miss_rate_mpps >= 0.0 && config.defence.miss_rate_mpps.is_finite()) {
             return err(format!("config: defence.miss_rate_mpps must be >= 0, found {}", config.defence.miss_rate_mpps));
         }
@@ -285,7 +389,7 @@ impl<const N: usize> Simulator<N> {
             let keys = flow_keys[i].clone();
             let lin = Linear::new(set);
             let oracle: Vec<Match> = keys.iter().map(|k| lin.classify(k)).collect();
-            walkers.push(build_walker(config.elu.algo, set, &t.name, &config.elu.build)?);
+            walkers.push(walker_reused(config.elu.algo, set, &t.name, &config.elu.build)?);
             let words = set.schema.len().max(1);
             let mut vmu = Vmu::new(
                 i as u16,

@@ -65,6 +65,9 @@ pub struct Defence {
     /// Any miss at the head of a Q_m is shed while the ELU holds at least
     /// this many misses (a bounded ELU backlog); 0 = never.
     pub shed_all_backlog: u32,
+    /// Segmented LRU in the PMUs' CAMs (`hw/cam.rs`): the share of a CAM's
+    /// entries in its protected segment, in (0, 1); 0 = plain LRU.
+    pub slru_protected: f64,
 }
 
 impl Defence {

@@ -68,6 +68,7 @@ mod updates;
 
 pub use api::{ClassSummary, Drain, Invariants, QueueDepths, TableSummary};
 
+pub use build::reuse_structures;
 pub use config::Config;
 pub use record::{PmuEvent, PmuRecording};
 pub use record_cluster::ClusterLog;

@@ -441,7 +441,7 @@ impl<const N: usize> Simulator<N> {
         self.shed[ti] += 1;
         self.dropped += 1;
         if let Some(l) = self.legit.as_deref_mut() {
-            l.shed(slot.flow, slot.phv);
+            l.shed(slot.phv);
         }
         if let Some(r) = &mut self.routes {
             r.leave(slot.phv);
@@ -490,7 +490,7 @@ impl<const N: usize> Simulator<N> {
             self.judge(ti, slot.phv, slot.flow, action, slot.issued);
         }
         if let Some(l) = self.legit.as_deref_mut() {
-            l.release(slot.flow, slot.via == Via::Hit, slot.phv, matches!(next, Next::Exit).then_some(now));
+            l.release(slot.via == Via::Hit, slot.phv, matches!(next, Next::Exit).then_some(now));
         }
         let t = &mut self.tables[ti];
         t.defaults += is_default(action) as u64;
@@ -571,7 +571,7 @@ impl<const N: usize> Simulator<N> {
                 self.judge(ti, slot.phv, slot.flow, slot.action.unwrap(), slot.issued);
             }
             if let Some(l) = self.legit.as_deref_mut() {
-                l.release(slot.flow, slot.via == Via::Hit, slot.phv, Some(at));
+                l.release(slot.via == Via::Hit, slot.phv, Some(at));
             }
             let t = &mut self.tables[ti];
             t.defaults += is_default(slot.action.unwrap()) as u64;
@@ -747,7 +747,7 @@ impl<const N: usize> Simulator<N> {
             self.judge(ti, slot.phv, slot.flow, action, slot.issued);
         }
         if let Some(l) = self.legit.as_deref_mut() {
-            l.release(slot.flow, slot.via == Via::Hit, slot.phv, Some(rel));
+            l.release(slot.via == Via::Hit, slot.phv, Some(rel));
         }
         let t = &mut self.tables[ti];
         t.defaults += is_default(action) as u64;

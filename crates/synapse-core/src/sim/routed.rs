@@ -328,6 +328,18 @@ impl<const N: usize> Simulator<N> {
         Ok(sim)
     }
 
+    /// Counts the PHVs of flows from `legit_flows` on apart, as attack
+    /// traffic (`stats::Classes`: the summary's `legit` and `attack`). A
+    /// program run with an `[attack]` numbers its attack routes after the
+    /// legitimate ones (`synapse_vmt.p4.attack`). Before the first arrival.
+    pub fn count_classes(&mut self, legit_flows: u32) -> Result<(), SimError> {
+        if self.routes.as_ref().map_or(true, |r| r.last_t_ps > 0 || !r.feed.0.lock().unwrap().is_empty()) || self.now > 0 || self.next_arrival.is_some() {
+            return err("count_classes: a routed simulator before its first arrival expected");
+        }
+        self.legit = Some(Box::new(super::stats::Classes { legit_flows, ..Default::default() }));
+        Ok(())
+    }
+
     /// Appends arrivals (times in ps, non-decreasing, and flow ids: at
     /// build flow r follows route r) to a routed simulator's input.
     pub fn push_arrivals(&mut self, t_ps: &[u64], route: &[u32]) -> Result<(), SimError> {

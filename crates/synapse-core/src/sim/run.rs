@@ -142,6 +142,11 @@ impl<const N: usize> Simulator<N> {
                 a.flow = k;
                 t
             }
+            // An attack aimed at one table (no draw: the legitimate PHVs
+            // draw their tables as in the run without attack).
+            (None, _) if self.legit.as_deref().is_some_and(|l| l.attack_entry.is_some() && l.class(a.flow) == 1) => {
+                self.legit.as_deref().unwrap().attack_entry.unwrap()
+            }
             (None, Some(t)) => t,
             (None, None) => {
                 let u: f64 = self.rng.gen();
@@ -154,7 +159,7 @@ impl<const N: usize> Simulator<N> {
         table.win.arrived += 1;
         let full = table.input.len() >= self.stage_fifo;
         if let Some(l) = self.legit.as_deref_mut() {
-            l.arrive(a.flow, id, now, full);
+            l.arrive(flow, id, now, full); // the flow it arrived as (routed: not its key index)
         }
         if full {
             table.win.drops += 1;

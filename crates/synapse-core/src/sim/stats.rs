@@ -166,15 +166,19 @@ impl Counters {
 
 /// Legitimate (class 0) and attack (class 1) PHVs counted apart, when the
 /// run has an `[attack]` (`workload/attack.rs`): attack PHVs are those of
-/// flows from `legit_flows` on. Hits and misses count each table visit;
-/// latency is a PHV's time from its arrival to its exit.
+/// flows from `legit_flows` on (the flow a PHV arrived as: a routed PHV's
+/// `flow` is later its key index at a table, so its class is kept with its
+/// arrival). Hits and misses count each table visit; latency is a PHV's
+/// time from its arrival to its exit.
 #[derive(Clone, Debug, Default)]
 pub struct Classes {
     pub legit_flows: u32,
-    /// Arrival cycle of each PHV in flight, by id: an entry from its
-    /// arrival to its exit or drop, so bounded by the PHVs the pipeline
+    /// The table attack PHVs enter (`[attack] table`), if aimed at one.
+    pub attack_entry: Option<u16>,
+    /// Arrival cycle and class of each PHV in flight, by id: an entry from
+    /// its arrival to its exit or drop, so bounded by the PHVs the pipeline
     /// holds, not by the PHVs of the run.
-    pub(crate) born: hashbrown::HashMap<u64, Cycle>,
+    pub(crate) born: hashbrown::HashMap<u64, (Cycle, usize)>,
     pub arrived: [u64; 2],
     /// Dropped at the full input FIFO or shed before the ELU (`shed`
     /// counts the latter apart).
@@ -200,30 +204,30 @@ impl Classes {
         self.arrived[c] += 1;
         self.dropped[c] += dropped as u64;
         if !dropped {
-            self.born.insert(phv, now);
+            self.born.insert(phv, (now, c));
         }
     }
     /// A PHV left a table, answered from its CAM (`hit`) or not; `exit`:
     /// it left the pipeline at that cycle.
     #[inline]
-    pub fn release(&mut self, flow: u32, hit: bool, phv: u64, exit: Option<Cycle>) {
-        let c = self.class(flow);
+    pub fn release(&mut self, hit: bool, phv: u64, exit: Option<Cycle>) {
+        let (born, c) = *self.born.get(&phv).expect("a PHV in flight has its arrival");
         self.hits[c] += hit as u64;
         self.misses[c] += !hit as u64;
         if let Some(at) = exit {
-            let lat = at - self.born.remove(&phv).expect("a PHV in flight has its arrival");
+            self.born.remove(&phv);
+            let lat = at - born;
             self.exited[c] += 1;
             self.lat_sum[c] += lat;
             self.lat[c].add(lat);
         }
     }
     /// A PHV whose miss was shed left a table, dropped.
-    pub fn shed(&mut self, flow: u32, phv: u64) {
-        let c = self.class(flow);
+    pub fn shed(&mut self, phv: u64) {
+        let (_, c) = self.born.remove(&phv).expect("a PHV in flight has its arrival");
         self.misses[c] += 1;
         self.dropped[c] += 1;
         self.shed[c] += 1;
-        self.born.remove(&phv);
     }
     /// PHVs whose arrival is held (those in flight).
     pub fn held(&self) -> usize {

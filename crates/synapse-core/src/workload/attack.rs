@@ -17,8 +17,9 @@
 //! No randomness is drawn for the timing: after each legitimate packet at
 //! `t` (the next one at `t'`), the attack's credit grows by
 //! `share / (1 - share)` and its whole packets are spread evenly over
-//! `(t, t')`. The legitimate arrivals are those of the same run without
-//! attack, bit for bit.
+//! `(t, t')`, from the first legitimate packet at or after `start_ns` on.
+//! The legitimate arrivals are those of the same run without attack, bit
+//! for bit.
 
 use super::traffic::Arrival;
 use crate::rules::{width_mask, Key, RuleSet, MAX_FIELDS};
@@ -46,6 +47,13 @@ pub struct Attack {
     /// `scan`: distinct keys per table, as a multiple of the PMU entries
     /// the table holds at the start.
     pub scan_factor: f64,
+    /// Simulated time the attack starts at, ns (before it, no attack
+    /// packet): a closed loop sees the misses rise.
+    pub start_ns: f64,
+    /// The table attack PHVs enter (a flood aimed at one table); `None`:
+    /// the scenario's entry distribution, as the legitimate PHVs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
 }
 
 impl Default for Attack {
@@ -54,6 +62,8 @@ impl Default for Attack {
             share: 0.0,
             kind: Kind::Random,
             scan_factor: 1.1,
+            start_ns: 0.0,
+            table: None,
         }
     }
 }
@@ -65,6 +75,9 @@ impl Attack {
         }
         if !(self.scan_factor > 0.0 && self.scan_factor.is_finite()) {
             return Err(format!("scan_factor must be > 0, found {}", self.scan_factor));
+        }
+        if !(self.start_ns >= 0.0 && self.start_ns.is_finite()) {
+            return Err(format!("start_ns must be >= 0, found {}", self.start_ns));
         }
         Ok(())
     }
@@ -163,6 +176,7 @@ pub struct Mix<I> {
     legit: I,
     next: Option<Arrival>,
     ratio: f64,
+    start_ps: u64,
     credit: f64,
     queue: VecDeque<Arrival>,
     legit_flows: u32,
@@ -177,6 +191,7 @@ impl<I: Iterator<Item = Arrival>> Mix<I> {
             legit,
             next,
             ratio: attack.ratio(),
+            start_ps: (attack.start_ns * 1000.0) as u64,
             credit: 0.0,
             queue: VecDeque::new(),
             legit_flows,
@@ -194,7 +209,9 @@ impl<I: Iterator<Item = Arrival>> Iterator for Mix<I> {
         }
         let a = self.next.take()?;
         self.next = self.legit.next();
-        self.credit += self.ratio;
+        if a.t_ps >= self.start_ps {
+            self.credit += self.ratio;
+        }
         let m = self.credit.floor();
         self.credit -= m;
         let m = m as u64;
@@ -236,6 +253,11 @@ mod tests {
             assert!(att.iter().enumerate().all(|(j, &f)| f == 100 + j as u32));
             assert!(v.windows(2).all(|w| w[0].t_ps <= w[1].t_ps));
         }
+        // Nothing before start_ns (legitimate packets every 1000 ps).
+        let a = Attack { share: 0.5, start_ns: 5.0, ..Attack::default() };
+        let v: Vec<Arrival> = Mix::new(legit(10), &a, 7, 100).collect();
+        assert!(v.iter().filter(|x| x.flow >= 7).all(|x| x.t_ps >= 5000));
+        assert_eq!(v.iter().filter(|x| x.flow >= 7).count(), 5);
         // A scan pool of 3 cycles.
         let a = Attack { share: 0.5, ..Attack::default() };
         let f: Vec<u32> = Mix::new(legit(8), &a, 7, 3).filter(|x| x.flow >= 7).map(|x| x.flow).collect();

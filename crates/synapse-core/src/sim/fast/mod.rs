@@ -42,9 +42,13 @@
 //! flow runs through the caches (R = 1), along its route, each next hop
 //! sent when the PHV leaves the last (after its answer).
 //!
-//! Left out (see `docs/fast-mode.md` for when that matters): back-pressure
-//! from a saturated ELU into the PMUs and the request producers (drops and
-//! throughput under overload), interconnect conflicts, PMU queueing.
+//! Overload: when the windows' ELU falls behind its misses, the share of
+//! them it serves (answered over sent in the measured parts of the windows
+//! that fell behind) scales throughput, keys, hits, misses and HBM bytes,
+//! and the entry tables' input FIFOs drop the rest of the PHVs.
+//!
+//! Left out (see `docs/fast-mode.md` for when that matters): latencies
+//! behind full queues under overload, interconnect conflicts, PMU queueing.
 
 mod cache;
 mod miss;
@@ -144,7 +148,18 @@ pub struct FastTable {
     pub drops: Estimate,
     pub hits: Estimate,
     pub misses: Estimate,
+    /// The latency at each of [`QUANTILES`], ns (no interval: the figures
+    /// draw them as boxes).
+    pub quantiles_ns: Vec<f64>,
 }
+
+/// How far (relative) an overloaded run's served throughput, keys, drops
+/// and HBM bandwidth may be from the exact engine's: the model's error on
+/// the validation suite's overloaded points (docs/fast-mode.md).
+pub const OVERLOAD_REL: f64 = 0.2;
+
+/// The latency quantiles a [`FastTable`] gives (a sweep's `lat_pNN_ns`).
+pub const QUANTILES: [f64; 5] = [0.05, 0.25, 0.5, 0.75, 0.95];
 
 /// The fast run's result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -167,6 +182,8 @@ pub struct FastReport {
     /// the run is overloaded, and its throughput, drops and latencies are
     /// beyond this model (the exact engine's producers stall and drop).
     pub overloaded: bool,
+    /// The share of the offered load the ELU serves (1 unless overloaded).
+    pub served_share: f64,
     /// Per-window estimates (the exact run's statistics windows).
     pub windows: Vec<FastWindow>,
 }
@@ -279,7 +296,11 @@ impl<const N: usize> Simulator<N> {
         if self.updates.is_some() {
             return err("fast mode: rule updates run in the exact engine only");
         }
-        if self.shed_first | self.shed_all != 0 || self.limit.is_some() || self.pmus.iter().any(|p| p.admit.is_some()) {
+        if self.shed_first | self.shed_all != 0
+            || self.limit.is_some()
+            || self.pmus.iter().any(|p| p.admit.is_some())
+            || self.config.defence.slru_protected > 0.0
+        {
             // Its miss-ratio curves are plain LRU's, its ELU a queueing model.
             return err("fast mode: [defence] runs in the exact engine only");
         }
@@ -468,7 +489,7 @@ impl<const N: usize> Simulator<N> {
                 };
                 let mut hop = 0;
                 loop {
-                    refs.push(Ref { c: c + hop * hop_gap, table: tb, key: flow_key[tb as usize][si], flow: si as u32, hop: 0 });
+                    refs.push(Ref { c: c + hop * hop_gap, table: tb, key: flow_key[tb as usize][si], flow: si as u32, hop: hop as u16 });
                     if !self.cfg.has_out(tb) {
                         break;
                     }
@@ -480,7 +501,8 @@ impl<const N: usize> Simulator<N> {
                 }
             }
         }
-        refs.sort_unstable_by_key(|r| (r.c, r.table, r.flow));
+        // (cycle, table, flow) packed in one integer: one comparison a step.
+        refs.sort_unstable_by_key(|r| ((r.c as u128) << 64) | ((r.table as u128) << 32) | r.flow as u128);
         // 4. Donors: each flow not sampled borrows the misses of the last
         // sampled flow of about its size (half-octave bins of packets) that
         // started before it.
@@ -516,8 +538,22 @@ impl<const N: usize> Simulator<N> {
             .max(span)
             .max(until / fc.max_windows.max(1) as Cycle);
         let offset = rng.gen_range(0..period);
+        // The window of cycle `c` and its phase there; the last window
+        // found is remembered (the loop asks about nearby cycles again and
+        // again: a comparison instead of a division).
+        let last_win = std::cell::Cell::new((u64::MAX, 0 as Cycle));
         let win_of = |c: Cycle| -> Option<(u64, Cycle)> {
-            (c >= offset).then(|| ((c - offset) / period, (c - offset) % period))
+            if c < offset {
+                return None;
+            }
+            let (k, from) = last_win.get();
+            if k != u64::MAX && c >= from && c - from < period {
+                return Some((k, c - from));
+            }
+            let k = (c - offset) / period;
+            let from = offset + k * period;
+            last_win.set((k, from));
+            Some((k, c - from))
         };
         let in_span = |c: Cycle| win_of(c).is_some_and(|(_, ph)| ph < span);
         let in_measure = |c: Cycle| win_of(c).is_some_and(|(_, ph)| ph >= warm && ph < warm + meas);
@@ -546,10 +582,17 @@ impl<const N: usize> Simulator<N> {
         let mut sojourn_acc: Vec<(f64, f64)> = vec![(0.0, 0.0); nt];
         let mut window_misses: Vec<(u16, Cycle, Cycle, bool)> = Vec::new();
         let mut measure_refs = vec![0.0f64; nt];
+        // Per table: sampled references that are their PHV's first table
+        // (where an overloaded run drops).
+        let mut entry_refs = vec![0.0f64; nt];
         let mut miss_model: Vec<WHist> = vec![WHist::default(); nt];
         // Per window: how long after its measured part its last measured
         // miss was answered (the ELU's backlog).
         let mut lags: Vec<Cycle> = Vec::new();
+        // Per window: its lag, and the misses the ELU answered in its
+        // measured part and those sent to it there (its service rate
+        // against its load, for an overloaded run).
+        let mut served: Vec<(Option<Cycle>, f64, f64)> = Vec::new();
         let (mut elu_windows, mut measured) = (0u64, 0u64);
         let w = 1.0 / rate;
         // Per table, per sampled flow: its misses (for the model-assisted
@@ -585,6 +628,7 @@ impl<const N: usize> Simulator<N> {
                 let ms = offset + k * period + warm;
                 window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
                 lags.extend(window_lag(&window_misses, ms + meas));
+                served.push(window_served(&window_misses, ms, ms + meas));
             }};
         }
         loop {
@@ -679,6 +723,7 @@ impl<const N: usize> Simulator<N> {
                 let ms = offset + k * period + warm;
                 window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
                 lags.extend(window_lag(&window_misses, ms + meas));
+                served.push(window_served(&window_misses, ms, ms + meas));
                 measure_refs.iter_mut().for_each(|x| *x = 0.0);
             }
             // The lookups at `lk`.
@@ -707,6 +752,7 @@ impl<const N: usize> Simulator<N> {
                 let g = group_of[r.flow as usize] as usize;
                 let sw = (r.c / stat_win) as usize;
                 gstats[t][g].refs += 1.0;
+                entry_refs[t] += (r.hop == 0) as u8 as f64;
                 win_refs[t][sw.min(n_stat - 1)] += w;
                 if in_measure(r.c) {
                     measure_refs[t] += w;
@@ -757,6 +803,20 @@ impl<const N: usize> Simulator<N> {
         self.walkers = handles.into_iter().map(Memo::give_back).collect();
         // 7. The estimates.
         let dur_ns = until as f64 * cyc_ns;
+        let backlog_ns = if lags.is_empty() { 0.0 } else { lags.iter().sum::<Cycle>() as f64 / lags.len() as f64 * cyc_ns };
+        let overloaded = backlog_ns > fc.backlog_limit_ns;
+        // Overload: the share of the misses the ELU serves, from the windows
+        // that fell behind (their answers over their misses; the others
+        // serve all theirs).
+        let limit = fc.backlog_limit_ns / cyc_ns;
+        let share = {
+            let (mut num, mut den) = (0.0, 0.0);
+            for &(lag, answered, sent) in &served {
+                den += sent;
+                num += if lag.is_some_and(|l| l as f64 > limit) { answered.min(sent) } else { sent };
+            }
+            if overloaded && den > 0.0 { num / den } else { 1.0 }
+        };
         let arrivals = expected_arrivals(&starts, &packets, &fd_ps, until, clock.ps(), stat_win);
         // Routed: each table's arrivals per statistics window, counted
         // (every arrival's route is known).
@@ -840,7 +900,17 @@ impl<const N: usize> Simulator<N> {
             let mean_lat_ns = lat.mean() * cyc_ns;
             let sojourn_ns = if soj_n > 0.0 { soj_sum / soj_n * cyc_ns } else { mean_lat_ns };
             let in_flight = if dur_ns > 0.0 { arrived / dur_ns * sojourn_ns } else { 0.0 };
-            let processed = (arrived - in_flight).max(0.0);
+            // Overload (`share` < 1): the ELU serves that share of the
+            // misses, so the PMUs' producers stall and the entry tables'
+            // input FIFOs drop the rest of the PHVs (a table's share of
+            // first visits, `entry`); later tables see only the served
+            // PHVs. The hit rate stays the offered stream's. In flight:
+            // the FIFOs' few dozen PHVs, left out.
+            let entry = if refs_s > 0.0 { entry_refs[t] / refs_s } else { 1.0 };
+            let offered = arrived * (entry + (1.0 - entry) * share);
+            let drops = arrived * entry * (1.0 - share);
+            let processed = if share < 1.0 { arrived * share } else { (arrived - in_flight).max(0.0) };
+            let (misses_s, bytes_s) = (misses * share, bytes * share);
             // Random groups: each group is a sample at rate R / G; its
             // figures alone, with the plan's arrivals, and their spread.
             let gf = groups as f64 / rate;
@@ -872,29 +942,34 @@ impl<const N: usize> Simulator<N> {
             let p99 = lat.quantile(0.99) * cyc_ns;
             let poisson = arrived.max(1.0).sqrt();
             let floor_rel = |x: f64, r: f64| x.abs() * r;
+            // Overload: how far the served share is from the exact
+            // engine's (validation suite, docs/fast-mode.md), relative.
+            let ov = if share < 1.0 { OVERLOAD_REL } else { 0.0 };
+            let served_half = |x: f64, floor: f64| x.abs() * (floor + ov);
             tables.push(FastTable {
                 name: self.tables[t].name.clone(),
-                hit_rate: Estimate::new(hit_rate, z * se_hit + 0.002),
+                hit_rate: Estimate::new(hit_rate, z * se_hit + 0.002 + ov * (1.0 - hit_rate) * 0.5),
                 mean_latency_ns: Estimate::new(mean_lat_ns, z * se_lat + floor_rel(mean_lat_ns, 0.03)),
                 mean_sojourn_ns: Estimate::new(sojourn_ns, z * se_lat * (sojourn_ns / mean_lat_ns.max(1e-9)) + floor_rel(sojourn_ns, 0.15)),
                 p99_latency_ns: Estimate::new(p99, z * se_p99 + floor_rel(p99, 0.125)),
-                hbm_gbps: Estimate::new(bytes / dur_ns, z * se_bytes / dur_ns + floor_rel(bytes / dur_ns, 0.02)),
-                offered_mpps: Estimate::new(arrived / dur_ns * 1e3, z * poisson / dur_ns * 1e3 + floor_rel(arrived / dur_ns * 1e3, 0.01)),
-                throughput_mpps: Estimate::new(processed / dur_ns * 1e3, z * poisson / dur_ns * 1e3 + floor_rel(processed / dur_ns * 1e3, 0.01)),
-                keys: Estimate::new(processed, z * poisson + processed * 0.01),
-                drops: Estimate::new(0.0, 0.0),
-                hits: Estimate::new(lookups - misses, z * se_hit * lookups + 0.002 * lookups),
-                misses: Estimate::new(misses, z * se_hit * lookups + 0.002 * lookups),
+                hbm_gbps: Estimate::new(bytes_s / dur_ns, z * se_bytes * share / dur_ns + served_half(bytes_s / dur_ns, 0.02)),
+                offered_mpps: Estimate::new(offered / dur_ns * 1e3, z * poisson / dur_ns * 1e3 + served_half(offered / dur_ns * 1e3, 0.01)),
+                throughput_mpps: Estimate::new(processed / dur_ns * 1e3, z * poisson / dur_ns * 1e3 + served_half(processed / dur_ns * 1e3, 0.01)),
+                keys: Estimate::new(processed, z * poisson + served_half(processed, 0.01)),
+                drops: Estimate::new(drops, served_half(arrived * entry * share, 0.0)),
+                hits: Estimate::new((lookups - misses) * share, (z * se_hit * lookups + 0.002 * lookups) * share + served_half((lookups - misses) * share, 0.0)),
+                misses: Estimate::new(misses_s, (z * se_hit * lookups + 0.002 * lookups) * share + served_half(misses_s, 0.0)),
+                quantiles_ns: QUANTILES.iter().map(|&q| lat.quantile(q) * cyc_ns).collect(),
             });
             for (i, &a) in arr_t.iter().enumerate() {
                 windows.push(FastWindow {
                     end_ns: ((i as Cycle + 1) * stat_win).min(until) as f64 * cyc_ns,
                     table: t as u16,
-                    arrived: a,
-                    processed: a,
-                    hits: (a - win_misses[t][i]).max(0.0),
-                    misses: win_misses[t][i],
-                    hbm_bytes: win_bytes[t][i],
+                    arrived: a * (entry + (1.0 - entry) * share),
+                    processed: a * share,
+                    hits: (a - win_misses[t][i]).max(0.0) * share,
+                    misses: win_misses[t][i] * share,
+                    hbm_bytes: win_bytes[t][i] * share,
                     pmus: self.tables[t].members.len() as u32,
                 });
             }
@@ -907,8 +982,9 @@ impl<const N: usize> Simulator<N> {
             sampled_refs: refs.len() as u64,
             elu_windows,
             measured_misses: measured,
-            backlog_ns: if lags.is_empty() { 0.0 } else { lags.iter().sum::<Cycle>() as f64 / lags.len() as f64 * cyc_ns },
-            overloaded: !lags.is_empty() && lags.iter().sum::<Cycle>() as f64 / lags.len() as f64 * cyc_ns > fc.backlog_limit_ns,
+            backlog_ns,
+            overloaded,
+            served_share: share,
             windows,
         })
     }
@@ -1010,6 +1086,14 @@ fn window_sojourn(
 /// (none: the window measured no miss).
 fn window_lag(misses: &[(u16, Cycle, Cycle, bool)], end: Cycle) -> Option<Cycle> {
     misses.iter().filter(|m| m.3).map(|m| m.2.saturating_sub(end)).max()
+}
+
+/// A window's lag (as [`window_lag`]), the misses answered within its
+/// measured part `[from, to)` and those sent to the ELU there.
+fn window_served(misses: &[(u16, Cycle, Cycle, bool)], from: Cycle, to: Cycle) -> (Option<Cycle>, f64, f64) {
+    let answered = misses.iter().filter(|m| m.2 >= from && m.2 < to).count() as f64;
+    let sent = misses.iter().filter(|m| m.3).count() as f64;
+    (window_lag(misses, to), answered, sent)
 }
 
 /// The measured latencies of period `k`, or of the nearest period with some.
