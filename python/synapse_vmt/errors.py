@@ -45,10 +45,12 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
         raise
 
 
-def read_text(path: str | os.PathLike) -> str:
-    """Read a user's input file, turning OS errors into a one-line UserError."""
+@contextlib.contextmanager
+def _reading(path: str | os.PathLike) -> Iterator[None]:
+    """Turn the OS errors of opening or reading a user's input file into a
+    one-line UserError naming it."""
     try:
-        return Path(path).read_text()
+        yield
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -59,16 +61,16 @@ def read_text(path: str | os.PathLike) -> str:
         raise UserError(f"{path}: {e.strerror}") from None
 
 
+def read_text(path: str | os.PathLike) -> str:
+    """Read a user's input file, turning OS errors into a one-line UserError."""
+    with _reading(path):
+        return Path(path).read_text()
+
+
 def open_binary(path: str | os.PathLike) -> IO[bytes]:
     """Open a user's input file for reading bytes, OS errors as a one-line UserError."""
-    try:
+    with _reading(path):
         return open(path, "rb")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, expected a file") from None
-    except OSError as e:
-        raise UserError(f"{path}: {e.strerror}") from None
 
 
 def read_toml(path: str | os.PathLike) -> dict:
