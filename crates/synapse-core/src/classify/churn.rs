@@ -204,10 +204,10 @@ mod tests {
     fn churn_on_a_generated_set_answers_as_the_oracle() {
         let set = rulegen::generate(&Params::builtin("acl").unwrap(), 500, 2);
         let keys: Vec<Key> = tracegen::generate(&set, 4000, tracegen::Pareto::new(1.0, 0.1).unwrap(), 3).iter().map(|e| e.key).collect();
-        let mut t = PTree::build(&set, &PTreeConfig { max_delta: 8, ..Default::default() }).unwrap();
         // A rate high enough for several updates (and fold-ins) per batch;
         // how many depends on the machine, the answers do not.
         for placement in [Placement::Uniform, Placement::Near] {
+            let mut t = PTree::build(&set, &PTreeConfig { max_delta: 8, ..Default::default() }).unwrap();
             let rep = run(&mut t, &set, &keys, 5e6, 0.1, 1, placement);
             assert!(rep.updates > 0 && rep.checked >= CHECK as u64, "{rep:?}");
             assert_eq!(rep.wrong, 0, "{rep:?}");
