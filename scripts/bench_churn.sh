@@ -6,7 +6,7 @@
 #
 #   scripts/bench_churn.sh                      # 1e6 offered, 3 rounds
 #   RATE=1e5 RUNS=1 SETS=fw scripts/bench_churn.sh
-#   EXTRA="--set ptree.wide_leaves=0" scripts/bench_churn.sh   # no side leaf
+#   EXTRA="--set ptree.wide_leaves=0" scripts/bench_churn.sh   # no side leaf (default: 64)
 #
 # Not part of CI: it takes minutes. Needs `synapse` on the PATH.
 set -euo pipefail
@@ -16,7 +16,7 @@ RUNS=${RUNS:-3}
 SECS=${SECS:-1}
 SETS=${SETS:-"acl fw"}
 CHURNS=${CHURNS:-"uniform near"}
-EXTRA=${EXTRA:-}
+EXTRA=${EXTRA:---set ptree.wide_leaves=64}
 mkdir -p "$OUT"
 for k in $SETS; do
     [ -f "$OUT/${k}1_10k" ] || synapse rules gen --type "$k" --count 10000 --seed 1 -o "$OUT/${k}1_10k" > /dev/null

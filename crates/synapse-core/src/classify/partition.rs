@@ -88,13 +88,13 @@ pub struct PTreeConfig {
     /// A rule whose box reaches more than this many leaves of its tree is
     /// kept out of the trees, in the side leaf (searched after them, in
     /// priority order): an update of it writes one leaf, not thousands
-    /// (0: never).
+    /// (0, the default: never; 64 bounds gen fw1 10K's updates).
     pub wide_leaves: usize,
 }
 
 impl Default for PTreeConfig {
     fn default() -> Self {
-        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, avx512: true, max_trees: 4, small: 16384, max_delta: 64, wide_leaves: 64 }
+        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, avx512: true, max_trees: 4, small: 16384, max_delta: 64, wide_leaves: 0 }
     }
 }
 
