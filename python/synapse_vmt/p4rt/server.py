@@ -50,6 +50,7 @@ import grpc
 from finsy.proto import p4r, p4r_grpc, rpc_code, rpc_status
 from google.protobuf import any_pb2, struct_pb2
 
+from synapse_vmt import _core
 from synapse_vmt.errors import UserError
 from synapse_vmt.p4.bmv2 import P4Program, read_program
 from synapse_vmt.p4.entries import Entry, Match, wildcard
@@ -457,9 +458,12 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 if now is not p:  # the pipeline changed meanwhile: decode afresh
                     p, fast = now, now.decoder.decode(raw)
 
-                @functools.cache
+                parsed = []  # the protobuf request, parsed once if an update needs the Python decoder
+
                 def updates():
-                    return p4r.WriteRequest.FromString(raw).updates
+                    if not parsed:
+                        parsed.append(p4r.WriteRequest.FromString(raw).updates)
+                    return parsed[0]
 
                 self._write(p, atomicity != p4r.WriteRequest.CONTINUE_ON_ERROR, fast, updates, ctx)
         except _Abort as e:
@@ -520,7 +524,11 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             return not is_active()
 
         if sim is None and None not in fast:  # plain table entries only: the store takes the decoder's items
-            _, final = p.store.apply(fast, atomic=atomic, gone=gone, decode=lazy)
+            if before is None and isinstance(context, _CallContext) and isinstance(context._call, _core.Call):
+                # the front end's call: whether the client is gone is asked in Rust
+                _, final = p.store.apply(fast, atomic=atomic, call=context._call, decode=lazy)
+            else:
+                _, final = p.store.apply(fast, atomic=atomic, gone=gone, decode=lazy)
             return self._answer(context, atomic, final)
         ops: list[Op | None] = []
         errs: list[StoreError | None] = []
