@@ -152,6 +152,8 @@ class PtreeBuild(_Model):
     small: int = F(16384, "Sets up to this many rules also try one or two trees (0: never).", "rules", ge=0)
     max_delta: int = F(64, "Updates in place between compactions of the leaf blocks: max(max_delta, rules / 4).",
                        "updates", ge=0)
+    wide_leaves: int = F(0, "Rules reaching more leaves than this are kept in the side leaf (0: never).",
+                         "leaves", ge=0)
 
 
 class EluBuild(_Model):

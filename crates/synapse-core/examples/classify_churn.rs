@@ -1,5 +1,7 @@
 //! Lookups under update churn on a generated set, for quick measurements:
 //! `cargo run --release -p synapse-core --example classify_churn -- KIND N RATE SECS [KEY=VALUE..]`
+//! (`CHURN=near`: deleted rules of the set put back at their own priority;
+//! default `uniform`: copies at random positions)
 //! (`synapse bench classify --updates-per-s` is the user's command). After
 //! the churn it also measures, without updates, the lookups of the tree as
 //! the churn left it and of a tree built afresh from the same rules: what
@@ -23,24 +25,26 @@ fn main() {
         let (k, v) = kv.split_once('=').expect("KEY=VALUE");
         cfg.set(k, v).unwrap();
     }
+    let placement: churn::Placement = std::env::var("CHURN").unwrap_or("uniform".into()).parse().unwrap();
     let show = |what: &str, rep: &churn::ChurnReport| {
         println!(
-            "{kind} {n} {what}: {:.2} M lookups/s, {:.3} M updates/s sustained (capacity {:.3} M/s), p50 {:.2} us p99 {:.2} us max {:.0} us, wrong {}/{}",
+            "{kind} {n} {what}: {:.2} M lookups/s, {:.3} M updates/s sustained (capacity {:.3} M/s), p50 {:.2} us p99 {:.2} us p99.9 {:.1} us max {:.0} us, wrong {}/{}",
             rep.lookups_per_s() / 1e6,
             rep.updates_per_s() / 1e6,
             rep.update_capacity_per_s() / 1e6,
             rep.update_latency_us_p50,
             rep.update_latency_us_p99,
+            rep.update_latency_us_p999,
             rep.update_latency_us_max,
             rep.wrong,
             rep.checked
         );
     };
     let mut t = PTree::build(&set, &cfg.ptree).unwrap();
-    show("static", &churn::run(&mut t, &set, &keys, 0.0, secs, 7));
-    show(&format!("rate {rate:e}"), &churn::run(&mut t, &set, &keys, rate, secs, 7));
+    show("static", &churn::run(&mut t, &set, &keys, 0.0, secs, 7, placement));
+    show(&format!("rate {rate:e} ({placement:?})"), &churn::run(&mut t, &set, &keys, rate, secs, 7, placement));
     let now = t.rule_set();
-    show("after the churn, no updates", &churn::run(&mut t, &now, &keys, 0.0, secs, 7));
+    show("after the churn, no updates", &churn::run(&mut t, &now, &keys, 0.0, secs, 7, placement));
     let mut fresh = PTree::build(&now, &cfg.ptree).unwrap();
-    show("its rules built afresh", &churn::run(&mut fresh, &now, &keys, 0.0, secs, 7));
+    show("its rules built afresh", &churn::run(&mut fresh, &now, &keys, 0.0, secs, 7, placement));
 }

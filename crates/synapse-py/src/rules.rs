@@ -365,10 +365,14 @@ impl PyClassifier {
 
 /// Lookups of `trace` by `algo` (one updated in place) over `rules` while
 /// random updates arrive at `rate` per second, for about `secs` seconds of
-/// lookup and update time, on this thread (`classify::churn`): a JSON
-/// object of the counts and times.
+/// lookup and update time, on this thread (`classify::churn`, inserts
+/// placed as `churn` says: "uniform" or "near"): a JSON object of the
+/// counts and times, with `fresh_lookups_per_s`, the static rate of a
+/// fresh build of the rules as the churn left them (whole-trace batch
+/// passes for `secs`).
 #[pyfunction]
-#[pyo3(signature = (rules, trace, algo, config, rate, secs, seed=1))]
+#[pyo3(signature = (rules, trace, algo, config, rate, secs, seed=1, churn="uniform"))]
+#[allow(clippy::too_many_arguments)]
 fn classify_churn(
     py: Python<'_>,
     rules: &PyRuleSet,
@@ -378,8 +382,10 @@ fn classify_churn(
     rate: f64,
     secs: f64,
     seed: u64,
+    churn: &str,
 ) -> PyResult<String> {
     rules.five_tuple_only("classify_churn")?;
+    let placement: classify::churn::Placement = churn.parse().map_err(PyValueError::new_err)?;
     let mut cfg = classify::BuildConfig::default();
     let mut items: Vec<(String, String)> = config.into_iter().collect();
     items.sort();
@@ -389,8 +395,12 @@ fn classify_churn(
     py.allow_threads(|| {
         let mut t = classify::build_incremental_n(algo, &rules.inner, &cfg).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let keys: Vec<Key> = trace.entries.iter().map(|e| e.key).collect();
-        let rep = classify::churn::run(t.as_mut(), &rules.inner, &keys, rate, secs, seed);
-        serde_json::to_string(&rep).map_err(|e| PyValueError::new_err(e.to_string()))
+        let rep = classify::churn::run(t.as_mut(), &rules.inner, &keys, rate, secs, seed, placement);
+        let now = RuleSet::new(rules.inner.schema.clone(), rep.final_rules.clone());
+        let fresh = classify::build_incremental_n(algo, &now, &cfg).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let mut v = serde_json::to_value(&rep).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        v["fresh_lookups_per_s"] = classify::churn::static_rate(fresh.as_ref(), &keys, secs).into();
+        Ok(v.to_string())
     })
 }
 

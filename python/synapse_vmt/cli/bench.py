@@ -16,10 +16,13 @@ lookups per second, bytes and bytes per rule, and the build time. The answers
 of one pass are checked against the linear oracle's on a sample first, so a
 fast wrong structure cannot report a rate. ``scripts/bench_classify.sh``
 compares these rates with DPDK's rte_acl. With ``--updates-per-s R`` the
-same lookups then run under random churn at R updates per second (inserts
-of copies of the set's rules at random positions and random deletes, on the
-same thread; ``classify::churn``): the record adds the lookup rate under
-churn, the updates sustained, their latency, and the answers that differed
+same lookups then run under random churn at R updates per second (random
+deletes, and inserts placed as ``--churn`` says: ``uniform``, copies of the
+set's rules at random positions, or ``near``, deleted rules of the set put
+back at their own priority; on the same thread; ``classify::churn``): the
+record adds the lookup rate under churn and its ratio to two static rates
+(the original set's, and a fresh build's of the rules as the churn left
+them), the updates sustained, their latency, and the answers that differed
 from the oracle (``wrong``) on a sample of every batch.
 """
 
@@ -39,33 +42,45 @@ from synapse_vmt.errors import UserError
 INCREMENTAL = ("dtree", "ptree")
 
 
+#: Where the churn's inserts go (``classify::churn::Placement``).
+CHURN = ("uniform", "near")
+
+
 def bench_churn(rs: _core.RuleSet, tr: _core.Trace, algo: str, secs: float, rate: float,
-                config: dict[str, str] | None = None, seed: int = 1) -> dict:
+                config: dict[str, str] | None = None, seed: int = 1, churn: str = "uniform") -> dict:
     """Lookups of `tr` by `algo` under random updates at `rate` per second
-    (``classify::churn``): the fields ``--updates-per-s`` adds to the record."""
+    (``classify::churn``), inserts placed as `churn` says: the fields
+    ``--updates-per-s`` adds to the record."""
     if algo not in INCREMENTAL:
         raise UserError(f"--updates-per-s: {algo} is not updated in place (expected one of: {', '.join(INCREMENTAL)})")
-    r = json.loads(_core.classify_churn(rs, tr, algo, config or {}, rate, secs, seed))
+    r = json.loads(_core.classify_churn(rs, tr, algo, config or {}, rate, secs, seed, churn))
     clock = r["lookup_s"] + r["update_s"]
+    churn_lookups = r["lookups"] / r["lookup_s"] if r["lookup_s"] > 0 else 0.0
     return {
+        "churn": r["churn"],
         "updates_offered_per_s": rate,
         "updates_per_s": r["updates"] / clock if clock > 0 else 0.0,
         "update_capacity_per_s": r["updates"] / r["update_s"] if r["update_s"] > 0 else float("inf"),
         "update_latency_us_p50": r["update_latency_us_p50"],
         "update_latency_us_p99": r["update_latency_us_p99"],
+        "update_latency_us_p999": r["update_latency_us_p999"],
         "update_latency_us_max": r["update_latency_us_max"],
         "updates": r["updates"],
-        "churn_lookups_per_s": r["lookups"] / r["lookup_s"] if r["lookup_s"] > 0 else 0.0,
+        "churn_lookups_per_s": churn_lookups,
+        "fresh_lookups_per_s": r["fresh_lookups_per_s"],
+        "churn_lookup_ratio_fresh": churn_lookups / r["fresh_lookups_per_s"] if r["fresh_lookups_per_s"] > 0 else 0.0,
         "checked": r["checked"],
         "wrong": r["wrong"],
     }
 
 
 def bench_classifier(rs: _core.RuleSet, tr: _core.Trace, algo: str, secs: float,
-                     config: dict[str, str] | None = None, check: int = 2000, updates_per_s: float = 0.0) -> dict:
+                     config: dict[str, str] | None = None, check: int = 2000, updates_per_s: float = 0.0,
+                     churn: str = "uniform") -> dict:
     """Build `algo` over `rs`, check it against the linear oracle on the first
     `check` headers, and rate it over `tr` for about `secs` seconds (and,
-    with `updates_per_s`, under that churn: :func:`bench_churn`). Returns
+    with `updates_per_s`, under that churn, placed as `churn` says:
+    :func:`bench_churn`). Returns
     the JSON record of ``synapse bench classify``."""
     clf = _core.Classifier(rs, algo, config or {})
     n = len(tr)
@@ -94,7 +109,7 @@ def bench_classifier(rs: _core.RuleSet, tr: _core.Trace, algo: str, secs: float,
         "build_s": clf.build_s,
     }
     if updates_per_s > 0:
-        rec.update(bench_churn(rs, tr, algo, secs, updates_per_s, config))
+        rec.update(bench_churn(rs, tr, algo, secs, updates_per_s, config, churn=churn))
         rec["churn_lookup_ratio"] = rec["churn_lookups_per_s"] / rec["lookups_per_s"]
     return rec
 
@@ -116,16 +131,19 @@ def bench() -> None:
 @click.option("--updates-per-s", "updates_per_s", type=click.FloatRange(min=0.0), default=0.0,
               help="Then the lookups again under random inserts and deletes at this rate (dtree, ptree; "
                    "both updated in place).")
+@click.option("--churn", type=click.Choice(CHURN), default="uniform", show_default=True,
+              help="With --updates-per-s, where inserts go: copies of the set's rules at uniformly random "
+                   "positions, or deleted rules of the set back at their own priority.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_classify(rules_file: str, trace_file: str, algo: str, secs: float, settings: tuple[str, ...],
-                   updates_per_s: float, as_json: bool) -> None:
+                   updates_per_s: float, churn: str, as_json: bool) -> None:
     """Lookups per second of one classifier over a trace (batched, one core),
     its bytes per rule and build time; with --updates-per-s, also under
     update churn."""
     rs = load_rules(rules_file)
     tr = load_trace(trace_file)
     try:
-        rec = bench_classifier(rs, tr, algo, secs, settings_of(settings), updates_per_s=updates_per_s)
+        rec = bench_classifier(rs, tr, algo, secs, settings_of(settings), updates_per_s=updates_per_s, churn=churn)
     except ValueError as e:
         raise UserError(f"{rules_file}: {algo}: {e}") from None
     if as_json:
@@ -134,10 +152,12 @@ def bench_classify(rules_file: str, trace_file: str, algo: str, secs: float, set
     click.echo(f"{algo}: {rec['rules']} rules, {rec['lookups_per_s'] / 1e6:.2f} M lookups/s, "
                f"{rec['bytes']} bytes ({rec['bytes_per_rule']:.1f} per rule), built in {rec['build_s'] * 1e3:.1f} ms")
     if updates_per_s > 0:
-        click.echo(f"  under {updates_per_s:,.0f} updates/s offered: {rec['updates_per_s']:,.0f} updates/s sustained "
+        click.echo(f"  under {updates_per_s:,.0f} updates/s offered ({churn}): {rec['updates_per_s']:,.0f} updates/s sustained "
                    f"(capacity {rec['update_capacity_per_s']:,.0f}/s; latency p50 {rec['update_latency_us_p50']:.2f} us, "
                    f"p99 {rec['update_latency_us_p99']:.2f} us), {rec['churn_lookups_per_s'] / 1e6:.2f} M lookups/s "
-                   f"({rec['churn_lookup_ratio']:.2f}x static), wrong {rec['wrong']} of {rec['checked']} checked")
+                   f"({rec['churn_lookup_ratio']:.2f}x the original set's static rate, "
+                   f"{rec['churn_lookup_ratio_fresh']:.2f}x a fresh build's of the rules left), "
+                   f"wrong {rec['wrong']} of {rec['checked']} checked")
 
 
 @bench.command("fast")
@@ -200,14 +220,17 @@ def bench_fast(scenario: str | None, overrides: tuple[str, ...], rounds: int, as
               help="single Writes in flight at once in the pipelined phase")
 @click.option("--transport", type=click.Choice(["rust", "grpc"]), default="rust", show_default=True,
               help="the server's --transport")
+@click.option("--client", type=click.Choice(["rust", "python"]), default=None,
+              help="the benchmark's gRPC client: tonic in the extension, or Python's grpcio  [default: rust]")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_p4rt_cmd(program: str, table: str | None, entries: int, batch: int, singles: int, traffic: float,
-                   window: int, transport: str, as_json: bool) -> None:
+                   window: int, transport: str, client: str | None, as_json: bool) -> None:
     """Write throughput of `synapse serve` (its own process, loopback) with a
     raw gRPC client whose requests are serialised before timing."""
     from synapse_vmt.p4rt.bench import bench_p4rt
 
-    rec = bench_p4rt(program, table, entries, batch, singles, traffic=traffic, transport=transport, window=window)
+    rec = bench_p4rt(program, table, entries, batch, singles, traffic=traffic, transport=transport, window=window,
+                     client=client)
     if as_json:
         click.echo(json.dumps(rec))
         return
@@ -215,7 +238,12 @@ def bench_p4rt_cmd(program: str, table: str | None, entries: int, batch: int, si
                f"{rec['batched_deletes_per_s']:,.0f} deletes/s; single Writes {rec['single_writes_per_s']:,.0f}/s "
                f"(p50 {rec['single_p50_ms']:.2f} ms, p99 {rec['single_p99_ms']:.2f} ms), "
                f"{rec['single_writes_pipelined_per_s']:,.0f}/s with {window} in flight; "
-               f"empty RPCs {rec['empty_rpcs_per_s']:,.0f}/s")
+               f"empty RPCs {rec['empty_rpcs_per_s']:,.0f}/s ({rec['client']} client)")
+    if "server_cpu_us_per_insert" in rec:
+        click.echo(f"server CPU per insert {rec['server_cpu_us_per_insert']:.1f} µs, per delete "
+                   f"{rec['server_cpu_us_per_delete']:.1f} µs, per single Write {rec['server_cpu_us_per_single']:.0f} µs "
+                   f"({rec['server_cpu_us_per_pipelined_single']:.0f} µs in flight), per empty RPC "
+                   f"{rec['server_cpu_us_per_empty_rpc']:.0f} µs")
 
 
 def bench_program(program: str, entries_file: str | None, pcap: str, rounds: int = 5, ingress_port: int = 0,

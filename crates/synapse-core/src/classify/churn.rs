@@ -2,9 +2,14 @@
 //! classify --updates-per-s`.
 //!
 //! One thread alternates batches of lookups over a trace with the updates
-//! owed at the offered rate (random inserts of rules like the set's, copies
-//! of its own rules at random positions, and random deletes, keeping the
-//! set near its size), on a clock of lookup plus update time. Every update
+//! owed at the offered rate, on a clock of lookup plus update time: random
+//! deletes and inserts of rules like the set's, keeping the set near its
+//! size, placed as [`Placement`] says: copies of its rules at uniformly
+//! random positions (priorities collide, every tree's best rule drops), or
+//! rules of the set that the churn deleted put back at their own priority
+//! (between the rules next to them in the set's order: the priorities
+//! follow the set's, as ClassBench-derived update benchmarks and
+//! TupleMerge's delete and re-insert rules of the set). Every update
 //! is timed on its own (its latency, including any fold-in it makes); the
 //! lookups are timed per batch. A sample of each batch's answers is checked
 //! against the linear oracle over the rules as they are then, outside the
@@ -16,9 +21,34 @@ use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use std::time::Instant;
 
+/// Where the churn's inserts go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// Copies of the set's rules at uniformly random positions.
+    #[default]
+    Uniform,
+    /// Rules of the set that the churn deleted, each back at its own
+    /// priority (its place in the set's order among the rules left).
+    Near,
+}
+
+impl std::str::FromStr for Placement {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "uniform" => Ok(Placement::Uniform),
+            "near" => Ok(Placement::Near),
+            _ => Err(format!("unknown churn placement {s:?} (expected uniform or near)")),
+        }
+    }
+}
+
 /// What a churn run measured.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ChurnReport {
+    /// Where the inserts went.
+    pub churn: Placement,
     pub lookups: u64,
     /// Seconds spent in lookups and in updates (the run's clock).
     pub lookup_s: f64,
@@ -33,6 +63,12 @@ pub struct ChurnReport {
     pub wrong: u64,
     /// Rules at the end.
     pub rules: usize,
+    /// Latency of single updates at the 99.9th percentile, microseconds.
+    pub update_latency_us_p999: f64,
+    /// The rules as the churn left them, in priority order (for a fresh
+    /// build: [`static_rate`]).
+    #[serde(skip)]
+    pub final_rules: Vec<Rule>,
 }
 
 impl ChurnReport {
@@ -60,13 +96,16 @@ const CHECK: usize = 16;
 /// seconds of lookup and update time while updates arrive at `rate` per
 /// second of that time (`rate` 0: no updates). Seeded: the same seed makes
 /// the same updates (their timing follows the clock).
-pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs: f64, seed: u64) -> ChurnReport {
+pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs: f64, seed: u64, placement: Placement) -> ChurnReport {
     let mut rng = Pcg64::seed_from_u64(seed);
     let n0 = set.len();
     // The oracle's rules as indices into `arena` (cheap to move about).
     let arena: Vec<Rule> = set.rules.clone();
     let mut order: Vec<u32> = (0..n0 as u32).collect();
-    let mut rep = ChurnReport::default();
+    let mut rep = ChurnReport { churn: placement, ..Default::default() };
+    // `Near`: `order` stays ascending (rules of the set at their own
+    // priority); the rules deleted, to be put back.
+    let mut gone: Vec<u32> = Vec::new();
     let mut lat: Vec<f32> = Vec::new();
     let mut out = vec![0i32; BATCH];
     let mut at = 0usize;
@@ -81,10 +120,18 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
             let len = order.len();
             // Keep the set within a few per cent of its size.
             let insert = len == 0 || (len < n0 + n0 / 32 + 1 && (len <= n0 - n0.min(n0 / 32) || rng.gen::<bool>()));
-            let t0 = Instant::now();
+            // (Near: only a deleted rule goes back, so the set stays at or
+            // below its size.)
+            let insert = insert && (placement == Placement::Uniform || !gone.is_empty());
             if insert {
-                let pos = rng.gen_range(0..=len);
-                let r = rng.gen_range(0..n0) as u32;
+                let (pos, r) = match placement {
+                    Placement::Uniform => (rng.gen_range(0..=len), rng.gen_range(0..n0) as u32),
+                    Placement::Near => {
+                        let r = gone.swap_remove(rng.gen_range(0..gone.len()));
+                        (order.partition_point(|&x| x < r), r)
+                    }
+                };
+                let t0 = Instant::now();
                 t.insert(pos, arena[r as usize]).expect("insert in range");
                 let dt = t0.elapsed();
                 order.insert(pos, r);
@@ -92,8 +139,12 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
                 rep.update_s += dt.as_secs_f64();
             } else {
                 let pos = rng.gen_range(0..len);
+                let t0 = Instant::now();
                 t.delete(pos).expect("delete in range");
                 let dt = t0.elapsed();
+                if placement == Placement::Near {
+                    gone.push(order[pos]);
+                }
                 order.remove(pos);
                 lat.push(dt.as_secs_f32());
                 rep.update_s += dt.as_secs_f64();
@@ -120,9 +171,27 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
         let q = |p: f64| lat[((lat.len() - 1) as f64 * p).round() as usize] as f64 * 1e6;
         rep.update_latency_us_p50 = q(0.5);
         rep.update_latency_us_p99 = q(0.99);
+        rep.update_latency_us_p999 = q(0.999);
         rep.update_latency_us_max = q(1.0);
     }
+    rep.final_rules = order.iter().map(|&r| arena[r as usize]).collect();
     rep
+}
+
+/// Lookups per second of `t` over `keys` in whole-trace batch passes for
+/// about `secs` seconds (at least one pass): the static rate, measured as
+/// `synapse bench classify` measures it, e.g. of a fresh build of the rules
+/// a churn left ([`ChurnReport::final_rules`]).
+pub fn static_rate<C: super::Classifier + ?Sized>(t: &C, keys: &[Key], secs: f64) -> f64 {
+    let mut out = vec![0i32; keys.len()];
+    t.classify_batch(keys, &mut out);
+    let (mut n, t0) = (0u64, Instant::now());
+    while n == 0 || t0.elapsed().as_secs_f64() < secs {
+        t.classify_batch(keys, &mut out);
+        std::hint::black_box(&out);
+        n += keys.len() as u64;
+    }
+    n as f64 / t0.elapsed().as_secs_f64().max(1e-12)
 }
 
 #[cfg(test)]
@@ -135,12 +204,34 @@ mod tests {
     fn churn_on_a_generated_set_answers_as_the_oracle() {
         let set = rulegen::generate(&Params::builtin("acl").unwrap(), 500, 2);
         let keys: Vec<Key> = tracegen::generate(&set, 4000, tracegen::Pareto::new(1.0, 0.1).unwrap(), 3).iter().map(|e| e.key).collect();
-        let mut t = PTree::build(&set, &PTreeConfig { max_delta: 8, ..Default::default() }).unwrap();
         // A rate high enough for several updates (and fold-ins) per batch;
         // how many depends on the machine, the answers do not.
-        let rep = run(&mut t, &set, &keys, 5e6, 0.1, 1);
-        assert!(rep.updates > 0 && rep.checked >= CHECK as u64, "{rep:?}");
-        assert_eq!(rep.wrong, 0, "{rep:?}");
-        assert_eq!(t.rule_set().len(), rep.rules);
+        for placement in [Placement::Uniform, Placement::Near] {
+            let mut t = PTree::build(&set, &PTreeConfig { max_delta: 8, ..Default::default() }).unwrap();
+            let rep = run(&mut t, &set, &keys, 5e6, 0.1, 1, placement);
+            assert!(rep.updates > 0 && rep.checked >= CHECK as u64, "{rep:?}");
+            assert_eq!(rep.wrong, 0, "{rep:?}");
+            assert_eq!(t.rule_set().rules, rep.final_rules);
+        }
+    }
+
+    #[test]
+    fn near_churn_puts_rules_of_the_set_back_at_their_own_priority() {
+        // Each rule made distinct (its destination port), so the order of
+        // the rules left says where each went back.
+        let mut set = rulegen::generate(&Params::builtin("fw").unwrap(), 300, 4);
+        for (i, r) in set.rules.iter_mut().enumerate() {
+            r.fields[3] = crate::rules::FieldMatch::range(i as u32, i as u32);
+        }
+        let keys: Vec<Key> = tracegen::generate(&set, 500, tracegen::Pareto::new(1.0, 0.1).unwrap(), 3).iter().map(|e| e.key).collect();
+        let mut t = PTree::build(&set, &PTreeConfig::default()).unwrap();
+        let rep = run(&mut t, &set, &keys, 5e6, 0.05, 2, Placement::Near);
+        assert!(rep.updates > 50, "{rep:?}");
+        assert_eq!(rep.wrong, 0);
+        // The rules left are a subsequence of the set (no copies, the
+        // set's order), within a thirty-second of its size.
+        let at: Vec<usize> = rep.final_rules.iter().map(|r| set.rules.iter().position(|x| x == r).expect("a rule of the set")).collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{at:?}");
+        assert!(rep.rules <= set.len() && rep.rules + set.len() / 32 + 1 >= set.len(), "{}", rep.rules);
     }
 }

@@ -176,6 +176,7 @@ impl BuildConfig {
         "ptree.max_trees",
         "ptree.small",
         "ptree.max_delta",
+        "ptree.wide_leaves",
     ];
 
     /// Sets one parameter by its dotted name (`trie.stride`, `dtree.bucket`,
@@ -209,6 +210,7 @@ impl BuildConfig {
             "ptree.max_trees" => self.ptree.max_trees = num(key, value)?,
             "ptree.small" => self.ptree.small = num(key, value)?,
             "ptree.max_delta" => self.ptree.max_delta = num(key, value)?,
+            "ptree.wide_leaves" => self.ptree.wide_leaves = num(key, value)?,
             _ => return Err(format!("unknown build parameter {key:?} (expected one of: {})", Self::KEYS.join(", "))),
         }
         Ok(())

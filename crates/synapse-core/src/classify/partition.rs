@@ -31,6 +31,15 @@
 //! Rules with a non-contiguous ternary field (not a range) are kept aside
 //! and searched linearly; ClassBench sets have none.
 //!
+//! **The side leaf.** A rule whose box reaches more than `wide_leaves`
+//! leaves of its tree (on firewall sets, rules wildcarded on both
+//! addresses: up to thousands of leaves) is built into none: the trees are
+//! built again without those rules, which go to one leaf of their own in
+//! priority order (a tree of depth 0, walked last, its blocks tested only
+//! while they can beat a lane's match so far). An insert that would reach
+//! as many goes there too, so an update writes at most `wide_leaves`
+//! leaves of a tree, or the side leaf.
+//!
 //! **Updates** ([`PTree::insert`], [`PTree::delete`]; positions as in
 //! [`super::dtree::DTree`]) write the trees in place. The first one gives
 //! every rule a priority *key* spread over a key space (the lanes hold
@@ -76,11 +85,16 @@ pub struct PTreeConfig {
     /// Updates between compactions of the leaf blocks:
     /// `max(max_delta, rules / 4)`.
     pub max_delta: usize,
+    /// A rule whose box reaches more than this many leaves of its tree is
+    /// kept out of the trees, in the side leaf (searched after them, in
+    /// priority order): an update of it writes one leaf, not thousands
+    /// (0, the default: never; 64 bounds gen fw1 10K's updates).
+    pub wide_leaves: usize,
 }
 
 impl Default for PTreeConfig {
     fn default() -> Self {
-        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, avx512: true, max_trees: 4, small: 16384, max_delta: 64 }
+        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, avx512: true, max_trees: 4, small: 16384, max_delta: 64, wide_leaves: 0 }
     }
 }
 
@@ -97,6 +111,8 @@ pub struct PTreeStats {
     pub max_depth: usize,
     /// Rules searched linearly (non-range ternaries).
     pub odd: usize,
+    /// Rules in the side leaf (`wide_leaves`).
+    pub side: usize,
     pub bytes: u64,
     pub build_time: Duration,
     pub avx2: bool,
@@ -115,6 +131,9 @@ struct Tree {
     /// The address fields its rules are small on (the partition's key):
     /// where a fold-in puts a rule small on the same ones.
     mask: u8,
+    /// The side leaf: a tree of one leaf (depth 0) holding the wide rules
+    /// in priority order, walked last.
+    side: bool,
 }
 
 type Box_ = [(u32, u32); MAX_FIELDS];
@@ -519,7 +538,32 @@ impl PTree {
         (c as f64 / n, walked as f64 / n)
     }
 
+    /// One candidate: the trees, then, when some rules reach more than
+    /// `wide_leaves` leaves of theirs, the trees again without them and
+    /// those rules in the side leaf (one rebuild, not iterated).
     fn build_one(set: &RuleSet, config: &PTreeConfig, bx: &Boxes) -> Result<PTree, BuildError> {
+        let start = std::time::Instant::now();
+        let t = Self::build_trees(set, config, bx, &[])?;
+        if config.wide_leaves == 0 {
+            return Ok(t);
+        }
+        let wide: Vec<u32> = (bx.slots.iter().copied())
+            .filter(|&s| {
+                let tr = t.tree_of[s as usize];
+                tr != u32::MAX && t.leaves_reached(t.trees[tr as usize].root, &bx.boxes[s as usize]).len() > config.wide_leaves
+            })
+            .collect();
+        if wide.is_empty() {
+            return Ok(t);
+        }
+        let mut t = Self::build_trees(set, config, bx, &wide)?;
+        t.stats.build_time = start.elapsed();
+        Ok(t)
+    }
+
+    /// The trees over the box rules but `aside` (ascending), which go to
+    /// the side leaf.
+    fn build_trees(set: &RuleSet, config: &PTreeConfig, bx: &Boxes, aside: &[u32]) -> Result<PTree, BuildError> {
         let start = std::time::Instant::now();
         if config.bucket == 0 || config.spfac < 1.0 || config.max_depth == 0 {
             return Err(BuildError::BadConfig(format!(
@@ -590,6 +634,9 @@ impl PTree {
             (0..nf).filter(|&f| set.schema.fields[f].kind == MatchKind::Lpm && widths[f] >= 8).take(2).collect();
         let mut groups: Vec<(u8, Vec<u32>)> = Vec::new();
         for &s in slots {
+            if aside.binary_search(&s).is_ok() {
+                continue;
+            }
             let bx = &boxes[s as usize];
             let mut small = 0u8;
             for &f in &cut_fields {
@@ -639,8 +686,17 @@ impl PTree {
             for &s in &v {
                 t.tree_of[s as usize] = t.trees.len() as u32;
             }
-            t.trees.push(Tree { root, depth: d as u32, min_prio: v[0], mask });
+            t.trees.push(Tree { root, depth: d as u32, min_prio: v[0], mask, side: false });
             max_depth = max_depth.max(d);
+        }
+        if !aside.is_empty() {
+            let root = t.nodes.len() as u32;
+            t.nodes.push(empty_leaf());
+            t.make_leaf(root, aside.to_vec(), boxes, &mut leaves)?;
+            for &s in aside {
+                t.tree_of[s as usize] = t.trees.len() as u32;
+            }
+            t.trees.push(Tree { root, depth: 0, min_prio: aside[0], mask: 0, side: true });
         }
         let leaves = t.nodes.iter().filter(|n| n.is_leaf()).count();
         t.stats = PTreeStats {
@@ -652,6 +708,7 @@ impl PTree {
             blocks: t.rows.len() / t.stride(),
             max_depth,
             odd: t.odd.len(),
+            side: aside.len(),
             bytes: t.bytes(),
             build_time: start.elapsed(),
             avx2: t.avx2,
@@ -860,17 +917,37 @@ impl PTree {
 
     /// The tree a new rule of box `bx` goes to: the partition's for the
     /// address fields it is small on, else one whose are a subset.
-    fn tree_for(&self, u: &Updates, bx: &Box_) -> u32 {
+    fn tree_for(&mut self, u: &Updates, bx: &Box_) -> u32 {
         let mut small = 0u8;
         for &f in &u.cut {
             if ((bx[f].1 - bx[f].0) as u64) < 1u64 << (u.widths[f] / 2) {
                 small |= 1 << f;
             }
         }
-        (0..self.trees.len())
-            .find(|&i| self.trees[i].mask == small)
-            .or_else(|| (0..self.trees.len()).find(|&i| self.trees[i].mask & !small == 0))
-            .unwrap_or(0) as u32
+        let trees = || (0..self.trees.len()).filter(|&i| !self.trees[i].side);
+        let tree = (trees().find(|&i| self.trees[i].mask == small))
+            .or_else(|| trees().find(|&i| self.trees[i].mask & !small == 0))
+            .unwrap_or(0) as u32;
+        // A rule that would reach many of its leaves goes to the side leaf.
+        let k = self.asked.wide_leaves;
+        if k > 0 && !self.trees[tree as usize].side && self.leaves_reached(self.trees[tree as usize].root, bx).len() > k {
+            return self.side_tree();
+        }
+        tree
+    }
+
+    /// The side leaf's tree, made (empty, walked last) when the build left
+    /// none.
+    fn side_tree(&mut self) -> u32 {
+        if let Some(i) = self.trees.iter().position(|t| t.side) {
+            return i as u32;
+        }
+        let root = self.nodes.len() as u32;
+        self.nodes.push(Node::leaf(root, 0, 0, u32::MAX));
+        self.trees.push(Tree { root, depth: 0, min_prio: u32::MAX, mask: 0, side: true });
+        // The memory image is made again on the next walk (it lacks the node).
+        self.image = std::sync::OnceLock::new();
+        (self.trees.len() - 1) as u32
     }
 
     /// Edits leaf `i`'s lanes (in key order) with `edit` (false: nothing
@@ -1940,6 +2017,7 @@ impl super::Structure for PTree {
             ("leaf blocks", s.blocks.to_string()),
             ("max depth", s.max_depth.to_string()),
             ("rules searched linearly", s.odd.to_string()),
+            ("rules in the side leaf", s.side.to_string()),
             ("bytes", s.bytes.to_string()),
             ("bytes per rule", format!("{per_rule:.1}")),
             ("kernels", if s.avx512 { "avx512".into() } else if s.avx2 { "avx2".into() } else { "scalar".into() }),

@@ -154,12 +154,14 @@ proptest! {
         seeds in prop::collection::vec(any::<(u32, u32, u32)>(), 1..60),
         max_delta in 0usize..6,
         simd in any::<bool>(),
+        wide_leaves in 0usize..4,
     ) {
         // Small buckets so rules are replicated and cover leaves; a small
-        // compaction bound so some steps compact. Ops: insert, delete,
-        // modify (the rule at a position replaced: a delete and an insert
-        // there).
-        let cfg = PTreeConfig { bucket: 2, simd, max_delta, ..Default::default() };
+        // compaction bound so some steps compact; rules reaching more than
+        // `wide_leaves` (1-3, or never) leaves kept in the side leaf, at
+        // the build and by inserts. Ops: insert, delete, modify (the rule
+        // at a position replaced: a delete and an insert there).
+        let cfg = PTreeConfig { bucket: 2, simd, max_delta, wide_leaves, ..Default::default() };
         let mut p = PTree::build(&set, &cfg).unwrap();
         let mut rules = set.rules.clone();
         let mut out = Vec::new();
@@ -217,8 +219,9 @@ fn ptree_updates_on_generated_1k_sets_equal_the_oracle() {
     for kind in ["acl", "fw", "ipc"] {
         let set = rulegen::generate(&Params::builtin(kind).unwrap(), 1_000, 5);
         let more = rulegen::generate(&Params::builtin(kind).unwrap(), 300, 6);
-        for (simd, max_delta) in [(true, 64), (false, 64), (true, 8)] {
-            let mut p = PTree::build(&set, &PTreeConfig { simd, max_delta, ..Default::default() }).unwrap();
+        // The default side-leaf bound, none, and a small one (many rules aside).
+        for (simd, max_delta, wide_leaves) in [(true, 64, 64), (false, 64, 64), (true, 8, 64), (true, 64, 0), (true, 8, 4)] {
+            let mut p = PTree::build(&set, &PTreeConfig { simd, max_delta, wide_leaves, ..Default::default() }).unwrap();
             let mut rules = set.rules.clone();
             let mut x = 0x2545_f491_4f6c_dd1du64;
             for i in 0..300 {
@@ -237,7 +240,7 @@ fn ptree_updates_on_generated_1k_sets_equal_the_oracle() {
                 let want: Vec<i32> = keys.iter().map(|k| lin.classify(k).map_or(-1, |r| r as i32)).collect();
                 let mut out = vec![0i32; keys.len()];
                 p.classify_batch(&keys, &mut out);
-                assert!(out == want, "{kind} simd {simd} max_delta {max_delta}: batch differs after {} updates", i + 1);
+                assert!(out == want, "{kind} simd {simd} max_delta {max_delta}: batch differs after {} updates (wide_leaves {wide_leaves})", i + 1);
                 let mut acc = Vec::new();
                 for (k, w) in keys.iter().zip(&want).step_by(7) {
                     acc.clear();
