@@ -89,7 +89,7 @@ def test_reproduce_flood_quick(tmp_path):
     s = json.loads((tmp_path / "summary.json").read_text())
     keys = {"scenario", "defence", "attack_share", "legit_throughput_ratio", "legit_p99_ratio", "wrong_action"}
     assert s["runs"] and all(keys <= set(run) for run in s["runs"])
-    assert {r["defence"] for r in s["runs"]} >= {"none", "shed+bound"}
+    assert {r["defence"] for r in s["runs"]} >= {"none", "shed+bound", "shed+scan"}
     assert {r["scenario"] for r in s["runs"]} == {"acl", "upf", "upf-p4"}
     assert all(r["wrong_action"] == 0 for r in s["runs"])
     for name in ("acl", "upf", "upf-p4"):
@@ -111,6 +111,13 @@ def test_reproduce_flood_quick(tmp_path):
         assert gate["legit_p99_ratio"] < hit["legit_p99_ratio"]
         assert gate["attack_shed"] > gate["legit_shed"] > 0
         assert gate["legit_drops"] >= gate["legit_shed"]
+    # The UPF program under a scan: its keys come back and pass the first
+    # filter as seen; the second filter (shed+scan) sheds their later misses,
+    # so fewer legitimate misses are shed with them and more PHVs leave.
+    p4 = {r["defence"]: r for r in s["runs"]
+          if r["scenario"] == "upf-p4" and r["kind"] == "scan" and r["attack_share"] == 0.3}
+    assert p4["shed+scan"]["legit_throughput_ratio"] > p4["shed+bound"]["legit_throughput_ratio"], p4
+    assert p4["shed+scan"]["legit_shed"] < p4["shed+bound"]["legit_shed"]
     assert (tmp_path / "flood.png").stat().st_size > 0 and (tmp_path / "flood.csv").exists()
     # The closed loop under a flood aimed at one table: without the guard the
     # optimizer gives the flooded table more PMUs; with it, the table whose

@@ -224,7 +224,10 @@ def test_the_admit_profiles_reach_clears_refusals_and_back_to_back_repeats():
 #: RTL mutants of the doorkeeper, each of which the co-simulation must catch.
 ADMIT_MUTANTS = {
     "the last write is not forwarded to the next read": (
-        "wire b0 = a_b0 || (w_rec && (a_h0 == w_h0 || a_h0 == w_h1));", "wire b0 = a_b0;"),
+        "wire b0 = (older && (a_b0 || fv0)) || fw0;", "wire b0 = older && (a_b0 || fv0);"),
+    "the write before last is not forwarded": (
+        "wire b1 = (older && (a_b1 || fv1)) || fw1;", "wire b1 = (older && a_b1) || fw1;"),
+    "a clear by the write before last is not forwarded": ("wire older = !v_clear;", "wire older = 1'b1;"),
     "a clear is not forwarded": ("wire contains = !w_clear && b0 && b1;", "wire contains = b0 && b1;"),
     "the filter clears a record late": ("wire clear = rec && recorded == RESET_AFTER - 1;",
                                         "wire clear = rec && recorded == RESET_AFTER;"),

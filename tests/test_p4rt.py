@@ -840,7 +840,7 @@ def test_serve_sim_optimizer_moves_pmus_to_the_loaded_table(tmp_path):
     optimizer's allocation gives the loaded table more PMUs than the other,
     before and after the shift, and PMUs moved; every period has a solve time
     and the solver's objective. A finsy write still goes to the simulator."""
-    from synapse_vmt.p4rt.simopt import OptConfig
+    from synapse_vmt.opt.simopt import OptConfig
     from synapse_vmt.scenario import load
 
     prog = _two_acl_prog(tmp_path)
@@ -1008,7 +1008,7 @@ def test_serve_optimizer_loop_fast_and_highs_agree(tmp_path):
     scenario's static even split (the figures of docs/explanation/perf-control-plane.md)."""
     import numpy as np
 
-    from synapse_vmt.p4rt.simopt import OptConfig, ServeOptimizer, calibrate
+    from synapse_vmt.opt.simopt import OptConfig, ServeOptimizer, calibrate
     from synapse_vmt.scenario import load
     from synapse_vmt.sim import Simulation
 

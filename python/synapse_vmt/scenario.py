@@ -298,6 +298,10 @@ class Admission(_Model):
                "before (TinyLFU's doorkeeper, a Bloom filter per PMU).")
     bits_per_entry: int = F(32, "Doorkeeper filter bits per CAM entry.", "bits", ge=1, le=1024)
     reset_factor: int = F(4, "Keys recorded per CAM entry before the doorkeeper is cleared.", ge=1, le=1024)
+    repeats: bool = F(False, "A second filter of the keys that missed twice since the last clear: the shed gate "
+                             "sheds a key's later misses too (a scan's keys, which the CAM cannot keep).")
+    judge_backlog: int = F(0, "The doorkeeper judges fills only while the ELU holds at least this many misses; "
+                              "below, every fill is cached (plain LRU). 0: always.", "misses", ge=0)
 
 
 class Defence(_Model):

@@ -74,7 +74,7 @@ def serve(program: str, p4info: str | None, listen: str, device_id: int, cert: s
         scn = load(None if scenario == "default" else scenario)
     opt = None
     if scn is not None and not isinstance(scn, dict) and not no_optimizer:
-        from synapse_vmt.p4rt.simopt import OptConfig
+        from synapse_vmt.opt.simopt import OptConfig
 
         opt = OptConfig(period_ns=opt_period_ns, solver=opt_solver)
     # SIGTERM before the server is up (a slow start: a simulator to build) stops it cleanly too;

@@ -32,7 +32,7 @@ from typing import Any
 from synapse_vmt.report import save_png, write_json, write_rows
 from synapse_vmt.scenario import Scenario
 
-DEFENCES = ["none", "doorkeeper", "slru", "ratelimit", "doorkeeper+ratelimit", "shed", "shed+bound"]
+DEFENCES = ["none", "doorkeeper", "slru", "ratelimit", "doorkeeper+ratelimit", "shed", "shed+bound", "shed+scan"]
 #: Segmented LRU's protected share of a CAM (``[defence] slru_protected``):
 #: the usual 80 % (Karedla et al.; TinyLFU's W-TinyLFU main cache).
 SLRU_PROTECTED = 0.8
@@ -43,12 +43,25 @@ SCENARIOS = ["acl", "upf"]
 #: key then never waits for a slot), every key at twice that.
 SHED_BACKLOG = 8
 SHED_ALL_BACKLOG = 16
+#: The doorkeeper judges fills only while the ELU holds its lookup slots'
+#: worth of misses (``admission.judge_backlog``): with no attack the ELU is
+#: rarely that busy, so new flows' keys are cached at first sight.
+JUDGE_BACKLOG = 8
+#: ``shed+scan``, the scan-resistant gate: the doorkeeper's second filter
+#: (``admission.repeats``: a key's misses after its second in a window are
+#: shed under load, so a scan the CAM cannot hold costs one ELU walk per key
+#: per window), segmented LRU with half of each CAM protected (a scan's
+#: keys evict each other in probation), the first-time threshold at 12 (the
+#: scan no longer fills the ELU, so fewer new legitimate flows need shedding)
+#: and the bound at 16.
+SCAN_SHED_BACKLOG = 12
+SCAN_SLRU_PROTECTED = 0.5
 
 
 def plan(quick: bool) -> dict[str, Any]:
     if quick:
         return {"duration": 300_000.0, "flows": 360, "flow_duration": 250_000.0, "shares": [0.0, 0.3],
-                "defences": ["none", "shed+bound"], "kinds": ["random"], "scenarios": SCENARIOS}
+                "defences": ["none", "shed+bound", "shed+scan"], "kinds": ["random"], "scenarios": SCENARIOS}
     return {"duration": 1_000_000.0, "flows": 1_200, "flow_duration": 250_000.0,
             "shares": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5], "defences": DEFENCES, "kinds": KINDS, "scenarios": SCENARIOS}
 
@@ -81,6 +94,8 @@ def defence_table(defence: str, limit_mpps: float) -> dict[str, Any]:
     dfn: dict[str, Any] = {}
     if "doorkeeper" in defence or "shed" in defence:
         dfn["admission"] = {"policy": "doorkeeper"}
+    if "doorkeeper" in defence or defence == "shed+scan":
+        dfn["admission"]["judge_backlog"] = JUDGE_BACKLOG
     if "ratelimit" in defence:
         dfn["miss_rate_mpps"] = limit_mpps
         dfn["miss_burst"] = 64
@@ -90,6 +105,10 @@ def defence_table(defence: str, limit_mpps: float) -> dict[str, Any]:
         dfn["shed_all_backlog"] = SHED_ALL_BACKLOG
     if defence == "slru":
         dfn["slru_protected"] = SLRU_PROTECTED
+    if defence == "shed+scan":
+        dfn["admission"]["repeats"] = True
+        dfn.update(shed_backlog=SCAN_SHED_BACKLOG, shed_all_backlog=SHED_ALL_BACKLOG,
+                   slru_protected=SCAN_SLRU_PROTECTED)
     return dfn
 
 
@@ -126,14 +145,14 @@ def run_point(scn: Scenario) -> dict[str, Any]:
 #: The attacker forges the uplink's GTP-U frames to the UPF's N3 address
 #: (kept) with random TEIDs and UE addresses, and downlink frames to random
 #: UE addresses (``[attack] keep = ["uplink:ipv4.dst"]``).
-P4_DEFENCES = ["none", "doorkeeper", "slru", "shed", "shed+bound"]
+P4_DEFENCES = ["none", "doorkeeper", "slru", "shed", "shed+bound", "shed+scan"]
 P4_ATTACK = {"keep": ["uplink:ipv4.dst"]}
 
 
 def p4_plan(quick: bool) -> dict[str, Any]:
     if quick:
         return {"duration": 300_000.0, "flows": 1_000, "sessions": 1_000, "pmus": 16, "shares": [0.0, 0.3],
-                "defences": ["none", "shed+bound"], "kinds": ["random"]}
+                "defences": ["none", "shed+bound", "shed+scan"], "kinds": ["random", "scan"]}
     return {"duration": 1_000_000.0, "flows": 2_000, "sessions": 1_000, "pmus": 16,
             "shares": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5], "defences": P4_DEFENCES, "kinds": KINDS}
 
@@ -274,7 +293,7 @@ def control_study(quick: bool, seed: int = 1, progress=None) -> dict[str, Any]:
     "Optimizer guard"). The capacity models are calibrated on the
     attack-free scenario (``synapse serve``'s calibration); ratios are
     against the same loop with no attack."""
-    from synapse_vmt.p4rt.simopt import OptConfig, calibrate
+    from synapse_vmt.opt.simopt import OptConfig, calibrate
 
     c = control_plan(quick)
     oc = OptConfig(cal_counts=c["cal_counts"], cal_scales=c["cal_scales"], cal_ns=c["cal_ns"])

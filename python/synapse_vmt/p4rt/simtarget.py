@@ -16,7 +16,7 @@ after it.
 
 With ``optimizer`` (``simopt.OptConfig``) the runtime optimizer runs in the
 same thread: slices end at its period ends, and each period's counters go to
-``opt.Controller`` which re-assigns PMUs (``simopt.py``).
+``opt.Controller`` which re-assigns PMUs (``opt/simopt.py``).
 
 Positions: the P4Runtime entries sit above the scenario's initial rules, in
 P4 match order (ternary/range: higher priority first; lpm: longer prefixes
@@ -94,7 +94,7 @@ class SimTarget:
         # assignment stays). Calibrated before the clock starts.
         self.opt = None
         if optimizer is not None:
-            from synapse_vmt.p4rt.simopt import ServeOptimizer
+            from synapse_vmt.opt.simopt import ServeOptimizer
 
             self.opt = ServeOptimizer(self.sim, scenario, optimizer, calibrated)
         self.slice_ns, self.period_s = slice_ns, period_s

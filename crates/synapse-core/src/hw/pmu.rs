@@ -515,7 +515,7 @@ impl<const N: usize> Pmu<N> {
         let drop = (all_at > 0 && backlog >= all_at as usize)
             || (first_at > 0
                 && backlog >= first_at as usize
-                && self.admit.as_mut().is_some_and(|d| !d.seen(&head.key)));
+                && self.admit.as_mut().is_some_and(|d| !d.passes(&head.key)));
         if !drop {
             return false;
         }

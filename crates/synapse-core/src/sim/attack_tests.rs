@@ -142,3 +142,21 @@ fn class_arrivals_are_held_only_while_in_flight() {
         assert!(inv.created > 10 * inv.in_flight);
     }
 }
+
+/// The shed gate's second filter (`admission.repeats`) under a scan of
+/// 1.1 × the PMU entries: the scan's keys come back, pass the first filter
+/// as seen and, without it, reach the ELU at every lap; with it each key's
+/// misses after its second are shed, so the ELU walks fewer misses and
+/// sheds fewer legitimate ones, and more legitimate PHVs leave.
+#[test]
+fn repeats_filter_sheds_a_scans_returning_keys() {
+    let dk = admit::Config { policy: admit::Policy::Doorkeeper, ..Default::default() };
+    let gate = config::Defence { admission: dk.clone(), shed_backlog: 8, shed_all_backlog: 16, ..Default::default() };
+    let rep = config::Defence { admission: admit::Config { repeats: true, ..dk }, ..gate.clone() };
+    let a = run(attack(Kind::Scan, 0.3), gate);
+    let b = run(attack(Kind::Scan, 0.3), rep);
+    let ([la, aa], [lb, ab]) = (a.class_summary().unwrap(), b.class_summary().unwrap());
+    assert!(ab.shed > aa.shed, "attack shed {} vs {}", ab.shed, aa.shed);
+    assert!(b.totals()[0].elu_requests < a.totals()[0].elu_requests);
+    assert!(lb.shed < la.shed && lb.exited > la.exited, "{lb:?} vs {la:?}");
+}

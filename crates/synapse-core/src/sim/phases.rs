@@ -17,6 +17,10 @@ impl<const N: usize> Simulator<N> {
                     // A reply walked before a rule update's swap must not
                     // fill the CAM (updates.rs).
                     if self.updates.is_none() || self.fill_allowed(&miss, action, self.elu.commits - 1) {
+                        // The doorkeeper's `judge_backlog`: the ELU's backlog, broadcast.
+                        if let Some(d) = self.pmus[p as usize].admit.as_mut().filter(|d| d.needs_backlog()) {
+                            d.backlog = self.elu.backlog();
+                        }
                         self.pmus[p as usize].fill(&miss, action);
                         if let Some(r) = self.rec.as_deref_mut() { r.fill(p as usize, now, &miss, action) }
                     } else {

@@ -14,12 +14,16 @@
 // Recording sets both bits and counts; the RESET_AFTER-th record clears the
 // whole filter (TinyLFU's sample period) instead.
 //
-// Two stages, so no path crosses the 2^LOG:1 read and the write decode:
+// Three stages, so no path crosses two of: the 2^LOG:1 read, the decision
+// (forwarding compares, the record count) and the write decode:
 //   A: read the two bits (registered with the operation);
-//   B: the answer, with the previous operation's write forwarded (it landed
-//      after A read), and this operation's write.
+//   B: the answer, with the writes of the two previous operations forwarded
+//      (neither had landed when A read), and this operation's write decision
+//      (registered);
+//   C: the write, decoded from registered addresses.
 // The answer (ans_valid, ans_yes, ans_clear) is registered: an operation
-// presented in cycle t is answered in cycle t + 2.
+// presented in cycle t is answered in cycle t + 2 (the write lands at the end
+// of t + 2, which forwarding hides).
 `timescale 1ns / 1ps
 
 module synapse_admit #(
@@ -45,14 +49,25 @@ module synapse_admit #(
     reg           a_full;
     reg [LOG-1:0] a_h0, a_h1;
     reg           a_b0, a_b1;
-    // The write stage B made last cycle (after stage A read this operation's bits).
+    // Stage C: the write decided by stage B last cycle (the previous
+    // operation's), landing at the end of this cycle ...
     reg           w_rec, w_clear;
     reg [LOG-1:0] w_h0, w_h1;
+    // ... and the one before it (landed at the end of last cycle, after
+    // stage A read this operation's bits).
+    reg           v_rec, v_clear;
+    reg [LOG-1:0] v_h0, v_h1;
 
-    // Stage B.
-    wire b0 = a_b0 || (w_rec && (a_h0 == w_h0 || a_h0 == w_h1));
-    wire b1 = a_b1 || (w_rec && (a_h1 == w_h0 || a_h1 == w_h1));
-    wire contains = !w_clear && b0 && b1;  // a clear last cycle: the bits read are gone
+    // Stage B. A clear in either pending write erases the bits read; a
+    // clear by the older one leaves only the newer one's record.
+    wire fw0 = w_rec && (a_h0 == w_h0 || a_h0 == w_h1);
+    wire fw1 = w_rec && (a_h1 == w_h0 || a_h1 == w_h1);
+    wire fv0 = v_rec && (a_h0 == v_h0 || a_h0 == v_h1);
+    wire fv1 = v_rec && (a_h1 == v_h0 || a_h1 == v_h1);
+    wire older = !v_clear;  // the bits read and the older record still stand
+    wire b0 = (older && (a_b0 || fv0)) || fw0;
+    wire b1 = (older && (a_b1 || fv1)) || fw1;
+    wire contains = !w_clear && b0 && b1;
     wire rec = (a_op == 2'd2 || (a_op == 2'd1 && a_full)) && !contains;
     wire clear = rec && recorded == RESET_AFTER - 1;
 
@@ -63,31 +78,40 @@ module synapse_admit #(
             a_op <= 2'd0;
             w_rec <= 1'b0;
             w_clear <= 1'b0;
+            v_rec <= 1'b0;
+            v_clear <= 1'b0;
             ans_valid <= 1'b0;
             ans_yes <= 1'b0;
             ans_clear <= 1'b0;
         end else begin
+            // A
             a_op <= op;
             a_full <= full;
             a_h0 <= h0;
             a_h1 <= h1;
             a_b0 <= bits[h0];
             a_b1 <= bits[h1];
-            if (clear) begin
-                bits <= 0;
-                recorded <= 0;
-            end else if (rec) begin
-                bits[a_h0] <= 1'b1;
-                bits[a_h1] <= 1'b1;
-                recorded <= recorded + 1'b1;
-            end
-            w_rec <= rec;
+            // B: the decision and the count
+            if (clear) recorded <= 0;
+            else if (rec) recorded <= recorded + 1'b1;
+            w_rec <= rec && !clear;
             w_clear <= clear;
             w_h0 <= a_h0;
             w_h1 <= a_h1;
+            v_rec <= w_rec;
+            v_clear <= w_clear;
+            v_h0 <= w_h0;
+            v_h1 <= w_h1;
             ans_valid <= a_op != 2'd0;
             ans_yes <= a_op == 2'd2 ? contains : (a_op == 2'd1 && (!a_full || contains));
             ans_clear <= clear;
+            // C: the write
+            if (w_clear) begin
+                bits <= 0;
+            end else if (w_rec) begin
+                bits[w_h0] <= 1'b1;
+                bits[w_h1] <= 1'b1;
+            end
         end
     end
 endmodule
