@@ -272,6 +272,8 @@ class Fast(_Model):
     max_windows: int = F(32, "ELU windows at most (a long run samples a smaller share of its time).", ge=1)
     backlog_limit_ns: float = F(1_000.0, "Mean ELU backlog after a window's measured part beyond which the run is "
                                          "flagged overloaded (beyond the fast mode's model).", "ns", gt=0.0)
+    elephant_packets: int = F(32, "A sampled flow of at least this many packets is a large flow: its hits in the "
+                                  "miniature caches are counted, not looked up one by one (0: none is).", ge=0)
 
 
 class Attack(_Model):

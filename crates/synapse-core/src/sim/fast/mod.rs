@@ -99,6 +99,9 @@ pub struct FastConfig {
     pub max_windows: u32,
     /// A mean ELU backlog beyond this (ns) flags the run as overloaded.
     pub backlog_limit_ns: f64,
+    /// A sampled flow of at least this many packets is a *large flow*: its
+    /// hits are counted, not looked up one by one (0: none is).
+    pub elephant_packets: u32,
 }
 
 impl Default for FastConfig {
@@ -114,6 +117,7 @@ impl Default for FastConfig {
             min_entries: 16,
             max_windows: 32,
             backlog_limit_ns: 1_000.0,
+            elephant_packets: 32,
         }
     }
 }
@@ -169,7 +173,8 @@ pub struct FastReport {
     pub flows: u64,
     pub sampled_flows: u64,
     pub rate: f64,
-    /// References simulated (sampled keys' lookups).
+    /// References looked up (sampled keys' lookups; a large flow's hits
+    /// are counted, not looked up).
     pub sampled_refs: u64,
     /// ELU windows simulated and the misses they measured.
     pub elu_windows: u64,
@@ -260,6 +265,41 @@ struct Ref {
     flow: u32,
     /// Its hop on its route (routed).
     hop: u16,
+    /// A large flow's reference: already counted (`Elephants`).
+    counted: bool,
+}
+
+/// The large flows' references (CFG traffic), per stream (a sampled flow
+/// of at least `elephant_packets` packets at one table whose key is its
+/// own). Their heavy skew made them most of the sampled references, and
+/// nearly all are hits: a large flow's gaps are far shorter than the time
+/// its PMU takes to see `block_size` other keys. So a stream's references
+/// are counted once (arrivals, windows), and only those whose answer is
+/// not known go through the loop as events: the first ones, up to the
+/// first hit (a miss, and the misses while it is filled), and the first
+/// one after an eviction. Between them, every reference hits; the cache
+/// learns of them only when the key would be evicted (`MiniCaches::fill`
+/// asks for its last reference before then), so it evicts what it would
+/// with every reference looked up. A fill is taken to happen at the
+/// lookup point the loop applies it at (as for every key).
+struct Elephants {
+    table: Vec<u16>,
+    key: Vec<u32>,
+    flow: Vec<u32>,
+    /// Per stream: its references' cycles, in order.
+    times: Vec<Vec<Cycle>>,
+    /// Per stream: the next reference not accounted for by an event.
+    next: Vec<usize>,
+    /// Per stream: cached and hitting from `next` on, with no event pending.
+    bulk: Vec<bool>,
+    /// Per table, per key id: its stream (u32::MAX: none).
+    of_key: Vec<Vec<u32>>,
+}
+
+/// A cache stamp: the lookup point's cycle, then the order of touches.
+#[inline]
+fn stamp(c: Cycle, seq: u64) -> u128 {
+    ((c as u128) << 64) | seq as u128
 }
 
 /// What the fast mode knows of one sampled key of a table.
@@ -391,6 +431,9 @@ impl<const N: usize> Simulator<N> {
         let mut key_id: Vec<HashMap<Key<N>, u32>> = vec![HashMap::new(); nt];
         let mut keys: Vec<Vec<Key<N>>> = vec![Vec::new(); nt];
         let mut info: Vec<Vec<KeyInfo>> = vec![Vec::new(); nt];
+        // The walks memoised from here on: the windows' ELU walks the same keys.
+        let (walkers, handles): (Vec<Box<dyn MemoryWalk<N> + Send>>, Vec<_>) =
+            std::mem::take(&mut self.walkers).into_iter().map(Memo::wrap).unzip();
         let mut hbm0 = Hbm::new(self.config.hbm.clone());
         let mut base = 0;
         let mut scratch = Vec::new();
@@ -404,7 +447,7 @@ impl<const N: usize> Simulator<N> {
                 keys[t].push(k);
                 let pmu = tb.vmu.route_index(tb.lut_index[ix] as usize);
                 let slot = slots[t].get(&pmu).copied().unwrap_or(u16::MAX);
-                let fill = unloaded_fill(self.walkers[t].as_ref(), &k, &mut hbm0, clock, tau, elu_lat, &mut base, &mut scratch);
+                let fill = unloaded_fill(walkers[t].as_ref(), &k, &mut hbm0, clock, tau, elu_lat, &mut base, &mut scratch);
                 let bytes = scratch.iter().map(|a| hbm0.charged(a.bytes)).sum();
                 info[t].push(KeyInfo { slot, pmu, fill, bytes });
             }
@@ -462,13 +505,40 @@ impl<const N: usize> Simulator<N> {
                 // The first hop; each next one is sent when the PHV leaves
                 // the last (after its answer: a miss holds it until filled).
                 if let Some(&(tb, id)) = flow_hops[si as usize].first() {
-                    refs.push(Ref { c, table: tb, key: id, flow: si, hop: 0 });
+                    refs.push(Ref { c, table: tb, key: id, flow: si, hop: 0, counted: false });
+                }
+            }
+        }
+        // The large flows' streams (CFG only: a routed table shares keys).
+        let mut el = Elephants { table: vec![], key: vec![], flow: vec![], times: vec![], next: vec![], bulk: vec![], of_key: keys.iter().map(|k| vec![u32::MAX; k.len()]).collect() };
+        let mut el_entry = vec![0.0f64; nt];
+        let mut el_stream: Vec<u32> = vec![u32::MAX; nt];
+        let el_min = fc.elephant_packets as u64;
+        let mut users: Vec<Vec<u32>> = keys.iter().map(|k| vec![0; k.len()]).collect();
+        if given.is_none() && el_min > 0 && block > 0 {
+            for fk in flow_key.iter().enumerate() {
+                for &k in fk.1 {
+                    users[fk.0][k as usize] += 1;
                 }
             }
         }
         for (si, &f) in sampled.iter().enumerate() {
             if given.is_some() {
                 break;
+            }
+            el_stream.iter_mut().for_each(|x| *x = u32::MAX);
+            if el_min > 0 && block > 0 && packets[f as usize] >= el_min {
+                for t in 0..nt {
+                    let k = flow_key[t][si];
+                    if users[t][k as usize] == 1 && info[t][k as usize].slot != u16::MAX {
+                        el_stream[t] = el.times.len() as u32;
+                        el.of_key[t][k as usize] = el_stream[t];
+                        el.table.push(t as u16);
+                        el.key.push(k);
+                        el.flow.push(si as u32);
+                        el.times.push(Vec::new());
+                    }
+                }
             }
             let n = packets[f as usize].max(1);
             let gap = fd_ps[f as usize] / n as f64;
@@ -489,7 +559,13 @@ impl<const N: usize> Simulator<N> {
                 };
                 let mut hop = 0;
                 loop {
-                    refs.push(Ref { c: c + hop * hop_gap, table: tb, key: flow_key[tb as usize][si], flow: si as u32, hop: hop as u16 });
+                    match el_stream[tb as usize] {
+                        u32::MAX => refs.push(Ref { c: c + hop * hop_gap, table: tb, key: flow_key[tb as usize][si], flow: si as u32, hop: hop as u16, counted: false }),
+                        e => {
+                            el.times[e as usize].push(c + hop * hop_gap);
+                            el_entry[tb as usize] += (hop == 0) as u8 as f64;
+                        }
+                    }
                     if !self.cfg.has_out(tb) {
                         break;
                     }
@@ -501,6 +577,12 @@ impl<const N: usize> Simulator<N> {
                 }
             }
         }
+        for t in el.times.iter_mut() {
+            t.sort_unstable();
+        }
+        el.next = vec![0; el.times.len()];
+        el.bulk = vec![false; el.times.len()];
+        drop(users);
         // (cycle, table, flow) packed in one integer: one comparison a step.
         refs.sort_unstable_by_key(|r| ((r.c as u128) << 64) | ((r.table as u128) << 32) | r.flow as u128);
         // 4. Donors: each flow not sampled borrows the misses of the last
@@ -558,8 +640,6 @@ impl<const N: usize> Simulator<N> {
         let in_span = |c: Cycle| win_of(c).is_some_and(|(_, ph)| ph < span);
         let in_measure = |c: Cycle| win_of(c).is_some_and(|(_, ph)| ph >= warm && ph < warm + meas);
         // 6. The run: sampled references in time order, the windows beside.
-        let (walkers, handles): (Vec<Box<dyn MemoryWalk<N> + Send>>, Vec<_>) =
-            std::mem::take(&mut self.walkers).into_iter().map(Memo::wrap).unzip();
         let cap = ((block as f64 * rate).round() as u32).max(1);
         let mut caches: Vec<MiniCaches> = (0..nt).map(|t| MiniCaches::new(keys[t].len(), self.tables[t].members.len(), if block == 0 { 0 } else { cap })).collect();
         let mut fills: BinaryHeap<Reverse<(Cycle, u16, u32)>> = BinaryHeap::new();
@@ -600,6 +680,29 @@ impl<const N: usize> Simulator<N> {
         let mut flow_miss = vec![vec![0.0f64; sampled.len()]; nt];
         let period_ix = |c: Cycle| -> usize { win_of(c).map_or(0, |(k, _)| k as usize + 1) };
         let mut ri = 0;
+        // The large flows' references, counted once; per ELU window, their
+        // references in its measured part. Each stream's first reference
+        // is its first event (by lookup cycle).
+        let mut el_meas: Vec<Vec<f64>> = vec![vec![0.0; nt]; n_periods];
+        let mut el_events: BinaryHeap<Reverse<(Cycle, u32)>> = BinaryHeap::new();
+        for e in 0..el.times.len() {
+            let (t, g) = (el.table[e] as usize, group_of[el.flow[e] as usize] as usize);
+            gstats[t][g].refs += el.times[e].len() as f64;
+            for &c in &el.times[e] {
+                win_refs[t][((c / stat_win) as usize).min(n_stat - 1)] += w;
+                if in_measure(c) {
+                    el_meas[period_ix(c).min(n_periods - 1)][t] += w;
+                }
+            }
+            if let Some(&c) = el.times[e].first() {
+                el_events.push(Reverse((c + vmu_lat, e as u32)));
+            }
+        }
+        for t in 0..nt {
+            entry_refs[t] += el_entry[t];
+        }
+        let mut seq = 0u64;
+        let mut el_looked = 0u64;
         // Routed: the PHVs' next hops, by request cycle (sampled flow, hop).
         let mut later: BinaryHeap<Reverse<(Cycle, u32, u16)>> = BinaryHeap::new();
         macro_rules! next_hop {
@@ -626,6 +729,9 @@ impl<const N: usize> Simulator<N> {
                     }
                 }
                 let ms = offset + k * period + warm;
+                if let Some(v) = el_meas.get(k as usize + 1) {
+                    measure_refs.iter_mut().zip(v).for_each(|(a, b)| *a += b);
+                }
                 window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
                 lags.extend(window_lag(&window_misses, ms + meas));
                 served.push(window_served(&window_misses, ms, ms + meas));
@@ -634,9 +740,10 @@ impl<const N: usize> Simulator<N> {
         loop {
             let next_ref = [refs.get(ri).map(|r| r.c), later.peek().map(|Reverse((c, _, _))| *c)].into_iter().flatten().min().map(|c| c + vmu_lat);
             let next_rep = replicas.peek().map(|Reverse((c, _))| *c);
-            // The next point the loop must reach: a lookup, or a replica
-            // to send (both at most `until`).
-            let Some(lk) = [next_ref, next_rep].into_iter().flatten().min() else { break };
+            let next_el = el_events.peek().map(|Reverse((c, _))| *c);
+            // The next point the loop must reach: a lookup (of a reference
+            // or a large flow's event), or a replica to send.
+            let Some(lk) = [next_ref, next_rep, next_el].into_iter().flatten().min() else { break };
             // An older window still draining when the next one starts
             // finishes alone first.
             if let Some((k, _)) = window.as_ref() {
@@ -703,7 +810,35 @@ impl<const N: usize> Simulator<N> {
             for &(_, t, k) in &due {
                 let ki = info[t as usize][k as usize];
                 if ki.slot != u16::MAX {
-                    caches[t as usize].fill(ki.slot as usize, k);
+                    let tu = t as usize;
+                    seq += 1;
+                    // A large flow's last reference before `lk`, if its
+                    // hits were not looked up (`Elephants`).
+                    let (elr, of) = (&el, &el.of_key[tu]);
+                    let mut touched = |v: u32| -> Option<u128> {
+                        let e = of[v as usize];
+                        if e == u32::MAX || !elr.bulk[e as usize] {
+                            return None;
+                        }
+                        let ts = &elr.times[e as usize][elr.next[e as usize]..];
+                        let j = ts.partition_point(|&c| c + vmu_lat < lk);
+                        (j > 0).then(|| stamp(ts[j - 1] + vmu_lat, u64::MAX))
+                    };
+                    let gone = caches[tu].fill(ki.slot as usize, k, stamp(lk, seq), &mut touched);
+                    if let Some(v) = gone {
+                        let e = el.of_key[tu][v as usize];
+                        if e != u32::MAX && el.bulk[e as usize] {
+                            // Its references before `lk` hit; the next one misses.
+                            let e = e as usize;
+                            let from = el.next[e];
+                            let j = from + el.times[e][from..].partition_point(|&c| c + vmu_lat < lk);
+                            el.bulk[e] = false;
+                            el.next[e] = j;
+                            if let Some(&c) = el.times[e].get(j) {
+                                el_events.push(Reverse((c + vmu_lat, e as u32)));
+                            }
+                        }
+                    }
                 }
             }
             if closed {
@@ -721,6 +856,9 @@ impl<const N: usize> Simulator<N> {
                     }
                 }
                 let ms = offset + k * period + warm;
+                if let Some(v) = el_meas.get(k as usize + 1) {
+                    measure_refs.iter_mut().zip(v).for_each(|(a, b)| *a += b);
+                }
                 window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
                 lags.extend(window_lag(&window_misses, ms + meas));
                 served.push(window_served(&window_misses, ms, ms + meas));
@@ -741,9 +879,21 @@ impl<const N: usize> Simulator<N> {
                 }
                 later.pop();
                 let (tb, id) = flow_hops[si as usize][h as usize];
-                batch.push(Ref { c, table: tb, key: id, flow: si, hop: h });
+                batch.push(Ref { c, table: tb, key: id, flow: si, hop: h, counted: false });
             }
-            if !later.is_empty() || given.is_some() {
+            let mut mixed = false;
+            while let Some(&Reverse((c, e))) = el_events.peek() {
+                if c != lk {
+                    break;
+                }
+                el_events.pop();
+                let e = e as usize;
+                let rc = el.times[e][el.next[e]];
+                batch.push(Ref { c: rc, table: el.table[e], key: el.key[e], flow: el.flow[e], hop: 0, counted: true });
+                mixed = true;
+                el_looked += 1;
+            }
+            if !later.is_empty() || given.is_some() || mixed {
                 batch.sort_unstable_by_key(|r| (r.table, r.flow));
             }
             for r in batch.iter() {
@@ -751,13 +901,28 @@ impl<const N: usize> Simulator<N> {
                 let t = r.table as usize;
                 let g = group_of[r.flow as usize] as usize;
                 let sw = (r.c / stat_win) as usize;
-                gstats[t][g].refs += 1.0;
-                entry_refs[t] += (r.hop == 0) as u8 as f64;
-                win_refs[t][sw.min(n_stat - 1)] += w;
-                if in_measure(r.c) {
-                    measure_refs[t] += w;
+                if !r.counted {
+                    gstats[t][g].refs += 1.0;
+                    entry_refs[t] += (r.hop == 0) as u8 as f64;
+                    win_refs[t][sw.min(n_stat - 1)] += w;
+                    if in_measure(r.c) {
+                        measure_refs[t] += w;
+                    }
                 }
-                let hit = ki.slot != u16::MAX && caches[t].lookup(ki.slot as usize, r.key);
+                seq += 1;
+                let hit = ki.slot != u16::MAX && caches[t].lookup(ki.slot as usize, r.key, stamp(lk, seq));
+                if r.counted {
+                    // A large flow's event: a hit starts its run of hits;
+                    // after a miss, its next reference is the next event.
+                    let e = el.of_key[t][r.key as usize] as usize;
+                    el.next[e] += 1;
+                    el.bulk[e] = hit;
+                    if !hit {
+                        if let Some(&c) = el.times[e].get(el.next[e]) {
+                            el_events.push(Reverse((c + vmu_lat, e as u32)));
+                        }
+                    }
+                }
                 if hit {
                     next_hop!(r.flow, r.hop, r.c + hop_gap);
                     continue;
@@ -979,7 +1144,7 @@ impl<const N: usize> Simulator<N> {
             flows: flows as u64,
             sampled_flows: sampled.len() as u64,
             rate,
-            sampled_refs: refs.len() as u64,
+            sampled_refs: refs.len() as u64 + el_looked,
             elu_windows,
             measured_misses: measured,
             backlog_ns,
