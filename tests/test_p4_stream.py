@@ -330,3 +330,17 @@ def test_arrivals_held_do_not_grow_with_the_capture(tmp_path):
         assert s["packets"] == n
         got[n] = s["stream"]["pending_peak"]
     assert got[2000] == got[8000] and 0 < got[2000] <= 1001
+
+
+def test_bench_end_to_end_reports_stages_within_the_process_cpu(tmp_path):
+    """`bench p4 --end-to-end --json`: the per-stage CPU seconds are parts of
+    the process's CPU time (each measured on its own thread), and the
+    two-core bound is the busier thread's share, at most their sum."""
+    r = CliRunner().invoke(main, ["bench", "p4", str(ROUTER), "--entries", str(ROUTER_ENT), "--pcap",
+                                  str(DATA / "router.pcap"), "--end-to-end", "--json", "--rate-mpps", "2", "--pmus", "4"])
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.output)
+    st = rec["stages_cpu_s"]
+    assert rec["threads"] == 2 and all(v >= 0 for v in st.values())
+    assert sum(st.values()) <= rec["cpu_s"] * 1.01 + 0.01
+    assert max(st["simulate"], st["execute"]) <= rec["two_core_bound_s"] <= sum(st.values()) + 1e-9
