@@ -1504,13 +1504,16 @@ def test_table_size_option_raises_the_p4_size(prog):
         assert r.exit_code == 2 and why in r.output and len(r.output.strip().splitlines()) == 1, r.output
 
 
-def test_bench_p4rt_reports_rates_and_checks_the_inserts_landed():
+@pytest.mark.parametrize("client", [None, "python"])
+def test_bench_p4rt_reports_rates_and_checks_the_inserts_landed(client):
     r = CliRunner().invoke(main, ["bench", "p4rt", "--p4", str(Path(__file__).parent / "data" / "p4" / "router.json"),
-                                  "--entries", "300", "--batch", "100", "--singles", "20", "--json"])
+                                  "--entries", "300", "--batch", "100", "--singles", "20", "--json",
+                                  *(["--client", client] if client else [])])
     assert r.exit_code == 0, r.output
     rec = json.loads(r.output)
     assert rec["table"] == "MyIngress.acl" and rec["entries"] == 300
-    assert rec["transport"] == "rust"
+    assert rec["transport"] == "rust" and rec["client"] == (client or "rust")
+    assert 0 < rec["pipelined_p50_ms"] <= rec["pipelined_p99_ms"]
     assert all(rec[k] > 0 for k in ("batched_inserts_per_s", "batched_deletes_per_s", "single_writes_per_s",
                                     "single_writes_pipelined_per_s"))
     assert 0 < rec["single_p50_ms"] <= rec["single_p99_ms"]

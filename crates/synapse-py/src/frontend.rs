@@ -50,8 +50,8 @@ const CAPABILITIES: &str = "/p4.v1.P4Runtime/Capabilities";
 
 /// Messages as their bytes.
 #[derive(Clone, Copy, Default)]
-struct RawCodec;
-struct Raw;
+pub(crate) struct RawCodec;
+pub(crate) struct Raw;
 
 impl Codec for RawCodec {
     type Encode = Bytes;
@@ -93,6 +93,13 @@ pub struct Call {
     active: Arc<AtomicBool>,
     peer: String,
     reply: Mutex<Option<oneshot::Sender<Answer>>>,
+}
+
+impl Call {
+    /// `is_active()` without a call into Python (the store's apply loop asks it per update).
+    pub(crate) fn active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
 }
 
 #[pymethods]

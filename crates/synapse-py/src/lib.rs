@@ -12,6 +12,7 @@ mod frontend;
 mod hwmodel;
 mod mrc;
 mod p4rt;
+mod p4rtclient;
 mod program;
 mod routed;
 mod rules;
@@ -38,6 +39,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     mrc::register(m)?;
     p4rt::register(m)?;
     frontend::register(m)?;
+    p4rtclient::register(m)?;
     program::register(m)?;
     stream::register(m)?;
     Ok(())

@@ -21,7 +21,8 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use prost::Message;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::intern;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 
 // The parts of p4runtime.proto (p4.v1) the fast path reads. Fields left out
 // are skipped by prost; the Python decoder ignores them too, or (another
@@ -508,7 +509,166 @@ impl WriteDecoder {
     }
 }
 
+/// The table an `apply_items` run writes now (the last one looked up).
+struct Target<'py> {
+    name: Bound<'py, PyAny>,
+    entries: Bound<'py, PyDict>,
+    size: usize,
+    spec_name: String,
+}
+
+/// A `Stored` (store.py) of an entry the fast path took, made without
+/// running Python code: `object.__new__` and its slots set. `decode` must
+/// not refer back to the store (the entry is not tracked for cycles).
+#[allow(clippy::too_many_arguments)]
+fn stored<'py>(
+    cls: &Bound<'py, PyType>,
+    seq: &Bound<'py, PyAny>,
+    packets: &Bound<'py, PyAny>,
+    bytes: &Bound<'py, PyAny>,
+    metadata: &Bound<'py, PyAny>,
+    src: Bound<'py, PyTuple>,
+    decode: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = cls.py();
+    let obj = unsafe {
+        let args = PyTuple::empty_bound(py);
+        Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyType_GenericNew(cls.as_type_ptr(), args.as_ptr(), std::ptr::null_mut()))?
+    };
+    obj.setattr(intern!(py, "seq"), seq)?;
+    obj.setattr(intern!(py, "packets"), packets)?;
+    obj.setattr(intern!(py, "bytes"), bytes)?;
+    obj.setattr(intern!(py, "metadata"), metadata)?;
+    obj.setattr(intern!(py, "src"), src)?;
+    obj.setattr(intern!(py, "decode"), decode)?;
+    obj.setattr(intern!(py, "wire"), py.None())?;
+    // Left out of the cycle collector: it would walk every stored entry
+    // again and again as a table grows (a third of an insert's CPU). Safe
+    // because nothing the entry holds refers back to it (`decode` holds
+    // its server and pipeline weakly: server.py, `_EntryDecoder`).
+    unsafe { pyo3::ffi::PyObject_GC_UnTrack(obj.as_ptr().cast()) };
+    Ok(obj)
+}
+
+/// `TableStore.apply`'s loop over the write decoder's items (store.py), in
+/// one call per Write: for each `(kind, table, key, entry bytes, metadata)`
+/// an insert, modify or delete in `tables[table].entries` (through
+/// `work`: the tables written so far, each a copy when `atomic`), with the
+/// same errors as `TableStore._put`. `seq` is the store's last insertion
+/// number. Before each update, the client gone (`call` inactive, or
+/// `gone(i)` true) fails that update and the rest CANCELLED. Returns
+/// (per update None or (status name, message), anything changed, `seq` after).
+#[pyfunction]
+#[pyo3(signature = (items, tables, work, atomic, seq, stored_cls, decode, call=None, gone=None))]
+#[allow(clippy::too_many_arguments)]
+fn apply_items<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyList>,
+    tables: &Bound<'py, PyDict>,
+    work: &Bound<'py, PyDict>,
+    atomic: bool,
+    mut seq: u64,
+    stored_cls: &Bound<'py, PyType>,
+    decode: &Bound<'py, PyAny>,
+    call: Option<&Bound<'py, crate::frontend::Call>>,
+    gone: Option<&Bound<'py, PyAny>>,
+) -> PyResult<(Bound<'py, PyList>, bool, u64)> {
+    let n = items.len();
+    let errs = PyList::empty_bound(py);
+    let mut changed = false;
+    let mut target: Option<Target<'py>> = None;
+    let zero = 0u64.into_py(py).into_bound(py);
+    let err = |code: &str, msg: String| PyTuple::new_bound(py, [code.into_py(py), msg.into_py(py)]).into_any();
+    for (i, item) in items.iter().enumerate() {
+        let left = match (call, gone) {
+            (Some(c), _) => !c.get().active(),
+            (None, Some(g)) => g.call1((i,))?.is_truthy()?,
+            _ => false,
+        };
+        if left {
+            let e = err("CANCELLED", "not applied: the client went away".into());
+            for _ in i..n {
+                errs.append(&e)?;
+            }
+            break;
+        }
+        let item = item.downcast_into::<PyTuple>()?;
+        let (kind, name, key, raw, meta) = (item.get_item(0)?, item.get_item(1)?, item.get_item(2)?, item.get_item(3)?, item.get_item(4)?);
+        if !target.as_ref().is_some_and(|t| t.name.is(&name) || t.name.eq(&name).unwrap_or(false)) {
+            let t = match work.get_item(&name)? {
+                Some(t) => t,
+                None => match tables.get_item(&name)? {
+                    None => {
+                        errs.append(err("NOT_FOUND", format!("no table {name}")))?;
+                        continue;
+                    }
+                    Some(t) => {
+                        let t = if atomic { t.call_method0(intern!(py, "copy"))? } else { t };
+                        work.set_item(&name, &t)?;
+                        t
+                    }
+                },
+            };
+            target = Some(Target {
+                name: name.clone(),
+                entries: t.getattr(intern!(py, "entries"))?.downcast_into::<PyDict>()?,
+                size: t.getattr(intern!(py, "size"))?.extract()?,
+                spec_name: t.getattr(intern!(py, "spec"))?.getattr(intern!(py, "name"))?.extract()?,
+            });
+        }
+        let t = target.as_ref().expect("set above");
+        let kind_s = kind.downcast::<PyString>()?.to_cow()?;
+        let src = PyTuple::new_bound(py, [&raw, &kind]);
+        match &*kind_s {
+            "insert" => {
+                if t.entries.contains(&key)? {
+                    errs.append(err("ALREADY_EXISTS", format!("{}: an entry with this match and priority exists", t.spec_name)))?;
+                    continue;
+                }
+                if t.entries.len() >= t.size {
+                    errs.append(err("RESOURCE_EXHAUSTED", format!("{}: table full ({} entries)", t.spec_name, t.size)))?;
+                    continue;
+                }
+                seq += 1;
+                let s = stored(stored_cls, &seq.into_py(py).into_bound(py), &zero, &zero, &meta, src, decode)?;
+                t.entries.set_item(&key, s)?;
+            }
+            "modify" => {
+                let Some(old) = t.entries.get_item(&key)? else {
+                    errs.append(err("NOT_FOUND", format!("{}: no entry with this match and priority", t.spec_name)))?;
+                    continue;
+                };
+                let s = stored(
+                    stored_cls,
+                    &old.getattr(intern!(py, "seq"))?,
+                    &old.getattr(intern!(py, "packets"))?,
+                    &old.getattr(intern!(py, "bytes"))?,
+                    &meta,
+                    src,
+                    decode,
+                )?;
+                t.entries.set_item(&key, s)?;
+            }
+            "delete" => {
+                if t.entries.get_item(&key)?.is_none() {
+                    errs.append(err("NOT_FOUND", format!("{}: no entry with this match and priority", t.spec_name)))?;
+                    continue;
+                }
+                t.entries.del_item(&key)?;
+            }
+            other => {
+                errs.append(err("INVALID_ARGUMENT", format!("unknown update {other}")))?;
+                continue;
+            }
+        }
+        errs.append(py.None())?;
+        changed = true;
+    }
+    Ok((errs, changed, seq))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(apply_items, m)?)?;
     m.add_class::<WriteDecoder>()?;
     Ok(())
 }

@@ -200,14 +200,17 @@ def bench_fast(scenario: str | None, overrides: tuple[str, ...], rounds: int, as
               help="single Writes in flight at once in the pipelined phase")
 @click.option("--transport", type=click.Choice(["rust", "grpc"]), default="rust", show_default=True,
               help="the server's --transport")
+@click.option("--client", type=click.Choice(["rust", "python"]), default=None,
+              help="the benchmark's gRPC client: tonic in the extension, or Python's grpcio  [default: rust]")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_p4rt_cmd(program: str, table: str | None, entries: int, batch: int, singles: int, traffic: float,
-                   window: int, transport: str, as_json: bool) -> None:
+                   window: int, transport: str, client: str | None, as_json: bool) -> None:
     """Write throughput of `synapse serve` (its own process, loopback) with a
     raw gRPC client whose requests are serialised before timing."""
     from synapse_vmt.p4rt.bench import bench_p4rt
 
-    rec = bench_p4rt(program, table, entries, batch, singles, traffic=traffic, transport=transport, window=window)
+    rec = bench_p4rt(program, table, entries, batch, singles, traffic=traffic, transport=transport, window=window,
+                     client=client)
     if as_json:
         click.echo(json.dumps(rec))
         return
@@ -215,7 +218,12 @@ def bench_p4rt_cmd(program: str, table: str | None, entries: int, batch: int, si
                f"{rec['batched_deletes_per_s']:,.0f} deletes/s; single Writes {rec['single_writes_per_s']:,.0f}/s "
                f"(p50 {rec['single_p50_ms']:.2f} ms, p99 {rec['single_p99_ms']:.2f} ms), "
                f"{rec['single_writes_pipelined_per_s']:,.0f}/s with {window} in flight; "
-               f"empty RPCs {rec['empty_rpcs_per_s']:,.0f}/s")
+               f"empty RPCs {rec['empty_rpcs_per_s']:,.0f}/s ({rec['client']} client)")
+    if "server_cpu_us_per_insert" in rec:
+        click.echo(f"server CPU per insert {rec['server_cpu_us_per_insert']:.1f} µs, per delete "
+                   f"{rec['server_cpu_us_per_delete']:.1f} µs, per single Write {rec['server_cpu_us_per_single']:.0f} µs "
+                   f"({rec['server_cpu_us_per_pipelined_single']:.0f} µs in flight), per empty RPC "
+                   f"{rec['server_cpu_us_per_empty_rpc']:.0f} µs")
 
 
 def bench_program(program: str, entries_file: str | None, pcap: str, rounds: int = 5, ingress_port: int = 0,

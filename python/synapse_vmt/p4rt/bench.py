@@ -3,8 +3,11 @@
 The server runs in a process of its own (``synapse serve`` on a free
 loopback port), so client and server do not share an interpreter. Every
 request is built and serialised before the clock starts; the client sends
-the bytes through a raw gRPC method (no protobuf work while timed). Three
-phases on one table: batched INSERTs (``batch`` updates per Write), the
+the bytes through a raw gRPC method (no protobuf work while timed): by
+default the Rust client in the extension (``_core.BenchClient``, tonic),
+whose few µs per call leave the server the bound, or Python's grpcio
+(``client="python"``, 120–180 µs of CPU per call) for comparison. The
+arbitration stream is grpcio's either way. Three phases on one table: batched INSERTs (``batch`` updates per Write), the
 same entries batched DELETEd, then ``singles`` Writes of one INSERT each
 (their latency percentiles too), then ``singles`` more with ``window`` of
 them in flight at once (a controller that does not wait for each answer
@@ -14,7 +17,8 @@ server holds every entry, so a server that drops writes cannot report a rate.
 The client's own CPU time per single Write (this process, gRPC's threads
 included) is reported, and where ``/proc`` tells, the server's CPU time per
 update of each phase too: on a loaded machine the rates follow the share of a core the
-server gets, its CPU time per update much less so.
+server gets, its CPU time per update much less so. A second Read at the end
+checks the single inserts landed too.
 """
 
 from __future__ import annotations
@@ -71,6 +75,60 @@ def _requests(program: str, table, entries, kind: int, batch: int) -> list[bytes
     return out
 
 
+def default_client() -> str:
+    """``rust`` where the extension has its benchmark client, else ``python``."""
+    from synapse_vmt import _core
+
+    return "rust" if hasattr(_core, "BenchClient") else "python"
+
+
+def _rust_sender(port: int):
+    """``send(method, requests, window, timeout_s)`` -> (seconds, [latency s]) through
+    the Rust client (``_core.BenchClient``): the CPU of a call is tonic's, not Python's."""
+    from synapse_vmt import _core
+
+    c = _core.BenchClient(port)
+
+    def send(method: str, requests: list[bytes], window: int, timeout_s: float):
+        try:
+            return c.run(method, requests, window, timeout_s)
+        except RuntimeError as e:
+            raise UserError(f"synapse serve answered {e}") from None
+
+    return send
+
+
+def _python_sender(ch):
+    """The same as ``_rust_sender`` with Python's grpcio on channel ``ch``."""
+
+    def send(method: str, requests: list[bytes], window: int, timeout_s: float):
+        call = ch.unary_unary(method)  # bytes in, bytes out: no protobuf work while timed
+        lat = [0.0] * len(requests)
+        t0 = time.perf_counter()
+        if window == 1:
+            for i, r in enumerate(requests):
+                t = time.perf_counter()
+                call(r, timeout=timeout_s)
+                lat[i] = time.perf_counter() - t
+            return time.perf_counter() - t0, lat
+        pending: collections.deque = collections.deque()
+
+        def done():
+            i, t, f = pending.popleft()
+            f.result()
+            lat[i] = time.perf_counter() - t  # an upper bound: the answer may have come earlier
+
+        for i, r in enumerate(requests):
+            if len(pending) >= window:
+                done()
+            pending.append((i, time.perf_counter(), call.future(r, timeout=timeout_s)))
+        while pending:
+            done()
+        return time.perf_counter() - t0, lat
+
+    return send
+
+
 def _cpu_s(pid: int) -> float | None:
     """The CPU seconds (user + system) process ``pid`` has used, or None where /proc does not tell."""
     try:
@@ -83,10 +141,13 @@ def _cpu_s(pid: int) -> float | None:
 
 def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, batch: int = 1000,
                singles: int = 2000, seed: int = 1, traffic: float = 0.0, transport: str = "rust",
-               window: int = 16) -> dict:
+               window: int = 16, client: str | None = None) -> dict:
     """Rates of batched and single Writes to a ``synapse serve`` of ``program``
     (``traffic``: its ``--traffic``, background lookups per second per table;
-    ``transport``: its ``--transport``)."""
+    ``transport``: its ``--transport``; ``client``: ``rust`` (the default
+    where the extension has it) or ``python``)."""
+    if client is None:
+        client = default_client()
     prog = read_program(program)
     spec = _pick_table(prog, table)
     need = entries + 2 * singles
@@ -126,50 +187,32 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
                                   response_deserializer=p4r.StreamMessageResponse.FromString)(hello())
         if next(stream).arbitration.status.code != 0:
             raise UserError("the benchmark's controller did not become primary")
-        write = ch.unary_unary(WRITE)  # bytes in, bytes out: no protobuf work while timed
+        send = _rust_sender(port) if client == "rust" else _python_sender(ch)
         reads = ch.unary_stream(READ, request_serializer=p4r.ReadRequest.SerializeToString,
                                 response_deserializer=p4r.ReadResponse.FromString)
 
         cpu = [_cpu_s(proc.pid)]
-        t0 = time.perf_counter()
-        for r in ins:
-            write(r, timeout=120)
-        t_ins = time.perf_counter() - t0
+        t_ins, _ = send(WRITE, ins, 1, 120)
         cpu.append(_cpu_s(proc.pid))
         held = sum(len(m.entities) for m in reads(read, timeout=120))
         if held != entries:
             raise UserError(f"the server holds {held} entries after {entries} inserts")
         cpu.append(_cpu_s(proc.pid))
-        t0 = time.perf_counter()
-        for r in dels:
-            write(r, timeout=120)
-        t_del = time.perf_counter() - t0
+        t_del, _ = send(WRITE, dels, 1, 120)
         cpu.append(_cpu_s(proc.pid))
-        lat = []
         client0 = time.process_time()
-        for r in single:
-            t0 = time.perf_counter()
-            write(r, timeout=60)
-            lat.append(time.perf_counter() - t0)
-        lat_ms = np.array(lat) * 1e3
+        _, lat = send(WRITE, single, 1, 60)
         client_us = (time.process_time() - client0) / singles * 1e6
+        lat_ms = np.array(lat) * 1e3
         cpu.append(_cpu_s(proc.pid))
-        pending: collections.deque = collections.deque()
-        t0 = time.perf_counter()
-        for r in pipelined:
-            if len(pending) >= window:
-                pending.popleft().result()
-            pending.append(write.future(r, timeout=60))
-        for f in pending:
-            f.result()
-        t_piped = time.perf_counter() - t0
+        t_piped, lat_piped = send(WRITE, pipelined, window, 60)
+        piped_ms = np.array(lat_piped) * 1e3
         cpu.append(_cpu_s(proc.pid))
-        caps, empty = ch.unary_unary(CAPABILITIES), p4r.CapabilitiesRequest().SerializeToString()
-        t0 = time.perf_counter()
-        for _ in range(singles):
-            caps(empty, timeout=60)
-        t_empty = time.perf_counter() - t0
+        t_empty, _ = send(CAPABILITIES, [p4r.CapabilitiesRequest().SerializeToString()] * singles, 1, 60)
         cpu.append(_cpu_s(proc.pid))
+        held = sum(len(m.entities) for m in reads(read, timeout=120))
+        if held != 2 * singles:
+            raise UserError(f"the server holds {held} entries after {2 * singles} single inserts")
         closed.set()
         stream.cancel()
         ch.close()
@@ -180,11 +223,12 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
         proc.stderr.close()
     return {
         "program": program, "table": spec.name, "entries": entries, "batch": batch, "singles": singles,
-        "traffic": traffic, "transport": transport,
+        "traffic": traffic, "transport": transport, "client": client,
         "batched_inserts_per_s": entries / t_ins, "batched_deletes_per_s": entries / t_del,
         "single_writes_per_s": singles / float(lat_ms.sum() / 1e3),
         "single_p50_ms": float(np.percentile(lat_ms, 50)), "single_p99_ms": float(np.percentile(lat_ms, 99)),
         "client_cpu_us_per_single": client_us, "window": window, "single_writes_pipelined_per_s": singles / t_piped,
+        "pipelined_p50_ms": float(np.percentile(piped_ms, 50)), "pipelined_p99_ms": float(np.percentile(piped_ms, 99)),
         "empty_rpcs_per_s": singles / t_empty,
         **_cpu_per_update(cpu, entries, singles),
     }

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
 import tempfile
 import threading
+import weakref
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +50,7 @@ import grpc
 from finsy.proto import p4r, p4r_grpc, rpc_code, rpc_status
 from google.protobuf import any_pb2, struct_pb2
 
+from synapse_vmt import _core
 from synapse_vmt.errors import UserError
 from synapse_vmt.p4.bmv2 import P4Program, read_program
 from synapse_vmt.p4.entries import Entry, Match, wildcard
@@ -122,6 +123,25 @@ def _write_decoder(index: P4Index):
                        [(fid, kf.match, kf.width) for fid, (kf, _) in t.fields.items()],
                        [(aid, [ap.width for ap in a.info.params]) for aid, a in t.actions.items()]))
     return _core.WriteDecoder(tables)
+
+
+class _EntryDecoder:
+    """``decode(raw, kind)`` for the entries the fast path stores undecoded
+    (``store._Lazy``): the server's Python decoder on an entry's bytes,
+    with the ids of the pipeline's P4Info (``index``). It holds the server
+    weakly and nothing of the store, so a stored entry refers to nothing
+    that refers back to it and the store can leave those entries out of the
+    cycle collector (``_core.apply_items``). The fast path's tables have no
+    action profile, so the decoder never needs the pipeline's members."""
+
+    __slots__ = ("svc", "index")
+
+    def __init__(self, svc: P4RuntimeServer, index: P4Index):
+        self.svc, self.index = weakref.ref(svc), index
+
+    def __call__(self, raw: bytes, kind: str) -> Entry:
+        te = p4r.TableEntry.FromString(raw)
+        return self.svc()._decode_entry(None, self.index.tables[te.table_id], te, kind)
 
 
 class _Pipeline:
@@ -238,14 +258,8 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
         for t in index.tables.values():
             sizes.setdefault(t.spec.name, every or t.size)
         p = _Pipeline(prog, index, device_config, cookie, TableStore(prog, sizes, self.algo))
-        p.lazy_entry = functools.partial(self._entry_from_bytes, p)
+        p.lazy_entry = _EntryDecoder(self, index)
         return p
-
-    def _entry_from_bytes(self, p: _Pipeline, raw: bytes, kind: str) -> Entry:
-        """The Entry of a table entry the fast path took (``raw``: its bytes),
-        built by the Python decoder when something first reads it."""
-        te = p4r.TableEntry.FromString(raw)
-        return self._decode_entry(p, p.index.tables[te.table_id], te, kind)
 
     @property
     def store(self) -> TableStore | None:
@@ -457,9 +471,12 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 if now is not p:  # the pipeline changed meanwhile: decode afresh
                     p, fast = now, now.decoder.decode(raw)
 
-                @functools.cache
+                parsed = []  # the protobuf request, parsed once if an update needs the Python decoder
+
                 def updates():
-                    return p4r.WriteRequest.FromString(raw).updates
+                    if not parsed:
+                        parsed.append(p4r.WriteRequest.FromString(raw).updates)
+                    return parsed[0]
 
                 self._write(p, atomicity != p4r.WriteRequest.CONTINUE_ON_ERROR, fast, updates, ctx)
         except _Abort as e:
@@ -520,7 +537,11 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
             return not is_active()
 
         if sim is None and None not in fast:  # plain table entries only: the store takes the decoder's items
-            _, final = p.store.apply(fast, atomic=atomic, gone=gone, decode=lazy)
+            if before is None and isinstance(context, _CallContext) and isinstance(context._call, _core.Call):
+                # the front end's call: whether the client is gone is asked in Rust
+                _, final = p.store.apply(fast, atomic=atomic, call=context._call, decode=lazy)
+            else:
+                _, final = p.store.apply(fast, atomic=atomic, gone=gone, decode=lazy)
             return self._answer(context, atomic, final)
         ops: list[Op | None] = []
         errs: list[StoreError | None] = []

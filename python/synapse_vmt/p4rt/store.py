@@ -164,48 +164,34 @@ class TableStore:
     # --- writes ---
 
     def apply(self, ops: list, atomic: bool = False, dry_run: bool = False,
-              gone=None, decode=None) -> tuple[int, list[StoreError | None]]:
+              gone=None, decode=None, call=None) -> tuple[int, list[StoreError | None]]:
         """Apply ``ops`` in order; the store's version after, and per op None
         or the error it failed with. ``atomic``: all or nothing; ``dry_run``
         (with atomic): check every op, change nothing. ``gone(i)``, asked
         before op ``i`` (and, for an atomic batch, once more before it is
         swapped in): the client went away; the ops from there fail
         CANCELLED (so an atomic batch applies nothing, another keeps the ops
-        before). ``decode``: the ops are the Rust write decoder's items
-        ``(kind, table, key, entry bytes, metadata)`` instead of ``Op``s (no
-        object per update), the entry of each built by ``decode(raw, kind)``
-        when something reads it."""
-        if decode is not None:
-            def one(t: _Table, item: tuple) -> None:
-                kind, _, key, raw, meta = item
-                self._put(t, kind, key, None, (raw, kind), decode, meta)
-        else:
-            one = self._apply_one
+        before); ``call`` (the front end's ``_core.Call``) in place of
+        ``gone``: the same, asked in Rust. ``decode``: the ops are the Rust
+        write decoder's items ``(kind, table, key, entry bytes, metadata)``
+        instead of ``Op``s, applied by ``_core.apply_items`` in one call (no
+        Python code per update), the entry of each built by ``decode(raw,
+        kind)`` when something reads it."""
         with self.lock:
             work = {}  # table name -> working copy (atomic) or the table itself
-            errs: list[StoreError | None] = []
-            changed = False
-            for i, op in enumerate(ops):
-                if gone is not None and gone(i):
-                    errs += [StoreError("CANCELLED", "not applied: the client went away")] * (len(ops) - i)
-                    break
-                name = op.table if decode is None else op[1]
-                t = work.get(name)
-                if t is None:
-                    t = self._tables.get(name)
-                    if t is None:
-                        errs.append(StoreError("NOT_FOUND", f"no table {name}"))
-                        continue
-                    t = work[name] = t.copy() if atomic else t
-                try:
-                    one(t, op)
-                    errs.append(None)
-                    changed = True
-                except StoreError as e:
-                    errs.append(e)
+            if decode is not None:
+                from synapse_vmt import _core
+
+                errs, changed, self._seq = _core.apply_items(ops, self._tables, work, atomic, self._seq, Stored,
+                                                             decode, call, gone)
+                if any(errs):
+                    errs = [e if e is None else StoreError(*e) for e in errs]
+            else:
+                errs, changed = self._apply_ops(ops, work, atomic, gone)
             if atomic and (dry_run or any(e is not None for e in errs)):
                 return self.version, errs
-            if atomic and gone is not None and gone(len(ops)):  # cancelled after the last op: still nothing
+            if atomic and (gone(len(ops)) if gone is not None else call is not None and not call.is_active()):
+                # cancelled after the last op: still nothing
                 return self.version, [StoreError("CANCELLED", "not applied: the client went away")] * len(ops)
             if changed:
                 self.version += 1
@@ -213,6 +199,29 @@ class TableStore:
                     t.version = self.version
                     self._tables[name] = t
             return self.version, errs
+
+    def _apply_ops(self, ops: list[Op], work: dict, atomic: bool, gone) -> tuple[list[StoreError | None], bool]:
+        """``apply``'s loop over ``Op``s: per op None or its error, and whether any applied."""
+        errs: list[StoreError | None] = []
+        changed = False
+        for i, op in enumerate(ops):
+            if gone is not None and gone(i):
+                errs += [StoreError("CANCELLED", "not applied: the client went away")] * (len(ops) - i)
+                break
+            t = work.get(op.table)
+            if t is None:
+                t = self._tables.get(op.table)
+                if t is None:
+                    errs.append(StoreError("NOT_FOUND", f"no table {op.table}"))
+                    continue
+                t = work[op.table] = t.copy() if atomic else t
+            try:
+                self._apply_one(t, op)
+                errs.append(None)
+                changed = True
+            except StoreError as e:
+                errs.append(e)
+        return errs, changed
 
     def _apply_one(self, t: _Table, op: Op) -> None:
         if op.kind == "default":
