@@ -275,3 +275,72 @@ def test_generated_traffic_names_p4_drops_apart_from_fifo_overflows(tmp_path):
     assert s["p4_drops"]["by_reason"].get("ingress", 0) >= lpm["actions"].get("MyIngress.drop", 0) > 0
     assert s["p4_drops"]["total"] == sum(s["p4_drops"]["by_reason"].values())
     assert "fifo_overflows" in s["invariants"] and "dropped" not in s["invariants"]
+
+
+# Timings differ from run to run; everything else of a run is its results.
+_TIMINGS = ("wall_s", "cpu_s", "packets_per_s", "sim_wall_s", "sim_cpu_s", "stages_cpu_s", "threads")
+
+
+@pytest.mark.parametrize("program, entries, pcap", [
+    (str(ROUTER), str(ROUTER_ENT), str(DATA / "router.pcap")),
+    ("builtin:up4", str(DATA / "upf-entries.txt"), str(DATA / "upf-sample.pcap")),
+])
+def test_two_threads_give_the_one_thread_results(tmp_path, program, entries, pcap):
+    """With threads 2 the next period's packets are read and executed while
+    the simulator runs the current one: the simulator is handed the same
+    stream, so summary.json, windows.csv and edges.csv equal the one-thread
+    run's bit for bit (but for the timings). At 2 Mpps a 500 µs period holds
+    1,000 packets: the capture spans several periods, each overlapped."""
+    base = list(read_packets(pcap))
+    frames = (base * (3000 // len(base) + 1))[:3000]
+    f = tmp_path / "x.pcap"
+    _write(f, "pcap", frames, [1.0 + 1e-6 * i for i in range(len(frames))])
+    runs = {}
+    for threads in (1, 2):
+        out = tmp_path / f"t{threads}"
+        s = simrun.run_capture(out, program=simrun.resolve_program(program), entries_file=entries, pcap=str(f),
+                               rate_mpps=2.0, pmus=8, discover=500, threads=threads)
+        assert s["stream"]["threads"] == threads
+        stages = s["stream"]["stages_cpu_s"]
+        assert set(stages) == {"read", "execute", "intern", "output", "sync", "simulate", "python"}
+        assert stages["execute"] > 0 and stages["simulate"] > 0
+        doc = json.loads((out / "summary.json").read_text())
+        for k in _TIMINGS:
+            doc["stream"].pop(k)
+        for k in ("wall_s", "sim_keys_per_s"):  # the simulator's own timings
+            doc.pop(k)
+        runs[threads] = (doc, (out / "windows.csv").read_bytes(), (out / "edges.csv").read_bytes())
+    assert runs[1][0]["packets"] == 3000 and runs[1][0]["routes"] > 0
+    assert runs[2] == runs[1]
+
+
+def test_arrivals_held_do_not_grow_with_the_capture(tmp_path):
+    """What the stream holds for the simulator between two syncs is one
+    control period's arrivals, whatever the capture's length: 1x and 4x the
+    packets hold the same peak (at 2 Mpps, 1,000 packets a 500 µs period),
+    with the read-ahead thread running."""
+    base = list(read_packets(DATA / "router.pcap"))
+    got = {}
+    for n in (2000, 8000):
+        frames = (base * (n // len(base) + 1))[:n]
+        f = tmp_path / f"n{n}.pcap"
+        _write(f, "pcap", frames, [1.0 + 1e-6 * i for i in range(n)])
+        s = simrun.run_capture(tmp_path / f"o{n}", program=str(ROUTER), entries_file=str(ROUTER_ENT), pcap=str(f),
+                               rate_mpps=2.0, pmus=4, discover=200)
+        assert s["packets"] == n
+        got[n] = s["stream"]["pending_peak"]
+    assert got[2000] == got[8000] and 0 < got[2000] <= 1001
+
+
+def test_bench_end_to_end_reports_stages_within_the_process_cpu(tmp_path):
+    """`bench p4 --end-to-end --json`: the per-stage CPU seconds are parts of
+    the process's CPU time (each measured on its own thread), and the
+    two-core bound is the busier thread's share, at most their sum."""
+    r = CliRunner().invoke(main, ["bench", "p4", str(ROUTER), "--entries", str(ROUTER_ENT), "--pcap",
+                                  str(DATA / "router.pcap"), "--end-to-end", "--json", "--rate-mpps", "2", "--pmus", "4"])
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.output)
+    st = rec["stages_cpu_s"]
+    assert rec["threads"] == 2 and all(v >= 0 for v in st.values())
+    assert sum(st.values()) <= rec["cpu_s"] * 1.01 + 0.01
+    assert max(st["simulate"], st["execute"]) <= rec["two_core_bound_s"] <= sum(st.values()) + 1e-9

@@ -179,7 +179,9 @@ impl CaptureStream {
     /// The program's counters: packets; per keyed table lookups, matched
     /// and {action id: count} (-1: no action); drops per reason name,
     /// parser errors per code, outputs, copies, unrouted, reordered;
-    /// interned routes, keys per table, entry conflicts, interner bytes.
+    /// interned routes, keys per table, entry conflicts, interner bytes;
+    /// `stage_s`: CPU seconds per stage (read, execute, intern, output,
+    /// sync); `pending_peak`: the most arrivals held between two syncs.
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = &self.inner.counters;
         let d = PyDict::new_bound(py);
@@ -213,6 +215,13 @@ impl CaptureStream {
         d.set_item("entry_conflicts", i.conflicts)?;
         d.set_item("table_writes", self.inner.writes_total)?;
         d.set_item("interner_bytes", i.memory_bytes())?;
+        let st = &self.inner.times;
+        let stages = PyDict::new_bound(py);
+        for (k, v) in [("read", st.read), ("execute", st.execute), ("intern", st.intern), ("output", st.output), ("sync", st.sync)] {
+            stages.set_item(k, v.as_secs_f64())?;
+        }
+        d.set_item("stage_s", stages)?;
+        d.set_item("pending_peak", self.inner.pending_peak)?;
         Ok(d)
     }
 

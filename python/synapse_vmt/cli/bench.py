@@ -344,11 +344,12 @@ def bench_program(program: str, entries_file: str | None, pcap: str, rounds: int
 # ---- synapse bench p4 --end-to-end and --standin: the streaming path -----------
 
 def bench_p4_stream(program: str, entries: str | None, pcap: str, rate_mpps: float = 50.0, pmus: int = 16,
-                    engine: str = "rust") -> dict:
+                    engine: str = "rust", threads: int = 2) -> dict:
     """``run --p4`` end to end on a capture (read, execute, intern, simulate,
-    drain): packets per second of the whole path and of the cycle simulator
-    alone (its share of the wall time), the interned routes and bytes, and
-    this process's peak resident memory. Run it in a fresh process per
+    drain): packets per second of the whole path (wall clock and per CPU
+    second of the process) and of the cycle simulator alone (its run_until
+    calls' CPU), the CPU seconds per stage, the interned routes and bytes,
+    and this process's peak resident memory. Run it in a fresh process per
     capture: the peak is the process's."""
     import resource
     import tempfile
@@ -357,7 +358,7 @@ def bench_p4_stream(program: str, entries: str | None, pcap: str, rate_mpps: flo
 
     with tempfile.TemporaryDirectory() as d:
         s = simrun.run_capture(d, program=simrun.resolve_program(program), entries_file=entries, pcap=pcap,
-                               rate_mpps=rate_mpps, pmus=pmus, engine=engine)
+                               rate_mpps=rate_mpps, pmus=pmus, engine=engine, threads=threads)
     st = s["stream"]
     n = s["packets"]
     return {
@@ -370,9 +371,26 @@ def bench_p4_stream(program: str, entries: str | None, pcap: str, rate_mpps: flo
         "end_to_end_packets_per_cpu_s": n / st["cpu_s"] if st["cpu_s"] > 0 else float("inf"),
         "sim_packets_per_cpu_s": n / st["sim_cpu_s"] if st["sim_cpu_s"] > 0 else float("inf"),
         "end_to_end_packets_per_s": st["packets_per_s"],
+        "sim_packets_per_s": n / st["sim_wall_s"] if st["sim_wall_s"] > 0 else float("inf"),
+        # wall-clock end to end over the simulator's own rate (its CPU): 1 when the run is
+        # limited by the cycle simulator alone
+        "end_to_end_over_sim": st["packets_per_s"] * st["sim_cpu_s"] / n if n else 0.0,
+        "threads": threads,
+        "wall_s": st["wall_s"],
+        "cpu_s": st["cpu_s"],
+        "stages_cpu_s": st["stages_cpu_s"],
+        # the wall time two idle cores would take: the busier of the two threads' CPU (the
+        # simulator's thread: sync, simulate, python; the other: read, execute, intern, output)
+        "two_core_bound_s": _two_core_bound(st["stages_cpu_s"]),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "drained": st["drained"],
     }
+
+
+def _two_core_bound(st: dict) -> float:
+    main = st["sync"] + st["simulate"] + st["python"]
+    side = st["read"] + st["execute"] + st["intern"] + st["output"]
+    return max(main, side)
 
 
 def bench_p4_standin(pcap: str) -> dict:
@@ -406,11 +424,13 @@ def bench_p4_standin(pcap: str) -> dict:
 @click.option("--pmus", type=click.IntRange(min=1), default=16, show_default=True, help="--end-to-end: PMU pool")
 @click.option("--engine", type=click.Choice(["rust", "python"]), default="rust", show_default=True,
               help="--end-to-end: the stream's executor, the compiled program or the interpreter")
+@click.option("--threads", type=click.IntRange(1, 2), default=2, show_default=True,
+              help="--end-to-end: 2 reads and executes the next period while the simulator runs this one; 1 alternates")
 @click.option("--standin", is_flag=True, help="rate the capture reader and route interner alone, under the stand-in executor")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_p4(program: str, entries_file: str | None, pcap: str, rounds: int, ingress_port: int, python_packets: int,
-             limit: int | None, end_to_end: bool, rate_mpps: float, pmus: int, engine: str, standin: bool,
-             as_json: bool) -> None:
+             limit: int | None, end_to_end: bool, rate_mpps: float, pmus: int, engine: str, threads: int,
+             standin: bool, as_json: bool) -> None:
     """Packets per second of PROGRAM (p4c BMv2 JSON, or builtin:up4) run by
     the compiled executor on one core: parse, tables, actions and deparse
     of every frame of the capture, no timing model. CPU time of the running
@@ -418,11 +438,13 @@ def bench_p4(program: str, entries_file: str | None, pcap: str, rounds: int, ing
     --end-to-end: `run --p4` on the capture, per CPU second, and the cycle
     simulator's own share (docs/program-layer-streaming.md)."""
     if standin or end_to_end:
-        rec = bench_p4_standin(pcap) if standin else bench_p4_stream(program, entries_file, pcap, rate_mpps, pmus, engine)
+        rec = bench_p4_standin(pcap) if standin else bench_p4_stream(program, entries_file, pcap, rate_mpps, pmus, engine, threads)
         if as_json:
             click.echo(json.dumps(rec))
             return
         for k, v in rec.items():
+            if isinstance(v, dict):
+                v = ", ".join(f"{a} {b:.2f}" for a, b in v.items())
             click.echo(f"{k:>30}: {v:,.1f}" if isinstance(v, float) else f"{k:>30}: {v}")
         return
     rec = bench_program(program, entries_file, pcap, rounds, ingress_port, python_packets, limit=limit)

@@ -662,7 +662,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
                 ingress_port: int | None = 0, duration_ns: float | None = None, pmus: int = 16, block_size: int = 256,
                 window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, out_pcap: str | None = None,
                 stop_at_truncated: bool = False, discover: int = DISCOVER, quiet: bool = True,
-                engine: str = "rust", warn=None) -> dict:
+                engine: str = "rust", warn=None, threads: int = 2) -> dict:
     """``synapse run --p4 --pcap``, streamed: the capture is read in chunks in
     Rust, each batch run through the program, its routes interned and
     appended to the running simulator, one control period at a time
@@ -673,7 +673,15 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     not simulated (``unsimulated_tables``). The summary covers the capture
     (its last arrival plus 50 µs) or ``duration_ns``; the run then ends
     drained (:func:`synapse_vmt.sim.finish`); ``warn(line)`` hears of
-    tables left without a PMU."""
+    tables left without a PMU.
+
+    ``threads`` 2 (the default) overlaps the two halves of a period: while
+    the simulator runs period k, another thread reads and executes the
+    packets of period k + 1 (both release the GIL). The simulator is handed
+    the same keys, routes and arrivals in the same order as with
+    ``threads`` 1, so the results are the same bit for bit; memory grows by
+    one period's arrivals."""
+    import concurrent.futures
     import contextlib
     import csv
     import os
@@ -772,13 +780,25 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         ecsv = csv.writer(files.enter_context(atomic_write(out / "edges.csv")))
         ecsv.writerow(report.EDGE_COLUMNS)
 
-        def advance(t_end: float) -> None:
-            nonlocal sim_s, sim_cpu
+        glue_cpu = 0.0  # the main thread's Python per period: windows, CSV rows, the plot's bins
+        fill_cpu = [0.0]  # CPU of the reading + executing calls
+
+        def fill(until_ps: int, max_packets: int | None = None) -> None:
+            c = time.thread_time()
+            exe.fill(stream, until_ps, max_packets)
+            fill_cpu[0] += time.thread_time() - c
+
+        def advance(t_end: float, ahead=None) -> None:
+            """Syncs, then runs the simulator to ``t_end`` while ``ahead()``
+            (the next period's reading and executing) runs in the other thread."""
+            nonlocal sim_s, sim_cpu, glue_cpu
             stream.sync(core)
-            a, b = time.perf_counter(), time.process_time()
+            job = pool.submit(ahead) if ahead is not None and pool is not None else None
+            a, b = time.perf_counter(), time.thread_time()
             core.run_until(t_end)
             sim_s += time.perf_counter() - a
-            sim_cpu += time.process_time() - b
+            sim_cpu += time.thread_time() - b
+            g = time.thread_time()
             w = core.windows()
             if not header[0] and w and len(w["t_ns"]):
                 wcsv.writerow(report.window_columns(w))
@@ -787,13 +807,34 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
             ecsv.writerows(report.edge_rows(core.edges(), names))
             if w and len(w["t_ns"]):
                 series.add(w["t_ns"], w["table"], w)
+            glue_cpu += time.thread_time() - g
+            if job is not None:
+                job.result()
+            elif ahead is not None:
+                ahead()
 
+        def next_t(t: float) -> float:
+            return t + period if limit_ps is None else min(t + period, limit_ps / 1000)
+
+        def more(t: float) -> bool:
+            return not stream.done and (limit_ps is None or t * 1000 < limit_ps)
+
+        # Period k's packets are read and executed before the simulator runs
+        # period k; with threads 2, while it runs period k - 1.
+        pool = files.enter_context(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="synapse-stream")) \
+            if threads > 1 else None
         try:
-            while not stream.done and (limit_ps is None or t * 1000 < limit_ps):
-                t = t + period if limit_ps is None else min(t + period, limit_ps / 1000)
-                exe.fill(stream, int(t * 1000) + 1)
-                advance(t)
-                tick()
+            if more(t):
+                t = next_t(t)
+                fill(int(t * 1000) + 1)
+                while True:
+                    t_next = next_t(t)
+                    ahead = (lambda u=int(t_next * 1000) + 1: fill(u)) if more(t) else None
+                    advance(t, ahead)
+                    tick()
+                    if ahead is None:
+                        break
+                    t = t_next
         except ValueError as e:
             raise _capture_error(e) from None
         stream.sync(core)
@@ -807,10 +848,10 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         # the summary covers the duration; the run then ends drained (arrivals stop: none is pending)
         s = core.summary()
         hists = {n: core.latency_histogram(n) for n in names}
-        a, b = time.perf_counter(), time.process_time()
+        a, b = time.perf_counter(), time.thread_time()
         inv = finish(core)
         sim_s += time.perf_counter() - a
-        sim_cpu += time.process_time() - b
+        sim_cpu += time.thread_time() - b
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     if not inv["ok"] and inv["drained"]:
         raise RuntimeError(failure(inv))
@@ -865,6 +906,12 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         "cpu_s": cpu,
         "sim_cpu_s": sim_cpu,
         "drained": inv["drained"],
+        "threads": threads,
+        "pending_peak": c["pending_peak"],  # the most arrivals held between two syncs (one period's)
+        # CPU seconds per stage, each of the thread it ran on: reading frames, the executor,
+        # counters and route interning, output pcaps, handing the simulator what is new (sync),
+        # the cycle simulator (run_until and the drain), and Python's per-period work
+        "stages_cpu_s": {**c["stage_s"], "simulate": sim_cpu, "python": glue_cpu},
     }
     s["stream"]["engine"] = engine
     if stream.warning:
@@ -1000,7 +1047,7 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
                 duration_ns: float | None = None, rate_mpps: float = 50.0, pmus: int = 16, block_size: int = 256,
                 window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, quiet: bool = True,
                 warn=None, timestamps: bool = False, ingress_port: int | None = 0, out_pcap: str | None = None,
-                stop_at_truncated: bool = False, engine: str = "rust") -> dict:
+                stop_at_truncated: bool = False, engine: str = "rust", threads: int = 2) -> dict:
     """``synapse run --p4``: every keyed table a VMT from one pool of ``pmus``
     PMUs (split evenly to start; the run is static); writes windows.csv,
     edges.csv, run.png and summary.json to ``out``, then the report
@@ -1019,7 +1066,7 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
                            rate_mpps=None if timestamps else rate_mpps, ingress_port=ingress_port,
                            duration_ns=duration_ns, pmus=pmus, block_size=block_size, window_ns=window_ns, seed=seed,
                            overrides=overrides, out_pcap=out_pcap, stop_at_truncated=stop_at_truncated, quiet=quiet,
-                           engine=engine, warn=warn)
+                           engine=engine, warn=warn, threads=threads)
     if out_pcap is not None:
         raise UserError("run --p4 --out-pcap: output packets are written for a capture (--pcap), not generated traffic")
     out = Path(out)

@@ -13,6 +13,16 @@
 //!
 //! Keys and hops are stored flat and hashed in place (`hashbrown`'s
 //! `HashTable` holds only ids), so a lookup allocates nothing.
+//!
+//! Most packets repeat a packet seen before: the same tables, keys and
+//! matched entries. Such a packet is found with one hash of its whole
+//! visit sequence (its **signature**: per visit table, key width, entry,
+//! key words) and one probe, without interning its keys one by one; a
+//! signature seen for the first time is interned key by key and
+//! remembered with its route and its entry conflicts (a key's kept entry
+//! never changes, so neither does a signature's count of them). Signatures
+//! are as many as the distinct (keys, entries) sequences: bounded as the
+//! keys and routes are.
 
 use super::Visits;
 use hashbrown::HashTable;
@@ -75,6 +85,16 @@ pub struct Interner {
     index: HashTable<u32>,
     /// The current packet's hops.
     scratch: Vec<(u16, u32)>,
+    /// Signatures seen (see the module doc): signature i is
+    /// `sig_words[sig_start[i]..sig_start[i + 1]]`, its route
+    /// `sig_route[i]` (NONE: no simulated hop) and its conflicts.
+    sig_words: Vec<u32>,
+    sig_start: Vec<u32>,
+    sig_route: Vec<u32>,
+    sig_conflicts: Vec<u32>,
+    sig_index: HashTable<u32>,
+    /// The current packet's signature.
+    sig: Vec<u32>,
     /// Visits whose key an earlier visit had with another matched entry
     /// (the first one is kept: a program without state matches a key the
     /// same way every time).
@@ -111,12 +131,53 @@ impl Interner {
             hop_key: Vec::new(),
             index: HashTable::new(),
             scratch: Vec::new(),
+            sig_words: Vec::new(),
+            sig_start: vec![0],
+            sig_route: Vec::new(),
+            sig_conflicts: Vec::new(),
+            sig_index: HashTable::new(),
+            sig: Vec::new(),
             conflicts: 0,
         })
     }
 
+    /// Signatures remembered (distinct visit sequences with their entries).
+    pub fn n_signatures(&self) -> usize {
+        self.sig_route.len()
+    }
+
     /// Packet `p` of `v`: its route (None: it visited no simulated table).
     pub fn intern(&mut self, v: &Visits, p: usize) -> Result<Option<u32>, String> {
+        // The signature: per visit (table, key width) in one word, the entry, the key.
+        self.sig.clear();
+        for i in v.of_packet(p) {
+            let key = v.key(i);
+            self.sig.push(v.table[i] as u32 | (key.len() as u32) << 16);
+            self.sig.push(v.entry[i] as u32);
+            self.sig.extend_from_slice(key);
+        }
+        let h = hash_words(self.sig.iter().copied());
+        let (words, start, sig) = (&self.sig_words, &self.sig_start, &self.sig);
+        let same = |&s: &u32| &words[start[s as usize] as usize..start[s as usize + 1] as usize] == sig.as_slice();
+        if let Some(&s) = self.sig_index.find(h, same) {
+            self.conflicts += self.sig_conflicts[s as usize] as u64;
+            let r = self.sig_route[s as usize];
+            return Ok((r != u32::MAX).then_some(r));
+        }
+        let before = self.conflicts;
+        let r = self.intern_hops(v, p)?;
+        let s = self.sig_route.len() as u32;
+        self.sig_words.extend_from_slice(&self.sig);
+        self.sig_start.push(self.sig_words.len() as u32);
+        self.sig_route.push(r.unwrap_or(u32::MAX));
+        self.sig_conflicts.push((self.conflicts - before) as u32);
+        let (words, start) = (&self.sig_words, &self.sig_start);
+        self.sig_index.insert_unique(h, s, |&s| hash_words(words[start[s as usize] as usize..start[s as usize + 1] as usize].iter().copied()));
+        Ok(r)
+    }
+
+    /// Packet `p` of `v`, key by key: its route (None: no simulated hop).
+    fn intern_hops(&mut self, v: &Visits, p: usize) -> Result<Option<u32>, String> {
         self.scratch.clear();
         for i in v.of_packet(p) {
             let t = v.table[i] as usize;
@@ -191,7 +252,9 @@ impl Interner {
     /// and routes only.
     pub fn memory_bytes(&self) -> usize {
         let keys: usize = self.keys.iter().map(|k| k.flat.capacity() * 4 + k.expected.capacity() * 4 + k.index.capacity() * 5).sum();
-        keys + self.start.capacity() * 4 + self.hop_table.capacity() * 2 + self.hop_key.capacity() * 4 + self.index.capacity() * 5
+        let sigs = (self.sig_words.capacity() + self.sig_start.capacity() + self.sig_route.capacity() + self.sig_conflicts.capacity()) * 4
+            + self.sig_index.capacity() * 5;
+        keys + sigs + self.start.capacity() * 4 + self.hop_table.capacity() * 2 + self.hop_key.capacity() * 4 + self.index.capacity() * 5
     }
 }
 
@@ -264,6 +327,42 @@ mod tests {
         let once = run(1);
         assert_eq!((once.0, once.1.clone()), (64, vec![16, 8, 32]));
         assert_eq!(run(50), once);
+    }
+
+    #[test]
+    fn signatures_give_what_key_by_key_interning_gives() {
+        // Packets drawn from a small pool (so most repeat), some visiting a
+        // table twice, some with a key's entry differing from its first:
+        // routes, keys and conflicts equal those of interning every packet
+        // key by key (the path without signatures).
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
+        let map = || Interner::new(vec![1, 2, 1], vec![Some(0), None, Some(1)]).unwrap();
+        let (mut fast, mut slow) = (map(), map());
+        let pool: Vec<Vec<(u16, i32, Vec<u32>)>> = (0..40)
+            .map(|_| {
+                (0..rng.gen_range(0..4))
+                    .map(|_| {
+                        let t = rng.gen_range(0..3u16);
+                        let key = (0..if t == 1 { 2 } else { 1 }).map(|_| rng.gen_range(0..5u32)).collect();
+                        (t, rng.gen_range(-1..2), key)
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut v = Visits::new();
+        for _ in 0..2000 {
+            v.clear();
+            for (t, e, k) in &pool[rng.gen_range(0..pool.len())] {
+                v.push(*t, *e, 0, k);
+            }
+            v.end_packet();
+            assert_eq!(fast.intern(&v, 0).unwrap(), slow.intern_hops(&v, 0).unwrap());
+        }
+        assert!(slow.conflicts > 0 && fast.n_signatures() <= pool.len());
+        assert_eq!(fast.conflicts, slow.conflicts);
+        assert_eq!(fast.routes(), slow.routes());
+        assert_eq!((fast.keys(0), fast.keys(1)), (slow.keys(0), slow.keys(1)));
     }
 
     #[test]

@@ -71,6 +71,6 @@ pub use intern::Interner;
 pub use pcapout::PcapOut;
 pub use precomputed::Precomputed;
 pub use run::{Outcome, Outputs, RunPacket};
-pub use stream::{Clock, Counters, Port, RouteSink, Stream};
+pub use stream::{Clock, Counters, Port, RouteSink, StageTimes, Stream};
 pub use visits::Visits;
 

@@ -23,6 +23,7 @@ use super::intern::Interner;
 use super::pcapout::PcapOut;
 use super::{Outputs, RunPacket, Visits};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// Frames run per batch.
 pub const BATCH: usize = 4096;
@@ -68,6 +69,38 @@ pub struct Counters {
     pub unrouted: u64,
     /// Packets whose capture timestamp was earlier than the one before.
     pub reordered: u64,
+}
+
+/// CPU time of the calling thread (its own, whatever else the machine
+/// runs): what [`StageTimes`] adds up.
+#[cfg(unix)]
+pub fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Elsewhere: time since the first call (wall, not CPU).
+#[cfg(not(unix))]
+pub fn thread_cpu() -> Duration {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed()
+}
+
+/// Where a stream's time went, by stage (CPU time of the thread running
+/// it, [`thread_cpu`], taken per batch, not per packet): reading frames, the executor,
+/// counting and route interning, writing output packets, and handing the
+/// simulator its keys, routes and arrivals (`sync`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StageTimes {
+    pub read: Duration,
+    pub execute: Duration,
+    pub intern: Duration,
+    pub output: Duration,
+    pub sync: Duration,
 }
 
 impl Counters {
@@ -127,6 +160,10 @@ pub struct Stream {
     /// Data-plane table writes not yet synced (`super::learn`).
     writes: Vec<super::learn::Write>,
     pub writes_total: u64,
+    pub times: StageTimes,
+    /// The most arrivals held between two syncs: what the stream buffers
+    /// for the simulator, bounded by a control period's packets.
+    pub pending_peak: usize,
 }
 
 impl Stream {
@@ -165,6 +202,8 @@ impl Stream {
             reasons: Vec::new(),
             writes: Vec::new(),
             writes_total: 0,
+            times: StageTimes::default(),
+            pending_peak: 0,
         })
     }
 
@@ -208,6 +247,13 @@ impl Stream {
     /// Reads frames into the held batch while the last one read arrives
     /// before `until_ps` (at most `max` held); returns how many are held.
     pub fn read(&mut self, until_ps: u64, max: usize) -> Result<usize, CaptureError> {
+        let t0 = thread_cpu();
+        let r = self.read_frames(until_ps, max);
+        self.times.read += thread_cpu().saturating_sub(t0);
+        r
+    }
+
+    fn read_frames(&mut self, until_ps: u64, max: usize) -> Result<usize, CaptureError> {
         while self.frames.len() < max && !self.limit.is_some_and(|l| self.read >= l) {
             let want = match self.next_time() {
                 Some(t) => t < until_ps,
@@ -255,6 +301,7 @@ impl Stream {
         self.visits.clear();
         self.outputs.clear();
         let want_out = self.out.is_some();
+        let t0 = thread_cpu();
         let c = &mut self.counters;
         for i in 0..n {
             let port = match self.port {
@@ -288,6 +335,8 @@ impl Stream {
         if self.reasons.is_empty() {
             self.reasons = exec.drop_reasons();
         }
+        let t1 = thread_cpu();
+        self.times.execute += t1.saturating_sub(t0);
         let v = &self.visits;
         for i in 0..v.len() {
             let t = v.table[i] as usize;
@@ -312,12 +361,15 @@ impl Stream {
                 None => c.unrouted += 1,
             }
         }
+        let t2 = thread_cpu();
+        self.times.intern += t2.saturating_sub(t1);
         if let Some(out) = self.out.as_mut() {
             let o = &self.outputs;
             for j in 0..o.len() {
                 let ts = self.frames.ts_ns[o.input[j] as usize];
                 out.write(o.port[j], ts, o.packet(j)).map_err(|e| format!("output pcap: {e}"))?;
             }
+            self.times.output += thread_cpu().saturating_sub(t2);
         }
         self.frames.clear();
         self.t_ps.clear();
@@ -358,6 +410,14 @@ impl Stream {
     /// Hands `sink` what is new: keys, routes (with the simulated hops
     /// only), and the arrivals since the last sync.
     pub fn sync(&mut self, sink: &mut dyn RouteSink) -> Result<(), String> {
+        let t0 = thread_cpu();
+        let r = self.sync_new(sink);
+        self.times.sync += thread_cpu().saturating_sub(t0);
+        r
+    }
+
+    fn sync_new(&mut self, sink: &mut dyn RouteSink) -> Result<(), String> {
+        self.pending_peak = self.pending_peak.max(self.arr_t.len());
         let Some(sim_of) = self.sim_of.as_ref() else {
             return Err("stream: simulate() before the first sync".into());
         };
