@@ -176,20 +176,24 @@ def test_the_tables_profile_makes_channel_conflicts_and_direct_keys():
 CLUSTER_MUTANTS = {
     "a fixed table priority on a channel": ("pos_b < pos_a", "j < i"),
     "a channel segment off by one": ("if (p == q) chan = (q * CH) / NP;", "if (p == q) chan = ((q + 1) * CH) / NP;"),
-    "the bus's round robin restarts at PMU 0": ("else if (mq_valid) rr <= (pick == NP) ? 0 : pick + 1'b1;",
-                                                "else if (mq_valid) rr <= 0;"),
+    "the bus's round robin restarts at PMU 0": ("mask[i] <= pk[NP];", "mask[i] <= 1'b1;"),
     "a request reaches its PMU a cycle early": ("localparam LS = LAT - 1;", "localparam LS = LAT - 2;"),
+}
+#: ... and of a VMU inside the cluster (synapse_vmu.v).
+CLUSTER_VMU_MUTANTS = {
+    "a release frees its window slot in its own cycle": ("wire room = !full_r;", "wire room = !full_r || rel_valid;"),
 }
 
 
-@pytest.mark.parametrize("name", sorted(CLUSTER_MUTANTS))
+@pytest.mark.parametrize("name", sorted(CLUSTER_MUTANTS) + sorted(CLUSTER_VMU_MUTANTS))
 def test_every_cluster_rtl_mutant_fails_the_cosimulation(name, tmp_path):
-    old, new = CLUSTER_MUTANTS[name]
-    for f in cosim.RTL_DIR.glob("*.v"):
-        (tmp_path / f.name).write_text(f.read_text())
-    src = (cosim.RTL_DIR / "synapse_cluster.v").read_text()
+    f = "synapse_cluster.v" if name in CLUSTER_MUTANTS else "synapse_vmu.v"
+    old, new = {**CLUSTER_MUTANTS, **CLUSTER_VMU_MUTANTS}[name]
+    for v in cosim.RTL_DIR.glob("*.v"):
+        (tmp_path / v.name).write_text(v.read_text())
+    src = (cosim.RTL_DIR / f).read_text()
     assert src.count(old) == 1, f"mutant {name!r} no longer applies to the RTL"
-    (tmp_path / "synapse_cluster.v").write_text(src.replace(old, new))
+    (tmp_path / f).write_text(src.replace(old, new))
     r = cosim.cosim_cluster("tables", 4, cycles=CLUSTER_ROWS, seed=2, rtl_dir=tmp_path)
     assert not r.ok, f"the co-simulation does not tell the mutant ({name}) from the model"
 

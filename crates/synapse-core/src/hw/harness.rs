@@ -577,7 +577,12 @@ pub struct VmuStepper {
 impl VmuStepper {
     pub fn new(lookup_bits: u32, phv_fifo: u32) -> VmuStepper {
         VmuStepper {
-            vmu: super::vmu::Vmu::new(0, 5, lookup_bits, 1, phv_fifo, 1),
+            // The VMU alone: no response port register (the cluster adds it).
+            vmu: {
+                let mut v = super::vmu::Vmu::new(0, 5, lookup_bits, 1, phv_fifo, 1);
+                v.rsp_delay = 0;
+                v
+            },
             issued: 0,
             released: 0,
             answered: Default::default(),
@@ -608,15 +613,15 @@ impl VmuStepper {
                 v.resolve(tag, action, now);
             }
         }
-        if i.rel_ready && v.head_ready() {
-            let s = v.release();
+        if i.rel_ready && v.head_ready_at(now) {
+            let s = v.release(now);
             self.answered.remove(&s.phv);
             self.parked.remove(&s.phv);
             out.rel = Some((s.phv, s.action.unwrap(), s.via == super::vmu::Via::Miss));
             self.released += 1;
         }
         if let Some(h) = i.phv {
-            if v.has_room() {
+            if v.has_room(now) {
                 let p = v.route_index(h as usize & (v.lut.len() - 1));
                 if p == super::vmu::INVALID {
                     let tag = v.issue(self.issued, 0, now, now);

@@ -15,6 +15,13 @@
 //!   PMUs, the ELU) still release PHVs in order, one per cycle (the action
 //!   unit's II = 1). Its size is the PHV buffer shared by producer and
 //!   consumer: the producer blocks while it is full.
+//!
+//! Timing (as the cluster RTL, `synapse_cluster.v`): a response reaches the
+//! consumer through a port register, so an answer that leaves a PMU (or the
+//! ELU) in cycle c can release its PHV from c + `rsp_delay` (1 in the
+//! simulator; 0 for the VMU alone, whose RTL has no such register). The
+//! producer's room is the window's at the start of the cycle: a release
+//! frees its slot for the next cycle's request, not this cycle's.
 
 use super::Cycle;
 use crate::classify::Match;
@@ -23,6 +30,10 @@ use super::fifo::Fifo;
 use crate::rules::Key;
 
 pub const INVALID: u16 = u16::MAX;
+
+/// Cycles from an answer leaving its PMU (or the ELU) to the VMU acting on
+/// it: the register at each of the cluster's VMU response ports.
+pub const RSP_DELAY: Cycle = 1;
 
 /// A consistent-hashing ring of PMUs.
 #[derive(Clone, Debug)]
@@ -146,6 +157,8 @@ pub struct Slot {
     pub issued: Cycle,
     pub action: Option<Match>,
     pub via: Via,
+    /// The first cycle its answer can release it (answer + `rsp_delay`).
+    pub ready: Cycle,
 }
 
 /// The request producer and response consumer of one table.
@@ -167,6 +180,11 @@ pub struct Vmu {
     /// Answers known ahead of their cycle ([`Vmu::deliver`]): (tag,
     /// action, cycle, rank within the cycle), in tag and time order.
     pending: Fifo<(u64, Match, Cycle, u32)>,
+    /// Cycles from an answer leaving its PMU or the ELU to the consumer
+    /// acting on it (the cluster's response port register).
+    pub rsp_delay: Cycle,
+    /// The cycle of the last release (its slot is free from the next one).
+    last_release: Cycle,
 }
 
 impl Vmu {
@@ -186,13 +204,15 @@ impl Vmu {
             lut: LookupTable::new(lookup_bits),
             window: Fifo::new(
                 phv_fifo.max(1) as usize,
-                Slot { phv: 0, flow: 0, arrived: 0, issued: 0, action: None, via: Via::Hit },
+                Slot { phv: 0, flow: 0, arrived: 0, issued: 0, action: None, via: Via::Hit, ready: 0 },
             ),
             base_tag: 0,
             capacity: phv_fifo.max(1) as usize,
             reordered: 0,
             oldest_open: 0,
             pending: Fifo::new(phv_fifo.max(1) as usize, (0, None, 0, 0)),
+            rsp_delay: RSP_DELAY,
+            last_release: Cycle::MAX,
         }
     }
 
@@ -222,11 +242,11 @@ impl Vmu {
             self.resolve(tag, action, at);
         }
     }
-    /// The cycle at which the window's head gets its delivered answer, if
-    /// it waits for one.
+    /// The first cycle the window's head can be released with its
+    /// delivered answer, if it waits for one.
     pub fn head_due(&self) -> Option<Cycle> {
         match self.pending.front() {
-            Some(&(tag, _, at, _)) if tag == self.base_tag => Some(at),
+            Some(&(tag, _, at, _)) if tag == self.base_tag => Some(at + self.rsp_delay),
             _ => None,
         }
     }
@@ -261,9 +281,12 @@ impl Vmu {
         self.lut.update(&self.ring)
     }
 
-    /// The PHV buffer has room: the producer may issue.
-    pub fn has_room(&self) -> bool {
-        self.window.len() < self.capacity
+    /// The PHV buffer has room at cycle `now`: the producer may issue. A
+    /// release at `now` frees its slot from `now + 1` (the room is a
+    /// register).
+    #[inline]
+    pub fn has_room(&self, now: Cycle) -> bool {
+        self.window.len() + usize::from(self.last_release == now) < self.capacity
     }
     /// PHVs waiting for their answer or for release.
     pub fn occupancy(&self) -> usize {
@@ -272,7 +295,7 @@ impl Vmu {
     /// Request producer: registers a PHV, returns its tag.
     #[inline]
     pub fn issue(&mut self, phv: u64, flow: u32, arrived: Cycle, now: Cycle) -> u64 {
-        debug_assert!(self.has_room());
+        debug_assert!(self.has_room(now));
         let tag = self.base_tag + self.window.len() as u64;
         self.window.push_back(Slot {
             phv,
@@ -281,6 +304,7 @@ impl Vmu {
             issued: now,
             action: None,
             via: Via::Hit,
+            ready: Cycle::MAX,
         });
         if self.oldest_open < tag {
             // Every older PHV is answered; keep the pointer at the first open one.
@@ -294,13 +318,16 @@ impl Vmu {
         let i = (tag - self.base_tag) as usize;
         self.window[i].via = Via::Miss;
     }
-    /// Response consumer: a valid response (hit or ELU fill) at `now`.
-    /// Returns the key's match latency (request sent → answer back).
+    /// Response consumer: a valid response (hit or ELU fill) leaving its
+    /// PMU or the ELU at `now`. Returns the key's match latency (request
+    /// sent → answer at the consumer, `now + rsp_delay`).
     pub fn resolve(&mut self, tag: u64, action: Match, now: Cycle) -> Cycle {
         let i = (tag - self.base_tag) as usize;
         debug_assert!(self.window[i].action.is_none(), "tag {tag} answered twice");
+        let ready = now + self.rsp_delay;
         self.window[i].action = Some(action);
-        let lat = now - self.window[i].issued;
+        self.window[i].ready = ready;
+        let lat = ready - self.window[i].issued;
         if tag != self.oldest_open {
             // An older PHV is still unanswered.
             self.reordered += 1;
@@ -328,16 +355,29 @@ impl Vmu {
     pub fn head_shed(&self) -> bool {
         self.window.front().is_some_and(|s| s.via == Via::Shed)
     }
-    /// The head is answered: the action unit may release it this cycle.
+    /// The head is answered (releasable at [`Vmu::head_at`]).
     pub fn head_ready(&self) -> bool {
         self.window.front().is_some_and(|s| s.action.is_some())
+    }
+    /// The head's answer has reached the consumer by `now`: the action
+    /// unit may release it this cycle.
+    #[inline]
+    pub fn head_ready_at(&self, now: Cycle) -> bool {
+        self.window.front().is_some_and(|s| s.action.is_some() && s.ready <= now)
+    }
+    /// The first cycle the head can be released (call when
+    /// [`Vmu::head_ready`]).
+    pub fn head_at(&self) -> Cycle {
+        self.window.front().map_or(Cycle::MAX, |s| s.ready)
     }
     /// The PHV id at the head of the window (call when [`Vmu::head_ready`]).
     pub fn head_phv(&self) -> u64 {
         self.window.front().map_or(u64::MAX, |s| s.phv)
     }
-    /// Releases the head (call when [`Vmu::head_ready`]).
-    pub fn release(&mut self) -> Slot {
+    /// Releases the head at cycle `now` (call when [`Vmu::head_ready_at`]).
+    pub fn release(&mut self, now: Cycle) -> Slot {
+        debug_assert!(self.head_ready_at(now));
+        self.last_release = now;
         self.base_tag += 1;
         self.window.pop_front().unwrap()
     }
@@ -387,6 +427,7 @@ mod tests {
     #[test]
     fn miss_parks_and_later_hits_wait_behind_it_in_order() {
         let mut v = Vmu::new(0, 5, 4, 8, 3, 1);
+        v.rsp_delay = 0; // the VMU alone: answers act in their own cycle
         let t0 = v.issue(100, 0, 0, 0);
         let t1 = v.issue(101, 1, 1, 1);
         v.park(t0);
@@ -394,14 +435,26 @@ mod tests {
         assert!(!v.head_ready(), "hit waits behind the parked PHV");
         assert_eq!(v.reordered, 1);
         let _t2 = v.issue(102, 2, 2, 2);
-        assert!(!v.has_room(), "PHV buffer full: producer blocks");
+        assert!(!v.has_room(2), "PHV buffer full: producer blocks");
         assert_eq!(v.resolve(t0, Some(7), 100), 100); // ELU fill releases the FIFO head
-        assert!(v.head_ready());
-        let s = v.release();
+        assert!(v.head_ready_at(100));
+        let s = v.release(100);
         assert_eq!((s.phv, s.action, s.via), (100, Some(Some(7)), Via::Miss));
-        assert!(v.head_ready());
-        assert_eq!(v.release().phv, 101);
+        assert!(!v.has_room(100), "the release frees its slot for the next cycle");
+        assert!(v.has_room(101));
+        assert!(v.head_ready_at(101));
+        assert_eq!(v.release(101).phv, 101);
         assert!(!v.head_ready());
-        assert!(v.has_room());
+        assert!(v.has_room(101));
+    }
+
+    #[test]
+    fn an_answer_releases_from_the_cycle_after_it_leaves_its_pmu() {
+        let mut v = Vmu::new(0, 5, 4, 8, 2, 1);
+        let t0 = v.issue(100, 0, 0, 0);
+        assert_eq!(v.resolve(t0, Some(3), 5), 6, "latency counts the port register");
+        assert!(v.head_ready() && !v.head_ready_at(5), "not in the cycle it left the PMU");
+        assert!(v.head_ready_at(6));
+        assert_eq!(v.head_at(), 6);
     }
 }

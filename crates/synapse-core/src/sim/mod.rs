@@ -11,12 +11,16 @@
 //!    table's input FIFO (dropped, and counted, when it is full);
 //! 2. ELU commit: the oldest valid ORB entry replies (fills its PMU);
 //! 3. every PMU ticks (retires CAM results into Q_p / Q_m, issues from Q_r);
-//! 4. response network: each PMU hands the head of its Q_p to its VMU;
+//! 4. response network: each PMU hands the head of its Q_p to its VMU
+//!    (as the ELU's reply of phase 2 to a table's direct key, it crosses a
+//!    register at the VMU's port: the PHV is answered from the next cycle);
 //! 5. PMU → ELU shared bus: one miss per cycle, round robin;
 //! 6. ELU: registers a miss in the ORB, starts a lookup;
 //! 7. per table (round robin for the interconnect): the action unit releases
 //!    the oldest answered PHV to the next table or the exit, then the request
-//!    producer sends the head of the input FIFO to its PMU;
+//!    producer sends the head of the input FIFO to its PMU if the PHV buffer
+//!    had room at the start of the cycle (a release frees its slot for the
+//!    next cycle: the room is a register, as in `synapse_vmu.v`);
 //! 8. draining (transient) PMUs that are done become free or join their next
 //!    table.
 //!

@@ -188,13 +188,16 @@ impl<const N: usize> Simulator<N> {
             let t = &mut self.tables[ti];
             // A head waiting for room in the PHV buffer needs no step until
             // a release; any other waiting head retries next cycle.
-            t.blocked = !t.input.is_empty() && !t.vmu.has_room();
+            // (Full at the next cycle: this cycle's release frees its
+            // slot from then.)
+            t.blocked = !t.input.is_empty() && !t.vmu.has_room(soon);
             t.stall_from = soon;
             any_blocked |= t.blocked;
             busy |= !t.input.is_empty() && !t.blocked;
             if t.vmu.head_ready() {
-                // Released next cycle, or once a run released ahead is out.
-                table_wake = table_wake.min(t.release_free.max(soon));
+                // Released next cycle (or once its answer is through the
+                // port register), or once a run released ahead is out.
+                table_wake = table_wake.min(t.release_free.max(t.vmu.head_at()).max(soon));
             } else if let Some(at) = t.vmu.head_due() {
                 // Its answer was delivered ahead (`hit_ahead`).
                 table_wake = table_wake.min(at.max(t.release_free).max(soon));
@@ -335,7 +338,7 @@ impl<const N: usize> Simulator<N> {
             let t = &mut self.tables[ti];
             if !t.input.is_empty() && !t.blocked {
                 t.vmu.settle(now, u32::MAX);
-                debug_assert!(!t.vmu.head_ready() || now < t.release_free, "a release was due");
+                debug_assert!(!t.vmu.head_ready_at(now) || now < t.release_free, "a release was due");
                 if let Some(tp) = self.request(now, ti) {
                     if n_touched < touched.len() {
                         touched[n_touched] = tp;
@@ -343,12 +346,12 @@ impl<const N: usize> Simulator<N> {
                     n_touched += 1;
                 }
                 let t = &mut self.tables[ti];
-                t.blocked = !t.input.is_empty() && !t.vmu.has_room();
+                t.blocked = !t.input.is_empty() && !t.vmu.has_room(soon);
                 t.stall_from = soon;
                 self.any_blocked |= t.blocked;
                 busy |= !t.input.is_empty() && !t.blocked;
                 if t.vmu.head_ready() {
-                    other = other.min(t.release_free.max(soon));
+                    other = other.min(t.release_free.max(t.vmu.head_at()).max(soon));
                 } else if let Some(at) = t.vmu.head_due() {
                     other = other.min(at.max(t.release_free).max(soon));
                 }
@@ -440,8 +443,8 @@ impl<const N: usize> Simulator<N> {
     /// Phase 7's release of a head whose miss was shed: it leaves the
     /// pipeline dropped (counted per table, and with the dropped PHVs).
     #[inline(never)]
-    fn drop_shed(&mut self, ti: usize) {
-        let slot = self.tables[ti].vmu.release();
+    fn drop_shed(&mut self, now: Cycle, ti: usize) {
+        let slot = self.tables[ti].vmu.release(now);
         self.shed[ti] += 1;
         self.dropped += 1;
         if let Some(l) = self.legit.as_deref_mut() {
@@ -457,11 +460,11 @@ impl<const N: usize> Simulator<N> {
 
     fn release(&mut self, now: Cycle, ti: usize) {
         let t = &self.tables[ti];
-        if !t.vmu.head_ready() || now < t.release_free {
+        if !t.vmu.head_ready_at(now) || now < t.release_free {
             return;
         }
         if self.shed_first | self.shed_all != 0 && t.vmu.head_shed() {
-            self.drop_shed(ti);
+            self.drop_shed(now, ti);
             return;
         }
         let next = match self.tables[ti].pending.take() {
@@ -486,7 +489,7 @@ impl<const N: usize> Simulator<N> {
             }
         }
         let t = &mut self.tables[ti];
-        let slot = t.vmu.release();
+        let slot = t.vmu.release(now);
         let action = slot.action.unwrap();
         if let Some(c) = self.rec.as_deref_mut().and_then(|r| r.cl()) { c.rel(now, ti, action, slot.via == Via::Miss) }
         if self.to_judge(ti, slot.flow, action) {
@@ -567,9 +570,9 @@ impl<const N: usize> Simulator<N> {
             limit = limit.min(c + 1);
         }
         let mut at = now + 1;
-        while at < limit && self.tables[ti].vmu.head_ready() && !self.tables[ti].vmu.head_shed() {
+        while at < limit && self.tables[ti].vmu.head_ready_at(at) && !self.tables[ti].vmu.head_shed() {
             let t = &mut self.tables[ti];
-            let slot = t.vmu.release();
+            let slot = t.vmu.release(at);
             if let Some(c) = self.rec.as_deref_mut().and_then(|r| r.cl()) { c.rel(at, ti, slot.action.unwrap(), slot.via == Via::Miss) }
             if self.to_judge(ti, slot.flow, slot.action.unwrap()) {
                 self.judge(ti, slot.phv, slot.flow, slot.action.unwrap(), slot.issued);
@@ -596,7 +599,7 @@ impl<const N: usize> Simulator<N> {
         }
         let t = &mut self.tables[ti];
         let Some(&phv) = t.input.front() else { return None };
-        if !t.vmu.has_room() {
+        if !t.vmu.has_room(now) {
             t.win.stalls += 1;
             return None;
         }
@@ -717,7 +720,9 @@ impl<const N: usize> Simulator<N> {
             // An arrival at `rel` is fine: phase 7 releases before it requests.
             limit = limit.min(c + 1);
         }
-        let rel = ready.max(t.release_free);
+        // The answer leaves the PMU at `ready`; through the VMU's port
+        // register it can release from `ready + rsp_delay`.
+        let rel = (ready + t.vmu.rsp_delay).max(t.release_free);
         let out_now = t.vmu.occupancy() == 1
             && t.input.is_empty()
             && self.isolated
@@ -736,7 +741,7 @@ impl<const N: usize> Simulator<N> {
             // The VMU applies it when it reaches `r` (PMU pu's turn in
             // phase 4); until then an answer for an older PHV may still
             // come first. The request was sent now: latency `r - now`.
-            let lat = r - now;
+            let lat = r + t.vmu.rsp_delay - now;
             t.win.lat_sum += lat;
             t.win.lat.add(lat);
             t.vmu.deliver(tag, action, r, 1 + pu as u32);
@@ -746,7 +751,7 @@ impl<const N: usize> Simulator<N> {
         t.win.lat_sum += lat;
         t.win.lat.add(lat);
         // Phase 7 at `rel`.
-        let slot = t.vmu.release();
+        let slot = t.vmu.release(rel);
         if self.to_judge(ti, slot.flow, action) {
             self.judge(ti, slot.phv, slot.flow, action, slot.issued);
         }

@@ -156,18 +156,26 @@ module synapse_cluster #(
         wire [PORTS-1:0] rv, rm, rav;
         wire [PORTS*TAG_W-1:0] rt;
         wire [PORTS*ACT_W-1:0] ra;
+        reg [PORTS-1:0] rv_r, rm_r, rav_r;
+        reg [PORTS*TAG_W-1:0] rt_r;
+        reg [PORTS*ACT_W-1:0] ra_r;
+        assign rv = rv_r; assign rm = rm_r; assign rav = rav_r; assign rt = rt_r; assign ra = ra_r;
         for (h = 0; h < NP; h = h + 1) begin : port
-            assign rv[h] = rsp_valid[h] && rsp_tbl[TBL_W*h +: TBL_W] == g;
-            assign rm[h] = rsp_kind[2*h +: 2] == 2'd2;
-            assign rav[h] = rsp_act_v[h];
-            assign rt[TAG_W*h +: TAG_W] = rsp_tag[TAG_W*h +: TAG_W];
-            assign ra[ACT_W*h +: ACT_W] = rsp_act[ACT_W*h +: ACT_W];
+            always @(posedge clk) begin
+                rv_r[h] <= !rst && rsp_valid[h] && rsp_tbl[TBL_W*h +: TBL_W] == g;
+                rm_r[h] <= rsp_kind[2*h +: 2] == 2'd2;
+                rav_r[h] <= rsp_act_v[h];
+                rt_r[TAG_W*h +: TAG_W] <= rsp_tag[TAG_W*h +: TAG_W];
+                ra_r[ACT_W*h +: ACT_W] <= rsp_act[ACT_W*h +: ACT_W];
+            end
         end
-        assign rv[NP] = fill_valid && fill_dst == NP && fill_tbl == g;
-        assign rm[NP] = 1'b0;
-        assign rav[NP] = fill_act_v;
-        assign rt[TAG_W*NP +: TAG_W] = fill_tag;
-        assign ra[ACT_W*NP +: ACT_W] = fill_act;
+        always @(posedge clk) begin
+            rv_r[NP] <= !rst && fill_valid && fill_dst == NP && fill_tbl == g;
+            rm_r[NP] <= 1'b0;
+            rav_r[NP] <= fill_act_v;
+            rt_r[TAG_W*NP +: TAG_W] <= fill_tag;
+            ra_r[ACT_W*NP +: ACT_W] <= fill_act;
+        end
         synapse_vmu #(.BITS(BITS), .FIFO(FIFO), .PMU_W(16), .TAG_W(TAG_W), .ACT_W(ACT_W), .PORTS(PORTS)) u (
             .clk(clk), .rst(rst),
             .phv_valid(phv_valid[g]), .phv_hash_next(phv_hash_next[32*g +: 32]), .phv_ready(phv_ready[g]),
@@ -189,12 +197,14 @@ module synapse_cluster #(
         else first <= (first == NT - 1) ? 0 : first + 1'b1;
     // A table that would send (its PMU's Q_r has room) and its channel.
     reg [NT-1:0] ok;
+    reg [NP-1:0] rdy_r;
+    always @(posedge clk) rdy_r <= p_req_ready;
     reg [CW-1:0] ch_of [0:NT-1];
     reg [TW:0] pos_a, pos_b;
     reg [NT-1:0] grant;
     always @* begin
         for (i = 0; i < NT; i = i + 1) begin
-            ok[i] = v_want[i] && p_req_ready[req_pmu[16*i +: 16]];
+            ok[i] = v_want[i] && rdy_r[req_pmu[16*i +: 16]];
             ch_of[i] = chan(req_pmu[16*i +: 16]);
         end
         for (i = 0; i < NT; i = i + 1) begin
@@ -245,63 +255,96 @@ module synapse_cluster #(
     end endgenerate
 
     // ------------------------------------------------ the direct queue
-    // Keys whose entry names no PMU, pushed in this cycle's table order.
     reg [TBL_W-1:0] d_tbl [0:DQ-1];
     reg [TAG_W-1:0] d_tag [0:DQ-1];
     reg [KEY_W-1:0] d_key [0:DQ-1];
     reg [DW-1:0] d_rd, d_wr;
     reg [DW:0] d_cnt;
     wire d_pop;
-    reg [DW:0] d_push, d_n;
+    reg [NT-1:0] sv;
+    reg [TBL_W-1:0] stbl [0:NT-1];
+    reg [TAG_W-1:0] stag [0:NT-1];
+    reg [KEY_W-1:0] skey [0:NT-1];
     reg [TW:0] t;
+    reg [DW:0] d_push, d_n;
     always @* begin
         d_push = 0;
-        for (j = 0; j < NT; j = j + 1) d_push = d_push + direct_valid[j];
+        for (j = 0; j < NT; j = j + 1) d_push = d_push + sv[j];
     end
     always @(posedge clk) begin
+        for (j = 0; j < NT; j = j + 1) begin
+            t = (first + j >= NT) ? first + j - NT : first + j;
+            sv[j] <= !rst && direct_valid[t];
+            stbl[j] <= t;
+            stag[j] <= direct_tag[TAG_W*t +: TAG_W];
+            skey[j] <= phv_key[KEY_W*t +: KEY_W];
+        end
         if (rst) begin
             d_rd <= 0; d_wr <= 0; d_cnt <= 0;
         end else begin
             d_n = 0;
-            for (j = 0; j < NT; j = j + 1) begin
-                t = (first + j >= NT) ? first + j - NT : first + j;
-                if (direct_valid[t]) begin
-                    d_tbl[d_wr + d_n[DW-1:0]] <= t;
-                    d_tag[d_wr + d_n[DW-1:0]] <= direct_tag[TAG_W*t +: TAG_W];
-                    d_key[d_wr + d_n[DW-1:0]] <= phv_key[KEY_W*t +: KEY_W];
+            for (j = 0; j < NT; j = j + 1)
+                if (sv[j]) begin
+                    d_tbl[d_wr + d_n[DW-1:0]] <= stbl[j];
+                    d_tag[d_wr + d_n[DW-1:0]] <= stag[j];
+                    d_key[d_wr + d_n[DW-1:0]] <= skey[j];
                     d_n = d_n + 1'b1;
                 end
-            end
             d_wr <= d_wr + d_push[DW-1:0];
             d_rd <= d_rd + d_pop;
             d_cnt <= d_cnt + d_push - d_pop;
         end
     end
+    // the head: the queue's, else the stage's first
+    reg [TBL_W-1:0] h_tbl; reg [TAG_W-1:0] h_tag; reg [KEY_W-1:0] h_key; reg h_f;
+    always @* begin
+        h_tbl = d_tbl[d_rd]; h_tag = d_tag[d_rd]; h_key = d_key[d_rd]; h_f = d_cnt != 0;
+        for (j = NT - 1; j >= 0; j = j - 1)
+            if (!h_f && sv[j]) begin h_tbl = stbl[j]; h_tag = stag[j]; h_key = skey[j]; end
+    end
 
     // ------------------------------------------------- phase 5: the bus
-    // Round robin over PMU 0..NP-1 and the direct queue, from `rr`.
-    wire [NP:0] src_v = {d_cnt != 0, p_mq_valid};
-    reg [SW-1:0] rr, pick, s;
-    reg found;
+    wire [NP:0] src_v = {d_cnt != 0 || sv != 0, p_mq_valid};
+    reg [NP:0] mask;        // sources at or after the round robin's start
+    reg [NP:0] hi, pk;
+    reg found, anyhi;
+    reg [SW-1:0] pick;
+    integer q;
     always @* begin
-        found = 0; pick = 0;
+        hi = src_v & mask;
+        anyhi = hi != 0;
+        pk = 0;
         for (i = 0; i <= NP; i = i + 1) begin
-            s = (rr + i > NP) ? rr + i - (NP + 1) : rr + i;
-            if (!found && src_v[s]) begin
-                found = 1; pick = s;
-            end
+            pk[i] = anyhi ? hi[i] : src_v[i];
+            for (q = 0; q < i; q = q + 1)
+                if (anyhi ? hi[q] : src_v[q]) pk[i] = 1'b0;
         end
+        found = src_v != 0;
+        pick = 0;
+        for (i = 0; i <= NP; i = i + 1) if (pk[i]) pick = i;
     end
     assign mq_valid = found && elu_ready;
     assign mq_src = pick;
-    assign p_mq_ready = mq_valid ? ({{NP{1'b0}}, 1'b1} << pick) : {NP{1'b0}};
-    assign d_pop = mq_valid && pick == NP;
-    assign mq_tbl = pick == NP ? d_tbl[d_rd] : p_mq_tbl[TBL_W*pick +: TBL_W];
-    assign mq_tag = pick == NP ? d_tag[d_rd] : p_mq_tag[TAG_W*pick +: TAG_W];
-    assign mq_key = pick == NP ? d_key[d_rd] : p_mq_key[KEY_W*pick +: KEY_W];
+    assign p_mq_ready = elu_ready ? pk[NP-1:0] : {NP{1'b0}};
+    assign d_pop = elu_ready && pk[NP];
+    reg [TBL_W-1:0] m_tbl; reg [TAG_W-1:0] m_tag; reg [KEY_W-1:0] m_key;
+    always @* begin
+        m_tbl = pk[NP] ? h_tbl : 0; m_tag = pk[NP] ? h_tag : 0; m_key = pk[NP] ? h_key : 0;
+        for (i = 0; i < NP; i = i + 1) if (pk[i]) begin
+            m_tbl = m_tbl | p_mq_tbl[TBL_W*i +: TBL_W]; m_tag = m_tag | p_mq_tag[TAG_W*i +: TAG_W];
+            m_key = m_key | p_mq_key[KEY_W*i +: KEY_W];
+        end
+    end
+    assign mq_tbl = m_tbl; assign mq_tag = m_tag; assign mq_key = m_key;
+    // next start: the source after the one served (the direct queue -> PMU 0)
     always @(posedge clk)
-        if (rst) rr <= 0;
-        else if (mq_valid) rr <= (pick == NP) ? 0 : pick + 1'b1;
+        if (rst) mask <= {(NP+1){1'b1}};
+        else if (mq_valid) begin
+            for (i = 0; i <= NP; i = i + 1) begin
+                mask[i] <= pk[NP];
+                for (q = 0; q < i; q = q + 1) if (pk[q]) mask[i] <= 1'b1;
+            end
+        end
 
     always @(posedge clk)
         if (rst) overflow <= 1'b0;

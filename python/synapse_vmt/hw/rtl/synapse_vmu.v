@@ -69,6 +69,8 @@ module synapse_vmu #(
     reg [TAG_W-1:0] base;
     reg [FW:0] cnt;
     reg [TAG_W-1:0] ntag;                   // base + cnt: the next PHV's tag
+    wire [FW:0] cnt_p1 = cnt + 1'b1, cnt_m1 = cnt - 1'b1;
+    wire [TAG_W-1:0] ntag_p1 = ntag + 1'b1;
     integer k, j;
     // Power-up contents (a BRAM init): every entry invalid, as the model's.
     initial for (k = 0; k < (1 << BITS); k = k + 1) lut[k] = INVALID;
@@ -96,7 +98,8 @@ module synapse_vmu #(
 
     // The release frees a window slot this cycle; the next tag, base + cnt,
     // does not depend on it.
-    wire room = cnt != FIFO || rel_valid;
+    reg full_r;
+    wire room = !full_r;   // WHAT-IF: a release frees room for the next cycle
     reg [PMU_W-1:0] rd, fwd_data;
     reg fwd;
     wire [PMU_W-1:0] route = fwd ? fwd_data : rd;
@@ -118,7 +121,7 @@ module synapse_vmu #(
         fwd <= lut_we && lut_addr == phv_hash_next[BITS-1:0];
         fwd_data <= lut_data;
         if (rst) begin
-            base <= 0; cnt <= 0; ans <= 0; via <= 0; ntag <= 0;
+            base <= 0; cnt <= 0; ans <= 0; via <= 0; ntag <= 0; full_r <= 0;
         end else begin
             // Per window slot (a decode, no index arithmetic): responses set
             // answered / parked, then a new PHV taking the slot resets it.
@@ -138,8 +141,9 @@ module synapse_vmu #(
                 end
             end
             if (rel_valid) base <= base + 1'b1;
-            cnt <= (rel_valid == phv_ready) ? cnt : phv_ready ? cnt + 1'b1 : cnt - 1'b1;
-            if (phv_ready) ntag <= ntag + 1'b1;
+            cnt <= (rel_valid == phv_ready) ? cnt : phv_ready ? cnt_p1 : cnt_m1;
+            full_r <= (rel_valid == phv_ready) ? cnt == FIFO : phv_ready ? cnt == FIFO - 1 : 1'b0;
+            if (phv_ready) ntag <= ntag_p1;
         end
     end
 endmodule

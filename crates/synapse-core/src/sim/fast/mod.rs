@@ -30,7 +30,8 @@
 //!    sampled flows' misses beyond it over R (a difference estimator); HBM
 //!    bytes and miss latencies per miss are the sampled misses', scaled to
 //!    that count; arrivals are the plan's expected ones;
-//!    hits take `vmu_latency + τ_c`. Intervals: the sampled flows are split
+//!    hits take `vmu_latency + τ_c` plus the VMU's response port register
+//!    (`RSP_DELAY`, as every answer). Intervals: the sampled flows are split
 //!    into random groups by hash, each group's figures computed alone, and
 //!    the spread of the groups gives the sampling error (standard random
 //!    groups); the interval is the estimate ± 1.96 of it, widened for the
@@ -58,6 +59,7 @@ use super::mrc::unloaded_fill;
 use super::*;
 use crate::hash::lookup3::hashword;
 use crate::hw::pmu::Timing;
+use crate::hw::vmu::RSP_DELAY;
 use cache::MiniCaches;
 use miss::{EluWindow, Memo, Miss};
 use rand_distr::Exp1;
@@ -397,6 +399,8 @@ impl<const N: usize> Simulator<N> {
         let until = (self.config.duration_ns * 1000.0 / clock.ps()).floor().max(0.0) as Cycle;
         let cyc_ns = clock.ps() / 1000.0;
         let vmu_lat = self.vmu_latency;
+        // An answer acts at its VMU a cycle after it leaves the PMU or the ELU.
+        let rsp = RSP_DELAY;
         let tau = Timing::from_config(&self.config.pmus).tau;
         let elu_lat = self.config.elu.latency_cycles as Cycle;
         let seed = self.config.seed ^ fc.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -490,7 +494,7 @@ impl<const N: usize> Simulator<N> {
         let mut refs: Vec<Ref> = Vec::new();
         let single = self.cfg.single_entry();
         let mut packets_sampled = 0u64;
-        let hop_gap = vmu_lat + tau + 1;
+        let hop_gap = vmu_lat + tau + rsp + 1;
         if let Some((ts, fs)) = given {
             for (&t, &f) in ts.iter().zip(fs) {
                 let si = is_sampled[f as usize];
@@ -732,7 +736,7 @@ impl<const N: usize> Simulator<N> {
                 if let Some(v) = el_meas.get(k as usize + 1) {
                     measure_refs.iter_mut().zip(v).for_each(|(a, b)| *a += b);
                 }
-                window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
+                window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau + rsp, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
                 lags.extend(window_lag(&window_misses, ms + meas));
                 served.push(window_served(&window_misses, ms, ms + meas));
             }};
@@ -790,7 +794,7 @@ impl<const N: usize> Simulator<N> {
             for &(m, c) in &done {
                 if m.sampled {
                     // Its PHV's next hop: not before the lookups after `lk`.
-                    next_hop!(m.flow, m.hop, (c + 1).max((lk + 1).saturating_sub(vmu_lat)));
+                    next_hop!(m.flow, m.hop, (c + 1 + rsp).max((lk + 1).saturating_sub(vmu_lat)));
                     if m.measured {
                         let ki = info[m.table as usize][m.key as usize];
                         let lat = (c - m.issued) as f64;
@@ -851,7 +855,7 @@ impl<const N: usize> Simulator<N> {
                     for &(m, c) in &rest {
                         if m.sampled {
                             fills.push(Reverse((c, m.table, m.key)));
-                            next_hop!(m.flow, m.hop, (c + 1).max((lk + 1).saturating_sub(vmu_lat)));
+                            next_hop!(m.flow, m.hop, (c + 1 + rsp).max((lk + 1).saturating_sub(vmu_lat)));
                         }
                     }
                 }
@@ -859,7 +863,7 @@ impl<const N: usize> Simulator<N> {
                 if let Some(v) = el_meas.get(k as usize + 1) {
                     measure_refs.iter_mut().zip(v).for_each(|(a, b)| *a += b);
                 }
-                window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
+                window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau + rsp, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
                 lags.extend(window_lag(&window_misses, ms + meas));
                 served.push(window_served(&window_misses, ms, ms + meas));
                 measure_refs.iter_mut().for_each(|x| *x = 0.0);
@@ -935,7 +939,7 @@ impl<const N: usize> Simulator<N> {
                 win_misses[t][sw.min(n_stat - 1)] += w;
                 win_bytes[t][sw.min(n_stat - 1)] += ki.bytes as f64 * w;
                 period_misses[t][period_ix(r.c)] += w;
-                let model_lat = ((vmu_lat + ki.fill as Cycle) as f64 + q_est).round() as Cycle;
+                let model_lat = ((vmu_lat + rsp + ki.fill as Cycle) as f64 + q_est).round() as Cycle;
                 gstats[t][g].lat.add(model_lat, 1.0);
                 miss_model[t].add(model_lat, 1.0);
                 match window.as_mut() {
@@ -945,7 +949,7 @@ impl<const N: usize> Simulator<N> {
                     _ => {
                         let fill_at = lk + ki.fill as Cycle + q_est.round() as Cycle;
                         fills.push(Reverse((fill_at, r.table, r.key)));
-                        next_hop!(r.flow, r.hop, fill_at + 1);
+                        next_hop!(r.flow, r.hop, fill_at + 1 + rsp);
                     }
                 }
                 // The donor's clients miss alike, shifted to their starts.
@@ -1041,7 +1045,7 @@ impl<const N: usize> Simulator<N> {
             // Latency: hits at vmu_latency + τ_c; misses per period from
             // the window measured in it (or the model's if none).
             let mut lat = WHist::default();
-            lat.add(vmu_lat + tau, (lookups - misses).max(0.0));
+            lat.add(vmu_lat + tau + rsp, (lookups - misses).max(0.0));
             let mut model_share = 0.0;
             for k in 0..n_periods {
                 let m = period_misses[t][k];
@@ -1079,7 +1083,7 @@ impl<const N: usize> Simulator<N> {
             // Random groups: each group is a sample at rate R / G; its
             // figures alone, with the plan's arrivals, and their spread.
             let gf = groups as f64 / rate;
-            let hit_lat = (vmu_lat + tau) as f64;
+            let hit_lat = (vmu_lat + tau + rsp) as f64;
             let per_group = |f: &dyn Fn(&GroupStats) -> f64| -> f64 {
                 let v: Vec<f64> = gstats[t].iter().map(f).collect();
                 let m = v.iter().sum::<f64>() / v.len() as f64;
@@ -1097,7 +1101,7 @@ impl<const N: usize> Simulator<N> {
             let se_lat = per_group(&|g| ((lk - m_g(g)).max(0.0) * hit_lat + m_g(g) * lat_g(g)) / lk * cyc_ns);
             let se_p99 = per_group(&|g| {
                 let mut h = WHist::default();
-                h.add(vmu_lat + tau, (lk - m_g(g)).max(0.0));
+                h.add(vmu_lat + tau + rsp, (lk - m_g(g)).max(0.0));
                 if g.lat.n > 0.0 {
                     h.add_hist(&g.lat, m_g(g) / g.lat.n);
                 }
@@ -1185,6 +1189,8 @@ fn record(
 ) -> u64 {
     let mut n = 0;
     for &(m, c) in done {
+        // Answered at its VMU a cycle after the ELU's reply.
+        let c = c + RSP_DELAY;
         if m.measured {
             hists[m.table as usize][period_ix(m.issued)].add(c - m.issued, 1.0);
             n += 1;
