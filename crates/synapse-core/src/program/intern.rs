@@ -85,14 +85,10 @@ pub struct Interner {
     index: HashTable<u32>,
     /// The current packet's hops.
     scratch: Vec<(u16, u32)>,
-    /// Signatures seen (see the module doc): signature i is
-    /// `sig_words[sig_start[i]..sig_start[i + 1]]`, its route
-    /// `sig_route[i]` (NONE: no simulated hop) and its conflicts.
-    sig_words: Vec<u32>,
-    sig_start: Vec<u32>,
-    sig_route: Vec<u32>,
-    sig_conflicts: Vec<u32>,
-    sig_index: HashTable<u32>,
+    /// Signatures seen (see the module doc): each with its route (None: no
+    /// simulated hop) and its conflicts. Allocated once per new signature,
+    /// never per packet.
+    sigs: hashbrown::HashMap<Box<[u32]>, (Option<u32>, u32)>,
     /// The current packet's signature.
     sig: Vec<u32>,
     /// Visits whose key an earlier visit had with another matched entry
@@ -131,11 +127,7 @@ impl Interner {
             hop_key: Vec::new(),
             index: HashTable::new(),
             scratch: Vec::new(),
-            sig_words: Vec::new(),
-            sig_start: vec![0],
-            sig_route: Vec::new(),
-            sig_conflicts: Vec::new(),
-            sig_index: HashTable::new(),
+            sigs: hashbrown::HashMap::new(),
             sig: Vec::new(),
             conflicts: 0,
         })
@@ -143,7 +135,7 @@ impl Interner {
 
     /// Signatures remembered (distinct visit sequences with their entries).
     pub fn n_signatures(&self) -> usize {
-        self.sig_route.len()
+        self.sigs.len()
     }
 
     /// Packet `p` of `v`: its route (None: it visited no simulated table).
@@ -156,23 +148,13 @@ impl Interner {
             self.sig.push(v.entry[i] as u32);
             self.sig.extend_from_slice(key);
         }
-        let h = hash_words(self.sig.iter().copied());
-        let (words, start, sig) = (&self.sig_words, &self.sig_start, &self.sig);
-        let same = |&s: &u32| &words[start[s as usize] as usize..start[s as usize + 1] as usize] == sig.as_slice();
-        if let Some(&s) = self.sig_index.find(h, same) {
-            self.conflicts += self.sig_conflicts[s as usize] as u64;
-            let r = self.sig_route[s as usize];
-            return Ok((r != u32::MAX).then_some(r));
+        if let Some(&(r, conflicts)) = self.sigs.get(self.sig.as_slice()) {
+            self.conflicts += conflicts as u64;
+            return Ok(r);
         }
         let before = self.conflicts;
         let r = self.intern_hops(v, p)?;
-        let s = self.sig_route.len() as u32;
-        self.sig_words.extend_from_slice(&self.sig);
-        self.sig_start.push(self.sig_words.len() as u32);
-        self.sig_route.push(r.unwrap_or(u32::MAX));
-        self.sig_conflicts.push((self.conflicts - before) as u32);
-        let (words, start) = (&self.sig_words, &self.sig_start);
-        self.sig_index.insert_unique(h, s, |&s| hash_words(words[start[s as usize] as usize..start[s as usize + 1] as usize].iter().copied()));
+        self.sigs.insert(self.sig.as_slice().into(), (r, (self.conflicts - before) as u32));
         Ok(r)
     }
 
@@ -252,8 +234,8 @@ impl Interner {
     /// and routes only.
     pub fn memory_bytes(&self) -> usize {
         let keys: usize = self.keys.iter().map(|k| k.flat.capacity() * 4 + k.expected.capacity() * 4 + k.index.capacity() * 5).sum();
-        let sigs = (self.sig_words.capacity() + self.sig_start.capacity() + self.sig_route.capacity() + self.sig_conflicts.capacity()) * 4
-            + self.sig_index.capacity() * 5;
+        let sigs = self.sigs.keys().map(|k| k.len() * 4).sum::<usize>()
+            + self.sigs.capacity() * (std::mem::size_of::<(Box<[u32]>, (Option<u32>, u32))>() + 1);
         keys + sigs + self.start.capacity() * 4 + self.hop_table.capacity() * 2 + self.hop_key.capacity() * 4 + self.index.capacity() * 5
     }
 }
