@@ -36,7 +36,7 @@ use super::parser::{Errors, POp, ParseState, Parser, Part};
 use super::phv::{mask, Layout, Phv};
 use super::flow::{Meta, Pass, Pipe};
 use super::run::{Outcome, Outputs, RunPacket};
-use super::table::{Hit, Index, KeyPart, Table, MAX_KEY_WORDS};
+use super::table::{Hit, Index, KeyHot, KeyPart, Table, TableHot, MAX_KEY_WORDS};
 use super::visits::Visits;
 use crate::rules::MatchKind;
 
@@ -116,6 +116,14 @@ pub struct Program {
     pub errors: Errors,
     pub error_names: BTreeMap<u32, String>,
     pub tables: Vec<Table>,
+    /// Per table: what every application reads (see [`TableHot`]), its
+    /// lookup structure, and the program-wide arrays they index: key
+    /// fields, entries' hits, action data.
+    pub hot: Vec<TableHot>,
+    pub indexes: Vec<Index>,
+    pub key_hot: Vec<KeyHot>,
+    pub hits: Vec<Hit>,
+    pub data: Vec<u128>,
     pub nodes: Vec<Node>,
     pub pipelines: Vec<(String, i32)>,
     /// Table index of each keyed table, in visit numbering.
@@ -487,6 +495,18 @@ impl Program {
         };
         let error_names = d.errors.names.iter().filter_map(|(c, n)| Some((c.parse::<u32>().ok()?, n.clone()))).collect();
         let max_key_fields = tables.iter().map(|t: &Table| t.key.len()).max().unwrap_or(0);
+        // the lookup path's records, contiguous (the Table records keep names, rows, build-time data)
+        let (mut hot, mut indexes, mut key_hot, mut hits, mut data) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for t in tables.iter_mut() {
+            let ks = t.key_hot();
+            let plain = t.taint.is_empty() && t.learn.is_none() && t.selector.is_none() && !t.counters && t.meter.is_none();
+            hot.push(TableHot { miss: t.miss, keys: key_hot.len() as u32, hits: hits.len() as u32, data: data.len() as u32,
+                                keyed: t.keyed.unwrap_or(u16::MAX), nkeys: ks.len() as u8, words: t.words as u8, plain });
+            key_hot.extend(ks);
+            hits.extend_from_slice(&t.hits);
+            data.extend_from_slice(&t.data);
+            indexes.push(std::mem::replace(&mut t.index, Index::None));
+        }
         let mut unsupported = d.unsupported.clone();
         for (i, e) in lk.externs.iter().enumerate() {
             if let Extern::Unsupported { reason, .. } = e {
@@ -521,6 +541,11 @@ impl Program {
             errors,
             error_names,
             tables,
+            hot,
+            indexes,
+            key_hot,
+            hits,
+            data,
             nodes,
             pipelines,
             keyed,
