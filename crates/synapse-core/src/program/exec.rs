@@ -1106,11 +1106,17 @@ impl State {
 
     fn start(&mut self, p: &Program) {
         self.phv.reset(&p.lay);
+        self.hdr_src.fill(NONE);
+        self.pos = 0;
+        self.start_packet();
+    }
+
+    /// What [`Self::start`] resets besides the PHV (the flow's passes reset
+    /// the PHV as they hand it out).
+    fn start_packet(&mut self) {
         if self.taints {
             self.taint.fill(0);
         }
-        self.hdr_src.fill(NONE);
-        self.pos = 0;
         self.too_short = false;
         self.nvisits = 0;
         self.inexact = NONE;
@@ -1207,9 +1213,9 @@ impl super::flow::Passes for Passes<'_> {
         if self.main_free {
             self.main_free = false;
             let st = &mut *self.st;
+            // (`fdirty` needs no reset: the deparser reads it only for a header extracted since, which clears it)
             st.phv.reset(&self.p.lay);
             st.hdr_src.fill(NONE);
-            st.fdirty.fill(0);
             st.pos = 0;
             FlowPhv::Main
         } else {
@@ -1335,7 +1341,7 @@ impl Executor {
         let p = &self.prog;
         let st = &mut self.st;
         st.arrive(p, now_ps);
-        st.start(p);
+        st.start_packet();
         let mut x = Passes { p, st, sc: &mut self.sc, pool: &mut self.pool, work: &mut self.work, parser_error: None, main_free: true };
         let (di, de) = (self.flow.counts.drop_ingress, self.flow.counts.drop_egress);
         let sent = self.flow.process(&mut x, frame, ingress_port, now_ps / 1_000_000, visits, outputs);
