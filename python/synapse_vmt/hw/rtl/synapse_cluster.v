@@ -105,12 +105,14 @@ module synapse_cluster #(
     localparam DW = $clog2(DQ);
     localparam LS = LAT - 1;             // channel register stages
     localparam CMPW = $clog2(ENTRIES + 1);
+    localparam PW = NP > 1 ? $clog2(NP) : 1;  // a PMU's index bits (a request's PMU is < NP)
     integer i, j, k;
     genvar g, h;
 
-    // The channel of PMU p (constant per p).
+    // The channel of PMU p (constant per p), from p's index bits only: a
+    // VMU requests only a PMU < NP (an entry naming none is its "no PMU" bit).
     function [CW-1:0] chan;
-        input [15:0] p;
+        input [PW-1:0] p;
         integer q;
         begin
             chan = 0;
@@ -201,19 +203,32 @@ module synapse_cluster #(
     always @(posedge clk) rdy_r <= p_req_ready;
     reg [CW-1:0] ch_of [0:NT-1];
     reg [TW:0] pos_a, pos_b;
-    reg [NT-1:0] grant;
+    reg [NT-1:0] grant, rdy_of;
+    // earlier[j][i]: table j comes before table i in this cycle's order (a
+    // function of the register `first` only, off the route's path).
+    reg [NT*NT-1:0] earlier;
     always @* begin
         for (i = 0; i < NT; i = i + 1) begin
-            ok[i] = v_want[i] && rdy_r[req_pmu[16*i +: 16]];
-            ch_of[i] = chan(req_pmu[16*i +: 16]);
-        end
-        for (i = 0; i < NT; i = i + 1) begin
-            grant[i] = ok[i];
             pos_a = (i >= first) ? i - first : i + NT - first;
             for (j = 0; j < NT; j = j + 1) begin
                 pos_b = (j >= first) ? j - first : j + NT - first;
-                if (j != i && ok[j] && ch_of[j] == ch_of[i] && pos_b < pos_a) grant[i] = 1'b0;
+                earlier[j*NT + i] = j != i && pos_b < pos_a;
             end
+        end
+    end
+    // Two LUT levels after the route: its PMU's ready and the channels'
+    // equality, then the grant (a table that wants and whose PMU is ready,
+    // unless an earlier one does on the same channel).
+    always @* begin
+        for (i = 0; i < NT; i = i + 1) begin
+            rdy_of[i] = rdy_r[req_pmu[16*i +: PW]];
+            ch_of[i] = chan(req_pmu[16*i +: PW]);
+            ok[i] = v_want[i] && rdy_of[i];
+        end
+        for (i = 0; i < NT; i = i + 1) begin
+            grant[i] = ok[i];
+            for (j = 0; j < NT; j = j + 1)
+                if (earlier[j*NT + i] && ok[j] && ch_of[j] == ch_of[i]) grant[i] = 1'b0;
         end
     end
     assign v_grant = grant;
@@ -248,7 +263,7 @@ module synapse_cluster #(
     end
     generate for (g = 0; g < NP; g = g + 1) begin : seg
         localparam integer E = ((g * CH) / NP) * LS + LS - 1;   // the channel's last stage
-        assign p_req_valid[g] = c_v[E] && c_pmu[E] == g;
+        assign p_req_valid[g] = c_v[E] && c_pmu[E][PW-1:0] == g;
         assign p_req_tbl[TBL_W*g +: TBL_W] = c_tbl[E];
         assign p_req_tag[TAG_W*g +: TAG_W] = c_tag[E];
         assign p_req_key[KEY_W*g +: KEY_W] = c_key[E];
@@ -306,18 +321,23 @@ module synapse_cluster #(
     // ------------------------------------------------- phase 5: the bus
     wire [NP:0] src_v = {d_cnt != 0 || sv != 0, p_mq_valid};
     reg [NP:0] mask;        // sources at or after the round robin's start
-    reg [NP:0] hi, pk;
-    reg found, anyhi;
+    reg [NP:0] pk;
+    reg found;
     reg [SW-1:0] pick;
     integer q;
+    // prio[q*(NP+1)+i]: source q comes before source i in the round robin
+    // (from the register `mask` only). A source is picked if it is valid
+    // and no source before it is: two LUT levels after the PMUs' Q_m
+    // valids, whatever the start.
+    reg [(NP+1)*(NP+1)-1:0] prio;
     always @* begin
-        hi = src_v & mask;
-        anyhi = hi != 0;
-        pk = 0;
+        for (q = 0; q <= NP; q = q + 1)
+            for (i = 0; i <= NP; i = i + 1)
+                prio[q*(NP+1) + i] = q != i && (mask[q] != mask[i] ? mask[q] : q < i);
         for (i = 0; i <= NP; i = i + 1) begin
-            pk[i] = anyhi ? hi[i] : src_v[i];
-            for (q = 0; q < i; q = q + 1)
-                if (anyhi ? hi[q] : src_v[q]) pk[i] = 1'b0;
+            pk[i] = src_v[i];
+            for (q = 0; q <= NP; q = q + 1)
+                if (prio[q*(NP+1) + i] && src_v[q]) pk[i] = 1'b0;
         end
         found = src_v != 0;
         pick = 0;
