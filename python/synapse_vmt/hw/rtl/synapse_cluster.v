@@ -130,7 +130,9 @@ module synapse_cluster #(
     wire [NP*2-1:0] p_state;
     wire [NP*TBL_W-1:0] p_state_tbl;
     generate for (g = 0; g < NP; g = g + 1) begin : pmu
-        assign p_fill[g] = fill_valid && fill_dst == g;
+        // the ELU's reply is this PMU's: one LUT from the ports (a module of
+        // its own, so that synthesis does not share a deeper decoder)
+        synapse_cluster_dec #(.W(SW), .G(g)) dec (.v(fill_valid), .a(fill_dst), .y(p_fill[g]));
         synapse_pmu #(.N(ENTRIES), .KEY_W(KEY_W), .TAG_W(TAG_W), .TBL_W(TBL_W), .ACT_W(ACT_W),
                       .TAU(TAU), .II(II), .QR(QR), .QP(QP), .QM(QM), .FILL_SLOTS(FILL_SLOTS)) u (
             .clk(clk), .rst(rst),
@@ -245,7 +247,9 @@ module synapse_cluster #(
         for (k = 0; k < CH; k = k + 1) begin
             c_v[k*LS] <= 1'b0;
             for (i = 0; i < NT; i = i + 1)
-                if (req_valid[i] && ch_of[i] == k) begin
+                // the grant itself (= req_valid), not the VMU's copy of it:
+                // no round trip through the VMU before these registers
+                if (grant[i] && ch_of[i] == k) begin
                     c_v[k*LS] <= !rst;
                     c_pmu[k*LS] <= req_pmu[16*i +: 16];
                     c_tbl[k*LS] <= i;
@@ -321,32 +325,38 @@ module synapse_cluster #(
     // ------------------------------------------------- phase 5: the bus
     wire [NP:0] src_v = {d_cnt != 0 || sv != 0, p_mq_valid};
     reg [NP:0] mask;        // sources at or after the round robin's start
-    reg [NP:0] pk;
+    reg [NP:0] pk, pk_en;   // picked; picked and the ELU takes it
     reg found;
     reg [SW-1:0] pick;
     integer q;
     // prio[q*(NP+1)+i]: source q comes before source i in the round robin
     // (from the register `mask` only). A source is picked if it is valid
-    // and no source before it is: two LUT levels after the PMUs' Q_m
-    // valids, whatever the start.
+    // and no source before it is (synapse_cluster_pick: two LUT levels
+    // after the PMUs' Q_m valids, whatever the start).
     reg [(NP+1)*(NP+1)-1:0] prio;
-    always @* begin
+    always @*
         for (q = 0; q <= NP; q = q + 1)
             for (i = 0; i <= NP; i = i + 1)
                 prio[q*(NP+1) + i] = q != i && (mask[q] != mask[i] ? mask[q] : q < i);
-        for (i = 0; i <= NP; i = i + 1) begin
-            pk[i] = src_v[i];
-            for (q = 0; q <= NP; q = q + 1)
-                if (prio[q*(NP+1) + i] && src_v[q]) pk[i] = 1'b0;
+    generate for (g = 0; g <= NP; g = g + 1) begin : bus
+        wire [NP:0] ahead;
+        for (h = 0; h <= NP; h = h + 1) begin : b
+            assign ahead[h] = prio[h*(NP+1) + g];
         end
+        wire y, y_en;
+        synapse_cluster_pick #(.N(NP + 1)) u (.self(src_v[g]), .en(elu_ready), .v(src_v), .ahead(ahead),
+                                              .y(y), .y_en(y_en));
+        always @* begin pk[g] = y; pk_en[g] = y_en; end
+    end endgenerate
+    always @* begin
         found = src_v != 0;
         pick = 0;
         for (i = 0; i <= NP; i = i + 1) if (pk[i]) pick = i;
     end
     assign mq_valid = found && elu_ready;
     assign mq_src = pick;
-    assign p_mq_ready = elu_ready ? pk[NP-1:0] : {NP{1'b0}};
-    assign d_pop = elu_ready && pk[NP];
+    assign p_mq_ready = pk_en[NP-1:0];
+    assign d_pop = pk_en[NP];
     reg [TBL_W-1:0] m_tbl; reg [TAG_W-1:0] m_tag; reg [KEY_W-1:0] m_key;
     always @* begin
         m_tbl = pk[NP] ? h_tbl : 0; m_tag = pk[NP] ? h_tag : 0; m_key = pk[NP] ? h_key : 0;
@@ -366,8 +376,42 @@ module synapse_cluster #(
             end
         end
 
+    // A request refused at its PMU's port raises `overflow` a cycle later
+    // (registered: off the path from the PMUs' req_ready).
+    reg [NP-1:0] refused;
+    always @(posedge clk) refused <= rst ? {NP{1'b0}} : p_req_valid & ~p_req_ready;
     always @(posedge clk)
         if (rst) overflow <= 1'b0;
-        else if (|p_ovf || (p_req_valid & ~p_req_ready) != 0 || d_cnt + d_push > DQ) overflow <= 1'b1;
+        else if (|p_ovf || refused != 0 || d_cnt + d_push > DQ) overflow <= 1'b1;
+endmodule
+
+// Whether bus source `self` is picked: it is valid and no source before it
+// is (ahead[q]: q comes before it; its own bit is 0), and with the ELU's
+// room (`en`) for its pop. Each group of three (valid, ahead) pairs is one
+// 6-input gate (synapse_cluster_blk, a module of its own so that synthesis
+// keeps this two-level form); one LUT takes the groups.
+module synapse_cluster_pick #(parameter N = 5) (
+    input wire self, en,
+    input wire [N-1:0] v, ahead,
+    output wire y, y_en
+);
+    localparam B = (N + 2) / 3;
+    wire [3*B-1:0] vv = {{(3*B-N){1'b0}}, v}, bb = {{(3*B-N){1'b0}}, ahead};
+    wire [B-1:0] blk;
+    genvar i;
+    generate for (i = 0; i < B; i = i + 1) begin : g
+        synapse_cluster_blk u (.v(vv[3*i +: 3]), .b(bb[3*i +: 3]), .y(blk[i]));
+    end endgenerate
+    assign y = self && blk == 0;
+    assign y_en = en && self && blk == 0;
+endmodule
+
+// v && a == G
+module synapse_cluster_dec #(parameter W = 3, parameter G = 0) (input wire v, input wire [W-1:0] a, output wire y);
+    assign y = v && a == G;
+endmodule
+
+module synapse_cluster_blk (input wire [2:0] v, b, output wire y);
+    assign y = |(v & b);
 endmodule
 `default_nettype wire
