@@ -286,6 +286,12 @@ module synapse_cluster #(
     reg [KEY_W-1:0] skey [0:NT-1];
     reg [TW:0] t;
     reg [DW:0] d_push, d_n;
+    // The pop (the bus's pick, late) chooses between next values computed
+    // without it (synapse_cluster_sel: the choice is the last LUT).
+    wire [DW-1:0] d_rd_n;
+    wire [DW:0] d_cnt_n;
+    synapse_cluster_sel #(.W(2 * DW + 1)) d_next (.s(d_pop), .a({d_rd, d_cnt + d_push}),
+                                                 .b({d_rd + 1'b1, d_cnt + d_push - 1'b1}), .y({d_rd_n, d_cnt_n}));
     always @* begin
         d_push = 0;
         for (j = 0; j < NT; j = j + 1) d_push = d_push + sv[j];
@@ -310,8 +316,8 @@ module synapse_cluster #(
                     d_n = d_n + 1'b1;
                 end
             d_wr <= d_wr + d_push[DW-1:0];
-            d_rd <= d_rd + d_pop;
-            d_cnt <= d_cnt + d_push - d_pop;
+            d_rd <= d_rd_n;
+            d_cnt <= d_cnt_n;
         end
     end
     // the head: the queue's, else the stage's first
@@ -404,6 +410,11 @@ module synapse_cluster_pick #(parameter N = 5) (
     end endgenerate
     assign y = self && blk == 0;
     assign y_en = en && self && blk == 0;
+endmodule
+
+// s ? b : a
+module synapse_cluster_sel #(parameter W = 1) (input wire s, input wire [W-1:0] a, b, output wire [W-1:0] y);
+    assign y = s ? b : a;
 endmodule
 
 // v && a == G
