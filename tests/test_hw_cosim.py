@@ -182,6 +182,7 @@ CLUSTER_MUTANTS = {
 #: ... and of a VMU inside the cluster (synapse_vmu.v).
 CLUSTER_VMU_MUTANTS = {
     "a release frees its window slot in its own cycle": ("wire room = !full_r;", "wire room = !full_r || rel_valid;"),
+    "a request refused a channel still takes its window slot": ("? t1 : t0;", "|| want ? t1 : t0;"),
     "a table entry's no-PMU bit is not stored with it": ("wire [PMU_W:0] lut_row = {lut_data == INVALID, lut_data};",
                                                          "wire [PMU_W:0] lut_row = {1'b0, lut_data};"),
 }
