@@ -267,9 +267,16 @@ struct Updates {
     /// it is written).
     cap: Vec<u32>,
     refs: Vec<u32>,
-    /// Updates since the last compaction; blocks no leaf uses.
+    /// Per capacity (in blocks), the first blocks of the allocations no
+    /// leaf uses: the next leaf that grows takes one ([`PTree::alloc`]),
+    /// so the blocks left behind are reused where they lie instead of
+    /// compacted away.
+    holes: Vec<Vec<u32>>,
+    /// Updates since the last compaction; blocks no leaf uses (those in
+    /// `holes`); compactions so far.
     since: usize,
     garbage: usize,
+    compactions: usize,
     widths: Vec<u8>,
     /// The fields the partition cuts on (where a new rule's tree is found).
     cut: Vec<usize>,
@@ -359,6 +366,20 @@ impl Updates {
 
     fn bytes(&self) -> u64 {
         (self.bits.len() * 8 + self.lo.len() * 2 + self.hi.len() * 4) as u64
+    }
+
+    /// A leaf lets go of the allocation at block `fb`; the last one to
+    /// leaves it a hole for [`PTree::alloc`].
+    fn release(&mut self, fb: usize) {
+        self.refs[fb] -= 1;
+        if self.refs[fb] == 0 {
+            let c = self.cap[fb] as usize;
+            self.garbage += c;
+            if self.holes.len() <= c {
+                self.holes.resize_with(c + 1, Vec::new);
+            }
+            self.holes[c].push(fb as u32);
+        }
     }
 }
 
@@ -890,8 +911,10 @@ impl PTree {
             shadow: Default::default(),
             cap,
             refs,
+            holes: Vec::new(),
             since: 0,
             garbage: 0,
+            compactions: 0,
             widths,
             cut,
             empty: [0; 24],
@@ -913,6 +936,9 @@ impl PTree {
         }
         self.upd = Some(Box::new(u));
         self.image = std::sync::OnceLock::new();
+        // Room for the leaves that grow before holes are left to reuse:
+        // growing the rows past their capacity copies them all.
+        self.rows.reserve(self.rows.len() / 2);
     }
 
     /// The tree a new rule of box `bx` goes to: the partition's for the
@@ -974,27 +1000,23 @@ impl PTree {
         if !edit(lanes) {
             return None;
         }
+        // A leaf holds a reference to its allocation while it has blocks
+        // (an empty one points at none: the build's empty leaves point
+        // where the next leaf's blocks begin).
         let need = lanes.len().div_ceil(LANES);
-        let owned = n.blocks() > 0 && u.cap[fb] > 0 && u.refs[fb] == 1;
-        let (at, clear) = if owned && u.cap[fb] as usize >= need {
+        let owned = n.blocks() > 0 && u.refs[fb] == 1;
+        let (at, clear) = if need == 0 {
+            if n.blocks() > 0 {
+                u.release(fb);
+            }
+            (0, 0)
+        } else if owned && u.cap[fb] as usize >= need {
             (fb, n.blocks().max(need))
         } else {
-            if u.cap[fb] > 0 {
-                u.refs[fb] -= 1;
-                if u.refs[fb] == 0 {
-                    u.garbage += u.cap[fb] as usize;
-                }
+            if n.blocks() > 0 {
+                u.release(fb);
             }
-            let at = self.rows.len() / stride;
-            let c = need + 1;
-            for _ in 0..c {
-                push_block(&self.words, self.fold, self.wide, &mut self.rows, &[]);
-            }
-            u.cap.resize(at + c, 0);
-            u.refs.resize(at + c, 0);
-            u.cap[at] = c as u32;
-            u.refs[at] = 1;
-            (at, need)
+            (self.alloc(u, need + 1), need)
         };
         for j in 0..clear * LANES {
             let w = lanes.get(j).unwrap_or(&u.empty);
@@ -1006,6 +1028,39 @@ impl PTree {
         let first = lanes.first().map_or(u32::MAX, |w| self.lane_key(w));
         self.nodes[i as usize] = Node::leaf(n.base, at as u32, need as u32, first);
         Some(at)
+    }
+
+    /// The first block of `c` blocks for a leaf (one reference): a hole of
+    /// that size; else one of up to twice it, whole (the rest is room); else
+    /// the front of a larger one (the rest stays a hole); else new blocks
+    /// at the end. A leaf only ever asks for two blocks or more, so no hole
+    /// left is too small to be taken.
+    fn alloc(&mut self, u: &mut Updates, c: usize) -> usize {
+        let stride = self.stride();
+        let fit = (c..u.holes.len().min(2 * c + 1)).find(|&k| !u.holes[k].is_empty());
+        if let Some(k) = fit {
+            let at = u.holes[k].pop().unwrap() as usize;
+            u.garbage -= k;
+            u.refs[at] = 1;
+            return at;
+        }
+        if let Some(k) = (2 * c + 1..u.holes.len()).find(|&k| !u.holes[k].is_empty()) {
+            let at = u.holes[k].pop().unwrap() as usize;
+            u.garbage -= c;
+            (u.cap[at], u.refs[at]) = (c as u32, 1);
+            (u.cap[at + c], u.refs[at + c]) = ((k - c) as u32, 0);
+            u.holes[k - c].push((at + c) as u32);
+            return at;
+        }
+        let at = self.rows.len() / stride;
+        for _ in 0..c {
+            push_block(&self.words, self.fold, self.wide, &mut self.rows, &[]);
+        }
+        u.cap.resize(at + c, 0);
+        u.refs.resize(at + c, 0);
+        u.cap[at] = c as u32;
+        u.refs[at] = 1;
+        at
     }
 
     /// Writes rule `slot`'s lane into the leaves its box reaches in its
@@ -1137,10 +1192,13 @@ impl PTree {
         for o in &mut self.odd {
             o.0 = remap(o.0);
         }
-        // A tree's best key in the window: the window's start bounds it.
+        // A tree's best key in the window moves with its rule (the spread
+        // keeps the keys' order); one that is no rule's any more (it
+        // cannot be: [`PTree::delete`] keeps them exact) would take the
+        // window's start, which bounds it.
         for t in &mut self.trees {
             if t.min_prio >= s && t.min_prio < e {
-                t.min_prio = s;
+                t.min_prio = olds.binary_search(&t.min_prio).map_or(s, |i| news[i]);
             }
         }
         Some(spread[j])
@@ -1229,12 +1287,20 @@ impl PTree {
                 }
             }
         }
+        // The tree's best rule gone: its best key read again from its
+        // leaves (one walk of that tree), so lookups keep skipping it
+        // where they did.
+        let tree = u.slots[slot as usize].tree;
+        if (tree as usize) < self.trees.len() && self.trees[tree as usize].min_prio == key {
+            self.trees[tree as usize].min_prio = self.tree_best(tree as usize);
+        }
         self.finish_update(u, dirty);
         Ok(())
     }
 
     /// After an update: the memory image follows the leaves written, and
-    /// past the bound the blocks are compacted.
+    /// past the bound (more blocks unused than used) the blocks are
+    /// compacted.
     fn finish_update(&mut self, mut u: Box<Updates>, dirty: Vec<u32>) {
         u.since += 1;
         let stride = self.stride();
@@ -1248,16 +1314,35 @@ impl PTree {
             }
             img.odd.clone_from(&self.odd);
         }
-        let due = u.since > self.compact_every(u.live);
+        let due = u.garbage > self.compact_bound(&u);
         self.upd = Some(u);
         if due {
             self.compact();
         }
     }
 
-    /// Updates between compactions.
-    fn compact_every(&self, live: usize) -> usize {
-        self.asked.max_delta.max(live / 4)
+    /// Unused leaf blocks tolerated before a compaction:
+    /// `max(max_delta, blocks in use)`. The holes are reused by the leaves
+    /// that grow, so churn that keeps the set's size and shape stays
+    /// below it: the rows at most twice what the leaves use.
+    fn compact_bound(&self, u: &Updates) -> usize {
+        let blocks = self.rows.len() / self.stride();
+        self.asked.max_delta.max(blocks - u.garbage)
+    }
+
+    /// The best key of tree `ti`: the least of its leaves' first keys.
+    fn tree_best(&self, ti: usize) -> u32 {
+        let mut best = u32::MAX;
+        let mut stack = vec![self.trees[ti].root];
+        while let Some(i) = stack.pop() {
+            let n = self.nodes[i as usize];
+            if n.is_leaf() {
+                best = best.min(n.first_rule());
+            } else {
+                stack.extend((0..=NODE_THRESHOLDS as u32).filter(|&c| c == 0 || n.th[c as usize - 1] != u32::MAX ^ BIAS).map(|c| n.base + c));
+            }
+        }
+        best
     }
 
     /// Copies every leaf's blocks into fresh rows (shared leaves stay
@@ -1293,20 +1378,12 @@ impl PTree {
             }
         }
         for ti in 0..self.trees.len() {
-            let mut best = u32::MAX;
-            let mut stack = vec![self.trees[ti].root];
-            while let Some(i) = stack.pop() {
-                let n = self.nodes[i as usize];
-                if n.is_leaf() {
-                    best = best.min(n.first_rule());
-                } else {
-                    stack.extend((0..=NODE_THRESHOLDS as u32).filter(|&c| c == 0 || n.th[c as usize - 1] != u32::MAX ^ BIAS).map(|c| n.base + c));
-                }
-            }
-            self.trees[ti].min_prio = best;
+            self.trees[ti].min_prio = self.tree_best(ti);
         }
+        u.holes.clear();
         u.since = 0;
         u.garbage = 0;
+        u.compactions += 1;
         self.upd = Some(u);
         self.image = std::sync::OnceLock::new();
         self.stats.rules = self.len();
@@ -1355,11 +1432,16 @@ impl PTree {
             .collect()
     }
 
-    /// Whether `inserts` more inserts and `deletes` more deletes would
-    /// compact the blocks (the ELU then writes the structure whole).
+    /// Whether `inserts` more inserts and `deletes` more deletes may
+    /// compact the blocks (the ELU then writes the structure whole): when
+    /// the blocks unused, plus one per update, pass the bound.
     pub fn folds_in(&self, inserts: usize, deletes: usize) -> bool {
-        let (since, live) = self.upd.as_ref().map_or((0, self.set.len()), |u| (u.since, u.live));
-        since + inserts + deletes > self.compact_every(live)
+        self.upd.as_ref().is_some_and(|u| u.garbage + inserts + deletes > self.compact_bound(u))
+    }
+
+    /// Compactions of the leaf blocks since the first update.
+    pub fn compactions(&self) -> usize {
+        self.upd.as_ref().map_or(0, |u| u.compactions)
     }
 
     /// Builds the subtree at `idx` for `slots` (ascending rule indices, all
