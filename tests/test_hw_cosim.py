@@ -236,6 +236,16 @@ ADMIT_MUTANTS = {
     "the filter clears a record late": ("wire clear = rec && recorded == RESET_AFTER - 1;",
                                         "wire clear = rec && recorded == RESET_AFTER;"),
     "a fill into a CAM with room is refused": ("(a_op == 2'd1 && (!a_full || contains))", "(a_op == 2'd1 && contains)"),
+    "a rewritten word drops the last write's bit": (
+        "| (w_rec && wa(w_h0) == wa(a_h0) ? one(w_h0) : z) | one(a_h0);", "| one(a_h0);"),
+    "a rewritten word drops the bit of the write before last": (
+        "(a_v1 ? a_d1 : z) | (v_rec && wa(v_h1) == wa(a_h1) ? one(v_h1) : z);", "(a_v1 ? a_d1 : z);"),
+    "a rewritten word drops the bits read": ("(a_v0 ? a_d0 : z)", "z"),
+    "a rewritten word keeps the bits of a word not valid": ("(a_v1 ? a_d1 : z)", "a_d1"),
+    "a word rewritten after a pending clear keeps its old bits": (
+        "wire keep = older && !w_clear;", "wire keep = older;"),
+    "a clear leaves the words valid": (
+        "if (w_clear) begin\n                valid0 <= 0;", "if (w_clear) begin\n                valid0 <= valid0;"),
 }
 
 
