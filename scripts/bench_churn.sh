@@ -39,7 +39,7 @@ python3 - "$OUT/runs.jsonl" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(x) for x in open(sys.argv[1])]
 print("| set | churn | static M/s (original) | fresh build M/s | under churn M/s | ÷ original | ÷ fresh "
-      "| offered /s | sustained /s | capacity /s | p50 / p99 / p99.9 µs | wrong / checked |")
+      "| offered /s | sustained /s | capacity /s | p50 / p99 / p99.9 / max µs | wrong / checked |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for key in dict.fromkeys((r["set"], r["churn"]) for r in rows):
     g = [r for r in rows if (r["set"], r["churn"]) == key]
@@ -48,5 +48,6 @@ for key in dict.fromkeys((r["set"], r["churn"]) for r in rows):
           f"| {m('churn_lookups_per_s') / 1e6:.1f} | {m('churn_lookup_ratio'):.2f}x | {m('churn_lookup_ratio_fresh'):.2f}x "
           f"| {g[0]['updates_offered_per_s']:.0e} | {m('updates_per_s'):,.0f} | {m('update_capacity_per_s'):,.0f} "
           f"| {m('update_latency_us_p50'):.2f} / {m('update_latency_us_p99'):.1f} / {m('update_latency_us_p999'):.0f} "
+          f"/ {m('update_latency_us_max'):,.0f} "
           f"| {sum(r['wrong'] for r in g)} / {sum(r['checked'] for r in g)} |")
 EOF

@@ -127,10 +127,10 @@ def test_every_pmu_rtl_mutant_fails_the_cosimulation(name, tmp_path, monkeypatch
 def test_a_vmu_that_does_not_forward_a_cpu_write_to_its_read_fails_the_cosimulation(tmp_path, monkeypatch):
     """The VMU reads its table (a BRAM) a cycle ahead: a CPU write to the
     entry being read must reach the PHV that needs it, as in the model."""
-    old = "wire [PMU_W-1:0] route = fwd ? fwd_data : rd;"
+    old = "wire [PMU_W:0] route = fwd ? fwd_data : rd;"
     src = (cosim.RTL_DIR / "synapse_vmu.v").read_text()
     assert src.count(old) == 1
-    (tmp_path / "synapse_vmu.v").write_text(src.replace(old, "wire [PMU_W-1:0] route = rd;"))
+    (tmp_path / "synapse_vmu.v").write_text(src.replace(old, "wire [PMU_W:0] route = rd;"))
     monkeypatch.setattr(cosim, "RTL_DIR", tmp_path)
     assert not cosim.cosim_vmu("direct", cycles=1500, seed=3).ok
 
@@ -182,6 +182,9 @@ CLUSTER_MUTANTS = {
 #: ... and of a VMU inside the cluster (synapse_vmu.v).
 CLUSTER_VMU_MUTANTS = {
     "a release frees its window slot in its own cycle": ("wire room = !full_r;", "wire room = !full_r || rel_valid;"),
+    "a request refused a channel still takes its window slot": ("? t1 : t0;", "|| want ? t1 : t0;"),
+    "a table entry's no-PMU bit is not stored with it": ("wire [PMU_W:0] lut_row = {lut_data == INVALID, lut_data};",
+                                                         "wire [PMU_W:0] lut_row = {1'b0, lut_data};"),
 }
 
 
@@ -236,6 +239,16 @@ ADMIT_MUTANTS = {
     "the filter clears a record late": ("wire clear = rec && recorded == RESET_AFTER - 1;",
                                         "wire clear = rec && recorded == RESET_AFTER;"),
     "a fill into a CAM with room is refused": ("(a_op == 2'd1 && (!a_full || contains))", "(a_op == 2'd1 && contains)"),
+    "a rewritten word drops the last write's bit": (
+        "| (w_rec && wa(w_h0) == wa(a_h0) ? one(w_h0) : z) | one(a_h0);", "| one(a_h0);"),
+    "a rewritten word drops the bit of the write before last": (
+        "(a_v1 ? a_d1 : z) | (v_rec && wa(v_h1) == wa(a_h1) ? one(v_h1) : z);", "(a_v1 ? a_d1 : z);"),
+    "a rewritten word drops the bits read": ("(a_v0 ? a_d0 : z)", "z"),
+    "a rewritten word keeps the bits of a word not valid": ("(a_v1 ? a_d1 : z)", "a_d1"),
+    "a word rewritten after a pending clear keeps its old bits": (
+        "wire keep = older && !w_clear;", "wire keep = older;"),
+    "a clear leaves the words valid": (
+        "if (w_clear) begin\n                valid0 <= 0;", "if (w_clear) begin\n                valid0 <= valid0;"),
 }
 
 

@@ -63,8 +63,9 @@ def test_run_writes_the_update_counters_and_invariants(tmp_path):
     assert cfg["update_engine"]["invalidate"] == "flush"
 
 
-def test_the_partitioned_tree_is_updated_in_place_and_folds_in(tmp_path):
-    # 200 entries, churn fast enough to pass the fold-in bound (64 pending).
+def test_the_partitioned_tree_is_updated_in_place_without_folding_in(tmp_path):
+    # 200 entries under fast churn that keeps their number: the leaves that
+    # grow take the blocks others left, so the tree is never written whole.
     p = write(tmp_path, '[[updates]]\nat_ns = 30000.0\nchurn_per_s = 3e6\n')
     text = p.read_text().replace('algo = "dtree"', 'algo = "ptree"')
     p.write_text(text)
@@ -72,7 +73,7 @@ def test_the_partitioned_tree_is_updated_in_place_and_folds_in(tmp_path):
     sim.run()
     u = sim.update_stats()
     assert u["committed"] > 100 and u["extra_bytes_peak"] == 0  # in place: no replica
-    assert 0 < u["fold_ins"] < u["batches"]
+    assert u["fold_ins"] == 0 and u["batches"] > 0
     inv = sim.finish()
     assert inv["ok"] and inv["stale_answers"] == 0 and inv["wrong_action"] == 0
 

@@ -150,8 +150,8 @@ class PtreeBuild(_Model):
     avx512: bool = F(True, "AVX-512 kernels where the CPU has them; false: AVX2.")
     max_trees: int = F(4, "Most trees (the smallest partitions join the catch-all one).", "trees", ge=1)
     small: int = F(16384, "Sets up to this many rules also try one or two trees (0: never).", "rules", ge=0)
-    max_delta: int = F(64, "Updates in place between compactions of the leaf blocks: max(max_delta, rules / 4).",
-                       "updates", ge=0)
+    max_delta: int = F(64, "Unused leaf blocks tolerated before a compaction: max(max_delta, blocks in use).",
+                       "blocks", ge=0)
     wide_leaves: int = F(0, "Rules reaching more leaves than this are kept in the side leaf (0: never).",
                          "leaves", ge=0)
 

@@ -409,12 +409,17 @@ def compare_vmu(bits: int, fifo: int, stim: dict, model: dict, profile: str = "s
 #: Doorkeeper profiles: (CAM entries, ``[defence.admission]``, generator
 #: knobs: distinct keys drawn, the share of cycles with an operation, the
 #: share of those that are the shed gate's questions, the share of fills into
-#: a full CAM). ``random``: the defaults (32 bits per entry); ``churn``: a
+#: a full CAM; ``dlog``: the RTL's words per bank, 2^DLOG, when not its
+#: default 64). ``random``: the defaults (32 bits per entry); ``churn``: a
 #: small filter over few keys cleared every 16 records, so answers depend on
-#: the clear and on back-to-back operations on the same bits (the forwarding).
+#: the clear and on back-to-back operations on the same bits (the
+#: forwarding); ``words``: the same filter in 4 words of 16 bits, so that
+#: back-to-back records rewrite the same word and a word rewritten after a
+#: clear must lose its old bits.
 ADMIT_PROFILES: dict[str, tuple[int, dict, dict]] = {
     "random": (64, dict(bits_per_entry=32, reset_factor=4), dict(keys=600, p_op=0.7, p_seen=0.4, p_full=0.8)),
     "churn": (4, dict(bits_per_entry=16, reset_factor=4), dict(keys=24, p_op=0.9, p_seen=0.5, p_full=0.9)),
+    "words": (4, dict(bits_per_entry=16, reset_factor=4), dict(keys=24, p_op=0.9, p_seen=0.5, p_full=0.9, dlog=2)),
 }
 #: Cycles from an operation to its answer (synapse_admit.v: read, then decide).
 ADMIT_LATENCY = 2
@@ -447,6 +452,8 @@ def cosim_admit(profile: str = "random", cycles: int = 2000, seed: int = 1, keep
     model = _core.admit_replay(json.dumps(dict(adm, policy="doorkeeper")), entries, op.astype(np.int64), full,
                                np.ascontiguousarray(keys))
     params = admit_params(entries, adm)
+    if "dlog" in gen:
+        params["DLOG"] = gen["dlog"]
     inputs = {"op": op.tolist(), "full": full.tolist(), "h0": model["h0"].tolist(), "h1": model["h1"].tolist()}
     work = Path(tempfile.mkdtemp(prefix="synapse-cosim-")) if keep is None else keep
     try:

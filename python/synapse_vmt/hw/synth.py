@@ -76,7 +76,7 @@ PMU_SIZES = (64, 128, 256, 512)
 KEY_WIDTHS = (104, 233)
 DEFAULT_POINTS = [("pmu", 64, 104), ("pmu", 128, 104), ("pmu", 256, 104), ("pmu", 64, 233),
                   ("orb", 64, 104), ("orb", 64, 233), ("vmu", 1024, 0),
-                  ("pmu", 16, 104), ("cluster4", 16, 104), ("cluster8", 16, 104)]
+                  ("pmu", 16, 104), ("cluster4", 16, 104)]
 #: The ECP5-85's table: the ORB, the 16-entry PMU, the VMU (larger PMUs:
 #: --entries, an hour or more of place and route each).
 ECP5_POINTS = [("orb", 64, 104), ("pmu", 16, 104), ("vmu", 1024, 0)]

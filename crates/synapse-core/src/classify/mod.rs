@@ -50,6 +50,13 @@ pub trait MemoryWalk<const N: usize = MAX_FIELDS>: Classifier<N> {
     fn walk(&self, key: &Key<N>, accesses: &mut Vec<MemAccess>) -> Match;
     /// Bytes the structure occupies in off-chip memory.
     fn memory_bytes(&self) -> u64;
+    /// Brings what walking each of `keys` reads into the CPU's caches
+    /// (answers nothing, changes nothing), before they are walked one by
+    /// one: a structure may step the keys' walks side by side, whose reads
+    /// do not depend on each other and so overlap, where one walk's reads
+    /// each wait for the last. The fast mode walks a few hundred keys of a
+    /// structure just built and mostly out of the cache.
+    fn warm(&self, _keys: &[Key<N>]) {}
 }
 
 /// Why a lookup structure could not be built.

@@ -177,6 +177,8 @@ proptest! {
             let now = RuleSet::new(Schema::five_tuple(), rules.clone());
             prop_assert_eq!(&p.rule_set().rules, &rules);
             prop_assert_eq!(p.len(), rules.len());
+            // The blocks a leaf holds are never a hole another one takes.
+            prop_assert_eq!(p.check_blocks(), Ok(()));
             let lin = Linear::new(&now);
             let keys = keys_for(&now, &seeds);
             out.resize(keys.len(), 0);
@@ -241,6 +243,7 @@ fn ptree_updates_on_generated_1k_sets_equal_the_oracle() {
                 let mut out = vec![0i32; keys.len()];
                 p.classify_batch(&keys, &mut out);
                 assert!(out == want, "{kind} simd {simd} max_delta {max_delta}: batch differs after {} updates (wide_leaves {wide_leaves})", i + 1);
+                assert_eq!(p.check_blocks(), Ok(()), "{kind}: blocks after {} updates", i + 1);
                 let mut acc = Vec::new();
                 for (k, w) in keys.iter().zip(&want).step_by(7) {
                     acc.clear();

@@ -97,6 +97,9 @@ impl<const N: usize> MemoryWalk<N> for Shared<N> {
     fn memory_bytes(&self) -> u64 {
         self.0.memory_bytes()
     }
+    fn warm(&self, keys: &[Key<N>]) {
+        self.0.warm(keys)
+    }
 }
 
 /// [`build_walker`], or the structure an earlier simulator built from the

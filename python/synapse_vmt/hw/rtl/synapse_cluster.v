@@ -105,12 +105,14 @@ module synapse_cluster #(
     localparam DW = $clog2(DQ);
     localparam LS = LAT - 1;             // channel register stages
     localparam CMPW = $clog2(ENTRIES + 1);
+    localparam PW = NP > 1 ? $clog2(NP) : 1;  // a PMU's index bits (a request's PMU is < NP)
     integer i, j, k;
     genvar g, h;
 
-    // The channel of PMU p (constant per p).
+    // The channel of PMU p (constant per p), from p's index bits only: a
+    // VMU requests only a PMU < NP (an entry naming none is its "no PMU" bit).
     function [CW-1:0] chan;
-        input [15:0] p;
+        input [PW-1:0] p;
         integer q;
         begin
             chan = 0;
@@ -128,7 +130,9 @@ module synapse_cluster #(
     wire [NP*2-1:0] p_state;
     wire [NP*TBL_W-1:0] p_state_tbl;
     generate for (g = 0; g < NP; g = g + 1) begin : pmu
-        assign p_fill[g] = fill_valid && fill_dst == g;
+        // the ELU's reply is this PMU's: one LUT from the ports (a module of
+        // its own, so that synthesis does not share a deeper decoder)
+        synapse_cluster_dec #(.W(SW), .G(g)) dec (.v(fill_valid), .a(fill_dst), .y(p_fill[g]));
         synapse_pmu #(.N(ENTRIES), .KEY_W(KEY_W), .TAG_W(TAG_W), .TBL_W(TBL_W), .ACT_W(ACT_W),
                       .TAU(TAU), .II(II), .QR(QR), .QP(QP), .QM(QM), .FILL_SLOTS(FILL_SLOTS)) u (
             .clk(clk), .rst(rst),
@@ -201,19 +205,32 @@ module synapse_cluster #(
     always @(posedge clk) rdy_r <= p_req_ready;
     reg [CW-1:0] ch_of [0:NT-1];
     reg [TW:0] pos_a, pos_b;
-    reg [NT-1:0] grant;
+    reg [NT-1:0] grant, rdy_of;
+    // earlier[j][i]: table j comes before table i in this cycle's order (a
+    // function of the register `first` only, off the route's path).
+    reg [NT*NT-1:0] earlier;
     always @* begin
         for (i = 0; i < NT; i = i + 1) begin
-            ok[i] = v_want[i] && rdy_r[req_pmu[16*i +: 16]];
-            ch_of[i] = chan(req_pmu[16*i +: 16]);
-        end
-        for (i = 0; i < NT; i = i + 1) begin
-            grant[i] = ok[i];
             pos_a = (i >= first) ? i - first : i + NT - first;
             for (j = 0; j < NT; j = j + 1) begin
                 pos_b = (j >= first) ? j - first : j + NT - first;
-                if (j != i && ok[j] && ch_of[j] == ch_of[i] && pos_b < pos_a) grant[i] = 1'b0;
+                earlier[j*NT + i] = j != i && pos_b < pos_a;
             end
+        end
+    end
+    // Two LUT levels after the route: its PMU's ready and the channels'
+    // equality, then the grant (a table that wants and whose PMU is ready,
+    // unless an earlier one does on the same channel).
+    always @* begin
+        for (i = 0; i < NT; i = i + 1) begin
+            rdy_of[i] = rdy_r[req_pmu[16*i +: PW]];
+            ch_of[i] = chan(req_pmu[16*i +: PW]);
+            ok[i] = v_want[i] && rdy_of[i];
+        end
+        for (i = 0; i < NT; i = i + 1) begin
+            grant[i] = ok[i];
+            for (j = 0; j < NT; j = j + 1)
+                if (earlier[j*NT + i] && ok[j] && ch_of[j] == ch_of[i]) grant[i] = 1'b0;
         end
     end
     assign v_grant = grant;
@@ -230,7 +247,9 @@ module synapse_cluster #(
         for (k = 0; k < CH; k = k + 1) begin
             c_v[k*LS] <= 1'b0;
             for (i = 0; i < NT; i = i + 1)
-                if (req_valid[i] && ch_of[i] == k) begin
+                // the grant itself (= req_valid), not the VMU's copy of it:
+                // no round trip through the VMU before these registers
+                if (grant[i] && ch_of[i] == k) begin
                     c_v[k*LS] <= !rst;
                     c_pmu[k*LS] <= req_pmu[16*i +: 16];
                     c_tbl[k*LS] <= i;
@@ -248,7 +267,7 @@ module synapse_cluster #(
     end
     generate for (g = 0; g < NP; g = g + 1) begin : seg
         localparam integer E = ((g * CH) / NP) * LS + LS - 1;   // the channel's last stage
-        assign p_req_valid[g] = c_v[E] && c_pmu[E] == g;
+        assign p_req_valid[g] = c_v[E] && c_pmu[E][PW-1:0] == g;
         assign p_req_tbl[TBL_W*g +: TBL_W] = c_tbl[E];
         assign p_req_tag[TAG_W*g +: TAG_W] = c_tag[E];
         assign p_req_key[KEY_W*g +: KEY_W] = c_key[E];
@@ -267,6 +286,12 @@ module synapse_cluster #(
     reg [KEY_W-1:0] skey [0:NT-1];
     reg [TW:0] t;
     reg [DW:0] d_push, d_n;
+    // The pop (the bus's pick, late) chooses between next values computed
+    // without it (synapse_cluster_sel: the choice is the last LUT).
+    wire [DW-1:0] d_rd_n;
+    wire [DW:0] d_cnt_n;
+    synapse_cluster_sel #(.W(2 * DW + 1)) d_next (.s(d_pop), .a({d_rd, d_cnt + d_push}),
+                                                 .b({d_rd + 1'b1, d_cnt + d_push - 1'b1}), .y({d_rd_n, d_cnt_n}));
     always @* begin
         d_push = 0;
         for (j = 0; j < NT; j = j + 1) d_push = d_push + sv[j];
@@ -291,8 +316,8 @@ module synapse_cluster #(
                     d_n = d_n + 1'b1;
                 end
             d_wr <= d_wr + d_push[DW-1:0];
-            d_rd <= d_rd + d_pop;
-            d_cnt <= d_cnt + d_push - d_pop;
+            d_rd <= d_rd_n;
+            d_cnt <= d_cnt_n;
         end
     end
     // the head: the queue's, else the stage's first
@@ -306,27 +331,38 @@ module synapse_cluster #(
     // ------------------------------------------------- phase 5: the bus
     wire [NP:0] src_v = {d_cnt != 0 || sv != 0, p_mq_valid};
     reg [NP:0] mask;        // sources at or after the round robin's start
-    reg [NP:0] hi, pk;
-    reg found, anyhi;
+    reg [NP:0] pk, pk_en;   // picked; picked and the ELU takes it
+    reg found;
     reg [SW-1:0] pick;
     integer q;
-    always @* begin
-        hi = src_v & mask;
-        anyhi = hi != 0;
-        pk = 0;
-        for (i = 0; i <= NP; i = i + 1) begin
-            pk[i] = anyhi ? hi[i] : src_v[i];
-            for (q = 0; q < i; q = q + 1)
-                if (anyhi ? hi[q] : src_v[q]) pk[i] = 1'b0;
+    // prio[q*(NP+1)+i]: source q comes before source i in the round robin
+    // (from the register `mask` only). A source is picked if it is valid
+    // and no source before it is (synapse_cluster_pick: two LUT levels
+    // after the PMUs' Q_m valids, whatever the start).
+    reg [(NP+1)*(NP+1)-1:0] prio;
+    always @*
+        for (q = 0; q <= NP; q = q + 1)
+            for (i = 0; i <= NP; i = i + 1)
+                prio[q*(NP+1) + i] = q != i && (mask[q] != mask[i] ? mask[q] : q < i);
+    generate for (g = 0; g <= NP; g = g + 1) begin : bus
+        wire [NP:0] ahead;
+        for (h = 0; h <= NP; h = h + 1) begin : b
+            assign ahead[h] = prio[h*(NP+1) + g];
         end
+        wire y, y_en;
+        synapse_cluster_pick #(.N(NP + 1)) u (.self(src_v[g]), .en(elu_ready), .v(src_v), .ahead(ahead),
+                                              .y(y), .y_en(y_en));
+        always @* begin pk[g] = y; pk_en[g] = y_en; end
+    end endgenerate
+    always @* begin
         found = src_v != 0;
         pick = 0;
         for (i = 0; i <= NP; i = i + 1) if (pk[i]) pick = i;
     end
     assign mq_valid = found && elu_ready;
     assign mq_src = pick;
-    assign p_mq_ready = elu_ready ? pk[NP-1:0] : {NP{1'b0}};
-    assign d_pop = elu_ready && pk[NP];
+    assign p_mq_ready = pk_en[NP-1:0];
+    assign d_pop = pk_en[NP];
     reg [TBL_W-1:0] m_tbl; reg [TAG_W-1:0] m_tag; reg [KEY_W-1:0] m_key;
     always @* begin
         m_tbl = pk[NP] ? h_tbl : 0; m_tag = pk[NP] ? h_tag : 0; m_key = pk[NP] ? h_key : 0;
@@ -346,8 +382,47 @@ module synapse_cluster #(
             end
         end
 
+    // A request refused at its PMU's port raises `overflow` a cycle later
+    // (registered: off the path from the PMUs' req_ready).
+    reg [NP-1:0] refused;
+    always @(posedge clk) refused <= rst ? {NP{1'b0}} : p_req_valid & ~p_req_ready;
     always @(posedge clk)
         if (rst) overflow <= 1'b0;
-        else if (|p_ovf || (p_req_valid & ~p_req_ready) != 0 || d_cnt + d_push > DQ) overflow <= 1'b1;
+        else if (|p_ovf || refused != 0 || d_cnt + d_push > DQ) overflow <= 1'b1;
+endmodule
+
+// Whether bus source `self` is picked: it is valid and no source before it
+// is (ahead[q]: q comes before it; its own bit is 0), and with the ELU's
+// room (`en`) for its pop. Each group of three (valid, ahead) pairs is one
+// 6-input gate (synapse_cluster_blk, a module of its own so that synthesis
+// keeps this two-level form); one LUT takes the groups.
+module synapse_cluster_pick #(parameter N = 5) (
+    input wire self, en,
+    input wire [N-1:0] v, ahead,
+    output wire y, y_en
+);
+    localparam B = (N + 2) / 3;
+    wire [3*B-1:0] vv = {{(3*B-N){1'b0}}, v}, bb = {{(3*B-N){1'b0}}, ahead};
+    wire [B-1:0] blk;
+    genvar i;
+    generate for (i = 0; i < B; i = i + 1) begin : g
+        synapse_cluster_blk u (.v(vv[3*i +: 3]), .b(bb[3*i +: 3]), .y(blk[i]));
+    end endgenerate
+    assign y = self && blk == 0;
+    assign y_en = en && self && blk == 0;
+endmodule
+
+// s ? b : a
+module synapse_cluster_sel #(parameter W = 1) (input wire s, input wire [W-1:0] a, b, output wire [W-1:0] y);
+    assign y = s ? b : a;
+endmodule
+
+// v && a == G
+module synapse_cluster_dec #(parameter W = 3, parameter G = 0) (input wire v, input wire [W-1:0] a, output wire y);
+    assign y = v && a == G;
+endmodule
+
+module synapse_cluster_blk (input wire [2:0] v, b, output wire y);
+    assign y = |(v & b);
 endmodule
 `default_nettype wire

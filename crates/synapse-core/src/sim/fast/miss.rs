@@ -62,6 +62,9 @@ impl<const N: usize> MemoryWalk<N> for Memo<N> {
     fn memory_bytes(&self) -> u64 {
         self.inner.lock().unwrap().as_ref().unwrap().memory_bytes()
     }
+    fn warm(&self, keys: &[Key<N>]) {
+        self.inner.lock().unwrap().as_ref().unwrap().warm(keys)
+    }
 }
 
 /// A miss on its way to the ELU.

@@ -59,6 +59,7 @@ use super::mrc::unloaded_fill;
 use super::*;
 use crate::hash::lookup3::hashword;
 use crate::hw::pmu::Timing;
+use crate::hw::FastBuild;
 use crate::hw::vmu::RSP_DELAY;
 use cache::MiniCaches;
 use miss::{EluWindow, Memo, Miss};
@@ -432,12 +433,23 @@ impl<const N: usize> Simulator<N> {
         // 2. Their keys: per table an id per distinct key, with what the
         // model needs of it. A key index is a flow (CFG) or a key of the
         // table's (routed).
-        let mut key_id: Vec<HashMap<Key<N>, u32>> = vec![HashMap::new(); nt];
+        let mut key_id: Vec<HashMap<Key<N>, u32, FastBuild>> = vec![HashMap::default(); nt];
         let mut keys: Vec<Vec<Key<N>>> = vec![Vec::new(); nt];
         let mut info: Vec<Vec<KeyInfo>> = vec![Vec::new(); nt];
         // The walks memoised from here on: the windows' ELU walks the same keys.
         let (walkers, handles): (Vec<Box<dyn MemoryWalk<N> + Send>>, Vec<_>) =
             std::mem::take(&mut self.walkers).into_iter().map(Memo::wrap).unzip();
+        // Each key is walked once below (its fill time), each read waiting
+        // for the last, in a structure mostly out of the CPU's caches: the
+        // reads of all of them first, side by side (`MemoryWalk::warm`).
+        for (t, w) in walkers.iter().enumerate() {
+            let tk = &self.tables[t].keys;
+            let ks: Vec<Key<N>> = match self.routes.as_ref() {
+                Some(r) => sampled.iter().flat_map(|&f| r.hops(f)).filter(|&(tb, _)| tb as usize == t).map(|(_, k)| tk[k as usize]).collect(),
+                None => sampled.iter().map(|&f| tk[f as usize]).collect(),
+            };
+            w.warm(&ks);
+        }
         let mut hbm0 = Hbm::new(self.config.hbm.clone());
         let mut base = 0;
         let mut scratch = Vec::new();
