@@ -75,7 +75,8 @@ impl PyP4Program {
     /// Per keyed table, the lookup structure its entries were bound to.
     #[getter]
     fn lookup_structures(&self) -> Vec<(String, String)> {
-        self.ex.prog.keyed_tables().map(|t| (t.name.clone(), format!("{:?}", t.index))).collect()
+        let p = &self.ex.prog;
+        p.keyed.iter().map(|&t| (p.tables[t as usize].name.clone(), format!("{:?}", p.indexes[t as usize]))).collect()
     }
 
     /// Runs the frames `data[offsets[i]:offsets[i+1]]` in order. Returns a

@@ -11,7 +11,7 @@
 
 use super::action::{self, DROP_PORT};
 use super::exec::{Program, Scratch, State, NONE};
-use super::table::Hit;
+use super::table::{Hit, TableHot};
 use super::expr::{Env, Expr};
 use super::table::tainted_key;
 use super::visits::Visits;
@@ -101,21 +101,43 @@ impl Program {
     }
 
     fn run_table(&self, ti: u32, st: &mut State, frame: &[u8], visits: &mut Visits, sc: &mut Scratch) -> i32 {
-        let t = &self.tables[ti as usize];
-        let Some(keyed) = t.keyed else {
-            let h = t.miss;
-            if h.action != NO_ACTION && self.run_action(h.action, &t.data[h.data as usize..], st, frame) {
+        let th = self.hot[ti as usize];
+        if th.keyed == u16::MAX {
+            let h = th.miss;
+            if h.action != NO_ACTION && self.run_action(h.action, &self.data[(th.data + h.data) as usize..], st, frame) {
                 return -1;
             }
             return h.next;
-        };
-        t.key(&st.phv.cells, &mut sc.vals, &mut sc.words);
+        }
+        let keys = &self.key_hot[th.keys as usize..th.keys as usize + th.nkeys as usize];
+        TableHot::key(keys, &st.phv.cells, &mut sc.vals, &mut sc.words);
+        let nw = th.words as usize;
+        let entry = self.indexes[ti as usize].lookup(&self.tables[ti as usize], &sc.vals, &sc.words[..nw]);
+        if !th.plain {
+            return self.run_table_cold(ti, th.keyed, entry, st, frame, visits, sc);
+        }
+        let h = entry.map_or(th.miss, |e| self.hits[(th.hits + e) as usize]);
+        visits.push(th.keyed, entry.map_or(-1, |e| e as i32), h.action, &sc.words[..nw]);
+        st.nvisits += 1;
+        if h.action != NO_ACTION && self.run_action(h.action, &self.data[(th.data + h.data) as usize..], st, frame) {
+            return -1;
+        }
+        h.next
+    }
+
+    /// [`Self::run_table`] after the lookup, for a table that is not
+    /// `plain`: synthesized key fields, add-on-miss, an action selector,
+    /// direct counters or meters (read from its [`super::table::Table`] record).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn run_table_cold(&self, ti: u32, keyed: u16, entry: Option<u32>, st: &mut State, frame: &[u8], visits: &mut Visits,
+                      sc: &mut Scratch) -> i32 {
+        let t = &self.tables[ti as usize];
         if !t.taint.is_empty() {
             if let Some(i) = tainted_key(t, st) {
                 st.note_inexact(t.taint_reason[i]);
             }
         }
-        let entry = t.lookup(&sc.vals, &sc.words[..t.words]);
         if let Some(spec) = &t.learn {
             return self.run_learner(ti, keyed, spec, entry, st, frame, visits, sc);
         }

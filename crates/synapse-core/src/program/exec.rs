@@ -36,7 +36,7 @@ use super::parser::{Errors, POp, ParseState, Parser, Part};
 use super::phv::{mask, Layout, Phv};
 use super::flow::{Meta, Pass, Pipe};
 use super::run::{Outcome, Outputs, RunPacket};
-use super::table::{Hit, Index, KeyPart, Table, MAX_KEY_WORDS};
+use super::table::{Hit, Index, KeyHot, KeyPart, Table, TableHot, MAX_KEY_WORDS};
 use super::visits::Visits;
 use crate::rules::MatchKind;
 
@@ -116,6 +116,14 @@ pub struct Program {
     pub errors: Errors,
     pub error_names: BTreeMap<u32, String>,
     pub tables: Vec<Table>,
+    /// Per table: what every application reads (see [`TableHot`]), its
+    /// lookup structure, and the program-wide arrays they index: key
+    /// fields, entries' hits, action data.
+    pub hot: Vec<TableHot>,
+    pub indexes: Vec<Index>,
+    pub key_hot: Vec<KeyHot>,
+    pub hits: Vec<Hit>,
+    pub data: Vec<u128>,
     pub nodes: Vec<Node>,
     pub pipelines: Vec<(String, i32)>,
     /// Table index of each keyed table, in visit numbering.
@@ -487,6 +495,18 @@ impl Program {
         };
         let error_names = d.errors.names.iter().filter_map(|(c, n)| Some((c.parse::<u32>().ok()?, n.clone()))).collect();
         let max_key_fields = tables.iter().map(|t: &Table| t.key.len()).max().unwrap_or(0);
+        // the lookup path's records, contiguous (the Table records keep names, rows, build-time data)
+        let (mut hot, mut indexes, mut key_hot, mut hits, mut data) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for t in tables.iter_mut() {
+            let ks = t.key_hot();
+            let plain = t.taint.is_empty() && t.learn.is_none() && t.selector.is_none() && !t.counters && t.meter.is_none();
+            hot.push(TableHot { miss: t.miss, keys: key_hot.len() as u32, hits: hits.len() as u32, data: data.len() as u32,
+                                keyed: t.keyed.unwrap_or(u16::MAX), nkeys: ks.len() as u8, words: t.words as u8, plain });
+            key_hot.extend(ks);
+            hits.extend_from_slice(&t.hits);
+            data.extend_from_slice(&t.data);
+            indexes.push(std::mem::replace(&mut t.index, Index::None));
+        }
         let mut unsupported = d.unsupported.clone();
         for (i, e) in lk.externs.iter().enumerate() {
             if let Extern::Unsupported { reason, .. } = e {
@@ -521,6 +541,11 @@ impl Program {
             errors,
             error_names,
             tables,
+            hot,
+            indexes,
+            key_hot,
+            hits,
+            data,
             nodes,
             pipelines,
             keyed,
@@ -1081,11 +1106,17 @@ impl State {
 
     fn start(&mut self, p: &Program) {
         self.phv.reset(&p.lay);
+        self.hdr_src.fill(NONE);
+        self.pos = 0;
+        self.start_packet();
+    }
+
+    /// What [`Self::start`] resets besides the PHV (the flow's passes reset
+    /// the PHV as they hand it out).
+    fn start_packet(&mut self) {
         if self.taints {
             self.taint.fill(0);
         }
-        self.hdr_src.fill(NONE);
-        self.pos = 0;
         self.too_short = false;
         self.nvisits = 0;
         self.inexact = NONE;
@@ -1103,40 +1134,60 @@ pub struct PktCopy {
     pub pos: usize,
 }
 
-/// The executor's passes for [`super::flow::Flow`]: a copy's PHV is swapped
-/// into the [`State`] for a pass and out after it; finished copies return to
-/// a pool, so a packet without copies allocates nothing.
+/// A packet in simple_switch's flow: the received packet lives in the
+/// [`State`] itself (a unicast packet, nearly every one, is run without
+/// copying or swapping its PHV); clones, replicas and resubmitted copies
+/// made while it is there are boxed [`PktCopy`]s from a pool.
+pub enum FlowPhv {
+    Main,
+    Copy(Box<PktCopy>),
+}
+
+/// The executor's passes for [`super::flow::Flow`]: a boxed copy's PHV is
+/// swapped into the [`State`] for a pass and out after it; finished copies
+/// return to a pool, so a packet without copies allocates nothing.
 struct Passes<'a> {
     p: &'a Program,
     st: &'a mut State,
     sc: &'a mut Scratch,
     pool: &'a mut Vec<Box<PktCopy>>,
-    work: &'a mut std::collections::VecDeque<super::flow::Work<Box<PktCopy>>>,
+    work: &'a mut std::collections::VecDeque<super::flow::Work<FlowPhv>>,
     /// The first pass's parser error.
     parser_error: Option<u32>,
+    /// No live [`FlowPhv::Main`]: the State's PHV may be handed out.
+    main_free: bool,
 }
 
 impl Passes<'_> {
-    fn swap(&mut self, c: &mut PktCopy) {
-        std::mem::swap(&mut self.st.phv, &mut c.phv);
-        std::mem::swap(&mut self.st.hdr_src, &mut c.hdr_src);
-        std::mem::swap(&mut self.st.fdirty, &mut c.fdirty);
-        std::mem::swap(&mut self.st.pos, &mut c.pos);
-    }
-
-    fn meta_set(&self, c: &mut PktCopy, m: Meta, v: u64) {
-        if let Some((cell, g, mk)) = self.p.objs.meta[m as usize] {
-            c.phv.cells[cell as usize] = v as u128 & mk;
-            c.phv.mark(g);
+    fn swap(&mut self, c: &mut FlowPhv) {
+        if let FlowPhv::Copy(c) = c {
+            std::mem::swap(&mut self.st.phv, &mut c.phv);
+            std::mem::swap(&mut self.st.hdr_src, &mut c.hdr_src);
+            std::mem::swap(&mut self.st.fdirty, &mut c.fdirty);
+            std::mem::swap(&mut self.st.pos, &mut c.pos);
         }
     }
-}
 
-impl super::flow::Passes for Passes<'_> {
-    // boxed: the flow moves copies between its queue and the passes, a pointer is cheaper to move
-    type Phv = Box<PktCopy>;
+    fn phv<'b>(&'b self, c: &'b FlowPhv) -> &'b Phv {
+        match c {
+            FlowPhv::Main => &self.st.phv,
+            FlowPhv::Copy(b) => &b.phv,
+        }
+    }
 
-    fn fresh(&mut self) -> Box<PktCopy> {
+    fn meta_set(&mut self, c: &mut FlowPhv, m: Meta, v: u64) {
+        if let Some((cell, g, mk)) = self.p.objs.meta[m as usize] {
+            let phv = match c {
+                FlowPhv::Main => &mut self.st.phv,
+                FlowPhv::Copy(b) => &mut b.phv,
+            };
+            phv.cells[cell as usize] = v as u128 & mk;
+            phv.mark(g);
+        }
+    }
+
+    /// A boxed copy from the pool, its PHV fresh.
+    fn boxed(&mut self) -> Box<PktCopy> {
         match self.pool.pop() {
             Some(mut c) => {
                 c.phv.reset(&self.p.lay);
@@ -1153,8 +1204,40 @@ impl super::flow::Passes for Passes<'_> {
             }),
         }
     }
+}
 
-    fn parse(&mut self, c: &mut Self::Phv, frame: &[u8]) -> usize {
+impl super::flow::Passes for Passes<'_> {
+    type Phv = FlowPhv;
+
+    fn fresh(&mut self) -> FlowPhv {
+        if self.main_free {
+            self.main_free = false;
+            let st = &mut *self.st;
+            // (`fdirty` needs no reset: the deparser reads it only for a header extracted since, which clears it)
+            st.phv.reset(&self.p.lay);
+            st.hdr_src.fill(NONE);
+            st.pos = 0;
+            FlowPhv::Main
+        } else {
+            FlowPhv::Copy(self.boxed())
+        }
+    }
+
+    fn copy(&mut self, c: &FlowPhv) -> FlowPhv {
+        let mut b = self.pool.pop().unwrap_or_else(|| Box::new(PktCopy { phv: Phv::new(&self.p.lay), hdr_src: Vec::new(), fdirty: Vec::new(), pos: 0 }));
+        match c {
+            FlowPhv::Main => {
+                b.phv.clone_from(&self.st.phv);
+                b.hdr_src.clone_from(&self.st.hdr_src);
+                b.fdirty.clone_from(&self.st.fdirty);
+                b.pos = self.st.pos;
+            }
+            FlowPhv::Copy(src) => b.clone_from(src),
+        }
+        FlowPhv::Copy(b)
+    }
+
+    fn parse(&mut self, c: &mut FlowPhv, frame: &[u8]) -> usize {
         self.swap(c);
         let p = self.p;
         let err = if p.parser.init >= 0 { p.parse(self.st, frame) } else { 0 };
@@ -1169,10 +1252,13 @@ impl super::flow::Passes for Passes<'_> {
             self.swap(c);
             self.meta_set(c, Meta::ChecksumError, bad as u64);
         }
-        c.pos
+        match c {
+            FlowPhv::Main => self.st.pos,
+            FlowPhv::Copy(b) => b.pos,
+        }
     }
 
-    fn pipeline(&mut self, c: &mut Self::Phv, pipe: Pipe, ctx: &Pass, frame: &[u8], visits: &mut Visits) {
+    fn pipeline(&mut self, c: &mut FlowPhv, pipe: Pipe, ctx: &Pass, frame: &[u8], visits: &mut Visits) {
         let pi = match pipe {
             Pipe::Ingress => self.p.objs.ingress,
             Pipe::Egress => self.p.objs.egress,
@@ -1187,7 +1273,7 @@ impl super::flow::Passes for Passes<'_> {
         self.swap(c);
     }
 
-    fn deparse(&mut self, c: &mut Self::Phv, frame: &[u8], payload: usize, out: &mut Vec<u8>) {
+    fn deparse(&mut self, c: &mut FlowPhv, frame: &[u8], payload: usize, out: &mut Vec<u8>) {
         self.swap(c);
         self.st.pos = payload;
         let p = self.p;
@@ -1195,24 +1281,32 @@ impl super::flow::Passes for Passes<'_> {
         self.swap(c);
     }
 
-    fn get(&self, c: &Self::Phv, m: Meta) -> u64 {
-        self.p.objs.meta[m as usize].map_or(0, |(cell, _, _)| c.phv.cells[cell as usize] as u64)
+    fn get(&self, c: &FlowPhv, m: Meta) -> u64 {
+        self.p.objs.meta[m as usize].map_or(0, |(cell, _, _)| self.phv(c).cells[cell as usize] as u64)
     }
 
-    fn set(&self, c: &mut Self::Phv, m: Meta, v: u64) {
+    fn set(&mut self, c: &mut FlowPhv, m: Meta, v: u64) {
         self.meta_set(c, m, v);
     }
 
-    fn reset_metadata(&self, c: &mut Self::Phv, from: &Self::Phv, field_list: u64) {
-        for &(cell, g) in &self.p.objs.metadata {
-            c.phv.cells[cell as usize] = 0;
-            c.phv.mark(g);
+    fn reset_metadata(&mut self, c: &mut FlowPhv, from: &FlowPhv, field_list: u64) {
+        let objs = &self.p.objs;
+        // `c` and `from` are never both the State's PHV (only one Main lives)
+        let (dst, src): (&mut Phv, &Phv) = match (&mut *c, from) {
+            (FlowPhv::Copy(d), FlowPhv::Main) => (&mut d.phv, &self.st.phv),
+            (FlowPhv::Main, FlowPhv::Copy(s)) => (&mut self.st.phv, &s.phv),
+            (FlowPhv::Copy(d), FlowPhv::Copy(s)) => (&mut d.phv, &s.phv),
+            (FlowPhv::Main, FlowPhv::Main) => unreachable!("one packet in the State's PHV at a time"),
+        };
+        for &(cell, g) in &objs.metadata {
+            dst.cells[cell as usize] = 0;
+            dst.mark(g);
         }
-        if let Some(fields) = self.p.objs.field_lists.get(&field_list) {
+        if let Some(fields) = objs.field_lists.get(&field_list) {
             for &(cell, g, limbs) in fields {
                 let (a, b) = (cell as usize, (cell + limbs) as usize);
-                c.phv.cells[a..b].copy_from_slice(&from.phv.cells[a..b]);
-                c.phv.mark(g);
+                dst.cells[a..b].copy_from_slice(&src.cells[a..b]);
+                dst.mark(g);
             }
         }
         for m in [Meta::CloneSession, Meta::CloneFieldList, Meta::Resubmit, Meta::Recirculate, Meta::Learn] {
@@ -1220,20 +1314,23 @@ impl super::flow::Passes for Passes<'_> {
         }
     }
 
-    fn digest(&mut self, _c: &Self::Phv, learn: u64) {
+    fn digest(&mut self, _c: &FlowPhv, learn: u64) {
         let name = self.p.objs.learn_lists.get(&learn).map_or_else(|| format!("learn list {learn}"), |l| l.0.clone());
         *self.st.ext.digests.entry(name).or_insert(0) += 1;
     }
 
-    fn recycle(&mut self, c: Box<PktCopy>) {
-        self.pool.push(c);
+    fn recycle(&mut self, c: FlowPhv) {
+        match c {
+            FlowPhv::Main => self.main_free = true,
+            FlowPhv::Copy(b) => self.pool.push(b),
+        }
     }
 
-    fn take_work(&mut self) -> std::collections::VecDeque<super::flow::Work<Box<PktCopy>>> {
+    fn take_work(&mut self) -> std::collections::VecDeque<super::flow::Work<FlowPhv>> {
         std::mem::take(self.work)
     }
 
-    fn give_work(&mut self, work: std::collections::VecDeque<super::flow::Work<Box<PktCopy>>>) {
+    fn give_work(&mut self, work: std::collections::VecDeque<super::flow::Work<FlowPhv>>) {
         *self.work = work;
     }
 }
@@ -1244,8 +1341,8 @@ impl Executor {
         let p = &self.prog;
         let st = &mut self.st;
         st.arrive(p, now_ps);
-        st.start(p);
-        let mut x = Passes { p, st, sc: &mut self.sc, pool: &mut self.pool, work: &mut self.work, parser_error: None };
+        st.start_packet();
+        let mut x = Passes { p, st, sc: &mut self.sc, pool: &mut self.pool, work: &mut self.work, parser_error: None, main_free: true };
         let (di, de) = (self.flow.counts.drop_ingress, self.flow.counts.drop_egress);
         let sent = self.flow.process(&mut x, frame, ingress_port, now_ps / 1_000_000, visits, outputs);
         let parser_error = x.parser_error.unwrap_or(0);
@@ -1276,7 +1373,7 @@ pub struct Executor {
     pub flow: super::flow::Flow,
     pool: Vec<Box<PktCopy>>,
     /// The flow's queue of passes, reused from packet to packet.
-    work: std::collections::VecDeque<super::flow::Work<Box<PktCopy>>>,
+    work: std::collections::VecDeque<super::flow::Work<FlowPhv>>,
     /// Packets run, and how many were inexact.
     pub packets: u64,
     pub inexact_packets: u64,

@@ -107,7 +107,7 @@ pub enum Pipe {
 
 /// What the executor does for the flow.
 pub trait Passes {
-    type Phv: Clone;
+    type Phv;
     /// A PHV as a packet arrives: every metadata field zero, no header valid.
     fn fresh(&mut self) -> Self::Phv;
     /// Runs the parser over `frame`; returns where the payload starts.
@@ -118,11 +118,13 @@ pub trait Passes {
     fn deparse(&mut self, phv: &mut Self::Phv, frame: &[u8], payload: usize, out: &mut Vec<u8>);
     /// A field simple_switch reads by name (0 if the program has none).
     fn get(&self, phv: &Self::Phv, m: Meta) -> u64;
-    fn set(&self, phv: &mut Self::Phv, m: Meta, v: u64);
+    fn set(&mut self, phv: &mut Self::Phv, m: Meta, v: u64);
+    /// A copy of `phv` (a clone or a multicast replica).
+    fn copy(&mut self, phv: &Self::Phv) -> Self::Phv;
     /// Zeroes the metadata and the packet's registers of `phv`, then copies
     /// the fields of `field_list` from `from` (BMv2's `reset_metadata` and
     /// `copy_fields_between_phvs`).
-    fn reset_metadata(&self, phv: &mut Self::Phv, from: &Self::Phv, field_list: u64);
+    fn reset_metadata(&mut self, phv: &mut Self::Phv, from: &Self::Phv, field_list: u64);
     /// A digest of learn list `learn` from `phv`.
     fn digest(&mut self, phv: &Self::Phv, learn: u64);
     /// A copy is done with (sent or dropped): its storage may be reused.
@@ -218,7 +220,7 @@ impl Flow {
                     let clone = x.get(&phv, Meta::CloneSession);
                     if clone != 0 {
                         if let Some(&session) = self.config.mirroring.get(&((clone & 0xffff) as u32)) {
-                            let mut q = phv.clone();
+                            let mut q = x.copy(&phv);
                             x.reset_metadata(&mut q, &phv, x.get(&phv, Meta::CloneFieldList));
                             x.set(&mut q, Meta::InstanceType, instance::EGRESS_CLONE);
                             x.set(&mut q, Meta::Length, len);
@@ -264,8 +266,11 @@ impl Flow {
                           inst: u64, ctx: Pass, visits: &mut Visits, work: &mut VecDeque<Work<X::Phv>>) {
         let frame = own.as_deref().unwrap_or(received);
         let mut phv = x.fresh();
-        match &keep {
-            Some((from, fl)) => x.reset_metadata(&mut phv, from, *fl),
+        match keep {
+            Some((from, fl)) => {
+                x.reset_metadata(&mut phv, &from, fl);
+                x.recycle(from);
+            }
             None => x.set(&mut phv, Meta::IngressPort, port as u64),
         }
         let n = frame.len() as u64;
@@ -323,7 +328,8 @@ impl Flow {
                        own: Option<Vec<u8>>, work: &mut VecDeque<Work<X::Phv>>) {
         let (port, grp) = session;
         if let Some(g) = grp {
-            self.multicast(x, q.clone(), g, ilen, payload, own.clone(), work);
+            let r = x.copy(&q);
+            self.multicast(x, r, g, ilen, payload, own.clone(), work);
         }
         if let Some(p) = port {
             self.enqueue(x, p as u64, q, ilen, payload, own, work);
@@ -340,7 +346,7 @@ impl Flow {
             return;
         }
         for (port, rid) in reps {
-            let mut q = phv.clone();
+            let mut q = x.copy(&phv);
             x.set(&mut q, Meta::EgressRid, rid as u64);
             self.counts.replicas += 1;
             self.enqueue(x, port as u64, q, ilen, payload, own.clone(), work);
@@ -454,10 +460,13 @@ mod tests {
         fn get(&self, p: &Phv, m: Meta) -> u64 {
             p.meta.get(&m).copied().unwrap_or(0)
         }
-        fn set(&self, p: &mut Phv, m: Meta, v: u64) {
+        fn set(&mut self, p: &mut Phv, m: Meta, v: u64) {
             p.meta.insert(m, v);
         }
-        fn reset_metadata(&self, p: &mut Phv, from: &Phv, fl: u64) {
+        fn copy(&mut self, p: &Phv) -> Phv {
+            p.clone()
+        }
+        fn reset_metadata(&mut self, p: &mut Phv, from: &Phv, fl: u64) {
             p.meta.clear();
             p.pass = if fl == 1 { from.pass } else { 0 };
         }

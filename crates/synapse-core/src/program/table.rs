@@ -44,6 +44,61 @@ pub struct KeyPart {
     pub name: String,
 }
 
+/// A key field as a lookup reads it (see [`TableHot`]): `(cell & mask) >>
+/// shift`, 0 while the validity cell (`u32::MAX`: none) is 0.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyHot {
+    pub mask: u128,
+    pub cell: u32,
+    pub valid: u32,
+    pub shift: u32,
+    pub words: u32,
+}
+
+/// What every application of a table reads, 32 bytes, in one array over
+/// the program's tables: its key fields' [`KeyHot`]s (`keys..keys + nkeys`
+/// of [`super::exec::Program::key_hot`]), the miss, its entries' hits and
+/// action data in the program-wide arrays from `hits` and `data`. The
+/// [`Table`] record (names, rows, build-time data) is read only by tables
+/// that are not `plain` (synthesized key fields, add-on-miss, action
+/// selectors, direct counters and meters).
+#[derive(Clone, Copy, Debug)]
+pub struct TableHot {
+    pub miss: Hit,
+    pub keys: u32,
+    pub hits: u32,
+    pub data: u32,
+    /// Its visit number (`u16::MAX`: keyless).
+    pub keyed: u16,
+    pub nkeys: u8,
+    pub words: u8,
+    pub plain: bool,
+}
+
+impl TableHot {
+    /// Reads the key's field values into `vals` and its words into `words` (as [`Table::key`]).
+    #[inline]
+    pub fn key(keys: &[KeyHot], cells: &[u128], vals: &mut [u128], words: &mut [u32]) {
+        let mut w = 0;
+        for (k, v) in keys.iter().zip(vals.iter_mut()) {
+            let mut x = (cells[k.cell as usize] & k.mask) >> k.shift;
+            if k.valid != u32::MAX && cells[k.valid as usize] == 0 {
+                x = 0;
+            }
+            *v = x;
+            if k.words == 1 {
+                words[w] = x as u32;
+                w += 1;
+                continue;
+            }
+            for i in (0..k.words).rev() {
+                words[w] = (x >> (32 * i)) as u32;
+                w += 1;
+            }
+        }
+    }
+}
+
 /// What a lookup gives: the action (u32::MAX: none), where its data
 /// starts in [`Table::data`], and the next node (-1: end of pipeline).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +116,21 @@ pub enum Index {
     Lpm(Trie),
     Linear,
     Classifier(AnyStructure),
+}
+
+impl Index {
+    /// The index of the first entry of `t` the key matches (`t`, whose
+    /// index this is or was, is read only by a linear scan).
+    #[inline]
+    pub fn lookup(&self, t: &Table, vals: &[u128], words: &[u32]) -> Option<u32> {
+        match self {
+            Index::None => None,
+            Index::Exact(h) => h.get(words),
+            Index::Lpm(tr) => tr.get(vals),
+            Index::Linear => t.scan(vals),
+            Index::Classifier(c) => c.classify_one(words),
+        }
+    }
 }
 
 impl std::fmt::Debug for Index {
@@ -87,6 +157,7 @@ pub struct Table {
     pub hits: Vec<Hit>,
     pub miss: Hit,
     pub data: Vec<u128>,
+    /// Built here; a linked program keeps it in `Program::indexes` (None here then).
     pub index: Index,
     /// Key fields that may hold a synthesized value: (key field, slot).
     pub taint: Vec<(u32, u32)>,
@@ -139,13 +210,15 @@ impl Table {
     /// The index of the first entry the key matches.
     #[inline]
     pub fn lookup(&self, vals: &[u128], words: &[u32]) -> Option<u32> {
-        match &self.index {
-            Index::None => None,
-            Index::Exact(h) => h.get(words),
-            Index::Lpm(t) => t.get(&self.key, vals),
-            Index::Linear => self.scan(vals),
-            Index::Classifier(c) => c.classify_one(words),
-        }
+        self.index.lookup(self, vals, words)
+    }
+
+    /// Its key fields as lookups read them.
+    pub fn key_hot(&self) -> Vec<KeyHot> {
+        self.key.iter().map(|k| {
+            let (mask, shift) = k.slice.unwrap_or((u128::MAX, 0));
+            KeyHot { mask, cell: k.cell, valid: k.valid.unwrap_or(u32::MAX), shift, words: k.words }
+        }).collect()
     }
 
     /// The linear oracle: the first entry whose every field has `lo <= v & mask <= hi`.
@@ -290,6 +363,8 @@ impl HashIndex {
 pub struct Trie {
     /// Key fields in bit-string order (exact ones first, the lpm field last).
     order: Vec<usize>,
+    /// Width of each key field (by key position).
+    widths: Vec<u32>,
     bytes: usize,
     nodes: Vec<PNode>,
     /// Per run of slots: the smallest entry index ending there (u32::MAX: none).
@@ -358,7 +433,8 @@ impl Trie {
         if bytes > 64 {
             return None;
         }
-        let mut tr = Trie { order, bytes, nodes: Vec::new(), leaves: Vec::new(), zero: u32::MAX };
+        let widths = t.key.iter().map(|k| k.width).collect();
+        let mut tr = Trie { order, widths, bytes, nodes: Vec::new(), leaves: Vec::new(), zero: u32::MAX };
         let mut wide = Wide { slots: vec![(0, u32::MAX); 256], zero: u32::MAX };
         let mut buf = [0u8; 64];
         for e in 0..t.hits.len() {
@@ -380,7 +456,7 @@ impl Trie {
                     len += plen;
                 }
             }
-            tr.write(&t.key, &row.iter().step_by(3).copied().collect::<Vec<_>>(), &mut buf);
+            tr.write(&row.iter().step_by(3).copied().collect::<Vec<_>>(), &mut buf);
             wide.insert(&buf[..bytes], len, e as u32);
         }
         tr.zero = wide.zero;
@@ -418,26 +494,26 @@ impl Trie {
 
     /// The key's bit string (fields in `order`) into `buf`.
     #[inline]
-    fn write(&self, key: &[KeyPart], vals: &[u128], buf: &mut [u8; 64]) {
+    fn write(&self, vals: &[u128], buf: &mut [u8; 64]) {
         buf[..self.bytes].fill(0);
         let mut bit = 0usize;
         for &i in &self.order {
-            let w = key[i].width;
+            let w = self.widths[i];
             super::phv::write_bits(buf, bit, w, vals[i]);
             bit += w as usize;
         }
     }
 
     #[inline]
-    fn get(&self, key: &[KeyPart], vals: &[u128]) -> Option<u32> {
+    fn get(&self, vals: &[u128]) -> Option<u32> {
         if self.order.len() == 1 && self.bytes <= 16 {
             // one field: its value's bytes, the padding bits at the end
-            let pad = 8 * self.bytes as u32 - key[self.order[0]].width;
+            let pad = 8 * self.bytes as u32 - self.widths[self.order[0]];
             let b = (vals[self.order[0]] << pad).to_be_bytes();
             return self.walk(&b[16 - self.bytes..]);
         }
         let mut buf = [0u8; 64];
-        self.write(key, vals, &mut buf);
+        self.write(vals, &mut buf);
         self.walk(&buf[..self.bytes])
     }
 
