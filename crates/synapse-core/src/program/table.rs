@@ -75,6 +75,23 @@ pub struct TableHot {
     pub plain: bool,
 }
 
+/// Writes a key field's value as its 32-bit words, most significant
+/// first, at `words[w..]`; returns the index after them. The exact tables'
+/// hash keys are these words, so the packet's key and the entries' must
+/// be split alike.
+#[inline]
+fn push_words(x: u128, n: u32, words: &mut [u32], w: usize) -> usize {
+    if n == 1 {
+        // nearly every field: one word, no shifts of 128-bit values
+        words[w] = x as u32;
+        return w + 1;
+    }
+    for i in 0..n as usize {
+        words[w + i] = (x >> (32 * (n as usize - 1 - i))) as u32;
+    }
+    w + n as usize
+}
+
 impl TableHot {
     /// Reads the key's field values into `vals` and its words into `words` (as [`Table::key`]).
     #[inline]
@@ -86,15 +103,7 @@ impl TableHot {
                 x = 0;
             }
             *v = x;
-            if k.words == 1 {
-                words[w] = x as u32;
-                w += 1;
-                continue;
-            }
-            for i in (0..k.words).rev() {
-                words[w] = (x >> (32 * i)) as u32;
-                w += 1;
-            }
+            w = push_words(x, k.words, words, w);
         }
     }
 }
@@ -194,16 +203,7 @@ impl Table {
                 x = (x & m) >> s;
             }
             *v = x;
-            if k.words == 1 {
-                // nearly every field: one word, no shifts of 128-bit values
-                words[w] = x as u32;
-                w += 1;
-                continue;
-            }
-            for i in (0..k.words).rev() {
-                words[w] = (x >> (32 * i)) as u32;
-                w += 1;
-            }
+            w = push_words(x, k.words, words, w);
         }
     }
 
@@ -248,11 +248,7 @@ impl Table {
             for e in 0..n {
                 let mut w = 0;
                 for (i, k) in self.key.iter().enumerate() {
-                    let v = self.rows[e * 3 * nf + 3 * i];
-                    for j in (0..k.words).rev() {
-                        words[w] = (v >> (32 * j)) as u32;
-                        w += 1;
-                    }
+                    w = push_words(self.rows[e * 3 * nf + 3 * i], k.words, &mut words, w);
                 }
                 h.insert(&words, e as u32);
             }
