@@ -1076,8 +1076,8 @@ impl PTree {
         }
         let p = p.min(count);
         let hit = p < count && self.rows[base(p) + idr].0[p % LANES] >> sh == key;
-        let rows = &mut self.rows;
-        let mut mv = |from: usize, to: usize| {
+        // Lane `from`'s rows copied to lane `to`.
+        let mv = |rows: &mut [Row], from: usize, to: usize| {
             for r in 0..stride {
                 rows[base(to) + r].0[to % LANES] = rows[base(from) + r].0[from % LANES];
             }
@@ -1097,11 +1097,8 @@ impl PTree {
                         self.rows[(fb + nb) * stride + r].0 = [u.empty[r]; LANES];
                     }
                 }
-                let rows = &mut self.rows;
                 for j in (p..count).rev() {
-                    for r in 0..stride {
-                        rows[base(j + 1) + r].0[(j + 1) % LANES] = rows[base(j) + r].0[j % LANES];
-                    }
+                    mv(&mut self.rows, j, j + 1);
                 }
                 for r in 0..stride {
                     self.rows[base(p) + r].0[p % LANES] = w[r];
@@ -1116,7 +1113,7 @@ impl PTree {
                     return None;
                 }
                 for j in p..count - 1 {
-                    mv(j + 1, j);
+                    mv(&mut self.rows, j + 1, j);
                 }
                 for r in 0..stride {
                     self.rows[base(count - 1) + r].0[(count - 1) % LANES] = u.empty[r];
