@@ -273,88 +273,30 @@ struct Ref {
 }
 
 /// The large flows' references (CFG traffic), per stream (a sampled flow
-/// of at least `elephant_packets` packets at a table whose key is its
+/// of at least `elephant_packets` packets at one table whose key is its
 /// own). Their heavy skew made them most of the sampled references, and
 /// nearly all are hits: a large flow's gaps are far shorter than the time
 /// its PMU takes to see `block_size` other keys. So a stream's references
-/// are never drawn one by one: they are counted in aggregate (one Poisson
-/// draw per table and ELU window, [`poisson_count`]), and only those whose
-/// answer is not known are drawn, as events, when the loop reaches them:
-/// the first one, the next ones up to the first hit (a miss, and the misses
-/// while it is filled), and the first one after an eviction. Between them,
-/// every reference hits; the cache learns of them only when the key would
-/// be evicted (`MiniCaches::fill` asks for its last reference before then,
-/// [`Elephants::last_before`]), so it evicts what it would with every
-/// reference looked up. A stream's references after its first are a
-/// Poisson process at its rate over its planned span (the plan's
-/// exponential gaps), so each is drawn from the last point known
-/// (memorylessness: forward from a time for the next, backward from one for
-/// the last). A fill is taken to happen at the lookup point the loop
-/// applies it at (as for every key). Times here are cycles, continuous.
+/// are counted once (arrivals, windows), and only those whose answer is
+/// not known go through the loop as events: the first ones, up to the
+/// first hit (a miss, and the misses while it is filled), and the first
+/// one after an eviction. Between them, every reference hits; the cache
+/// learns of them only when the key would be evicted (`MiniCaches::fill`
+/// asks for its last reference before then), so it evicts what it would
+/// with every reference looked up. A fill is taken to happen at the
+/// lookup point the loop applies it at (as for every key).
 struct Elephants {
     table: Vec<u16>,
     key: Vec<u32>,
     flow: Vec<u32>,
-    /// Per stream: its first reference, mean gap and planned last one.
-    start: Vec<f64>,
-    gap: Vec<f64>,
-    end: Vec<f64>,
-    /// Per stream: the reference of its pending event (not `bulk`), or of
-    /// its last event (`bulk`: every reference after it hits).
-    at: Vec<f64>,
-    /// Per stream (`bulk`): the last time asked of [`Elephants::last_before`]
-    /// and its answer (NEG_INFINITY: none after `at`).
-    seen: Vec<(f64, f64)>,
-    /// Per stream: cached and hitting after `at`, with no event pending.
+    /// Per stream: its references' cycles, in order.
+    times: Vec<Vec<Cycle>>,
+    /// Per stream: the next reference not accounted for by an event.
+    next: Vec<usize>,
+    /// Per stream: cached and hitting from `next` on, with no event pending.
     bulk: Vec<bool>,
     /// Per table, per key id: its stream (u32::MAX: none).
     of_key: Vec<Vec<u32>>,
-    /// References after `until` are not made.
-    until: Cycle,
-    rng: Pcg64,
-}
-
-impl Elephants {
-    /// Stream `e`'s first reference after time `y` (cycles), if before the
-    /// run's end.
-    fn after(&mut self, e: usize, y: f64) -> Option<f64> {
-        let x: f64 = self.rng.sample(Exp1);
-        let t = y.max(self.start[e]) + x * self.gap[e];
-        (t <= self.end[e] && (t.ceil() as Cycle) < self.until).then_some(t)
-    }
-
-    /// Stream `e`'s last reference looked up before cycle `c` (its cycle:
-    /// the ceiling of its time), after its last event; asked again for a
-    /// later `c`, the answer is the same process's.
-    fn last_before(&mut self, e: usize, c: Cycle) -> Option<Cycle> {
-        let y = c as f64 - 1.0; // ceil(t) < c iff t <= c - 1
-        let (y1, p1) = self.seen[e];
-        let p = if y <= y1 {
-            p1
-        } else {
-            let lo = y1.max(self.at[e]);
-            let x: f64 = self.rng.sample(Exp1);
-            let t = y.min(self.end[e]) - x * self.gap[e];
-            let p = if t > lo { t } else { p1 };
-            self.seen[e] = (y, p);
-            p
-        };
-        p.is_finite().then(|| p.ceil() as Cycle)
-    }
-}
-
-/// A Poisson(`mean`) count (0 for a mean of 0).
-fn poisson_count(rng: &mut Pcg64, mean: f64) -> f64 {
-    if mean > 0.0 {
-        rng.sample(rand_distr::Poisson::new(mean).expect("a positive finite mean"))
-    } else {
-        0.0
-    }
-}
-
-/// The length of `(a, b]` inside `(lo, hi]`.
-fn overlap(a: f64, b: f64, lo: f64, hi: f64) -> f64 {
-    (b.min(hi) - a.max(lo)).max(0.0)
 }
 
 /// A cache stamp: the lookup point's cycle, then the order of touches.
@@ -589,25 +531,10 @@ impl<const N: usize> Simulator<N> {
             }
         }
         // The large flows' streams (CFG only: a routed table shares keys).
-        let mut el = Elephants {
-            table: vec![],
-            key: vec![],
-            flow: vec![],
-            start: vec![],
-            gap: vec![],
-            end: vec![],
-            at: vec![],
-            seen: vec![],
-            bulk: vec![],
-            of_key: keys.iter().map(|k| vec![u32::MAX; k.len()]).collect(),
-            until,
-            rng: Pcg64::seed_from_u64(seed ^ 0xe1e9_4a47),
-        };
-        // A stream is one table's: when every packet visits one table (the
-        // entry, no edge out); through a longer CFG every reference is
-        // drawn and looked up.
-        let one_table = single.filter(|&e| !self.cfg.has_out(e));
-        let el_min = if one_table.is_some() { fc.elephant_packets as u64 } else { 0 };
+        let mut el = Elephants { table: vec![], key: vec![], flow: vec![], times: vec![], next: vec![], bulk: vec![], of_key: keys.iter().map(|k| vec![u32::MAX; k.len()]).collect() };
+        let mut el_entry = vec![0.0f64; nt];
+        let mut el_stream: Vec<u32> = vec![u32::MAX; nt];
+        let el_min = fc.elephant_packets as u64;
         let mut users: Vec<Vec<u32>> = keys.iter().map(|k| vec![0; k.len()]).collect();
         if given.is_none() && el_min > 0 && block > 0 {
             for fk in flow_key.iter().enumerate() {
@@ -620,26 +547,22 @@ impl<const N: usize> Simulator<N> {
             if given.is_some() {
                 break;
             }
-            let n = packets[f as usize].max(1);
-            let gap = fd_ps[f as usize] / n as f64;
-            if let Some(t) = one_table.filter(|_| block > 0 && n >= el_min.max(1) && el_min > 0).map(|t| t as usize) {
-                let k = flow_key[t][si];
-                let first = starts[f as usize] / clock.ps();
-                if users[t][k as usize] == 1 && info[t][k as usize].slot != u16::MAX && (first.ceil() as Cycle) < until {
-                    // A large flow: its references are a stream (`Elephants`).
-                    el.of_key[t][k as usize] = el.table.len() as u32;
-                    el.table.push(t as u16);
-                    el.key.push(k);
-                    el.flow.push(si as u32);
-                    el.start.push(first);
-                    el.gap.push(gap / clock.ps());
-                    el.end.push(first + (n - 1) as f64 * gap / clock.ps());
-                    el.at.push(first);
-                    el.seen.push((f64::NEG_INFINITY, f64::NEG_INFINITY));
-                    el.bulk.push(false);
-                    continue;
+            el_stream.iter_mut().for_each(|x| *x = u32::MAX);
+            if el_min > 0 && block > 0 && packets[f as usize] >= el_min {
+                for t in 0..nt {
+                    let k = flow_key[t][si];
+                    if users[t][k as usize] == 1 && info[t][k as usize].slot != u16::MAX {
+                        el_stream[t] = el.times.len() as u32;
+                        el.of_key[t][k as usize] = el_stream[t];
+                        el.table.push(t as u16);
+                        el.key.push(k);
+                        el.flow.push(si as u32);
+                        el.times.push(Vec::new());
+                    }
                 }
             }
+            let n = packets[f as usize].max(1);
+            let gap = fd_ps[f as usize] / n as f64;
             let mut t = starts[f as usize];
             for i in 0..n {
                 if i > 0 {
@@ -657,7 +580,13 @@ impl<const N: usize> Simulator<N> {
                 };
                 let mut hop = 0;
                 loop {
-                    refs.push(Ref { c: c + hop * hop_gap, table: tb, key: flow_key[tb as usize][si], flow: si as u32, hop: hop as u16, counted: false });
+                    match el_stream[tb as usize] {
+                        u32::MAX => refs.push(Ref { c: c + hop * hop_gap, table: tb, key: flow_key[tb as usize][si], flow: si as u32, hop: hop as u16, counted: false }),
+                        e => {
+                            el.times[e as usize].push(c + hop * hop_gap);
+                            el_entry[tb as usize] += (hop == 0) as u8 as f64;
+                        }
+                    }
                     if !self.cfg.has_out(tb) {
                         break;
                     }
@@ -669,6 +598,11 @@ impl<const N: usize> Simulator<N> {
                 }
             }
         }
+        for t in el.times.iter_mut() {
+            t.sort_unstable();
+        }
+        el.next = vec![0; el.times.len()];
+        el.bulk = vec![false; el.times.len()];
         drop(users);
         // (cycle, table, flow) packed in one integer: one comparison a step.
         refs.sort_unstable_by_key(|r| ((r.c as u128) << 64) | ((r.table as u128) << 32) | r.flow as u128);
@@ -743,6 +677,7 @@ impl<const N: usize> Simulator<N> {
         let n_periods = (until / period + 2) as usize;
         let mut period_hist: Vec<Vec<WHist>> = vec![vec![WHist::default(); n_periods]; nt];
         let mut period_misses: Vec<Vec<f64>> = vec![vec![0.0; n_periods]; nt];
+        let mut win_refs = vec![vec![0.0f64; n_stat]; nt];
         let mut win_misses = vec![vec![0.0f64; n_stat]; nt];
         let mut win_bytes = vec![vec![0.0f64; n_stat]; nt];
         let mut sojourn_acc: Vec<(f64, f64)> = vec![(0.0, 0.0); nt];
@@ -771,47 +706,21 @@ impl<const N: usize> Simulator<N> {
         // is its first event (by lookup cycle).
         let mut el_meas: Vec<Vec<f64>> = vec![vec![0.0; nt]; n_periods];
         let mut el_events: BinaryHeap<Reverse<(Cycle, u32)>> = BinaryHeap::new();
-        for e in 0..el.table.len() {
-            el_events.push(Reverse((el.start[e].ceil() as Cycle + vmu_lat, e as u32)));
+        for e in 0..el.times.len() {
+            let (t, g) = (el.table[e] as usize, group_of[el.flow[e] as usize] as usize);
+            gstats[t][g].refs += el.times[e].len() as f64;
+            for &c in &el.times[e] {
+                win_refs[t][((c / stat_win) as usize).min(n_stat - 1)] += w;
+                if in_measure(c) {
+                    el_meas[period_ix(c).min(n_periods - 1)][t] += w;
+                }
+            }
+            if let Some(&c) = el.times[e].first() {
+                el_events.push(Reverse((c + vmu_lat, e as u32)));
+            }
         }
-        // Their counts, per table: in each ELU window's measured part and
-        // in the rest of the run, one Poisson draw of the streams' summed
-        // expected references there (a stream's first is at its start).
         for t in 0..nt {
-            let st: Vec<usize> = (0..el.table.len()).filter(|&e| el.table[e] as usize == t).collect();
-            if st.is_empty() {
-                continue;
-            }
-            // A reference at time x is counted at cycle ceil(x): cycles
-            // [a, b) are times (a - 1, b - 1].
-            let span_of = |e: usize, a: f64, b: f64| overlap(el.start[e], el.end[e], a - 1.0, b - 1.0) / el.gap[e];
-            let first_in = |e: usize, a: f64, b: f64| ((el.start[e].ceil() >= a && el.start[e].ceil() < b) as u8) as f64;
-            let mut total = 0.0;
-            let mut rest = st.iter().map(|&e| span_of(e, 0.0, until as f64)).sum::<f64>();
-            let mut k = 0u64;
-            loop {
-                let a = offset + k * period + warm;
-                if a >= until {
-                    break;
-                }
-                let b = (a + meas).min(until);
-                let (af, bf) = (a as f64, b as f64);
-                let mean: f64 = st.iter().map(|&e| span_of(e, af, bf)).sum();
-                rest -= mean;
-                let n = poisson_count(&mut el.rng, mean) + st.iter().map(|&e| first_in(e, af, bf)).sum::<f64>();
-                if let Some(v) = el_meas.get_mut(k as usize + 1) {
-                    v[t] += n * w;
-                }
-                total += n;
-                k += 1;
-            }
-            let outside = st.iter().map(|&e| first_in(e, 0.0, until as f64)).sum::<f64>() - st.iter().map(|&e| (0..k).map(|k| first_in(e, (offset + k * period + warm) as f64, (offset + k * period + warm + meas).min(until) as f64)).sum::<f64>()).sum::<f64>();
-            total += poisson_count(&mut el.rng, rest.max(0.0)) + outside;
-            // Only the groups' sum of references is used (the share of
-            // packets visiting the table): one table, every packet visits it.
-            gstats[t][0].refs += total;
-            entry_refs[t] += total;
-            packets_sampled += total as u64;
+            entry_refs[t] += el_entry[t];
         }
         let mut seq = 0u64;
         let mut el_looked = 0u64;
@@ -926,13 +835,15 @@ impl<const N: usize> Simulator<N> {
                     seq += 1;
                     // A large flow's last reference before `lk`, if its
                     // hits were not looked up (`Elephants`).
-                    let elr = &mut el;
+                    let (elr, of) = (&el, &el.of_key[tu]);
                     let mut touched = |v: u32| -> Option<u128> {
-                        let e = elr.of_key[tu][v as usize];
+                        let e = of[v as usize];
                         if e == u32::MAX || !elr.bulk[e as usize] {
                             return None;
                         }
-                        elr.last_before(e as usize, lk.saturating_sub(vmu_lat)).map(|c| stamp(c + vmu_lat, u64::MAX))
+                        let ts = &elr.times[e as usize][elr.next[e as usize]..];
+                        let j = ts.partition_point(|&c| c + vmu_lat < lk);
+                        (j > 0).then(|| stamp(ts[j - 1] + vmu_lat, u64::MAX))
                     };
                     let gone = caches[tu].fill(ki.slot as usize, k, stamp(lk, seq), &mut touched);
                     if let Some(v) = gone {
@@ -940,11 +851,12 @@ impl<const N: usize> Simulator<N> {
                         if e != u32::MAX && el.bulk[e as usize] {
                             // Its references before `lk` hit; the next one misses.
                             let e = e as usize;
+                            let from = el.next[e];
+                            let j = from + el.times[e][from..].partition_point(|&c| c + vmu_lat < lk);
                             el.bulk[e] = false;
-                            let y = lk.saturating_sub(vmu_lat) as f64 - 1.0;
-                            if let Some(x) = el.after(e, y) {
-                                el.at[e] = x;
-                                el_events.push(Reverse((x.ceil() as Cycle + vmu_lat, e as u32)));
+                            el.next[e] = j;
+                            if let Some(&c) = el.times[e].get(j) {
+                                el_events.push(Reverse((c + vmu_lat, e as u32)));
                             }
                         }
                     }
@@ -997,7 +909,7 @@ impl<const N: usize> Simulator<N> {
                 }
                 el_events.pop();
                 let e = e as usize;
-                let rc = el.at[e].ceil() as Cycle;
+                let rc = el.times[e][el.next[e]];
                 batch.push(Ref { c: rc, table: el.table[e], key: el.key[e], flow: el.flow[e], hop: 0, counted: true });
                 mixed = true;
                 el_looked += 1;
@@ -1013,6 +925,7 @@ impl<const N: usize> Simulator<N> {
                 if !r.counted {
                     gstats[t][g].refs += 1.0;
                     entry_refs[t] += (r.hop == 0) as u8 as f64;
+                    win_refs[t][sw.min(n_stat - 1)] += w;
                     if in_measure(r.c) {
                         measure_refs[t] += w;
                     }
@@ -1023,13 +936,12 @@ impl<const N: usize> Simulator<N> {
                     // A large flow's event: a hit starts its run of hits;
                     // after a miss, its next reference is the next event.
                     let e = el.of_key[t][r.key as usize] as usize;
+                    el.next[e] += 1;
                     el.bulk[e] = hit;
-                    let at = el.at[e];
-                    if hit {
-                        el.seen[e] = (at, f64::NEG_INFINITY);
-                    } else if let Some(x) = el.after(e, at) {
-                        el.at[e] = x;
-                        el_events.push(Reverse((x.ceil() as Cycle + vmu_lat, e as u32)));
+                    if !hit {
+                        if let Some(&c) = el.times[e].get(el.next[e]) {
+                            el_events.push(Reverse((c + vmu_lat, e as u32)));
+                        }
                     }
                 }
                 if hit {
@@ -1429,100 +1341,6 @@ fn expected_arrivals(starts: &[f64], packets: &[u64], fd_ps: &[f64], until: Cycl
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A large flow drawn packet by packet as the plan has it (first at
-    /// `start`, then `n - 1` exponential gaps of mean `gap`), in cycles.
-    fn per_packet(rng: &mut Pcg64, start: f64, gap: f64, n: u64) -> Vec<f64> {
-        let mut t = start;
-        let mut v = vec![t];
-        for _ in 1..n {
-            let e: f64 = rng.sample(Exp1);
-            t += e * gap;
-            v.push(t);
-        }
-        v
-    }
-
-    /// Mean and variance of a sample.
-    fn moments(x: &[f64]) -> (f64, f64) {
-        let m = x.iter().sum::<f64>() / x.len() as f64;
-        (m, x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64)
-    }
-
-    /// A window's count of a large flow's references drawn in aggregate
-    /// (one Poisson draw of its expected references there, as the fast
-    /// mode counts them) has the distribution of the count of its packets
-    /// drawn one by one: mean and variance agree within 5 standard errors
-    /// of the sample size (Poisson: the variance's is sqrt((λ + 2λ²)/R)).
-    #[test]
-    fn aggregate_counts_match_per_packet_draws() {
-        let mut rng = Pcg64::seed_from_u64(7);
-        let (start, gap, n) = (100.0, 3.0, 400u64);
-        let end = start + (n - 1) as f64 * gap;
-        let reps = 20_000;
-        for (a, b) in [(400.0, 430.0), (150.0, 400.0)] {
-            let exact: Vec<f64> = (0..reps).map(|_| per_packet(&mut rng, start, gap, n).iter().filter(|&&t| t > a && t <= b).count() as f64).collect();
-            let agg: Vec<f64> = (0..reps).map(|_| poisson_count(&mut rng, overlap(start, end, a, b) / gap)).collect();
-            let lambda = (b - a) / gap;
-            let (me, ve) = moments(&exact);
-            let (ma, va) = moments(&agg);
-            let se_m = (lambda / reps as f64).sqrt();
-            let se_v = ((lambda + 2.0 * lambda * lambda) / reps as f64).sqrt();
-            assert!((me - ma).abs() < 5.0 * se_m * 2f64.sqrt(), "window ({a}, {b}]: means {me} {ma}");
-            assert!((ve - va).abs() < 5.0 * se_v * 2f64.sqrt(), "window ({a}, {b}]: variances {ve} {va}");
-        }
-    }
-
-    /// The lazy stream's last reference before a time (drawn backward from
-    /// it, `Elephants::last_before`) is distributed as the per-packet
-    /// stream's (mean gap to it, within 5 standard errors), never moves
-    /// back when asked again later, and is none before the stream starts.
-    #[test]
-    fn last_reference_drawn_backward_matches_per_packet_draws() {
-        let mut rng = Pcg64::seed_from_u64(11);
-        let (start, gap, n) = (50.0, 20.0, 200u64);
-        let end = start + (n - 1) as f64 * gap;
-        let reps = 20_000;
-        let c: Cycle = 1_001; // times up to 1000
-        let mut exact = Vec::new();
-        for _ in 0..reps {
-            let v = per_packet(&mut rng, start, gap, n);
-            let p = v.iter().filter(|&&t| (t.ceil() as Cycle) < c).cloned().fold(f64::NEG_INFINITY, f64::max);
-            exact.push(1000.0 - p.ceil());
-        }
-        let mut el = Elephants {
-            table: vec![0],
-            key: vec![0],
-            flow: vec![0],
-            start: vec![start],
-            gap: vec![gap],
-            end: vec![end],
-            at: vec![start],
-            seen: vec![(start, f64::NEG_INFINITY)],
-            bulk: vec![true],
-            of_key: vec![],
-            until: 1 << 40,
-            rng: Pcg64::seed_from_u64(12),
-        };
-        let mut lazy = Vec::new();
-        for _ in 0..reps {
-            // Its first reference (the event at `start`) hit: nothing known after it.
-            el.at[0] = start;
-            el.seen[0] = (start, f64::NEG_INFINITY);
-            let first = el.last_before(0, 600);
-            let p = el.last_before(0, c);
-            assert!(p >= first, "{p:?} before {first:?}");
-            assert_eq!(el.last_before(0, c), p, "asked again, another answer");
-            // None after the event: the first reference is the last.
-            lazy.push(1000.0 - p.map_or(start.ceil(), |x| x as f64));
-        }
-        let (me, ve) = moments(&exact);
-        let (ml, vl) = moments(&lazy);
-        assert!((me - ml).abs() < 5.0 * ((ve + vl) / reps as f64).sqrt(), "means {me} {ml}");
-        el.at[0] = start;
-        el.seen[0] = (start, f64::NEG_INFINITY);
-        assert_eq!(el.last_before(0, 40), None);
-    }
 
     /// The expected arrivals add up to what the plan sends before the end:
     /// flows that end before it send all their packets.
