@@ -192,7 +192,7 @@ def test_ecp5_stat_counts_lut4_sites():
 
 @pytest.mark.usefixtures("ecp5_flow")
 def test_shipped_ecp5_rows_match_the_rtl_they_were_placed_from(tmp_path, monkeypatch):
-    """The ECP5 table's PMU and ORB rows are keyed by the hash of this RTL
+    """The ECP5 table's PMU, ORB and VMU rows are keyed by the hash of this RTL
     and these tools' versions (the [hw] extra pins them), each a post-route
     row or a design too big for the device with its LUT4 need."""
     # The versions the [hw] extra pins: CI installs them, so there a mismatch fails.
@@ -200,8 +200,6 @@ def test_shipped_ecp5_rows_match_the_rtl_they_were_placed_from(tmp_path, monkeyp
                   f"the shipped ECP5 rows are for {SHIPPED_ECP5} (pip install '.[hw]')")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # only the shipped rows
     for u, n, k in synth.ECP5_POINTS:
-        if u == "vmu":
-            continue  # its RTL moves with the cluster's timing work; docs/how-to/rtl.md says at which
         r = synth.cached_row(u, n, k, flow="ecp5")
         assert r is not None, f"{u} {n} {k} not shipped for this RTL (synapse hw synth --flow ecp5 --ship)"
         assert (r.unit, r.entries, r.key_bits, r.flow) == (u, n, k, "ecp5") and r.ffs > 0

@@ -71,12 +71,13 @@ def design(unit: str, entries: int, key_bits: int) -> tuple[str, dict]:
 
 #: The table docs/how-to/rtl.md shows: the PMU with the 104-bit 5-tuple key
 #: at 64, 128 and 256 entries and the 233-bit UPF ACL key at 64, the ORB and
-#: the VMU at their defaults (larger PMUs: --entries, tens of minutes each).
+#: the VMU at their defaults, the 16-entry PMU and the 4- and 8-PMU clusters
+#: built of it (larger PMUs: --entries, tens of minutes each).
 PMU_SIZES = (64, 128, 256, 512)
 KEY_WIDTHS = (104, 233)
 DEFAULT_POINTS = [("pmu", 64, 104), ("pmu", 128, 104), ("pmu", 256, 104), ("pmu", 64, 233),
                   ("orb", 64, 104), ("orb", 64, 233), ("vmu", 1024, 0),
-                  ("pmu", 16, 104), ("cluster4", 16, 104)]
+                  ("pmu", 16, 104), ("cluster4", 16, 104), ("cluster8", 16, 104)]
 #: The ECP5-85's table: the ORB, the 16-entry PMU, the VMU (larger PMUs:
 #: --entries, an hour or more of place and route each).
 ECP5_POINTS = [("orb", 64, 104), ("pmu", 16, 104), ("vmu", 1024, 0)]
