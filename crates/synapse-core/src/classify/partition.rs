@@ -2666,6 +2666,57 @@ mod tests {
         assert_eq!(one.leaves_per_rule(), vec![leaves_of_tree(&one)]);
     }
 
+    #[test]
+    fn the_side_leaf_test_stops_early_and_agrees_with_the_leaves_reached() {
+        use crate::workload::{rulegen, seed::Params};
+        let set = rulegen::generate(&Params::builtin("fw").unwrap(), 1_000, 3);
+        let t = PTree::build(&set, &PTreeConfig::default()).unwrap();
+        let widths = t.widths();
+        let mut stack = Vec::new();
+        let mut checked = 0;
+        for (r, &tr) in set.rules.iter().zip(&t.tree_of) {
+            let (Ok(Some(bx)), true) = (rule_box(r, &widths), tr != u32::MAX) else { continue };
+            let root = t.trees[tr as usize].root;
+            let all = t.leaves_reached(root, &bx);
+            let mut into = vec![7, 7];
+            t.reach_into(root, &bx, &mut into, &mut stack);
+            assert_eq!(into, all);
+            for k in [0, 1, all.len().saturating_sub(1), all.len(), all.len() + 1, 64] {
+                assert_eq!(t.reaches_over(root, &bx, k, &mut stack), all.len() > k, "k {k} of {}", all.len());
+            }
+            checked += (all.len() > 1) as usize;
+        }
+        assert!(checked > 10, "{checked} rules reach two leaves or more");
+    }
+
+    #[test]
+    fn a_lane_moved_across_blocks_lands_where_a_lane_by_lane_copy_puts_it() {
+        use crate::workload::{rulegen, seed::Params};
+        let set = rulegen::generate(&Params::builtin("acl").unwrap(), 200, 1);
+        let mut t = PTree::build(&set, &PTreeConfig::default()).unwrap();
+        let stride = t.stride();
+        // Four blocks of distinct words to move lanes within.
+        t.rows = (0..4 * stride).map(|r| Row(std::array::from_fn(|l| (r * LANES + l) as u32))).collect();
+        let lane = |rows: &[Row], j: usize| -> Vec<u32> { (0..stride).map(|r| rows[(j / LANES) * stride + r].0[j % LANES]).collect() };
+        for count in 1..4 * LANES {
+            for p in 0..count {
+                for up in [true, false] {
+                    let before = t.rows.clone();
+                    t.move_lanes(0, p, count, up);
+                    for j in 0..4 * LANES {
+                        let want = match (up, j) {
+                            (true, j) if j > p && j <= count => lane(&before, j - 1),
+                            (false, j) if j >= p && j + 1 < count => lane(&before, j + 1),
+                            _ => lane(&before, j),
+                        };
+                        assert_eq!(lane(&t.rows, j), want, "p {p} count {count} up {up} lane {j}");
+                    }
+                    t.rows = before;
+                }
+            }
+        }
+    }
+
     fn leaves_of_tree(t: &PTree) -> usize {
         t.leaves_reached(t.trees[0].root, &[(0, u32::MAX); MAX_FIELDS]).len()
     }
