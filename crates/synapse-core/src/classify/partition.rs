@@ -285,6 +285,15 @@ struct Updates {
     cut: Vec<usize>,
     /// A lane no key meets, as its column of a block.
     empty: Lane,
+    /// Buffers an update reuses, so none allocates: the leaves a box
+    /// reaches and the walk's stack, a leaf's lanes, the leaves written,
+    /// a block built for one lane, the first blocks a spread rewrote.
+    reach: Vec<u32>,
+    stack: Vec<u32>,
+    lanes: Vec<Lane>,
+    dirty: Vec<u32>,
+    block: Vec<Row>,
+    seen: Vec<(u32, u32)>,
 }
 
 /// A rule as an update sees it: the rule, its box (`Err`: not a range,
@@ -935,6 +944,12 @@ impl PTree {
             widths,
             cut,
             empty: [0; 24],
+            reach: Vec::new(),
+            stack: Vec::new(),
+            lanes: Vec::new(),
+            dirty: Vec::new(),
+            block: Vec::new(),
+            seen: Vec::new(),
         };
         for (id, r) in self.set.rules.iter().enumerate() {
             let k = keys[id];
@@ -960,7 +975,7 @@ impl PTree {
 
     /// The tree a new rule of box `bx` goes to: the partition's for the
     /// address fields it is small on, else one whose are a subset.
-    fn tree_for(&mut self, u: &Updates, bx: &Box_) -> u32 {
+    fn tree_for(&mut self, u: &mut Updates, bx: &Box_) -> u32 {
         let mut small = 0u8;
         for &f in &u.cut {
             if ((bx[f].1 - bx[f].0) as u64) < 1u64 << (u.widths[f] / 2) {
@@ -973,7 +988,7 @@ impl PTree {
             .unwrap_or(0) as u32;
         // A rule that would reach many of its leaves goes to the side leaf.
         let k = self.asked.wide_leaves;
-        if k > 0 && !self.trees[tree as usize].side && self.leaves_reached(self.trees[tree as usize].root, bx).len() > k {
+        if k > 0 && !self.trees[tree as usize].side && self.reaches_over(self.trees[tree as usize].root, bx, k, &mut u.stack) {
             return self.side_tree();
         }
         tree
@@ -1063,25 +1078,22 @@ impl PTree {
         let (idr, sh) = self.id_row();
         let ek = self.lane_key(&u.empty);
         let base = |j: usize| (fb + j / LANES) * stride;
-        let (mut count, mut p) = (nb * LANES, usize::MAX);
-        for j in 0..nb * LANES {
-            let k = self.rows[base(j) + idr].0[j % LANES] >> sh;
-            if k == ek {
-                count = j;
-                break;
-            }
-            if p == usize::MAX && k >= key {
-                p = j;
-            }
+        // The lanes are packed in key order and an empty lane's key is above
+        // every rule's: the lanes in use and the key's place, by bisection.
+        let key_at = |j: usize| self.rows[base(j) + idr].0[j % LANES] >> sh;
+        let (mut lo, mut hi) = (0, nb * LANES);
+        while lo < hi {
+            let m = (lo + hi) / 2;
+            if key_at(m) < ek { lo = m + 1 } else { hi = m }
         }
-        let p = p.min(count);
-        let hit = p < count && self.rows[base(p) + idr].0[p % LANES] >> sh == key;
-        // Lane `from`'s rows copied to lane `to`.
-        let mv = |rows: &mut [Row], from: usize, to: usize| {
-            for r in 0..stride {
-                rows[base(to) + r].0[to % LANES] = rows[base(from) + r].0[from % LANES];
-            }
-        };
+        let mut count = lo;
+        let (mut lo, mut hi) = (0, count);
+        while lo < hi {
+            let m = (lo + hi) / 2;
+            if key_at(m) < key { lo = m + 1 } else { hi = m }
+        }
+        let p = lo;
+        let hit = p < count && key_at(p) == key;
         match w {
             Some(w) => {
                 if hit {
@@ -1097,9 +1109,7 @@ impl PTree {
                         self.rows[(fb + nb) * stride + r].0 = [u.empty[r]; LANES];
                     }
                 }
-                for j in (p..count).rev() {
-                    mv(&mut self.rows, j, j + 1);
-                }
+                self.move_lanes(fb, p, count, true);
                 for r in 0..stride {
                     self.rows[base(p) + r].0[p % LANES] = w[r];
                 }
@@ -1112,9 +1122,7 @@ impl PTree {
                 if count == 1 {
                     return None;
                 }
-                for j in p..count - 1 {
-                    mv(&mut self.rows, j + 1, j);
-                }
+                self.move_lanes(fb, p, count, false);
                 for r in 0..stride {
                     self.rows[base(count - 1) + r].0[(count - 1) % LANES] = u.empty[r];
                 }
@@ -1124,6 +1132,40 @@ impl PTree {
         let first = self.rows[fb * stride + idr].0[0] >> sh;
         self.nodes[i as usize] = Node::leaf(n.base, fb as u32, count.div_ceil(LANES) as u32, first);
         Some(true)
+    }
+
+    /// Moves the lanes `[p, count)` of the leaf whose blocks start at `fb`
+    /// one place up (`up`: to `[p + 1, count]`) or lanes `[p + 1, count)`
+    /// one place down (to `[p, count - 1)`), a row's lanes within a block
+    /// in one copy and one lane across each block boundary.
+    fn move_lanes(&mut self, fb: usize, p: usize, count: usize, up: bool) {
+        let stride = self.stride();
+        let rows = &mut self.rows[fb * stride..];
+        if up {
+            let (bp, bc) = (p / LANES, count / LANES);
+            for b in (bp..=bc).rev() {
+                let lo = if b == bp { p % LANES } else { 0 };
+                let hi = if b == bc { count % LANES } else { LANES - 1 };
+                for r in 0..stride {
+                    rows[b * stride + r].0.copy_within(lo..hi, lo + 1);
+                    if b > bp {
+                        rows[b * stride + r].0[0] = rows[(b - 1) * stride + r].0[LANES - 1];
+                    }
+                }
+            }
+        } else if p + 1 < count {
+            let (bp, bl) = (p / LANES, (count - 1) / LANES);
+            for b in bp..=bl {
+                let lo = if b == bp { p % LANES } else { 0 };
+                let hi = if b == bl { (count - 1) % LANES } else { LANES - 1 };
+                for r in 0..stride {
+                    rows[b * stride + r].0.copy_within(lo + 1..hi + 1, lo);
+                    if b < bl {
+                        rows[b * stride + r].0[LANES - 1] = rows[(b + 1) * stride + r].0[0];
+                    }
+                }
+            }
+        }
     }
 
     /// The first block of `c` blocks for a leaf (one reference): a hole of
@@ -1164,17 +1206,19 @@ impl PTree {
     fn add_lanes(&mut self, u: &mut Updates, slot: u32, dirty: &mut Vec<u32>) {
         let s = &u.slots[slot as usize];
         let (Ok(Some(bx)), key, tree) = (s.bx, s.key, s.tree as usize) else { return };
-        let mut tmp = Vec::new();
-        push_block(&self.words, self.fold, self.wide, &mut tmp, &[(key, &bx)]);
+        u.block.clear();
+        push_block(&self.words, self.fold, self.wide, &mut u.block, &[(key, &bx)]);
         let mut w = [0u32; 24];
-        for (r, row) in tmp.iter().enumerate() {
+        for (r, row) in u.block.iter().enumerate() {
             w[r] = row.0[0];
         }
         let t = &mut self.trees[tree];
         t.min_prio = t.min_prio.min(key);
         let (idr, sh) = self.id_row();
-        let mut lanes = Vec::new();
-        for i in self.leaves_reached(self.trees[tree].root, &bx) {
+        let mut lanes = std::mem::take(&mut u.lanes);
+        let mut reach = std::mem::take(&mut u.reach);
+        self.reach_into(self.trees[tree].root, &bx, &mut reach, &mut u.stack);
+        for &i in &reach {
             let wrote = self.shift_lane(u, i, key, Some(&w)).unwrap_or_else(|| {
                 self.edit_leaf(u, i, &mut lanes, |v| {
                     let p = v.partition_point(|x| (x[idr] >> sh) < key);
@@ -1190,6 +1234,7 @@ impl PTree {
                 dirty.push(i);
             }
         }
+        (u.lanes, u.reach) = (lanes, reach);
     }
 
     /// Takes rule `slot`'s lanes out of the leaves its box reaches.
@@ -1197,8 +1242,10 @@ impl PTree {
         let s = &u.slots[slot as usize];
         let (Ok(Some(bx)), key, tree) = (s.bx, s.key, s.tree as usize) else { return };
         let (idr, sh) = self.id_row();
-        let mut lanes = Vec::new();
-        for i in self.leaves_reached(self.trees[tree].root, &bx) {
+        let mut lanes = std::mem::take(&mut u.lanes);
+        let mut reach = std::mem::take(&mut u.reach);
+        self.reach_into(self.trees[tree].root, &bx, &mut reach, &mut u.stack);
+        for &i in &reach {
             let wrote = self.shift_lane(u, i, key, None).unwrap_or_else(|| {
                 self.edit_leaf(u, i, &mut lanes, |v| match v.iter().position(|x| (x[idr] >> sh) == key) {
                     Some(p) => {
@@ -1213,6 +1260,7 @@ impl PTree {
                 dirty.push(i);
             }
         }
+        (u.lanes, u.reach) = (lanes, reach);
     }
 
     /// A key for a rule inserted at position `pos`: between its
@@ -1264,37 +1312,54 @@ impl PTree {
         let stride = self.stride();
         let (idr, _) = self.id_row();
         let id_rows = if self.wide { idr - 1..idr + 1 } else { idr..idr + 1 };
-        let mut seen = std::collections::HashSet::new();
+        // Every leaf their boxes reach, in order (the leaves written), and
+        // each allocation among them once (a leaf reached twice, or leaves
+        // sharing their blocks, are remapped once).
+        let (mut all, mut one, mut firsts) = (std::mem::take(&mut u.reach), Vec::new(), std::mem::take(&mut u.seen));
+        all.clear();
+        firsts.clear();
         for &sl in &slots {
             let st = &u.slots[sl as usize];
             let Ok(Some(bx)) = st.bx else { continue };
-            for i in self.leaves_reached(self.trees[st.tree as usize].root, &bx) {
-                let n = self.nodes[i as usize];
-                if n.blocks() > 0 && seen.insert(n.first_block()) {
-                    let mut col = [0u32; 24];
-                    for b in n.first_block()..n.first_block() + n.blocks() {
-                        for l in 0..LANES {
-                            for r in id_rows.clone() {
-                                col[r] = self.rows[b * stride + r].0[l];
-                            }
-                            let k = self.lane_key(&col);
-                            let nk = remap(k);
-                            if nk != k {
-                                self.set_lane_key(&mut col, nk);
-                                for r in id_rows.clone() {
-                                    self.rows[b * stride + r].0[l] = col[r];
-                                }
-                            }
+            self.reach_into(self.trees[st.tree as usize].root, &bx, &mut one, &mut u.stack);
+            all.extend_from_slice(&one);
+        }
+        for &i in &all {
+            let n = self.nodes[i as usize];
+            if n.blocks() > 0 {
+                firsts.push((n.first_block() as u32, n.blocks() as u32));
+            }
+        }
+        // The most blocks a leaf uses of each allocation.
+        firsts.sort_unstable_by_key(|&(fb, nb)| (fb, !nb));
+        firsts.dedup_by_key(|x| x.0);
+        for &(fb, nb) in &firsts {
+            let (fb, nb) = (fb as usize, nb as usize);
+            let mut col = [0u32; 24];
+            for b in fb..fb + nb {
+                for l in 0..LANES {
+                    for r in id_rows.clone() {
+                        col[r] = self.rows[b * stride + r].0[l];
+                    }
+                    let k = self.lane_key(&col);
+                    let nk = remap(k);
+                    if nk != k {
+                        self.set_lane_key(&mut col, nk);
+                        for r in id_rows.clone() {
+                            self.rows[b * stride + r].0[l] = col[r];
                         }
                     }
                 }
-                // Its best key read back (a leaf reached twice is remapped once).
-                let n = self.nodes[i as usize];
-                let first = if n.blocks() > 0 { self.id_of(&self.rows[n.first_block() * stride..], 0) } else { u32::MAX };
-                self.nodes[i as usize] = Node::leaf(n.base, n.first_block() as u32, n.blocks() as u32, first);
-                dirty.push(i);
             }
         }
+        for &i in &all {
+            // Its best key read back.
+            let n = self.nodes[i as usize];
+            let first = if n.blocks() > 0 { self.id_of(&self.rows[n.first_block() * stride..], 0) } else { u32::MAX };
+            self.nodes[i as usize] = Node::leaf(n.base, n.first_block() as u32, n.blocks() as u32, first);
+            dirty.push(i);
+        }
+        (u.reach, u.seen) = (all, firsts);
         for o in &mut self.odd {
             o.0 = remap(o.0);
         }
@@ -1322,14 +1387,15 @@ impl PTree {
         }
         self.start_updates();
         let mut u = self.upd.take().expect("updates");
-        let mut dirty = Vec::new();
+        let mut dirty = std::mem::take(&mut u.dirty);
+        dirty.clear();
         let Some(key) = self.free_key(&mut u, pos as u32, &mut dirty) else {
             self.upd = Some(u);
             return self.rebuild_with(|v| v.insert(pos, rule));
         };
         let bx = rule_box(&rule, &u.widths);
         let tree = match bx {
-            Ok(Some(b)) => self.tree_for(&u, &b),
+            Ok(Some(b)) => self.tree_for(&mut u, &b),
             _ => u32::MAX,
         };
         let slot = match u.free.pop() {
@@ -1369,7 +1435,8 @@ impl PTree {
         }
         self.start_updates();
         let mut u = self.upd.take().expect("updates");
-        let mut dirty = Vec::new();
+        let mut dirty = std::mem::take(&mut u.dirty);
+        dirty.clear();
         let key = u.select(pos as u32);
         let slot = u.slot_of[key as usize];
         self.remove_lanes(&mut u, slot, &mut dirty);
@@ -1412,7 +1479,7 @@ impl PTree {
         let stride = self.stride();
         if let Some(img) = self.image.get_mut() {
             img.rows.resize(self.rows.len(), Row([0; LANES]));
-            for i in dirty {
+            for &i in &dirty {
                 let n = self.nodes[i as usize];
                 img.nodes[i as usize] = n;
                 let (a, c) = (n.first_block(), (u.cap[n.first_block()] as usize).max(n.blocks()));
@@ -1420,6 +1487,7 @@ impl PTree {
             }
             img.odd.clone_from(&self.odd);
         }
+        u.dirty = dirty;
         let due = u.garbage > self.compact_bound(&u);
         self.upd = Some(u);
         if due {
@@ -1511,18 +1579,49 @@ impl PTree {
     /// whose range the box overlaps (where an update writes or removes the
     /// rule's lanes).
     fn leaves_reached(&self, root: u32, bx: &Box_) -> Vec<u32> {
-        let (mut leaves, mut stack) = (Vec::new(), vec![root]);
+        let mut leaves = Vec::new();
+        self.reach_into(root, bx, &mut leaves, &mut Vec::new());
+        leaves
+    }
+
+    /// [`PTree::leaves_reached`] into `leaves` (cleared), with `stack` as
+    /// the walk's: an update's reused buffers.
+    fn reach_into(&self, root: u32, bx: &Box_, leaves: &mut Vec<u32>, stack: &mut Vec<u32>) {
+        leaves.clear();
+        self.walk_reached(root, bx, stack, |i| {
+            leaves.push(i);
+            true
+        });
+    }
+
+    /// Whether a box reaches more than `k` leaves under `root` (the walk
+    /// stops at the `k + 1`-th).
+    fn reaches_over(&self, root: u32, bx: &Box_, k: usize, stack: &mut Vec<u32>) -> bool {
+        let mut c = 0;
+        self.walk_reached(root, bx, stack, |_| {
+            c += 1;
+            c <= k
+        });
+        c > k
+    }
+
+    /// Calls `leaf` on each leaf under `root` the box reaches, in the order
+    /// [`PTree::leaves_reached`] lists them, until it returns false.
+    fn walk_reached(&self, root: u32, bx: &Box_, stack: &mut Vec<u32>, mut leaf: impl FnMut(u32) -> bool) {
+        stack.clear();
+        stack.push(root);
         while let Some(i) = stack.pop() {
             let n = self.nodes[i as usize];
             if n.is_leaf() {
-                leaves.push(i);
+                if !leaf(i) {
+                    return;
+                }
                 continue;
             }
             let f = n.field();
             let (a, b) = (simd::below_scalar(&n, bx[f].0 ^ BIAS), simd::below_scalar(&n, bx[f].1 ^ BIAS));
             stack.extend((a..=b).map(|c| n.base + c));
         }
-        leaves
     }
 
     /// Per rule of the built set, the leaves its box reaches in its tree
@@ -2565,6 +2664,57 @@ mod tests {
         let all = RuleSet::new(set.schema.clone(), vec![rule((0, 0), (0, 0), (0, 65535))]);
         let one = PTree::build(&all, &PTreeConfig::default()).unwrap();
         assert_eq!(one.leaves_per_rule(), vec![leaves_of_tree(&one)]);
+    }
+
+    #[test]
+    fn the_side_leaf_test_stops_early_and_agrees_with_the_leaves_reached() {
+        use crate::workload::{rulegen, seed::Params};
+        let set = rulegen::generate(&Params::builtin("fw").unwrap(), 1_000, 3);
+        let t = PTree::build(&set, &PTreeConfig::default()).unwrap();
+        let widths = t.widths();
+        let mut stack = Vec::new();
+        let mut checked = 0;
+        for (r, &tr) in set.rules.iter().zip(&t.tree_of) {
+            let (Ok(Some(bx)), true) = (rule_box(r, &widths), tr != u32::MAX) else { continue };
+            let root = t.trees[tr as usize].root;
+            let all = t.leaves_reached(root, &bx);
+            let mut into = vec![7, 7];
+            t.reach_into(root, &bx, &mut into, &mut stack);
+            assert_eq!(into, all);
+            for k in [0, 1, all.len().saturating_sub(1), all.len(), all.len() + 1, 64] {
+                assert_eq!(t.reaches_over(root, &bx, k, &mut stack), all.len() > k, "k {k} of {}", all.len());
+            }
+            checked += (all.len() > 1) as usize;
+        }
+        assert!(checked > 10, "{checked} rules reach two leaves or more");
+    }
+
+    #[test]
+    fn a_lane_moved_across_blocks_lands_where_a_lane_by_lane_copy_puts_it() {
+        use crate::workload::{rulegen, seed::Params};
+        let set = rulegen::generate(&Params::builtin("acl").unwrap(), 200, 1);
+        let mut t = PTree::build(&set, &PTreeConfig::default()).unwrap();
+        let stride = t.stride();
+        // Four blocks of distinct words to move lanes within.
+        t.rows = (0..4 * stride).map(|r| Row(std::array::from_fn(|l| (r * LANES + l) as u32))).collect();
+        let lane = |rows: &[Row], j: usize| -> Vec<u32> { (0..stride).map(|r| rows[(j / LANES) * stride + r].0[j % LANES]).collect() };
+        for count in 1..4 * LANES {
+            for p in 0..count {
+                for up in [true, false] {
+                    let before = t.rows.clone();
+                    t.move_lanes(0, p, count, up);
+                    for j in 0..4 * LANES {
+                        let want = match (up, j) {
+                            (true, j) if j > p && j <= count => lane(&before, j - 1),
+                            (false, j) if j >= p && j + 1 < count => lane(&before, j + 1),
+                            _ => lane(&before, j),
+                        };
+                        assert_eq!(lane(&t.rows, j), want, "p {p} count {count} up {up} lane {j}");
+                    }
+                    t.rows = before;
+                }
+            }
+        }
     }
 
     fn leaves_of_tree(t: &PTree) -> usize {
