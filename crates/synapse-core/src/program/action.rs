@@ -59,6 +59,80 @@ pub enum Op {
     Extern(u32),
     /// A primitive the compiler could not lower: counted, no effect.
     Unsupported(u32),
+    /// A run of plain assignments (`SetConst`, `Copy`, `SetParam`) fused at
+    /// link into one op: one dispatch for the run, then a loop over
+    /// pre-decoded [`Move`]s (see [`fuse_moves`]).
+    Moves(Box<[Move]>),
+}
+
+/// One plain assignment of an [`Op::Moves`] run: `cells[dst] = v` (a
+/// constant), `cells[src] & v`, or `params[src] & v`.
+#[derive(Clone, Copy, Debug)]
+pub struct Move {
+    pub v: u128,
+    pub dst: Dst,
+    pub src: u32,
+    pub from: Src,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Src {
+    Const,
+    Cell,
+    Param,
+}
+
+impl Move {
+    fn of(op: &Op) -> Option<Move> {
+        match *op {
+            Op::SetConst { dst, v } => Some(Move { v, dst, src: 0, from: Src::Const }),
+            Op::Copy { dst, src, mask } => Some(Move { v: mask, dst, src, from: Src::Cell }),
+            Op::SetParam { dst, param, mask } => Some(Move { v: mask, dst, src: param, from: Src::Param }),
+            _ => None,
+        }
+    }
+
+    /// Its value, read before it is written (as the op it came from reads it).
+    #[inline(always)]
+    pub fn value(&self, cells: &[u128], params: &[u128]) -> u128 {
+        match self.from {
+            Src::Const => self.v,
+            Src::Cell => cells[self.src as usize] & self.v,
+            Src::Param => params[self.src as usize] & self.v,
+        }
+    }
+}
+
+/// `ops` with every run of two or more plain assignments replaced by one
+/// [`Op::Moves`] (same order, so a later move reads what an earlier one
+/// wrote). Ops with jumps are left as they are: their targets are op indices.
+pub fn fuse_moves(ops: Vec<Op>) -> Vec<Op> {
+    if ops.iter().any(|o| matches!(o, Op::Jump(_) | Op::JumpZero { .. })) {
+        return ops;
+    }
+    let mut out = Vec::with_capacity(ops.len());
+    let mut run: Vec<Move> = Vec::new();
+    let flush = |run: &mut Vec<Move>, out: &mut Vec<Op>| match run.len() {
+        0 => {}
+        1 => out.push(match run[0].from {
+            Src::Const => Op::SetConst { dst: run[0].dst, v: run[0].v },
+            Src::Cell => Op::Copy { dst: run[0].dst, src: run[0].src, mask: run[0].v },
+            Src::Param => Op::SetParam { dst: run[0].dst, param: run[0].src, mask: run[0].v },
+        }),
+        _ => out.push(Op::Moves(std::mem::take(run).into_boxed_slice())),
+    };
+    for op in ops {
+        match Move::of(&op) {
+            Some(m) => run.push(m),
+            None => {
+                flush(&mut run, &mut out);
+                run.clear();
+                out.push(op);
+            }
+        }
+    }
+    flush(&mut run, &mut out);
+    out
 }
 
 /// An action: its name and its ops.
@@ -182,7 +256,7 @@ impl Linker<'_> {
                 _ => {}
             }
         }
-        Ok(Action { name: name.to_string(), params: params.to_vec(), ops: out })
+        Ok(Action { name: name.to_string(), params: params.to_vec(), ops: fuse_moves(out) })
     }
 }
 
@@ -270,7 +344,72 @@ pub fn run(ops: &[Op], params: &[u128], lk: &Program, st: &mut State, frame: &[u
             }
             Op::Extern(i) => lk.externs[i as usize].run(lk, st, params, frame),
             Op::Unsupported(r) => st.note(r),
+            Op::Moves(ref ms) => {
+                for m in ms.iter() {
+                    let v = m.value(&st.phv.cells, params);
+                    st.phv.cells[m.dst.cell as usize] = v;
+                    st.wrote(m.dst);
+                }
+            }
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The three plain assignments as `run` executes them, one op at a time.
+    fn reference(ops: &[Op], cells: &mut [u128], params: &[u128]) {
+        for op in ops {
+            match *op {
+                Op::SetConst { dst, v } => cells[dst.cell as usize] = v,
+                Op::Copy { dst, src, mask } => cells[dst.cell as usize] = cells[src as usize] & mask,
+                Op::SetParam { dst, param, mask } => cells[dst.cell as usize] = params[param as usize] & mask,
+                Op::Moves(ref ms) => {
+                    for m in ms.iter() {
+                        cells[m.dst.cell as usize] = m.value(cells, params);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let dst = (0u32..6).prop_map(|c| Dst { cell: c, group: c, hdr: u32::MAX, fbit: 0 });
+        let m = prop_oneof![Just(u128::MAX), Just(0xffu128), any::<u128>()];
+        prop_oneof![
+            (dst.clone(), any::<u128>()).prop_map(|(dst, v)| Op::SetConst { dst, v }),
+            (dst.clone(), 0u32..6, m.clone()).prop_map(|(dst, src, mask)| Op::Copy { dst, src, mask }),
+            (dst.clone(), 0u32..3, m).prop_map(|(dst, param, mask)| Op::SetParam { dst, param, mask }),
+            Just(Op::Drop),
+        ]
+    }
+
+    proptest! {
+        /// Fused runs of moves write what the ops they replace write, in
+        /// order (a move reading a cell an earlier one wrote sees the new value).
+        #[test]
+        fn fused_moves_equal_the_ops_they_replace(ops in proptest::collection::vec(op(), 0..12),
+                                                  cells in proptest::collection::vec(any::<u128>(), 6),
+                                                  params in proptest::collection::vec(any::<u128>(), 3)) {
+            let fused = fuse_moves(ops.clone());
+            prop_assert!(fused.len() <= ops.len());
+            prop_assert!(!fused.windows(2).any(|w| Move::of(&w[0]).is_some() && Move::of(&w[1]).is_some()));
+            let (mut a, mut b) = (cells.clone(), cells);
+            reference(&ops, &mut a, &params);
+            reference(&fused, &mut b, &params);
+            prop_assert_eq!(a, b);
+        }
+    }
+
+    #[test]
+    fn ops_with_jumps_are_not_fused() {
+        let d = Dst { cell: 0, group: 0, hdr: u32::MAX, fbit: 0 };
+        let ops = vec![Op::SetConst { dst: d, v: 1 }, Op::SetConst { dst: d, v: 2 }, Op::Jump(0)];
+        assert_eq!(fuse_moves(ops).len(), 3);
+    }
 }

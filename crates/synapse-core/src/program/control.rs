@@ -112,7 +112,7 @@ impl Program {
         let keys = &self.key_hot[th.keys as usize..th.keys as usize + th.nkeys as usize];
         TableHot::key(keys, &st.phv.cells, &mut sc.vals, &mut sc.words);
         let nw = th.words as usize;
-        let entry = self.indexes[ti as usize].lookup(&self.tables[ti as usize], &sc.vals, &sc.words[..nw]);
+        let entry = self.indexes[ti as usize].lookup(&sc.vals, &sc.words[..nw]);
         if !th.plain {
             return self.run_table_cold(ti, th.keyed, entry, st, frame, visits, sc);
         }
@@ -141,7 +141,8 @@ impl Program {
         if let Some(spec) = &t.learn {
             return self.run_learner(ti, keyed, spec, entry, st, frame, visits, sc);
         }
-        let mut h = entry.map_or(t.miss, |e| t.hits[e as usize]);
+        let th = self.hot[ti as usize];
+        let mut h = entry.map_or(t.miss, |e| self.hits[(th.hits + e) as usize]);
         if let Some(calc) = t.selector {
             // an action selector's group: the member its hash picks, in handle order (BMv2)
             let (start, len) = entry.map_or(t.default_group, |e| t.groups[e as usize]);
@@ -170,7 +171,7 @@ impl Program {
                 st.wrote(out.dst);
             }
         }
-        if h.action != NO_ACTION && self.run_action(h.action, &t.data[h.data as usize..], st, frame) {
+        if h.action != NO_ACTION && self.run_action(h.action, &self.data[(th.data + h.data) as usize..], st, frame) {
             return -1;
         }
         h.next
@@ -182,10 +183,10 @@ impl Program {
     #[allow(clippy::too_many_arguments)]
     fn run_learner(&self, ti: u32, keyed: u16, spec: &super::learn::Spec, entry: Option<u32>, st: &mut State, frame: &[u8],
                    visits: &mut Visits, sc: &mut Scratch) -> i32 {
-        let t = &self.tables[ti as usize];
+        let (t, th) = (&self.tables[ti as usize], self.hot[ti as usize]);
         let key = &sc.words[..t.words];
         let (number, h, slot) = match entry {
-            Some(e) => (e as i32, t.hits[e as usize], super::learn::FIXED),
+            Some(e) => (e as i32, self.hits[(th.hits + e) as usize], super::learn::FIXED),
             None => match st.learn[ti as usize].as_mut().unwrap().lookup(key, spec) {
                 Some(l) => (l.number as i32, Hit { action: l.action, data: 0, next: l.next }, l.slot),
                 None => (-1, t.miss, NONE),
@@ -201,7 +202,7 @@ impl Program {
         st.learn_key.clear();
         st.learn_key.extend_from_slice(key);
         let exited = if slot == NONE || slot == super::learn::FIXED {
-            self.run_action(h.action, &t.data[h.data as usize..], st, frame)
+            self.run_action(h.action, &self.data[(th.data + h.data) as usize..], st, frame)
         } else {
             let mut data = std::mem::take(&mut sc.learned);
             data.clear();

@@ -495,7 +495,7 @@ impl Program {
         };
         let error_names = d.errors.names.iter().filter_map(|(c, n)| Some((c.parse::<u32>().ok()?, n.clone()))).collect();
         let max_key_fields = tables.iter().map(|t: &Table| t.key.len()).max().unwrap_or(0);
-        // the lookup path's records, contiguous (the Table records keep names, rows, build-time data)
+        // the lookup path's records, contiguous (the Table records keep names, rows, selector groups, handles)
         let (mut hot, mut indexes, mut key_hot, mut hits, mut data) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for t in tables.iter_mut() {
             let ks = t.key_hot();
@@ -503,8 +503,9 @@ impl Program {
             hot.push(TableHot { miss: t.miss, keys: key_hot.len() as u32, hits: hits.len() as u32, data: data.len() as u32,
                                 keyed: t.keyed.unwrap_or(u16::MAX), nkeys: ks.len() as u8, words: t.words as u8, plain });
             key_hot.extend(ks);
-            hits.extend_from_slice(&t.hits);
-            data.extend_from_slice(&t.data);
+            // moved, not copied: one copy of the entries' hits and data
+            hits.append(&mut t.hits);
+            data.append(&mut t.data);
             indexes.push(std::mem::replace(&mut t.index, Index::None));
         }
         let mut unsupported = d.unsupported.clone();

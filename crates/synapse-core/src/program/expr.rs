@@ -121,6 +121,11 @@ pub enum Ins {
     Jump(u32),
     /// Pop `n` values, push 0, and mark the packet inexact under `reasons[r]`.
     Inexact(u8, u32),
+    /// Push a cell compared with a constant, `cmps[i]` = (mask, k, eq):
+    /// `(cell & mask == k) == eq`. A superinstruction fused at compile time
+    /// from the shapes p4c emits for conditions (`f == k`, `f != k`,
+    /// `f & m == k`, `d2b(f)`, their `not`): see [`Code::fuse`].
+    CmpFC(u32, u32),
 }
 
 /// Names of what the executor cannot compute exactly, interned.
@@ -153,6 +158,10 @@ pub struct Code {
     pub reasons: Reasons,
     /// The reason a division by zero reports.
     pub div_zero: u32,
+    /// Operands of [`Ins::CmpFC`]: (mask, k, eq).
+    pub cmps: Vec<(u128, u128, bool)>,
+    /// Compile without superinstructions (the generic code the tests compare them with).
+    pub no_fuse: bool,
     /// While compiling: every operation so far is exact in 64 bits.
     ops64: bool,
 }
@@ -189,6 +198,9 @@ pub enum Fast {
     ShrAnd(u32, u32, u128),
     /// `(cell + k) & mask` (mod 2^128)
     AddAnd(u32, u128, u128),
+    /// `(cell & mask) == k`, `(cell & mask) != k`
+    MaskEq(u32, u128, u128),
+    MaskNe(u32, u128, u128),
 }
 
 impl Expr {
@@ -270,6 +282,10 @@ impl Code {
             [Field(c), Const(s), ShrU, Const(m), And, Const(m2), And] if k(s) < 128 => Fast::ShrAnd(c, k(s) as u32, k(m) & k(m2)),
             [Field(c), Const(i), Add] => Fast::AddAnd(c, k(i), u128::MAX),
             [Field(c), Const(i), Add, Const(m), And] => Fast::AddAnd(c, k(i), k(m)),
+            [CmpFC(c, j)] => match self.cmps[j as usize] {
+                (m, v, true) => Fast::MaskEq(c, m, v),
+                (m, v, false) => Fast::MaskNe(c, m, v),
+            },
             _ => Fast::No,
         }
     }
@@ -281,7 +297,7 @@ impl Code {
             return;
         }
         let pure = self.ins[start..].iter().all(|i| {
-            !matches!(i, Ins::Field(_) | Ins::Param(_) | Ins::Look(..) | Ins::StackField(_) | Ins::ValidUnion(_)
+            !matches!(i, Ins::Field(_) | Ins::CmpFC(..) | Ins::Param(_) | Ins::Look(..) | Ins::StackField(_) | Ins::ValidUnion(_)
                 | Ins::LastIndex(_) | Ins::Size(_) | Ins::Inexact(..) | Ins::DivU | Ins::DivS | Ins::ModU | Ins::ModS)
         });
         if !pure {
@@ -323,7 +339,37 @@ impl Code {
         let start = self.ins.len();
         let b = self.node_inner(t, sc, what, d, depth)?;
         self.fold(start);
+        self.fuse(start);
         Ok(b)
+    }
+
+    /// Replaces the code from `start` by one [`Ins::CmpFC`] when it is a
+    /// field compared with a constant (the whole node, so no jump lands
+    /// inside it). The comparison is made on the 128-bit cell: the value
+    /// itself, which the generic code's 64-bit evaluation also gives when it
+    /// is chosen (every value then fits in 64 bits).
+    fn fuse(&mut self, start: usize) {
+        use Ins::*;
+        if self.no_fuse {
+            return;
+        }
+        let k = |i: u32| self.consts[i as usize];
+        let (c, cmp) = match self.ins[start..] {
+            [Field(c), Const(i), Eq] => (c, (u128::MAX, k(i), true)),
+            [Field(c), Const(i), Ne] => (c, (u128::MAX, k(i), false)),
+            [Field(c), Const(m), And, Const(i), Eq] => (c, (k(m), k(i), true)),
+            [Field(c), Const(m), And, Const(i), Ne] => (c, (k(m), k(i), false)),
+            [Field(c), Truth] => (c, (u128::MAX, 0, false)),
+            [Field(c), Not] => (c, (u128::MAX, 0, true)),
+            [CmpFC(c, j), Not] => {
+                let (m, v, eq) = self.cmps[j as usize];
+                (c, (m, v, !eq))
+            }
+            _ => return,
+        };
+        self.ins.truncate(start);
+        self.cmps.push(cmp);
+        self.ins.push(CmpFC(c, self.cmps.len() as u32 - 1));
     }
 
     fn node_inner(&mut self, t: &Value, sc: &Scope, what: &str, d: usize, depth: &mut usize) -> Result<Bound, String> {
@@ -747,6 +793,8 @@ impl Code {
             Fast::Ne(x, k) => return Ok((c[x as usize] != k) as u128),
             Fast::ShrAnd(x, s, m) => return Ok((c[x as usize] >> s) & m),
             Fast::AddAnd(x, k, m) => return Ok(c[x as usize].wrapping_add(k) & m),
+            Fast::MaskEq(x, m, k) => return Ok((c[x as usize] & m == k) as u128),
+            Fast::MaskNe(x, m, k) => return Ok((c[x as usize] & m != k) as u128),
         }
         if e.narrow {
             self.run::<u64, { NARROW_DEPTH + 1 }>(e, env, inexact).map(|v| v as u128)
@@ -781,6 +829,10 @@ impl Code {
             pc += 1;
             match ins {
                 Ins::Field(c) => push!(W::from(env.cells[c as usize])),
+                Ins::CmpFC(c, j) => {
+                    let (m, k, eq) = self.cmps[j as usize];
+                    push!(bool_((env.cells[c as usize] & m == k) == eq))
+                }
                 Ins::Const(k) => push!(W::from(self.consts[k as usize])),
                 Ins::Param(i) => push!(W::from(env.params[i as usize])),
                 Ins::Look(off, w) => {
@@ -1033,5 +1085,65 @@ mod tests {
         assert_ne!(run(json!(["+", f(5), c(1)]), &[], &[]).1, u32::MAX);
         // but arithmetic that is truncated on assignment stays exact: (d + d) mod 2^128
         assert_eq!(run(json!(["+", f(4), f(4)]), &[0, 0, 0, top + 1], &[]), (2, u32::MAX));
+    }
+
+    /// A condition of the shapes p4c emits: comparisons of a field (a: 8
+    /// bits .. d: 128) with a constant, masked or not, truths, under `not`,
+    /// `and`, `or`, and arithmetic the superinstructions must leave alone.
+    fn cond() -> impl Strategy<Value = Value> {
+        let field = (1u32..5).prop_map(f);
+        let k = prop_oneof![0i128..4, any::<u32>().prop_map(|x| x as i128), Just(i128::MAX)].prop_map(c);
+        let leaf = prop_oneof![
+            (field.clone(), k.clone(), prop::bool::ANY).prop_map(|(x, k, eq)| json!([if eq { "==" } else { "!=" }, x, k])),
+            (field.clone(), k.clone(), k.clone(), prop::bool::ANY).prop_map(|(x, m, k, eq)| json!([if eq { "==" } else { "!=" }, ["&", x, m], k])),
+            field.clone().prop_map(|x| json!(["d2b", x])),
+            (field.clone(), k.clone()).prop_map(|(x, k)| json!(["<", ["+", x, k.clone()], k])),
+        ];
+        leaf.prop_recursive(3, 12, 2, |inner| {
+            prop_oneof![
+                inner.clone().prop_map(|x| json!(["not", x])),
+                (inner.clone(), inner.clone(), prop::bool::ANY).prop_map(|(x, y, a)| json!([if a { "and" } else { "or" }, x, y])),
+            ]
+        })
+    }
+
+    proptest! {
+        /// The fused comparisons ([`Ins::CmpFC`], [`Fast::MaskEq`]) give
+        /// what the generic stack code gives, as conditions and as values,
+        /// in 64 and 128 bits.
+        #[test]
+        fn fused_comparisons_equal_the_generic_code(tree in cond(), vals in proptest::collection::vec(prop_oneof![0u128..4, any::<u32>().prop_map(|x| x as u128), any::<u128>()], 4)) {
+            let lay = layout();
+            let sc = Scope { lay: &lay, stacks: &[], unions: &[], params: None, parser: false };
+            let mut full = lay.template.clone();
+            for (i, &v) in vals.iter().enumerate() {
+                full[lay.cell[i + 1] as usize] = v & mask(lay.width[i + 1]);
+            }
+            let env = Env { cells: &full, params: &[], frame: &[], pos: 0 };
+            let (mut fused, mut generic) = (Code::default(), Code { no_fuse: true, ..Code::default() });
+            let (fc, gc) = (fused.compile_truth(&tree, &sc, "t").unwrap(), generic.compile_truth(&tree, &sc, "t").unwrap());
+            prop_assert!(!generic.ins.iter().any(|i| matches!(i, Ins::CmpFC(..))));
+            let (fv, fvw) = (fused.compile(&tree, &sc, "t").unwrap().0, fused.compile(&tree, &sc, "t").unwrap().0.for_bits(1));
+            let (gv, gvw) = (generic.compile(&tree, &sc, "t").unwrap().0, generic.compile(&tree, &sc, "t").unwrap().0.for_bits(1));
+            let ev = |code: &Code, e: Expr| { let mut w = u32::MAX; (code.eval(e, &env, &mut w).unwrap(), w) };
+            for (a, b) in [(fc, gc), (fv, gv), (fvw, gvw)] {
+                let want = ev(&generic, b);
+                prop_assert_eq!(ev(&fused, a), want, "{}", tree);
+                // and the fused code through the stack machine, not its fast form
+                prop_assert_eq!(ev(&fused, Expr { fast: Fast::No, ..a }), want, "{}", tree);
+            }
+        }
+    }
+
+    #[test]
+    fn comparisons_of_a_field_with_a_constant_are_fused() {
+        let lay = layout();
+        let sc = Scope { lay: &lay, stacks: &[], unions: &[], params: None, parser: false };
+        let mut code = Code::default();
+        for t in [json!(["==", f(2), c(5)]), json!(["not", ["!=", ["&", f(3), c(0xff)], c(7)]]), json!(["d2b", f(1)])] {
+            let e = code.compile_truth(&t, &sc, "t").unwrap();
+            assert!(matches!(code.ins[e.start as usize..e.end as usize], [Ins::CmpFC(..)]), "{t}");
+            assert!(matches!(e.fast, Fast::MaskEq(..) | Fast::MaskNe(..)), "{t}");
+        }
     }
 }

@@ -200,7 +200,7 @@ impl ExternState {
             }).collect(),
             counters: o.counters.iter().map(|c| vec![[0; 2]; c.1 as usize]).collect(),
             meters: vec![HashMap::new(); o.meters.len()],
-            direct: p.tables.iter().map(|t| vec![[0; 2]; if t.counters { t.hits.len() } else { 0 }]).collect(),
+            direct: p.tables.iter().map(|t| vec![[0; 2]; if t.counters { t.handles.len() } else { 0 }]).collect(),
             direct_meters: vec![HashMap::new(); p.tables.len()],
             colors: vec![[0; 3]; o.meters.len()],
             digests: BTreeMap::new(),

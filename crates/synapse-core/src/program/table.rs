@@ -10,8 +10,9 @@
 //!   smallest entry index of the prefixes that end there; a lookup takes the
 //!   smallest along its path, which is the longest prefix when entries are
 //!   in match order, and the first entry in any order;
-//! - anything else (ternary, range, optional): a linear scan over the
-//!   entries' (lo, hi, mask) per field up to [`LINEAR_MAX`] entries, else
+//! - anything else (ternary, range, optional): a linear scan up to
+//!   [`LINEAR_MAX`] entries, compiled at load into a [`Scan`] (only the
+//!   fields an entry can fail on, each one masked compare), else
 //!   one of the ELU's classifiers over the key words (`ptree` for keys of
 //!   up to 8 words, `dtree` beyond; `crate::classify`), which answer the
 //!   first matching rule exactly as the scan does. A table with a range on
@@ -123,20 +124,19 @@ pub enum Index {
     None,
     Exact(HashIndex),
     Lpm(Trie),
-    Linear,
+    Linear(Scan),
     Classifier(AnyStructure),
 }
 
 impl Index {
-    /// The index of the first entry of `t` the key matches (`t`, whose
-    /// index this is or was, is read only by a linear scan).
+    /// The index of the first entry the key matches.
     #[inline]
-    pub fn lookup(&self, t: &Table, vals: &[u128], words: &[u32]) -> Option<u32> {
+    pub fn lookup(&self, vals: &[u128], words: &[u32]) -> Option<u32> {
         match self {
             Index::None => None,
             Index::Exact(h) => h.get(words),
             Index::Lpm(tr) => tr.get(vals),
-            Index::Linear => t.scan(vals),
+            Index::Linear(s) => s.get(vals),
             Index::Classifier(c) => c.classify_one(words),
         }
     }
@@ -148,7 +148,7 @@ impl std::fmt::Debug for Index {
             Index::None => "none",
             Index::Exact(_) => "exact hash",
             Index::Lpm(_) => "lpm trie",
-            Index::Linear => "linear scan",
+            Index::Linear(_) => "linear scan",
             Index::Classifier(_) => "classifier",
         })
     }
@@ -163,6 +163,9 @@ pub struct Table {
     pub words: usize,
     /// Per entry, per key field: lo, hi, mask.
     pub rows: Vec<u128>,
+    /// Per entry its hit, and the action data hits and members index: built
+    /// here; a linked program moves them into `Program::hits` and
+    /// `Program::data` (empty here then).
     pub hits: Vec<Hit>,
     pub miss: Hit,
     pub data: Vec<u128>,
@@ -210,7 +213,7 @@ impl Table {
     /// The index of the first entry the key matches.
     #[inline]
     pub fn lookup(&self, vals: &[u128], words: &[u32]) -> Option<u32> {
-        self.index.lookup(self, vals, words)
+        self.index.lookup(vals, words)
     }
 
     /// Its key fields as lookups read them.
@@ -256,9 +259,9 @@ impl Table {
         } else if let Some(t) = Trie::build(self) {
             Index::Lpm(t)
         } else if n <= LINEAR_MAX || self.key.iter().any(|k| k.kind == MatchKind::Range && k.width > 32) {
-            Index::Linear
+            Index::Linear(Scan::new(&self.rows, nf))
         } else {
-            self.classifier().map_or(Index::Linear, Index::Classifier)
+            self.classifier().map_or_else(|| Index::Linear(Scan::new(&self.rows, nf)), Index::Classifier)
         };
     }
 
@@ -285,6 +288,63 @@ impl Table {
         let set = AnyRuleSet::from_words(&self.name, Schema { fields }, &lo, &hi, &mk).ok()?;
         let algo = if self.words <= crate::rules::MAX_FIELDS { "ptree" } else { "dtree" };
         AnyStructure::build(algo, &set, &BuildConfig::default()).ok()
+    }
+}
+
+/// A linear scan compiled from the entries' rows (see [`Table::scan`], the
+/// oracle it must equal): per entry only the fields it can fail on (a field
+/// with `lo == 0` and `hi >= mask` matches every value and is dropped: the
+/// wildcards of a ternary entry, a full range), each one test
+/// `(v & mask) - lo <= hi - lo` (wrapping: `lo <= x <= hi` in one compare).
+#[derive(Clone, Debug, Default)]
+pub struct Scan {
+    /// Per entry: the end of its tests in `tests` (its start: the previous entry's end).
+    ends: Vec<u32>,
+    tests: Vec<Test>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Test {
+    mask: u128,
+    lo: u128,
+    span: u128,
+    field: u32,
+}
+
+impl Scan {
+    /// From rows of (lo, hi, mask) per field, `nf` fields.
+    pub fn new(rows: &[u128], nf: usize) -> Scan {
+        let mut s = Scan::default();
+        for row in rows.chunks_exact(3 * nf.max(1)) {
+            for (i, f) in row.chunks_exact(3).enumerate() {
+                let (lo, hi, m) = (f[0], f[1], f[2]);
+                if lo > hi {
+                    // matches nothing: 0 - 1 wraps above a span of 0
+                    s.tests.push(Test { mask: 0, lo: 1, span: 0, field: i as u32 });
+                } else if lo != 0 || hi < m {
+                    s.tests.push(Test { mask: m, lo, span: hi - lo, field: i as u32 });
+                }
+            }
+            s.ends.push(s.tests.len() as u32);
+        }
+        s
+    }
+
+    /// The first entry whose every test passes.
+    #[inline]
+    pub fn get(&self, vals: &[u128]) -> Option<u32> {
+        let mut start = 0;
+        'entry: for (e, &end) in self.ends.iter().enumerate() {
+            let tests = &self.tests[start..end as usize];
+            start = end as usize;
+            for t in tests {
+                if (vals[t.field as usize] & t.mask).wrapping_sub(t.lo) > t.span {
+                    continue 'entry;
+                }
+            }
+            return Some(e as u32);
+        }
+        None
     }
 }
 
@@ -624,6 +684,31 @@ mod tests {
         fn ternary_and_range_scan_or_classifier(_ in check(vec![(MatchKind::Ternary, 32), (MatchKind::Range, 16), (MatchKind::Ternary, 8), (MatchKind::Lpm, 24)], 0..60)) {}
         #[test]
         fn wide_ranges_are_scanned(_ in check(vec![(MatchKind::Range, 48), (MatchKind::Exact, 8)], 0..40)) {}
+    }
+
+    /// A row field: any (lo, hi, mask), or a wildcard, a full range, an empty range.
+    fn scan_field() -> impl Strategy<Value = (u128, u128, u128)> {
+        let w = || prop_oneof![any::<u128>(), (0u128..8), Just(u128::MAX)];
+        prop_oneof![
+            (w(), w(), w()),
+            Just((0, 0, 0)),
+            w().prop_map(|m| (0, m, m)),
+            (w(), w()).prop_map(|(a, b)| (a.max(b), a.min(b), u128::MAX)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn compiled_scan_equals_the_row_scan(nf in 1usize..5,
+                                             rows in proptest::collection::vec(proptest::collection::vec(scan_field(), 5), 0..17),
+                                             keys in proptest::collection::vec(proptest::collection::vec(prop_oneof![any::<u128>(), 0u128..8], 5), 1..20)) {
+            let t = table(&vec![(MatchKind::Range, 128); nf], &rows.iter().map(|r| r[..nf].to_vec()).collect::<Vec<_>>());
+            let s = Scan::new(&t.rows, nf);
+            for k in &keys {
+                prop_assert_eq!(s.get(&k[..nf]), t.scan(&k[..nf]));
+            }
+        }
     }
 
     #[test]
