@@ -404,6 +404,8 @@ impl<const N: usize> Simulator<N> {
         let rsp = RSP_DELAY;
         let tau = Timing::from_config(&self.config.pmus).tau;
         let elu_lat = self.config.elu.latency_cycles as Cycle;
+        // A hit's latency: the VMU, the CAM, the response port.
+        let hit_lat = vmu_lat + tau + rsp;
         let seed = self.config.seed ^ fc.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let block = self.config.pmus.block_size;
         // A routed simulator's tables share keys between flows (a session,
@@ -444,10 +446,13 @@ impl<const N: usize> Simulator<N> {
         // reads of all of them first, side by side (`MemoryWalk::warm`).
         for (t, w) in walkers.iter().enumerate() {
             let tk = &self.tables[t].keys;
-            let ks: Vec<Key<N>> = match self.routes.as_ref() {
+            // Each key once (a table's key is shared by many flows' hops).
+            let mut ks: Vec<Key<N>> = match self.routes.as_ref() {
                 Some(r) => sampled.iter().flat_map(|&f| r.hops(f)).filter(|&(tb, _)| tb as usize == t).map(|(_, k)| tk[k as usize]).collect(),
                 None => sampled.iter().map(|&f| tk[f as usize]).collect(),
             };
+            ks.sort_unstable();
+            ks.dedup();
             w.warm(&ks);
         }
         let mut hbm0 = Hbm::new(self.config.hbm.clone());
@@ -506,7 +511,7 @@ impl<const N: usize> Simulator<N> {
         let mut refs: Vec<Ref> = Vec::new();
         let single = self.cfg.single_entry();
         let mut packets_sampled = 0u64;
-        let hop_gap = vmu_lat + tau + rsp + 1;
+        let hop_gap = hit_lat + 1;
         if let Some((ts, fs)) = given {
             for (&t, &f) in ts.iter().zip(fs) {
                 let si = is_sampled[f as usize];
@@ -748,7 +753,7 @@ impl<const N: usize> Simulator<N> {
                 if let Some(v) = el_meas.get(k as usize + 1) {
                     measure_refs.iter_mut().zip(v).for_each(|(a, b)| *a += b);
                 }
-                window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau + rsp, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
+                window_sojourn(&window_misses, &mut sojourn_acc, hit_lat, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
                 lags.extend(window_lag(&window_misses, ms + meas));
                 served.push(window_served(&window_misses, ms, ms + meas));
             }};
@@ -875,7 +880,7 @@ impl<const N: usize> Simulator<N> {
                 if let Some(v) = el_meas.get(k as usize + 1) {
                     measure_refs.iter_mut().zip(v).for_each(|(a, b)| *a += b);
                 }
-                window_sojourn(&window_misses, &mut sojourn_acc, vmu_lat + tau + rsp, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
+                window_sojourn(&window_misses, &mut sojourn_acc, hit_lat, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
                 lags.extend(window_lag(&window_misses, ms + meas));
                 served.push(window_served(&window_misses, ms, ms + meas));
                 measure_refs.iter_mut().for_each(|x| *x = 0.0);
@@ -1057,7 +1062,7 @@ impl<const N: usize> Simulator<N> {
             // Latency: hits at vmu_latency + τ_c; misses per period from
             // the window measured in it (or the model's if none).
             let mut lat = WHist::default();
-            lat.add(vmu_lat + tau + rsp, (lookups - misses).max(0.0));
+            lat.add(hit_lat, (lookups - misses).max(0.0));
             let mut model_share = 0.0;
             for k in 0..n_periods {
                 let m = period_misses[t][k];
@@ -1095,7 +1100,6 @@ impl<const N: usize> Simulator<N> {
             // Random groups: each group is a sample at rate R / G; its
             // figures alone, with the plan's arrivals, and their spread.
             let gf = groups as f64 / rate;
-            let hit_lat = (vmu_lat + tau + rsp) as f64;
             let per_group = |f: &dyn Fn(&GroupStats) -> f64| -> f64 {
                 let v: Vec<f64> = gstats[t].iter().map(f).collect();
                 let m = v.iter().sum::<f64>() / v.len() as f64;
@@ -1110,10 +1114,10 @@ impl<const N: usize> Simulator<N> {
             let lat_g = |g: &GroupStats| if g.lat.n > 0.0 { g.lat.sum / g.lat.n } else { mean_model };
             let per_miss = if ht > 0.0 { bytes / misses } else { 0.0 };
             let se_hit = per_group(&|g| m_g(g) / lk);
-            let se_lat = per_group(&|g| ((lk - m_g(g)).max(0.0) * hit_lat + m_g(g) * lat_g(g)) / lk * cyc_ns);
+            let se_lat = per_group(&|g| ((lk - m_g(g)).max(0.0) * hit_lat as f64 + m_g(g) * lat_g(g)) / lk * cyc_ns);
             let se_p99 = per_group(&|g| {
                 let mut h = WHist::default();
-                h.add(vmu_lat + tau + rsp, (lk - m_g(g)).max(0.0));
+                h.add(hit_lat, (lk - m_g(g)).max(0.0));
                 if g.lat.n > 0.0 {
                     h.add_hist(&g.lat, m_g(g) / g.lat.n);
                 }
