@@ -1585,3 +1585,15 @@ def test_both_transports_write_refuse_and_read_alike(prog, transport):
         b.close()
     finally:
         server.stop(grace=None)
+
+
+def test_serve_refuses_a_spin_that_is_no_number(prog):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, SYNAPSE_SERVE_SPIN_US="soon")
+    p = subprocess.run([sys.executable, "-m", "synapse_vmt.cli", "serve", "--p4", str(prog), "--listen", "127.0.0.1:0"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == ["synapse: error: SYNAPSE_SERVE_SPIN_US=soon: not a whole number of µs"]

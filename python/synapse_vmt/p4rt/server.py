@@ -1150,6 +1150,9 @@ class RunningServer:
         loop are closed."""
         if self.frontend is not None:
             self.frontend.stop()
+            writer = getattr(self, "writer", None)
+            if writer is not None and writer is not threading.current_thread():
+                writer.join(10)  # out of Rust before the interpreter can finalize
 
         async def stop():
             await self.server.stop(grace)
@@ -1233,7 +1236,11 @@ def _with_frontend(service: P4RuntimeServer, listen: str, workers: int) -> tuple
     except OSError as e:
         inner.stop(None).wait(5)
         raise UserError(f"--listen {listen}: cannot bind: {os.strerror(e.errno) if e.errno else e}") from None
-    threading.Thread(target=_writer, args=(front, service.write_raw), name="p4rt-writer", daemon=True).start()
+    except ValueError as e:  # SYNAPSE_SERVE_SPIN_US not a number
+        inner.stop(None).wait(5)
+        raise UserError(str(e)) from None
+    inner.writer = threading.Thread(target=_writer, args=(front, service.write_raw), name="p4rt-writer", daemon=True)
+    inner.writer.start()
     inner.frontend = front
     return inner, front.port
 
