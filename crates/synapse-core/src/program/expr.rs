@@ -191,14 +191,12 @@ pub enum Fast {
     Field(u32),
     Const(u128),
     Param(u32),
-    Truth(u32),
-    Eq(u32, u128),
-    Ne(u32, u128),
     /// `(cell >> shift) & mask`
     ShrAnd(u32, u32, u128),
     /// `(cell + k) & mask` (mod 2^128)
     AddAnd(u32, u128, u128),
-    /// `(cell & mask) == k`, `(cell & mask) != k`
+    /// `(cell & mask) == k`, `(cell & mask) != k`: a field compared with a
+    /// constant, or its truth (`MaskNe(cell, !0, 0)`), from an [`Ins::CmpFC`]
     MaskEq(u32, u128, u128),
     MaskNe(u32, u128, u128),
 }
@@ -260,6 +258,8 @@ impl Code {
         self.truth(b, what);
         let start = e.start as usize;
         self.fold(start);
+        // a bare field's truth, `[Field, Truth]`, is a comparison too
+        self.fuse(start);
         let ops64 = self.ops64;
         let e = Expr { start: e.start, end: self.ins.len() as u32, narrow: ops64, ops64, fast: Fast::No };
         Ok(Expr { fast: self.fast(e), ..e })
@@ -273,9 +273,6 @@ impl Code {
             [Field(c)] => Fast::Field(c),
             [Const(i)] => Fast::Const(k(i)),
             [Param(p)] => Fast::Param(p),
-            [Field(c), Truth] => Fast::Truth(c),
-            [Field(c), Const(i), Eq] => Fast::Eq(c, k(i)),
-            [Field(c), Const(i), Ne] => Fast::Ne(c, k(i)),
             [Field(c), Const(i), And] => Fast::ShrAnd(c, 0, k(i)),
             [Field(c), Const(s), ShrU] if k(s) < 128 => Fast::ShrAnd(c, k(s) as u32, u128::MAX),
             [Field(c), Const(s), ShrU, Const(m), And] if k(s) < 128 => Fast::ShrAnd(c, k(s) as u32, k(m)),
@@ -788,9 +785,6 @@ impl Code {
             Fast::Field(x) => return Ok(c[x as usize]),
             Fast::Const(k) => return Ok(k),
             Fast::Param(i) => return Ok(env.params[i as usize]),
-            Fast::Truth(x) => return Ok((c[x as usize] != 0) as u128),
-            Fast::Eq(x, k) => return Ok((c[x as usize] == k) as u128),
-            Fast::Ne(x, k) => return Ok((c[x as usize] != k) as u128),
             Fast::ShrAnd(x, s, m) => return Ok((c[x as usize] >> s) & m),
             Fast::AddAnd(x, k, m) => return Ok(c[x as usize].wrapping_add(k) & m),
             Fast::MaskEq(x, m, k) => return Ok((c[x as usize] & m == k) as u128),
