@@ -111,24 +111,22 @@ pub fn fuse_moves(ops: Vec<Op>) -> Vec<Op> {
         return ops;
     }
     let mut out = Vec::with_capacity(ops.len());
-    let mut run: Vec<Move> = Vec::new();
-    let flush = |run: &mut Vec<Move>, out: &mut Vec<Op>| match run.len() {
-        0 => {}
-        1 => out.push(match run[0].from {
-            Src::Const => Op::SetConst { dst: run[0].dst, v: run[0].v },
-            Src::Cell => Op::Copy { dst: run[0].dst, src: run[0].src, mask: run[0].v },
-            Src::Param => Op::SetParam { dst: run[0].dst, param: run[0].src, mask: run[0].v },
-        }),
-        _ => out.push(Op::Moves(std::mem::take(run).into_boxed_slice())),
+    // the current run of plain assignments, as they came
+    let mut run: Vec<Op> = Vec::new();
+    let flush = |run: &mut Vec<Op>, out: &mut Vec<Op>| {
+        if run.len() > 1 {
+            out.push(Op::Moves(run.iter().filter_map(Move::of).collect()));
+            run.clear();
+        } else {
+            out.append(run);
+        }
     };
     for op in ops {
-        match Move::of(&op) {
-            Some(m) => run.push(m),
-            None => {
-                flush(&mut run, &mut out);
-                run.clear();
-                out.push(op);
-            }
+        if Move::of(&op).is_none() {
+            flush(&mut run, &mut out);
+            out.push(op);
+        } else {
+            run.push(op);
         }
     }
     flush(&mut run, &mut out);
