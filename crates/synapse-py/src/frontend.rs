@@ -442,9 +442,9 @@ impl Frontend {
             .build()
             .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         let (jobs, queue) = mpsc::channel();
-        let jobs2 = jobs.clone();
+        // kept to wake the writer thread's `take()` at `stop()`
+        let wake = jobs.clone();
         py.allow_threads(|| {
-            let jobs = jobs2;
             let _enter = runtime.enter();
             let backend = Endpoint::from_shared(format!("http://127.0.0.1:{backend_port}"))
                 .map_err(|e| PyRuntimeError::new_err(e.to_string()))?
@@ -452,7 +452,7 @@ impl Frontend {
                 .initial_stream_window_size(Some(4 << 20))
                 .initial_connection_window_size(Some(16 << 20))
                 .connect_lazy();
-            let svc = P4Runtime { jobs: jobs.clone(), handlers: Arc::new(Handlers { here }), capabilities: Bytes::from(capabilities), backend };
+            let svc = P4Runtime { jobs, handlers: Arc::new(Handlers { here }), capabilities: Bytes::from(capabilities), backend };
             for l in listeners {
                 let l = tokio::net::TcpListener::from_std(l).map_err(os_err)?;
                 let incoming = TcpIncoming::from_listener(l, true, None)
@@ -471,7 +471,7 @@ impl Frontend {
             }
             Ok::<_, PyErr>(())
         })?;
-        Ok(Frontend { runtime: Mutex::new(Some(runtime)), jobs: Mutex::new(queue), wake: Mutex::new(Some(jobs)), stopped: AtomicBool::new(false), port: bound })
+        Ok(Frontend { runtime: Mutex::new(Some(runtime)), jobs: Mutex::new(queue), wake: Mutex::new(Some(wake)), stopped: AtomicBool::new(false), port: bound })
     }
 
     /// The Writes queued now (waiting for the first, at most ``TAKE_MAX``):
