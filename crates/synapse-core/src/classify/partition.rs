@@ -594,10 +594,12 @@ impl PTree {
         if config.wide_leaves == 0 {
             return Ok(t);
         }
+        // the same test an insert makes (`tree_for`), stopping at the (k + 1)-th leaf
+        let mut stack = Vec::new();
         let wide: Vec<u32> = (bx.slots.iter().copied())
             .filter(|&s| {
                 let tr = t.tree_of[s as usize];
-                tr != u32::MAX && t.leaves_reached(t.trees[tr as usize].root, &bx.boxes[s as usize]).len() > config.wide_leaves
+                tr != u32::MAX && t.reaches_over(t.trees[tr as usize].root, &bx.boxes[s as usize], config.wide_leaves, &mut stack)
             })
             .collect();
         if wide.is_empty() {
