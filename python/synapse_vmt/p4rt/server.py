@@ -1139,10 +1139,12 @@ def _serve_loop(loop: asyncio.AbstractEventLoop, closed: threading.Event) -> Non
 
 class RunningServer:
     """A started server: its event loop runs on a thread of its own;
-    ``frontend`` is the Rust front end in front of it, if any."""
+    ``frontend`` is the Rust front end in front of it, if any, and
+    ``writer`` the thread that applies the Writes it queues."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, closed: threading.Event, server, pool, frontend=None):
         self.loop, self.closed, self.server, self.pool, self.frontend = loop, closed, server, pool, frontend
+        self.writer: threading.Thread | None = None
 
     def stop(self, grace: float | None = None) -> threading.Event:
         """Stop serving (``grace`` seconds for the RPCs in flight; the front
@@ -1150,9 +1152,8 @@ class RunningServer:
         loop are closed."""
         if self.frontend is not None:
             self.frontend.stop()
-            writer = getattr(self, "writer", None)
-            if writer is not None and writer is not threading.current_thread():
-                writer.join(10)  # out of Rust before the interpreter can finalize
+            if self.writer is not None and self.writer is not threading.current_thread():
+                self.writer.join(10)  # out of Rust before the interpreter can finalize
 
         async def stop():
             await self.server.stop(grace)
