@@ -464,7 +464,7 @@ impl WriteDecoder {
     /// (the Python decoder's) or `(kind, table name, key, entry bytes,
     /// metadata)`. None in place of the list when the bytes do not parse.
     fn decode<'py>(&self, py: Python<'py>, request: &[u8]) -> PyResult<Option<Bound<'py, PyList>>> {
-        let Some(req) = py.allow_threads(|| WriteRequest::decode(Bytes::copy_from_slice(request)).ok()) else {
+        let Some(req) = parse(py, request) else {
             return Ok(None);
         };
         Ok(Some(self.items(py, req.updates)))
@@ -479,7 +479,7 @@ impl WriteDecoder {
         py: Python<'py>,
         request: &[u8],
     ) -> PyResult<Option<(u64, String, Option<u128>, i32, Bound<'py, PyList>)>> {
-        let Some(req) = py.allow_threads(|| WriteRequest::decode(Bytes::copy_from_slice(request)).ok()) else {
+        let Some(req) = parse(py, request) else {
             return Ok(None);
         };
         let eid = req.election_id.as_ref().map(|e| (e.high as u128) << 64 | e.low as u128);
@@ -487,9 +487,28 @@ impl WriteDecoder {
     }
 }
 
+/// A Write of at most this many bytes is decoded with the GIL held: a few
+/// updates take less than releasing it, and a released GIL may go to another
+/// thread for its whole switch interval (5 ms) before a single Write gets it back.
+const HOLD_GIL_BYTES: usize = 4096;
+
+/// The request parsed (None: the bytes are no WriteRequest), the GIL released for a large one.
+fn parse(py: Python<'_>, request: &[u8]) -> Option<WriteRequest> {
+    let go = || WriteRequest::decode(Bytes::copy_from_slice(request)).ok();
+    if request.len() <= HOLD_GIL_BYTES {
+        go()
+    } else {
+        py.allow_threads(go)
+    }
+}
+
 impl WriteDecoder {
     fn items<'py>(&self, py: Python<'py>, updates: Vec<Update>) -> Bound<'py, PyList> {
-        let decoded: Vec<Option<Decoded>> = py.allow_threads(|| updates.into_iter().map(|u| self.one(u)).collect());
+        let decoded: Vec<Option<Decoded>> = if updates.len() <= 8 {
+            updates.into_iter().map(|u| self.one(u)).collect()
+        } else {
+            py.allow_threads(|| updates.into_iter().map(|u| self.one(u)).collect())
+        };
         let items = decoded.into_iter().map(|d| match d {
             None => py.None(),
             Some(d) => PyTuple::new_bound(

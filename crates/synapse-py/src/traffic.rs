@@ -338,8 +338,67 @@ fn attack_mix<'py>(
     Ok((ts.into_pyarray_bound(py), fs.into_pyarray_bound(py)))
 }
 
+
+/// A class of `attack_frames`: (name, layout "plain" | "gtpu", UDP template, TCP
+/// template, fields, tables, share).
+type ForgeClass = (String, String, Vec<u8>, Vec<u8>, Vec<(String, (String, u64, u64, Vec<(u64, u64, u64)>))>, Vec<Vec<Vec<(String, u64, u64, u32, u64, u64)>>>, f64);
+
+/// `attack_frames(classes, n, seed, legit)`: `n` distinct attack frames,
+/// none among `legit` (`workload::forge`, python/synapse_vmt/p4/attack.py).
+/// A class is `(name, layout, udp template, tcp template, fields, tables, share)`;
+/// a field `(name, (draw, a, b, rows))` with draw `fixed` (a), `range`
+/// ([a, b]), `entry` (table a, key b) or `forged` (a bits, drawn again
+/// while in a row (lo, hi, mask)); a table a list of entries, each a list
+/// of `(kind, value, mask, width, lo, hi)` with kind `exact`, `masked` or
+/// `range`. ValueError on a bad class or too few forged bits.
+#[pyfunction]
+fn attack_frames<'py>(py: Python<'py>, classes: Vec<ForgeClass>, n: usize, seed: u64, legit: Vec<Vec<u8>>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    use synapse_core::workload::forge::{forge, Class, Draw, EntryMatch, Layout};
+    let mut cs = Vec::new();
+    for (name, layout, udp, tcp, fields, tables, share) in classes {
+        let layout = match layout.as_str() {
+            "plain" => Layout::Plain,
+            "gtpu" => Layout::Gtpu,
+            other => return Err(err(format!("attack_frames: layout {other}?"))),
+        };
+        let mut fs = Vec::new();
+        for (field, (kind, a, b, rows)) in fields {
+            let d = match kind.as_str() {
+                "fixed" => Draw::Fixed(a),
+                "range" => Draw::Range(a, b),
+                "entry" => Draw::Entry { table: a as usize, key: b as usize },
+                "forged" => Draw::Forged { bits: a as u32, rows },
+                other => return Err(err(format!("attack_frames: {field}: draw {other}?"))),
+            };
+            fs.push((field, d));
+        }
+        let mut ts = Vec::new();
+        for t in tables {
+            let mut es = Vec::new();
+            for e in t {
+                let mut ms = Vec::new();
+                for (kind, value, mask, width, lo, hi) in e {
+                    ms.push(match kind.as_str() {
+                        "exact" => EntryMatch::Exact(value),
+                        "masked" => EntryMatch::Masked { value, mask, width },
+                        "range" => EntryMatch::Range(lo, hi),
+                        other => return Err(err(format!("attack_frames: match {other}?"))),
+                    });
+                }
+                es.push(ms);
+            }
+            ts.push(es);
+        }
+        cs.push(Class { name, layout, templates: [udp, tcp], fields: fs, tables: ts, share });
+    }
+    let legit: std::collections::HashSet<Vec<u8>> = legit.into_iter().collect();
+    let out = py.allow_threads(|| forge(&cs, n, seed, &legit)).map_err(err)?;
+    Ok(out.iter().map(|f| PyBytes::new_bound(py, f)).collect())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attack_mix, m)?)?;
+    m.add_function(wrap_pyfunction!(attack_frames, m)?)?;
     m.add_class::<Traffic>()?;
     m.add_function(wrap_pyfunction!(flow_dist_stats, m)?)?;
     m.add_function(wrap_pyfunction!(flow_dist_points, m)?)?;

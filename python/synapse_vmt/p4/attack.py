@@ -22,7 +22,11 @@ that key but catch-alls; ranges are drawn from their range and fixed fields
 kept. Every attack frame differs from every other and from every legitimate
 frame: ``random`` and ``nomatch`` send each once (a key never repeats),
 ``scan`` cycles through ``scan_factor`` x the PMU entries of the largest
-table's frames. Attack frames run through the interpreter like the others;
+table's frames. The frames are made in Rust (``workload/forge.rs``): each
+class's frame is built once by the frame builder as a template, and an
+attack frame is that template with its drawn fields written in at their
+offsets and its checksums recomputed (seeded: the same frames for the same
+seed). Attack frames run through the interpreter like the others;
 their routes are numbered after the legitimate ones, so the simulator counts
 their PHVs apart (the summary's ``legit`` and ``attack``).
 """
@@ -31,7 +35,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -129,73 +132,86 @@ def field_bits(name: str) -> int:
     return 32  # addresses, TEID
 
 
-class _Forger:
-    """Forged values of one table-drawn field: uniform over its width, and
-    for ``nomatch`` not matching any entry of the table at the key but
-    catch-alls (an entry's (lo, hi, mask) row: it matches v iff lo <= v & mask <= hi)."""
+_U64 = (1 << 64) - 1
 
-    def __init__(self, bits: int, spec, ents: list, key: str, nomatch: bool):
-        from synapse_vmt.p4.interp import match_row
 
-        self.bits = bits
-        self.rows = None
-        if nomatch:
-            kf = next(k for k, _ in spec.match_fields if k.field == key)
-            rows = [match_row(e.matches.get(key), kf, e.source) for e in ents]
-            rows = [r for r in rows if r[2] != 0]  # catch-alls match anything
-            self.rows = tuple(np.array([r[i] for r in rows], dtype=object) for i in range(3)) if rows else None
+def _nomatch_rows(spec, ents: list, key: str) -> list[tuple[int, int, int]]:
+    """The (lo, hi, mask) rows of the entries at key field ``key`` (an
+    entry matches v iff lo <= v & mask <= hi), catch-alls left out: a
+    ``nomatch`` value matches none of them. Cut to 64 bits (a frame's
+    fields have at most 48)."""
+    from synapse_vmt.p4.interp import match_row
 
-    def draw(self, rng: random.Random) -> int:
-        while True:
-            v = rng.getrandbits(self.bits)
-            if self.rows is None:
-                return v
-            lo, hi, mask = self.rows
-            m = np.bitwise_and(v, mask)
-            if not ((lo <= m) & (m <= hi)).any():
-                return v
+    kf = next(k for k, _ in spec.match_fields if k.field == key)
+    rows = [match_row(e.matches.get(key), kf, e.source) for e in ents]
+    return [(lo, min(hi, _U64), mask & _U64) for lo, hi, mask in rows if mask != 0 and lo <= _U64]
+
+
+def _entry_match(m, width: int, where: str) -> tuple:
+    """An entry's match as the Rust forger draws a value hitting it (``entries.sample_value``)."""
+    if m.kind == "exact":
+        return ("exact", m.value & _U64, 0, 0, 0, 0)
+    if m.kind == "range":
+        if m.hi > _U64:
+            raise UserError(f"{where}: a range wider than 64 bits cannot be drawn into a frame")
+        return ("range", 0, 0, 0, m.lo, m.hi)
+    return ("masked", m.value & _U64, m.mask & _U64, min(width, 64), 0, 0)
+
+
+def _class_spec(c, d, forged: dict, attack: ProgramAttack, share: float) -> tuple:
+    """One class for ``_core.attack_frames``: its UDP and TCP templates (the
+    frame builder's, fixed fields set), and per field its draw."""
+    from synapse_vmt.p4.gentraffic import build_frame
+
+    gtpu = c.frame == "gtpu"
+    proto = "inner.proto" if gtpu else "ipv4.proto"
+    fixed = dict(d.fixed)
+    templates = [build_frame(c.frame, {**fixed, proto: p}) for p in (17, 6)]
+    fields: list[tuple] = []
+    if proto not in d.ranges and proto not in d.from_table:  # the template's protocol
+        fields.append((proto, ("fixed", fixed.get(proto, 6 if c.frame == "ipv4-tcp" else 17), 0, [])))
+    for f, (lo, hi) in d.ranges.items():
+        fields.append((f, ("range", lo, hi, [])))
+    tables = list(d.tables)
+    ents = []
+    for t in tables:
+        spec, es = d.tables[t]
+        keys = [kf for kf, _ in spec.match_fields]
+        ents.append([[_entry_match(e.matches[kf.field], kf.width, e.source) for kf in keys] for e in es])
+    for f, (t, key) in d.from_table.items():
+        if f in forged:
+            rows = forged[f]
+            fields.append((f, ("forged", field_bits(f), 0, rows)))
+        else:
+            spec, _ = d.tables[t]
+            k = [kf.field for kf, _ in spec.match_fields].index(key)
+            fields.append((f, ("entry", tables.index(t), k, [])))
+    return (c.name, "gtpu" if gtpu else "plain", templates[0], templates[1], fields, ents, share)
 
 
 def attack_frames(spec, attack: ProgramAttack, prog, entries: Mapping[str, Any], n: int, seed: int,
                   legit: set[bytes], where: str = "attack") -> list[bytes]:
-    """``n`` distinct attack frames (none among ``legit``), classes in turn by their shares."""
-    from synapse_vmt.p4.gentraffic import _Drawer, build_frame
+    """``n`` distinct attack frames (none among ``legit``), classes in turn
+    by their shares, made in Rust (``_core.attack_frames``): each class's
+    frame built once as a template, each attack frame that template with
+    its drawn fields written in and its checksums recomputed."""
+    from synapse_vmt.p4.gentraffic import _Drawer
 
     names = attack.classes or [c.name for c in spec.classes]
     classes = [(i, c) for i, c in enumerate(spec.classes) if c.name in names]
-    shares = np.array([c.share for _, c in classes], dtype=float)
-    shares /= shares.sum()
-    drawers = []
+    total = sum(c.share for _, c in classes)
+    specs = []
     for i, c in classes:
         d = _Drawer(c, prog, entries, f"traffic.classes[{i}]")
         forged = {}
         for f, (t, key) in d.from_table.items():
             if f not in attack.keep and f"{c.name}:{f}" not in attack.keep:
                 tspec, ents = d.tables[t]
-                forged[f] = _Forger(field_bits(f), tspec, ents, key, attack.kind == "nomatch")
+                forged[f] = _nomatch_rows(tspec, ents, key) if attack.kind == "nomatch" else []
         if not forged and not d.ranges:
             raise UserError(f"{where}: class {c.name!r} has no field to forge (every field is fixed or kept)")
-        drawers.append((c, d, forged))
-    rng = random.Random(f"{seed}:attack")
-    out: list[bytes] = []
-    seen = set(legit)
-    credit = np.zeros(len(classes))
-    tries = 0
-    while len(out) < n:
-        credit += shares  # classes in turn by their shares (no randomness)
-        k = int(np.argmax(credit))
-        credit[k] -= 1.0
-        c, d, forged = drawers[k]
-        while True:
-            v = d.draw(rng)
-            for f, fg in forged.items():
-                v[f] = fg.draw(rng)
-            fr = build_frame(c.frame, v)
-            tries += 1
-            if fr not in seen:
-                break
-            if tries > 20 * n + 1000:
-                raise UserError(f"{where}: class {c.name!r} cannot make {n} distinct attack frames (too few forged bits)")
-        seen.add(fr)
-        out.append(fr)
-    return out
+        specs.append(_class_spec(c, d, forged, attack, c.share / total))
+    try:
+        return _core.attack_frames(specs, int(n), int(seed) & _U64, list(legit))
+    except ValueError as e:
+        raise UserError(f"{where}: {e}") from None

@@ -71,6 +71,8 @@ _CODES = {name: getattr(rpc_code, name) for name in (
 
 
 _nolock = contextlib.nullcontext()
+#: Every successful Write's answer (empty; never changed), made once.
+_WRITE_OK = p4r.WriteResponse()
 
 
 def _int(b: bytes) -> int:
@@ -575,7 +577,7 @@ class P4RuntimeServer(p4r_grpc.P4RuntimeServicer):
                 final = [e or StoreError("ABORTED", "not applied: another update of the atomic batch failed")
                          for e in final]
             self._fail(context, final)
-        return p4r.WriteResponse()
+        return _WRITE_OK
 
     @staticmethod
     def _fail(context, errs: list[StoreError | None]) -> None:

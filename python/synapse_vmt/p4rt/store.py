@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from synapse_vmt import _core
 from synapse_vmt.p4.bmv2 import P4Program, TableSpec
 from synapse_vmt.p4.entries import Entry, TableEntries, sort_entries
 from synapse_vmt.p4.keys import KeyLayout
@@ -180,8 +181,6 @@ class TableStore:
         with self.lock:
             work = {}  # table name -> working copy (atomic) or the table itself
             if decode is not None:
-                from synapse_vmt import _core
-
                 errs, changed, self._seq = _core.apply_items(ops, self._tables, work, atomic, self._seq, Stored,
                                                              decode, call, gone)
                 if any(errs):
@@ -293,8 +292,6 @@ class TableStore:
         c = self._clf.get(name)
         if c is not None and c[0] == t.version:
             return c
-        from synapse_vmt import _core
-
         t0 = time.perf_counter()
         layout = KeyLayout.from_table(t.spec.info)
         ordered = self._ordered(t)

@@ -7,6 +7,7 @@
 //! - [`flowsize`], [`caida`]: flow-size distributions (built-in CAIDA CDFs).
 //! - [`profile`]: time-varying flow arrival rates (Fig. 8 shapes).
 //! - [`attack`]: attack traffic (cache flooding) mixed into the flows.
+//! - [`forge`]: attack frames for P4 programs, templates with fields patched in.
 //! - [`traffic`]: packet arrivals of flows, Poisson at a rate proportional to size.
 
 pub mod rulegen;
@@ -17,6 +18,7 @@ pub mod tracegen;
 pub mod attack;
 pub mod caida;
 pub mod flowsize;
+pub mod forge;
 pub mod profile;
 pub mod traffic;
 
