@@ -276,6 +276,7 @@ impl Table {
                 }
                 h.insert(&words, e as u32);
             }
+            h.pack();
             Index::Exact(h)
         } else if let Some(t) = Trie::build(self) {
             Index::Lpm(t)
@@ -414,6 +415,9 @@ pub struct HashIndex {
     /// Entry index + 1 per slot (0: empty); capacity a power of two.
     slots: Vec<u32>,
     entries: Vec<u32>,
+    /// A one-word key's slots packed as `key << 32 | entry + 1` (0: empty):
+    /// a probe reads one slot, not a slot, then its key, then its entry.
+    one: Vec<u64>,
 }
 
 #[inline]
@@ -428,7 +432,18 @@ fn hash(words: &[u32]) -> u64 {
 impl HashIndex {
     pub fn new(words: usize, n: usize) -> HashIndex {
         let cap = (n * 2).next_power_of_two().max(16);
-        HashIndex { words, keys: Vec::with_capacity(n * words), slots: vec![0; cap], entries: Vec::with_capacity(n) }
+        HashIndex { words, keys: Vec::with_capacity(n * words), slots: vec![0; cap], entries: Vec::with_capacity(n), one: Vec::new() }
+    }
+
+    /// After the inserts: a one-word key's slots packed (see `one`), same
+    /// places, so a probe walks the same slots.
+    pub fn pack(&mut self) {
+        if self.words == 1 && self.entries.iter().all(|&e| e < u32::MAX) {
+            self.one = self.slots.iter().map(|&s| match s {
+                0 => 0,
+                s => (self.keys[(s - 1) as usize] as u64) << 32 | (self.entries[(s - 1) as usize] as u64 + 1),
+            }).collect();
+        }
     }
 
     /// Adds `key` -> `entry` unless the key is there already (the first wins).
@@ -453,6 +468,9 @@ impl HashIndex {
 
     #[inline]
     pub fn get(&self, key: &[u32]) -> Option<u32> {
+        if !self.one.is_empty() {
+            return self.get_one(key[0]);
+        }
         let m = self.slots.len() - 1;
         let mut i = hash(key) as usize & m;
         loop {
@@ -464,6 +482,24 @@ impl HashIndex {
             // compared word by word (keys are a few words: no call to memcmp)
             if self.keys[k..k + self.words].iter().zip(key).all(|(a, b)| a == b) {
                 return Some(self.entries[(s - 1) as usize]);
+            }
+            i = (i + 1) & m;
+        }
+    }
+}
+
+impl HashIndex {
+    #[inline]
+    fn get_one(&self, key: u32) -> Option<u32> {
+        let m = self.one.len() - 1;
+        let mut i = hash(&[key]) as usize & m;
+        loop {
+            let p = self.one[i];
+            if p == 0 {
+                return None;
+            }
+            if (p >> 32) as u32 == key {
+                return Some(p as u32 - 1);
             }
             i = (i + 1) & m;
         }
@@ -731,6 +767,10 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn exact_hash_on_one_word_keys(_ in check(vec![(MatchKind::Exact, 9)], 0..60)) {}
+        #[test]
+        fn exact_hash_on_32_bit_keys_keeps_the_first(_ in check(vec![(MatchKind::Exact, 32)], 0..60)) {}
         #[test]
         fn exact_hash_answers_the_first_entry(_ in check(vec![(MatchKind::Exact, 16), (MatchKind::Exact, 48), (MatchKind::Exact, 9)], 0..60)) {}
         #[test]
