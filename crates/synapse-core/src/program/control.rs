@@ -110,7 +110,11 @@ impl Program {
             return h.next;
         }
         let keys = &self.key_hot[th.keys as usize..th.keys as usize + th.nkeys as usize];
-        TableHot::key(keys, &st.phv.cells, &mut sc.vals, &mut sc.words);
+        if th.one_word {
+            TableHot::key_words(keys, &st.phv.cells, &mut sc.vals, &mut sc.words);
+        } else {
+            TableHot::key(keys, &st.phv.cells, &mut sc.vals, &mut sc.words);
+        }
         let nw = th.words as usize;
         let entry = self.indexes[ti as usize].lookup(&sc.vals, &sc.words[..nw]);
         if !th.plain {

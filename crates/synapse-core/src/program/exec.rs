@@ -501,7 +501,8 @@ impl Program {
             let ks = t.key_hot();
             let plain = t.taint.is_empty() && t.learn.is_none() && t.selector.is_none() && !t.counters && t.meter.is_none();
             hot.push(TableHot { miss: t.miss, keys: key_hot.len() as u32, hits: hits.len() as u32, data: data.len() as u32,
-                                keyed: t.keyed.unwrap_or(u16::MAX), nkeys: ks.len() as u8, words: t.words as u8, plain });
+                                keyed: t.keyed.unwrap_or(u16::MAX), nkeys: ks.len() as u8, words: t.words as u8, plain,
+                                one_word: TableHot::one_word(&ks) });
             key_hot.extend(ks);
             // moved, not copied: one copy of the entries' hits and data
             hits.append(&mut t.hits);

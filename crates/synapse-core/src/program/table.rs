@@ -74,6 +74,8 @@ pub struct TableHot {
     pub nkeys: u8,
     pub words: u8,
     pub plain: bool,
+    /// Every key field one word and whole (no slice): see [`TableHot::key_words`].
+    pub one_word: bool,
 }
 
 /// Writes a key field's value as its 32-bit words, most significant
@@ -106,6 +108,25 @@ impl TableHot {
             *v = x;
             w = push_words(x, k.words, words, w);
         }
+    }
+
+    /// [`Self::key`] for a key whose every field is one word and not a
+    /// slice (nearly every table): no 128-bit mask and shift, one word per field.
+    #[inline]
+    pub fn key_words(keys: &[KeyHot], cells: &[u128], vals: &mut [u128], words: &mut [u32]) {
+        for ((k, v), w) in keys.iter().zip(vals.iter_mut()).zip(words.iter_mut()) {
+            let mut x = cells[k.cell as usize];
+            if k.valid != u32::MAX && cells[k.valid as usize] == 0 {
+                x = 0;
+            }
+            *v = x;
+            *w = x as u32;
+        }
+    }
+
+    /// Whether `keys` may be built by [`Self::key_words`].
+    pub fn one_word(keys: &[KeyHot]) -> bool {
+        keys.iter().all(|k| k.words == 1 && k.shift == 0 && k.mask == u128::MAX)
     }
 }
 
@@ -255,6 +276,7 @@ impl Table {
                 }
                 h.insert(&words, e as u32);
             }
+            h.pack();
             Index::Exact(h)
         } else if let Some(t) = Trie::build(self) {
             Index::Lpm(t)
@@ -301,6 +323,9 @@ pub struct Scan {
     /// Per entry: the end of its tests in `tests` (its start: the previous entry's end).
     ends: Vec<u32>,
     tests: Vec<Test>,
+    /// The same tests in 64 bits, when every mask and bound fits (nearly
+    /// every table: no 128-bit arithmetic, half the bytes scanned); empty otherwise.
+    narrow: Vec<Test64>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -308,6 +333,18 @@ struct Test {
     mask: u128,
     lo: u128,
     span: u128,
+    field: u32,
+}
+
+/// A [`Test`] whose mask and `lo + span` fit in 64 bits: `v & mask` then
+/// fits too, and a value below `lo` still wraps above the span (`2^64 -
+/// (lo - x) > span` as `lo + span < 2^64`), so the 64-bit test answers as
+/// the 128-bit one.
+#[derive(Clone, Copy, Debug)]
+struct Test64 {
+    mask: u64,
+    lo: u64,
+    span: u64,
     field: u32,
 }
 
@@ -327,18 +364,41 @@ impl Scan {
             }
             s.ends.push(s.tests.len() as u32);
         }
+        let fits = |t: &Test| t.mask <= u64::MAX as u128 && t.lo.checked_add(t.span).is_some_and(|h| h <= u64::MAX as u128);
+        if s.tests.iter().all(fits) {
+            s.narrow = s.tests.iter().map(|t| Test64 { mask: t.mask as u64, lo: t.lo as u64, span: t.span as u64, field: t.field }).collect();
+        }
         s
     }
 
     /// The first entry whose every test passes.
     #[inline]
     pub fn get(&self, vals: &[u128]) -> Option<u32> {
+        if !self.narrow.is_empty() {
+            return self.get_narrow(vals);
+        }
         let mut start = 0;
         'entry: for (e, &end) in self.ends.iter().enumerate() {
             let tests = &self.tests[start..end as usize];
             start = end as usize;
             for t in tests {
                 if (vals[t.field as usize] & t.mask).wrapping_sub(t.lo) > t.span {
+                    continue 'entry;
+                }
+            }
+            return Some(e as u32);
+        }
+        None
+    }
+
+    #[inline]
+    fn get_narrow(&self, vals: &[u128]) -> Option<u32> {
+        let mut start = 0;
+        'entry: for (e, &end) in self.ends.iter().enumerate() {
+            let tests = &self.narrow[start..end as usize];
+            start = end as usize;
+            for t in tests {
+                if (vals[t.field as usize] as u64 & t.mask).wrapping_sub(t.lo) > t.span {
                     continue 'entry;
                 }
             }
@@ -355,6 +415,9 @@ pub struct HashIndex {
     /// Entry index + 1 per slot (0: empty); capacity a power of two.
     slots: Vec<u32>,
     entries: Vec<u32>,
+    /// A one-word key's slots packed as `key << 32 | entry + 1` (0: empty):
+    /// a probe reads one slot, not a slot, then its key, then its entry.
+    one: Vec<u64>,
 }
 
 #[inline]
@@ -369,7 +432,18 @@ fn hash(words: &[u32]) -> u64 {
 impl HashIndex {
     pub fn new(words: usize, n: usize) -> HashIndex {
         let cap = (n * 2).next_power_of_two().max(16);
-        HashIndex { words, keys: Vec::with_capacity(n * words), slots: vec![0; cap], entries: Vec::with_capacity(n) }
+        HashIndex { words, keys: Vec::with_capacity(n * words), slots: vec![0; cap], entries: Vec::with_capacity(n), one: Vec::new() }
+    }
+
+    /// After the inserts: a one-word key's slots packed (see `one`), same
+    /// places, so a probe walks the same slots.
+    pub fn pack(&mut self) {
+        if self.words == 1 && self.entries.iter().all(|&e| e < u32::MAX) {
+            self.one = self.slots.iter().map(|&s| match s {
+                0 => 0,
+                s => (self.keys[(s - 1) as usize] as u64) << 32 | (self.entries[(s - 1) as usize] as u64 + 1),
+            }).collect();
+        }
     }
 
     /// Adds `key` -> `entry` unless the key is there already (the first wins).
@@ -394,6 +468,9 @@ impl HashIndex {
 
     #[inline]
     pub fn get(&self, key: &[u32]) -> Option<u32> {
+        if !self.one.is_empty() {
+            return self.get_one(key[0]);
+        }
         let m = self.slots.len() - 1;
         let mut i = hash(key) as usize & m;
         loop {
@@ -405,6 +482,24 @@ impl HashIndex {
             // compared word by word (keys are a few words: no call to memcmp)
             if self.keys[k..k + self.words].iter().zip(key).all(|(a, b)| a == b) {
                 return Some(self.entries[(s - 1) as usize]);
+            }
+            i = (i + 1) & m;
+        }
+    }
+}
+
+impl HashIndex {
+    #[inline]
+    fn get_one(&self, key: u32) -> Option<u32> {
+        let m = self.one.len() - 1;
+        let mut i = hash(&[key]) as usize & m;
+        loop {
+            let p = self.one[i];
+            if p == 0 {
+                return None;
+            }
+            if (p >> 32) as u32 == key {
+                return Some(p as u32 - 1);
             }
             i = (i + 1) & m;
         }
@@ -673,6 +768,10 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
+        fn exact_hash_on_one_word_keys(_ in check(vec![(MatchKind::Exact, 9)], 0..60)) {}
+        #[test]
+        fn exact_hash_on_32_bit_keys_keeps_the_first(_ in check(vec![(MatchKind::Exact, 32)], 0..60)) {}
+        #[test]
         fn exact_hash_answers_the_first_entry(_ in check(vec![(MatchKind::Exact, 16), (MatchKind::Exact, 48), (MatchKind::Exact, 9)], 0..60)) {}
         #[test]
         fn exact_hash_keeps_the_first_of_duplicate_keys(_ in check(vec![(MatchKind::Exact, 3), (MatchKind::Exact, 2)], 0..30)) {}
@@ -708,6 +807,54 @@ mod tests {
             for k in &keys {
                 prop_assert_eq!(s.get(&k[..nf]), t.scan(&k[..nf]));
             }
+        }
+    }
+
+    /// A row field whose mask and bounds fit in 64 bits (the scan's 64-bit tests), or an empty range.
+    fn narrow_field() -> impl Strategy<Value = (u128, u128, u128)> {
+        let w = || prop_oneof![any::<u64>().prop_map(u128::from), (0u128..8), Just(u64::MAX as u128)];
+        prop_oneof![
+            (w(), w(), w()),
+            Just((0, 0, 0)),
+            w().prop_map(|m| (0, m, m)),
+            (w(), w()).prop_map(|(a, b)| (a.max(b), a.min(b), u64::MAX as u128)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Keys with bits above 64 too: the 64-bit tests mask them off as the 128-bit ones do.
+        #[test]
+        fn narrow_scan_equals_the_row_scan(nf in 1usize..5,
+                                           rows in proptest::collection::vec(proptest::collection::vec(narrow_field(), 5), 1..17),
+                                           keys in proptest::collection::vec(proptest::collection::vec(prop_oneof![any::<u128>(), any::<u64>().prop_map(u128::from), 0u128..8], 5), 1..20)) {
+            let t = table(&vec![(MatchKind::Range, 128); nf], &rows.iter().map(|r| r[..nf].to_vec()).collect::<Vec<_>>());
+            let s = Scan::new(&t.rows, nf);
+            prop_assert!(s.tests.is_empty() || !s.narrow.is_empty());
+            for k in &keys {
+                prop_assert_eq!(s.get(&k[..nf]), t.scan(&k[..nf]));
+                // and every key the rows name, or just past their bounds
+                for r in &rows {
+                    let near: Vec<u128> = r[..nf].iter().map(|f| f.0.wrapping_sub(1)).collect();
+                    let at: Vec<u128> = r[..nf].iter().map(|f| f.1).collect();
+                    prop_assert_eq!(s.get(&near), t.scan(&near));
+                    prop_assert_eq!(s.get(&at), t.scan(&at));
+                }
+            }
+        }
+    }
+
+    proptest! {
+        /// One-word whole keys built without mask and shift give the generic build's values and words.
+        #[test]
+        fn one_word_key_build_equals_the_generic_one(cells in proptest::collection::vec(prop_oneof![0u128..=u32::MAX as u128, 0u128..2], 8),
+                                                    keys in proptest::collection::vec((0u32..8, prop_oneof![Just(u32::MAX), 0u32..8]), 0..6)) {
+            let keys: Vec<KeyHot> = keys.iter().map(|&(cell, valid)| KeyHot { mask: u128::MAX, cell, valid, shift: 0, words: 1 }).collect();
+            prop_assert!(TableHot::one_word(&keys));
+            let (mut v1, mut w1, mut v2, mut w2) = (vec![0u128; 6], vec![0u32; 6], vec![0u128; 6], vec![0u32; 6]);
+            TableHot::key(&keys, &cells, &mut v1, &mut w1);
+            TableHot::key_words(&keys, &cells, &mut v2, &mut w2);
+            prop_assert_eq!((v1, w1), (v2, w2));
         }
     }
 
