@@ -1359,3 +1359,60 @@ mod tests {
         assert!((cut.iter().sum::<f64>() - (12.0 + 1.0 + 1.0)).abs() < 1e-9, "{cut:?}");
     }
 }
+
+/// Counting a large flow's hits instead of looking each up (`Elephants`)
+/// keeps the fast mode's expectation: over fast seeds, the mean hit rate
+/// and mean latency with `elephant_packets` at its default and at 0 (every
+/// reference drawn and looked up) agree within 4 standard errors of their
+/// difference, on the validation suite's two points nearest their bounds.
+#[cfg(test)]
+mod elephant_tests {
+    use super::*;
+    use crate::sim::Config;
+
+    /// The built-in scenario (`synapse run`'s) with `traffic.flows`,
+    /// `traffic.mean_pkt_bytes` and `pmus.count` set.
+    fn scenario(flows: u64, pkt_bytes: f64, pmus: u64) -> Config {
+        let mut j: serde_json::Value = serde_json::from_str(include_str!("../../../benches/scenarios/default_1ms.json")).unwrap();
+        j["traffic"]["flows"] = flows.into();
+        j["traffic"]["mean_pkt_bytes"] = pkt_bytes.into();
+        j["pmus"]["count"] = pmus.into();
+        // The table's PMUs: all of them (as `synapse run` lists them).
+        j["tables"][0]["pmus"] = (0..pmus).collect::<Vec<u64>>().into();
+        serde_json::from_value(j).unwrap()
+    }
+
+    /// Per seed: (hit rate, mean latency ns).
+    fn runs(c: &Config, elephant_packets: u32, seeds: u64) -> Vec<(f64, f64)> {
+        (0..seeds)
+            .map(|seed| {
+                let fc = FastConfig { seed, elephant_packets, ..FastConfig::default() };
+                let r = Simulator::new(c.clone()).unwrap().run_fast(&fc).unwrap();
+                (r.tables[0].hit_rate.value, r.tables[0].mean_latency_ns.value)
+            })
+            .collect()
+    }
+
+    fn mean_se(x: impl Iterator<Item = f64>) -> (f64, f64) {
+        let v: Vec<f64> = x.collect();
+        let n = v.len() as f64;
+        let m = v.iter().sum::<f64>() / n;
+        (m, (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt())
+    }
+
+    #[test]
+    fn counted_large_flows_agree_with_every_reference_looked_up() {
+        assert!(FastConfig::default().elephant_packets > 0);
+        // load2x, and the overloaded flows12k-pmus2 (tests/test_fast_mode.py).
+        for c in [scenario(2400, 800.0, 8), scenario(12000, 8000.0, 2)] {
+            let counted = runs(&c, FastConfig::default().elephant_packets, 16);
+            let every = runs(&c, 0, 16);
+            for (name, f) in [("hit rate", (|x: &(f64, f64)| x.0) as fn(&(f64, f64)) -> f64), ("mean latency", |x| x.1)] {
+                let (ma, sa) = mean_se(counted.iter().map(f));
+                let (mb, sb) = mean_se(every.iter().map(f));
+                let se = (sa * sa + sb * sb).sqrt();
+                assert!((ma - mb).abs() <= 4.0 * se.max(1e-12), "{name}: counted {ma} ± {sa}, every reference {mb} ± {sb}");
+            }
+        }
+    }
+}
