@@ -2,7 +2,8 @@
 //! `cargo run --release -p synapse-core --example classify_churn -- KIND N RATE SECS [KEY=VALUE..]`
 //! (`CHURN=near`: deleted rules of the set put back at their own priority;
 //! default `uniform`: copies at random positions)
-//! (`synapse bench classify --updates-per-s` is the user's command). After
+//! (`synapse bench classify --updates-per-s` is the user's command; RATE 0:
+//! the static tree only, with its bytes per rule and build time). After
 //! the churn it also measures, without updates, the lookups of the tree as
 //! the churn left it and of a tree built afresh from the same rules: what
 //! the in-place structure lost, against what the set's change costs any
@@ -41,7 +42,18 @@ fn main() {
         );
     };
     let mut t = PTree::build(&set, &cfg.ptree).unwrap();
+    let st = t.stats();
+    println!(
+        "{kind} {n} built: {:.1} bytes per rule, build {:.1} ms, {} rules in the side leaf, {} leaf rule items",
+        st.bytes as f64 / n as f64,
+        st.build_time.as_secs_f64() * 1e3,
+        st.side,
+        st.items
+    );
     show("static", &churn::run(&mut t, &set, &keys, 0.0, secs, 7, placement));
+    if rate == 0.0 {
+        return; // the static structure only: its lookups, bytes and build time
+    }
     show(&format!("rate {rate:e} ({placement:?})"), &churn::run(&mut t, &set, &keys, rate, secs, 7, placement));
     let now = t.rule_set();
     show("after the churn, no updates", &churn::run(&mut t, &now, &keys, 0.0, secs, 7, placement));

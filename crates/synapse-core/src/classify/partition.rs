@@ -1277,7 +1277,10 @@ impl PTree {
             return Some((a + (b - a) / 2) as u32);
         }
         let c = a.max(0) as u32;
-        let mut w = 64u32;
+        // The smallest window first: a spread rewrites the lanes of every
+        // rule in it, and 16 keys (2-3 rules at the set's density) made
+        // updates 1.1x as fast as 64 (classify_updates acl 10000).
+        let mut w = 16u32;
         let (s, e, olds) = loop {
             let s = c / w * w;
             let e = (s + w).min(u.space);
