@@ -262,11 +262,22 @@ impl Algo {
 
 /// RFC 1071 over big-endian 16-bit words, an odd last byte zero-padded.
 pub fn csum16(data: &[u8]) -> u16 {
+    fold16(ones_sum(data))
+}
+
+/// The one's-complement sum of `data` as RFC 1071 words, not yet folded:
+/// sums of several buffers (a pseudo-header and its segment) add up before
+/// [`fold16`].
+pub fn ones_sum(data: &[u8]) -> u64 {
     // 32-bit big-endian words summed: folded, the same one's-complement sum
     // as 16-bit words (2^16 = 1 mod 0xffff, and a word is 0 only when both halves are)
     let mut words = data.chunks_exact(4);
-    let mut sum: u64 = words.by_ref().map(|c| u32::from_be_bytes(c.try_into().unwrap()) as u64).sum();
-    sum += words.remainder().chunks(2).map(|c| ((c[0] as u64) << 8) | c.get(1).copied().unwrap_or(0) as u64).sum::<u64>();
+    let sum: u64 = words.by_ref().map(|c| u32::from_be_bytes(c.try_into().unwrap()) as u64).sum();
+    sum + words.remainder().chunks(2).map(|c| ((c[0] as u64) << 8) | c.get(1).copied().unwrap_or(0) as u64).sum::<u64>()
+}
+
+/// A one's-complement sum folded to 16 bits and complemented: the checksum.
+pub fn fold16(mut sum: u64) -> u16 {
     while sum >> 16 != 0 {
         sum = (sum & 0xffff) + (sum >> 16);
     }

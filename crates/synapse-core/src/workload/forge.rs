@@ -15,6 +15,8 @@
 use std::collections::HashSet;
 
 use rand::{Rng, SeedableRng};
+
+use crate::program::hash::{csum16, fold16, ones_sum};
 use rand_pcg::Pcg64;
 
 /// The frame's layout.
@@ -89,24 +91,6 @@ pub struct Class {
     pub share: f64,
 }
 
-fn sum16(mut s: u64, buf: &[u8]) -> u64 {
-    let mut it = buf.chunks_exact(2);
-    for w in &mut it {
-        s += u64::from(u16::from_be_bytes([w[0], w[1]]));
-    }
-    if let [b] = it.remainder() {
-        s += u64::from(*b) << 8;
-    }
-    s
-}
-
-fn fold(mut s: u64) -> u16 {
-    while s >> 16 != 0 {
-        s = (s >> 16) + (s & 0xffff);
-    }
-    !(s as u16)
-}
-
 /// Recompute the checksums of the IPv4 header at `ip` and of its UDP or
 /// TCP segment (up to the IP total length), as the frame builder (dpkt)
 /// does: the segment's only for protocols 6 and 17 (another protocol
@@ -129,9 +113,9 @@ fn checksums(f: &mut [u8], ip: usize) {
         f[at] = 0;
         f[at + 1] = 0;
         let seg = &f[l4..ip + total];
-        let mut s = sum16(0, &f[ip + 12..ip + 20]); // pseudo-header: addresses,
-        s += u64::from(proto) + seg.len() as u64; // protocol and length
-        let mut c = fold(sum16(s, seg));
+        // the pseudo-header (addresses, protocol, length), then the segment
+        let pseudo = ones_sum(&f[ip + 12..ip + 20]) + u64::from(proto) + seg.len() as u64;
+        let mut c = fold16(pseudo + ones_sum(seg));
         if proto == 17 && c == 0 {
             c = 0xffff;
         }
@@ -139,7 +123,7 @@ fn checksums(f: &mut [u8], ip: usize) {
     }
     f[ip + 10] = 0;
     f[ip + 11] = 0;
-    let c = fold(sum16(0, &f[ip..ip + 20]));
+    let c = csum16(&f[ip..ip + 20]);
     f[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
 }
 
@@ -270,7 +254,7 @@ mod tests {
         ip[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
         ip.extend_from_slice(&src.to_be_bytes());
         ip.extend_from_slice(&dst.to_be_bytes());
-        let ipsum = fold(sum16(0, &ip));
+        let ipsum = csum16(&ip);
         ip[10..12].copy_from_slice(&ipsum.to_be_bytes());
         let mut udp = Vec::new();
         udp.extend_from_slice(&sport.to_be_bytes());
@@ -283,7 +267,7 @@ mod tests {
         pseudo.extend_from_slice(&dst.to_be_bytes());
         pseudo.extend_from_slice(&[0, 17]);
         pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
-        let mut c = fold(sum16(sum16(0, &pseudo), &udp));
+        let mut c = csum16(&[pseudo, udp.clone()].concat()); // one buffer: the sum as RFC 768 states it
         if c == 0 {
             c = 0xffff;
         }
