@@ -486,9 +486,7 @@ impl HashIndex {
             i = (i + 1) & m;
         }
     }
-}
 
-impl HashIndex {
     #[inline]
     fn get_one(&self, key: u32) -> Option<u32> {
         let m = self.one.len() - 1;
