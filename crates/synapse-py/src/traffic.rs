@@ -338,7 +338,6 @@ fn attack_mix<'py>(
     Ok((ts.into_pyarray_bound(py), fs.into_pyarray_bound(py)))
 }
 
-
 /// A class of `attack_frames`: (name, layout "plain" | "gtpu", UDP template, TCP
 /// template, fields, tables, share).
 type ForgeClass = (String, String, Vec<u8>, Vec<u8>, Vec<(String, (String, u64, u64, Vec<(u64, u64, u64)>))>, Vec<Vec<Vec<(String, u64, u64, u32, u64, u64)>>>, f64);
