@@ -618,6 +618,9 @@ impl PTree {
             // walked: gen fw1 1K 0.5x, ipc1 1K 0.85x), so only where the
             // wide rules are few and their lanes most of what an update
             // writes (gen fw1 10K: 90 rules, updates 2.3x as fast).
+            if wide.len() * AUTO_WIDE_FEW > bx.slots.len() {
+                return Ok(t);
+            }
             let mut items = 0usize;
             for &s in &wide {
                 let root = t.trees[t.tree_of[s as usize] as usize].root;
@@ -626,7 +629,7 @@ impl PTree {
                     true
                 });
             }
-            if !(2 * items > t.stats.items && wide.len() * AUTO_WIDE_FEW <= bx.slots.len()) {
+            if 2 * items <= t.stats.items {
                 return Ok(t);
             }
         }
