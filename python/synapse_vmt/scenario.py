@@ -152,8 +152,9 @@ class PtreeBuild(_Model):
     small: int = F(16384, "Sets up to this many rules also try one or two trees (0: never).", "rules", ge=0)
     max_delta: int = F(64, "Unused leaf blocks tolerated before a compaction: max(max_delta, blocks in use).",
                        "blocks", ge=0)
-    wide_leaves: int = F(0, "Rules reaching more leaves than this are kept in the side leaf (0: never).",
-                         "leaves", ge=0)
+    wide_leaves: int | None = F(None, "Rules reaching more leaves than this are kept in the side leaf (0: never; "
+                                "unset: 64 when the set's few such rules make most of an update's leaf writes, else never).",
+                                "leaves", ge=0)
 
 
 class EluBuild(_Model):

@@ -217,7 +217,9 @@ impl BuildConfig {
             "ptree.max_trees" => self.ptree.max_trees = num(key, value)?,
             "ptree.small" => self.ptree.small = num(key, value)?,
             "ptree.max_delta" => self.ptree.max_delta = num(key, value)?,
-            "ptree.wide_leaves" => self.ptree.wide_leaves = num(key, value)?,
+            "ptree.wide_leaves" => {
+                self.ptree.wide_leaves = if value.trim() == "auto" { None } else { Some(num(key, value)?) }
+            }
             _ => return Err(format!("unknown build parameter {key:?} (expected one of: {})", Self::KEYS.join(", "))),
         }
         Ok(())

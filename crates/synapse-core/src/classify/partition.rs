@@ -91,13 +91,15 @@ pub struct PTreeConfig {
     /// A rule whose box reaches more than this many leaves of its tree is
     /// kept out of the trees, in the side leaf (searched after them, in
     /// priority order): an update of it writes one leaf, not thousands
-    /// (0, the default: never; 64 bounds gen fw1 10K's updates).
-    pub wide_leaves: usize,
+    /// (0: never). `None`, the default: [`AUTO_WIDE`] when the build finds
+    /// the rules past it make most of the leaf lane writes and are few
+    /// (gen fw1 10K), else never.
+    pub wide_leaves: Option<usize>,
 }
 
 impl Default for PTreeConfig {
     fn default() -> Self {
-        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, avx512: true, max_trees: 4, small: 16384, max_delta: 64, wide_leaves: 0 }
+        PTreeConfig { bucket: 32, max_depth: 16, spfac: 1.2, max_bytes: 512 << 20, simd: true, avx512: true, max_trees: 4, small: 16384, max_delta: 64, wide_leaves: None }
     }
 }
 
@@ -424,6 +426,11 @@ const GROUP: usize = 16;
 /// Most bytes per rule a build candidate with fewer trees may take
 /// ([`PTree::build`]).
 const GROW: u64 = 1024;
+
+/// The side leaf's bound when the build chooses it (`wide_leaves: None`).
+pub const AUTO_WIDE: usize = 64;
+/// ... and when at most one rule in this many would go there.
+const AUTO_WIDE_FEW: usize = 50;
 /// A cut whose largest child keeps more than this share of a node's rules
 /// is tried again with replication up to `STUCK_SPFAC` ([`PTree::fill`]).
 const STUCK: f64 = 0.6;
@@ -591,7 +598,8 @@ impl PTree {
     fn build_one(set: &RuleSet, config: &PTreeConfig, bx: &Boxes) -> Result<PTree, BuildError> {
         let start = std::time::Instant::now();
         let t = Self::build_trees(set, config, bx, &[])?;
-        if config.wide_leaves == 0 {
+        let k = config.wide_leaves.unwrap_or(AUTO_WIDE);
+        if k == 0 {
             return Ok(t);
         }
         // the same test an insert makes (`tree_for`), stopping at the (k + 1)-th leaf
@@ -599,11 +607,31 @@ impl PTree {
         let wide: Vec<u32> = (bx.slots.iter().copied())
             .filter(|&s| {
                 let tr = t.tree_of[s as usize];
-                tr != u32::MAX && t.reaches_over(t.trees[tr as usize].root, &bx.boxes[s as usize], config.wide_leaves, &mut stack)
+                tr != u32::MAX && t.reaches_over(t.trees[tr as usize].root, &bx.boxes[s as usize], k, &mut stack)
             })
             .collect();
         if wide.is_empty() {
             return Ok(t);
+        }
+        if config.wide_leaves.is_none() {
+            // Chosen per set: the side leaf costs lookups (one more leaf
+            // walked: gen fw1 1K 0.5x, ipc1 1K 0.85x), so only where the
+            // wide rules are few and their lanes most of what an update
+            // writes (gen fw1 10K: 90 rules, updates 2.3x as fast).
+            if wide.len() * AUTO_WIDE_FEW > bx.slots.len() {
+                return Ok(t);
+            }
+            let mut items = 0usize;
+            for &s in &wide {
+                let root = t.trees[t.tree_of[s as usize] as usize].root;
+                t.walk_reached(root, &bx.boxes[s as usize], &mut stack, |_| {
+                    items += 1;
+                    true
+                });
+            }
+            if 2 * items <= t.stats.items {
+                return Ok(t);
+            }
         }
         let mut t = Self::build_trees(set, config, bx, &wide)?;
         t.stats.build_time = start.elapsed();
@@ -989,7 +1017,12 @@ impl PTree {
             .or_else(|| trees().find(|&i| self.trees[i].mask & !small == 0))
             .unwrap_or(0) as u32;
         // A rule that would reach many of its leaves goes to the side leaf.
-        let k = self.asked.wide_leaves;
+        let k = match self.asked.wide_leaves {
+            Some(k) => k,
+            // auto: the bound the build used, if it made a side leaf
+            None if self.trees.iter().any(|t| t.side) => AUTO_WIDE,
+            None => 0,
+        };
         if k > 0 && !self.trees[tree as usize].side && self.reaches_over(self.trees[tree as usize].root, bx, k, &mut u.stack) {
             return self.side_tree();
         }
@@ -2611,7 +2644,7 @@ mod tests {
         use crate::workload::{rulegen, seed::Params};
         for kind in ["acl", "fw"] {
             let set = rulegen::generate(&Params::builtin(kind).unwrap(), 1_000, 3);
-            let mut t = PTree::build(&set, &PTreeConfig { wide_leaves: 64, ..Default::default() }).unwrap();
+            let mut t = PTree::build(&set, &PTreeConfig { wide_leaves: Some(64), ..Default::default() }).unwrap();
             let mut now = set.rules.clone();
             let mut x = 0x9e37_79b9_7f4a_7c15u64;
             for i in 0..20_000 {

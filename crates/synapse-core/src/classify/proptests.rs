@@ -161,7 +161,7 @@ proptest! {
         // `wide_leaves` (1-3, or never) leaves kept in the side leaf, at
         // the build and by inserts. Ops: insert, delete, modify (the rule
         // at a position replaced: a delete and an insert there).
-        let cfg = PTreeConfig { bucket: 2, simd, max_delta, wide_leaves, ..Default::default() };
+        let cfg = PTreeConfig { bucket: 2, simd, max_delta, wide_leaves: Some(wide_leaves), ..Default::default() };
         let mut p = PTree::build(&set, &cfg).unwrap();
         let mut rules = set.rules.clone();
         let mut out = Vec::new();
@@ -221,8 +221,8 @@ fn ptree_updates_on_generated_1k_sets_equal_the_oracle() {
     for kind in ["acl", "fw", "ipc"] {
         let set = rulegen::generate(&Params::builtin(kind).unwrap(), 1_000, 5);
         let more = rulegen::generate(&Params::builtin(kind).unwrap(), 300, 6);
-        // The default side-leaf bound, none, and a small one (many rules aside).
-        for (simd, max_delta, wide_leaves) in [(true, 64, 64), (false, 64, 64), (true, 8, 64), (true, 64, 0), (true, 8, 4)] {
+        // A side-leaf bound of 64, none, a small one (many rules aside), and the automatic choice.
+        for (simd, max_delta, wide_leaves) in [(true, 64, Some(64)), (false, 64, Some(64)), (true, 8, Some(64)), (true, 64, Some(0)), (true, 8, Some(4)), (true, 64, None)] {
             let mut p = PTree::build(&set, &PTreeConfig { simd, max_delta, wide_leaves, ..Default::default() }).unwrap();
             let mut rules = set.rules.clone();
             let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -242,7 +242,7 @@ fn ptree_updates_on_generated_1k_sets_equal_the_oracle() {
                 let want: Vec<i32> = keys.iter().map(|k| lin.classify(k).map_or(-1, |r| r as i32)).collect();
                 let mut out = vec![0i32; keys.len()];
                 p.classify_batch(&keys, &mut out);
-                assert!(out == want, "{kind} simd {simd} max_delta {max_delta}: batch differs after {} updates (wide_leaves {wide_leaves})", i + 1);
+                assert!(out == want, "{kind} simd {simd} max_delta {max_delta}: batch differs after {} updates (wide_leaves {wide_leaves:?})", i + 1);
                 assert_eq!(p.check_blocks(), Ok(()), "{kind}: blocks after {} updates", i + 1);
                 let mut acc = Vec::new();
                 for (k, w) in keys.iter().zip(&want).step_by(7) {
