@@ -158,7 +158,7 @@ def _entry_match(m, width: int, where: str) -> tuple:
     return ("masked", m.value & _U64, m.mask & _U64, min(width, 64), 0, 0)
 
 
-def _class_spec(c, d, forged: dict, attack: ProgramAttack, share: float) -> tuple:
+def _class_spec(c, d, forged: dict, share: float) -> tuple:
     """One class for ``_core.attack_frames``: its UDP and TCP templates (the
     frame builder's, fixed fields set), and per field its draw."""
     from synapse_vmt.p4.gentraffic import build_frame
@@ -210,7 +210,7 @@ def attack_frames(spec, attack: ProgramAttack, prog, entries: Mapping[str, Any],
                 forged[f] = _nomatch_rows(tspec, ents, key) if attack.kind == "nomatch" else []
         if not forged and not d.ranges:
             raise UserError(f"{where}: class {c.name!r} has no field to forge (every field is fixed or kept)")
-        specs.append(_class_spec(c, d, forged, attack, c.share / total))
+        specs.append(_class_spec(c, d, forged, c.share / total))
     try:
         return _core.attack_frames(specs, int(n), int(seed) & _U64, list(legit))
     except ValueError as e:
