@@ -12,7 +12,7 @@
 
 use super::exec::{Program, Scratch, State, NONE};
 use super::expr::{Env, Expr};
-use super::phv::{mask, write_bits, write_wide};
+use super::phv::{append_bits, mask, write_bits, write_wide};
 
 /// One input of a checksum's calculation.
 #[derive(Clone, Debug)]
@@ -204,17 +204,10 @@ impl Program {
                         continue;
                     }
                     let (c, w) = (self.lay.value_cell(slot as usize) as usize, self.lay.width[slot as usize]);
-                    if bits % 8 == 0 && w % 8 == 0 && w <= 128 {
-                        // whole bytes on a byte boundary (most fields of a checksum): appended as they are
-                        buf.extend_from_slice(&st.phv.cells[c].to_be_bytes()[16 - (w / 8) as usize..]);
-                        bits += w as usize;
-                        last_header = Some(header);
-                        continue;
-                    }
-                    buf.resize((bits + w as usize).div_ceil(8), 0);
                     if self.lay.limbs[slot as usize] == 1 {
-                        write_bits(buf, bits, w, st.phv.cells[c]);
+                        append_bits(buf, bits, w, st.phv.cells[c]);
                     } else {
+                        buf.resize((bits + w as usize).div_ceil(8), 0);
                         write_wide(buf, bits, w, &st.phv.cells[c..c + self.lay.limbs[slot as usize] as usize]);
                     }
                     bits += w as usize;

@@ -445,12 +445,7 @@ fn push_cells(bits: &mut Bits, cells: &[u128], width: u32) {
     let limbs = cells.len();
     for (j, &c) in cells.iter().enumerate() {
         let n = if j == 0 { width as usize - 128 * (limbs - 1) } else { 128 };
-        if n > 64 {
-            bits.push((c >> 64) as u64, n - 64);
-            bits.push(c as u64, 64);
-        } else {
-            bits.push(c as u64, n);
-        }
+        bits.push_wide(c, n);
     }
 }
 

@@ -334,7 +334,15 @@ impl Bits {
     /// Appends the low `bits` bits of `v` (`bits` <= 64).
     pub fn push(&mut self, v: u64, bits: usize) {
         debug_assert!(bits <= 64);
-        self.push_bit_run(v, bits);
+        self.push_wide(v as u128, bits);
+    }
+
+    /// Appends the low `bits` bits of `v` (`bits` <= 128).
+    #[inline]
+    pub fn push_wide(&mut self, v: u128, bits: usize) {
+        debug_assert!(bits <= 128);
+        super::phv::append_bits(&mut self.buf, self.nbits, bits as u32, v);
+        self.nbits += bits;
     }
 
     /// Appends a value of `bits` bits held big-endian, right-aligned, in
