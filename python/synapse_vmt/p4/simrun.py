@@ -374,6 +374,21 @@ def prepare(program: str, entries_file: str | None, *, pcap: str | None = None, 
     return ProgramRun(prog, entries, trace, routes, idx, factory, dur, counts_of, full)
 
 
+def _attack_run(prog: Program, entries: dict, seed: int, frames: list[bytes]) -> Trace:
+    """``prog.run(frames, entries, seed=seed)`` by the compiled program's
+    Rust executor, as a capture runs: an attack's frames are each new, so
+    the interpreter's run (and its Python per frame) was most of an attack
+    run's preparation. The same trace (tests/test_flood.py checks it); a
+    program the executor does not compile runs in the interpreter."""
+    from synapse_vmt.p4.engine import RustProgram
+
+    try:
+        rp = RustProgram(prog, entries, seed=seed)
+    except UserError:
+        return prog.run(frames, entries, seed=seed)
+    return rp.run(frames)
+
+
 def _prepare_attack(prog: Program, bprog, entries: dict, traffic, attack, frames: list[bytes], dur: float, seed: int,
                     pmus: int, block_size: int) -> ProgramRun:
     """:func:`prepare` of generated traffic with an ``[attack]``: the
@@ -399,13 +414,13 @@ def _prepare_attack(prog: Program, bprog, entries: dict, traffic, attack, frames
     legit_distinct, legit_idx = dedup_frames(frames)
     capacity = 0
     if attack.kind == "scan":  # the largest table's PMU entries, the pool split evenly over the legit tables
-        n_tables = len(compile_routes(prog.run(legit_distinct, entries, seed=seed), entries).tables)
+        n_tables = len(compile_routes(_attack_run(prog, entries, seed, legit_distinct), entries).tables)
         capacity = -(-pmus // max(1, n_tables)) * block_size
     pool = attack.pool(len(t), capacity)
     forged = atk.attack_frames(traffic, attack, bprog, entries, pool, seed, set(legit_distinct))
     distinct = legit_distinct + forged  # forged frames are distinct and new
     idx = np.concatenate([legit_idx, len(legit_distinct) + np.arange(pool, dtype=np.int64)])
-    trace = prog.run(distinct, entries, seed=seed)
+    trace = _attack_run(prog, entries, seed, distinct)
     routes = compile_routes(trace, entries, fresh_from=len(legit_distinct))
     route_of = routes.frame_route[idx]
     lr = routes.frame_route[:len(legit_distinct)]
