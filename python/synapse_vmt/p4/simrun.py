@@ -98,6 +98,28 @@ def _word_rows(spec: TableSpec, te: object) -> tuple[list[int], list[str], np.nd
     return bits, kinds, lo, hi, mask
 
 
+def _encode_keys(spec: TableSpec, keys: list[tuple[int, ...]], words: int) -> np.ndarray:
+    """``encode_words`` of every key, as rows of a uint32 array: a field
+    column at a time (an attack brings a new key per frame)."""
+    out = np.zeros((len(keys), words), dtype=np.uint32)
+    col = 0
+    for i, k in enumerate(spec.key):
+        n = (k.width + 31) // 32
+        vals = [kk[i] for kk in keys]
+        try:
+            v = np.array(vals, dtype=np.uint64) if n <= 2 else None
+        except OverflowError:  # a value past 64 bits: word by word below
+            v = None
+        for w in range(n):
+            sh = 32 * (n - 1 - w)
+            if v is not None:
+                out[:, col + w] = (v >> np.uint64(sh)) & np.uint64(0xFFFFFFFF)
+            else:
+                out[:, col + w] = [(x >> sh) & 0xFFFFFFFF for x in vals]
+        col += n
+    return out
+
+
 def compile_routes(trace: Trace, entries: Mapping[str, object], fresh_from: int | None = None) -> Routes:
     """Routes (one per distinct frame's visit sequence) from a run over
     distinct frames; frames from ``fresh_from`` on (an attack's) share no
@@ -150,9 +172,7 @@ def compile_routes(trace: Trace, entries: Mapping[str, object], fresh_from: int 
     for s, ti in enumerate(order):
         spec = trace.tables[ti]
         bits, kinds, lo, hi, mask = _word_rows(spec, entries.get(spec.name))
-        from synapse_vmt.p4.interp import encode_words
-
-        keys = np.array([encode_words(spec, k) for k in key_ids[s]], dtype=np.uint32).reshape(len(key_ids[s]), len(bits))
+        keys = _encode_keys(spec, list(key_ids[s]), len(bits))
         args.append((spec.name, bits, kinds, lo, hi, mask, keys, np.array(expected[s], dtype=np.int64)))
     return Routes(
         tables=[trace.tables[t].name for t in order],
