@@ -333,3 +333,44 @@ def test_rust_attack_frames_are_the_frame_builders_bytes(kind):
         seen_tcp += v["ipv4.proto"] == 6 or v.get("inner.proto") == 6
         assert gentraffic.build_frame(frame, v) == f
     assert seen_tcp > 0
+
+
+@pytest.mark.parametrize("kind", ["random", "nomatch", "scan"])
+def test_attack_runs_give_the_interpreters_trace(kind):
+    """An attack's frames (with the legitimate ones) run through the compiled
+    program's Rust executor (``simrun._attack_run``) give the interpreter's
+    trace: the same visits, keys, entries, actions, drops (and the pipeline
+    that dropped), parser errors and events, so the routes and every figure
+    of an attacked run are the interpreter's."""
+    from pathlib import Path
+
+    import numpy as np
+    import tomllib
+
+    from synapse_vmt.p4 import attack, gentraffic, simrun
+    from synapse_vmt.p4.bmv2 import read_program
+    from synapse_vmt.p4.entries import load_entries
+    from synapse_vmt.p4.interp import Program
+
+    prog_path = simrun.resolve_program("builtin:up4")
+    entries = load_entries(str(Path(__file__).resolve().parents[1] / "examples" / "upf" / "entries.txt"), prog_path)
+    # a class of odd protocols too: frames the parser rejects or the program drops
+    proto = ('[[traffic.classes]]\nname = "mixed"\nframe = "ipv4-udp"\n[traffic.classes.fields]\n'
+             '"ipv4.proto" = {range = [1, 17]}\n"l4.dport" = {range = [1, 9]}\n'
+             '"ipv4.dst" = {table = "sessions_downlink", key = "ipv4.dst_addr"}\n')
+    spec = gentraffic.parse_spec(tomllib.loads(UPF_TRAFFIC + proto)["traffic"], "t")
+    a = attack.parse({"share": 0.3, "kind": kind, "keep": ["uplink:ipv4.dst"]}, "a", [c.name for c in spec.classes])
+    bprog = read_program(prog_path)
+    legit, _ = simrun.dedup_frames(gentraffic.class_frames(spec, bprog, entries, 2)[0])
+    frames = legit + attack.attack_frames(spec, a, bprog, entries, 600, 2, set(legit))
+    prog = Program.load(prog_path)
+    want, got = prog.run(frames, entries, seed=2), simrun._attack_run(prog, entries, 2, frames)
+    assert got.n_packets == want.n_packets == len(frames)
+    for k in ("pkt_start", "step_table", "step_entry", "step_action", "dropped", "parser_error", "drop_pipeline"):
+        assert np.array_equal(getattr(got, k), getattr(want, k)), k
+    assert got.step_keys == want.step_keys
+    assert (got.drop_pipeline >= 0).any() and got.dropped.any()  # drops are compared, not absent
+    for k in ("synthesized_fields", "fallback_branches", "parser_rejects", "unsupported", "actions"):
+        assert getattr(got, k) == getattr(want, k), k
+    r0, r1 = simrun.compile_routes(want, entries, len(legit)), simrun.compile_routes(got, entries, len(legit))
+    assert np.array_equal(r0.frame_route, r1.frame_route) and np.array_equal(r0.hop_key, r1.hop_key)

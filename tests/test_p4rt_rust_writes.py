@@ -136,7 +136,8 @@ def test_backup_and_stale_election_refused_on_the_rust_path(front):
     b.close()
 
 
-def test_rust_bench_client_times_writes_and_raises_on_a_refused_one(front):
+@pytest.mark.parametrize("spin_us", [0, 150])
+def test_rust_bench_client_times_writes_and_raises_on_a_refused_one(front, spin_us):
     svc, port, _ = front
     c = Raw(port, 1)
     reqs = []
@@ -145,7 +146,7 @@ def test_rust_bench_client_times_writes_and_raises_on_a_refused_one(front):
                                          "ingress.set_nhop", [b"\x01"])])
         r.election_id.low = 1
         reqs.append(r.SerializeToString())
-    bench = _core.BenchClient(port)
+    bench = _core.BenchClient(port, spin_us)  # 0: sleeps at once waiting for an answer
     total, lat = bench.run("/p4.v1.P4Runtime/Write", reqs[:4], 1)
     assert len(lat) == 4 and all(x > 0 for x in lat) and total >= sum(lat)
     total, lat = bench.run("/p4.v1.P4Runtime/Write", reqs[4:], 4)  # 4 in flight

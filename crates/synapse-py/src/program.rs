@@ -85,7 +85,9 @@ impl PyP4Program {
     /// visits) and `key_words` (u32); per packet `pkt_start` (u32, one more
     /// than packets), `dropped` (bool), `parser_error` (u32),
     /// `exact_visits` (u32: visits before the packet became inexact, all
-    /// when exact), `inexact` (bool); with `outputs`, the output packets
+    /// when exact), `inexact` (bool), `drop_pipeline` (i8: the pipeline
+    /// whose drop dropped it, 0 the first; -1 not dropped or dropped
+    /// otherwise, as the interpreter's `Trace.drop_pipeline`); with `outputs`, the output packets
     /// `out_port`, `out_input`, `out_start`, `out_bytes`.
     #[pyo3(signature = (data, offsets, ingress_port = 0, outputs = false, times_ps = None))]
     fn run_batch<'py>(&mut self, py: Python<'py>, data: PyReadonlyArray1<'py, u8>, offsets: PyReadonlyArray1<'py, i64>,
@@ -100,19 +102,21 @@ impl PyP4Program {
             return Err(PyValueError::new_err("times_ps: expected one time per frame"));
         }
         let ex = &mut self.ex;
-        let (v, o, dropped, perr, exact, inexact) = py.allow_threads(|| {
+        let (v, o, dropped, perr, exact, inexact, dpipe) = py.allow_threads(|| {
             let mut v = Visits::new();
             let mut o = Outputs::new();
             let n = fr.len();
             let (mut dropped, mut perr, mut exact, mut inexact) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+            let mut dpipe: Vec<i8> = Vec::with_capacity(n);
             for (f, &t) in fr.iter().zip(&times) {
                 let out = ex.run(f, ingress_port, t, &mut v, if outputs { Some(&mut o) } else { None });
+                dpipe.push(if out.dropped { ex.drop_reason() as i8 - 1 } else { -1 });
                 dropped.push(out.dropped);
                 perr.push(out.parser_error);
                 exact.push(ex.exact_visits());
                 inexact.push(ex.inexact_reason().is_some());
             }
-            (v, o, dropped, perr, exact, inexact)
+            (v, o, dropped, perr, exact, inexact, dpipe)
         });
         let d = PyDict::new_bound(py);
         d.set_item("table", v.table.into_pyarray_bound(py))?;
@@ -125,6 +129,7 @@ impl PyP4Program {
         d.set_item("parser_error", perr.into_pyarray_bound(py))?;
         d.set_item("exact_visits", exact.into_pyarray_bound(py))?;
         d.set_item("inexact", inexact.into_pyarray_bound(py))?;
+        d.set_item("drop_pipeline", dpipe.into_pyarray_bound(py))?;
         if outputs {
             d.set_item("out_port", o.port.into_pyarray_bound(py))?;
             d.set_item("out_input", o.input.into_pyarray_bound(py))?;

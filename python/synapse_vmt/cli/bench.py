@@ -221,16 +221,18 @@ def bench_fast(scenario: str | None, overrides: tuple[str, ...], rounds: int, as
 @click.option("--transport", type=click.Choice(["rust", "grpc"]), default="rust", show_default=True,
               help="the server's --transport")
 @click.option("--client", type=click.Choice(["rust", "python"]), default=None,
-              help="the benchmark's gRPC client: tonic in the extension, or Python's grpcio  [default: rust]")
+              help="the benchmark's gRPC client: HTTP/2 in the extension (h2), or Python's grpcio  [default: rust]")
+@click.option("--client-spin-us", default=150, show_default=True, type=click.IntRange(min=0),
+              help="the Rust client polls its socket this long before it sleeps waiting for an answer (0: never)")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_p4rt_cmd(program: str, table: str | None, entries: int, batch: int, singles: int, traffic: float,
-                   window: int, transport: str, client: str | None, as_json: bool) -> None:
+                   window: int, transport: str, client: str | None, client_spin_us: int, as_json: bool) -> None:
     """Write throughput of `synapse serve` (its own process, loopback) with a
     raw gRPC client whose requests are serialised before timing."""
     from synapse_vmt.p4rt.bench import bench_p4rt
 
     rec = bench_p4rt(program, table, entries, batch, singles, traffic=traffic, transport=transport, window=window,
-                     client=client)
+                     client=client, client_spin_us=client_spin_us)
     if as_json:
         click.echo(json.dumps(rec))
         return

@@ -26,7 +26,8 @@ table's frames. The frames are made in Rust (``workload/forge.rs``): each
 class's frame is built once by the frame builder as a template, and an
 attack frame is that template with its drawn fields written in at their
 offsets and its checksums recomputed (seeded: the same frames for the same
-seed). Attack frames run through the interpreter like the others;
+seed). Attack frames, with the legitimate ones, run through the compiled
+program's Rust executor (``simrun._attack_run``: the interpreter's trace);
 their routes are numbered after the legitimate ones, so the simulator counts
 their PHVs apart (the summary's ``legit`` and ``attack``).
 """

@@ -45,6 +45,32 @@ def _chunks(frames: Iterable[bytes], n: int) -> Iterator[list[bytes]]:
         yield buf
 
 
+def _step_keys(table: np.ndarray, key_start: np.ndarray, key_words: np.ndarray,
+               layouts: list[list[int]]) -> list[tuple[int, ...]]:
+    """Each visit's key as field values (the interpreter's ``step_keys``):
+    the words of field of n words joined, big-endian. Per table at once."""
+    keys: list = [()] * len(table)
+    starts = key_start[:-1].astype(np.int64)
+    for ti in np.unique(table).tolist():
+        sel = np.nonzero(table == ti)[0]
+        lay = layouts[ti]
+        if not lay:
+            continue
+        w = key_words[starts[sel][:, None] + np.arange(sum(lay))]
+        cols, at = [], 0
+        for n in lay:
+            if n == 1:
+                cols.append(w[:, at].tolist())
+            elif n == 2:
+                cols.append(((w[:, at].astype(np.uint64) << np.uint64(32)) | w[:, at + 1]).tolist())
+            else:
+                cols.append([int.from_bytes(r.astype(">u4").tobytes(), "big") for r in w[:, at:at + n]])
+            at += n
+        for j, k in zip(sel.tolist(), zip(*cols)):
+            keys[j] = k
+    return keys
+
+
 class RustProgram:
     """A program and its entries, compiled for the Rust executor."""
 
@@ -113,18 +139,7 @@ class RustProgram:
         c = self.columns(packets, ingress_port)
         tables = list(self.prog.tables)
         t = c["table"].astype(np.int32)
-        keys: list[tuple[int, ...]] = []
-        ks, kw = c["key_start"].tolist(), c["key_words"].tolist()
-        layouts = [[(k.width + 31) // 32 for k in spec.key] for spec in tables]
-        for j, ti in enumerate(t.tolist()):
-            words, at, vals = kw[ks[j]:ks[j + 1]], 0, []
-            for n in layouts[ti]:
-                v = 0
-                for w in words[at:at + n]:
-                    v = (v << 32) | w
-                vals.append(v)
-                at += n
-            keys.append(tuple(vals))
+        keys = _step_keys(t, c["key_start"], c["key_words"], [[(k.width + 31) // 32 for k in spec.key] for spec in tables])
         act = c["action"].astype(np.int64)
         act[act == NO_ACTION] = -1
         names = self.core.error_names
@@ -154,6 +169,8 @@ class RustProgram:
             step_action=act.astype(np.int32),
             step_keys=keys,
             dropped=c["dropped"].astype(bool),
+            parser_error=c["parser_error"].astype(np.uint32),
+            drop_pipeline=c["drop_pipeline"].astype(np.int8),
             synthesized_fields={k.split(": ", 1)[1]: v for k, v in ev.items() if k.startswith("synthesized field: ")},
             fallback_branches={k.split(": ", 1)[1]: v for k, v in ev.items() if k.startswith("fallback branch: ")},
             parser_rejects=rejects,

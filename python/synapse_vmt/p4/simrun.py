@@ -98,6 +98,28 @@ def _word_rows(spec: TableSpec, te: object) -> tuple[list[int], list[str], np.nd
     return bits, kinds, lo, hi, mask
 
 
+def _encode_keys(spec: TableSpec, keys: list[tuple[int, ...]], words: int) -> np.ndarray:
+    """``encode_words`` of every key, as rows of a uint32 array: a field
+    column at a time (an attack brings a new key per frame)."""
+    out = np.zeros((len(keys), words), dtype=np.uint32)
+    col = 0
+    for i, k in enumerate(spec.key):
+        n = (k.width + 31) // 32
+        vals = [kk[i] for kk in keys]
+        try:
+            v = np.array(vals, dtype=np.uint64) if n <= 2 else None
+        except OverflowError:  # a value past 64 bits: word by word below
+            v = None
+        for w in range(n):
+            sh = 32 * (n - 1 - w)
+            if v is not None:
+                out[:, col + w] = (v >> np.uint64(sh)) & np.uint64(0xFFFFFFFF)
+            else:
+                out[:, col + w] = [(x >> sh) & 0xFFFFFFFF for x in vals]
+        col += n
+    return out
+
+
 def compile_routes(trace: Trace, entries: Mapping[str, object], fresh_from: int | None = None) -> Routes:
     """Routes (one per distinct frame's visit sequence) from a run over
     distinct frames; frames from ``fresh_from`` on (an attack's) share no
@@ -150,9 +172,7 @@ def compile_routes(trace: Trace, entries: Mapping[str, object], fresh_from: int 
     for s, ti in enumerate(order):
         spec = trace.tables[ti]
         bits, kinds, lo, hi, mask = _word_rows(spec, entries.get(spec.name))
-        from synapse_vmt.p4.interp import encode_words
-
-        keys = np.array([encode_words(spec, k) for k in key_ids[s]], dtype=np.uint32).reshape(len(key_ids[s]), len(bits))
+        keys = _encode_keys(spec, list(key_ids[s]), len(bits))
         args.append((spec.name, bits, kinds, lo, hi, mask, keys, np.array(expected[s], dtype=np.int64)))
     return Routes(
         tables=[trace.tables[t].name for t in order],
@@ -374,6 +394,21 @@ def prepare(program: str, entries_file: str | None, *, pcap: str | None = None, 
     return ProgramRun(prog, entries, trace, routes, idx, factory, dur, counts_of, full)
 
 
+def _attack_run(prog: Program, entries: dict, seed: int, frames: list[bytes]) -> Trace:
+    """``prog.run(frames, entries, seed=seed)`` by the compiled program's
+    Rust executor, as a capture runs: an attack's frames are each new, so
+    the interpreter's run (and its Python per frame) was most of an attack
+    run's preparation. The same trace (tests/test_flood.py checks it); a
+    program the executor does not compile runs in the interpreter."""
+    from synapse_vmt.p4.engine import RustProgram
+
+    try:
+        rp = RustProgram(prog, entries, seed=seed)
+    except UserError:
+        return prog.run(frames, entries, seed=seed)
+    return rp.run(frames)
+
+
 def _prepare_attack(prog: Program, bprog, entries: dict, traffic, attack, frames: list[bytes], dur: float, seed: int,
                     pmus: int, block_size: int) -> ProgramRun:
     """:func:`prepare` of generated traffic with an ``[attack]``: the
@@ -399,13 +434,13 @@ def _prepare_attack(prog: Program, bprog, entries: dict, traffic, attack, frames
     legit_distinct, legit_idx = dedup_frames(frames)
     capacity = 0
     if attack.kind == "scan":  # the largest table's PMU entries, the pool split evenly over the legit tables
-        n_tables = len(compile_routes(prog.run(legit_distinct, entries, seed=seed), entries).tables)
+        n_tables = len(compile_routes(_attack_run(prog, entries, seed, legit_distinct), entries).tables)
         capacity = -(-pmus // max(1, n_tables)) * block_size
     pool = attack.pool(len(t), capacity)
     forged = atk.attack_frames(traffic, attack, bprog, entries, pool, seed, set(legit_distinct))
     distinct = legit_distinct + forged  # forged frames are distinct and new
     idx = np.concatenate([legit_idx, len(legit_distinct) + np.arange(pool, dtype=np.int64)])
-    trace = prog.run(distinct, entries, seed=seed)
+    trace = _attack_run(prog, entries, seed, distinct)
     routes = compile_routes(trace, entries, fresh_from=len(legit_distinct))
     route_of = routes.frame_route[idx]
     lr = routes.frame_route[:len(legit_distinct)]

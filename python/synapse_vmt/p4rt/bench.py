@@ -4,8 +4,9 @@ The server runs in a process of its own (``synapse serve`` on a free
 loopback port), so client and server do not share an interpreter. Every
 request is built and serialised before the clock starts; the client sends
 the bytes through a raw gRPC method (no protobuf work while timed): by
-default the Rust client in the extension (``_core.BenchClient``, tonic),
-whose few µs per call leave the server the bound, or Python's grpcio
+default the Rust client in the extension (``_core.BenchClient``: HTTP/2
+on ``h2``, each request one ``writev``, its socket polled for
+``client_spin_us`` before it sleeps), whose few µs per call leave the server the bound, or Python's grpcio
 (``client="python"``, 120–180 µs of CPU per call) for comparison. The
 arbitration stream is grpcio's either way. Three phases on one table: batched INSERTs (``batch`` updates per Write), the
 same entries batched DELETEd, then ``singles`` Writes of one INSERT each
@@ -82,12 +83,12 @@ def default_client() -> str:
     return "rust" if hasattr(_core, "BenchClient") else "python"
 
 
-def _rust_sender(port: int):
+def _rust_sender(port: int, spin_us: int = 150):
     """``send(method, requests, window, timeout_s)`` -> (seconds, [latency s]) through
-    the Rust client (``_core.BenchClient``): the CPU of a call is tonic's, not Python's."""
+    the Rust client (``_core.BenchClient``): the CPU of a call is Rust's, not Python's."""
     from synapse_vmt import _core
 
-    c = _core.BenchClient(port)
+    c = _core.BenchClient(port, spin_us)
 
     def send(method: str, requests: list[bytes], window: int, timeout_s: float):
         try:
@@ -141,11 +142,12 @@ def _cpu_s(pid: int) -> float | None:
 
 def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, batch: int = 1000,
                singles: int = 2000, seed: int = 1, traffic: float = 0.0, transport: str = "rust",
-               window: int = 16, client: str | None = None) -> dict:
+               window: int = 16, client: str | None = None, client_spin_us: int = 150) -> dict:
     """Rates of batched and single Writes to a ``synapse serve`` of ``program``
     (``traffic``: its ``--traffic``, background lookups per second per table;
     ``transport``: its ``--transport``; ``client``: ``rust`` (the default
-    where the extension has it) or ``python``)."""
+    where the extension has it) or ``python``; ``client_spin_us``: the Rust
+    client's poll of its socket before it sleeps, 0: never)."""
     if client is None:
         client = default_client()
     prog = read_program(program)
@@ -187,7 +189,7 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
                                   response_deserializer=p4r.StreamMessageResponse.FromString)(hello())
         if next(stream).arbitration.status.code != 0:
             raise UserError("the benchmark's controller did not become primary")
-        send = _rust_sender(port) if client == "rust" else _python_sender(ch)
+        send = _rust_sender(port, client_spin_us) if client == "rust" else _python_sender(ch)
         reads = ch.unary_stream(READ, request_serializer=p4r.ReadRequest.SerializeToString,
                                 response_deserializer=p4r.ReadResponse.FromString)
 
@@ -224,6 +226,7 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
     return {
         "program": program, "table": spec.name, "entries": entries, "batch": batch, "singles": singles,
         "traffic": traffic, "transport": transport, "client": client,
+        "client_spin_us": client_spin_us if client == "rust" else None,
         "batched_inserts_per_s": entries / t_ins, "batched_deletes_per_s": entries / t_del,
         "single_writes_per_s": singles / float(lat_ms.sum() / 1e3),
         "single_p50_ms": float(np.percentile(lat_ms, 50)), "single_p99_ms": float(np.percentile(lat_ms, 99)),
