@@ -221,7 +221,11 @@ def bench_p4rt(program: str, table: str | None = None, entries: int = 20_000, ba
     finally:
         closed.set()
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:  # a server stuck past SIGTERM must not outlive the bench
+            proc.kill()
+            proc.wait()
         proc.stderr.close()
     return {
         "program": program, "table": spec.name, "entries": entries, "batch": batch, "singles": singles,
