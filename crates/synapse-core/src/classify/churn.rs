@@ -103,10 +103,14 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
     let n0 = set.len();
     // The oracle's rules as indices into `arena` (cheap to move about).
     let arena: Vec<Rule> = set.rules.clone();
-    let mut order: Vec<u32> = (0..n0 as u32).collect();
+    // The rules now: their number and, for `Near` (the rules of the set
+    // left, ascending: each at its own priority), a bit per rule of the
+    // set; the rules deleted, to be put back. (Not the list of rules, whose
+    // shifting per update would charge the lookups with its cache misses:
+    // the oracle replays the updates after the run.)
+    let mut len = n0;
+    let mut present: Vec<u64> = (0..n0.div_ceil(64)).map(|w| if (w + 1) * 64 <= n0 { !0 } else { (1u64 << (n0 % 64)) - 1 }).collect();
     let mut rep = ChurnReport { churn: placement, ..Default::default() };
-    // `Near`: `order` stays ascending (rules of the set at their own
-    // priority); the rules deleted, to be put back.
     let mut gone: Vec<u32> = Vec::new();
     let mut lat: Vec<f32> = Vec::new();
     let mut out = vec![0i32; BATCH];
@@ -124,7 +128,6 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
         let due = (rate * (rep.lookup_s + rep.update_s)) as u64;
         // (Not past the run's end: a slow update must not owe a flood.)
         while rep.updates < due && n0 > 0 && rep.lookup_s + rep.update_s < secs {
-            let len = order.len();
             // Keep the set within a few per cent of its size.
             let insert = len == 0 || (len < n0 + n0 / 32 + 1 && (len <= n0 - n0.min(n0 / 32) || rng.gen::<bool>()));
             // (Near: only a deleted rule goes back, so the set stays at or
@@ -135,13 +138,14 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
                     Placement::Uniform => (rng.gen_range(0..=len), rng.gen_range(0..n0) as u32),
                     Placement::Near => {
                         let r = gone.swap_remove(rng.gen_range(0..gone.len()));
-                        (order.partition_point(|&x| x < r), r)
+                        present[r as usize / 64] |= 1 << (r % 64);
+                        (rank(&present, r), r)
                     }
                 };
                 let t0 = Instant::now();
                 t.insert(pos, arena[r as usize]).expect("insert in range");
                 let dt = t0.elapsed();
-                order.insert(pos, r);
+                len += 1;
                 log.push((pos as u32, r));
                 lat.push(dt.as_secs_f32());
                 rep.update_s += dt.as_secs_f64();
@@ -151,9 +155,11 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
                 t.delete(pos).expect("delete in range");
                 let dt = t0.elapsed();
                 if placement == Placement::Near {
-                    gone.push(order[pos]);
+                    let r = select(&present, pos as u32);
+                    present[r as usize / 64] &= !(1 << (r % 64));
+                    gone.push(r);
                 }
-                order.remove(pos);
+                len -= 1;
                 log.push((pos as u32, u32::MAX));
                 lat.push(dt.as_secs_f32());
                 rep.update_s += dt.as_secs_f64();
@@ -188,8 +194,14 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
         rep.checked += 1;
         rep.wrong += (got != want.map_or(-1, |p| p as i32)) as u64;
     }
-    debug_assert!(log.len() - done + now.len() >= order.len());
-    rep.rules = order.len();
+    for &(pos, r) in &log[done..] {
+        match r {
+            u32::MAX => _ = now.remove(pos as usize),
+            r => now.insert(pos as usize, r),
+        }
+    }
+    debug_assert_eq!(now.len(), len);
+    rep.rules = now.len();
     if !lat.is_empty() {
         lat.sort_unstable_by(|a, b| a.total_cmp(b));
         let q = |p: f64| lat[((lat.len() - 1) as f64 * p).round() as usize] as f64 * 1e6;
@@ -198,8 +210,30 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
         rep.update_latency_us_p999 = q(0.999);
         rep.update_latency_us_max = q(1.0);
     }
-    rep.final_rules = order.iter().map(|&r| arena[r as usize]).collect();
+    rep.final_rules = now.iter().map(|&r| arena[r as usize]).collect();
     rep
+}
+
+/// The rules below `r` in the bit set `bits`.
+fn rank(bits: &[u64], r: u32) -> usize {
+    let w = r as usize / 64;
+    bits[..w].iter().map(|b| b.count_ones() as usize).sum::<usize>() + (bits[w] & ((1u64 << (r % 64)) - 1)).count_ones() as usize
+}
+
+/// The `p`-th rule (from 0) in the bit set `bits`.
+fn select(bits: &[u64], mut p: u32) -> u32 {
+    for (w, &b) in bits.iter().enumerate() {
+        let c = b.count_ones();
+        if p < c {
+            let mut b = b;
+            for _ in 0..p {
+                b &= b - 1;
+            }
+            return w as u32 * 64 + b.trailing_zeros();
+        }
+        p -= c;
+    }
+    unreachable!("position {p} past the rules")
 }
 
 /// Lookups per second of `t` over `keys` in whole-trace batch passes for
