@@ -1817,7 +1817,7 @@ impl PTree {
         for v in [&mut p.trees, &mut p.levels, &mut p.blocks, &mut p.lanes, &mut p.lines, &mut p.rank] {
             *v /= n;
         }
-        p.group_lines /= n.div_euclid(GROUP as f64).max(1.0);
+        p.group_lines /= (n / GROUP as f64).ceil();
         p.distinct_lines = lines.len();
         p.distinct_leaves = leaves.len();
         p.row_bytes = self.rows.len() * std::mem::size_of::<Row>();
