@@ -7,7 +7,8 @@
 //! the churn it also measures, without updates, the lookups of the tree as
 //! the churn left it and of a tree built afresh from the same rules: what
 //! the in-place structure lost, against what the set's change costs any
-//! tree.
+//! tree, and what a lookup reads in each (`PTree::lookup_profile`: trees,
+//! levels, leaf blocks, rules compared, lines).
 use synapse_core::classify::partition::PTree;
 use synapse_core::classify::{churn, BuildConfig};
 use synapse_core::rules::Key;
@@ -41,6 +42,14 @@ fn main() {
             rep.checked
         );
     };
+    let profile = |what: &str, t: &PTree| {
+        let p = t.lookup_profile(&keys);
+        println!(
+            "  {what} per lookup: {:.2} trees, {:.2} levels, {:.2} blocks, {:.1} rules compared, {:.1} block lines, {:.0} lines per group of 16; \
+             {} lines and {} leaves read in all, {} KiB of blocks",
+            p.trees, p.levels, p.blocks, p.lanes, p.lines, p.group_lines, p.distinct_lines, p.distinct_leaves, p.row_bytes >> 10
+        );
+    };
     let mut t = PTree::build(&set, &cfg.ptree).unwrap();
     let st = t.stats();
     println!(
@@ -51,12 +60,18 @@ fn main() {
         st.items
     );
     show("static", &churn::run(&mut t, &set, &keys, 0.0, secs, 7, placement));
+    profile("static", &t);
+    println!("  whole-trace batch passes (as bench classify), no updates: {:.2} M lookups/s", churn::static_rate(&t, &keys, secs) / 1e6);
     if rate == 0.0 {
         return; // the static structure only: its lookups, bytes and build time
     }
     show(&format!("rate {rate:e} ({placement:?})"), &churn::run(&mut t, &set, &keys, rate, secs, 7, placement));
     let now = t.rule_set();
     show("after the churn, no updates", &churn::run(&mut t, &now, &keys, 0.0, secs, 7, placement));
+    profile("after the churn", &t);
+    println!("  whole-trace batch passes (as bench classify), no updates: {:.2} M lookups/s", churn::static_rate(&t, &keys, secs) / 1e6);
     let mut fresh = PTree::build(&now, &cfg.ptree).unwrap();
     show("its rules built afresh", &churn::run(&mut fresh, &now, &keys, 0.0, secs, 7, placement));
+    profile("built afresh", &fresh);
+    println!("  whole-trace batch passes (as bench classify), no updates: {:.2} M lookups/s", churn::static_rate(&fresh, &keys, secs) / 1e6);
 }

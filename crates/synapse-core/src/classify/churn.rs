@@ -12,8 +12,10 @@
 //! TupleMerge's delete and re-insert rules of the set). Every update
 //! is timed on its own (its latency, including any fold-in it makes); the
 //! lookups are timed per batch. A sample of each batch's answers is checked
-//! against the linear oracle over the rules as they are then, outside the
-//! timed parts: `wrong` counts the answers that differ.
+//! against the linear oracle over the rules as they were then, after the
+//! run (the updates replayed): a linear scan between the batches would
+//! evict the structure from the caches and charge the lookups for it.
+//! `wrong` counts the answers that differ.
 
 use super::{Incremental, Match};
 use crate::rules::{Key, Rule, RuleSet};
@@ -101,14 +103,23 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
     let n0 = set.len();
     // The oracle's rules as indices into `arena` (cheap to move about).
     let arena: Vec<Rule> = set.rules.clone();
-    let mut order: Vec<u32> = (0..n0 as u32).collect();
+    // The rules now: their number and, for `Near` (the rules of the set
+    // left, ascending: each at its own priority), a bit per rule of the
+    // set; the rules deleted, to be put back. (Not the list of rules, whose
+    // shifting per update would charge the lookups with its cache misses:
+    // the oracle replays the updates after the run.)
+    let mut len = n0;
+    let mut present: Vec<u64> = (0..n0.div_ceil(64)).map(|w| if (w + 1) * 64 <= n0 { !0 } else { (1u64 << (n0 % 64)) - 1 }).collect();
     let mut rep = ChurnReport { churn: placement, ..Default::default() };
-    // `Near`: `order` stays ascending (rules of the set at their own
-    // priority); the rules deleted, to be put back.
     let mut gone: Vec<u32> = Vec::new();
     let mut lat: Vec<f32> = Vec::new();
     let mut out = vec![0i32; BATCH];
     let mut at = 0usize;
+    // The updates in order (position, rule; `u32::MAX`: a delete) and the
+    // answers to check (updates before, key, answer), for the oracle after
+    // the run.
+    let mut log: Vec<(u32, u32)> = Vec::new();
+    let mut sample: Vec<(u64, u32, i32)> = Vec::new();
     if keys.is_empty() {
         return rep;
     }
@@ -117,7 +128,6 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
         let due = (rate * (rep.lookup_s + rep.update_s)) as u64;
         // (Not past the run's end: a slow update must not owe a flood.)
         while rep.updates < due && n0 > 0 && rep.lookup_s + rep.update_s < secs {
-            let len = order.len();
             // Keep the set within a few per cent of its size.
             let insert = len == 0 || (len < n0 + n0 / 32 + 1 && (len <= n0 - n0.min(n0 / 32) || rng.gen::<bool>()));
             // (Near: only a deleted rule goes back, so the set stays at or
@@ -128,13 +138,15 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
                     Placement::Uniform => (rng.gen_range(0..=len), rng.gen_range(0..n0) as u32),
                     Placement::Near => {
                         let r = gone.swap_remove(rng.gen_range(0..gone.len()));
-                        (order.partition_point(|&x| x < r), r)
+                        present[r as usize / 64] |= 1 << (r % 64);
+                        (rank(&present, r), r)
                     }
                 };
                 let t0 = Instant::now();
                 t.insert(pos, arena[r as usize]).expect("insert in range");
                 let dt = t0.elapsed();
-                order.insert(pos, r);
+                len += 1;
+                log.push((pos as u32, r));
                 lat.push(dt.as_secs_f32());
                 rep.update_s += dt.as_secs_f64();
             } else {
@@ -143,9 +155,12 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
                 t.delete(pos).expect("delete in range");
                 let dt = t0.elapsed();
                 if placement == Placement::Near {
-                    gone.push(order[pos]);
+                    let r = select(&present, pos as u32);
+                    present[r as usize / 64] &= !(1 << (r % 64));
+                    gone.push(r);
                 }
-                order.remove(pos);
+                len -= 1;
+                log.push((pos as u32, u32::MAX));
                 lat.push(dt.as_secs_f32());
                 rep.update_s += dt.as_secs_f64();
             }
@@ -157,15 +172,36 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
         t.classify_batch(batch, &mut out[..batch.len()]);
         rep.lookup_s += t0.elapsed().as_secs_f64();
         rep.lookups += batch.len() as u64;
-        // The oracle on a sample of the batch, outside the clock.
+        // A sample of the batch for the oracle.
         for i in (0..batch.len()).step_by((batch.len() / CHECK).max(1)) {
-            let want: Match = order.iter().position(|&r| arena[r as usize].matches(&batch[i])).map(|p| p as u32);
-            rep.checked += 1;
-            rep.wrong += (out[i] != want.map_or(-1, |p| p as i32)) as u64;
+            sample.push((rep.updates, (at + i) as u32, out[i]));
         }
         at = if end == keys.len() { 0 } else { end };
     }
-    rep.rules = order.len();
+    // The oracle: the updates replayed, each sample checked against the
+    // rules as they were when it was answered.
+    let mut now: Vec<u32> = (0..n0 as u32).collect();
+    let mut done = 0usize;
+    for &(before, k, got) in &sample {
+        for &(pos, r) in &log[done..before as usize] {
+            match r {
+                u32::MAX => _ = now.remove(pos as usize),
+                r => now.insert(pos as usize, r),
+            }
+        }
+        done = before as usize;
+        let want: Match = now.iter().position(|&r| arena[r as usize].matches(&keys[k as usize])).map(|p| p as u32);
+        rep.checked += 1;
+        rep.wrong += (got != want.map_or(-1, |p| p as i32)) as u64;
+    }
+    for &(pos, r) in &log[done..] {
+        match r {
+            u32::MAX => _ = now.remove(pos as usize),
+            r => now.insert(pos as usize, r),
+        }
+    }
+    debug_assert_eq!(now.len(), len);
+    rep.rules = now.len();
     if !lat.is_empty() {
         lat.sort_unstable_by(|a, b| a.total_cmp(b));
         let q = |p: f64| lat[((lat.len() - 1) as f64 * p).round() as usize] as f64 * 1e6;
@@ -174,8 +210,30 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
         rep.update_latency_us_p999 = q(0.999);
         rep.update_latency_us_max = q(1.0);
     }
-    rep.final_rules = order.iter().map(|&r| arena[r as usize]).collect();
+    rep.final_rules = now.iter().map(|&r| arena[r as usize]).collect();
     rep
+}
+
+/// The rules below `r` in the bit set `bits`.
+fn rank(bits: &[u64], r: u32) -> usize {
+    let w = r as usize / 64;
+    bits[..w].iter().map(|b| b.count_ones() as usize).sum::<usize>() + (bits[w] & ((1u64 << (r % 64)) - 1)).count_ones() as usize
+}
+
+/// The `p`-th rule (from 0) in the bit set `bits`.
+fn select(bits: &[u64], mut p: u32) -> u32 {
+    for (w, &b) in bits.iter().enumerate() {
+        let c = b.count_ones();
+        if p < c {
+            let mut b = b;
+            for _ in 0..p {
+                b &= b - 1;
+            }
+            return w as u32 * 64 + b.trailing_zeros();
+        }
+        p -= c;
+    }
+    unreachable!("position {p} past the rules")
 }
 
 /// Lookups per second of `t` over `keys` in whole-trace batch passes for
@@ -213,6 +271,61 @@ mod tests {
             assert_eq!(rep.wrong, 0, "{rep:?}");
             assert_eq!(t.rule_set().rules, rep.final_rules);
         }
+    }
+
+    /// A ptree whose answers after its first update are off by one.
+    struct OffByOne(PTree, bool);
+
+    impl crate::classify::Classifier for OffByOne {
+        fn classify(&self, key: &Key) -> Match {
+            self.0.classify(key).map(|p| p + self.1 as u32)
+        }
+        fn classify_batch(&self, keys: &[Key], out: &mut [i32]) {
+            self.0.classify_batch(keys, out);
+            out.iter_mut().filter(|o| **o >= 0).for_each(|o| *o += self.1 as i32);
+        }
+    }
+
+    impl crate::classify::MemoryWalk for OffByOne {
+        fn walk(&self, key: &Key, accesses: &mut Vec<crate::classify::MemAccess>) -> Match {
+            self.0.walk(key, accesses)
+        }
+        fn memory_bytes(&self) -> u64 {
+            self.0.memory_bytes()
+        }
+    }
+
+    impl crate::classify::Structure for OffByOne {
+        fn stats(&self) -> Vec<(&'static str, String)> {
+            Vec::new()
+        }
+    }
+
+    impl Incremental for OffByOne {
+        fn insert(&mut self, pos: usize, rule: Rule) -> Result<(), crate::classify::BuildError> {
+            self.1 = true;
+            self.0.insert(pos, rule)
+        }
+        fn delete(&mut self, pos: usize) -> Result<(), crate::classify::BuildError> {
+            self.1 = true;
+            self.0.delete(pos)
+        }
+    }
+
+    #[test]
+    fn the_oracle_after_the_run_checks_each_answer_against_the_rules_of_its_time() {
+        // Answers wrong from the first update on: the batches before it
+        // (none due at time 0) check right, those after wrong.
+        let set = rulegen::generate(&Params::builtin("acl").unwrap(), 300, 2);
+        let keys: Vec<Key> = tracegen::generate(&set, 2000, tracegen::Pareto::new(1.0, 0.1).unwrap(), 3).iter().map(|e| e.key).collect();
+        let mut t = OffByOne(PTree::build(&set, &PTreeConfig::default()).unwrap(), false);
+        let rep = run(&mut t, &set, &keys, 2e5, 0.05, 1, Placement::Uniform);
+        assert!(rep.updates > 0, "{rep:?}");
+        assert!(rep.wrong > 0 && rep.wrong < rep.checked, "{rep:?}");
+        // The same run with right answers: none wrong.
+        let mut t = PTree::build(&set, &PTreeConfig::default()).unwrap();
+        let rep = run(&mut t, &set, &keys, 2e5, 0.05, 1, Placement::Uniform);
+        assert!(rep.updates > 0 && rep.wrong == 0, "{rep:?}");
     }
 
     #[test]

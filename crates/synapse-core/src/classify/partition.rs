@@ -411,6 +411,27 @@ impl Updates {
     }
 }
 
+/// What lookups read, per lookup unless said ([`PTree::lookup_profile`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LookupProfile {
+    /// Trees walked, inner nodes read, leaf blocks read, rule lanes in use
+    /// among them (the rules compared), 64-byte lines of the blocks read,
+    /// rank table look-ups (after updates).
+    pub trees: f64,
+    pub levels: f64,
+    pub blocks: f64,
+    pub lanes: f64,
+    pub lines: f64,
+    pub rank: f64,
+    /// Distinct lines (nodes and blocks) per group of the batch path.
+    pub group_lines: f64,
+    /// Over all the keys: distinct lines and leaves read (the working set),
+    /// and the bytes of the leaf blocks.
+    pub distinct_lines: usize,
+    pub distinct_leaves: usize,
+    pub row_bytes: usize,
+}
+
 /// Banks the memory walk spreads the structure over (by 64-byte line).
 pub const WALK_BANKS: u64 = 32;
 
@@ -1729,6 +1750,78 @@ impl PTree {
             return Err(format!("{unused} blocks in holes, {} counted unused", u.garbage));
         }
         Ok(())
+    }
+
+    /// What lookups of `keys` read, walked as the batch path walks them
+    /// (trees skipped by their best rule, a leaf's blocks as far as they
+    /// can beat the match so far), counted per lookup: for comparing the
+    /// tree under churn with a fresh build of its rules (`classify_churn`).
+    pub fn lookup_profile(&self, keys: &[Key]) -> LookupProfile {
+        let stride = self.stride();
+        let block_bytes = stride * std::mem::size_of::<Row>();
+        let rows_at = self.rows.as_ptr() as usize;
+        let mut p = LookupProfile::default();
+        let mut lines = std::collections::HashSet::new();
+        let mut group = std::collections::HashSet::new();
+        let mut leaves = std::collections::HashSet::new();
+        for (x, key) in keys.iter().enumerate() {
+            if x % GROUP == 0 {
+                p.group_lines += group.len() as f64;
+                group.clear();
+            }
+            let pk = self.pack_key(key);
+            let mut best = self.odd_best(key);
+            for tree in &self.trees {
+                if tree.min_prio >= best {
+                    continue;
+                }
+                p.trees += 1.0;
+                let mut i = tree.root;
+                loop {
+                    lines.insert(usize::MAX - i as usize);
+                    group.insert(usize::MAX - i as usize);
+                    let n = &self.nodes[i as usize];
+                    if n.is_leaf() {
+                        break;
+                    }
+                    p.levels += 1.0;
+                    i = n.base + simd::below_scalar(n, key.0[n.field()] ^ BIAS);
+                }
+                leaves.insert(i);
+                let n = &self.nodes[i as usize];
+                for b in n.first_block()..n.first_block() + n.blocks().max(1) {
+                    let blk = &self.rows[b * stride..(b + 1) * stride];
+                    if b > n.first_block() && self.id_of(blk, 0) >= best {
+                        break;
+                    }
+                    p.blocks += 1.0;
+                    let a = rows_at + b * block_bytes;
+                    for l in a / 64..(a + block_bytes).div_ceil(64) {
+                        p.lines += 1.0;
+                        lines.insert(l);
+                        group.insert(l);
+                    }
+                    let empty = if self.fold.is_some() && !self.wide { simd::FOLD_EMPTY >> 16 } else { u32::MAX };
+                    p.lanes += (0..LANES).filter(|&l| self.id_of(blk, l) != empty).count() as f64;
+                    let m = self.test_block(blk, &pk);
+                    if m != 0 {
+                        best = best.min(self.id_of(blk, m.trailing_zeros() as usize));
+                        break;
+                    }
+                }
+            }
+            p.rank += self.upd.is_some() as u32 as f64;
+        }
+        p.group_lines += group.len() as f64;
+        let n = keys.len().max(1) as f64;
+        for v in [&mut p.trees, &mut p.levels, &mut p.blocks, &mut p.lanes, &mut p.lines, &mut p.rank] {
+            *v /= n;
+        }
+        p.group_lines /= (n / GROUP as f64).ceil();
+        p.distinct_lines = lines.len();
+        p.distinct_leaves = leaves.len();
+        p.row_bytes = self.rows.len() * std::mem::size_of::<Row>();
+        p
     }
 
     /// Compactions of the leaf blocks since the first update.
