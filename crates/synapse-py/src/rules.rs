@@ -312,6 +312,18 @@ impl PyClassifier {
         Ok(PyArray1::from_vec_bound(py, out))
     }
 
+    /// Classifies keys given as a uint32 array (n x words) `passes` times
+    /// over and returns the seconds taken (the keys converted once, before
+    /// the clock): a rate measurement for rule sets of any width.
+    fn time_keys(&self, py: Python<'_>, keys: PyReadonlyArray2<'_, u32>, passes: usize) -> PyResult<f64> {
+        let w = keys.shape()[1];
+        if w != self.words {
+            return Err(PyValueError::new_err(format!("expected keys of {} words (columns), found {w}", self.words)));
+        }
+        let flat = flat(&keys);
+        Ok(py.allow_threads(|| self.inner.time_words(&flat, w, passes)))
+    }
+
     /// Classifies the headers `start..stop` of `trace` (all by default): an
     /// int32 array, the index of the first matching rule or -1.
     #[pyo3(signature = (trace, start=0, stop=None))]

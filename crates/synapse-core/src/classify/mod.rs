@@ -104,8 +104,8 @@ impl<const N: usize> Incremental<N> for dtree::DTree<N> {
     }
 }
 
-impl Incremental for partition::PTree {
-    fn insert(&mut self, pos: usize, rule: Rule) -> Result<(), BuildError> {
+impl<const N: usize> Incremental<N> for partition::PTree<N> {
+    fn insert(&mut self, pos: usize, rule: Rule<N>) -> Result<(), BuildError> {
         partition::PTree::insert(self, pos, rule)
     }
     fn delete(&mut self, pos: usize) -> Result<(), BuildError> {
@@ -119,33 +119,17 @@ impl Incremental for partition::PTree {
 /// Names [`build_incremental_n`] accepts.
 pub const INCREMENTAL_ALGORITHMS: &[&str] = &["dtree", "ptree"];
 
-/// The structure `algo` over `set`, to be updated in place: the decision
-/// tree at any width, the partitioned tree at the default 8 words.
+/// The structure `algo` over `set`, to be updated in place, at any key
+/// width.
 pub fn build_incremental_n<const N: usize>(algo: &str, set: &RuleSet<N>, config: &BuildConfig) -> Result<Box<dyn Incremental<N>>, BuildError> {
     match algo {
         "dtree" => Ok(Box::new(dtree::DTree::build(set, &config.dtree)?)),
-        "ptree" => {
-            let t = partition::PTree::build(narrow(set)?, &config.ptree)?;
-            Ok(widen(Box::new(t) as Box<dyn Incremental>))
-        }
+        "ptree" => Ok(Box::new(partition::PTree::build(set, &config.ptree)?)),
         _ => Err(BuildError::BadConfig(format!(
             "{algo:?} is not updated in place (expected one of: {})",
             INCREMENTAL_ALGORITHMS.join(", ")
         ))),
     }
-}
-
-/// `set` as the 8-word set it is when `N` is 8 (the partitioned tree is
-/// built for that width only).
-fn narrow<const N: usize>(set: &RuleSet<N>) -> Result<&RuleSet, BuildError> {
-    (set as &dyn std::any::Any)
-        .downcast_ref::<RuleSet>()
-        .ok_or_else(|| BuildError::Unsupported(format!("ptree takes keys of {MAX_FIELDS} words, not {N}")))
-}
-
-/// A boxed 8-word structure as the `N`-word one it is (after [`narrow`]).
-fn widen<T: 'static, U: 'static>(b: T) -> U {
-    *(Box::new(b) as Box<dyn std::any::Any>).downcast::<U>().expect("N is the default width")
 }
 
 /// Build parameters for every algorithm of the registry (a scenario's
@@ -263,18 +247,17 @@ pub fn build_structure(algo: &str, set: &RuleSet, config: &BuildConfig) -> Resul
 
 /// Names [`build_structure_n`] accepts: the structures built for keys of
 /// any width.
-pub const WIDE_ALGORITHMS: &[&str] = &["linear", "trie", "dtree", "exact"];
+pub const WIDE_ALGORITHMS: &[&str] = &["linear", "trie", "dtree", "ptree", "exact"];
 
 /// [`build_structure`] for keys of `N` words (P4 tables wider than the
-/// 5-tuple); the algorithms of [`WIDE_ALGORITHMS`], and ptree when `N` is
-/// the default width (the simulator's five-tuple tables).
+/// 5-tuple); the algorithms of [`WIDE_ALGORITHMS`].
 pub fn build_structure_n<const N: usize>(algo: &str, set: &RuleSet<N>, config: &BuildConfig) -> Result<Box<dyn Structure<N>>, BuildError> {
     Ok(match algo {
         "linear" => Box::new(linear::Linear::new(set)),
         "trie" => Box::new(trie::Trie::build(set, &config.trie)?),
         "dtree" => Box::new(dtree::DTree::build(set, &config.dtree)?),
         "exact" => Box::new(exact::Exact::build(set)?),
-        "ptree" if N == MAX_FIELDS => widen(Box::new(partition::PTree::build(narrow(set)?, &config.ptree)?) as Box<dyn Structure>),
+        "ptree" => Box::new(partition::PTree::build(set, &config.ptree)?),
         _ => {
             return Err(BuildError::BadConfig(format!(
                 "unknown classifier {algo:?} (expected one of: {})",
@@ -326,6 +309,27 @@ impl AnyStructure {
             AnyStructure::W8(s) => run(s.as_ref(), flat, words, out),
             AnyStructure::W16(s) => run(s.as_ref(), flat, words, out),
             AnyStructure::W32(s) => run(s.as_ref(), flat, words, out),
+        }
+    }
+
+    /// Seconds `passes` batch passes over the keys given as rows of `words`
+    /// words take (`classify_words`' keys made once, before the clock):
+    /// a rate measurement with the loop here.
+    pub fn time_words(&self, flat: &[u32], words: usize, passes: usize) -> f64 {
+        fn run<const N: usize>(s: &dyn Structure<N>, flat: &[u32], words: usize, passes: usize) -> f64 {
+            let keys: Vec<Key<N>> = flat.chunks_exact(words.max(1)).map(|r| Key::<N>::from_words(&r[..words])).collect();
+            let mut out = vec![-1i32; keys.len()];
+            let t = std::time::Instant::now();
+            for _ in 0..passes {
+                s.classify_batch(&keys, &mut out);
+                std::hint::black_box(&out);
+            }
+            t.elapsed().as_secs_f64()
+        }
+        match self {
+            AnyStructure::W8(s) => run(s.as_ref(), flat, words, passes),
+            AnyStructure::W16(s) => run(s.as_ref(), flat, words, passes),
+            AnyStructure::W32(s) => run(s.as_ref(), flat, words, passes),
         }
     }
 

@@ -133,7 +133,8 @@ struct Tree {
     /// Index of the tree's best rule: a key already matched at or above it
     /// skips the tree.
     min_prio: u32,
-    /// The address fields its rules are small on (the partition's key):
+    /// The address fields its rules are small on (the partition's key; bit
+    /// `i` for the `i`-th field cut on, so any key width fits):
     /// where a fold-in puts a rule small on the same ones.
     mask: u8,
     /// The side leaf: a tree of one leaf (depth 0) holding the wide rules
@@ -141,25 +142,26 @@ struct Tree {
     side: bool,
 }
 
-type Box_ = [(u32, u32); MAX_FIELDS];
+/// A rule's box: per key word its (low, high) bounds.
+type Box_<const N: usize> = [(u32, u32); N];
 /// Leaves built so far by their rules: the first block.
 type Leaves = std::collections::HashMap<Vec<u32>, u32>;
 
 /// A set's rules as boxes, computed once for every build candidate.
-struct Boxes {
+struct Boxes<const N: usize> {
     /// Bits of each field.
     widths: Vec<u8>,
     /// Per rule its box; an empty box (a rule that is not one, or matches
     /// nothing) matches nothing.
-    boxes: Vec<Box_>,
+    boxes: Vec<Box_<N>>,
     /// The rules that are boxes.
     slots: Vec<u32>,
     /// Rules that are not a box (index, rule), searched linearly.
-    odd: Vec<(u32, Rule)>,
+    odd: Vec<(u32, Rule<N>)>,
 }
 
-impl Boxes {
-    fn new(set: &RuleSet) -> Boxes {
+impl<const N: usize> Boxes<N> {
+    fn new(set: &RuleSet<N>) -> Self {
         let widths: Vec<u8> = set.schema.fields.iter().map(|f| f.bits).collect();
         let mut b = Boxes { boxes: Vec::with_capacity(set.len()), slots: Vec::new(), odd: Vec::new(), widths: Vec::new() };
         for (i, r) in set.rules.iter().enumerate() {
@@ -168,10 +170,10 @@ impl Boxes {
                     b.boxes.push(bx);
                     b.slots.push(i as u32);
                 }
-                Ok(None) => b.boxes.push([(0, 0); MAX_FIELDS]),
+                Ok(None) => b.boxes.push([(0, 0); N]),
                 Err(()) => {
                     b.odd.push((i as u32, *r));
-                    b.boxes.push([(0, 0); MAX_FIELDS]);
+                    b.boxes.push([(0, 0); N]);
                 }
             }
         }
@@ -181,7 +183,7 @@ impl Boxes {
 }
 
 /// The partitioned multi-way decision tree.
-pub struct PTree {
+pub struct PTree<const N: usize = MAX_FIELDS> {
     nf: usize,
     /// Leaf words: a field, or two fields of at most 16 bits packed
     /// (`pairs` bit set) so a block compares them in one row pair.
@@ -200,7 +202,7 @@ pub struct PTree {
     wide: bool,
     /// Per word: (field a, field b, shift of a, mask of b, bias): the packed
     /// word is `(key[a] << shift | key[b] & mask) ^ bias`.
-    packing: [(u8, u8, u32, u32, u32); 8],
+    packing: [(u8, u8, u32, u32, u32); N],
     config: PTreeConfig,
     nodes: Vec<Node>,
     /// Leaf blocks, `2 * words + 1` rows each: (low, high) per word, then
@@ -208,14 +210,14 @@ pub struct PTree {
     rows: Vec<Row>,
     trees: Vec<Tree>,
     /// Rules that are not a box (index, rule), searched linearly.
-    odd: Vec<(u32, Rule)>,
+    odd: Vec<(u32, Rule<N>)>,
     avx2: bool,
     /// The AVX-512 kernels (the CPU has AVX-512 F, VL and BW).
     avx512: bool,
     stats: PTreeStats,
     /// The built set, by rule id (the position at the build), and per id
     /// its tree (`u32::MAX`: none): what the first update starts from.
-    set: RuleSet,
+    set: RuleSet<N>,
     tree_of: Vec<u32>,
     /// Per rule id that covered a leaf's whole box, the rules the build
     /// dropped after it there (`fill`: they could not win); they go back
@@ -224,10 +226,10 @@ pub struct PTree {
     /// The parameters asked for (`config` may be a replicated variant).
     asked: PTreeConfig,
     /// None until the first update: answers are the rule ids as stored.
-    upd: Option<Box<Updates>>,
+    upd: Option<Box<Updates<N>>>,
     /// What the ELU's memory holds ([`Image`]): built on the first walk,
     /// read by the walk alone.
-    image: std::sync::OnceLock<Image>,
+    image: std::sync::OnceLock<Image<N>>,
 }
 
 /// The trees as the ELU's memory holds them, at the addresses the walk
@@ -237,17 +239,17 @@ pub struct PTree {
 /// memory gives: a fault there is a wrong answer, not just wrong timing.
 /// Built from the software trees on the first walk; an update writes the
 /// leaves it changed to both; a compaction builds it again.
-struct Image {
+struct Image<const N: usize> {
     nodes: Vec<Node>,
     rows: Vec<Row>,
-    odd: Vec<(u32, Rule)>,
+    odd: Vec<(u32, Rule<N>)>,
 }
 
 /// The updates in place ([`PTree::insert`], [`PTree::delete`]): every rule
 /// by a slot, its priority key, and the rank table that turns the key a
 /// lookup finds into the rule's current position.
 #[derive(Clone, Debug)]
-struct Updates {
+struct Updates<const N: usize> {
     /// Keys are below this (below the 16-bit empty id when ids sit beside
     /// the folded protocol); a multiple of 64.
     space: u32,
@@ -260,7 +262,7 @@ struct Updates {
     hi: Vec<u32>,
     /// Per key its slot (`u32::MAX`: none).
     slot_of: Vec<u32>,
-    slots: Vec<Slot>,
+    slots: Vec<Slot<N>>,
     free: Vec<u32>,
     live: usize,
     /// Per slot the rules the build dropped below it where it covered a
@@ -286,13 +288,13 @@ struct Updates {
     /// The fields the partition cuts on (where a new rule's tree is found).
     cut: Vec<usize>,
     /// A lane no key meets, as its column of a block.
-    empty: Lane,
+    empty: Lane<N>,
     /// Buffers an update reuses, so none allocates: the leaves a box
     /// reaches and the walk's stack, a leaf's lanes, the leaves written,
     /// a block built for one lane, the first blocks a spread rewrote.
     reach: Vec<u32>,
     stack: Vec<u32>,
-    lanes: Vec<Lane>,
+    lanes: Vec<Lane<N>>,
     dirty: Vec<u32>,
     block: Vec<Row>,
     seen: Vec<(u32, u32)>,
@@ -302,18 +304,39 @@ struct Updates {
 /// searched aside), its tree, its key (`u32::MAX`: the slot is free) and
 /// a generation that a delete moves on (so a stale shadow entry is known).
 #[derive(Clone, Debug)]
-struct Slot {
-    rule: Rule,
-    bx: Result<Option<Box_>, ()>,
+struct Slot<const N: usize> {
+    rule: Rule<N>,
+    bx: Result<Option<Box_<N>>, ()>,
     tree: u32,
     key: u32,
     gen: u32,
 }
 
-/// One lane of a leaf block: its word in each row.
-type Lane = [u32; 24];
+/// One lane of a leaf block: its word in each row (at most `2 N + 2`
+/// rows: 24 words for the 8-word key).
+#[derive(Clone, Copy, Debug)]
+struct Lane<const N: usize>([[u32; N]; 3]);
 
-impl Updates {
+impl<const N: usize> Lane<N> {
+    const ZERO: Self = Lane([[0; N]; 3]);
+}
+
+impl<const N: usize> std::ops::Index<usize> for Lane<N> {
+    type Output = u32;
+    #[inline(always)]
+    fn index(&self, r: usize) -> &u32 {
+        &self.0.as_flattened()[r]
+    }
+}
+
+impl<const N: usize> std::ops::IndexMut<usize> for Lane<N> {
+    #[inline(always)]
+    fn index_mut(&mut self, r: usize) -> &mut u32 {
+        &mut self.0.as_flattened_mut()[r]
+    }
+}
+
+impl<const N: usize> Updates<N> {
     /// The number of keys in use below `k`: a rule's current position.
     #[inline(always)]
     fn rank(&self, k: u32) -> u32 {
@@ -460,7 +483,7 @@ const STUCK_SPFAC: f64 = 2.0;
 /// ([`PTree::build`]).
 const LARGE: usize = 4096;
 
-impl PTree {
+impl<const N: usize> PTree<N> {
     /// Builds the partitioned tree; on a set of at most `small` rules whose
     /// lookups walk several trees also two and one trees with more
     /// replication, and
@@ -470,7 +493,33 @@ impl PTree {
     /// Fewer trees win on firewall-like sets (rules wildcarded on one
     /// address or the other), where the partition makes most lookups walk
     /// three trees.
-    pub fn build(set: &RuleSet, config: &PTreeConfig) -> Result<PTree, BuildError> {
+    ///
+    /// A build over its budget is tried again with half the depth, down to
+    /// 2: replication compounds level by level where rules are wildcarded
+    /// on many fields independently (the P4 ACLs' generated entries: about
+    /// half of UPF's generated 10K `acls` wildcard any given field), and a
+    /// shallower tree with larger leaves fits (that set: 4.2 KB per rule at
+    /// depth 8, 60x the linear scan's lookups). A set that fits is built as
+    /// asked.
+    pub fn build(set: &RuleSet<N>, config: &PTreeConfig) -> Result<Self, BuildError> {
+        let start = std::time::Instant::now();
+        let err = match Self::build_deep(set, config) {
+            Err(e @ BuildError::OverBudget { .. }) => e,
+            r => return r,
+        };
+        let mut depth = config.max_depth / 2;
+        while depth >= 2 {
+            if let Ok(mut t) = Self::build_deep(set, &PTreeConfig { max_depth: depth, ..*config }) {
+                t.stats.build_time = start.elapsed();
+                return Ok(PTree { asked: *config, ..t });
+            }
+            depth /= 2;
+        }
+        Err(err)
+    }
+
+    /// [`PTree::build`] at `config`'s depth.
+    fn build_deep(set: &RuleSet<N>, config: &PTreeConfig) -> Result<Self, BuildError> {
         let start = std::time::Instant::now();
         let boxes = Boxes::new(set);
         let t = Self::build_one(set, config, &boxes)?;
@@ -484,7 +533,7 @@ impl PTree {
         // the batch walk's prefetches hide most of an L3 hit; one tree of
         // 1-2.5 MB ran ~30% faster than the partition on the fw 1K sets,
         // one of 5 MB ~1.5x on the ipc 10K set).
-        let weigh = |t: &PTree, cost: f64| cost * (1.0 + t.stats.bytes as f64 / (64u64 << 20) as f64);
+        let weigh = |t: &Self, cost: f64| cost * (1.0 + t.stats.bytes as f64 / (64u64 << 20) as f64);
         let mut pick = t;
         let mut pick_cost = weigh(&pick, cost);
         let mut narrow = *config;
@@ -574,7 +623,7 @@ impl PTree {
     /// Estimated lookup cost over `keys` (instructions of the batch path,
     /// roughly): per tree walked a fixed part, per inner node and per leaf
     /// block tested their share; and the trees walked per lookup.
-    fn cost(&self, keys: &[Key]) -> (f64, f64) {
+    fn cost(&self, keys: &[Key<N>]) -> (f64, f64) {
         let stride = self.stride();
         let (mut c, mut walked) = (0u64, 0u64);
         for key in keys {
@@ -616,7 +665,7 @@ impl PTree {
     /// One candidate: the trees, then, when some rules reach more than
     /// `wide_leaves` leaves of theirs, the trees again without them and
     /// those rules in the side leaf (one rebuild, not iterated).
-    fn build_one(set: &RuleSet, config: &PTreeConfig, bx: &Boxes) -> Result<PTree, BuildError> {
+    fn build_one(set: &RuleSet<N>, config: &PTreeConfig, bx: &Boxes<N>) -> Result<Self, BuildError> {
         let start = std::time::Instant::now();
         let t = Self::build_trees(set, config, bx, &[])?;
         let k = config.wide_leaves.unwrap_or(AUTO_WIDE);
@@ -661,7 +710,7 @@ impl PTree {
 
     /// The trees over the box rules but `aside` (ascending), which go to
     /// the side leaf.
-    fn build_trees(set: &RuleSet, config: &PTreeConfig, bx: &Boxes, aside: &[u32]) -> Result<PTree, BuildError> {
+    fn build_trees(set: &RuleSet<N>, config: &PTreeConfig, bx: &Boxes<N>, aside: &[u32]) -> Result<Self, BuildError> {
         let start = std::time::Instant::now();
         if config.bucket == 0 || config.spfac < 1.0 || config.max_depth == 0 {
             return Err(BuildError::BadConfig(format!(
@@ -694,7 +743,7 @@ impl PTree {
             _ => None,
         };
         let pairs = words.iter().enumerate().filter(|(_, w)| w.1.is_some()).fold(0u32, |m, (i, _)| m | 1 << i);
-        let mut packing = [(0u8, 0u8, 0u32, 0u32, 0u32); 8];
+        let mut packing = [(0u8, 0u8, 0u32, 0u32, 0u32); N];
         for (w, &(a, b)) in words.iter().enumerate() {
             packing[w] = match b {
                 None => (a as u8, a as u8, 0, 0, BIAS),
@@ -737,9 +786,9 @@ impl PTree {
             }
             let bx = &boxes[s as usize];
             let mut small = 0u8;
-            for &f in &cut_fields {
+            for (i, &f) in cut_fields.iter().enumerate() {
                 if ((bx[f].1 - bx[f].0) as u64) < 1u64 << (widths[f] / 2) {
-                    small |= 1 << f;
+                    small |= 1 << i;
                 }
             }
             match groups.iter_mut().find(|(m, _)| *m == small) {
@@ -764,7 +813,7 @@ impl PTree {
         }
         groups.sort_by_key(|(_, v)| v[0]);
         let full = {
-            let mut b = [(0u32, 0u32); MAX_FIELDS];
+            let mut b = [(0u32, 0u32); N];
             for f in 0..nf {
                 b[f] = (0, width_mask(widths[f]));
             }
@@ -824,15 +873,15 @@ impl PTree {
 
     /// The lanes of leaf block `blk` that the packed key `pk` matches
     /// (scalar, for the cost model and the memory walk).
-    fn test_block(&self, blk: &[Row], pk: &[u32; 8]) -> u32 {
+    fn test_block(&self, blk: &[Row], pk: &[u32; N]) -> u32 {
         match self.words.len() {
-            3 => simd::block_scalar::<3>(blk, pk, self.pairs, self.fold.is_some()),
-            nw => simd::block_scalar::<8>(&padded(blk, nw), pk, self.pairs, self.fold.is_some()),
+            3 => simd::block_scalar::<3, N>(blk, pk, self.pairs, self.fold.is_some()),
+            nw => simd::block_scalar_n(blk, pk, nw, self.pairs, self.fold.is_some()),
         }
     }
 
     /// The memory image of the trees ([`Image`]), built on first use.
-    fn image(&self) -> &Image {
+    fn image(&self) -> &Image<N> {
         self.image.get_or_init(|| Image { nodes: self.nodes.clone(), rows: self.rows.clone(), odd: self.odd.clone() })
     }
 
@@ -879,7 +928,7 @@ impl PTree {
     }
 
     /// The rule set as it is now (after updates), in priority order.
-    pub fn rule_set(&self) -> RuleSet {
+    pub fn rule_set(&self) -> RuleSet<N> {
         let Some(u) = &self.upd else {
             return self.set.clone();
         };
@@ -909,12 +958,12 @@ impl PTree {
         (idr, sh)
     }
 
-    fn lane_key(&self, w: &Lane) -> u32 {
+    fn lane_key(&self, w: &Lane<N>) -> u32 {
         let (idr, sh) = self.id_row();
         w[idr] >> sh
     }
 
-    fn set_lane_key(&self, w: &mut Lane, k: u32) {
+    fn set_lane_key(&self, w: &mut Lane<N>, k: u32) {
         let (idr, sh) = self.id_row();
         if self.wide {
             w[idr] = k;
@@ -939,7 +988,7 @@ impl PTree {
         let keys: Vec<u32> = (0..n as u64).map(|i| ((2 * i + 1) * space as u64 / (2 * n as u64)) as u32).collect();
         let stride = self.stride();
         let (idr, sh) = self.id_row();
-        let mut col = [0u32; 24];
+        let mut col = Lane::ZERO;
         for b in 0..self.rows.len() / stride {
             for l in 0..LANES {
                 let id = self.rows[b * stride + idr].0[l] >> sh;
@@ -994,7 +1043,7 @@ impl PTree {
             compactions: 0,
             widths,
             cut,
-            empty: [0; 24],
+            empty: Lane::ZERO,
             reach: Vec::new(),
             stack: Vec::new(),
             lanes: Vec::new(),
@@ -1013,7 +1062,7 @@ impl PTree {
             u.shadow.insert(k, v.iter().map(|&s| (s, 0)).collect());
         }
         let mut tmp = Vec::new();
-        push_block(&self.words, self.fold, self.wide, &mut tmp, &[]);
+        push_block::<N>(&self.words, self.fold, self.wide, &mut tmp, &[]);
         for (r, row) in tmp.iter().enumerate() {
             u.empty[r] = row.0[0];
         }
@@ -1026,11 +1075,11 @@ impl PTree {
 
     /// The tree a new rule of box `bx` goes to: the partition's for the
     /// address fields it is small on, else one whose are a subset.
-    fn tree_for(&mut self, u: &mut Updates, bx: &Box_) -> u32 {
+    fn tree_for(&mut self, u: &mut Updates<N>, bx: &Box_<N>) -> u32 {
         let mut small = 0u8;
-        for &f in &u.cut {
+        for (i, &f) in u.cut.iter().enumerate() {
             if ((bx[f].1 - bx[f].0) as u64) < 1u64 << (u.widths[f] / 2) {
-                small |= 1 << f;
+                small |= 1 << i;
             }
         }
         let trees = || (0..self.trees.len()).filter(|&i| !self.trees[i].side);
@@ -1068,7 +1117,7 @@ impl PTree {
     /// changed) and writes them back: in place when the leaf owns its
     /// blocks and they have room, else into new blocks at the end (one
     /// block of room more). Returns the allocation written.
-    fn edit_leaf(&mut self, u: &mut Updates, i: u32, lanes: &mut Vec<Lane>, edit: impl FnOnce(&mut Vec<Lane>) -> bool) -> Option<usize> {
+    fn edit_leaf(&mut self, u: &mut Updates<N>, i: u32, lanes: &mut Vec<Lane<N>>, edit: impl FnOnce(&mut Vec<Lane<N>>) -> bool) -> Option<usize> {
         let stride = self.stride();
         let n = self.nodes[i as usize];
         let fb = n.first_block();
@@ -1076,7 +1125,7 @@ impl PTree {
         let ek = self.lane_key(&u.empty);
         for b in fb..fb + n.blocks() {
             for l in 0..LANES {
-                let mut w = [0u32; 24];
+                let mut w = Lane::ZERO;
                 for r in 0..stride {
                     w[r] = self.rows[b * stride + r].0[l];
                 }
@@ -1124,7 +1173,7 @@ impl PTree {
     /// lanes are packed (the empty ones after them). Some(false): nothing to
     /// change; None: the leaf shares its blocks, has no room left, or would
     /// be emptied ([`PTree::edit_leaf`] does those).
-    fn shift_lane(&mut self, u: &Updates, i: u32, key: u32, w: Option<&Lane>) -> Option<bool> {
+    fn shift_lane(&mut self, u: &Updates<N>, i: u32, key: u32, w: Option<&Lane<N>>) -> Option<bool> {
         let n = self.nodes[i as usize];
         let (fb, nb) = (n.first_block(), n.blocks());
         if nb == 0 || u.refs[fb] != 1 {
@@ -1229,7 +1278,7 @@ impl PTree {
     /// the front of a larger one (the rest stays a hole); else new blocks
     /// at the end. A leaf only ever asks for two blocks or more, so no hole
     /// left is too small to be taken.
-    fn alloc(&mut self, u: &mut Updates, c: usize) -> usize {
+    fn alloc(&mut self, u: &mut Updates<N>, c: usize) -> usize {
         let stride = self.stride();
         let fit = (c..u.holes.len().min(2 * c + 1)).find(|&k| !u.holes[k].is_empty());
         if let Some(k) = fit {
@@ -1248,7 +1297,7 @@ impl PTree {
         }
         let at = self.rows.len() / stride;
         for _ in 0..c {
-            push_block(&self.words, self.fold, self.wide, &mut self.rows, &[]);
+            push_block::<N>(&self.words, self.fold, self.wide, &mut self.rows, &[]);
         }
         u.cap.resize(at + c, 0);
         u.refs.resize(at + c, 0);
@@ -1259,12 +1308,12 @@ impl PTree {
 
     /// Writes rule `slot`'s lane into the leaves its box reaches in its
     /// tree that do not hold it yet.
-    fn add_lanes(&mut self, u: &mut Updates, slot: u32, dirty: &mut Vec<u32>) {
+    fn add_lanes(&mut self, u: &mut Updates<N>, slot: u32, dirty: &mut Vec<u32>) {
         let s = &u.slots[slot as usize];
         let (Ok(Some(bx)), key, tree) = (s.bx, s.key, s.tree as usize) else { return };
         u.block.clear();
         push_block(&self.words, self.fold, self.wide, &mut u.block, &[(key, &bx)]);
-        let mut w = [0u32; 24];
+        let mut w = Lane::ZERO;
         for (r, row) in u.block.iter().enumerate() {
             w[r] = row.0[0];
         }
@@ -1294,7 +1343,7 @@ impl PTree {
     }
 
     /// Takes rule `slot`'s lanes out of the leaves its box reaches.
-    fn remove_lanes(&mut self, u: &mut Updates, slot: u32, dirty: &mut Vec<u32>) {
+    fn remove_lanes(&mut self, u: &mut Updates<N>, slot: u32, dirty: &mut Vec<u32>) {
         let s = &u.slots[slot as usize];
         let (Ok(Some(bx)), key, tree) = (s.bx, s.key, s.tree as usize) else { return };
         let (idr, sh) = self.id_row();
@@ -1324,7 +1373,7 @@ impl PTree {
     /// aligned window around them that is at most half full are spread
     /// evenly (and their lanes rewritten), so the cost is amortised over
     /// the inserts that filled it. None: the key space is full.
-    fn free_key(&mut self, u: &mut Updates, pos: u32, dirty: &mut Vec<u32>) -> Option<u32> {
+    fn free_key(&mut self, u: &mut Updates<N>, pos: u32, dirty: &mut Vec<u32>) -> Option<u32> {
         let a = if pos > 0 { u.select(pos - 1) as i64 } else { -1 };
         let b = if (pos as usize) < u.live { u.select(pos) as i64 } else { u.space as i64 };
         if b - a >= 2 {
@@ -1394,7 +1443,7 @@ impl PTree {
         firsts.dedup_by_key(|x| x.0);
         for &(fb, nb) in &firsts {
             let (fb, nb) = (fb as usize, nb as usize);
-            let mut col = [0u32; 24];
+            let mut col = Lane::ZERO;
             for b in fb..fb + nb {
                 for l in 0..LANES {
                     for r in id_rows.clone() {
@@ -1437,7 +1486,7 @@ impl PTree {
     /// Inserts `rule` at priority position `pos` (0 = highest; later rules
     /// move down one): a key between its neighbours', its lane written
     /// into the leaves its box reaches.
-    pub fn insert(&mut self, pos: usize, rule: Rule) -> Result<(), BuildError> {
+    pub fn insert(&mut self, pos: usize, rule: Rule<N>) -> Result<(), BuildError> {
         if pos > self.len() {
             return Err(BuildError::BadConfig(format!("cannot insert at {pos}: only {} rules", self.len())));
         }
@@ -1533,7 +1582,7 @@ impl PTree {
     /// After an update: the memory image follows the leaves written, and
     /// past the bound (more blocks unused than used) the blocks are
     /// compacted.
-    fn finish_update(&mut self, mut u: Box<Updates>, dirty: Vec<u32>) {
+    fn finish_update(&mut self, mut u: Box<Updates<N>>, dirty: Vec<u32>) {
         u.since += 1;
         let stride = self.stride();
         if let Some(img) = self.image.get_mut() {
@@ -1558,7 +1607,7 @@ impl PTree {
     /// `max(max_delta, blocks in use)`. The holes are reused by the leaves
     /// that grow, so churn that keeps the set's size and shape stays
     /// below it: the rows at most twice what the leaves use.
-    fn compact_bound(&self, u: &Updates) -> usize {
+    fn compact_bound(&self, u: &Updates<N>) -> usize {
         let blocks = self.rows.len() / self.stride();
         self.asked.max_delta.max(blocks - u.garbage)
     }
@@ -1627,17 +1676,17 @@ impl PTree {
     /// Builds the tree again from the rules now, changed by `change` (a
     /// set the trees cannot take in place: no words, no tree, or the key
     /// space full); on an error the tree stays as it was.
-    fn rebuild_with(&mut self, change: impl FnOnce(&mut Vec<Rule>)) -> Result<(), BuildError> {
+    fn rebuild_with(&mut self, change: impl FnOnce(&mut Vec<Rule<N>>)) -> Result<(), BuildError> {
         let mut set = self.rule_set();
         change(&mut set.rules);
-        *self = PTree::build(&set, &self.asked)?;
+        *self = Self::build(&set, &self.asked)?;
         Ok(())
     }
 
     /// The leaves under `root` that a rule's box reaches: down every child
     /// whose range the box overlaps (where an update writes or removes the
     /// rule's lanes).
-    fn leaves_reached(&self, root: u32, bx: &Box_) -> Vec<u32> {
+    fn leaves_reached(&self, root: u32, bx: &Box_<N>) -> Vec<u32> {
         let mut leaves = Vec::new();
         self.reach_into(root, bx, &mut leaves, &mut Vec::new());
         leaves
@@ -1645,7 +1694,7 @@ impl PTree {
 
     /// [`PTree::leaves_reached`] into `leaves` (cleared), with `stack` as
     /// the walk's: an update's reused buffers.
-    fn reach_into(&self, root: u32, bx: &Box_, leaves: &mut Vec<u32>, stack: &mut Vec<u32>) {
+    fn reach_into(&self, root: u32, bx: &Box_<N>, leaves: &mut Vec<u32>, stack: &mut Vec<u32>) {
         leaves.clear();
         self.walk_reached(root, bx, stack, |i| {
             leaves.push(i);
@@ -1655,7 +1704,7 @@ impl PTree {
 
     /// Whether a box reaches more than `k` leaves under `root` (the walk
     /// stops at the `k + 1`-th).
-    fn reaches_over(&self, root: u32, bx: &Box_, k: usize, stack: &mut Vec<u32>) -> bool {
+    fn reaches_over(&self, root: u32, bx: &Box_<N>, k: usize, stack: &mut Vec<u32>) -> bool {
         let mut c = 0;
         self.walk_reached(root, bx, stack, |_| {
             c += 1;
@@ -1666,7 +1715,7 @@ impl PTree {
 
     /// Calls `leaf` on each leaf under `root` the box reaches, in the order
     /// [`PTree::leaves_reached`] lists them, until it returns false.
-    fn walk_reached(&self, root: u32, bx: &Box_, stack: &mut Vec<u32>, mut leaf: impl FnMut(u32) -> bool) {
+    fn walk_reached(&self, root: u32, bx: &Box_<N>, stack: &mut Vec<u32>, mut leaf: impl FnMut(u32) -> bool) {
         stack.clear();
         stack.push(root);
         while let Some(i) = stack.pop() {
@@ -1831,7 +1880,7 @@ impl PTree {
 
     /// Builds the subtree at `idx` for `slots` (ascending rule indices, all
     /// overlapping `bx`); returns its depth.
-    fn fill(&mut self, idx: u32, mut slots: Vec<u32>, bx: Box_, depth: usize, boxes: &[Box_], leaves: &mut Leaves) -> Result<usize, BuildError> {
+    fn fill(&mut self, idx: u32, mut slots: Vec<u32>, bx: Box_<N>, depth: usize, boxes: &[Box_<N>], leaves: &mut Leaves) -> Result<usize, BuildError> {
         let nf = self.nf;
         // Nothing after a rule covering the whole box can win there (until
         // that rule is deleted: `shadow`).
@@ -1903,7 +1952,7 @@ impl PTree {
     /// The largest child, field and thresholds (ascending, strictly inside
     /// the box) whose largest child is smallest, with total replication
     /// within `spfac`.
-    fn choose(&self, slots: &[u32], bx: &Box_, boxes: &[Box_], spfac: f64) -> Option<(usize, usize, Vec<u32>)> {
+    fn choose(&self, slots: &[u32], bx: &Box_<N>, boxes: &[Box_<N>], spfac: f64) -> Option<(usize, usize, Vec<u32>)> {
         let n = slots.len();
         let mut best: Option<((usize, usize), usize, Vec<u32>)> = None;
         let (mut lows, mut highs) = (Vec::with_capacity(n), Vec::with_capacity(n));
@@ -1979,7 +2028,7 @@ impl PTree {
 
     /// Makes `idx` a leaf of `slots`; leaves with the same rules share
     /// their blocks.
-    fn make_leaf(&mut self, idx: u32, slots: Vec<u32>, boxes: &[Box_], leaves: &mut Leaves) -> Result<(), BuildError> {
+    fn make_leaf(&mut self, idx: u32, slots: Vec<u32>, boxes: &[Box_<N>], leaves: &mut Leaves) -> Result<(), BuildError> {
         let stride = self.stride();
         let first_block = match leaves.get(&slots) {
             Some(&b) => b,
@@ -1988,7 +2037,7 @@ impl PTree {
                 let empty = [];
                 let chunks = if slots.is_empty() && self.rows.is_empty() { vec![&empty[..]] } else { slots.chunks(LANES).collect() };
                 for chunk in chunks {
-                    let lanes: Vec<(u32, &Box_)> = chunk.iter().map(|&s| (s, &boxes[s as usize])).collect();
+                    let lanes: Vec<(u32, &Box_<N>)> = chunk.iter().map(|&s| (s, &boxes[s as usize])).collect();
                     push_block(&self.words, self.fold, self.wide, &mut self.rows, &lanes);
                 }
                 leaves.insert(slots.clone(), first);
@@ -2010,14 +2059,14 @@ impl PTree {
 
     /// The best (smallest) rule index among the odd rules matching `key`.
     #[inline]
-    fn odd_best(&self, key: &Key) -> u32 {
+    fn odd_best(&self, key: &Key<N>) -> u32 {
         self.odd.iter().find(|(_, r)| r.matches(key)).map_or(u32::MAX, |(i, _)| *i)
     }
 
     /// The key's leaf words, biased, as the blocks store the rules'.
     #[inline(always)]
-    fn pack_key(&self, key: &Key) -> [u32; 8] {
-        let mut p = [0u32; 8];
+    fn pack_key(&self, key: &Key<N>) -> [u32; N] {
+        let mut p = [0u32; N];
         for (w, &(a, b)) in self.words.iter().enumerate() {
             p[w] = match b {
                 None => key.0[a] ^ BIAS,
@@ -2025,7 +2074,7 @@ impl PTree {
             };
         }
         if let Some(f) = self.fold {
-            p[7] = simd::fold_key(key.0[f]);
+            p[N - 1] = simd::fold_key(key.0[f]);
         }
         p
     }
@@ -2039,40 +2088,40 @@ impl PTree {
 
     /// [`Self::pack_key`] without branches, from the word table.
     #[inline(always)]
-    fn pack_key_n<const NW: usize>(&self, key: &Key) -> [u32; 8] {
-        let mut p = [0u32; 8];
+    fn pack_key_n<const NW: usize>(&self, key: &Key<N>) -> [u32; N] {
+        let mut p = [0u32; N];
         for w in 0..NW {
             let (a, b, sh, mask, bias) = self.packing[w];
             p[w] = (key.0[a as usize] << sh | key.0[b as usize] & mask) ^ bias;
         }
         if let Some(f) = self.fold {
-            p[7] = simd::fold_key(key.0[f]);
+            p[N - 1] = simd::fold_key(key.0[f]);
         }
         p
     }
 
     /// The five-tuple's batch on the widest kernels the CPU has.
-    fn five_tuple<const G: usize, const WIDE: bool>(&self, keys: &[Key], out: &mut [i32]) {
+    fn five_tuple<const G: usize, const WIDE: bool>(&self, keys: &[Key<N>], out: &mut [i32]) {
         #[cfg(target_arch = "x86_64")]
         if self.avx512 {
             // SAFETY: avx512 is set only when the CPU has AVX-512 F/VL/BW.
-            unsafe { batch_avx512::<3, G, FIVE_TUPLE_PAIRS, false, WIDE>(self, keys, out) };
+            unsafe { batch_avx512::<N, 3, G, FIVE_TUPLE_PAIRS, false, WIDE>(self, keys, out) };
             return;
         }
         #[cfg(target_arch = "x86_64")]
         if self.avx2 {
             // SAFETY: avx2 is set only when the CPU has AVX2.
-            unsafe { batch_avx2::<3, G, FIVE_TUPLE_PAIRS, false, WIDE>(self, keys, out) };
+            unsafe { batch_avx2::<N, 3, G, FIVE_TUPLE_PAIRS, false, WIDE>(self, keys, out) };
             return;
         }
         // SAFETY: the scalar kernels need nothing.
-        unsafe { batch_scalar::<3, G, FIVE_TUPLE_PAIRS, false, WIDE>(self, keys, out) };
+        unsafe { batch_scalar::<N, 3, G, FIVE_TUPLE_PAIRS, false, WIDE>(self, keys, out) };
     }
 
-    fn classify_scalar_or_simd<const G: usize>(&self, keys: &[Key], out: &mut [i32]) {
+    fn classify_scalar_or_simd<const G: usize>(&self, keys: &[Key<N>], out: &mut [i32]) {
         // The five-tuple's words (source, destination, the two ports as a
         // pair, protocol) with their pairs known at compile time.
-        if self.words[..] == FIVE_TUPLE_WORDS && self.fold == Some(4) {
+        if N == MAX_FIELDS && self.words[..] == FIVE_TUPLE_WORDS && self.fold == Some(4) {
             if self.wide {
                 self.five_tuple::<G, true>(keys, out)
             } else {
@@ -2083,26 +2132,28 @@ impl PTree {
         macro_rules! go {
             ($($nf:literal)*) => {
                 match self.words.len() {
-                    $($nf => {
+                    $(n if n == $nf || ($nf == 0 && n > 8) => {
                         #[cfg(target_arch = "x86_64")]
                         if self.avx512 {
                             // SAFETY: avx512 is set only when the CPU has AVX-512 F/VL/BW.
-                            unsafe { batch_avx512::<$nf, G, 0, true, false>(self, keys, out) };
+                            unsafe { batch_avx512::<N, $nf, G, 0, true, false>(self, keys, out) };
                             return;
                         }
                         #[cfg(target_arch = "x86_64")]
                         if self.avx2 {
                             // SAFETY: avx2 is set only when the CPU has AVX2.
-                            unsafe { batch_avx2::<$nf, G, 0, true, false>(self, keys, out) };
+                            unsafe { batch_avx2::<N, $nf, G, 0, true, false>(self, keys, out) };
                             return;
                         }
                         // SAFETY: the scalar kernels need nothing.
-                        unsafe { batch_scalar::<$nf, G, 0, true, false>(self, keys, out) }
+                        unsafe { batch_scalar::<N, $nf, G, 0, true, false>(self, keys, out) }
                     })*
-                    _ => unreachable!("at most {MAX_FIELDS} fields"),
+                    _ => unreachable!("a word count is one of the arms"),
                 }
             };
         }
+        // Up to 8 leaf words with a kernel each; none or more (keys wider
+        // than the 5-tuple's) at a run-time count (`NW` 0).
         go!(0 1 2 3 4 5 6 7 8)
     }
 }
@@ -2122,7 +2173,7 @@ const fn block_layout(nw: usize, fold: bool, wide: bool) -> (usize, usize, u32) 
 /// the layout the kernels read: per word a row of low and a row of high
 /// bounds (biased), then the index row (with the folded field's bounds when
 /// there is one), then with `wide` the ids alone; unused lanes meet no key.
-fn push_block(words: &[(usize, Option<usize>)], fold: Option<usize>, wide: bool, rows: &mut Vec<Row>, lanes: &[(u32, &Box_)]) {
+fn push_block<const N: usize>(words: &[(usize, Option<usize>)], fold: Option<usize>, wide: bool, rows: &mut Vec<Row>, lanes: &[(u32, &Box_<N>)]) {
     let (nw, at) = (words.len(), rows.len());
     for &(_, b) in words {
         // A lane no key meets (both halves of a pair).
@@ -2156,8 +2207,8 @@ fn push_block(words: &[(usize, Option<usize>)], fold: Option<usize>, wide: bool,
 
 /// A rule's box (field widths `widths`): none when it matches nothing (a
 /// range beyond the field), an error when a field is not a range.
-fn rule_box(r: &Rule, widths: &[u8]) -> Result<Option<Box_>, ()> {
-    let mut bx = [(0u32, 0u32); MAX_FIELDS];
+fn rule_box<const N: usize>(r: &Rule<N>, widths: &[u8]) -> Result<Option<Box_<N>>, ()> {
+    let mut bx = [(0u32, 0u32); N];
     for (f, &w) in widths.iter().enumerate() {
         let (lo, hi) = r.fields[f].as_range(w).ok_or(())?;
         let hi = hi.min(width_mask(w));
@@ -2172,7 +2223,7 @@ fn rule_box(r: &Rule, widths: &[u8]) -> Result<Option<Box_>, ()> {
 /// Up to `n` keys inside the set's rules (a point drawn in every field of
 /// rules spread over the set), deterministic: the lookups the cost model
 /// weighs when no trace is at hand.
-fn sample_keys(set: &RuleSet, n: usize) -> Vec<Key> {
+fn sample_keys<const N: usize>(set: &RuleSet<N>, n: usize) -> Vec<Key<N>> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut keys = Vec::with_capacity(n);
     if set.is_empty() {
@@ -2180,7 +2231,7 @@ fn sample_keys(set: &RuleSet, n: usize) -> Vec<Key> {
     }
     for i in 0..n {
         let r = &set.rules[i * set.len() / n];
-        let mut k = Key([0; MAX_FIELDS]);
+        let mut k = Key([0; N]);
         for (f, field) in set.schema.fields.iter().enumerate() {
             x ^= x << 13;
             x ^= x >> 7;
@@ -2216,20 +2267,22 @@ macro_rules! seq16 {
 /// scalar kernels, and inside an AVX2 and an AVX-512 function with their
 /// kernels (so they inline). `$prep` packs a five-tuple key for a lane.
 macro_rules! batch_fn {
-    ($(#[$attr:meta])* fn $name:ident, $below:expr, $block:expr, $prep:expr) => {
+    ($(#[$attr:meta])* fn $name:ident, $below:expr, $block:expr, $block_n:expr, $prep:expr) => {
         $(#[$attr])*
-        unsafe fn $name<const NW: usize, const GROUP: usize, const PAIRS: u32, const DYN: bool, const WIDE: bool>(t: &PTree, keys: &[Key], out: &mut [i32]) {
+        unsafe fn $name<const N: usize, const NW: usize, const GROUP: usize, const PAIRS: u32, const DYN: bool, const WIDE: bool>(t: &PTree<N>, keys: &[Key<N>], out: &mut [i32]) {
             let nodes = &t.nodes[..];
             let rows = &t.rows[..];
             let pairs = if DYN { t.pairs } else { PAIRS };
             // Five-tuple (not DYN): the protocol is folded.
             let fold = if DYN { t.fold.is_some() } else { true };
             // A lane's rule id: row `idr` of its block, shifted by `sh`.
-            let (stride, idr, sh) = block_layout(NW, fold, if DYN { t.wide } else { WIDE });
+            // NW 0: the leaf words counted at run time (more than 8).
+            let nw = if NW == 0 { t.words.len() } else { NW };
+            let (stride, idr, sh) = block_layout(nw, fold, if DYN { t.wide } else { WIDE });
             // Per lane its key biased (nodes compare it as is) and packed
             // into leaf words.
-            let mut kk = [[0u32; 8]; GROUP];
-            let mut pk = [[0u32; 8]; GROUP];
+            let mut kk = [[0u32; N]; GROUP];
+            let mut pk = [[0u32; N]; GROUP];
             let mut cur = [0u32; GROUP];
             let every: [u8; GROUP] = core::array::from_fn(|l| l as u8);
             for (ks, os) in keys.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
@@ -2242,7 +2295,7 @@ macro_rules! batch_fn {
                         let (l, k) = ($l, $k);
                         if DYN {
                             kk[l] = k.0.map(|x| x ^ BIAS);
-                            pk[l] = t.pack_key_n::<NW>(k);
+                            pk[l] = if NW == 0 { t.pack_key(k) } else { t.pack_key_n::<NW>(k) };
                         } else {
                             $prep(k, kk.get_unchecked_mut(l), pk.get_unchecked_mut(l));
                         }
@@ -2341,7 +2394,7 @@ macro_rules! batch_fn {
                             if b > 0 && *id >> sh >= *bl {
                                 break;
                             }
-                            let m = $block(blk, key, pairs, fold);
+                            let m = if NW == 0 { $block_n(blk, key, nw, pairs, fold) } else { $block(blk, key, pairs, fold) };
                             if m != 0 {
                                 *bl = (*bl).min(*id.add(m.trailing_zeros() as usize) >> sh);
                                 break;
@@ -2368,32 +2421,32 @@ macro_rules! batch_fn {
     };
 }
 
-batch_fn!(#[inline(never)] fn batch_scalar, simd::below_scalar, simd::block_scalar::<NW>, simd::prep5_scalar);
+batch_fn!(#[inline(never)] fn batch_scalar, simd::below_scalar, simd::block_scalar::<NW, N>, simd::block_scalar_n::<N>, simd::prep5_scalar);
 #[cfg(target_arch = "x86_64")]
-batch_fn!(#[target_feature(enable = "avx2,popcnt")] #[inline(never)] fn batch_avx2, simd::avx2::below, simd::avx2::block::<NW>, simd::avx2::prep5);
+batch_fn!(#[target_feature(enable = "avx2,popcnt")] #[inline(never)] fn batch_avx2, simd::avx2::below, simd::avx2::block::<NW, N>, simd::avx2::block_n::<N>, simd::avx2::prep5);
 #[cfg(target_arch = "x86_64")]
-batch_fn!(#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,popcnt")] #[inline(never)] fn batch_avx512, simd::avx512::below, simd::avx512::block::<NW>, simd::avx2::prep5);
+batch_fn!(#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,popcnt")] #[inline(never)] fn batch_avx512, simd::avx512::below, simd::avx512::block::<NW, N>, simd::avx512::block_n::<N>, simd::avx2::prep5);
 
-impl Classifier for PTree {
-    fn classify(&self, key: &Key) -> Match {
+impl<const N: usize> Classifier<N> for PTree<N> {
+    fn classify(&self, key: &Key<N>) -> Match {
         let mut out = [0i32; 1];
         self.classify_scalar_or_simd::<1>(std::slice::from_ref(key), &mut out);
         (out[0] >= 0).then_some(out[0] as u32)
     }
 
-    fn classify_batch(&self, keys: &[Key], out: &mut [i32]) {
+    fn classify_batch(&self, keys: &[Key<N>], out: &mut [i32]) {
         let n = keys.len().min(out.len());
         self.classify_scalar_or_simd::<GROUP>(&keys[..n], &mut out[..n]);
     }
 }
 
-impl MemoryWalk for PTree {
+impl<const N: usize> MemoryWalk<N> for PTree<N> {
     /// Per tree not skipped: one 64-byte read per node on the path (the
     /// reads are dependent), then one read per leaf block searched (the
     /// block's rows, contiguous). Nodes, then blocks, lie in one array
     /// interleaved over [`WALK_BANKS`] banks by 64-byte line, as a memory
     /// controller maps addresses.
-    fn walk(&self, key: &Key, accesses: &mut Vec<MemAccess>) -> Match {
+    fn walk(&self, key: &Key<N>, accesses: &mut Vec<MemAccess>) -> Match {
         let img = self.image();
         let stride = self.stride();
         let pk = self.pack_key(key);
@@ -2458,19 +2511,7 @@ impl MemoryWalk for PTree {
     }
 }
 
-/// A block's bound rows padded to eight words with rows every key meets,
-/// then its index row, for [`simd::block_scalar`] at a run-time word count.
-fn padded(blk: &[Row], nw: usize) -> [Row; 17] {
-    let mut r = [Row([i32::MIN as u32; LANES]); 17];
-    r[..2 * nw].copy_from_slice(&blk[..2 * nw]);
-    for w in nw..8 {
-        r[2 * w + 1] = Row([i32::MAX as u32; LANES]);
-    }
-    r[16] = blk[2 * nw];
-    r
-}
-
-impl super::Structure for PTree {
+impl<const N: usize> super::Structure<N> for PTree<N> {
     fn stats(&self) -> Vec<(&'static str, String)> {
         let s = &self.stats;
         let per_rule = if s.rules == 0 { 0.0 } else { s.bytes as f64 / s.rules as f64 };
@@ -2875,6 +2916,24 @@ mod tests {
                 let i = (x >> 20) as usize % keys.len();
                 assert_eq!(u.select(i as u32), keys[i]);
             }
+        }
+    }
+
+    #[test]
+    fn a_build_over_its_budget_is_made_shallower_and_stays_exact() {
+        use crate::workload::{rulegen, seed::Params};
+        let set = rulegen::generate(&Params::builtin("fw").unwrap(), 1_000, 2);
+        let full = PTree::build(&set, &PTreeConfig { small: 0, ..Default::default() }).unwrap();
+        let cfg = PTreeConfig { small: 0, max_bytes: full.stats().bytes - 1, ..Default::default() };
+        let t = PTree::build(&set, &cfg).unwrap();
+        assert!(t.stats().bytes < full.stats().bytes && t.stats().max_depth < full.stats().max_depth);
+        assert!(t.stats().max_depth <= 8, "depth {}", t.stats().max_depth);
+        let lin = Linear::new(&set);
+        let keys = sample_keys(&set, 2000);
+        let mut out = vec![0; keys.len()];
+        t.classify_batch(&keys, &mut out);
+        for (k, o) in keys.iter().zip(&out) {
+            assert_eq!(*o, lin.classify(k).map_or(-1, |r| r as i32));
         }
     }
 

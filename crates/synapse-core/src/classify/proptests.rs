@@ -396,6 +396,16 @@ mod wide {
         (1, MatchKind::Exact),
         (32, MatchKind::Optional),
     ];
+    /// 9 leaf words (the ports paired) and a byte field folded into the
+    /// index row, in a 16-word key.
+    pub(super) const FOLDED: &[(u32, MatchKind)] = &[
+        (128, MatchKind::Lpm),
+        (32, MatchKind::Ternary),
+        (16, MatchKind::Range),
+        (16, MatchKind::Range),
+        (96, MatchKind::Exact),
+        (8, MatchKind::Ternary),
+    ];
     pub(super) const SWITCH_LIKE: &[(u32, MatchKind)] = &[
         (128, MatchKind::Lpm),
         (48, MatchKind::Exact),
@@ -531,10 +541,66 @@ mod wide {
             .collect()
     }
 
+    /// The partitioned tree over `set` under `ops` (insert, delete,
+    /// modify: the rule at a position replaced) of rules `pick(i)`,
+    /// against the oracle after every step, by every path.
+    pub(super) fn churn<const N: usize>(
+        set: &RuleSet<N>,
+        cfg: &PTreeConfig,
+        ops: &[(u8, usize, usize)],
+        pick: impl Fn(usize) -> Option<Rule<N>>,
+        seeds: &[(u32, u32)],
+    ) -> Result<(), TestCaseError> {
+        let mut p = PTree::build(set, cfg).unwrap();
+        let mut rules = set.rules.clone();
+        let (mut out, mut acc) = (Vec::new(), Vec::new());
+        for &(op, at, from) in ops {
+            let Some(r) = pick(from) else { return Ok(()) };
+            let step = |p: &mut PTree<N>, rules: &mut Vec<Rule<N>>, insert: bool, at: usize| {
+                if insert || rules.is_empty() {
+                    let at = at % (rules.len() + 1);
+                    p.insert(at, r).unwrap();
+                    rules.insert(at, r);
+                } else {
+                    let at = at % rules.len();
+                    p.delete(at).unwrap();
+                    rules.remove(at);
+                }
+            };
+            if op == 2 && !rules.is_empty() {
+                step(&mut p, &mut rules, false, at);
+                step(&mut p, &mut rules, true, at);
+            } else {
+                step(&mut p, &mut rules, op == 0, at);
+            }
+            prop_assert_eq!(&p.rule_set().rules, &rules);
+            prop_assert_eq!(p.check_blocks(), Ok(()));
+            let now = RuleSet::new(set.schema.clone(), rules.clone());
+            let lin = Linear::new(&now);
+            let keys = keys(&now, seeds);
+            out.resize(keys.len(), 0);
+            p.classify_batch(&keys, &mut out);
+            for (k, o) in keys.iter().zip(&out) {
+                let w = lin.classify(k);
+                prop_assert_eq!(p.classify(k), w, "{:?}", k);
+                prop_assert_eq!(*o, w.map_or(-1, |r| r as i32), "batch {:?}", k);
+                acc.clear();
+                prop_assert_eq!(p.walk(k, &mut acc), w, "walk {:?}", k);
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn check<const N: usize>(set: &RuleSet<N>, keys: &[Key<N>], trie: &TrieConfig, dtree: &DTreeConfig) {
         let lin = Linear::new(set);
         let want: Vec<Option<u32>> = keys.iter().map(|k| lin.classify(k)).collect();
         let mut built: Vec<(&str, Box<dyn MemoryWalk<N>>)> = vec![("dtree", Box::new(DTree::build(set, dtree).unwrap()))];
+        // The partitioned tree on the best kernels, the AVX2 ones and the
+        // scalar ones, with the decision tree's small buckets so it branches.
+        for (name, simd, avx512) in [("ptree", true, true), ("ptree avx2", true, false), ("ptree scalar", false, false)] {
+            let cfg = PTreeConfig { bucket: dtree.bucket, simd, avx512, ..Default::default() };
+            built.push((name, Box::new(PTree::build(set, &cfg).unwrap())));
+        }
         match Trie::build(set, trie) {
             Ok(t) => built.push(("trie", Box::new(t))),
             Err(e) => assert!(matches!(e, super::super::BuildError::OverBudget { .. }), "{e}"),
@@ -558,7 +624,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn wide_12_word_keys_trie_and_dtree_equal_the_oracle(
+    fn wide_12_word_keys_trie_dtree_and_ptree_equal_the_oracle(
         rules in wide::rules::<16>(wide::UPF_LIKE, 40),
         seeds in prop::collection::vec(any::<(u32, u32)>(), 1..150),
         stride in 2u8..=8,
@@ -571,7 +637,19 @@ proptest! {
     }
 
     #[test]
-    fn wide_24_word_keys_trie_and_dtree_equal_the_oracle(
+    fn wide_keys_with_a_folded_field_equal_the_oracle(
+        rules in wide::rules::<16>(wide::FOLDED, 40),
+        seeds in prop::collection::vec(any::<(u32, u32)>(), 1..150),
+        bucket in 1usize..6,
+    ) {
+        let set = RuleSet::new(wide::schema(wide::FOLDED), rules);
+        prop_assert_eq!(set.schema.len(), 11);
+        let keys = wide::keys(&set, &seeds);
+        wide::check(&set, &keys, &TrieConfig { stride: 8, max_bytes: 1 << 20 }, &DTreeConfig { bucket, ..Default::default() });
+    }
+
+    #[test]
+    fn wide_24_word_keys_trie_dtree_and_ptree_equal_the_oracle(
         rules in wide::rules::<32>(wide::SWITCH_LIKE, 40),
         seeds in prop::collection::vec(any::<(u32, u32)>(), 1..150),
         stride in 2u8..=8,
@@ -581,6 +659,35 @@ proptest! {
         prop_assert_eq!(set.schema.len(), 24);
         let keys = wide::keys(&set, &seeds);
         wide::check(&set, &keys, &TrieConfig { stride, max_bytes: 1 << 20 }, &DTreeConfig { bucket, ..Default::default() });
+    }
+
+    #[test]
+    fn wide_ptree_updates_equal_the_oracle_after_every_step(
+        rules in wide::rules::<16>(wide::UPF_LIKE, 30),
+        more in wide::rules::<16>(wide::UPF_LIKE, 12),
+        ops in prop::collection::vec((0u8..3, any::<usize>(), any::<usize>()), 1..20),
+        seeds in prop::collection::vec(any::<(u32, u32)>(), 1..60),
+        max_delta in 0usize..6,
+        simd in any::<bool>(),
+        wide_leaves in 0usize..4,
+    ) {
+        let schema = wide::schema(wide::UPF_LIKE);
+        let set = RuleSet::new(schema.clone(), rules.clone());
+        let cfg = PTreeConfig { bucket: 2, simd, max_delta, wide_leaves: Some(wide_leaves), ..Default::default() };
+        wide::churn(&set, &cfg, &ops, |i| more.get(i % more.len().max(1)).or(rules.get(i % rules.len().max(1))).copied(), &seeds)?;
+    }
+
+    #[test]
+    fn wide_24_word_ptree_updates_equal_the_oracle_after_every_step(
+        rules in wide::rules::<32>(wide::SWITCH_LIKE, 30),
+        more in wide::rules::<32>(wide::SWITCH_LIKE, 12),
+        ops in prop::collection::vec((0u8..3, any::<usize>(), any::<usize>()), 1..20),
+        seeds in prop::collection::vec(any::<(u32, u32)>(), 1..60),
+        wide_leaves in 0usize..4,
+    ) {
+        let set = RuleSet::new(wide::schema(wide::SWITCH_LIKE), rules.clone());
+        let cfg = PTreeConfig { bucket: 2, max_delta: 2, wide_leaves: Some(wide_leaves), ..Default::default() };
+        wide::churn(&set, &cfg, &ops, |i| more.get(i % more.len().max(1)).or(rules.get(i % rules.len().max(1))).copied(), &seeds)?;
     }
 
     #[test]

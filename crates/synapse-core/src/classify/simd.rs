@@ -86,12 +86,15 @@ pub struct Node {
     /// index, so a step from a leaf stays there without a test.
     pub base: u32,
     /// Bit 31: inner ([`INNER`]; set in inner nodes so a batch step learns
-    /// whether any lane is still inside with one `or`). Bits 0..3: the
-    /// field an inner node tests. A leaf's bits 3..31: its first block.
+    /// whether any lane is still inside with one `or`). Bits 0..5: the
+    /// key word an inner node tests (keys of up to 32 words). A leaf's
+    /// bits 5..31: its first block (its word bits 0, a word every key has).
     pub info: u32,
 }
 
 pub const INNER: u32 = 1 << 31;
+/// The bits of [`Node::info`] naming an inner node's key word.
+const FIELD_BITS: u32 = 5;
 
 impl Node {
     #[inline(always)]
@@ -100,12 +103,12 @@ impl Node {
     }
     #[inline(always)]
     pub fn field(&self) -> usize {
-        (self.info & 7) as usize
+        (self.info & ((1 << FIELD_BITS) - 1)) as usize
     }
     /// A leaf's first block.
     #[inline(always)]
     pub fn first_block(&self) -> usize {
-        ((self.info & !INNER) >> 3) as usize
+        ((self.info & !INNER) >> FIELD_BITS) as usize
     }
     /// A leaf's best rule (`u32::MAX` when empty).
     #[inline(always)]
@@ -123,7 +126,8 @@ impl Node {
         let mut th = [u32::MAX ^ BIAS; NODE_SLOTS];
         th[NODE_SLOTS - 2] = first_rule;
         th[NODE_SLOTS - 1] = blocks;
-        Node { th, base: idx, info: first_block << 3 }
+        debug_assert!(first_block < INNER >> FIELD_BITS, "block {first_block} past the node's field");
+        Node { th, base: idx, info: first_block << FIELD_BITS }
     }
 }
 
@@ -142,19 +146,27 @@ pub fn below_scalar(n: &Node, kb: u32) -> u32 {
 /// `key` matches (scalar). Word `w` is one 32-bit field, or when bit `w` of
 /// `pairs` is set two 16-bit fields side by side, each compared alone (see
 /// [`PAIR_BIAS`]). With `fold`, row `2 * NW` (the index row) also holds a
-/// folded field, tested byte-wise against `key[7]` ([`fold_bounds`]).
+/// folded field, tested byte-wise against the key's last word
+/// ([`fold_bounds`]; `key[7]` for the 8-word key).
 #[inline(always)]
-pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32, fold: bool) -> u32 {
+pub fn block_scalar<const NW: usize, const K: usize>(rows: &[Row], key: &[u32; K], pairs: u32, fold: bool) -> u32 {
+    block_scalar_n(rows, key, NW, pairs, fold)
+}
+
+/// [`block_scalar`] at a run-time word count `nw` (keys of more than 8
+/// leaf words, which have no kernel of their own).
+#[inline(always)]
+pub fn block_scalar_n<const K: usize>(rows: &[Row], key: &[u32; K], nw: usize, pairs: u32, fold: bool) -> u32 {
     let mut m = (1u32 << LANES) - 1;
     if fold {
-        let (r, k) = (&rows[2 * NW].0, key[7]);
+        let (r, k) = (&rows[2 * nw].0, key[K - 1]);
         for l in 0..LANES {
             if (0..4).any(|i| (r[l] >> (8 * i)) as i8 > (k >> (8 * i)) as i8) {
                 m &= !(1 << l);
             }
         }
     }
-    for w in 0..NW {
+    for w in 0..nw {
         let (lo, hi, k) = (&rows[2 * w].0, &rows[2 * w + 1].0, key[w]);
         let mut b = 0;
         if pairs >> w & 1 == 0 {
@@ -177,13 +189,13 @@ pub fn block_scalar<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32, f
 /// A five-tuple key (source, destination, the two ports, protocol) as a
 /// batch lane keeps it: `kk` every field biased (nodes compare it as is),
 /// `pk` the leaf words: the addresses biased, the ports paired, the
-/// protocol folded (word 7).
+/// protocol folded (the last word: 7 of the 8-word key).
 #[inline(always)]
-pub fn prep5_scalar(k: &crate::rules::Key, kk: &mut [u32; 8], pk: &mut [u32; 8]) {
+pub fn prep5_scalar<const N: usize>(k: &crate::rules::Key<N>, kk: &mut [u32; N], pk: &mut [u32; N]) {
     *kk = k.0.map(|x| x ^ BIAS);
     *pk = *kk;
     pk[2] = pack(k.0[2], k.0[3]) ^ PAIR_BIAS;
-    pk[7] = fold_key(k.0[4]);
+    pk[N - 1] = fold_key(k.0[4]);
 }
 
 /// Packs two 16-bit values into one word (unbiased) as [`block_scalar`]
@@ -206,8 +218,13 @@ pub mod avx2 {
     /// reads them).
     #[inline]
     #[target_feature(enable = "avx2")]
-    pub fn prep5(k: &crate::rules::Key, kk: &mut [u32; 8], pk: &mut [u32; 8]) {
-        // SAFETY: a Key and the lanes' arrays are eight u32s (unaligned
+    pub fn prep5<const N: usize>(k: &crate::rules::Key<N>, kk: &mut [u32; N], pk: &mut [u32; N]) {
+        if N != 8 {
+            // Wider keys take the generic path (the five-tuple kernels run
+            // on the 8-word key).
+            return super::prep5_scalar(k, kk, pk);
+        }
+        // SAFETY: a Key and the lanes' arrays are eight u32s here (unaligned
         // loads and stores).
         unsafe {
             let v = _mm256_loadu_si256(k.0.as_ptr() as *const __m256i);
@@ -241,17 +258,24 @@ pub mod avx2 {
     /// failed.
     #[inline]
     #[target_feature(enable = "avx2")]
-    pub fn block<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32, fold: bool) -> u32 {
-        assert!(rows.len() > 2 * NW);
-        // SAFETY: rows holds at least 2 * NW + 1 aligned 32-byte rows.
+    pub fn block<const NW: usize, const K: usize>(rows: &[Row], key: &[u32; K], pairs: u32, fold: bool) -> u32 {
+        block_n(rows, key, NW, pairs, fold)
+    }
+
+    /// [`block`] at a run-time word count `nw`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub fn block_n<const K: usize>(rows: &[Row], key: &[u32; K], nw: usize, pairs: u32, fold: bool) -> u32 {
+        assert!(rows.len() > 2 * nw);
+        // SAFETY: rows holds at least 2 * nw + 1 aligned 32-byte rows.
         unsafe {
             let p = rows.as_ptr() as *const __m256i;
             let mut fail = if fold {
-                _mm256_cmpgt_epi8(_mm256_load_si256(p.add(2 * NW)), _mm256_set1_epi32(key[7] as i32))
+                _mm256_cmpgt_epi8(_mm256_load_si256(p.add(2 * nw)), _mm256_set1_epi32(key[K - 1] as i32))
             } else {
                 _mm256_setzero_si256()
             };
-            for w in 0..NW {
+            for w in 0..nw {
                 let kv = _mm256_set1_epi32(key[w] as i32);
                 let lo = _mm256_load_si256(p.add(2 * w));
                 let hi = _mm256_load_si256(p.add(2 * w + 1));
@@ -296,17 +320,24 @@ pub mod avx512 {
     /// lanes must be all zero: `vptestnmd`).
     #[inline]
     #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2")]
-    pub fn block<const NW: usize>(rows: &[Row], key: &[u32; 8], pairs: u32, fold: bool) -> u32 {
-        assert!(rows.len() > 2 * NW);
-        // SAFETY: rows holds at least 2 * NW + 1 aligned 32-byte rows.
+    pub fn block<const NW: usize, const K: usize>(rows: &[Row], key: &[u32; K], pairs: u32, fold: bool) -> u32 {
+        block_n(rows, key, NW, pairs, fold)
+    }
+
+    /// [`block`] at a run-time word count `nw`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2")]
+    pub fn block_n<const K: usize>(rows: &[Row], key: &[u32; K], nw: usize, pairs: u32, fold: bool) -> u32 {
+        assert!(rows.len() > 2 * nw);
+        // SAFETY: rows holds at least 2 * nw + 1 aligned 32-byte rows.
         unsafe {
             let p = rows.as_ptr() as *const __m256i;
             let mut ok: __mmask8 = 0xff;
             if fold {
-                let f = _mm256_cmpgt_epi8(_mm256_load_si256(p.add(2 * NW)), _mm256_set1_epi32(key[7] as i32));
+                let f = _mm256_cmpgt_epi8(_mm256_load_si256(p.add(2 * nw)), _mm256_set1_epi32(key[K - 1] as i32));
                 ok = _mm256_testn_epi32_mask(f, f);
             }
-            for w in 0..NW {
+            for w in 0..nw {
                 let kv = _mm256_set1_epi32(key[w] as i32);
                 let lo = _mm256_load_si256(p.add(2 * w));
                 let hi = _mm256_load_si256(p.add(2 * w + 1));
@@ -445,7 +476,7 @@ mod tests {
                 }
             }
             let (r0, k0) = biased(&rows, &key, 0);
-            prop_assert_eq!(block_scalar::<5>(&r0, &k0, 0, false), want);
+            prop_assert_eq!(block_scalar::<5, 8>(&r0, &k0, 0, false), want);
             // Words 1 and 3 as pairs of 16-bit fields: each half alone.
             let mut want_pairs = (1u32 << LANES) - 1;
             for w in 0..5 {
@@ -462,7 +493,7 @@ mod tests {
                 }
             }
             let (r1, k1) = biased(&rows, &key, 0b01010);
-            prop_assert_eq!(block_scalar::<5>(&r1, &k1, 0b01010, false), want_pairs);
+            prop_assert_eq!(block_scalar::<5, 8>(&r1, &k1, 0b01010, false), want_pairs);
             let (r2, k2) = biased(&rows, &key, 0b10);
             // An empty lane matches no key.
             let mut re = r1.clone();
@@ -471,7 +502,7 @@ mod tests {
                 re[2 * w].0[3] = lo;
                 re[2 * w + 1].0[3] = hi;
             }
-            prop_assert_eq!(block_scalar::<5>(&re, &k1, 0b01010, false), want_pairs & !(1 << 3));
+            prop_assert_eq!(block_scalar::<5, 8>(&re, &k1, 0b01010, false), want_pairs & !(1 << 3));
             // A folded byte field in the index row (row 10): a lane also
             // needs lo <= kp <= hi; an unused lane never matches.
             let mut rf = r0.clone();
@@ -486,32 +517,32 @@ mod tests {
             }
             rf[10].0[5] = FOLD_EMPTY;
             want_fold &= !(1 << 5);
-            prop_assert_eq!(block_scalar::<5>(&rf, &kf, 0, true), want_fold);
+            prop_assert_eq!(block_scalar::<5, 8>(&rf, &kf, 0, true), want_fold);
             #[cfg(target_arch = "x86_64")]
             if has_avx2() {
                 // SAFETY: the CPU has AVX2 (checked above).
-                prop_assert_eq!(unsafe { avx2::block::<5>(&rf, &kf, 0, true) }, want_fold);
+                prop_assert_eq!(unsafe { avx2::block::<5, 8>(&rf, &kf, 0, true) }, want_fold);
             }
             #[cfg(target_arch = "x86_64")]
             if has_avx512() {
                 // SAFETY: the CPU has AVX-512 F/VL/BW (checked above).
                 unsafe {
                     prop_assert_eq!(avx512::below(&n, k ^ BIAS), below_scalar(&n, k ^ BIAS));
-                    prop_assert_eq!(avx512::block::<5>(&rf, &kf, 0, true), want_fold);
-                    prop_assert_eq!(avx512::block::<5>(&r0, &k0, 0, false), want);
-                    prop_assert_eq!(avx512::block::<5>(&r1, &k1, 0b01010, false), want_pairs);
-                    prop_assert_eq!(avx512::block::<5>(&re, &k1, 0b01010, false), want_pairs & !(1 << 3));
-                    prop_assert_eq!(avx512::block::<2>(&r2, &k2, 0b10, false), block_scalar::<2>(&r2, &k2, 0b10, false));
+                    prop_assert_eq!(avx512::block::<5, 8>(&rf, &kf, 0, true), want_fold);
+                    prop_assert_eq!(avx512::block::<5, 8>(&r0, &k0, 0, false), want);
+                    prop_assert_eq!(avx512::block::<5, 8>(&r1, &k1, 0b01010, false), want_pairs);
+                    prop_assert_eq!(avx512::block::<5, 8>(&re, &k1, 0b01010, false), want_pairs & !(1 << 3));
+                    prop_assert_eq!(avx512::block::<2, 8>(&r2, &k2, 0b10, false), block_scalar::<2, 8>(&r2, &k2, 0b10, false));
                 }
             }
             #[cfg(target_arch = "x86_64")]
             if has_avx2() {
                 // SAFETY: the CPU has AVX2 (checked above).
                 prop_assert_eq!(unsafe { avx2::below(&n, k ^ BIAS) }, below_scalar(&n, k ^ BIAS));
-                prop_assert_eq!(unsafe { avx2::block::<5>(&r0, &k0, 0, false) }, want);
-                prop_assert_eq!(unsafe { avx2::block::<5>(&r1, &k1, 0b01010, false) }, want_pairs);
-                prop_assert_eq!(unsafe { avx2::block::<5>(&re, &k1, 0b01010, false) }, want_pairs & !(1 << 3));
-                prop_assert_eq!(unsafe { avx2::block::<2>(&r2, &k2, 0b10, false) }, block_scalar::<2>(&r2, &k2, 0b10, false));
+                prop_assert_eq!(unsafe { avx2::block::<5, 8>(&r0, &k0, 0, false) }, want);
+                prop_assert_eq!(unsafe { avx2::block::<5, 8>(&r1, &k1, 0b01010, false) }, want_pairs);
+                prop_assert_eq!(unsafe { avx2::block::<5, 8>(&re, &k1, 0b01010, false) }, want_pairs & !(1 << 3));
+                prop_assert_eq!(unsafe { avx2::block::<2, 8>(&r2, &k2, 0b10, false) }, block_scalar::<2, 8>(&r2, &k2, 0b10, false));
             }
         }
     }
