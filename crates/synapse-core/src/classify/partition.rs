@@ -1805,7 +1805,7 @@ impl<const N: usize> PTree<N> {
     /// (trees skipped by their best rule, a leaf's blocks as far as they
     /// can beat the match so far), counted per lookup: for comparing the
     /// tree under churn with a fresh build of its rules (`classify_churn`).
-    pub fn lookup_profile(&self, keys: &[Key]) -> LookupProfile {
+    pub fn lookup_profile(&self, keys: &[Key<N>]) -> LookupProfile {
         let stride = self.stride();
         let block_bytes = stride * std::mem::size_of::<Row>();
         let rows_at = self.rows.as_ptr() as usize;
