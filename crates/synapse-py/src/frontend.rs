@@ -365,8 +365,13 @@ impl Drop for Conn {
 /// returns at once for a request that came during the spin. A socket
 /// closed meanwhile reads POLLNVAL or POLLHUP and ends the spin too.
 fn spin_before_park() {
-    let fd = LAST_ACTIVE.load(Ordering::Relaxed);
-    let spin = Duration::from_micros(SPIN.load(Ordering::Relaxed));
+    poll_for_input(LAST_ACTIVE.load(Ordering::Relaxed), Duration::from_micros(SPIN.load(Ordering::Relaxed)));
+}
+
+/// Poll `fd` (none when negative) until it is readable, closed, or `spin`
+/// passes, yielding the core between polls; shared with the benchmark's
+/// client (`p4rtclient.rs`), which spins the same way before it sleeps.
+pub(crate) fn poll_for_input(fd: i32, spin: Duration) {
     if fd < 0 || spin.is_zero() {
         return;
     }

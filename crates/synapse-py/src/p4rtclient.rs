@@ -96,20 +96,7 @@ static SPIN: AtomicU64 = AtomicU64::new(150);
 /// Before the client's thread sleeps: poll its socket until an answer's
 /// bytes are there or the spin passes, the core yielded between polls.
 fn spin_before_park() {
-    let fd = SOCKET.load(Ordering::Relaxed);
-    let spin = Duration::from_micros(SPIN.load(Ordering::Relaxed));
-    if fd < 0 || spin.is_zero() {
-        return;
-    }
-    let t0 = Instant::now();
-    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    while t0.elapsed() < spin {
-        // SAFETY: one pollfd on the stack, a zero timeout
-        if unsafe { libc::poll(&mut p, 1, 0) } != 0 {
-            return;
-        }
-        std::thread::yield_now();
-    }
+    crate::frontend::poll_for_input(SOCKET.load(Ordering::Relaxed), Duration::from_micros(SPIN.load(Ordering::Relaxed)));
 }
 
 #[pymethods]
