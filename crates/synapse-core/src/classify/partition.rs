@@ -581,9 +581,17 @@ impl<const N: usize> PTree<N> {
         // the lookups/s at 43 -> 53-66 B/rule; one tree of gen ipc 1K: ~1.3x).
         // At most 1.5x its bytes: the structure's small size is one of its
         // goals (acl1_1k's leaves of 24 would take 1.8x for ~10 %).
-        // Not on larger sets: build time, for a few per cent.
+        // Not on larger sets: build time, for a few per cent, except with
+        // keys past 8 words, leaves of one block: a block is then 9-16
+        // lines, and leaves of 32 test two of them per lookup (the switch
+        // program's IPv6 ACLs, 13 and 15 words, gen 10K: 1.2x the lookups/s
+        // at 1.2x the bytes; leaves of 16 gained 1.05x).
         let cap = pick.stats.bytes * 3 / 2;
-        let buckets: &[usize] = if set.len() > LARGE { &[] } else { &[24, 16] };
+        let buckets: &[usize] = match (set.len() > LARGE, N > 8) {
+            (false, _) => &[24, 16],
+            (true, true) => &[LANES],
+            (true, false) => &[],
+        };
         for &bucket in buckets {
             let c = PTreeConfig { bucket: bucket.min(narrow.bucket), spfac: narrow.spfac.max(4.0), ..narrow };
             if c == narrow {
@@ -591,13 +599,13 @@ impl<const N: usize> PTree<N> {
             }
             let c = PTreeConfig { max_bytes: cap.min(narrow.max_bytes), ..c };
             // Past the cap the build stops (smaller leaves only take more).
-            // There leaves of 24 may still fit with the pick's own
+            // There the first size may still fit with the pick's own
             // replication (acl1_1k: 44 -> 48 B/rule, 1.2x the lookups/s;
             // its leaves of 16 would pass a tenth of rte_acl's bytes), and
             // then no smaller ones are tried.
             let (a, more) = match Self::build_one(set, &c, &boxes) {
                 Ok(a) => (a, true),
-                Err(_) if bucket == 24 && narrow.spfac < c.spfac => match Self::build_one(set, &PTreeConfig { spfac: narrow.spfac, ..c }, &boxes) {
+                Err(_) if bucket == buckets[0] && narrow.spfac < c.spfac => match Self::build_one(set, &PTreeConfig { spfac: narrow.spfac, ..c }, &boxes) {
                     Ok(a) => (a, false),
                     Err(_) => break,
                 },
