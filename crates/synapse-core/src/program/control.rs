@@ -110,18 +110,23 @@ impl Program {
             return h.next;
         }
         let keys = &self.key_hot[th.keys as usize..th.keys as usize + th.nkeys as usize];
-        if th.one_word {
-            TableHot::key_words(keys, &st.phv.cells, &mut sc.vals, &mut sc.words);
+        // the key is built straight into the visit record and looked up there
+        let at = visits.key_words.len();
+        let index = &self.indexes[ti as usize];
+        let entry = if th.one_word {
+            let cells = &st.phv.cells;
+            visits.key_words.extend(keys.iter().map(|k| TableHot::word(k, cells)));
+            index.lookup_words(&visits.key_words[at..], &mut sc.vals)
         } else {
-            TableHot::key(keys, &st.phv.cells, &mut sc.vals, &mut sc.words);
-        }
-        let nw = th.words as usize;
-        let entry = self.indexes[ti as usize].lookup(&sc.vals, &sc.words[..nw]);
+            visits.key_words.resize(at + th.words as usize, 0);
+            TableHot::key(keys, &st.phv.cells, &mut sc.vals, &mut visits.key_words[at..]);
+            index.lookup(&sc.vals, &visits.key_words[at..])
+        };
         if !th.plain {
             return self.run_table_cold(ti, th.keyed, entry, st, frame, visits, sc);
         }
         let h = entry.map_or(th.miss, |e| self.hits[(th.hits + e) as usize]);
-        visits.push(th.keyed, entry.map_or(-1, |e| e as i32), h.action, &sc.words[..nw]);
+        visits.close(th.keyed, entry.map_or(-1, |e| e as i32), h.action);
         st.nvisits += 1;
         if h.action != NO_ACTION && self.run_action(h.action, &self.data[(th.data + h.data) as usize..], st, frame) {
             return -1;
@@ -155,7 +160,7 @@ impl Program {
                 h = t.members[(start + super::selector::choose(hash, len as usize) as u32) as usize];
             }
         }
-        visits.push(keyed, entry.map_or(-1, |e| e as i32), h.action, &sc.words[..t.words]);
+        visits.close(keyed, entry.map_or(-1, |e| e as i32), h.action);
         st.nvisits += 1;
         if let Some(e) = entry {
             if t.counters {
@@ -188,7 +193,7 @@ impl Program {
     fn run_learner(&self, ti: u32, keyed: u16, spec: &super::learn::Spec, entry: Option<u32>, st: &mut State, frame: &[u8],
                    visits: &mut Visits, sc: &mut Scratch) -> i32 {
         let (t, th) = (&self.tables[ti as usize], self.hot[ti as usize]);
-        let key = &sc.words[..t.words];
+        let key = visits.open_key();
         let (number, h, slot) = match entry {
             Some(e) => (e as i32, self.hits[(th.hits + e) as usize], super::learn::FIXED),
             None => match st.learn[ti as usize].as_mut().unwrap().lookup(key, spec) {
@@ -196,15 +201,17 @@ impl Program {
                 None => (-1, t.miss, NONE),
             },
         };
-        visits.push(keyed, number, h.action, key);
+        if h.action != NO_ACTION {
+            st.learn_key.clear();
+            st.learn_key.extend_from_slice(key);
+        }
+        visits.close(keyed, number, h.action);
         st.nvisits += 1;
         if h.action == NO_ACTION {
             return h.next;
         }
         st.learn_at = ti;
         st.learn_slot = slot;
-        st.learn_key.clear();
-        st.learn_key.extend_from_slice(key);
         let exited = if slot == NONE || slot == super::learn::FIXED {
             self.run_action(h.action, &self.data[(th.data + h.data) as usize..], st, frame)
         } else {

@@ -1360,7 +1360,6 @@ impl Executor {
 /// Per-lookup scratch space, allocated once.
 pub struct Scratch {
     pub vals: Vec<u128>,
-    pub words: Vec<u32>,
     pub bytes: Vec<u8>,
     /// A learned entry's action data while its action runs.
     pub learned: Vec<u128>,
@@ -1384,7 +1383,7 @@ pub struct Executor {
 impl Executor {
     pub fn new(prog: Program) -> Executor {
         let st = State::new(&prog);
-        let sc = Scratch { vals: vec![0; prog.max_key_fields.max(1)], words: vec![0; MAX_KEY_WORDS], bytes: Vec::new(), learned: Vec::new() };
+        let sc = Scratch { vals: vec![0; prog.max_key_fields.max(1)], bytes: Vec::new(), learned: Vec::new() };
         let flow = super::flow::Flow::new(prog.objs.flow.clone());
         Executor { prog, st, sc, flow, pool: Vec::new(), work: Default::default(), packets: 0, inexact_packets: 0 }
     }
