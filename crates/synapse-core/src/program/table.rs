@@ -172,6 +172,8 @@ impl Index {
     pub fn lookup_words(&self, words: &[u32], vals: &mut [u128]) -> Option<u32> {
         match self {
             Index::None => None,
+            // a one-word key's packed slots: probed here, not through the general path
+            Index::Exact(h) if !h.one.is_empty() => h.get_one(words[0]),
             Index::Exact(h) => h.get(words),
             Index::Classifier(c) => c.classify_one(words),
             Index::Linear(s) if !s.narrow.is_empty() => s.scan64(|f| words[f] as u64),
