@@ -12,7 +12,7 @@
 use super::action::{self, DROP_PORT};
 use super::exec::{Program, Scratch, State, NONE};
 use super::table::{Hit, TableHot};
-use super::expr::{Env, Expr};
+use super::expr::{Env, Expr, Fast};
 use super::table::tainted_key;
 use super::visits::Visits;
 
@@ -38,6 +38,19 @@ pub struct Cond {
 
 /// No action (a miss of a table without a default action).
 pub const NO_ACTION: u32 = u32::MAX;
+
+/// A condition's truth from its fast form, when it has one the pipeline
+/// evaluates in place: nearly every condition is a field against a
+/// constant or a field's truth, and skips the call into the evaluator.
+#[inline(always)]
+fn fast_truth(f: Fast, cells: &[u128]) -> Option<bool> {
+    match f {
+        Fast::MaskEq(x, m, k) => Some(cells[x as usize] & m == k),
+        Fast::MaskNe(x, m, k) => Some(cells[x as usize] & m != k),
+        Fast::Field(x) => Some(cells[x as usize] != 0),
+        _ => None,
+    }
+}
 
 impl Program {
     /// Runs pipeline `pi` (its nodes from its init), appending the visits.
@@ -88,12 +101,19 @@ impl Program {
         if !c.taint.is_empty() && c.taint.iter().any(|&s| st.tainted(s)) {
             st.note_inexact(c.fallback);
         }
-        let mut why = u32::MAX;
-        let v = self.code.eval(e, &Env { cells: &st.phv.cells, params: &[], frame, pos: st.pos }, &mut why).unwrap_or(0);
-        if why != u32::MAX {
-            st.note_inexact(why);
-        }
-        if v != 0 {
+        let cells = &st.phv.cells;
+        let v = match fast_truth(e.fast, cells) {
+            Some(v) => v,
+            None => {
+                let mut why = u32::MAX;
+                let v = self.code.eval(e, &Env { cells, params: &[], frame, pos: st.pos }, &mut why).unwrap_or(0);
+                if why != u32::MAX {
+                    st.note_inexact(why);
+                }
+                v != 0
+            }
+        };
+        if v {
             c.on_true
         } else {
             c.on_false
@@ -235,5 +255,26 @@ impl Program {
     fn run_action(&self, a: u32, data: &[u128], st: &mut State, frame: &[u8]) -> bool {
         let act = &self.actions[a as usize];
         !act.ops.is_empty() && action::run(&act.ops, &data[..act.params.len()], self, st, frame)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::expr::Code;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The in-place fast forms answer as the evaluator's.
+        #[test]
+        fn fast_conditions_equal_the_evaluator(cells in proptest::collection::vec(prop_oneof![any::<u128>(), 0u128..4], 4),
+                                               x in 0u32..4, m in prop_oneof![any::<u128>(), Just(u128::MAX), 0u128..4],
+                                               k in prop_oneof![any::<u128>(), 0u128..4], kind in 0usize..3) {
+            let f = [Fast::MaskEq(x, m, k), Fast::MaskNe(x, m, k), Fast::Field(x)][kind];
+            let e = Expr { start: 0, end: 0, narrow: false, ops64: false, fast: f };
+            let mut why = u32::MAX;
+            let v = Code::default().eval(e, &Env { cells: &cells, params: &[], frame: &[], pos: 0 }, &mut why).unwrap();
+            prop_assert_eq!(fast_truth(f, &cells), Some(v != 0));
+        }
     }
 }
