@@ -788,6 +788,8 @@ impl<const N: usize> Simulator<N> {
             }};
         }
         let mut batch: Vec<Ref> = Vec::new();
+        // The fills due at a step (one buffer for the run).
+        let mut due: Vec<(Cycle, u16, u32)> = Vec::new();
         // An ELU window runs until its last miss is answered; its measured
         // misses feed the period histograms, the sojourn estimate and the
         // backlog (the same for a window that a later one ends and the last).
@@ -859,7 +861,7 @@ impl<const N: usize> Simulator<N> {
                     closed = true;
                 }
             }
-            let mut due: Vec<(Cycle, u16, u32)> = Vec::new();
+            due.clear();
             measured += record(&done, &mut period_hist, &mut window_misses, &period_ix);
             for &(m, c) in &done {
                 if m.sampled {
