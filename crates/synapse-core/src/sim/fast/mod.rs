@@ -525,7 +525,6 @@ impl<const N: usize> Simulator<N> {
         let single = self.cfg.single_entry();
         let mut packets_sampled = 0u64;
         let hop_gap = hit_lat + 1;
-        let int_ps = int_period(clock);
         if let Some((ts, fs)) = given {
             for (&t, &f) in ts.iter().zip(fs) {
                 let si = is_sampled[f as usize];
@@ -583,7 +582,7 @@ impl<const N: usize> Simulator<N> {
                     let e: f64 = rng.sample(Exp1);
                     t += e * gap;
                 }
-                let c = ceil_ps(clock, int_ps, t as u64);
+                let c = clock.ceil(t as u64);
                 if c >= until {
                     break;
                 }
@@ -1235,27 +1234,6 @@ impl<const N: usize> Simulator<N> {
 
 }
 
-/// `clock.ceil(t)` by a float division where its integer path divides
-/// (a whole period P of at most 1 µs, t < 2^32 P < 2^53: t and P are
-/// exact, and the quotient is k exactly when P divides t, else above k by
-/// 1/P ≥ 1e-6, more than its rounding error, 2^-21): the same cycle,
-/// without a 64-bit division per packet.
-#[inline]
-fn ceil_ps(clock: crate::hw::PsClock, int_ps: f64, t: u64) -> Cycle {
-    if ((t >> 32) as f64) < int_ps {
-        crate::hw::ceil_cycles(t as f64 / int_ps)
-    } else {
-        clock.ceil(t)
-    }
-}
-
-/// The period of `clock` if `PsClock::ceil` divides in integers (a whole
-/// number of ps in 1..=1e6), else 0 ([`ceil_ps`]).
-fn int_period(clock: crate::hw::PsClock) -> f64 {
-    let p = clock.ps();
-    if p >= 1.0 && p <= 1e6 && p.fract() == 0.0 { p } else { 0.0 }
-}
-
 /// `floor(2 log2 n)` (n at least 1), in integers: the bit length of n²
 /// less one (the half-octave bin of a flow of n packets).
 #[inline]
@@ -1453,20 +1431,6 @@ mod tests {
                 assert_eq!(round_pos(y), y.round() as Cycle, "{y}");
             }
             x = x * 1.37 + 1.0;
-        }
-    }
-
-    /// `ceil_ps` is `PsClock::ceil`.
-    #[test]
-    fn ceil_ps_is_the_clock_ceil() {
-        let mut rng = Pcg64::seed_from_u64(7);
-        for ps in [4000.0, 1.0, 3.0, 1e6, 2500.0, 3333.0, 1234.5] {
-            let clock = crate::hw::PsClock::new(ps);
-            let p = ps as u64;
-            let edges = (0..2000u64).flat_map(|k| [k * p, (k * p).saturating_sub(1), k * p + 1, ((1u64 << 32) - 1 - k) * p, ((1u64 << 32) - 1 - k) * p + 1]);
-            for t in edges.chain((0..200_000).map(|_| rng.gen_range(0..(1u64 << 32) * p.max(1) + 5))) {
-                assert_eq!(ceil_ps(clock, int_period(clock), t), clock.ceil(t), "{ps} {t}");
-            }
         }
     }
 
