@@ -73,6 +73,9 @@ fn main() {
         q(&mut t, 0.25),
         q(&mut t, 0.75)
     );
-    let by_step: Vec<String> = steps.iter_mut().map(|(name, v)| format!("{name} {:.4}", q(v, 0.5))).collect();
+    let by_step: Vec<String> = steps
+        .iter_mut()
+        .map(|(name, v)| format!("{name} {:.4}", q(v, 0.5)))
+        .collect();
     println!("  by step (median ms): {}", by_step.join(", "));
 }
