@@ -194,6 +194,9 @@ pub struct FastReport {
     pub served_share: f64,
     /// Per-window estimates (the exact run's statistics windows).
     pub windows: Vec<FastWindow>,
+    /// Wall time of each step of the run, s (for profiling: `fastspeed`).
+    #[serde(skip)]
+    pub steps_s: Vec<(&'static str, f64)>,
 }
 
 /// Estimated counters of one (statistics window, table).
@@ -420,6 +423,14 @@ impl<const N: usize> Simulator<N> {
         let thr = (rate * 4294967296.0) as u64;
         let groups = fc.groups.clamp(2, 255) as usize; // a group id is a u8
         let hseed = (seed as u32) ^ 0x6f1d_2a47;
+        // Time per step (`FastReport::steps_s`, `fastspeed`).
+        let mut steps_s: Vec<(&'static str, f64)> = Vec::with_capacity(6);
+        let mut t_lap = std::time::Instant::now();
+        let mut lap = |name: &'static str| {
+            let now = std::time::Instant::now();
+            steps_s.push((name, (now - t_lap).as_secs_f64()));
+            t_lap = now;
+        };
         // 1. The sampled flows, and per flow its group.
         let mut sampled: Vec<u32> = Vec::new();
         let mut group_of: Vec<u8> = Vec::new();
@@ -432,6 +443,7 @@ impl<const N: usize> Simulator<N> {
                 group_of.push((hashword(&[f, 1], hseed) as usize % groups) as u8);
             }
         }
+        lap("flows");
         // 2. Their keys: per table an id per distinct key, with what the
         // model needs of it. A key index is a flow (CFG) or a key of the
         // table's (routed).
@@ -505,6 +517,7 @@ impl<const N: usize> Simulator<N> {
             }
         }
         drop(intern);
+        lap("keys");
         // 3. The sampled flows' packets, routed through the CFG (or their
         // given arrivals along their routes).
         let mut rng = Pcg64::seed_from_u64(seed ^ 0x51ed_fa57);
@@ -606,31 +619,64 @@ impl<const N: usize> Simulator<N> {
         drop(users);
         // (cycle, table, flow) packed in one integer: one comparison a step.
         refs.sort_unstable_by_key(|r| ((r.c as u128) << 64) | ((r.table as u128) << 32) | r.flow as u128);
+        lap("draws");
         // 4. Donors: each flow not sampled borrows the misses of the last
         // sampled flow of about its size (half-octave bins of packets) that
         // started before it.
-        let bin = |n: u64| (2.0 * (n.max(1) as f64).log2()).floor() as usize;
+        let bin = half_octave;
         let nbins = bin(packets.iter().copied().max().unwrap_or(1)) + 1;
         let nsig = sig_of.iter().copied().max().map_or(1, |m| m as usize + 1);
-        let mut last_in_bin: Vec<Option<u32>> = vec![None; nbins * nsig];
-        let mut clients: Vec<Vec<Cycle>> = vec![Vec::new(); sampled.len()];
+        let mut last_in_bin: Vec<u32> = vec![u32::MAX; nbins * nsig];
+        // Per sampled flow its clients' start offsets (cycles), in flow
+        // order: `client_delta[client_from[d]..client_from[d + 1]]`.
+        let mut pairs: Vec<(u32, Cycle)> = Vec::new();
         if rate < 1.0 {
+            pairs.reserve(flows - sampled.len());
             for f in 0..flows {
                 if packets[f] == 0 {
                     continue;
                 }
                 let (b, s0) = (bin(packets[f]), sig_of[f] as usize * nbins);
+                let lib = &mut last_in_bin[s0..s0 + nbins];
                 if is_sampled[f] != u32::MAX {
-                    last_in_bin[s0 + b] = Some(is_sampled[f]);
+                    lib[b] = is_sampled[f];
                     continue;
                 }
-                let donor = (0..nbins).flat_map(|d| [b.checked_sub(d), Some(b + d)]).flatten().filter(|&x| x < nbins).find_map(|x| last_in_bin[s0 + x]);
-                if let Some(d) = donor {
-                    let delta = ((starts[f] - starts[sampled[d as usize] as usize]).max(0.0) / clock.ps()).round() as Cycle;
-                    clients[d as usize].push(delta);
+                // The nearest bin with a donor, the lower one first.
+                let mut donor = lib[b];
+                let mut d = 1;
+                while donor == u32::MAX && d < nbins {
+                    if d <= b {
+                        donor = lib[b - d];
+                    }
+                    if donor == u32::MAX && b + d < nbins {
+                        donor = lib[b + d];
+                    }
+                    d += 1;
+                }
+                if donor != u32::MAX {
+                    let x = (starts[f] - starts[sampled[donor as usize] as usize]).max(0.0) / clock.ps();
+                    pairs.push((donor, round_pos(x)));
                 }
             }
         }
+        let mut client_from = vec![0u32; sampled.len() + 1];
+        for &(d, _) in &pairs {
+            client_from[d as usize + 1] += 1;
+        }
+        for i in 0..sampled.len() {
+            client_from[i + 1] += client_from[i];
+        }
+        let mut client_delta: Vec<Cycle> = vec![0; pairs.len()];
+        {
+            let mut at = client_from.clone();
+            for &(d, delta) in &pairs {
+                client_delta[at[d as usize] as usize] = delta;
+                at[d as usize] += 1;
+            }
+        }
+        drop(pairs);
+        lap("donors");
         // 5. The windows of the miss path: every `period` cycles from a
         // random offset, `span` cycles of misses, the middle measured.
         let ns = |x: f64| ((x / cyc_ns).round() as Cycle).max(1);
@@ -709,8 +755,14 @@ impl<const N: usize> Simulator<N> {
         for e in 0..el.times.len() {
             let (t, g) = (el.table[e] as usize, group_of[el.flow[e] as usize] as usize);
             gstats[t][g].refs += el.times[e].len() as f64;
+            // Sorted times: the statistics window by stepping, not dividing.
+            let (mut wi, mut wend) = (0usize, stat_win);
             for &c in &el.times[e] {
-                win_refs[t][((c / stat_win) as usize).min(n_stat - 1)] += w;
+                while c >= wend {
+                    wi += 1;
+                    wend += stat_win;
+                }
+                win_refs[t][wi.min(n_stat - 1)] += w;
                 if in_measure(c) {
                     el_meas[period_ix(c).min(n_periods - 1)][t] += w;
                 }
@@ -735,6 +787,8 @@ impl<const N: usize> Simulator<N> {
             }};
         }
         let mut batch: Vec<Ref> = Vec::new();
+        // The fills due at a step (one buffer for the run).
+        let mut due: Vec<(Cycle, u16, u32)> = Vec::new();
         // An ELU window runs until its last miss is answered; its measured
         // misses feed the period histograms, the sojourn estimate and the
         // backlog (the same for a window that a later one ends and the last).
@@ -806,7 +860,7 @@ impl<const N: usize> Simulator<N> {
                     closed = true;
                 }
             }
-            let mut due: Vec<(Cycle, u16, u32)> = Vec::new();
+            due.clear();
             measured += record(&done, &mut period_hist, &mut window_misses, &period_ix);
             for &(m, c) in &done {
                 if m.sampled {
@@ -956,7 +1010,7 @@ impl<const N: usize> Simulator<N> {
                 win_misses[t][sw.min(n_stat - 1)] += w;
                 win_bytes[t][sw.min(n_stat - 1)] += ki.bytes as f64 * w;
                 period_misses[t][period_ix(r.c)] += w;
-                let model_lat = ((vmu_lat + rsp + ki.fill as Cycle) as f64 + q_est).round() as Cycle;
+                let model_lat = round_pos((vmu_lat + rsp + ki.fill as Cycle) as f64 + q_est);
                 gstats[t][g].lat.add(model_lat, 1.0);
                 miss_model[t].add(model_lat, 1.0);
                 match window.as_mut() {
@@ -964,13 +1018,14 @@ impl<const N: usize> Simulator<N> {
                         win.send(m, keys[t][r.key as usize]);
                     }
                     _ => {
-                        let fill_at = lk + ki.fill as Cycle + q_est.round() as Cycle;
+                        let fill_at = lk + ki.fill as Cycle + round_pos(q_est);
                         fills.push(Reverse((fill_at, r.table, r.key)));
                         next_hop!(r.flow, r.hop, fill_at + 1 + rsp);
                     }
                 }
                 // The donor's clients miss alike, shifted to their starts.
-                for &d in &clients[r.flow as usize] {
+                let fi = r.flow as usize;
+                for &d in &client_delta[client_from[fi] as usize..client_from[fi + 1] as usize] {
                     let at = bus_at + d;
                     if at < until && in_span(at) {
                         let m = Miss { at, issued: r.c + d, sampled: false, measured: in_measure(at), ..m };
@@ -987,6 +1042,7 @@ impl<const N: usize> Simulator<N> {
         }
         drop(walkers);
         self.walkers = handles.into_iter().map(Memo::give_back).collect();
+        lap("loop");
         // 7. The estimates.
         let dur_ns = until as f64 * cyc_ns;
         let backlog_ns = if lags.is_empty() { 0.0 } else { lags.iter().sum::<Cycle>() as f64 / lags.len() as f64 * cyc_ns };
@@ -1159,6 +1215,7 @@ impl<const N: usize> Simulator<N> {
                 });
             }
         }
+        lap("estimates");
         Ok(FastReport {
             tables,
             flows: flows as u64,
@@ -1171,9 +1228,26 @@ impl<const N: usize> Simulator<N> {
             overloaded,
             served_share: share,
             windows,
+            steps_s,
         })
     }
 
+}
+
+/// `floor(2 log2 n)` (n at least 1), in integers: the bit length of n²
+/// less one (the half-octave bin of a flow of n packets).
+#[inline]
+fn half_octave(n: u64) -> usize {
+    let n = n.max(1) as u128;
+    (127 - (n * n).leading_zeros()) as usize
+}
+
+/// `x.round() as Cycle` for x ≥ 0 without a call to libm (`f64::round`
+/// is one on the baseline x86-64 target): `x - trunc(x)` is exact.
+#[inline]
+fn round_pos(x: f64) -> Cycle {
+    let i = x as Cycle;
+    if x - i as f64 >= 0.5 { i.saturating_add(1) } else { i }
 }
 
 /// A flow's expected misses at a table under a simple model (the control
@@ -1242,8 +1316,10 @@ fn window_sojourn(
         let lambda = weight[t] / (to - from) as f64; // PHVs per cycle
         let mut ev: Vec<(Cycle, Cycle)> = misses.iter().filter(|m| m.0 as usize == t).map(|m| (m.1, m.2)).collect();
         ev.sort_unstable();
-        let (mut b, mut i, mut r) = (0 as Cycle, 0, 0f64);
-        let (mut sum, mut n) = (0.0, 0.0);
+        // In integers (each figure is a whole number of cycles, the sums
+        // stay far below 2^53: the float sums were exact).
+        let (mut b, mut i, mut r) = (0 as Cycle, 0, 0 as Cycle);
+        let (mut sum, mut n) = (0u64, 0u64);
         let mut x = start as f64;
         loop {
             let e: f64 = rng.sample(Exp1);
@@ -1251,19 +1327,19 @@ fn window_sojourn(
             if x >= to as f64 {
                 break;
             }
-            let a_c = x.ceil() as Cycle;
+            let a_c = crate::hw::ceil_cycles(x); // x ≥ 0: `x.ceil()`, no libm call
             while i < ev.len() && ev[i].0 <= a_c {
                 b = b.max(ev[i].1);
                 i += 1;
             }
-            r = ((a_c + hit) as f64).max(b as f64).max(r + 1.0);
+            r = (a_c + hit).max(b).max(r + 1);
             if a_c >= from {
-                sum += r - a_c as f64;
-                n += 1.0;
+                sum += r - a_c;
+                n += 1;
             }
         }
-        if n > 0.0 {
-            a.0 += sum / n * weight[t];
+        if n > 0 {
+            a.0 += sum as f64 / n as f64 * weight[t];
             a.1 += weight[t];
         }
     }
@@ -1341,6 +1417,22 @@ fn expected_arrivals(starts: &[f64], packets: &[u64], fd_ps: &[f64], until: Cycl
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The integer half-octave bin and rounding are the float ones.
+    #[test]
+    fn half_octave_and_round_pos_are_the_float_ones() {
+        let bin = |n: u64| (2.0 * (n.max(1) as f64).log2()).floor() as usize;
+        for n in (0..3_000_000u64).chain((0..40).flat_map(|k| [(1u64 << k) - 1, 1 << k, (1 << k) + 1])) {
+            assert_eq!(half_octave(n), bin(n), "{n}");
+        }
+        let mut x = 0.0f64;
+        while x < 1e7 {
+            for y in [x, x + 0.5, x + 0.49999999999999994, x + 0.5000000000000001, x + 0.25, x + 0.75] {
+                assert_eq!(round_pos(y), y.round() as Cycle, "{y}");
+            }
+            x = x * 1.37 + 1.0;
+        }
+    }
 
     /// The expected arrivals add up to what the plan sends before the end:
     /// flows that end before it send all their packets.
