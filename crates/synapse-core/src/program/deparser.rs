@@ -142,8 +142,8 @@ impl Program {
     }
 
     /// A fixed-size header's fields packed through a 128-bit accumulator,
-    /// whole bytes flushed as they fill (fields of at most 64 bits; wider
-    /// ones written on their own).
+    /// flushed 8 bytes at a time as they fill (fields of at most 64 bits;
+    /// wider ones written on their own).
     pub(crate) fn pack_header(&self, hd: &super::exec::Hdr, st: &State, out: &mut [u8]) -> usize {
         let (mut acc, mut n, mut at) = (0u128, 0u32, 0usize);
         for f in &hd.fields {
@@ -164,13 +164,19 @@ impl Program {
                 acc = if n > 0 { (out[at] >> (8 - n)) as u128 } else { 0 };
                 continue;
             }
+            // n < 64 before, w <= 64: what is pending fits in the 128; flushed 8 bytes at a time
             acc = (acc << f.width) | (st.phv.cells[f.cell as usize] & super::phv::mask(f.width));
             n += f.width;
-            while n >= 8 {
-                out[at] = (acc >> (n - 8)) as u8;
-                at += 1;
-                n -= 8;
+            if n >= 64 {
+                n -= 64;
+                out[at..at + 8].copy_from_slice(&((acc >> n) as u64).to_be_bytes());
+                at += 8;
             }
+        }
+        while n >= 8 {
+            n -= 8;
+            out[at] = (acc >> n) as u8;
+            at += 1;
         }
         if n > 0 {
             write_bits(out, at * 8, n, acc);
@@ -185,11 +191,16 @@ impl Program {
         }
         let n = self.header_bytes(h, st);
         let src = st.hdr_src[h as usize];
-        if src != NONE && (src as usize + n) <= frame.len() {
+        // Every field in the PHV (all extracted) and more than one written
+        // (an IPv4 header rebuilt field by field for a tunnel): packed
+        // whole, cheaper than patching the frame's bytes a field at a time.
+        let dirty = st.fdirty[h as usize];
+        let packed = dirty & dirty.wrapping_sub(1) != 0 && hd.loads.len() == hd.fields.len() && hd.varbit_max == 0;
+        if src != NONE && (src as usize + n) <= frame.len() && !packed {
             // the bytes it was extracted from, with the fields written since
             let start = out.len();
             out.extend_from_slice(&frame[src as usize..src as usize + n]);
-            let mut m = st.fdirty[h as usize];
+            let mut m = dirty;
             while m != 0 {
                 let f = &hd.fields[m.trailing_zeros() as usize];
                 m &= m - 1;
