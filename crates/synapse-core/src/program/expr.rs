@@ -793,11 +793,18 @@ impl Code {
 
     /// Evaluates `e`. `inexact` receives the reason of an [`Ins::Inexact`]
     /// (or of a division by zero) when one runs.
-    #[inline]
+    /// The fast forms inline at the caller (a condition, a checksum's),
+    /// the stack machine behind a call.
+    #[inline(always)]
     pub fn eval(&self, e: Expr, env: &Env, inexact: &mut u32) -> Result<u128, TooShort> {
-        if let Some(v) = Code::quick(e.fast, env.cells, env.params) {
-            return Ok(v);
+        match Code::quick(e.fast, env.cells, env.params) {
+            Some(v) => Ok(v),
+            None => self.eval_code(e, env, inexact),
         }
+    }
+
+    #[inline(never)]
+    fn eval_code(&self, e: Expr, env: &Env, inexact: &mut u32) -> Result<u128, TooShort> {
         if e.narrow {
             self.run::<u64, { NARROW_DEPTH + 1 }>(e, env, inexact).map(|v| v as u128)
         } else {
