@@ -113,6 +113,9 @@ impl Program {
     /// Bytes of header `h` as emitted (fixed part and its varbit field's current length).
     fn header_bytes(&self, h: u32, st: &State) -> usize {
         let hd = &self.headers[h as usize];
+        if hd.varbit_max == 0 {
+            return hd.bytes as usize;
+        }
         let vb: usize = hd.fields.iter().filter(|f| f.varbit).map(|f| (st.phv.cells[f.cell as usize] / 8) as usize).sum();
         hd.bytes as usize + vb
     }
