@@ -42,14 +42,14 @@ pub struct Checksum {
     /// Whether the parser verifies it, the deparser updates it.
     pub verify: bool,
     pub update: bool,
-    /// A `csum16` over fields of at most 64 bits (an IPv4 header's): the
+    /// A `csum16` over fields of at most 48 bits (an IPv4 header's): the
     /// fields summed straight from the PHV ([`sum16`]), not packed into
     /// bytes first.
     pub sum16: Option<Box<[SumIn]>>,
 }
 
 /// A field of a [`Checksum::sum16`]: its value cell, its header's validity
-/// cell (an invalid header's fields are left out), its width (at most 64).
+/// cell (an invalid header's fields are left out), its width (at most 48).
 #[derive(Clone, Copy, Debug)]
 pub struct SumIn {
     pub cell: u32,
@@ -66,7 +66,7 @@ pub fn sum16_plan(inputs: &[CkInput], imp: Option<&super::hash::Algo>, lay: &sup
     inputs.iter().map(|i| match *i {
         CkInput::Field { slot, header } => {
             let s = slot as usize;
-            (lay.limbs[s] == 1 && !lay.varbit[s] && (1..=64).contains(&lay.width[s]))
+            (lay.limbs[s] == 1 && !lay.varbit[s] && (1..=48).contains(&lay.width[s]))
                 .then(|| SumIn { cell: lay.value_cell(s), valid: headers[header as usize].valid, w: lay.width[s] })
         }
         _ => None,
@@ -79,21 +79,21 @@ pub fn sum16_plan(inputs: &[CkInput], imp: Option<&super::hash::Algo>, lay: &sup
 /// the last partial word zero-padded (a zero-padded odd byte, as there).
 #[inline]
 pub fn sum16(ins: &[SumIn], cells: &[u128]) -> u64 {
-    let (mut acc, mut n, mut sum) = (0u128, 0u32, 0u64);
+    let (mut acc, mut n, mut sum) = (0u64, 0u32, 0u64);
     for i in ins {
         if cells[i.valid as usize] == 0 {
             continue;
         }
-        // n < 16 before and w <= 64: the bits pending fit in the 128
-        acc = (acc << i.w) | (cells[i.cell as usize] & mask(i.w));
+        // n < 16 before and w <= 48: the bits pending fit in 64
+        acc = (acc << i.w) | (cells[i.cell as usize] as u64 & ((1u64 << i.w) - 1));
         n += i.w;
         while n >= 16 {
             n -= 16;
-            sum += (acc >> n) as u64 & 0xffff;
+            sum += (acc >> n) & 0xffff;
         }
     }
     if n > 0 {
-        sum += (acc << (16 - n)) as u64 & 0xffff;
+        sum += (acc << (16 - n)) & 0xffff;
     }
     sum
 }
@@ -337,10 +337,10 @@ mod tests {
 
     proptest! {
         /// The fields' sum equals csum16 over their packed bytes (BMv2's
-        /// way, the generic path), for any widths up to 64 and any headers
+        /// way, the generic path), for any widths up to 48 and any headers
         /// invalid.
         #[test]
-        fn sum16_of_fields_equals_csum16_of_their_bytes(fields in proptest::collection::vec((1u32..=64, any::<u64>(), any::<bool>()), 0..16)) {
+        fn sum16_of_fields_equals_csum16_of_their_bytes(fields in proptest::collection::vec((1u32..=48, any::<u64>(), any::<bool>()), 0..16)) {
             let mut cells = Vec::new();
             let mut ins = Vec::new();
             let (mut buf, mut bits) = (Vec::new(), 0usize);
