@@ -374,3 +374,38 @@ def test_attack_runs_give_the_interpreters_trace(kind):
         assert getattr(got, k) == getattr(want, k), k
     r0, r1 = simrun.compile_routes(want, entries, len(legit)), simrun.compile_routes(got, entries, len(legit))
     assert np.array_equal(r0.frame_route, r1.frame_route) and np.array_equal(r0.hop_key, r1.hop_key)
+    # the routes numbered as a plain first-seen walk over the steps numbers them
+    ref = _routes_by_walk(got, r1.tables, len(legit))
+    for k in ("frame_route", "route_start", "hop_table", "hop_key"):
+        assert np.array_equal(ref[k], getattr(r1, k)), k
+    assert (r1.frame_route[len(legit):] > r1.frame_route[:len(legit)].max()).all()  # fresh routes after
+    for (name, *_, keys, expected), want_keys, want_expected in zip(r1.table_args, ref["keys"], ref["expected"]):
+        assert [tuple(r) for r in keys.tolist()] == want_keys and expected.tolist() == want_expected, name
+
+
+def _routes_by_walk(trace, tables, fresh_from):
+    """compile_routes' numbering by a walk over every step: key ids and
+    routes (a fresh frame's apart) numbered in the order they first appear."""
+    import numpy as np
+
+    from synapse_vmt.p4.interp import encode_words
+
+    sim = {[t.name for t in trace.tables].index(n): s for s, n in enumerate(tables)}
+    ids = [{} for _ in tables]
+    expected = [[] for _ in tables]
+    routes, frame_route = {}, []
+    ps = trace.pkt_start.tolist()
+    for f in range(trace.n_packets):
+        hops = []
+        for j in range(ps[f], ps[f + 1]):
+            s = sim[int(trace.step_table[j])]
+            k = tuple(encode_words(trace.tables[int(trace.step_table[j])], trace.step_keys[j]))
+            if k not in ids[s]:
+                ids[s][k] = len(ids[s])
+                expected[s].append(int(trace.step_entry[j]))
+            hops.append((s, ids[s][k]))
+        frame_route.append(routes.setdefault((f >= fresh_from, tuple(hops)), len(routes)) if hops else -1)
+    flat = [h for _, hops in routes for h in hops]
+    return {"frame_route": np.array(frame_route), "route_start": np.cumsum([0] + [len(h) for _, h in routes]),
+            "hop_table": np.array([s for s, _ in flat]), "hop_key": np.array([k for _, k in flat]),
+            "keys": [list(d) for d in ids], "expected": expected}

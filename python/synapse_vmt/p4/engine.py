@@ -178,4 +178,6 @@ class RustProgram:
             externs=counts,
             registers=x["registers"],
             packet_errors=perrs,
+            exec_key_start=c["key_start"],
+            exec_key_words=c["key_words"],
         )

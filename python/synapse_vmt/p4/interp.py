@@ -84,7 +84,7 @@ import functools
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -157,6 +157,10 @@ class Trace:
     registers: dict[str, list[int]] = field(default_factory=dict)
     packet_errors: list[str] = field(default_factory=list)  # per packet: its parser error's name, "" for none
     packet_guessed: list[bool] = field(default_factory=list)  # per packet: it took a fallback branch or drew a field
+    # the Rust executor's own key words (steps + 1 offsets into a flat uint32
+    # array): read as they are instead of encoding ``step_keys`` again
+    exec_key_start: np.ndarray | None = None
+    exec_key_words: np.ndarray | None = None
 
     def packet(self, i: int) -> list[Step]:
         lo, hi = int(self.pkt_start[i]), int(self.pkt_start[i + 1])
@@ -177,21 +181,14 @@ class Trace:
         ti = table if isinstance(table, int) else [t.name for t in self.tables].index(table)
         sel = np.nonzero(self.step_table == ti)[0]
         pkt = np.searchsorted(self.pkt_start, sel, side="right") - 1
+        return pkt.astype(np.int64), self.key_rows(ti, sel), self.step_entry[sel]
+
+    def key_rows(self, ti: int, sel: np.ndarray) -> np.ndarray:
+        """The key words [len(sel) x words] uint32 of steps ``sel``, all of table ``ti``."""
         spec = self.tables[ti]
-        keys = [self.step_keys[j] for j in sel.tolist()]
-        words = np.empty((len(sel), spec.words), dtype=np.uint32)
-        col = 0
-        for i, k in enumerate(spec.key):
-            vals = [kk[i] for kk in keys]
-            n = (k.width + 31) // 32
-            if n == 1:
-                words[:, col] = np.array(vals, dtype=np.uint64) if vals else 0
-            else:
-                for w in range(n):
-                    sh = 32 * (n - 1 - w)
-                    words[:, col + w] = [(v >> sh) & 0xFFFFFFFF for v in vals]
-            col += n
-        return pkt.astype(np.int64), words, self.step_entry[sel]
+        if self.exec_key_words is not None:
+            return self.exec_key_words[self.exec_key_start[sel].astype(np.int64)[:, None] + np.arange(spec.words)].astype(np.uint32)
+        return encode_key_rows(spec, [self.step_keys[j] for j in sel.tolist()])
 
     @property
     def parser_reject_count(self) -> int:
@@ -255,6 +252,28 @@ def encode_words(spec: TableSpec, values: tuple[int, ...]) -> list[int]:
     for k, v in zip(spec.key, values):
         n = (k.width + 31) // 32
         out.extend((v >> (32 * (n - 1 - i))) & 0xFFFFFFFF for i in range(n))
+    return out
+
+
+def encode_key_rows(spec: TableSpec, keys: Sequence[tuple[int, ...]]) -> np.ndarray:
+    """:func:`encode_words` of every key, as rows of a uint32 array: a field
+    column at a time."""
+    out = np.zeros((len(keys), spec.words), dtype=np.uint32)
+    col = 0
+    for i, k in enumerate(spec.key):
+        n = (k.width + 31) // 32
+        vals = [kk[i] for kk in keys]
+        try:
+            v = np.array(vals, dtype=np.uint64) if n <= 2 else None
+        except OverflowError:  # a value past 64 bits: word by word below
+            v = None
+        for w in range(n):
+            sh = 32 * (n - 1 - w)
+            if v is not None:
+                out[:, col + w] = (v >> np.uint64(sh)) & np.uint64(0xFFFFFFFF)
+            else:
+                out[:, col + w] = [(x >> sh) & 0xFFFFFFFF for x in vals]
+        col += n
     return out
 
 

@@ -98,34 +98,26 @@ def _word_rows(spec: TableSpec, te: object) -> tuple[list[int], list[str], np.nd
     return bits, kinds, lo, hi, mask
 
 
-def _encode_keys(spec: TableSpec, keys: list[tuple[int, ...]], words: int) -> np.ndarray:
-    """``encode_words`` of every key, as rows of a uint32 array: a field
-    column at a time (an attack brings a new key per frame)."""
-    out = np.zeros((len(keys), words), dtype=np.uint32)
-    col = 0
-    for i, k in enumerate(spec.key):
-        n = (k.width + 31) // 32
-        vals = [kk[i] for kk in keys]
-        try:
-            v = np.array(vals, dtype=np.uint64) if n <= 2 else None
-        except OverflowError:  # a value past 64 bits: word by word below
-            v = None
-        for w in range(n):
-            sh = 32 * (n - 1 - w)
-            if v is not None:
-                out[:, col + w] = (v >> np.uint64(sh)) & np.uint64(0xFFFFFFFF)
-            else:
-                out[:, col + w] = [(x >> sh) & 0xFFFFFFFF for x in vals]
-        col += n
-    return out
+def _first_seen(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(per row its id, numbered in order of first appearance; per id the
+    index of its first row) of a 2-D array's distinct rows."""
+    n, w = rows.shape
+    if w == 0:
+        return np.zeros(n, dtype=np.int64), np.zeros(min(n, 1), dtype=np.int64)
+    v = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.dtype.itemsize * w))).ravel()
+    _, first, inv = np.unique(v, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[by_first] = np.arange(len(first))
+    return rank[inv.ravel()], first[by_first]
 
 
 def compile_routes(trace: Trace, entries: Mapping[str, object], fresh_from: int | None = None) -> Routes:
     """Routes (one per distinct frame's visit sequence) from a run over
     distinct frames; frames from ``fresh_from`` on (an attack's) share no
-    route with those before it, so their routes are numbered after."""
+    route with those before it, so their routes are numbered after. Keys
+    and routes are numbered in the order they first appear."""
     limit = max_key_words()
-    unsim: dict[str, str] = {}
     sim_index: dict[int, int] = {}
     visited = set(np.unique(trace.step_table).tolist())
     for ti, spec in enumerate(trace.tables):
@@ -136,53 +128,53 @@ def compile_routes(trace: Trace, entries: Mapping[str, object], fresh_from: int 
                             f"{limit} words ({32 * limit} bits)")
         sim_index[ti] = len(sim_index)
     order = sorted(sim_index, key=lambda t: sim_index[t])
-    key_ids: list[dict[tuple, int]] = [{} for _ in order]
-    expected: list[list[int]] = [[] for _ in order]
-    routes: dict[tuple, int] = {}
-    frame_route = np.full(trace.n_packets, -1, dtype=np.int64)
-    st, se = trace.step_table.tolist(), trace.step_entry.tolist()
-    ps = trace.pkt_start.tolist()
-    for f in range(trace.n_packets):
-        hops = []
-        for j in range(ps[f], ps[f + 1]):
-            s = sim_index.get(st[j])
-            if s is None:
-                continue
-            ids = key_ids[s]
-            k = trace.step_keys[j]
-            kid = ids.get(k)
-            if kid is None:
-                kid = ids[k] = len(ids)
-                expected[s].append(se[j])
-            hops.append((s, kid))
-        if hops:
-            h = tuple(hops) if fresh_from is None or f < fresh_from else (None, tuple(hops))
-            frame_route[f] = routes.setdefault(h, len(routes))
-    start = [0]
-    ht: list[int] = []
-    hk: list[int] = []
-    for hops in routes:  # insertion order = route id
-        if hops[0] is None:  # a fresh route (see fresh_from)
-            hops = hops[1]
-        for s, kid in hops:
-            ht.append(s)
-            hk.append(kid)
-        start.append(len(ht))
-    args = []
+    st = np.asarray(trace.step_table, dtype=np.int64)
+    se = np.asarray(trace.step_entry, dtype=np.int64)
+    sim_of = np.full(len(trace.tables), -1, dtype=np.int64)
+    sim_of[order] = np.arange(len(order))
+    # Each step's key id within its table, the keys as word rows and the
+    # entry each key's first lookup found (the simulator's expected answer).
+    kid = np.zeros(len(st), dtype=np.int64)
+    args, distinct = [], {}
     for s, ti in enumerate(order):
         spec = trace.tables[ti]
+        sel = np.nonzero(st == ti)[0]
+        rows = trace.key_rows(ti, sel)
         bits, kinds, lo, hi, mask = _word_rows(spec, entries.get(spec.name))
-        keys = _encode_keys(spec, list(key_ids[s]), len(bits))
-        args.append((spec.name, bits, kinds, lo, hi, mask, keys, np.array(expected[s], dtype=np.int64)))
+        if rows.shape[1] != len(bits):
+            raise AssertionError(f"table {spec.name}: {rows.shape[1]} key words, the entries have {len(bits)}")
+        ids, first = _first_seen(rows)
+        kid[sel] = ids
+        distinct[spec.name] = len(first)
+        args.append((spec.name, bits, kinds, lo, hi, mask, rows[first], se[sel[first]]))
+    # Each frame's hops (simulated table, key id), as a padded row led by
+    # a flag that keeps fresh frames' routes apart; routes are its distinct rows.
+    n = trace.n_packets
+    frame = np.repeat(np.arange(n), np.diff(np.asarray(trace.pkt_start, dtype=np.int64)))
+    keep = sim_of[st] >= 0
+    frame, hop_t, hop_k = frame[keep], sim_of[st[keep]], kid[keep]
+    count = np.bincount(frame, minlength=n)
+    at = np.concatenate([[0], np.cumsum(count)[:-1]])
+    pad = np.full((n, 1 + int(count.max(initial=0))), -1, dtype=np.int64)
+    pad[:, 0] = 0 if fresh_from is None else (np.arange(n) >= fresh_from)
+    pad[frame, 1 + np.arange(len(frame)) - at[frame]] = (hop_t << 32) | hop_k
+    some = np.nonzero(count > 0)[0]
+    frame_route = np.full(n, -1, dtype=np.int64)
+    rid, first = _first_seen(pad[some])
+    frame_route[some] = rid
+    rep = some[first]  # each route's first frame
+    lens = count[rep]
+    start = np.concatenate([[0], np.cumsum(lens)]).astype(np.uint32)
+    take = np.repeat(at[rep] - start[:-1].astype(np.int64), lens) + np.arange(int(lens.sum()))
     return Routes(
         tables=[trace.tables[t].name for t in order],
         table_args=args,
-        route_start=np.array(start, dtype=np.uint32),
-        hop_table=np.array(ht, dtype=np.uint32),
-        hop_key=np.array(hk, dtype=np.uint32),
+        route_start=start,
+        hop_table=hop_t[take].astype(np.uint32),
+        hop_key=hop_k[take].astype(np.uint32),
         frame_route=frame_route,
-        unsimulated=unsim,
-        distinct_keys={trace.tables[t].name: len(key_ids[s]) for s, t in enumerate(order)},
+        unsimulated={},
+        distinct_keys=distinct,
     )
 
 

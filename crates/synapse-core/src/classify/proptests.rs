@@ -164,12 +164,9 @@ proptest! {
         let cfg = PTreeConfig { bucket: 2, simd, max_delta, wide_leaves: Some(wide_leaves), ..Default::default() };
         let mut p = PTree::build(&set, &cfg).unwrap();
         let mut rules = set.rules.clone();
-        let mut out = Vec::new();
-        let mut acc = Vec::new();
         for (op, at, r) in ops {
             if op == 2 && !rules.is_empty() {
                 update_both(&mut p, &mut rules, false, at, r);
-                let at = at % (rules.len() + 1);
                 update_both(&mut p, &mut rules, true, at, r);
             } else {
                 update_both(&mut p, &mut rules, op == 0, at, r);
@@ -179,17 +176,7 @@ proptest! {
             prop_assert_eq!(p.len(), rules.len());
             // The blocks a leaf holds are never a hole another one takes.
             prop_assert_eq!(p.check_blocks(), Ok(()));
-            let lin = Linear::new(&now);
-            let keys = keys_for(&now, &seeds);
-            out.resize(keys.len(), 0);
-            p.classify_batch(&keys, &mut out);
-            for (k, o) in keys.iter().zip(&out) {
-                let w = lin.classify(k);
-                prop_assert_eq!(p.classify(k), w, "{:?}", k);
-                prop_assert_eq!(*o, w.map_or(-1, |r| r as i32), "batch {:?}", k);
-                acc.clear();
-                prop_assert_eq!(p.walk(k, &mut acc), w, "walk {:?}", k);
-            }
+            ptree_agrees(&p, &now, &keys_for(&now, &seeds))?;
         }
         prop_assert!(p.insert(rules.len() + 1, rules.first().copied().unwrap_or_else(|| Rule::new(&[FieldMatch::ANY; 5], 0, 0))).is_err());
         prop_assert!(p.delete(rules.len()).is_err());
@@ -199,7 +186,7 @@ proptest! {
 /// The same update on the tree and on the oracle's rule list: `r` inserted
 /// at `at` (modulo the positions), or (`insert` false, or no rule left)
 /// the rule at `at` (modulo the rules) deleted.
-fn update_both(p: &mut impl Incremental, rules: &mut Vec<Rule>, insert: bool, at: usize, r: Rule) {
+fn update_both<const N: usize>(p: &mut impl Incremental<N>, rules: &mut Vec<Rule<N>>, insert: bool, at: usize, r: Rule<N>) {
     if insert || rules.is_empty() {
         let at = at % (rules.len() + 1);
         Incremental::insert(p, at, r).unwrap();
@@ -209,6 +196,23 @@ fn update_both(p: &mut impl Incremental, rules: &mut Vec<Rule>, insert: bool, at
         Incremental::delete(p, at).unwrap();
         rules.remove(at);
     }
+}
+
+/// The tree's answers over `keys` equal the oracle's over `now`, by every
+/// path: one key, a batch, and the walk the memory model replays.
+fn ptree_agrees<const N: usize>(p: &PTree<N>, now: &RuleSet<N>, keys: &[Key<N>]) -> Result<(), TestCaseError> {
+    let lin = Linear::new(now);
+    let mut out = vec![0; keys.len()];
+    p.classify_batch(keys, &mut out);
+    let mut acc = Vec::new();
+    for (k, o) in keys.iter().zip(&out) {
+        let w = lin.classify(k);
+        prop_assert_eq!(p.classify(k), w, "{:?}", k);
+        prop_assert_eq!(*o, w.map_or(-1, |r| r as i32), "batch {:?}", k);
+        acc.clear();
+        prop_assert_eq!(p.walk(k, &mut acc), w, "walk {:?}", k);
+    }
+    Ok(())
 }
 
 /// Churn on generated ClassBench-style sets (rules deleted, rules of
@@ -553,40 +557,18 @@ mod wide {
     ) -> Result<(), TestCaseError> {
         let mut p = PTree::build(set, cfg).unwrap();
         let mut rules = set.rules.clone();
-        let (mut out, mut acc) = (Vec::new(), Vec::new());
         for &(op, at, from) in ops {
             let Some(r) = pick(from) else { return Ok(()) };
-            let step = |p: &mut PTree<N>, rules: &mut Vec<Rule<N>>, insert: bool, at: usize| {
-                if insert || rules.is_empty() {
-                    let at = at % (rules.len() + 1);
-                    p.insert(at, r).unwrap();
-                    rules.insert(at, r);
-                } else {
-                    let at = at % rules.len();
-                    p.delete(at).unwrap();
-                    rules.remove(at);
-                }
-            };
             if op == 2 && !rules.is_empty() {
-                step(&mut p, &mut rules, false, at);
-                step(&mut p, &mut rules, true, at);
+                update_both(&mut p, &mut rules, false, at, r);
+                update_both(&mut p, &mut rules, true, at, r);
             } else {
-                step(&mut p, &mut rules, op == 0, at);
+                update_both(&mut p, &mut rules, op == 0, at, r);
             }
             prop_assert_eq!(&p.rule_set().rules, &rules);
             prop_assert_eq!(p.check_blocks(), Ok(()));
             let now = RuleSet::new(set.schema.clone(), rules.clone());
-            let lin = Linear::new(&now);
-            let keys = keys(&now, seeds);
-            out.resize(keys.len(), 0);
-            p.classify_batch(&keys, &mut out);
-            for (k, o) in keys.iter().zip(&out) {
-                let w = lin.classify(k);
-                prop_assert_eq!(p.classify(k), w, "{:?}", k);
-                prop_assert_eq!(*o, w.map_or(-1, |r| r as i32), "batch {:?}", k);
-                acc.clear();
-                prop_assert_eq!(p.walk(k, &mut acc), w, "walk {:?}", k);
-            }
+            ptree_agrees(&p, &now, &keys(&now, seeds))?;
         }
         Ok(())
     }

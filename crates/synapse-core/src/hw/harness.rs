@@ -757,8 +757,10 @@ pub fn gen_vmu(lookup_bits: u32, phv_fifo: u32, g: &VmuGen) -> (Vec<VmuIn>, Vec<
             pending = None;
         }
         let act = |tag: u64| (tag % 5 != 0).then_some(tag as u32 * 7);
-        if let Some((pmu, tag)) = o.req {
-            let port = pmu as usize % (VMU_PORTS - 1);
+        if let Some((_pmu, tag)) = o.req {
+            // Every PMU's response comes back on port 0: the last port is the
+            // ELU's direct replies, and a VMU has one response port besides it.
+            let port = 0;
             if rng.gen::<f64>() < g.p_hit {
                 put(
                     &mut ports,

@@ -12,7 +12,7 @@
 use super::action::{self, DROP_PORT};
 use super::exec::{Program, Scratch, State, NONE};
 use super::table::{Hit, TableHot};
-use super::expr::{Env, Expr};
+use super::expr::{Env, Expr, Fast};
 use super::table::tainted_key;
 use super::visits::Visits;
 
@@ -38,6 +38,19 @@ pub struct Cond {
 
 /// No action (a miss of a table without a default action).
 pub const NO_ACTION: u32 = u32::MAX;
+
+/// A condition's truth from its fast form, when it has one the pipeline
+/// evaluates in place: nearly every condition is a field against a
+/// constant or a field's truth, and skips the call into the evaluator.
+#[inline(always)]
+fn fast_truth(f: Fast, cells: &[u128]) -> Option<bool> {
+    match f {
+        Fast::MaskEq(x, m, k) => Some(cells[x as usize] & m == k),
+        Fast::MaskNe(x, m, k) => Some(cells[x as usize] & m != k),
+        Fast::Field(x) => Some(cells[x as usize] != 0),
+        _ => None,
+    }
+}
 
 impl Program {
     /// Runs pipeline `pi` (its nodes from its init), appending the visits.
@@ -88,12 +101,19 @@ impl Program {
         if !c.taint.is_empty() && c.taint.iter().any(|&s| st.tainted(s)) {
             st.note_inexact(c.fallback);
         }
-        let mut why = u32::MAX;
-        let v = self.code.eval(e, &Env { cells: &st.phv.cells, params: &[], frame, pos: st.pos }, &mut why).unwrap_or(0);
-        if why != u32::MAX {
-            st.note_inexact(why);
-        }
-        if v != 0 {
+        let cells = &st.phv.cells;
+        let v = match fast_truth(e.fast, cells) {
+            Some(v) => v,
+            None => {
+                let mut why = u32::MAX;
+                let v = self.code.eval(e, &Env { cells, params: &[], frame, pos: st.pos }, &mut why).unwrap_or(0);
+                if why != u32::MAX {
+                    st.note_inexact(why);
+                }
+                v != 0
+            }
+        };
+        if v {
             c.on_true
         } else {
             c.on_false
@@ -110,18 +130,23 @@ impl Program {
             return h.next;
         }
         let keys = &self.key_hot[th.keys as usize..th.keys as usize + th.nkeys as usize];
-        if th.one_word {
-            TableHot::key_words(keys, &st.phv.cells, &mut sc.vals, &mut sc.words);
+        // the key is built straight into the visit record and looked up there
+        let at = visits.key_words.len();
+        let index = &self.indexes[ti as usize];
+        let entry = if th.one_word {
+            let cells = &st.phv.cells;
+            visits.key_words.extend(keys.iter().map(|k| TableHot::word(k, cells)));
+            index.lookup_words(&visits.key_words[at..], &mut sc.vals)
         } else {
-            TableHot::key(keys, &st.phv.cells, &mut sc.vals, &mut sc.words);
-        }
-        let nw = th.words as usize;
-        let entry = self.indexes[ti as usize].lookup(&sc.vals, &sc.words[..nw]);
+            visits.key_words.resize(at + th.words as usize, 0);
+            TableHot::key(keys, &st.phv.cells, &mut sc.vals, &mut visits.key_words[at..]);
+            index.lookup(&sc.vals, &visits.key_words[at..])
+        };
         if !th.plain {
             return self.run_table_cold(ti, th.keyed, entry, st, frame, visits, sc);
         }
         let h = entry.map_or(th.miss, |e| self.hits[(th.hits + e) as usize]);
-        visits.push(th.keyed, entry.map_or(-1, |e| e as i32), h.action, &sc.words[..nw]);
+        visits.close(th.keyed, entry.map_or(-1, |e| e as i32), h.action);
         st.nvisits += 1;
         if h.action != NO_ACTION && self.run_action(h.action, &self.data[(th.data + h.data) as usize..], st, frame) {
             return -1;
@@ -155,7 +180,7 @@ impl Program {
                 h = t.members[(start + super::selector::choose(hash, len as usize) as u32) as usize];
             }
         }
-        visits.push(keyed, entry.map_or(-1, |e| e as i32), h.action, &sc.words[..t.words]);
+        visits.close(keyed, entry.map_or(-1, |e| e as i32), h.action);
         st.nvisits += 1;
         if let Some(e) = entry {
             if t.counters {
@@ -188,7 +213,7 @@ impl Program {
     fn run_learner(&self, ti: u32, keyed: u16, spec: &super::learn::Spec, entry: Option<u32>, st: &mut State, frame: &[u8],
                    visits: &mut Visits, sc: &mut Scratch) -> i32 {
         let (t, th) = (&self.tables[ti as usize], self.hot[ti as usize]);
-        let key = &sc.words[..t.words];
+        let key = visits.open_key();
         let (number, h, slot) = match entry {
             Some(e) => (e as i32, self.hits[(th.hits + e) as usize], super::learn::FIXED),
             None => match st.learn[ti as usize].as_mut().unwrap().lookup(key, spec) {
@@ -196,15 +221,17 @@ impl Program {
                 None => (-1, t.miss, NONE),
             },
         };
-        visits.push(keyed, number, h.action, key);
+        if h.action != NO_ACTION {
+            st.learn_key.clear();
+            st.learn_key.extend_from_slice(key);
+        }
+        visits.close(keyed, number, h.action);
         st.nvisits += 1;
         if h.action == NO_ACTION {
             return h.next;
         }
         st.learn_at = ti;
         st.learn_slot = slot;
-        st.learn_key.clear();
-        st.learn_key.extend_from_slice(key);
         let exited = if slot == NONE || slot == super::learn::FIXED {
             self.run_action(h.action, &self.data[(th.data + h.data) as usize..], st, frame)
         } else {
@@ -228,5 +255,26 @@ impl Program {
     fn run_action(&self, a: u32, data: &[u128], st: &mut State, frame: &[u8]) -> bool {
         let act = &self.actions[a as usize];
         !act.ops.is_empty() && action::run(&act.ops, &data[..act.params.len()], self, st, frame)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::expr::Code;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The in-place fast forms answer as the evaluator's.
+        #[test]
+        fn fast_conditions_equal_the_evaluator(cells in proptest::collection::vec(prop_oneof![any::<u128>(), 0u128..4], 4),
+                                               x in 0u32..4, m in prop_oneof![any::<u128>(), Just(u128::MAX), 0u128..4],
+                                               k in prop_oneof![any::<u128>(), 0u128..4], kind in 0usize..3) {
+            let f = [Fast::MaskEq(x, m, k), Fast::MaskNe(x, m, k), Fast::Field(x)][kind];
+            let e = Expr { start: 0, end: 0, narrow: false, ops64: false, fast: f };
+            let mut why = u32::MAX;
+            let v = Code::default().eval(e, &Env { cells: &cells, params: &[], frame: &[], pos: 0 }, &mut why).unwrap();
+            prop_assert_eq!(fast_truth(f, &cells), Some(v != 0));
+        }
     }
 }

@@ -1360,7 +1360,6 @@ impl Executor {
 /// Per-lookup scratch space, allocated once.
 pub struct Scratch {
     pub vals: Vec<u128>,
-    pub words: Vec<u32>,
     pub bytes: Vec<u8>,
     /// A learned entry's action data while its action runs.
     pub learned: Vec<u128>,
@@ -1379,14 +1378,18 @@ pub struct Executor {
     /// Packets run, and how many were inexact.
     pub packets: u64,
     pub inexact_packets: u64,
+    /// The program names simple_switch's fields: packets run its flow
+    /// (decided once, not per packet).
+    flows: bool,
 }
 
 impl Executor {
     pub fn new(prog: Program) -> Executor {
         let st = State::new(&prog);
-        let sc = Scratch { vals: vec![0; prog.max_key_fields.max(1)], words: vec![0; MAX_KEY_WORDS], bytes: Vec::new(), learned: Vec::new() };
+        let sc = Scratch { vals: vec![0; prog.max_key_fields.max(1)], bytes: Vec::new(), learned: Vec::new() };
         let flow = super::flow::Flow::new(prog.objs.flow.clone());
-        Executor { prog, st, sc, flow, pool: Vec::new(), work: Default::default(), packets: 0, inexact_packets: 0 }
+        let flows = prog.objs.meta.iter().any(Option::is_some);
+        Executor { prog, st, sc, flow, pool: Vec::new(), work: Default::default(), packets: 0, inexact_packets: 0, flows }
     }
 
     pub fn from_json(text: &str) -> Result<Executor, String> {
@@ -1451,7 +1454,7 @@ impl RunPacket for Executor {
     }
 
     fn run(&mut self, frame: &[u8], ingress_port: u32, now_ps: u64, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {
-        if self.prog.objs.meta.iter().any(Option::is_some) {
+        if self.flows {
             return self.run_flow(frame, ingress_port, now_ps, visits, outputs);
         }
         let p = &self.prog;

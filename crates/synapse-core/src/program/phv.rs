@@ -36,6 +36,9 @@ pub struct Layout {
     pub groups: Vec<(u32, u32)>,
     /// Cells of a fresh packet.
     pub template: Vec<u128>,
+    /// Group -> the one cell of it the template sets (to 1: a metadata
+    /// header's validity; `u32::MAX`: none), the rest of it being 0.
+    pub group_one: Vec<u32>,
 }
 
 impl Layout {
@@ -50,6 +53,7 @@ impl Layout {
             names: d.fields.iter().map(|f| f.0.clone()).collect(),
             groups: Vec::new(),
             template: Vec::new(),
+            group_one: Vec::new(),
         };
         // largest varbit width, from each header's max_bits
         let mut vb_max = vec![0u32; n];
@@ -104,6 +108,10 @@ impl Layout {
                 lay.template[v as usize] = 1;
             }
         }
+        lay.group_one = lay.groups.iter().map(|&(a, b)| (a..b).find(|&c| lay.template[c as usize] != 0).unwrap_or(u32::MAX)).collect();
+        debug_assert!(lay.groups.iter().zip(&lay.group_one).all(|(&(a, b), &one)| {
+            (a..b).all(|c| lay.template[c as usize] == (c == one) as u128)
+        }));
         Ok(lay)
     }
 
@@ -154,9 +162,12 @@ impl Phv {
                 let g = wi * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 let (a, b) = (lay.groups[g].0 as usize, lay.groups[g].1 as usize);
-                // a header's few cells: a plain loop (memmove's call costs more)
-                for (c, t) in self.cells[a..b].iter_mut().zip(&lay.template[a..b]) {
-                    *c = *t;
+                // the template is 0 but for a metadata header's validity:
+                // zeroed, not copied (no load per cell)
+                self.cells[a..b].fill(0);
+                let one = lay.group_one[g];
+                if one != u32::MAX {
+                    self.cells[one as usize] = 1;
                 }
             }
         }
@@ -305,6 +316,33 @@ mod tests {
     }
 
     proptest! {
+        /// Reset (groups zeroed, a metadata header's validity set) gives
+        /// back the template in every group written, whatever was written.
+        #[test]
+        fn reset_restores_the_template(writes in proptest::collection::vec((0usize..64, any::<u128>()), 0..40)) {
+            let d: super::super::ir::Description = serde_json::from_value(serde_json::json!({
+                "format": "synapse-p4-program", "version": 1,
+                "fields": [["m.$valid$", 1, 0], ["m.a", 8, 0], ["m.b", 16, 0], ["h.$valid$", 1, 1], ["h.c", 32, 1], ["h.d", 200, 1],
+                           ["x", 9, -1], ["g.$valid$", 1, 2], ["g.e", 3, 2]],
+                "headers": [{"name": "m", "valid": 0, "fields": [1, 2], "metadata": true},
+                            {"name": "h", "valid": 3, "fields": [4, 5], "metadata": false},
+                            {"name": "g", "valid": 7, "fields": [8], "metadata": true}],
+                "errors": {"names": {}, "PacketTooShort": 1, "NoMatch": 2, "StackOutOfBounds": 3, "HeaderTooShort": 4, "ParserTimeout": 5},
+                "std": {}, "parser": {"init": -1, "states": []}, "actions": [], "nodes": [], "pipelines": [], "keyed": []
+            })).unwrap();
+            let lay = Layout::new(&d).unwrap();
+            let mut phv = Phv::new(&lay);
+            for &(c, v) in &writes {
+                let c = c % lay.cells();
+                phv.cells[c] = v;
+                let g = lay.groups.iter().position(|&(a, b)| (a as usize..b as usize).contains(&c)).unwrap();
+                phv.mark(g as u32);
+            }
+            phv.reset(&lay);
+            prop_assert_eq!(&phv.cells, &lay.template);
+            prop_assert_eq!(lay.template.iter().filter(|&&t| t == 1).count(), 2);
+        }
+
         #[test]
         fn read_and_write_agree_with_a_bit_by_bit_reference(
             buf in proptest::collection::vec(any::<u8>(), 0..40), bit in 0usize..200, w in 0u32..=128, v in any::<u128>()

@@ -74,7 +74,7 @@ pub struct TableHot {
     pub nkeys: u8,
     pub words: u8,
     pub plain: bool,
-    /// Every key field one word and whole (no slice): see [`TableHot::key_words`].
+    /// Every key field one word and whole (no slice): see [`TableHot::word`].
     pub one_word: bool,
 }
 
@@ -110,21 +110,21 @@ impl TableHot {
         }
     }
 
-    /// [`Self::key`] for a key whose every field is one word and not a
-    /// slice (nearly every table): no 128-bit mask and shift, one word per field.
-    #[inline]
-    pub fn key_words(keys: &[KeyHot], cells: &[u128], vals: &mut [u128], words: &mut [u32]) {
-        for ((k, v), w) in keys.iter().zip(vals.iter_mut()).zip(words.iter_mut()) {
-            let mut x = cells[k.cell as usize];
-            if k.valid != u32::MAX && cells[k.valid as usize] == 0 {
-                x = 0;
-            }
-            *v = x;
-            *w = x as u32;
+    /// The key word of a field that is one word and not a slice (nearly
+    /// every key field; see [`Self::one_word`]): no 128-bit mask and shift.
+    /// A one-word key is these words alone, written straight into the
+    /// visit record, and [`Index::lookup_words`] reads them there.
+    #[inline(always)]
+    pub fn word(k: &KeyHot, cells: &[u128]) -> u32 {
+        let x = cells[k.cell as usize] as u32;
+        if k.valid != u32::MAX && cells[k.valid as usize] == 0 {
+            0
+        } else {
+            x
         }
     }
 
-    /// Whether `keys` may be built by [`Self::key_words`].
+    /// Whether `keys` may be built by [`Self::word`].
     pub fn one_word(keys: &[KeyHot]) -> bool {
         keys.iter().all(|k| k.words == 1 && k.shift == 0 && k.mask == u128::MAX)
     }
@@ -159,6 +159,30 @@ impl Index {
             Index::Lpm(tr) => tr.get(vals),
             Index::Linear(s) => s.get(vals),
             Index::Classifier(c) => c.classify_one(words),
+        }
+    }
+}
+
+impl Index {
+    /// [`Self::lookup`] for a key whose fields are one word each (see
+    /// [`TableHot::one_word`]): field `i`'s value is `words[i]`. The
+    /// exact hash, the classifier and a 64-bit scan read the words; the
+    /// others get the values widened into `vals` first.
+    #[inline]
+    pub fn lookup_words(&self, words: &[u32], vals: &mut [u128]) -> Option<u32> {
+        match self {
+            Index::None => None,
+            // a one-word key's packed slots: probed here, not through the general path
+            Index::Exact(h) if !h.one.is_empty() => h.get_one(words[0]),
+            Index::Exact(h) => h.get(words),
+            Index::Classifier(c) => c.classify_one(words),
+            Index::Linear(s) if !s.narrow.is_empty() => s.scan64(|f| words[f] as u64),
+            _ => {
+                for (v, &w) in vals.iter_mut().zip(words) {
+                    *v = w as u128;
+                }
+                self.lookup(&vals[..words.len()], words)
+            }
         }
     }
 }
@@ -364,6 +388,12 @@ impl Scan {
                     s.tests.push(Test { mask: m, lo, span: hi - lo, field: i as u32 });
                 }
             }
+            // the test an entry most likely fails first (fewest values
+            // passing: a narrow span under a wide mask): a miss, the common
+            // case of a small table, is then settled in one test per entry
+            let start = s.ends.last().map_or(0, |&e| e as usize);
+            let pass = |t: &Test| if t.mask == 0 { f64::NEG_INFINITY } else { (t.span.checked_add(1).map_or(128.0, |x| (x as f64).log2())) - t.mask.count_ones() as f64 };
+            s.tests[start..].sort_by(|a, b| pass(a).total_cmp(&pass(b)));
             s.ends.push(s.tests.len() as u32);
         }
         let fits = |t: &Test| t.mask <= u64::MAX as u128 && t.lo.checked_add(t.span).is_some_and(|h| h <= u64::MAX as u128);
@@ -395,12 +425,18 @@ impl Scan {
 
     #[inline]
     fn get_narrow(&self, vals: &[u128]) -> Option<u32> {
+        self.scan64(|f| vals[f] as u64)
+    }
+
+    /// The 64-bit tests over field values `val(field)` (their low 64 bits).
+    #[inline(always)]
+    fn scan64(&self, val: impl Fn(usize) -> u64) -> Option<u32> {
         let mut start = 0;
         'entry: for (e, &end) in self.ends.iter().enumerate() {
             let tests = &self.narrow[start..end as usize];
             start = end as usize;
             for t in tests {
-                if (vals[t.field as usize] as u64 & t.mask).wrapping_sub(t.lo) > t.span {
+                if (val(t.field as usize) & t.mask).wrapping_sub(t.lo) > t.span {
                     continue 'entry;
                 }
             }
@@ -761,6 +797,11 @@ mod tests {
             for k in keys {
                 t.key(&k, &mut vals, &mut words);
                 assert_eq!(t.lookup(&vals, &words[..t.words]), t.scan(&vals), "{:?} on {:?} with {:?}", t.index, k, entries);
+                if t.key.iter().all(|k| k.words == 1) {
+                    // one-word keys: looked up from the words alone
+                    let mut wide = vec![0u128; f2.len()];
+                    assert_eq!(t.index.lookup_words(&words[..t.words], &mut wide), t.scan(&vals), "words, {:?} on {:?}", t.index, k);
+                }
             }
         })
     }
@@ -781,6 +822,10 @@ mod tests {
         fn lpm_trie_on_128_bit_prefixes(_ in check(vec![(MatchKind::Lpm, 128)], 0..40)) {}
         #[test]
         fn ternary_and_range_scan_or_classifier(_ in check(vec![(MatchKind::Ternary, 32), (MatchKind::Range, 16), (MatchKind::Ternary, 8), (MatchKind::Lpm, 24)], 0..60)) {}
+        #[test]
+        fn one_word_scans_and_classifiers_read_the_words(_ in check(vec![(MatchKind::Ternary, 32), (MatchKind::Range, 16), (MatchKind::Optional, 9)], 0..40)) {}
+        #[test]
+        fn one_word_lpm_and_exact_read_the_words(_ in check(vec![(MatchKind::Exact, 8), (MatchKind::Lpm, 32)], 0..60)) {}
         #[test]
         fn wide_ranges_are_scanned(_ in check(vec![(MatchKind::Range, 48), (MatchKind::Exact, 8)], 0..40)) {}
     }
@@ -851,10 +896,12 @@ mod tests {
                                                     keys in proptest::collection::vec((0u32..8, prop_oneof![Just(u32::MAX), 0u32..8]), 0..6)) {
             let keys: Vec<KeyHot> = keys.iter().map(|&(cell, valid)| KeyHot { mask: u128::MAX, cell, valid, shift: 0, words: 1 }).collect();
             prop_assert!(TableHot::one_word(&keys));
-            let (mut v1, mut w1, mut v2, mut w2) = (vec![0u128; 6], vec![0u32; 6], vec![0u128; 6], vec![0u32; 6]);
+            let (mut v1, mut w1) = (vec![0u128; 6], vec![0u32; 6]);
             TableHot::key(&keys, &cells, &mut v1, &mut w1);
-            TableHot::key_words(&keys, &cells, &mut v2, &mut w2);
-            prop_assert_eq!((v1, w1), (v2, w2));
+            let w2: Vec<u32> = keys.iter().map(|k| TableHot::word(k, &cells)).collect();
+            prop_assert_eq!(&w1[..keys.len()], &w2[..]);
+            // the words widened are the generic build's values
+            prop_assert!(v1.iter().zip(&w2).all(|(&v, &w)| v == w as u128));
         }
     }
 

@@ -45,12 +45,28 @@ impl Visits {
     }
 
     /// Appends one visit of the current (not yet ended) packet.
+    #[inline]
     pub fn push(&mut self, table: u16, entry: i32, action: u32, key: &[u32]) {
+        self.key_words.extend_from_slice(key);
+        self.close(table, entry, action);
+    }
+
+    /// Records a visit whose key its maker wrote straight into
+    /// `key_words` (the words after the last visit's key), so a lookup
+    /// reads the key where the visit keeps it, with no second copy.
+    #[inline]
+    pub fn close(&mut self, table: u16, entry: i32, action: u32) {
         self.table.push(table);
         self.entry.push(entry);
         self.action.push(action);
-        self.key_words.extend_from_slice(key);
         self.key_start.push(self.key_words.len() as u32);
+    }
+
+    /// The key words written since the last visit (the open visit's key).
+    #[inline]
+    pub fn open_key(&self) -> &[u32] {
+        let at = *self.key_start.last().unwrap_or(&0) as usize;
+        &self.key_words[at..]
     }
 
     /// Ends the current packet (its visits are those pushed since the last end).
@@ -100,6 +116,13 @@ mod tests {
         assert_eq!(v.of_packet(2), 2..3);
         assert_eq!(v.key(1), &[7]);
         assert_eq!(v.key(2), &[1, 2, 3]);
+        // a key written in place, then closed, is the visit's key
+        v.key_words.extend([4, 5]);
+        assert_eq!(v.open_key(), &[4, 5]);
+        v.close(3, 1, 7);
+        v.end_packet();
+        assert_eq!((v.key(3), v.table[3], v.entry[3], v.action[3], v.of_packet(3)), (&[4, 5][..], 3, 1, 7, 3..4));
+        assert_eq!(v.open_key(), &[] as &[u32]);
         v.clear();
         assert_eq!((v.packets(), v.len()), (0, 0));
         assert_eq!(v, Visits::new());
