@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::exec::{scope, Linker, Program, State};
 use super::expr::Scope;
-use super::expr::{Env, Expr};
+use super::expr::{Code, Env, Expr};
 use super::externs::Extern;
 use super::phv::mask;
 
@@ -259,96 +259,134 @@ impl Linker<'_> {
 }
 
 /// Runs `ops` with action data `params`; true when the action ran `exit`.
+///
+/// The assignments and jumps run here; every other op in [`run_other`],
+/// out of line: inlined, its code made this function hoist a hundred loads
+/// of the program's fields before the first op, on each of the ~30 calls
+/// a packet makes (most run one to three ops).
 pub fn run(ops: &[Op], params: &[u128], lk: &Program, st: &mut State, frame: &[u8]) -> bool {
     let mut pc = 0;
     while pc < ops.len() {
         let op = &ops[pc];
         pc += 1;
-        match *op {
-            Op::SetConst { dst, v } => {
+        match op {
+            &Op::SetConst { dst, v } => {
                 st.phv.cells[dst.cell as usize] = v;
                 st.wrote(dst);
             }
-            Op::Copy { dst, src, mask } => {
+            &Op::Copy { dst, src, mask } => {
                 st.phv.cells[dst.cell as usize] = st.phv.cells[src as usize] & mask;
                 st.wrote(dst);
             }
-            Op::SetParam { dst, param, mask } => {
+            &Op::SetParam { dst, param, mask } => {
                 st.phv.cells[dst.cell as usize] = params[param as usize] & mask;
                 st.wrote(dst);
             }
-            Op::Set { dst, mask, e } => {
-                let mut why = u32::MAX;
-                let v = lk.code.eval(e, &Env { cells: &st.phv.cells, params, frame, pos: st.pos }, &mut why);
-                let v = match v {
-                    Ok(v) => v,
-                    Err(_) => {
-                        // a lookahead past the end inside a parser `set`: the state rejects
-                        st.too_short = true;
-                        return true;
-                    }
-                };
-                if why != u32::MAX {
-                    st.note_inexact(why);
-                }
-                st.phv.cells[dst.cell as usize] = v & mask;
-                st.wrote(dst);
-            }
-            Op::SetWide { dst, src, n } => {
-                let (c, s, n) = (dst.cell as usize, src as usize, n as usize);
-                st.phv.cells.copy_within(s..s + n, c);
-                st.wrote(dst);
-            }
-            Op::Taint { slot, reads } => {
-                let t = lk.taint_reads[reads.0 as usize..reads.1 as usize].iter().any(|&r| st.tainted(r));
-                st.set_taint(slot, t);
-            }
-            Op::Synth { slot, reason } => {
-                st.note(reason);
-                st.set_taint(slot, true);
-            }
-            Op::Valid { h, on } => lk.set_valid(st, h, on),
-            Op::HdrCopy { dst, src } => {
-                let (d, s) = (&lk.headers[dst as usize], &lk.headers[src as usize]);
-                st.phv.cells[d.valid as usize] = st.phv.cells[s.valid as usize];
-                let (ds, ss) = (d.cells.0 as usize, s.cells.0 as usize);
-                let n = (d.cells.1 - d.cells.0) as usize;
-                st.phv.cells.copy_within(ss..ss + n, ds);
-                st.wrote_header(d.group, dst);
-            }
-            Op::Push { stack, n, front } => lk.shift_stack(st, stack, n, true, front),
-            Op::Pop { stack, n } => lk.shift_stack(st, stack, n, false, false),
-            Op::Drop => {
-                if let Some((c, g)) = lk.std.egress_spec {
-                    st.phv.cells[c as usize] = DROP_PORT;
-                    st.phv.mark(g);
-                }
-                if let Some((c, g)) = lk.std.mcast_grp {
-                    st.phv.cells[c as usize] = 0;
-                    st.phv.mark(g);
-                }
-            }
-            Op::Exit => return true,
-            Op::Jump(t) => pc = t as usize,
-            Op::JumpZero { e, to } => {
-                let mut why = u32::MAX;
-                let v = lk.code.eval(e, &Env { cells: &st.phv.cells, params, frame, pos: st.pos }, &mut why).unwrap_or(0);
-                if why != u32::MAX {
-                    st.note_inexact(why);
-                }
-                if v == 0 {
-                    pc = to as usize;
-                }
-            }
-            Op::Extern(i) => lk.externs[i as usize].run(lk, st, params, frame),
-            Op::Unsupported(r) => st.note(r),
-            Op::Moves(ref ms) => {
+            Op::Moves(ms) => {
                 for m in ms.iter() {
                     let v = m.value(&st.phv.cells, params);
                     st.phv.cells[m.dst.cell as usize] = v;
                     st.wrote(m.dst);
                 }
             }
+            &Op::Set { .. } if set_quick(op, params, st) => {}
+            Op::Exit => return true,
+            &Op::Jump(t) => pc = t as usize,
+            _ => {
+                if run_other(op, &mut pc, params, lk, st, frame) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
+/// Runs `op` when it is a `set` whose expression has a fast form (a
+/// shifted, masked or incremented field): inline, without [`Code::eval`]'s
+/// call; false for any other op, which it leaves undone.
+#[inline(always)]
+pub fn set_quick(op: &Op, params: &[u128], st: &mut State) -> bool {
+    let &Op::Set { dst, mask, e } = op else { return false };
+    let Some(v) = Code::quick(e.fast, &st.phv.cells, params) else { return false };
+    st.phv.cells[dst.cell as usize] = v & mask;
+    st.wrote(dst);
+    true
+}
+
+/// One op, out of line (see [`run`]; the parser's `set`s come here
+/// directly); true when the action ends (a parser `set` whose lookahead
+/// ran past the frame sets `st.too_short`).
+#[inline(never)]
+pub fn run_other(op: &Op, pc: &mut usize, params: &[u128], lk: &Program, st: &mut State, frame: &[u8]) -> bool {
+    match *op {
+        Op::Set { dst, mask, e } => {
+            let mut why = u32::MAX;
+            let v = lk.code.eval(e, &Env { cells: &st.phv.cells, params, frame, pos: st.pos }, &mut why);
+            let v = match v {
+                Ok(v) => v,
+                Err(_) => {
+                    // a lookahead past the end inside a parser `set`: the state rejects
+                    st.too_short = true;
+                    return true;
+                }
+            };
+            if why != u32::MAX {
+                st.note_inexact(why);
+            }
+            st.phv.cells[dst.cell as usize] = v & mask;
+            st.wrote(dst);
+        }
+        Op::SetWide { dst, src, n } => {
+            let (c, s, n) = (dst.cell as usize, src as usize, n as usize);
+            st.phv.cells.copy_within(s..s + n, c);
+            st.wrote(dst);
+        }
+        Op::Taint { slot, reads } => {
+            let t = lk.taint_reads[reads.0 as usize..reads.1 as usize].iter().any(|&r| st.tainted(r));
+            st.set_taint(slot, t);
+        }
+        Op::Synth { slot, reason } => {
+            st.note(reason);
+            st.set_taint(slot, true);
+        }
+        Op::Valid { h, on } => lk.set_valid(st, h, on),
+        Op::HdrCopy { dst, src } => {
+            let (d, s) = (&lk.headers[dst as usize], &lk.headers[src as usize]);
+            st.phv.cells[d.valid as usize] = st.phv.cells[s.valid as usize];
+            let (ds, ss) = (d.cells.0 as usize, s.cells.0 as usize);
+            let n = (d.cells.1 - d.cells.0) as usize;
+            st.phv.cells.copy_within(ss..ss + n, ds);
+            st.wrote_header(d.group, dst);
+        }
+        Op::Push { stack, n, front } => lk.shift_stack(st, stack, n, true, front),
+        Op::Pop { stack, n } => lk.shift_stack(st, stack, n, false, false),
+        Op::Drop => {
+            if let Some((c, g)) = lk.std.egress_spec {
+                st.phv.cells[c as usize] = DROP_PORT;
+                st.phv.mark(g);
+            }
+            if let Some((c, g)) = lk.std.mcast_grp {
+                st.phv.cells[c as usize] = 0;
+                st.phv.mark(g);
+            }
+        }
+        Op::JumpZero { e, to } => {
+            let mut why = u32::MAX;
+            let v = lk.code.eval(e, &Env { cells: &st.phv.cells, params, frame, pos: st.pos }, &mut why).unwrap_or(0);
+            if why != u32::MAX {
+                st.note_inexact(why);
+            }
+            if v == 0 {
+                *pc = to as usize;
+            }
+        }
+        Op::Extern(i) => lk.externs[i as usize].run(lk, st, params, frame),
+        Op::Unsupported(r) => st.note(r),
+        Op::Exit => return true,
+        Op::Jump(t) => *pc = t as usize,
+        Op::SetConst { .. } | Op::Copy { .. } | Op::SetParam { .. } | Op::Moves(_) => {
+            return run(std::slice::from_ref(op), params, lk, st, frame);
         }
     }
     false

@@ -42,6 +42,60 @@ pub struct Checksum {
     /// Whether the parser verifies it, the deparser updates it.
     pub verify: bool,
     pub update: bool,
+    /// A `csum16` over fields of at most 48 bits (an IPv4 header's): the
+    /// fields summed straight from the PHV ([`sum16`]), not packed into
+    /// bytes first.
+    pub sum16: Option<Box<[SumIn]>>,
+}
+
+/// A field of a [`Checksum::sum16`]: its value cell, its header's validity
+/// cell (an invalid header's fields are left out), its width (at most 48).
+#[derive(Clone, Copy, Debug)]
+pub struct SumIn {
+    pub cell: u32,
+    pub valid: u32,
+    pub w: u32,
+}
+
+/// The [`Checksum::sum16`] plan of a checksum, when it has one.
+pub fn sum16_plan(inputs: &[CkInput], imp: Option<&super::hash::Algo>, lay: &super::phv::Layout, headers: &[super::exec::Hdr])
+                  -> Option<Box<[SumIn]>> {
+    if !matches!(imp, Some(super::hash::Algo::Csum16)) {
+        return None;
+    }
+    inputs.iter().map(|i| match *i {
+        CkInput::Field { slot, header } => {
+            let s = slot as usize;
+            (lay.limbs[s] == 1 && !lay.varbit[s] && (1..=48).contains(&lay.width[s]))
+                .then(|| SumIn { cell: lay.value_cell(s), valid: headers[header as usize].valid, w: lay.width[s] })
+        }
+        _ => None,
+    }).collect()
+}
+
+/// The ones'-complement sum (not folded) of the bit string of the valid
+/// fields of `ins`, as [`super::hash::ones_sum`] gives over its bytes: the
+/// fields shifted through an accumulator, each 16 bits added as they fill,
+/// the last partial word zero-padded (a zero-padded odd byte, as there).
+#[inline]
+pub fn sum16(ins: &[SumIn], cells: &[u128]) -> u64 {
+    let (mut acc, mut n, mut sum) = (0u64, 0u32, 0u64);
+    for i in ins {
+        if cells[i.valid as usize] == 0 {
+            continue;
+        }
+        // n < 16 before and w <= 48: the bits pending fit in 64
+        acc = (acc << i.w) | (cells[i.cell as usize] as u64 & ((1u64 << i.w) - 1));
+        n += i.w;
+        while n >= 16 {
+            n -= 16;
+            sum += (acc >> n) & 0xffff;
+        }
+    }
+    if n > 0 {
+        sum += (acc << (16 - n)) & 0xffff;
+    }
+    sum
 }
 
 impl Program {
@@ -59,6 +113,9 @@ impl Program {
     /// Bytes of header `h` as emitted (fixed part and its varbit field's current length).
     fn header_bytes(&self, h: u32, st: &State) -> usize {
         let hd = &self.headers[h as usize];
+        if hd.varbit_max == 0 {
+            return hd.bytes as usize;
+        }
         let vb: usize = hd.fields.iter().filter(|f| f.varbit).map(|f| (st.phv.cells[f.cell as usize] / 8) as usize).sum();
         hd.bytes as usize + vb
     }
@@ -88,8 +145,8 @@ impl Program {
     }
 
     /// A fixed-size header's fields packed through a 128-bit accumulator,
-    /// whole bytes flushed as they fill (fields of at most 64 bits; wider
-    /// ones written on their own).
+    /// flushed 8 bytes at a time as they fill (fields of at most 64 bits;
+    /// wider ones written on their own).
     pub(crate) fn pack_header(&self, hd: &super::exec::Hdr, st: &State, out: &mut [u8]) -> usize {
         let (mut acc, mut n, mut at) = (0u128, 0u32, 0usize);
         for f in &hd.fields {
@@ -110,13 +167,19 @@ impl Program {
                 acc = if n > 0 { (out[at] >> (8 - n)) as u128 } else { 0 };
                 continue;
             }
+            // n < 64 before, w <= 64: what is pending fits in the 128; flushed 8 bytes at a time
             acc = (acc << f.width) | (st.phv.cells[f.cell as usize] & super::phv::mask(f.width));
             n += f.width;
-            while n >= 8 {
-                out[at] = (acc >> (n - 8)) as u8;
-                at += 1;
-                n -= 8;
+            if n >= 64 {
+                n -= 64;
+                out[at..at + 8].copy_from_slice(&((acc >> n) as u64).to_be_bytes());
+                at += 8;
             }
+        }
+        while n >= 8 {
+            n -= 8;
+            out[at] = (acc >> n) as u8;
+            at += 1;
         }
         if n > 0 {
             write_bits(out, at * 8, n, acc);
@@ -131,11 +194,16 @@ impl Program {
         }
         let n = self.header_bytes(h, st);
         let src = st.hdr_src[h as usize];
-        if src != NONE && (src as usize + n) <= frame.len() {
+        // Every field in the PHV (all extracted) and more than one written
+        // (an IPv4 header rebuilt field by field for a tunnel): packed
+        // whole, cheaper than patching the frame's bytes a field at a time.
+        let dirty = st.fdirty[h as usize];
+        let packed = dirty & dirty.wrapping_sub(1) != 0 && hd.loads.len() == hd.fields.len() && hd.varbit_max == 0;
+        if src != NONE && (src as usize + n) <= frame.len() && !packed {
             // the bytes it was extracted from, with the fields written since
             let start = out.len();
             out.extend_from_slice(&frame[src as usize..src as usize + n]);
-            let mut m = st.fdirty[h as usize];
+            let mut m = dirty;
             while m != 0 {
                 let f = &hd.fields[m.trailing_zeros() as usize];
                 m &= m - 1;
@@ -190,6 +258,9 @@ impl Program {
             if self.code.eval(c, &env, &mut why).unwrap_or(0) == 0 {
                 return None;
             }
+        }
+        if let Some(ins) = &ck.sum16 {
+            return Some(super::hash::fold16(sum16(ins, &st.phv.cells)) as u128 & mask(self.lay.width[ck.target as usize]));
         }
         // the calculation's input as a bit string
         let buf = &mut sc.bytes;
@@ -265,6 +336,29 @@ mod tests {
     use serde_json::json;
 
     proptest! {
+        /// The fields' sum equals csum16 over their packed bytes (BMv2's
+        /// way, the generic path), for any widths up to 48 and any headers
+        /// invalid.
+        #[test]
+        fn sum16_of_fields_equals_csum16_of_their_bytes(fields in proptest::collection::vec((1u32..=48, any::<u64>(), any::<bool>()), 0..16)) {
+            let mut cells = Vec::new();
+            let mut ins = Vec::new();
+            let (mut buf, mut bits) = (Vec::new(), 0usize);
+            for &(w, v, valid) in &fields {
+                let cell = cells.len() as u32;
+                // stray bits above the width are left out, as an assignment's truncation makes them
+                cells.push(v as u128 | 1 << 100);
+                cells.push(valid as u128);
+                ins.push(super::SumIn { cell, valid: cell + 1, w });
+                if valid {
+                    crate::program::phv::append_bits(&mut buf, bits, w, v as u128);
+                    bits += w as usize;
+                }
+            }
+            let want = crate::program::hash::csum16(&buf);
+            prop_assert_eq!(crate::program::hash::fold16(super::sum16(&ins, &cells)), want);
+        }
+
         /// A header assembled through the accumulator holds each field's
         /// value at its bit offset, for any widths (wide fields included).
         #[test]

@@ -964,7 +964,7 @@ impl Linker<'_> {
             let imp = super::externs::algo_named(&ck.algo);
             let supported = imp.is_some();
             let dst = self.dst(target);
-            out.push(Checksum { name: ck.name.clone(), algo: ck.algo.clone(), imp, target: target as u32, dst, inputs, cond, supported,
+            out.push(Checksum { sum16: super::deparser::sum16_plan(&inputs, imp.as_ref(), &self.lay, &self.headers), name: ck.name.clone(), algo: ck.algo.clone(), imp, target: target as u32, dst, inputs, cond, supported,
                                 unsupported, verify: ck.verify, update: ck.update });
         }
         Ok(out)

@@ -775,21 +775,36 @@ fn low_mask<W: Word>(w: u32) -> W {
 }
 
 impl Code {
+    /// The value of an expression with a [`Fast`] form (None: it has none,
+    /// run [`Code::eval`]); small enough to inline where the ops run.
+    #[inline(always)]
+    pub fn quick(f: Fast, c: &[u128], params: &[u128]) -> Option<u128> {
+        Some(match f {
+            Fast::No => return None,
+            Fast::Field(x) => c[x as usize],
+            Fast::Const(k) => k,
+            Fast::Param(i) => params[i as usize],
+            Fast::ShrAnd(x, s, m) => (c[x as usize] >> s) & m,
+            Fast::AddAnd(x, k, m) => c[x as usize].wrapping_add(k) & m,
+            Fast::MaskEq(x, m, k) => (c[x as usize] & m == k) as u128,
+            Fast::MaskNe(x, m, k) => (c[x as usize] & m != k) as u128,
+        })
+    }
+
     /// Evaluates `e`. `inexact` receives the reason of an [`Ins::Inexact`]
     /// (or of a division by zero) when one runs.
-    #[inline]
+    /// The fast forms inline at the caller (a condition, a checksum's),
+    /// the stack machine behind a call.
+    #[inline(always)]
     pub fn eval(&self, e: Expr, env: &Env, inexact: &mut u32) -> Result<u128, TooShort> {
-        let c = env.cells;
-        match e.fast {
-            Fast::No => {}
-            Fast::Field(x) => return Ok(c[x as usize]),
-            Fast::Const(k) => return Ok(k),
-            Fast::Param(i) => return Ok(env.params[i as usize]),
-            Fast::ShrAnd(x, s, m) => return Ok((c[x as usize] >> s) & m),
-            Fast::AddAnd(x, k, m) => return Ok(c[x as usize].wrapping_add(k) & m),
-            Fast::MaskEq(x, m, k) => return Ok((c[x as usize] & m == k) as u128),
-            Fast::MaskNe(x, m, k) => return Ok((c[x as usize] & m != k) as u128),
+        match Code::quick(e.fast, env.cells, env.params) {
+            Some(v) => Ok(v),
+            None => self.eval_code(e, env, inexact),
         }
+    }
+
+    #[inline(never)]
+    fn eval_code(&self, e: Expr, env: &Env, inexact: &mut u32) -> Result<u128, TooShort> {
         if e.narrow {
             self.run::<u64, { NARROW_DEPTH + 1 }>(e, env, inexact).map(|v| v as u128)
         } else {

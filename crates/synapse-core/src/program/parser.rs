@@ -112,7 +112,9 @@ impl Program {
                         }
                     }
                     POp::Do(op) => {
-                        action::run(std::slice::from_ref(op), &[], self, st, frame);
+                        if !action::set_quick(op, &[], st) {
+                            action::run_other(op, &mut 0, &[], self, st, frame);
+                        }
                         if std::mem::take(&mut st.too_short) {
                             return e.too_short;
                         }
