@@ -54,7 +54,8 @@ def test_bench_under_update_churn_adds_the_documented_keys_and_answers_right(fil
     rec = json.loads(out.stdout)
     assert {"updates_per_s", "update_latency_us_p50", "update_latency_us_p99", "wrong", "checked",
             "churn_lookups_per_s", "churn_lookup_ratio", "fresh_lookups_per_s", "churn_lookup_ratio_fresh",
-            "update_latency_us_p999", "churn"} <= set(rec)
+            "update_latency_us_p999", "churn", "updates_owed", "saturated"} <= set(rec)
+    assert rec["saturated"] == (rec["updates_owed"] > 256)
     assert rec["churn"] == ("near" if "near" in extra else "uniform")
     assert rec["updates"] > 0 and rec["checked"] > 0 and rec["fresh_lookups_per_s"] > 0
     assert rec["churn_lookup_ratio_fresh"] == pytest.approx(rec["churn_lookups_per_s"] / rec["fresh_lookups_per_s"])

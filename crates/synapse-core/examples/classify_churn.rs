@@ -30,7 +30,7 @@ fn main() {
     let placement: churn::Placement = std::env::var("CHURN").unwrap_or("uniform".into()).parse().unwrap();
     let show = |what: &str, rep: &churn::ChurnReport| {
         println!(
-            "{kind} {n} {what}: {:.2} M lookups/s, {:.3} M updates/s sustained (capacity {:.3} M/s), p50 {:.2} us p99 {:.2} us p99.9 {:.1} us max {:.0} us, wrong {}/{}",
+            "{kind} {n} {what}: {:.2} M lookups/s, {:.3} M updates/s sustained (capacity {:.3} M/s), p50 {:.2} us p99 {:.2} us p99.9 {:.1} us max {:.0} us, wrong {}/{}{}",
             rep.lookups_per_s() / 1e6,
             rep.updates_per_s() / 1e6,
             rep.update_capacity_per_s() / 1e6,
@@ -39,7 +39,8 @@ fn main() {
             rep.update_latency_us_p999,
             rep.update_latency_us_max,
             rep.wrong,
-            rep.checked
+            rep.checked,
+            if rep.saturated { format!(", saturated ({} updates owed)", rep.updates_owed) } else { String::new() }
         );
     };
     let profile = |what: &str, t: &PTree| {
@@ -59,6 +60,9 @@ fn main() {
         st.side,
         st.items
     );
+    // Warm (caches, clock, page faults of the output) before the first
+    // measurement, as every later tree is by the one before it.
+    churn::static_rate(&t, &keys, secs / 4.0);
     show("static", &churn::run(&mut t, &set, &keys, 0.0, secs, 7, placement));
     profile("static", &t);
     println!("  whole-trace batch passes (as bench classify), no updates: {:.2} M lookups/s", churn::static_rate(&t, &keys, secs) / 1e6);
@@ -70,6 +74,32 @@ fn main() {
     show("after the churn, no updates", &churn::run(&mut t, &now, &keys, 0.0, secs, 7, placement));
     profile("after the churn", &t);
     println!("  whole-trace batch passes (as bench classify), no updates: {:.2} M lookups/s", churn::static_rate(&t, &keys, secs) / 1e6);
+    // The churned tree's two differences from a fresh build apart: its
+    // blocks laid out again (layout only), and a fresh build readied for
+    // updates (the rank look-up per answer only).
+    t.compact_blocks();
+    println!("  after the churn, compacted: {:.2} M lookups/s (whole-trace passes)", churn::static_rate(&t, &keys, secs) / 1e6);
+    let plain = PTree::build(&now, &cfg.ptree).unwrap();
+    let mut ranked = PTree::build(&now, &cfg.ptree).unwrap();
+    ranked.prepare_updates();
+    // Interleaved short rounds, medians (a loaded machine moves either).
+    let (mut a, mut b, mut q) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..11 {
+        a.push(churn::static_rate(&plain, &keys, secs / 8.0));
+        b.push(churn::static_rate(&ranked, &keys, secs / 8.0));
+        q.push(b[b.len() - 1] / a[a.len() - 1]);
+    }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "  built afresh: {:.2}, readied for updates: {:.2} M lookups/s, ratio {:.3} (whole-trace passes, medians of 11 interleaved rounds)",
+        med(&mut a) / 1e6,
+        med(&mut b) / 1e6,
+        med(&mut q)
+    );
+    drop((plain, ranked));
     let mut fresh = PTree::build(&now, &cfg.ptree).unwrap();
     show("its rules built afresh", &churn::run(&mut fresh, &now, &keys, 0.0, secs, 7, placement));
     profile("built afresh", &fresh);

@@ -66,6 +66,10 @@ def bench_churn(rs: _core.RuleSet, tr: _core.Trace, algo: str, secs: float, rate
         "update_latency_us_p999": r["update_latency_us_p999"],
         "update_latency_us_max": r["update_latency_us_max"],
         "updates": r["updates"],
+        # Offered above the update path's capacity: the updates still owed
+        # at the end (the loop makes at most a catch-up group between batches).
+        "updates_owed": r["updates_owed"],
+        "saturated": r["saturated"],
         "churn_lookups_per_s": churn_lookups,
         "fresh_lookups_per_s": r["fresh_lookups_per_s"],
         "churn_lookup_ratio_fresh": churn_lookups / r["fresh_lookups_per_s"] if r["fresh_lookups_per_s"] > 0 else 0.0,
@@ -158,6 +162,9 @@ def bench_classify(rules_file: str, trace_file: str, algo: str, secs: float, set
                    f"({rec['churn_lookup_ratio']:.2f}x the original set's static rate, "
                    f"{rec['churn_lookup_ratio_fresh']:.2f}x a fresh build's of the rules left), "
                    f"wrong {rec['wrong']} of {rec['checked']} checked")
+        if rec["saturated"]:
+            click.echo(f"  saturated: the offered rate is above the update path's capacity "
+                       f"({rec['updates_owed']:,} updates owed at the end)")
 
 
 @bench.command("fast")

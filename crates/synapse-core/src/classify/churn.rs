@@ -67,6 +67,11 @@ pub struct ChurnReport {
     pub rules: usize,
     /// Latency of single updates at the 99.9th percentile, microseconds.
     pub update_latency_us_p999: f64,
+    /// Updates owed at the end (due at the offered rate, not made): more
+    /// than a catch-up group's worth says the offered rate was above the
+    /// update path's capacity, the run saturated (`saturated`).
+    pub updates_owed: u64,
+    pub saturated: bool,
     /// The rules as the churn left them, in priority order (for a fresh
     /// build: [`static_rate`]).
     #[serde(skip)]
@@ -93,6 +98,11 @@ impl ChurnReport {
 const BATCH: usize = 1024;
 /// Answers per batch checked against the oracle.
 const CHECK: usize = 16;
+/// Most updates between two batches: offered above the update path's
+/// capacity, the debt would otherwise grow with every group and leave the
+/// lookups a few batches in the whole run (their rate measured over
+/// microseconds); capped, the run alternates and reports the debt.
+const CATCH_UP: u64 = 256;
 
 /// Runs `keys` through `t` (built over `set`) in batches for about `secs`
 /// seconds of lookup and update time while updates arrive at `rate` per
@@ -126,6 +136,7 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
     while rep.lookup_s + rep.update_s < secs {
         // The updates due by now on the run's clock.
         let due = (rate * (rep.lookup_s + rep.update_s)) as u64;
+        let due = due.min(rep.updates + CATCH_UP);
         // (Not past the run's end: a slow update must not owe a flood.)
         while rep.updates < due && n0 > 0 && rep.lookup_s + rep.update_s < secs {
             // Keep the set within a few per cent of its size.
@@ -178,6 +189,8 @@ pub fn run(t: &mut dyn Incremental, set: &RuleSet, keys: &[Key], rate: f64, secs
         }
         at = if end == keys.len() { 0 } else { end };
     }
+    rep.updates_owed = ((rate * (rep.lookup_s + rep.update_s)) as u64).saturating_sub(rep.updates);
+    rep.saturated = rep.updates_owed > CATCH_UP;
     // The oracle: the updates replayed, each sample checked against the
     // rules as they were when it was answered.
     let mut now: Vec<u32> = (0..n0 as u32).collect();
@@ -326,6 +339,23 @@ mod tests {
         let mut t = PTree::build(&set, &PTreeConfig::default()).unwrap();
         let rep = run(&mut t, &set, &keys, 2e5, 0.05, 1, Placement::Uniform);
         assert!(rep.updates > 0 && rep.wrong == 0, "{rep:?}");
+    }
+
+    #[test]
+    fn offered_above_capacity_the_lookups_keep_their_batches_and_the_run_says_it_saturated() {
+        let set = rulegen::generate(&Params::builtin("acl").unwrap(), 500, 2);
+        let keys: Vec<Key> = tracegen::generate(&set, 4000, tracegen::Pareto::new(1.0, 0.1).unwrap(), 3).iter().map(|e| e.key).collect();
+        // A billion a second: no update path keeps up.
+        let mut t = PTree::build(&set, &PTreeConfig::default()).unwrap();
+        let rep = run(&mut t, &set, &keys, 1e9, 0.05, 1, Placement::Uniform);
+        assert!(rep.saturated && rep.updates_owed > CATCH_UP, "{rep:?}");
+        // At most a catch-up group between two batches.
+        assert!(rep.updates <= CATCH_UP * (rep.lookups / 900 + 2), "{rep:?}");
+        assert_eq!(rep.wrong, 0, "{rep:?}");
+        // A thousand a second: kept up with.
+        let mut t = PTree::build(&set, &PTreeConfig::default()).unwrap();
+        let rep = run(&mut t, &set, &keys, 1e3, 0.05, 1, Placement::Uniform);
+        assert!(!rep.saturated && rep.updates_owed <= 1, "{rep:?}");
     }
 
     #[test]

@@ -347,6 +347,17 @@ impl<const N: usize> Updates<N> {
         self.hi[w >> 6] + self.lo[w] as u32 + (self.bits[w] & ((1u64 << (k & 63)) - 1)).count_ones()
     }
 
+    /// [`Updates::rank`] of a key below `space` without checks: the batch
+    /// path's, once per answer.
+    ///
+    /// # Safety
+    /// `k < self.space`.
+    #[inline(always)]
+    unsafe fn rank_below(&self, k: u32) -> u32 {
+        let w = (k >> 6) as usize;
+        *self.hi.get_unchecked(w >> 6) + *self.lo.get_unchecked(w) as u32 + (*self.bits.get_unchecked(w) & ((1u64 << (k & 63)) - 1)).count_ones()
+    }
+
     /// Marks key `k` used (`d` 1) or free (`d` -1).
     fn mark(&mut self, k: u32, d: i32) {
         let w = (k >> 6) as usize;
@@ -1881,6 +1892,22 @@ impl<const N: usize> PTree<N> {
         p
     }
 
+    /// Readies the tree for in-place updates ahead of the first (the rule
+    /// ids spread over the key space, the rank table made): the state every
+    /// tree that has taken an update is in, without any change of rules.
+    pub fn prepare_updates(&mut self) {
+        if self.in_place() {
+            self.start_updates();
+        }
+    }
+
+    /// Copies the leaf blocks into fresh rows in node order, as a
+    /// compaction does (after updates; else nothing to do): the blocks
+    /// that churn scattered laid out again.
+    pub fn compact_blocks(&mut self) {
+        self.compact();
+    }
+
     /// Compactions of the leaf blocks since the first update.
     pub fn compactions(&self) -> usize {
         self.upd.as_ref().map_or(0, |u| u.compactions)
@@ -2419,14 +2446,25 @@ macro_rules! batch_fn {
                     }
                     Some(u) => {
                         // After updates: the key's rank is its position.
-                        for l in 0..g {
-                            os[l] = if best[l] == u32::MAX { -1 } else { u.rank(best[l]) as i32 };
-                        }
+                        ranks(u, &best[..g], os);
                     }
                 }
             }
         }
     };
+}
+
+/// The positions of the keys `best` (u32::MAX: none, -1) after updates:
+/// a rank each (no match: the rank of key 0, dropped without a branch).
+/// Without checks or branches: the rank per answer is what a tree that
+/// has taken updates does beyond a fresh build reading the same lines.
+#[inline(always)]
+fn ranks<const N: usize>(u: &Updates<N>, best: &[u32], os: &mut [i32]) {
+    for (o, &b) in os.iter_mut().zip(best) {
+        // SAFETY: a key from a leaf lane is below the key space, and so is 0.
+        let r = unsafe { u.rank_below(if b == u32::MAX { 0 } else { b }) } as i32;
+        *o = if b == u32::MAX { -1 } else { r };
+    }
 }
 
 batch_fn!(#[inline(never)] fn batch_scalar, simd::below_scalar, simd::block_scalar::<NW, N>, simd::block_scalar_n::<N>, simd::prep5_scalar);
@@ -2731,6 +2769,41 @@ mod tests {
         now.remove(3);
         check(&t, &now, "after deletes");
         assert_eq!(t.memory_bytes(), t.bytes() + t.upd.as_ref().unwrap().bytes());
+    }
+
+    #[test]
+    fn the_lookup_profile_counts_the_reads_the_memory_walk_makes() {
+        let rules: Vec<Rule> = (0..200u32).map(|i| rule((i << 24, 8), (i << 8, 24), (i, i + 10))).collect();
+        let set = RuleSet::new(Schema::five_tuple(), rules);
+        let mut t = PTree::build(&set, &PTreeConfig::default()).unwrap();
+        // Key i matches rule i alone.
+        let keys: Vec<Key> = (0..200u32).map(|i| Key::five_tuple(i << 24, i << 8, 0, (i + 5) as u16, 6)).collect();
+        let block_bytes = t.stride() * std::mem::size_of::<Row>();
+        for k in &keys {
+            let p = t.lookup_profile(std::slice::from_ref(k));
+            let mut acc = Vec::new();
+            assert!(t.walk(k, &mut acc).is_some());
+            let rows_at = (t.image().nodes.len() * std::mem::size_of::<Node>()) as u64;
+            let nodes = acc.iter().filter(|a| a.addr < rows_at).count();
+            let blocks = acc.iter().filter(|a| a.addr >= rows_at && a.bytes as usize == block_bytes).count();
+            assert_eq!((p.trees + p.levels, p.blocks), (nodes as f64, blocks as f64), "{k:?}");
+            // Each block read in whole lines, its lanes in use at least the rule matched.
+            assert!(p.lines >= p.blocks * (block_bytes / 64) as f64 && p.lines <= p.blocks * (block_bytes.div_ceil(64) + 1) as f64, "{p:?}");
+            assert!(p.lanes >= 1.0 && p.lanes <= p.blocks * LANES as f64, "{p:?}");
+            assert_eq!((p.rank, p.distinct_leaves), (0.0, p.trees as usize), "{p:?}");
+        }
+        // Readied for updates: the same reads, and a rank look-up per answer.
+        let before = t.lookup_profile(&keys);
+        t.prepare_updates();
+        let after = t.lookup_profile(&keys);
+        assert_eq!(after.rank, 1.0);
+        assert_eq!(LookupProfile { rank: 0.0, ..after.clone() }, before);
+        check(&t, &set.rules, "readied for updates");
+        // Compacted: the same reads again.
+        t.compact_blocks();
+        let c = t.lookup_profile(&keys);
+        assert_eq!((c.trees, c.levels, c.blocks, c.lanes, c.rank, c.distinct_leaves), (after.trees, after.levels, after.blocks, after.lanes, after.rank, after.distinct_leaves));
+        check(&t, &set.rules, "compacted");
     }
 
     #[test]
