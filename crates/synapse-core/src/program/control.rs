@@ -12,7 +12,7 @@
 use super::action::{self, DROP_PORT};
 use super::exec::{Program, Scratch, State, NONE};
 use super::table::{Hit, TableHot};
-use super::expr::{Env, Expr, Fast};
+use super::expr::{Code, Env, Expr, Fast};
 use super::table::tainted_key;
 use super::visits::Visits;
 
@@ -44,12 +44,8 @@ pub const NO_ACTION: u32 = u32::MAX;
 /// constant or a field's truth, and skips the call into the evaluator.
 #[inline(always)]
 fn fast_truth(f: Fast, cells: &[u128]) -> Option<bool> {
-    match f {
-        Fast::MaskEq(x, m, k) => Some(cells[x as usize] & m == k),
-        Fast::MaskNe(x, m, k) => Some(cells[x as usize] & m != k),
-        Fast::Field(x) => Some(cells[x as usize] != 0),
-        _ => None,
-    }
+    // a condition has no action parameters
+    Code::quick(f, cells, &[]).map(|v| v != 0)
 }
 
 impl Program {
@@ -261,7 +257,6 @@ impl Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::program::expr::Code;
     use proptest::prelude::*;
 
     proptest! {
