@@ -354,6 +354,7 @@ impl<const N: usize> Updates<N> {
     /// `k < self.space`.
     #[inline(always)]
     unsafe fn rank_below(&self, k: u32) -> u32 {
+        debug_assert!(k < self.space, "rank_below({k}) past the key space {}", self.space);
         let w = (k >> 6) as usize;
         *self.hi.get_unchecked(w >> 6) + *self.lo.get_unchecked(w) as u32 + (*self.bits.get_unchecked(w) & ((1u64 << (k & 63)) - 1)).count_ones()
     }
@@ -2797,7 +2798,10 @@ mod tests {
         t.prepare_updates();
         let after = t.lookup_profile(&keys);
         assert_eq!(after.rank, 1.0);
-        assert_eq!(LookupProfile { rank: 0.0, ..after.clone() }, before);
+        // (the lines of a group and the distinct ones depend on where the
+        // allocator put the rows, so on the run: not compared)
+        assert_eq!((after.trees, after.levels, after.blocks, after.lanes, after.lines, after.distinct_leaves, after.row_bytes),
+                   (before.trees, before.levels, before.blocks, before.lanes, before.lines, before.distinct_leaves, before.row_bytes));
         check(&t, &set.rules, "readied for updates");
         // Compacted: the same reads again.
         t.compact_blocks();
