@@ -187,7 +187,7 @@ class Trace:
         """The key words [len(sel) x words] uint32 of steps ``sel``, all of table ``ti``."""
         spec = self.tables[ti]
         if self.exec_key_words is not None:
-            return self.exec_key_words[self.exec_key_start[sel].astype(np.int64)[:, None] + np.arange(spec.words)].astype(np.uint32)
+            return self.exec_key_words[self.exec_key_start[sel].astype(np.int64)[:, None] + np.arange(spec.words)].astype(np.uint32, copy=False)
         return encode_key_rows(spec, [self.step_keys[j] for j in sel.tolist()])
 
     @property
