@@ -11,6 +11,7 @@ engines are compared (and printed) the same way.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Iterable, Iterator, Mapping
 
 import numpy as np
@@ -69,6 +70,38 @@ def _step_keys(table: np.ndarray, key_start: np.ndarray, key_words: np.ndarray,
         for j, k in zip(sel.tolist(), zip(*cols)):
             keys[j] = k
     return keys
+
+
+class StepKeys(Sequence):
+    """``Trace.step_keys`` of a Rust run, made on first use: most callers
+    read the executor's key words (``Trace.key_rows``) and never these
+    field values, which cost a Python tuple per visit."""
+
+    def __init__(self, table: np.ndarray, key_start: np.ndarray, key_words: np.ndarray, layouts: list[list[int]]):
+        self._args: tuple | None = (table, key_start, key_words, layouts)
+        self._keys: list[tuple[int, ...]] = []
+
+    def _all(self) -> list[tuple[int, ...]]:
+        if self._args is not None:
+            self._keys, self._args = _step_keys(*self._args), None
+        return self._keys
+
+    def __len__(self) -> int:
+        return len(self._args[0]) if self._args is not None else len(self._keys)
+
+    def __getitem__(self, i):
+        return self._all()[i]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # a list's equality, so not hashable either
+
+    def __repr__(self) -> str:
+        return f"StepKeys({self._all()!r})"
 
 
 class RustProgram:
@@ -139,7 +172,7 @@ class RustProgram:
         c = self.columns(packets, ingress_port)
         tables = list(self.prog.tables)
         t = c["table"].astype(np.int32)
-        keys = _step_keys(t, c["key_start"], c["key_words"], [[(k.width + 31) // 32 for k in spec.key] for spec in tables])
+        keys = StepKeys(t, c["key_start"], c["key_words"], [[(k.width + 31) // 32 for k in spec.key] for spec in tables])
         act = c["action"].astype(np.int64)
         act[act == NO_ACTION] = -1
         names = self.core.error_names

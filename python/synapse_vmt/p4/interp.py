@@ -142,7 +142,7 @@ class Trace:
     step_table: np.ndarray  # int32
     step_entry: np.ndarray  # int32
     step_action: np.ndarray  # int32
-    step_keys: list[tuple[int, ...]]
+    step_keys: Sequence[tuple[int, ...]]  # a list, or a lazy StepKeys from the Rust executor
     dropped: np.ndarray  # bool per packet
     # per packet: its parser error code (0: none) and the pipeline it was dropped in (-1: not dropped)
     parser_error: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint32))
