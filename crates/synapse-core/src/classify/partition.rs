@@ -212,7 +212,7 @@ pub struct PTree<const N: usize = MAX_FIELDS> {
     /// Rules that are not a box (index, rule), searched linearly.
     odd: Vec<(u32, Rule<N>)>,
     avx2: bool,
-    /// The AVX-512 kernels (the CPU has AVX-512 F, VL and BW).
+    /// The AVX-512 kernels (the CPU has AVX-512 F and VL).
     avx512: bool,
     stats: PTreeStats,
     /// The built set, by rule id (the position at the build), and per id
@@ -2140,7 +2140,7 @@ impl<const N: usize> PTree<N> {
     fn five_tuple<const G: usize, const WIDE: bool>(&self, keys: &[Key<N>], out: &mut [i32]) {
         #[cfg(target_arch = "x86_64")]
         if self.avx512 {
-            // SAFETY: avx512 is set only when the CPU has AVX-512 F/VL/BW.
+            // SAFETY: avx512 is set only when the CPU has AVX-512 F/VL.
             unsafe { batch_avx512::<N, 3, G, FIVE_TUPLE_PAIRS, false, WIDE>(self, keys, out) };
             return;
         }
@@ -2171,7 +2171,7 @@ impl<const N: usize> PTree<N> {
                     $(n if n == $nf || ($nf == 0 && n > 8) => {
                         #[cfg(target_arch = "x86_64")]
                         if self.avx512 {
-                            // SAFETY: avx512 is set only when the CPU has AVX-512 F/VL/BW.
+                            // SAFETY: avx512 is set only when the CPU has AVX-512 F/VL.
                             unsafe { batch_avx512::<N, $nf, G, 0, true, false>(self, keys, out) };
                             return;
                         }
@@ -2472,7 +2472,7 @@ batch_fn!(#[inline(never)] fn batch_scalar, simd::below_scalar, simd::block_scal
 #[cfg(target_arch = "x86_64")]
 batch_fn!(#[target_feature(enable = "avx2,popcnt")] #[inline(never)] fn batch_avx2, simd::avx2::below, simd::avx2::block::<NW, N>, simd::avx2::block_n::<N>, simd::avx2::prep5);
 #[cfg(target_arch = "x86_64")]
-batch_fn!(#[target_feature(enable = "avx512f,avx512vl,avx512bw,avx2,popcnt")] #[inline(never)] fn batch_avx512, simd::avx512::below, simd::avx512::block::<NW, N>, simd::avx512::block_n::<N>, simd::avx2::prep5);
+batch_fn!(#[target_feature(enable = "avx512f,avx512vl,avx2,popcnt")] #[inline(never)] fn batch_avx512, simd::avx512::below, simd::avx512::block::<NW, N>, simd::avx512::block_n::<N>, simd::avx2::prep5);
 
 impl<const N: usize> Classifier<N> for PTree<N> {
     fn classify(&self, key: &Key<N>) -> Match {
