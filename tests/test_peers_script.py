@@ -1,6 +1,8 @@
 """scripts/peers/run_peers.sh on a small generated set: the trace it writes
 for CutSplit (the oracle's answers as the last column) must give zero
-wrong answers, and TupleMerge's own Validate mode must run. It needs the
+wrong answers, TupleMerge's own Validate mode must run, and TupleMerge
+online (NuevoMatch's patched copy) must answer as a linear scan after the
+churn. It needs the
 peers' sources and a compiler, so it runs only where SYNAPSE_TM_SRC and
 SYNAPSE_NM_SRC name checkouts of github.com/drjdaly/tuplemerge and
 github.com/acsl-technion/nuevomatch (CI has neither: no network)."""
@@ -44,3 +46,7 @@ def test_run_peers_checks_cutsplit_against_the_oracle(tmp_path):
     assert len(cs) == 1 and cs[0]["checked"] == 6000 and cs[0]["wrong"] == 0 and cs[0]["lookups_per_s"] > 0
     theirs = [r for r in rows if "packets_in_disagreement" in r]
     assert {r["peer"] for r in theirs} == {"TupleMerge-Online", "TupleMerge-Offline", "PartitionSort", "PriorityTuple"}
+    # TupleMerge online after the churn, against a linear scan over the rules
+    # left (tm_updates mirrors its rule vector; linked with the patched copy).
+    tmu = [r for r in rows if r["peer"] == "TupleMerge online"]
+    assert len(tmu) == 1 and tmu[0]["checked"] > 0 and tmu[0]["wrong"] == 0

@@ -41,9 +41,6 @@ if [ ! -f "$TM/makefile" ]; then
     git clone --depth 1 https://github.com/drjdaly/tuplemerge "$TM"
 fi
 (cd "$TM" && make -s main)
-objs=()
-for o in "$TM"/*.o; do [ "$(basename "$o")" = main.o ] || objs+=("$o"); done
-g++ -std=c++14 -fpermissive -fopenmp -O3 -w -I"$TM" -o "$OUT/tm_updates" "$here/tm_updates.cpp" "${objs[@]}"
 
 CUTSPLIT=${CUTSPLIT:-1}
 NM=${NM_SRC:-$OUT/nuevomatch}
@@ -74,6 +71,16 @@ if [ "$CUTSPLIT" = 1 ] && [ ! -x "$NM/bin/tool_classifier.exe" ]; then
         TupleMergeOffline.o SlottedTable.o Simulation.o MapExtensions.o)
     make -s -C "$NM" -j1 bin/tool_classifier.exe DBGFLAGS="-O2 -DNDEBUG" > "$OUT/nm_make.log" 2>&1
 fi
+# tm_updates links TupleMerge's objects: NuevoMatch's patched copy when it
+# is built. TupleMerge v1.0's DeleteRule, on emptying a table, erases it
+# and every table after it (`tables.erase(find(...), tables.end())`), so
+# the unpatched online classifier loses rules under churn; the patch erases
+# that one table.
+TMU=$TM
+if [ -f "$NM/tuplemerge/TupleMergeOnline.o" ]; then TMU=$NM/tuplemerge; fi
+objs=()
+for o in "$TMU"/*.o; do [ "$(basename "$o")" = main.o ] || objs+=("$o"); done
+g++ -std=c++14 -fpermissive -fopenmp -O3 -w -I"$TMU" -o "$OUT/tm_updates" "$here/tm_updates.cpp" "${objs[@]}"
 : > "$OUT/peers.jsonl"
 while [ $# -ge 2 ]; do
     rules=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -132,7 +139,7 @@ PY
     fi
     echo "== $set_name: TupleMerge online under churn" >&2
     "$OUT/tm_updates" "$rules" "$trace" "$UPDATES" 2>/dev/null | tail -1 \
-        | python3 -c "import json, sys; r = json.load(sys.stdin); r['set'] = '$set_name'; r['loop'] = 'per packet'; print(json.dumps(r))" \
+        | python3 -c "import json, sys; r = json.load(sys.stdin); r['set'] = '$set_name'; r['loop'] = 'per packet'; r['tuplemerge'] = '$TMU'; print(json.dumps(r))" \
         >> "$OUT/peers.jsonl"
 done
 cat "$OUT/peers.jsonl"
