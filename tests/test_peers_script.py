@@ -50,3 +50,5 @@ def test_run_peers_checks_cutsplit_against_the_oracle(tmp_path):
     # left (tm_updates mirrors its rule vector; linked with the patched copy).
     tmu = [r for r in rows if r["peer"] == "TupleMerge online"]
     assert len(tmu) == 1 and tmu[0]["checked"] > 0 and tmu[0]["wrong"] == 0
+    # and before it, every header against our oracle (their priorities mapped to rule numbers)
+    assert tmu[0]["static_checked"] == 3000 and tmu[0]["static_wrong"] == 0

@@ -110,11 +110,12 @@ for r in rows:
                       "build_s": float(r["ConstructionTime(ms)"]) / 1e3, "bytes": int(float(r["Size(bytes)"])),
                       "peers_agree": accord, "packets_in_disagreement": disagree}))
 PY
+    # The linear oracle's answer per header (0-based rule, -1 for none).
+    "$SYNAPSE" classify --rules "$rules" --trace "$trace" --algo linear --out "$OUT/$set_name.oracle" > /dev/null || true
     if [ "$CUTSPLIT" = 1 ]; then
         echo "== $set_name: CutSplit (NuevoMatch's driver)" >&2
         # The trace with the oracle's answers as its last column (-1, no
         # match, as the driver's 2^32 - 1).
-        "$SYNAPSE" classify --rules "$rules" --trace "$trace" --algo linear --out "$OUT/$set_name.oracle" > /dev/null || true
         # The driver times one pass (to the microsecond): a short trace is
         # repeated to at least MIN_PACKETS headers.
         reps=$(( (${MIN_PACKETS:-100000} + packets - 1) / packets ))
@@ -138,7 +139,7 @@ print(json.dumps({"set": name, "peer": "CutSplit", "loop": "per packet (NuevoMat
 PY
     fi
     echo "== $set_name: TupleMerge online under churn" >&2
-    "$OUT/tm_updates" "$rules" "$trace" "$UPDATES" 2>/dev/null | tail -1 \
+    "$OUT/tm_updates" "$rules" "$trace" "$UPDATES" "$OUT/$set_name.oracle" 2>/dev/null | tail -1 \
         | python3 -c "import json, sys; r = json.load(sys.stdin); r['set'] = '$set_name'; r['loop'] = 'per packet'; r['tuplemerge'] = '$TMU'; print(json.dumps(r))" \
         >> "$OUT/peers.jsonl"
 done

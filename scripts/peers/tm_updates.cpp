@@ -4,7 +4,11 @@
 // between 31/32 of its size and its size; every update timed on its own
 // (steady_clock). Prints the static lookup rate (per packet, the authors'
 // ClassifyAPacket loop), the update latency p50/p99/p99.9 and capacity, and
-// the answers that differ from a linear scan over the rules left.
+// the answers that differ from a linear scan over the rules left. With a
+// fourth argument, the linear oracle's answers (`synapse classify --algo
+// linear --out`: a 0-based rule per header, -1 for none), it first checks
+// every header's static answer against them (their ClassBench reader gives
+// rule i of n the priority n - 1 - i).
 // Built against the authors' objects by scripts/peers/run_peers.sh.
 #include "ElementaryClasses.h"
 #include "IO/InputReader.h"
@@ -26,7 +30,7 @@ static int oracle(const vector<Rule>& live, const Packet& p) {
 
 int main(int argc, char** argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: tm_updates RULES TRACE UPDATES\n");
+        fprintf(stderr, "usage: tm_updates RULES TRACE UPDATES [ORACLE_ANSWERS]\n");
         return 2;
     }
     vector<Rule> rules = InputReader::ReadFilterFile(argv[1]);
@@ -51,6 +55,21 @@ int main(int argc, char** argv) {
             looked++;
         }
     double static_rate = looked / chrono::duration<double>(clk::now() - t0).count();
+    long static_checked = 0, static_wrong = 0;
+    if (argc > 4) {
+        FILE* f = fopen(argv[4], "r");
+        if (!f) {
+            fprintf(stderr, "%s: cannot open\n", argv[4]);
+            return 2;
+        }
+        long a;
+        for (size_t i = 0; i < packets.size() && fscanf(f, "%ld", &a) == 1; i++) {
+            int want = a < 0 ? -1 : int(n - 1 - a);
+            static_checked++;
+            static_wrong += pc.ClassifyAPacket(packets[i]) != want;
+        }
+        fclose(f);
+    }
     // The churn. `live` mirrors TupleMergeOnline's own rule vector (its
     // DeleteRule(index) swaps the last rule into the hole).
     vector<Rule> live = rules, gone;
@@ -94,7 +113,8 @@ int main(int argc, char** argv) {
     printf("{\"peer\": \"TupleMerge online\", \"rules\": %zu, \"build_s\": %.4f, \"lookups_per_s\": %.0f, "
            "\"updates\": %ld, \"update_capacity_per_s\": %.0f, \"update_latency_us_p50\": %.3f, "
            "\"update_latency_us_p99\": %.3f, \"update_latency_us_p999\": %.3f, \"update_latency_us_max\": %.1f, "
-           "\"checked\": %ld, \"wrong\": %ld}\n",
-           n, build_s, static_rate, updates, updates / max(total, 1e-12), q(0.5), q(0.99), q(0.999), q(1.0), checked, wrong);
+           "\"static_checked\": %ld, \"static_wrong\": %ld, \"checked\": %ld, \"wrong\": %ld}\n",
+           n, build_s, static_rate, updates, updates / max(total, 1e-12), q(0.5), q(0.99), q(0.999), q(1.0),
+           static_checked, static_wrong, checked, wrong);
     return 0;
 }
