@@ -178,7 +178,8 @@ def bench_fast(scenario: str | None, overrides: tuple[str, ...], rounds: int, as
     by side (interleaved rounds, one core), their ratio, and the fast mode's
     error on each summary figure against the exact run (docs/fast-mode.md).
     Times are the CPU time of the thread both run on (on a shared machine,
-    wall time also counts the other jobs' turns on the core)."""
+    wall time also counts the other jobs' turns on the core), each engine's
+    one call over the duration from a simulator just built."""
     import statistics
     import time
 
