@@ -242,6 +242,19 @@ def _cap_served(s: dict, ceiling_gbps: float) -> None:
     s["fast"]["elu_ceiling_gbps"] = ceiling_gbps
 
 
+#: The rows of a fast summary's ``windows`` (``_core.Simulator.run_fast``), in order.
+FAST_WINDOW_COLUMNS = ("t_ns", "table", "arrived", "processed", "hits", "misses", "hbm_bytes", "pmus")
+
+
+def fast_windows(s: dict) -> dict[str, np.ndarray]:
+    """A fast summary's estimated windows by column (as :meth:`Simulation.windows`
+    gives the exact run's; table and PMUs as whole floats). The core gives
+    them as one (8, n) array, one object made instead of eight; named here,
+    where they are written (row views, no copy)."""
+    w = s.get("windows")
+    return {} if w is None else dict(zip(FAST_WINDOW_COLUMNS, w))
+
+
 def fast_summary(s: dict, duration_ns: float, drain_ns: float, ceiling_gbps: float | None = None) -> list[str]:
     """Completes a fast run's summary as the core returns it (``mode``,
     integer counts; an overloaded run's served share held to the ELU's

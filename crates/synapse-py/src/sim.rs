@@ -368,17 +368,26 @@ impl Simulator {
         f.set_item("overloaded", rep.overloaded)?;
         f.set_item("served_share", rep.served_share)?;
         d.set_item("fast", f)?;
-        let w = PyDict::new_bound(py);
-        let col = |g: &dyn Fn(&sim::fast::FastWindow) -> f64| rep.windows.iter().map(g).collect::<Vec<f64>>();
-        w.set_item("t_ns", col(&|r| r.end_ns).into_pyarray_bound(py))?;
-        w.set_item("table", rep.windows.iter().map(|r| r.table as i64).collect::<Vec<i64>>().into_pyarray_bound(py))?;
-        w.set_item("arrived", col(&|r| r.arrived).into_pyarray_bound(py))?;
-        w.set_item("processed", col(&|r| r.processed).into_pyarray_bound(py))?;
-        w.set_item("hits", col(&|r| r.hits).into_pyarray_bound(py))?;
-        w.set_item("misses", col(&|r| r.misses).into_pyarray_bound(py))?;
-        w.set_item("hbm_bytes", col(&|r| r.hbm_bytes).into_pyarray_bound(py))?;
-        w.set_item("pmus", rep.windows.iter().map(|r| r.pmus as i64).collect::<Vec<i64>>().into_pyarray_bound(py))?;
-        d.set_item("windows", w)?;
+        // The windows as one (8, n) array, a row per column of
+        // `FAST_WINDOW_COLUMNS` (`sim.fast_summary` names them): one array
+        // made, not eight.
+        let n = rep.windows.len();
+        let mut w = Vec::with_capacity(8 * n);
+        let cols: [fn(&sim::fast::FastWindow) -> f64; 8] = [
+            |r| r.end_ns,
+            |r| r.table as f64,
+            |r| r.arrived,
+            |r| r.processed,
+            |r| r.hits,
+            |r| r.misses,
+            |r| r.hbm_bytes,
+            |r| r.pmus as f64,
+        ];
+        for g in cols {
+            w.extend(rep.windows.iter().map(g));
+        }
+        let w = numpy::ndarray::Array2::from_shape_vec((8, n), w).expect("8 rows of n");
+        d.set_item("windows", w.into_pyarray_bound(py))?;
         Ok(d)
     }
 

@@ -25,7 +25,7 @@ from rich.table import Table
 from synapse_vmt import report
 from synapse_vmt.errors import UserError
 from synapse_vmt.scenario import load
-from synapse_vmt.sim import Simulation, failure
+from synapse_vmt.sim import Simulation, failure, fast_windows
 
 EXIT_FAILED = 1
 
@@ -96,7 +96,7 @@ def run_fast(scn, out: Path) -> dict:
     summary["warnings"] = sim.warnings
     report.write_json(out / "scenario.json", scn.sim_config())
     report.write_json(out / "summary.json", {k: v for k, v in summary.items() if k != "windows"})
-    w = summary.get("windows")
+    w = fast_windows(summary)
     if w and len(w["t_ns"]):
         import numpy as np
 

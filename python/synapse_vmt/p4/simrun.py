@@ -549,6 +549,7 @@ def run_program_fast(out, *, program: str, entries_file: str | None, pcap: str |
     from pathlib import Path
 
     from synapse_vmt import report, view
+    from synapse_vmt.sim import fast_windows
 
     if pcap is not None:
         raise UserError("fast mode: a capture (--pcap) runs in the exact engine only; generated traffic runs in both")
@@ -562,7 +563,8 @@ def run_program_fast(out, *, program: str, entries_file: str | None, pcap: str |
         if warn:
             warn(w)
     s["pmus_total"] = pmus
-    w = s.pop("windows", None)
+    w = fast_windows(s)
+    s.pop("windows", None)
     out.mkdir(parents=True, exist_ok=True)
     report.write_json(out / "summary.json", s)
     if w and len(w["t_ns"]):

@@ -544,6 +544,7 @@ impl<const N: usize> Simulator<N> {
             }
         }
         // The large flows' streams (CFG only: a routed table shares keys).
+        let end_ps = until as f64 * clock.ps();
         let mut el = Elephants { table: vec![], key: vec![], flow: vec![], times: vec![], next: vec![], bulk: vec![], of_key: keys.iter().map(|k| vec![u32::MAX; k.len()]).collect() };
         let mut el_entry = vec![0.0f64; nt];
         let mut el_stream: Vec<u32> = vec![u32::MAX; nt];
@@ -561,7 +562,12 @@ impl<const N: usize> Simulator<N> {
                 break;
             }
             el_stream.iter_mut().for_each(|x| *x = u32::MAX);
+            let n = packets[f as usize].max(1);
+            let gap = fd_ps[f as usize] / n as f64;
             if el_min > 0 && block > 0 && packets[f as usize] >= el_min {
+                // Its packets before the end, about: one growth of the
+                // stream's times instead of a dozen.
+                let expect = ((end_ps - starts[f as usize]) / gap).clamp(0.0, n as f64) as usize + 1;
                 for t in 0..nt {
                     let k = flow_key[t][si];
                     if users[t][k as usize] == 1 && info[t][k as usize].slot != u16::MAX {
@@ -570,13 +576,34 @@ impl<const N: usize> Simulator<N> {
                         el.table.push(t as u16);
                         el.key.push(k);
                         el.flow.push(si as u32);
-                        el.times.push(Vec::new());
+                        el.times.push(Vec::with_capacity(expect + expect / 8));
                     }
                 }
             }
-            let n = packets[f as usize].max(1);
-            let gap = fd_ps[f as usize] / n as f64;
             let mut t = starts[f as usize];
+            // A large flow at the one table of a CFG without edges: only
+            // its times (the same draws as the loop below, without its
+            // per-packet branches).
+            if let Some(x) = single.filter(|&x| !self.cfg.has_out(x) && el_stream[x as usize] != u32::MAX) {
+                let ts = &mut el.times[el_stream[x as usize] as usize];
+                let before = ts.len();
+                for i in 0..n {
+                    if i > 0 {
+                        let e: f64 = rng.sample(Exp1);
+                        t += e * gap;
+                    }
+                    let c = clock.ceil(t as u64);
+                    if c >= until {
+                        break;
+                    }
+                    ts.push(c);
+                }
+                // Whole counts: the sums of ones the loop below makes.
+                let k = ts.len() - before;
+                packets_sampled += k as u64;
+                el_entry[x as usize] += k as f64;
+                continue;
+            }
             for i in 0..n {
                 if i > 0 {
                     let e: f64 = rng.sample(Exp1);
@@ -617,9 +644,10 @@ impl<const N: usize> Simulator<N> {
         el.next = vec![0; el.times.len()];
         el.bulk = vec![false; el.times.len()];
         drop(users);
+        lap("packets");
         // (cycle, table, flow) packed in one integer: one comparison a step.
         refs.sort_unstable_by_key(|r| ((r.c as u128) << 64) | ((r.table as u128) << 32) | r.flow as u128);
-        lap("draws");
+        lap("sort");
         // 4. Donors: each flow not sampled borrows the misses of the last
         // sampled flow of about its size (half-octave bins of packets) that
         // started before it.
@@ -756,15 +784,26 @@ impl<const N: usize> Simulator<N> {
             let (t, g) = (el.table[e] as usize, group_of[el.flow[e] as usize] as usize);
             gstats[t][g].refs += el.times[e].len() as f64;
             // Sorted times: the statistics window by stepping, not dividing.
+            // Its ELU period too (`win_of`'s, stepped: k and its start).
             let (mut wi, mut wend) = (0usize, stat_win);
+            let (mut k, mut from) = (0usize, offset);
+            let wr = &mut win_refs[t];
             for &c in &el.times[e] {
                 while c >= wend {
                     wi += 1;
                     wend += stat_win;
                 }
-                win_refs[t][wi.min(n_stat - 1)] += w;
-                if in_measure(c) {
-                    el_meas[period_ix(c).min(n_periods - 1)][t] += w;
+                wr[wi.min(n_stat - 1)] += w;
+                if c < offset {
+                    continue;
+                }
+                while c - from >= period {
+                    k += 1;
+                    from += period;
+                }
+                let ph = c - from;
+                if ph >= warm && ph < warm + meas {
+                    el_meas[(k + 1).min(n_periods - 1)][t] += w;
                 }
             }
             if let Some(&c) = el.times[e].first() {
@@ -774,7 +813,10 @@ impl<const N: usize> Simulator<N> {
         for t in 0..nt {
             entry_refs[t] += el_entry[t];
         }
+        lap("large flows");
         let mut seq = 0u64;
+        // The sojourn estimate's time within the loop (`steps_s`).
+        let mut soj_s = 0.0f64;
         let mut el_looked = 0u64;
         // Routed: the PHVs' next hops, by request cycle (sampled flow, hop).
         let mut later: BinaryHeap<Reverse<(Cycle, u32, u16)>> = BinaryHeap::new();
@@ -807,7 +849,9 @@ impl<const N: usize> Simulator<N> {
                 if let Some(v) = el_meas.get(k as usize + 1) {
                     measure_refs.iter_mut().zip(v).for_each(|(a, b)| *a += b);
                 }
+                let t_s = std::time::Instant::now();
                 window_sojourn(&window_misses, &mut sojourn_acc, hit_lat, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
+                soj_s += t_s.elapsed().as_secs_f64();
                 lags.extend(window_lag(&window_misses, ms + meas));
                 served.push(window_served(&window_misses, ms, ms + meas));
             }};
@@ -934,7 +978,9 @@ impl<const N: usize> Simulator<N> {
                 if let Some(v) = el_meas.get(k as usize + 1) {
                     measure_refs.iter_mut().zip(v).for_each(|(a, b)| *a += b);
                 }
+                let t_s = std::time::Instant::now();
                 window_sojourn(&window_misses, &mut sojourn_acc, hit_lat, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
+                soj_s += t_s.elapsed().as_secs_f64();
                 lags.extend(window_lag(&window_misses, ms + meas));
                 served.push(window_served(&window_misses, ms, ms + meas));
                 measure_refs.iter_mut().for_each(|x| *x = 0.0);
@@ -1216,6 +1262,7 @@ impl<const N: usize> Simulator<N> {
             }
         }
         lap("estimates");
+        steps_s.push(("sojourn (in loop)", soj_s));
         Ok(FastReport {
             tables,
             flows: flows as u64,
