@@ -200,6 +200,28 @@ impl Program {
         if end > frame.len() {
             return false;
         }
+        match &hd.plan {
+            // the planned loads, when the frame has 8 bytes at each (nearly always)
+            Some(plan) if start + hd.plan_bytes as usize <= frame.len() => {
+                let at = &frame[start..];
+                for l in plan {
+                    let b = l.byte as usize;
+                    let x = u64::from_be_bytes(at[b..b + 8].try_into().unwrap());
+                    st.phv.cells[l.cell as usize] = ((x << l.shl) >> l.shr) as u128;
+                }
+            }
+            _ => self.extract_fields(st, hd, start, frame),
+        }
+        self.make_valid(st, h);
+        st.hdr_src[h as usize] = start as u32;
+        st.fdirty[h as usize] = 0;
+        st.pos = end;
+        true
+    }
+
+    /// [`Self::extract`]'s loads field by field (a wide field, or a frame
+    /// ending within 8 bytes of a field).
+    fn extract_fields(&self, st: &mut State, hd: &super::exec::Hdr, start: usize, frame: &[u8]) {
         let base = start * 8;
         for f in &hd.loads {
             if f.limbs == 1 {
@@ -215,11 +237,6 @@ impl Program {
                 read_wide(frame, base + f.bit as usize, f.width, &mut st.phv.cells[f.cell as usize..(f.cell + f.limbs) as usize]);
             }
         }
-        self.make_valid(st, h);
-        st.hdr_src[h as usize] = start as u32;
-        st.fdirty[h as usize] = 0;
-        st.pos = end;
-        true
     }
 
     /// Extracts header `h` whose varbit field is `bits` long.
@@ -271,6 +288,44 @@ mod tests {
     use serde_json::json;
 
     proptest! {
+        /// A header's planned loads (8-byte reads) and its field-by-field
+        /// path (the frame ends within 8 bytes of a field) read the same
+        /// values as a bit-by-bit reference, at any number of bytes after it.
+        #[test]
+        fn extraction_reads_every_field_at_any_frame_end(ws in proptest::collection::vec(1u32..=32, 1..4),
+                                                         bytes in proptest::collection::vec(any::<u8>(), 16),
+                                                         lead in 0usize..3, tail in 0usize..10) {
+            let mut b = B::new();
+            let used: u32 = ws.iter().sum();
+            let mut fields: Vec<(String, u32)> = ws.iter().enumerate().map(|(i, &w)| (format!("f{i}"), w)).collect();
+            if used % 8 != 0 {
+                fields.push(("pad".into(), 8 - used % 8));
+            }
+            let named: Vec<(&str, u32)> = fields.iter().map(|(n, w)| (n.as_str(), *w)).collect();
+            b.header("h", &named, false);
+            b.header("l", &[("x", 8)], false);
+            // the select reads every field, so extraction loads them all
+            let key: Vec<_> = ws.iter().enumerate().map(|(i, &w)| json!(["f", b.s(&format!("h.f{i}")), w])).collect();
+            let mut ops = vec![json!(["extract", b.h("h")])];
+            if lead > 0 {
+                ops.insert(0, json!(["extract", b.h("l")]));
+            }
+            let states = vec![state("start", json!(ops), json!(key), json!([]), json!(-1))];
+            let d = b.build(json!({"parser": {"init": 0, "states": states}}));
+            let mut ex = Executor::new(Program::link(&d).unwrap());
+            let hbytes = used.div_ceil(8) as usize;
+            let skip = if lead > 0 { 1 } else { 0 };
+            let frame = bytes[..skip + hbytes + tail.min(16 - skip - hbytes)].to_vec();
+            let out = run(&mut ex, &[frame.clone()]);
+            prop_assert_eq!(out[0].1.parser_error, 0);
+            let mut bit = skip * 8;
+            for (i, &w) in ws.iter().enumerate() {
+                let want = (0..w as usize).fold(0u128, |v, k| (v << 1) | ((frame[(bit + k) / 8] >> (7 - (bit + k) % 8)) & 1) as u128);
+                prop_assert_eq!(ex.field(b.s(&format!("h.f{i}")) as usize), want);
+                bit += w as usize;
+            }
+        }
+
         /// A select key of a 12-bit field and 4 lookahead bits, each padded
         /// to whole bytes (24 bits), against value/mask transitions in order.
         #[test]
