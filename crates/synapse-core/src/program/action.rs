@@ -62,7 +62,66 @@ pub enum Op {
     /// A run of plain assignments (`SetConst`, `Copy`, `SetParam`) fused at
     /// link into one op: one dispatch for the run, then a loop over
     /// pre-decoded [`Move`]s (see [`fuse_moves`]).
-    Moves(Box<[Move]>),
+    Moves(Box<Fused>),
+}
+
+/// A fused run: its moves, then what their writes mark, gathered at link
+/// (the marks are read only after the action, so once per run is the same
+/// as once per move).
+#[derive(Clone, Debug)]
+pub struct Fused {
+    pub moves: Box<[Move]>,
+    /// Words of the PHV's dirty set and the group bits to set in each.
+    pub groups: Box<[(u32, u64)]>,
+    /// Packet headers written: (header, written whole, field bits).
+    pub hdrs: Box<[(u32, bool, u64)]>,
+}
+
+impl Fused {
+    fn of(moves: Box<[Move]>) -> Fused {
+        let mut groups: Vec<(u32, u64)> = Vec::new();
+        let mut hdrs: Vec<(u32, bool, u64)> = Vec::new();
+        for m in moves.iter() {
+            let (w, b) = (m.dst.group >> 6, 1u64 << (m.dst.group & 63));
+            match groups.iter_mut().find(|g| g.0 == w) {
+                Some(g) => g.1 |= b,
+                None => groups.push((w, b)),
+            }
+            if m.dst.hdr != super::exec::NONE {
+                let i = match hdrs.iter().position(|h| h.0 == m.dst.hdr) {
+                    Some(i) => i,
+                    None => {
+                        hdrs.push((m.dst.hdr, false, 0));
+                        hdrs.len() - 1
+                    }
+                };
+                if m.dst.fbit == 0 {
+                    hdrs[i].1 = true;
+                } else {
+                    hdrs[i].2 |= m.dst.fbit;
+                }
+            }
+        }
+        Fused { moves, groups: groups.into(), hdrs: hdrs.into() }
+    }
+
+    /// Runs the moves, then marks what they wrote (as `State::wrote` per move would).
+    #[inline(always)]
+    pub fn run(&self, params: &[u128], st: &mut State) {
+        for m in self.moves.iter() {
+            let v = m.value(&st.phv.cells, params);
+            st.phv.cells[m.dst.cell as usize] = v;
+        }
+        for &(w, b) in self.groups.iter() {
+            st.phv.mark_word(w, b);
+        }
+        for &(h, whole, bits) in self.hdrs.iter() {
+            if whole {
+                st.hdr_src[h as usize] = super::exec::NONE;
+            }
+            st.fdirty[h as usize] |= bits;
+        }
+    }
 }
 
 /// One plain assignment of an [`Op::Moves`] run: `cells[dst] = v` (a
@@ -115,7 +174,7 @@ pub fn fuse_moves(ops: Vec<Op>) -> Vec<Op> {
     let mut run: Vec<Op> = Vec::new();
     let flush = |run: &mut Vec<Op>, out: &mut Vec<Op>| {
         if run.len() > 1 {
-            out.push(Op::Moves(run.iter().filter_map(Move::of).collect()));
+            out.push(Op::Moves(Box::new(Fused::of(run.iter().filter_map(Move::of).collect()))));
             run.clear();
         } else {
             out.append(run);
@@ -282,13 +341,7 @@ pub fn run(ops: &[Op], params: &[u128], lk: &Program, st: &mut State, frame: &[u
                 st.phv.cells[dst.cell as usize] = params[param as usize] & mask;
                 st.wrote(dst);
             }
-            Op::Moves(ms) => {
-                for m in ms.iter() {
-                    let v = m.value(&st.phv.cells, params);
-                    st.phv.cells[m.dst.cell as usize] = v;
-                    st.wrote(m.dst);
-                }
-            }
+            Op::Moves(f) => f.run(params, st),
             &Op::Set { .. } if set_quick(op, params, st) => {}
             Op::Exit => return true,
             &Op::Jump(t) => pc = t as usize,
@@ -404,8 +457,8 @@ mod tests {
                 Op::SetConst { dst, v } => cells[dst.cell as usize] = v,
                 Op::Copy { dst, src, mask } => cells[dst.cell as usize] = cells[src as usize] & mask,
                 Op::SetParam { dst, param, mask } => cells[dst.cell as usize] = params[param as usize] & mask,
-                Op::Moves(ref ms) => {
-                    for m in ms.iter() {
+                Op::Moves(ref f) => {
+                    for m in f.moves.iter() {
                         cells[m.dst.cell as usize] = m.value(cells, params);
                     }
                 }
@@ -439,6 +492,42 @@ mod tests {
             reference(&ops, &mut a, &params);
             reference(&fused, &mut b, &params);
             prop_assert_eq!(a, b);
+        }
+    }
+
+    fn marks(dirty: &mut [u64], src: &mut [u32], fd: &mut [u64], d: Dst) {
+        // as State::wrote marks one write
+        dirty[(d.group >> 6) as usize] |= 1 << (d.group & 63);
+        if d.hdr != super::super::exec::NONE {
+            if d.fbit == 0 {
+                src[d.hdr as usize] = super::super::exec::NONE;
+            } else {
+                fd[d.hdr as usize] |= d.fbit;
+            }
+        }
+    }
+
+    proptest! {
+        /// A fused run's marks, gathered at link, are the marks of its moves one by one.
+        #[test]
+        fn fused_marks_equal_the_marks_of_each_move(ds in proptest::collection::vec((0u32..200, prop_oneof![Just(u32::MAX), 0u32..4], prop_oneof![Just(0u64), 1u64..16]), 2..20)) {
+            let moves: Vec<Move> = ds.iter().map(|&(g, h, f)| Move { v: 0, dst: Dst { cell: 0, group: g, hdr: h, fbit: f }, src: 0, from: Src::Const }).collect();
+            let (mut d1, mut s1, mut f1) = (vec![0u64; 4], vec![7u32; 4], vec![0u64; 4]);
+            for m in &moves {
+                marks(&mut d1, &mut s1, &mut f1, m.dst);
+            }
+            let fu = Fused::of(moves.into());
+            let (mut d2, mut s2, mut f2) = (vec![0u64; 4], vec![7u32; 4], vec![0u64; 4]);
+            for &(w, b) in fu.groups.iter() {
+                d2[w as usize] |= b;
+            }
+            for &(h, whole, bits) in fu.hdrs.iter() {
+                if whole {
+                    s2[h as usize] = super::super::exec::NONE;
+                }
+                f2[h as usize] |= bits;
+            }
+            prop_assert_eq!((d1, s1, f1), (d2, s2, f2));
         }
     }
 
