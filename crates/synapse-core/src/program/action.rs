@@ -343,6 +343,9 @@ pub fn run(ops: &[Op], params: &[u128], lk: &Program, st: &mut State, frame: &[u
             }
             Op::Moves(f) => f.run(params, st),
             &Op::Set { .. } if set_quick(op, params, st) => {}
+            // frequent (a tunnel's headers), called straight: run_other's frame costs more than they do
+            &Op::Valid { h, on } => valid(lk, st, h, on),
+            &Op::HdrCopy { dst, src } => hdr_copy(lk, st, dst, src),
             Op::Exit => return true,
             &Op::Jump(t) => pc = t as usize,
             _ => {
@@ -353,6 +356,22 @@ pub fn run(ops: &[Op], params: &[u128], lk: &Program, st: &mut State, frame: &[u
         }
     }
     false
+}
+
+#[inline(never)]
+fn valid(lk: &Program, st: &mut State, h: u32, on: bool) {
+    lk.set_valid(st, h, on)
+}
+
+/// `assign_header`: validity and fields copied.
+#[inline(never)]
+fn hdr_copy(lk: &Program, st: &mut State, dst: u32, src: u32) {
+    let (d, s) = (&lk.headers[dst as usize], &lk.headers[src as usize]);
+    st.phv.cells[d.valid as usize] = st.phv.cells[s.valid as usize];
+    let (ds, ss) = (d.cells.0 as usize, s.cells.0 as usize);
+    let n = (d.cells.1 - d.cells.0) as usize;
+    st.phv.cells.copy_within(ss..ss + n, ds);
+    st.wrote_header(d.group, dst);
 }
 
 /// Runs `op` when it is a `set` whose expression has a fast form (a
@@ -403,15 +422,8 @@ pub fn run_other(op: &Op, pc: &mut usize, params: &[u128], lk: &Program, st: &mu
             st.note(reason);
             st.set_taint(slot, true);
         }
-        Op::Valid { h, on } => lk.set_valid(st, h, on),
-        Op::HdrCopy { dst, src } => {
-            let (d, s) = (&lk.headers[dst as usize], &lk.headers[src as usize]);
-            st.phv.cells[d.valid as usize] = st.phv.cells[s.valid as usize];
-            let (ds, ss) = (d.cells.0 as usize, s.cells.0 as usize);
-            let n = (d.cells.1 - d.cells.0) as usize;
-            st.phv.cells.copy_within(ss..ss + n, ds);
-            st.wrote_header(d.group, dst);
-        }
+        Op::Valid { h, on } => valid(lk, st, h, on),
+        Op::HdrCopy { dst, src } => hdr_copy(lk, st, dst, src),
         Op::Push { stack, n, front } => lk.shift_stack(st, stack, n, true, front),
         Op::Pop { stack, n } => lk.shift_stack(st, stack, n, false, false),
         Op::Drop => {
