@@ -155,7 +155,7 @@ impl Phv {
     }
 
     /// Marks the groups of `bits` in word `wi` of the dirty set written
-    /// (a fused run's groups, gathered at link; see `action::Effects`).
+    /// (a fused run's groups, gathered at link; see `action::Fused`).
     #[inline(always)]
     pub fn mark_word(&mut self, wi: u32, bits: u64) {
         self.dirty[wi as usize] |= bits;
