@@ -572,7 +572,8 @@ impl Program {
         if on {
             if !was {
                 st.phv.cells[hd.cells.0 as usize..hd.cells.1 as usize].fill(0);
-                self.make_valid(st, h);
+                // not in a union: no call (wrote_header marks the group)
+                if hd.union.is_none() { st.phv.cells[hd.valid as usize] = 1 } else { self.make_valid(st, h) }
                 st.wrote_header(hd.group, h);
             }
         } else {
