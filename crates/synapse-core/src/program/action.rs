@@ -75,6 +75,18 @@ pub struct Fused {
     pub groups: Box<[(u32, u64)]>,
     /// Packet headers written: (header, written whole, field bits).
     pub hdrs: Box<[(u32, bool, u64)]>,
+    /// When no move reads a cell the run writes and none writes a cell
+    /// twice, the order does not matter: the moves by kind, each kind one
+    /// loop without a branch per move.
+    pub split: Option<Split>,
+}
+
+/// A [`Fused`] run's moves by kind: constants, cell copies, action data.
+#[derive(Clone, Debug)]
+pub struct Split {
+    pub consts: Box<[(u32, u128)]>,
+    pub copies: Box<[(u32, u32, u128)]>,
+    pub params: Box<[(u32, u32, u128)]>,
 }
 
 impl Fused {
@@ -102,16 +114,48 @@ impl Fused {
                 }
             }
         }
-        Fused { moves, groups: groups.into(), hdrs: hdrs.into() }
+        let dsts: Vec<u32> = moves.iter().map(|m| m.dst.cell).collect();
+        let once = dsts.iter().enumerate().all(|(i, d)| !dsts[..i].contains(d));
+        let free = moves.iter().all(|m| m.from != Src::Cell || !dsts.contains(&m.src));
+        let split = (once && free).then(|| {
+            let of = |k: Src| moves.iter().filter(move |m| m.from == k);
+            Split {
+                consts: of(Src::Const).map(|m| (m.dst.cell, m.v)).collect(),
+                copies: of(Src::Cell).map(|m| (m.dst.cell, m.src, m.v)).collect(),
+                params: of(Src::Param).map(|m| (m.dst.cell, m.src, m.v)).collect(),
+            }
+        });
+        Fused { moves, groups: groups.into(), hdrs: hdrs.into(), split }
+    }
+
+    /// The moves' writes to `cells`, as the ops they replace make them in order.
+    #[inline(always)]
+    pub fn apply(&self, cells: &mut [u128], params: &[u128]) {
+        match &self.split {
+            Some(s) => {
+                for &(d, v) in s.consts.iter() {
+                    cells[d as usize] = v;
+                }
+                for &(d, src, m) in s.copies.iter() {
+                    cells[d as usize] = cells[src as usize] & m;
+                }
+                for &(d, p, m) in s.params.iter() {
+                    cells[d as usize] = params[p as usize] & m;
+                }
+            }
+            None => {
+                for m in self.moves.iter() {
+                    let v = m.value(cells, params);
+                    cells[m.dst.cell as usize] = v;
+                }
+            }
+        }
     }
 
     /// Runs the moves, then marks what they wrote (as `State::wrote` per move would).
     #[inline(always)]
     pub fn run(&self, params: &[u128], st: &mut State) {
-        for m in self.moves.iter() {
-            let v = m.value(&st.phv.cells, params);
-            st.phv.cells[m.dst.cell as usize] = v;
-        }
+        self.apply(&mut st.phv.cells, params);
         for &(w, b) in self.groups.iter() {
             st.phv.mark_word(w, b);
         }
@@ -469,22 +513,18 @@ mod tests {
                 Op::SetConst { dst, v } => cells[dst.cell as usize] = v,
                 Op::Copy { dst, src, mask } => cells[dst.cell as usize] = cells[src as usize] & mask,
                 Op::SetParam { dst, param, mask } => cells[dst.cell as usize] = params[param as usize] & mask,
-                Op::Moves(ref f) => {
-                    for m in f.moves.iter() {
-                        cells[m.dst.cell as usize] = m.value(cells, params);
-                    }
-                }
+                Op::Moves(ref f) => f.apply(cells, params),
                 _ => {}
             }
         }
     }
 
     fn op() -> impl Strategy<Value = Op> {
-        let dst = (0u32..6).prop_map(|c| Dst { cell: c, group: c, hdr: u32::MAX, fbit: 0 });
+        let dst = (0u32..24).prop_map(|c| Dst { cell: c, group: c, hdr: u32::MAX, fbit: 0 });
         let m = prop_oneof![Just(u128::MAX), Just(0xffu128), any::<u128>()];
         prop_oneof![
             (dst.clone(), any::<u128>()).prop_map(|(dst, v)| Op::SetConst { dst, v }),
-            (dst.clone(), 0u32..6, m.clone()).prop_map(|(dst, src, mask)| Op::Copy { dst, src, mask }),
+            (dst.clone(), 0u32..24, m.clone()).prop_map(|(dst, src, mask)| Op::Copy { dst, src, mask }),
             (dst.clone(), 0u32..3, m).prop_map(|(dst, param, mask)| Op::SetParam { dst, param, mask }),
             Just(Op::Drop),
         ]
@@ -495,7 +535,7 @@ mod tests {
         /// order (a move reading a cell an earlier one wrote sees the new value).
         #[test]
         fn fused_moves_equal_the_ops_they_replace(ops in proptest::collection::vec(op(), 0..12),
-                                                  cells in proptest::collection::vec(any::<u128>(), 6),
+                                                  cells in proptest::collection::vec(any::<u128>(), 24),
                                                   params in proptest::collection::vec(any::<u128>(), 3)) {
             let fused = fuse_moves(ops.clone());
             prop_assert!(fused.len() <= ops.len());
@@ -541,6 +581,24 @@ mod tests {
             }
             prop_assert_eq!((d1, s1, f1), (d2, s2, f2));
         }
+    }
+
+    #[test]
+    fn a_run_split_by_kind_writes_what_its_ops_write() {
+        let d = |c: u32| Dst { cell: c, group: c, hdr: u32::MAX, fbit: 0 };
+        let ops = vec![Op::SetParam { dst: d(0), param: 1, mask: 0xff }, Op::Copy { dst: d(1), src: 5, mask: u128::MAX },
+                       Op::SetConst { dst: d(2), v: 7 }, Op::Copy { dst: d(3), src: 4, mask: 0xf }];
+        let fused = fuse_moves(ops.clone());
+        let Op::Moves(f) = &fused[0] else { panic!("not fused") };
+        assert!(f.split.is_some());
+        let (mut a, mut b): (Vec<u128>, Vec<u128>) = ((0..6).map(|i| 1000 + i).collect(), (0..6).map(|i| 1000 + i).collect());
+        reference(&ops, &mut a, &[3, 0x1234]);
+        reference(&fused, &mut b, &[3, 0x1234]);
+        assert_eq!(a, b);
+        // a copy of a cell the run writes keeps the order
+        let ops = vec![Op::SetConst { dst: d(2), v: 7 }, Op::Copy { dst: d(3), src: 2, mask: 0xf }];
+        let Op::Moves(f) = &fuse_moves(ops)[0] else { panic!("not fused") };
+        assert!(f.split.is_none());
     }
 
     #[test]
