@@ -54,9 +54,11 @@ pub struct Checksum {
 #[derive(Clone, Debug)]
 pub struct Sum16 {
     pub ins: Box<[SumIn]>,
-    /// The header's validity cell, the words' pieces and their ends.
-    plan: Option<(u32, Box<[Piece]>, Box<[u16]>)>,
+    plan: Option<SumPlan>,
 }
+
+/// The header's validity cell, the words' pieces and their ends.
+type SumPlan = (u32, Box<[Piece]>, Box<[u16]>);
 
 impl Sum16 {
     fn of(ins: Box<[SumIn]>) -> Sum16 {
@@ -129,7 +131,7 @@ struct Piece {
 pub fn pack_plans(headers: &[super::exec::Hdr]) -> Vec<Option<Pack>> {
     headers.iter().map(|hd| {
         let total: u32 = hd.fields.iter().map(|f| f.width).sum();
-        if hd.varbit_max != 0 || total % 8 != 0 || total != hd.bytes * 8 || total == 0
+        if hd.varbit_max != 0 || !total.is_multiple_of(8) || total != hd.bytes * 8 || total == 0
             || hd.fields.iter().any(|f| f.varbit || f.limbs != 1 || f.width > 64) {
             return None;
         }
