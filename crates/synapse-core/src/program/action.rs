@@ -62,7 +62,110 @@ pub enum Op {
     /// A run of plain assignments (`SetConst`, `Copy`, `SetParam`) fused at
     /// link into one op: one dispatch for the run, then a loop over
     /// pre-decoded [`Move`]s (see [`fuse_moves`]).
-    Moves(Box<[Move]>),
+    Moves(Box<Fused>),
+}
+
+/// A fused run: its moves, then what their writes mark, gathered at link
+/// (the marks are read only after the action, so once per run is the same
+/// as once per move).
+#[derive(Clone, Debug)]
+pub struct Fused {
+    pub moves: Box<[Move]>,
+    /// Words of the PHV's dirty set and the group bits to set in each.
+    pub groups: Box<[(u32, u64)]>,
+    /// Packet headers written: (header, written whole, field bits).
+    pub hdrs: Box<[(u32, bool, u64)]>,
+    /// When no move reads a cell the run writes and none writes a cell
+    /// twice, the order does not matter: the moves by kind, each kind one
+    /// loop without a branch per move.
+    pub split: Option<Split>,
+}
+
+/// A [`Fused`] run's moves by kind: constants, cell copies, action data.
+#[derive(Clone, Debug)]
+pub struct Split {
+    pub consts: Box<[(u32, u128)]>,
+    pub copies: Box<[(u32, u32, u128)]>,
+    pub params: Box<[(u32, u32, u128)]>,
+}
+
+impl Fused {
+    fn of(moves: Box<[Move]>) -> Fused {
+        let mut groups: Vec<(u32, u64)> = Vec::new();
+        let mut hdrs: Vec<(u32, bool, u64)> = Vec::new();
+        for m in moves.iter() {
+            let (w, b) = (m.dst.group >> 6, 1u64 << (m.dst.group & 63));
+            match groups.iter_mut().find(|g| g.0 == w) {
+                Some(g) => g.1 |= b,
+                None => groups.push((w, b)),
+            }
+            if m.dst.hdr != super::exec::NONE {
+                let i = match hdrs.iter().position(|h| h.0 == m.dst.hdr) {
+                    Some(i) => i,
+                    None => {
+                        hdrs.push((m.dst.hdr, false, 0));
+                        hdrs.len() - 1
+                    }
+                };
+                if m.dst.fbit == 0 {
+                    hdrs[i].1 = true;
+                } else {
+                    hdrs[i].2 |= m.dst.fbit;
+                }
+            }
+        }
+        let dsts: Vec<u32> = moves.iter().map(|m| m.dst.cell).collect();
+        let once = dsts.iter().enumerate().all(|(i, d)| !dsts[..i].contains(d));
+        let free = moves.iter().all(|m| m.from != Src::Cell || !dsts.contains(&m.src));
+        let split = (once && free).then(|| {
+            let of = |k: Src| moves.iter().filter(move |m| m.from == k);
+            Split {
+                consts: of(Src::Const).map(|m| (m.dst.cell, m.v)).collect(),
+                copies: of(Src::Cell).map(|m| (m.dst.cell, m.src, m.v)).collect(),
+                params: of(Src::Param).map(|m| (m.dst.cell, m.src, m.v)).collect(),
+            }
+        });
+        Fused { moves, groups: groups.into(), hdrs: hdrs.into(), split }
+    }
+
+    /// The moves' writes to `cells`, as the ops they replace make them in order.
+    #[inline(always)]
+    pub fn apply(&self, cells: &mut [u128], params: &[u128]) {
+        match &self.split {
+            Some(s) => {
+                for &(d, v) in s.consts.iter() {
+                    cells[d as usize] = v;
+                }
+                for &(d, src, m) in s.copies.iter() {
+                    cells[d as usize] = cells[src as usize] & m;
+                }
+                for &(d, p, m) in s.params.iter() {
+                    cells[d as usize] = params[p as usize] & m;
+                }
+            }
+            None => {
+                for m in self.moves.iter() {
+                    let v = m.value(cells, params);
+                    cells[m.dst.cell as usize] = v;
+                }
+            }
+        }
+    }
+
+    /// Runs the moves, then marks what they wrote (as `State::wrote` per move would).
+    #[inline(always)]
+    pub fn run(&self, params: &[u128], st: &mut State) {
+        self.apply(&mut st.phv.cells, params);
+        for &(w, b) in self.groups.iter() {
+            st.phv.mark_word(w, b);
+        }
+        for &(h, whole, bits) in self.hdrs.iter() {
+            if whole {
+                st.hdr_src[h as usize] = super::exec::NONE;
+            }
+            st.fdirty[h as usize] |= bits;
+        }
+    }
 }
 
 /// One plain assignment of an [`Op::Moves`] run: `cells[dst] = v` (a
@@ -115,7 +218,7 @@ pub fn fuse_moves(ops: Vec<Op>) -> Vec<Op> {
     let mut run: Vec<Op> = Vec::new();
     let flush = |run: &mut Vec<Op>, out: &mut Vec<Op>| {
         if run.len() > 1 {
-            out.push(Op::Moves(run.iter().filter_map(Move::of).collect()));
+            out.push(Op::Moves(Box::new(Fused::of(run.iter().filter_map(Move::of).collect()))));
             run.clear();
         } else {
             out.append(run);
@@ -282,14 +385,11 @@ pub fn run(ops: &[Op], params: &[u128], lk: &Program, st: &mut State, frame: &[u
                 st.phv.cells[dst.cell as usize] = params[param as usize] & mask;
                 st.wrote(dst);
             }
-            Op::Moves(ms) => {
-                for m in ms.iter() {
-                    let v = m.value(&st.phv.cells, params);
-                    st.phv.cells[m.dst.cell as usize] = v;
-                    st.wrote(m.dst);
-                }
-            }
+            Op::Moves(f) => f.run(params, st),
             &Op::Set { .. } if set_quick(op, params, st) => {}
+            // frequent (a tunnel's headers), called straight: run_other's frame costs more than they do
+            &Op::Valid { h, on } => valid(lk, st, h, on),
+            &Op::HdrCopy { dst, src } => hdr_copy(lk, st, dst, src),
             Op::Exit => return true,
             &Op::Jump(t) => pc = t as usize,
             _ => {
@@ -300,6 +400,22 @@ pub fn run(ops: &[Op], params: &[u128], lk: &Program, st: &mut State, frame: &[u
         }
     }
     false
+}
+
+#[inline(never)]
+fn valid(lk: &Program, st: &mut State, h: u32, on: bool) {
+    lk.set_valid(st, h, on)
+}
+
+/// `assign_header`: validity and fields copied.
+#[inline(never)]
+fn hdr_copy(lk: &Program, st: &mut State, dst: u32, src: u32) {
+    let (d, s) = (&lk.headers[dst as usize], &lk.headers[src as usize]);
+    st.phv.cells[d.valid as usize] = st.phv.cells[s.valid as usize];
+    let (ds, ss) = (d.cells.0 as usize, s.cells.0 as usize);
+    let n = (d.cells.1 - d.cells.0) as usize;
+    st.phv.cells.copy_within(ss..ss + n, ds);
+    st.wrote_header(d.group, dst);
 }
 
 /// Runs `op` when it is a `set` whose expression has a fast form (a
@@ -350,15 +466,8 @@ pub fn run_other(op: &Op, pc: &mut usize, params: &[u128], lk: &Program, st: &mu
             st.note(reason);
             st.set_taint(slot, true);
         }
-        Op::Valid { h, on } => lk.set_valid(st, h, on),
-        Op::HdrCopy { dst, src } => {
-            let (d, s) = (&lk.headers[dst as usize], &lk.headers[src as usize]);
-            st.phv.cells[d.valid as usize] = st.phv.cells[s.valid as usize];
-            let (ds, ss) = (d.cells.0 as usize, s.cells.0 as usize);
-            let n = (d.cells.1 - d.cells.0) as usize;
-            st.phv.cells.copy_within(ss..ss + n, ds);
-            st.wrote_header(d.group, dst);
-        }
+        Op::Valid { h, on } => valid(lk, st, h, on),
+        Op::HdrCopy { dst, src } => hdr_copy(lk, st, dst, src),
         Op::Push { stack, n, front } => lk.shift_stack(st, stack, n, true, front),
         Op::Pop { stack, n } => lk.shift_stack(st, stack, n, false, false),
         Op::Drop => {
@@ -404,22 +513,18 @@ mod tests {
                 Op::SetConst { dst, v } => cells[dst.cell as usize] = v,
                 Op::Copy { dst, src, mask } => cells[dst.cell as usize] = cells[src as usize] & mask,
                 Op::SetParam { dst, param, mask } => cells[dst.cell as usize] = params[param as usize] & mask,
-                Op::Moves(ref ms) => {
-                    for m in ms.iter() {
-                        cells[m.dst.cell as usize] = m.value(cells, params);
-                    }
-                }
+                Op::Moves(ref f) => f.apply(cells, params),
                 _ => {}
             }
         }
     }
 
     fn op() -> impl Strategy<Value = Op> {
-        let dst = (0u32..6).prop_map(|c| Dst { cell: c, group: c, hdr: u32::MAX, fbit: 0 });
+        let dst = (0u32..24).prop_map(|c| Dst { cell: c, group: c, hdr: u32::MAX, fbit: 0 });
         let m = prop_oneof![Just(u128::MAX), Just(0xffu128), any::<u128>()];
         prop_oneof![
             (dst.clone(), any::<u128>()).prop_map(|(dst, v)| Op::SetConst { dst, v }),
-            (dst.clone(), 0u32..6, m.clone()).prop_map(|(dst, src, mask)| Op::Copy { dst, src, mask }),
+            (dst.clone(), 0u32..24, m.clone()).prop_map(|(dst, src, mask)| Op::Copy { dst, src, mask }),
             (dst.clone(), 0u32..3, m).prop_map(|(dst, param, mask)| Op::SetParam { dst, param, mask }),
             Just(Op::Drop),
         ]
@@ -430,7 +535,7 @@ mod tests {
         /// order (a move reading a cell an earlier one wrote sees the new value).
         #[test]
         fn fused_moves_equal_the_ops_they_replace(ops in proptest::collection::vec(op(), 0..12),
-                                                  cells in proptest::collection::vec(any::<u128>(), 6),
+                                                  cells in proptest::collection::vec(any::<u128>(), 24),
                                                   params in proptest::collection::vec(any::<u128>(), 3)) {
             let fused = fuse_moves(ops.clone());
             prop_assert!(fused.len() <= ops.len());
@@ -440,6 +545,60 @@ mod tests {
             reference(&fused, &mut b, &params);
             prop_assert_eq!(a, b);
         }
+    }
+
+    fn marks(dirty: &mut [u64], src: &mut [u32], fd: &mut [u64], d: Dst) {
+        // as State::wrote marks one write
+        dirty[(d.group >> 6) as usize] |= 1 << (d.group & 63);
+        if d.hdr != super::super::exec::NONE {
+            if d.fbit == 0 {
+                src[d.hdr as usize] = super::super::exec::NONE;
+            } else {
+                fd[d.hdr as usize] |= d.fbit;
+            }
+        }
+    }
+
+    proptest! {
+        /// A fused run's marks, gathered at link, are the marks of its moves one by one.
+        #[test]
+        fn fused_marks_equal_the_marks_of_each_move(ds in proptest::collection::vec((0u32..200, prop_oneof![Just(u32::MAX), 0u32..4], prop_oneof![Just(0u64), 1u64..16]), 2..20)) {
+            let moves: Vec<Move> = ds.iter().map(|&(g, h, f)| Move { v: 0, dst: Dst { cell: 0, group: g, hdr: h, fbit: f }, src: 0, from: Src::Const }).collect();
+            let (mut d1, mut s1, mut f1) = (vec![0u64; 4], vec![7u32; 4], vec![0u64; 4]);
+            for m in &moves {
+                marks(&mut d1, &mut s1, &mut f1, m.dst);
+            }
+            let fu = Fused::of(moves.into());
+            let (mut d2, mut s2, mut f2) = (vec![0u64; 4], vec![7u32; 4], vec![0u64; 4]);
+            for &(w, b) in fu.groups.iter() {
+                d2[w as usize] |= b;
+            }
+            for &(h, whole, bits) in fu.hdrs.iter() {
+                if whole {
+                    s2[h as usize] = super::super::exec::NONE;
+                }
+                f2[h as usize] |= bits;
+            }
+            prop_assert_eq!((d1, s1, f1), (d2, s2, f2));
+        }
+    }
+
+    #[test]
+    fn a_run_split_by_kind_writes_what_its_ops_write() {
+        let d = |c: u32| Dst { cell: c, group: c, hdr: u32::MAX, fbit: 0 };
+        let ops = vec![Op::SetParam { dst: d(0), param: 1, mask: 0xff }, Op::Copy { dst: d(1), src: 5, mask: u128::MAX },
+                       Op::SetConst { dst: d(2), v: 7 }, Op::Copy { dst: d(3), src: 4, mask: 0xf }];
+        let fused = fuse_moves(ops.clone());
+        let Op::Moves(f) = &fused[0] else { panic!("not fused") };
+        assert!(f.split.is_some());
+        let (mut a, mut b): (Vec<u128>, Vec<u128>) = ((0..6).map(|i| 1000 + i).collect(), (0..6).map(|i| 1000 + i).collect());
+        reference(&ops, &mut a, &[3, 0x1234]);
+        reference(&fused, &mut b, &[3, 0x1234]);
+        assert_eq!(a, b);
+        // a copy of a cell the run writes keeps the order
+        let ops = vec![Op::SetConst { dst: d(2), v: 7 }, Op::Copy { dst: d(3), src: 2, mask: 0xf }];
+        let Op::Moves(f) = &fuse_moves(ops)[0] else { panic!("not fused") };
+        assert!(f.split.is_none());
     }
 
     #[test]

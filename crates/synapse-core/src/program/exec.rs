@@ -122,6 +122,7 @@ pub struct Program {
     pub lay: Layout,
     pub code: Code,
     pub headers: Vec<Hdr>,
+    pub packs: Vec<Option<super::deparser::Pack>>,
     pub hdr_of_slot: Vec<u32>,
     pub stacks: Vec<Stack>,
     pub unions: Vec<Vec<u32>>,
@@ -559,6 +560,7 @@ impl Program {
             source: d.source.clone(),
             lay: lk.lay,
             code: lk.code,
+            packs: super::deparser::pack_plans(&lk.headers),
             headers: lk.headers,
             hdr_of_slot: lk.hdr_of_slot,
             stacks: lk.stacks,
@@ -597,7 +599,8 @@ impl Program {
         if on {
             if !was {
                 st.phv.cells[hd.cells.0 as usize..hd.cells.1 as usize].fill(0);
-                self.make_valid(st, h);
+                // not in a union: no call (wrote_header marks the group)
+                if hd.union.is_none() { st.phv.cells[hd.valid as usize] = 1 } else { self.make_valid(st, h) }
                 st.wrote_header(hd.group, h);
             }
         } else {

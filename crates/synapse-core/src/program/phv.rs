@@ -154,6 +154,13 @@ impl Phv {
         self.dirty[(g >> 6) as usize] |= 1u64 << (g & 63);
     }
 
+    /// Marks the groups of `bits` in word `wi` of the dirty set written
+    /// (a fused run's groups, gathered at link; see `action::Fused`).
+    #[inline(always)]
+    pub fn mark_word(&mut self, wi: u32, bits: u64) {
+        self.dirty[wi as usize] |= bits;
+    }
+
     /// Restores every written group from the template.
     pub fn reset(&mut self, lay: &Layout) {
         for wi in 0..self.dirty.len() {
