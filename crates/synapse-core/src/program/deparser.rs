@@ -470,6 +470,20 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::json;
 
+    /// A program whose deparser emits one header of fields `widths` wide,
+    /// padded to whole bytes; the header and the widths with the pad.
+    fn one_header(mut widths: Vec<u32>) -> (Program, u32, Vec<u32>) {
+        let total: u32 = widths.iter().sum();
+        if total % 8 != 0 {
+            widths.push(8 - total % 8);
+        }
+        let mut b = B::new();
+        let names: Vec<String> = (0..widths.len()).map(|i| format!("f{i}")).collect();
+        let fields: Vec<(&str, u32)> = names.iter().map(|n| n.as_str()).zip(widths.iter().copied()).collect();
+        let h = b.header("h", &fields, false);
+        (Program::link(&b.build(json!({"deparser": [h]}))).unwrap(), h, widths)
+    }
+
     proptest! {
         /// The fields' sum equals csum16 over their packed bytes (BMv2's
         /// way, the generic path), for any widths up to 48 and any headers
@@ -513,16 +527,7 @@ mod tests {
         /// writes, for any widths up to 64 (stray bits above a width left out).
         #[test]
         fn planned_packing_equals_the_accumulator(widths in proptest::collection::vec(1u32..=64, 1..16), seed in any::<u64>()) {
-            let mut widths = widths;
-            let total: u32 = widths.iter().sum();
-            if total % 8 != 0 {
-                widths.push(8 - total % 8);
-            }
-            let mut b = B::new();
-            let names: Vec<String> = (0..widths.len()).map(|i| format!("f{i}")).collect();
-            let fields: Vec<(&str, u32)> = names.iter().map(|n| n.as_str()).zip(widths.iter().copied()).collect();
-            let h = b.header("h", &fields, false);
-            let p = Program::link(&b.build(json!({"deparser": [h]}))).unwrap();
+            let (p, h, widths) = one_header(widths);
             let mut st = State::new(&p);
             let mut x = seed | 1;
             for f in &p.headers[h as usize].fields {
@@ -541,16 +546,7 @@ mod tests {
         /// value at its bit offset, for any widths (wide fields included).
         #[test]
         fn packed_headers_hold_every_field_at_its_offset(widths in proptest::collection::vec(1u32..=140, 1..12), seed in any::<u64>()) {
-            let mut widths = widths;
-            let total: u32 = widths.iter().sum();
-            if total % 8 != 0 {
-                widths.push(8 - total % 8);
-            }
-            let mut b = B::new();
-            let names: Vec<String> = (0..widths.len()).map(|i| format!("f{i}")).collect();
-            let fields: Vec<(&str, u32)> = names.iter().map(|n| n.as_str()).zip(widths.iter().copied()).collect();
-            let h = b.header("h", &fields, false);
-            let p = Program::link(&b.build(json!({"deparser": [h]}))).unwrap();
+            let (p, h, widths) = one_header(widths);
             let mut st = State::new(&p);
             let mut x = seed | 1;
             let mut vals = Vec::new();
