@@ -55,18 +55,6 @@ pub struct FieldIo {
     pub varbit: bool,
 }
 
-/// One field's extraction planned at link: the 8 bytes at `byte` (from
-/// the header's start), big-endian, shifted left by `shl` then right by
-/// `shr`, into `cell`. A header is then a run of loads and shifts, with
-/// no per-field test of width or limbs.
-#[derive(Clone, Copy, Debug)]
-pub struct Load8 {
-    pub cell: u32,
-    pub byte: u16,
-    pub shl: u8,
-    pub shr: u8,
-}
-
 #[derive(Clone, Debug)]
 pub struct Hdr {
     pub name: String,
@@ -81,8 +69,8 @@ pub struct Hdr {
     /// header copied, shifted in a stack or hashed whole.
     pub loads: Vec<FieldIo>,
     /// `loads` as 8-byte big-endian reads, when each fits one (see
-    /// [`Load8`]); None: some load spans more (the field-by-field path).
-    pub plan: Option<Vec<Load8>>,
+    /// [`super::parser::Load8`]); None: some load spans more (the field-by-field path).
+    pub plan: Option<Vec<super::parser::Load8>>,
     /// Bytes the plan reads past the header's start (its last read's end).
     pub plan_bytes: u32,
     /// Bytes of its fixed fields.
@@ -392,13 +380,10 @@ impl Program {
             // a header the deparser may assemble from its fields (see `Dst`) is extracted whole
             let whole = full.get(hi).copied().unwrap_or(true) || hd.varbit_max > 0 || hd.fields.len() > 64;
             hd.loads = hd.fields.iter().filter(|f| whole || read[f.slot as usize]).cloned().collect();
-            let fits = |f: &FieldIo| f.limbs == 1 && !f.varbit && f.width > 0 && (f.bit & 7) + f.width <= 64 && f.bit / 8 + 8 <= u16::MAX as u32;
-            if hd.varbit_max == 0 && hd.loads.iter().all(fits) {
-                let plan: Vec<Load8> = hd.loads.iter()
-                    .map(|f| Load8 { cell: f.cell, byte: (f.bit / 8) as u16, shl: (f.bit & 7) as u8, shr: (64 - f.width) as u8 })
-                    .collect();
-                hd.plan_bytes = plan.iter().map(|l| l.byte as u32 + 8).max().unwrap_or(0);
-                hd.plan = Some(plan);
+            if hd.varbit_max == 0 {
+                if let Some((plan, bytes)) = super::parser::Load8::plan(&hd.loads) {
+                    (hd.plan, hd.plan_bytes) = (Some(plan), bytes);
+                }
             }
         }
         let mut stacks = Vec::new();

@@ -12,7 +12,7 @@
 //! set, as simple_switch does (and the interpreter).
 
 use super::action::{self, Op};
-use super::exec::{Program, State};
+use super::exec::{FieldIo, Program, State};
 use super::expr::{Env, Expr};
 use super::phv::{read_bits, read_wide};
 
@@ -63,6 +63,34 @@ pub struct Errors {
     pub header_too_short: u32,
     pub timeout: u32,
     pub invalid_argument: u32,
+}
+
+/// One field's extraction planned at link: the 8 bytes at `byte` (from
+/// the header's start), big-endian, shifted left by `shl` then right by
+/// `shr`, into `cell`. A header is then a run of loads and shifts, with
+/// no per-field test of width or limbs.
+#[derive(Clone, Copy, Debug)]
+pub struct Load8 {
+    pub cell: u32,
+    pub byte: u16,
+    pub shl: u8,
+    pub shr: u8,
+}
+
+impl Load8 {
+    /// The plan of `loads` and the bytes it reads past the header's start,
+    /// when each is a field of at most 64 bits within one 8-byte read.
+    pub fn plan(loads: &[FieldIo]) -> Option<(Vec<Load8>, u32)> {
+        let fits = |f: &FieldIo| f.limbs == 1 && !f.varbit && f.width > 0 && (f.bit & 7) + f.width <= 64 && f.bit / 8 + 8 <= u16::MAX as u32;
+        if !loads.iter().all(fits) {
+            return None;
+        }
+        let plan: Vec<Load8> = loads.iter()
+            .map(|f| Load8 { cell: f.cell, byte: (f.bit / 8) as u16, shl: (f.bit & 7) as u8, shr: (64 - f.width) as u8 })
+            .collect();
+        let bytes = plan.iter().map(|l| l.byte as u32 + 8).max().unwrap_or(0);
+        Some((plan, bytes))
+    }
 }
 
 #[derive(Clone, Debug, Default)]
