@@ -64,22 +64,13 @@ impl Sum16 {
     fn of(ins: Box<[SumIn]>) -> Sum16 {
         let one = ins.first().map(|f| f.valid).filter(|&v| ins.iter().all(|f| f.valid == v));
         let plan = one.map(|v| {
-            let (mut pieces, mut ends) = (Vec::new(), Vec::new());
-            let total: u32 = ins.iter().map(|f| f.w).sum();
-            for k in 0..total.div_ceil(64) {
-                let (lo, hi) = (64 * k, 64 * k + 64);
-                let mut o = 0;
-                for f in ins.iter() {
-                    let e = o + f.w;
-                    if e > lo && o < hi {
-                        let (shl, shr) = if e <= hi { (hi - e, 0) } else { (0, e - hi) };
-                        pieces.push(Piece { cell: f.cell, shl: shl as u8, shr: shr as u8, mask: super::phv::mask(f.w) as u64 });
-                    }
-                    o = e;
-                }
-                ends.push(pieces.len() as u16);
-            }
-            (v, pieces.into(), ends.into())
+            let mut o = 0;
+            let fields: Vec<(u32, u32, u32)> = ins.iter().map(|f| {
+                o += f.w;
+                (f.cell, o - f.w, f.w)
+            }).collect();
+            let (pieces, ends) = plan_words(&fields);
+            (v, pieces, ends)
         });
         Sum16 { ins, plan }
     }
@@ -127,6 +118,28 @@ struct Piece {
     mask: u64,
 }
 
+/// Fields (cell, first bit, width at most 64) laid end to end, as 64-bit
+/// words of pieces: the pieces, and where each word's end. Shared by
+/// [`Pack`] and [`Sum16`].
+fn plan_words(fields: &[(u32, u32, u32)]) -> (Box<[Piece]>, Box<[u16]>) {
+    let total = fields.iter().map(|&(_, o, w)| o + w).max().unwrap_or(0);
+    let (mut pieces, mut ends) = (Vec::new(), Vec::new());
+    for k in 0..total.div_ceil(64) {
+        let (lo, hi) = (64 * k, 64 * k + 64);
+        for &(cell, o, w) in fields {
+            let e = o + w;
+            if e <= lo || o >= hi {
+                continue;
+            }
+            // the field's low bit at word bit hi - e: left of the word's end, or past it
+            let (shl, shr) = if e <= hi { (hi - e, 0) } else { (0, e - hi) };
+            pieces.push(Piece { cell, shl: shl as u8, shr: shr as u8, mask: super::phv::mask(w) as u64 });
+        }
+        ends.push(pieces.len() as u16);
+    }
+    (pieces.into(), ends.into())
+}
+
 /// Per header, its [`Pack`] when it has one.
 pub fn pack_plans(headers: &[super::exec::Hdr]) -> Vec<Option<Pack>> {
     headers.iter().map(|hd| {
@@ -135,21 +148,9 @@ pub fn pack_plans(headers: &[super::exec::Hdr]) -> Vec<Option<Pack>> {
             || hd.fields.iter().any(|f| f.varbit || f.limbs != 1 || f.width > 64) {
             return None;
         }
-        let (mut pieces, mut ends) = (Vec::new(), Vec::new());
-        for k in 0..total.div_ceil(64) {
-            let (lo, hi) = (64 * k, 64 * k + 64);
-            for f in &hd.fields {
-                let (o, e) = (f.bit, f.bit + f.width);
-                if e <= lo || o >= hi {
-                    continue;
-                }
-                // the field's low bit at word bit hi - e: left of the word's end, or past it
-                let (shl, shr) = if e <= hi { (hi - e, 0) } else { (0, e - hi) };
-                pieces.push(Piece { cell: f.cell, shl: shl as u8, shr: shr as u8, mask: super::phv::mask(f.width) as u64 });
-            }
-            ends.push(pieces.len() as u16);
-        }
-        Some(Pack { pieces: pieces.into(), ends: ends.into(), bytes: total / 8 })
+        let fields: Vec<(u32, u32, u32)> = hd.fields.iter().map(|f| (f.cell, f.bit, f.width)).collect();
+        let (pieces, ends) = plan_words(&fields);
+        Some(Pack { pieces, ends, bytes: total / 8 })
     }).collect()
 }
 
