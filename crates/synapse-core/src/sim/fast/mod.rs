@@ -588,14 +588,7 @@ impl<const N: usize> Simulator<N> {
                 let ts = &mut el.times[el_stream[x as usize] as usize];
                 let before = ts.len();
                 for i in 0..n {
-                    if i > 0 {
-                        let e: f64 = rng.sample(Exp1);
-                        t += e * gap;
-                    }
-                    let c = clock.ceil(t as u64);
-                    if c >= until {
-                        break;
-                    }
+                    let Some(c) = arrival(&mut rng, &mut t, i, gap, &clock, until) else { break };
                     ts.push(c);
                 }
                 // Whole counts: the sums of ones the loop below makes.
@@ -605,14 +598,7 @@ impl<const N: usize> Simulator<N> {
                 continue;
             }
             for i in 0..n {
-                if i > 0 {
-                    let e: f64 = rng.sample(Exp1);
-                    t += e * gap;
-                }
-                let c = clock.ceil(t as u64);
-                if c >= until {
-                    break;
-                }
+                let Some(c) = arrival(&mut rng, &mut t, i, gap, &clock, until) else { break };
                 packets_sampled += 1;
                 let mut tb = match single {
                     Some(x) => x,
@@ -1279,6 +1265,19 @@ impl<const N: usize> Simulator<N> {
         })
     }
 
+}
+
+/// Packet `i`'s cycle in a flow's stream: its time `t` moved on by an
+/// exponential gap after the first packet; None at or past `until`. The
+/// one draw per packet both of the packet loops make (the same stream).
+#[inline(always)]
+fn arrival(rng: &mut Pcg64, t: &mut f64, i: u64, gap: f64, clock: &crate::hw::PsClock, until: Cycle) -> Option<Cycle> {
+    if i > 0 {
+        let e: f64 = rng.sample(Exp1);
+        *t += e * gap;
+    }
+    let c = clock.ceil(*t as u64);
+    (c < until).then_some(c)
 }
 
 /// `floor(2 log2 n)` (n at least 1), in integers: the bit length of n²
