@@ -193,9 +193,23 @@ impl Flow {
         work.clear();
         // the received packet's ingress pass, first in the queue: run at once
         let ctx = Pass { ingress_length: frame.len() as u64, now_us };
-        self.ingress(x, frame, None, port, None, instance::NORMAL, ctx, visits, &mut work);
+        // The pass a pass hands on for its own packet (to egress, resubmitted,
+        // recirculated) is the last one made: it runs next without the queue
+        // when nothing else is queued, so a unicast packet never touches it.
+        let mut next = self.ingress(x, frame, None, port, None, instance::NORMAL, ctx, visits, &mut work);
         let (mut passes, mut sent) = (1, 0);
-        while let Some(w) = work.pop_front() {
+        loop {
+            let w = match next.take() {
+                Some(w) if work.is_empty() => w,
+                Some(w) => {
+                    work.push_back(w);
+                    work.pop_front().unwrap()
+                }
+                None => match work.pop_front() {
+                    Some(w) => w,
+                    None => break,
+                },
+            };
             passes += 1;
             if passes > MAX_PASSES {
                 self.counts.drop_pass_limit += 1;
@@ -205,7 +219,7 @@ impl Flow {
             match w {
                 Work::Ingress { own, keep, instance: inst, ingress_length } => {
                     let ctx = Pass { ingress_length, now_us };
-                    self.ingress(x, frame, own, port, keep, inst, ctx, visits, &mut work);
+                    next = self.ingress(x, frame, own, port, keep, inst, ctx, visits, &mut work);
                 }
                 Work::Egress { port: eport, mut phv, ingress_length, payload, own } => {
                     let ctx = Pass { ingress_length, now_us };
@@ -241,8 +255,8 @@ impl Flow {
                         self.counts.recirculations += 1;
                         let bytes = self.out.clone();
                         let n = bytes.len() as u64;
-                        work.push_back(Work::Ingress { own: Some(bytes), keep: Some((phv, fl)), instance: instance::RECIRC,
-                                                       ingress_length: n });
+                        next = Some(Work::Ingress { own: Some(bytes), keep: Some((phv, fl)), instance: instance::RECIRC,
+                                                    ingress_length: n });
                         continue;
                     }
                     if let Some(o) = outputs.as_deref_mut() {
@@ -263,7 +277,8 @@ impl Flow {
 
     #[allow(clippy::too_many_arguments)]
     fn ingress<X: Passes>(&mut self, x: &mut X, received: &[u8], own: Option<Vec<u8>>, port: u32, keep: Option<(X::Phv, u64)>,
-                          inst: u64, ctx: Pass, visits: &mut Visits, work: &mut VecDeque<Work<X::Phv>>) {
+                          inst: u64, ctx: Pass, visits: &mut Visits, work: &mut VecDeque<Work<X::Phv>>)
+                          -> Option<Work<X::Phv>> {
         let frame = own.as_deref().unwrap_or(received);
         let mut phv = x.fresh();
         match keep {
@@ -303,24 +318,23 @@ impl Flow {
         let fl = x.get(&phv, Meta::Resubmit);
         if fl != 0 {
             self.counts.resubmits += 1;
-            work.push_back(Work::Ingress { own, keep: Some((phv, fl)), instance: instance::RESUBMIT,
-                                           ingress_length: ctx.ingress_length });
-            return;
+            return Some(Work::Ingress { own, keep: Some((phv, fl)), instance: instance::RESUBMIT,
+                                        ingress_length: ctx.ingress_length });
         }
         let mgid = x.get(&phv, Meta::McastGrp);
         if mgid != 0 {
             x.set(&mut phv, Meta::InstanceType, instance::REPLICATION);
             self.multicast(x, phv, mgid as u32, ctx.ingress_length, payload, own, work);
-            return;
+            return None;
         }
         let espec = x.get(&phv, Meta::EgressSpec);
         if espec == self.config.drop_port {
             self.counts.drop_ingress += 1;
             x.recycle(phv);
-            return;
+            return None;
         }
         x.set(&mut phv, Meta::InstanceType, instance::NORMAL);
-        self.enqueue(x, espec, phv, ctx.ingress_length, payload, own, work);
+        self.admit(x, espec, phv, ctx.ingress_length, payload, own)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -357,12 +371,22 @@ impl Flow {
     #[allow(clippy::too_many_arguments)]
     fn enqueue<X: Passes>(&mut self, x: &mut X, port: u64, phv: X::Phv, ilen: u64, payload: usize, own: Option<Vec<u8>>,
                           work: &mut VecDeque<Work<X::Phv>>) {
+        if let Some(w) = self.admit(x, port, phv, ilen, payload, own) {
+            work.push_back(w);
+        }
+    }
+
+    /// The egress pass of a copy the queue admits (its priority below the
+    /// number of queues), else None (dropped).
+    #[inline]
+    fn admit<X: Passes>(&mut self, x: &mut X, port: u64, phv: X::Phv, ilen: u64, payload: usize, own: Option<Vec<u8>>)
+                        -> Option<Work<X::Phv>> {
         if x.get(&phv, Meta::Priority) >= self.config.priority_queues {
             self.counts.drop_priority += 1;
             x.recycle(phv);
-            return;
+            return None;
         }
-        work.push_back(Work::Egress { port, phv, ingress_length: ilen, payload, own });
+        Some(Work::Egress { port, phv, ingress_length: ilen, payload, own })
     }
 }
 

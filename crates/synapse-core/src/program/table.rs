@@ -177,6 +177,8 @@ impl Index {
             Index::Exact(h) => h.get(words),
             Index::Classifier(c) => c.classify_one(words),
             Index::Linear(s) if !s.narrow.is_empty() => s.scan64(|f| words[f] as u64),
+            // one lpm field of at most 32 bits (an IPv4 route): its word is the trie's key
+            Index::Lpm(tr) if tr.pad32 != u32::MAX => tr.get_word(words[0]),
             _ => {
                 for (v, &w) in vals.iter_mut().zip(words) {
                     *v = w as u128;
@@ -558,6 +560,9 @@ pub struct Trie {
     leaves: Vec<u32>,
     /// Smallest index of the entries with an empty prefix.
     zero: u32,
+    /// One field of at most 32 bits: the shift that left-aligns it in its
+    /// bytes (see [`Trie::get_word`]); `u32::MAX` otherwise.
+    pad32: u32,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -621,7 +626,8 @@ impl Trie {
             return None;
         }
         let widths = t.key.iter().map(|k| k.width).collect();
-        let mut tr = Trie { order, widths, bytes, nodes: Vec::new(), leaves: Vec::new(), zero: u32::MAX };
+        let pad32 = if nf == 1 && bits <= 32 { 8 * bytes as u32 - bits } else { u32::MAX };
+        let mut tr = Trie { order, widths, bytes, nodes: Vec::new(), leaves: Vec::new(), zero: u32::MAX, pad32 };
         let mut wide = Wide { slots: vec![(0, u32::MAX); 256], zero: u32::MAX };
         let mut buf = [0u8; 64];
         for e in 0..t.hits.len() {
@@ -689,6 +695,14 @@ impl Trie {
             super::phv::write_bits(buf, bit, w, vals[i]);
             bit += w as usize;
         }
+    }
+
+    /// [`Self::get`] for one field of at most 32 bits, from its word
+    /// (a value of its width): its bytes, the padding bits at the end.
+    #[inline]
+    fn get_word(&self, x: u32) -> Option<u32> {
+        let b = (x << self.pad32).to_be_bytes();
+        self.walk(&b[4 - self.bytes..])
     }
 
     #[inline]
@@ -824,6 +838,10 @@ mod tests {
         fn ternary_and_range_scan_or_classifier(_ in check(vec![(MatchKind::Ternary, 32), (MatchKind::Range, 16), (MatchKind::Ternary, 8), (MatchKind::Lpm, 24)], 0..60)) {}
         #[test]
         fn one_word_scans_and_classifiers_read_the_words(_ in check(vec![(MatchKind::Ternary, 32), (MatchKind::Range, 16), (MatchKind::Optional, 9)], 0..40)) {}
+        #[test]
+        fn one_lpm_field_reads_its_word(_ in check(vec![(MatchKind::Lpm, 32)], 0..80)) {}
+        #[test]
+        fn one_lpm_field_of_odd_width_reads_its_word(_ in check(vec![(MatchKind::Lpm, 21)], 0..60)) {}
         #[test]
         fn one_word_lpm_and_exact_read_the_words(_ in check(vec![(MatchKind::Exact, 8), (MatchKind::Lpm, 32)], 0..60)) {}
         #[test]
