@@ -11,9 +11,23 @@
 
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyDict, PyList, PyString};
 use std::time::Instant;
+
+/// A fast summary's quantile keys (`lat_p05_ns`, ...), made once: the
+/// binding's summary costs a fixed part of a short fast run.
+fn quantile_names(py: Python<'_>) -> &'static [Py<PyString>] {
+    static NAMES: GILOnceCell<Vec<Py<PyString>>> = GILOnceCell::new();
+    NAMES.get_or_init(py, || {
+        sim::fast::QUANTILES
+            .iter()
+            .map(|q| PyString::new_bound(py, &format!("lat_p{:02}_ns", (q * 100.0).round() as u32)).unbind())
+            .collect()
+    })
+}
 use synapse_core::sim;
 
 /// A simulator of one compiled key width.
@@ -331,43 +345,43 @@ impl Simulator {
             let row = PyDict::new_bound(py);
             let iv = PyDict::new_bound(py);
             for (k, e) in [
-                ("hit_rate", t.hit_rate),
-                ("mean_latency_ns", t.mean_latency_ns),
-                ("mean_sojourn_ns", t.mean_sojourn_ns),
-                ("p99_latency_ns", t.p99_latency_ns),
-                ("hbm_gbps", t.hbm_gbps),
-                ("offered_mpps", t.offered_mpps),
-                ("throughput_mpps", t.throughput_mpps),
-                ("keys", t.keys),
-                ("drops", t.drops),
-                ("hits", t.hits),
-                ("misses", t.misses),
+                (intern!(py, "hit_rate"), t.hit_rate),
+                (intern!(py, "mean_latency_ns"), t.mean_latency_ns),
+                (intern!(py, "mean_sojourn_ns"), t.mean_sojourn_ns),
+                (intern!(py, "p99_latency_ns"), t.p99_latency_ns),
+                (intern!(py, "hbm_gbps"), t.hbm_gbps),
+                (intern!(py, "offered_mpps"), t.offered_mpps),
+                (intern!(py, "throughput_mpps"), t.throughput_mpps),
+                (intern!(py, "keys"), t.keys),
+                (intern!(py, "drops"), t.drops),
+                (intern!(py, "hits"), t.hits),
+                (intern!(py, "misses"), t.misses),
             ] {
                 row.set_item(k, e.value)?;
                 iv.set_item(k, (e.lo, e.hi))?;
             }
             keys += t.keys.value;
-            for (q, v) in sim::fast::QUANTILES.iter().zip(&t.quantiles_ns) {
-                row.set_item(format!("lat_p{:02}_ns", (q * 100.0).round() as u32), v)?;
+            for (q, v) in quantile_names(py).iter().zip(&t.quantiles_ns) {
+                row.set_item(q.bind(py), v)?;
             }
-            row.set_item("interval", iv)?;
+            row.set_item(intern!(py, "interval"), iv)?;
             tables.set_item(&t.name, row)?;
         }
-        d.set_item("tables", tables)?;
-        d.set_item("sim_keys_per_s", if wall > 0.0 { keys / wall } else { 0.0 })?;
-        d.set_item("sim_time_ns", self.now_ns().max(each!(&self.inner, s => s.config.duration_ns)))?;
-        d.set_item("wall_s", wall)?;
+        d.set_item(intern!(py, "tables"), tables)?;
+        d.set_item(intern!(py, "sim_keys_per_s"), if wall > 0.0 { keys / wall } else { 0.0 })?;
+        d.set_item(intern!(py, "sim_time_ns"), self.now_ns().max(each!(&self.inner, s => s.config.duration_ns)))?;
+        d.set_item(intern!(py, "wall_s"), wall)?;
         let f = PyDict::new_bound(py);
-        f.set_item("flows", rep.flows)?;
-        f.set_item("sampled_flows", rep.sampled_flows)?;
-        f.set_item("rate", rep.rate)?;
-        f.set_item("sampled_refs", rep.sampled_refs)?;
-        f.set_item("elu_windows", rep.elu_windows)?;
-        f.set_item("measured_misses", rep.measured_misses)?;
-        f.set_item("backlog_ns", rep.backlog_ns)?;
-        f.set_item("overloaded", rep.overloaded)?;
-        f.set_item("served_share", rep.served_share)?;
-        d.set_item("fast", f)?;
+        f.set_item(intern!(py, "flows"), rep.flows)?;
+        f.set_item(intern!(py, "sampled_flows"), rep.sampled_flows)?;
+        f.set_item(intern!(py, "rate"), rep.rate)?;
+        f.set_item(intern!(py, "sampled_refs"), rep.sampled_refs)?;
+        f.set_item(intern!(py, "elu_windows"), rep.elu_windows)?;
+        f.set_item(intern!(py, "measured_misses"), rep.measured_misses)?;
+        f.set_item(intern!(py, "backlog_ns"), rep.backlog_ns)?;
+        f.set_item(intern!(py, "overloaded"), rep.overloaded)?;
+        f.set_item(intern!(py, "served_share"), rep.served_share)?;
+        d.set_item(intern!(py, "fast"), f)?;
         // The windows as one (8, n) array, a row per column of
         // `FAST_WINDOW_COLUMNS` (`sim.fast_summary` names them): one array
         // made, not eight.
@@ -387,7 +401,7 @@ impl Simulator {
             w.extend(rep.windows.iter().map(g));
         }
         let w = numpy::ndarray::Array2::from_shape_vec((8, n), w).expect("8 rows of n");
-        d.set_item("windows", w.into_pyarray_bound(py))?;
+        d.set_item(intern!(py, "windows"), w.into_pyarray_bound(py))?;
         Ok(d)
     }
 

@@ -803,6 +803,8 @@ impl<const N: usize> Simulator<N> {
         let mut seq = 0u64;
         // The sojourn estimate's time within the loop (`steps_s`).
         let mut soj_s = 0.0f64;
+        // The sojourn's misses of a table (one buffer for the run).
+        let mut soj_ev: Vec<(Cycle, Cycle)> = Vec::new();
         let mut el_looked = 0u64;
         // Routed: the PHVs' next hops, by request cycle (sampled flow, hop).
         let mut later: BinaryHeap<Reverse<(Cycle, u32, u16)>> = BinaryHeap::new();
@@ -836,7 +838,7 @@ impl<const N: usize> Simulator<N> {
                     measure_refs.iter_mut().zip(v).for_each(|(a, b)| *a += b);
                 }
                 let t_s = std::time::Instant::now();
-                window_sojourn(&window_misses, &mut sojourn_acc, hit_lat, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
+                window_sojourn(&window_misses, &mut sojourn_acc, hit_lat, ms - warm, ms, ms + meas, &measure_refs, &mut rng, &mut soj_ev);
                 soj_s += t_s.elapsed().as_secs_f64();
                 lags.extend(window_lag(&window_misses, ms + meas));
                 served.push(window_served(&window_misses, ms, ms + meas));
@@ -965,7 +967,7 @@ impl<const N: usize> Simulator<N> {
                     measure_refs.iter_mut().zip(v).for_each(|(a, b)| *a += b);
                 }
                 let t_s = std::time::Instant::now();
-                window_sojourn(&window_misses, &mut sojourn_acc, hit_lat, ms - warm, ms, ms + meas, &measure_refs, &mut rng);
+                window_sojourn(&window_misses, &mut sojourn_acc, hit_lat, ms - warm, ms, ms + meas, &measure_refs, &mut rng, &mut soj_ev);
                 soj_s += t_s.elapsed().as_secs_f64();
                 lags.extend(window_lag(&window_misses, ms + meas));
                 served.push(window_served(&window_misses, ms, ms + meas));
@@ -1354,13 +1356,15 @@ fn window_sojourn(
     to: Cycle,
     weight: &[f64],
     rng: &mut Pcg64,
+    ev: &mut Vec<(Cycle, Cycle)>,
 ) {
     for (t, a) in acc.iter_mut().enumerate() {
         if weight[t] <= 0.0 || to <= from {
             continue;
         }
         let lambda = weight[t] / (to - from) as f64; // PHVs per cycle
-        let mut ev: Vec<(Cycle, Cycle)> = misses.iter().filter(|m| m.0 as usize == t).map(|m| (m.1, m.2)).collect();
+        ev.clear();
+        ev.extend(misses.iter().filter(|m| m.0 as usize == t).map(|m| (m.1, m.2)));
         ev.sort_unstable();
         // In integers (each figure is a whole number of cycles, the sums
         // stay far below 2^53: the float sums were exact).
