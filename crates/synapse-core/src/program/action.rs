@@ -49,7 +49,9 @@ pub enum Op {
     /// The field's value cannot be computed: marked synthesized, left as it was.
     Synth { slot: u32, reason: u32 },
     Valid { h: u32, on: bool },
-    HdrCopy { dst: u32, src: u32 },
+    /// `frame`: the two headers have one layout, so `dst` may be emitted
+    /// from the frame bytes `src` was extracted from (see [`hdr_copy`]).
+    HdrCopy { dst: u32, src: u32, frame: bool },
     Push { stack: u32, n: u32, front: bool },
     Pop { stack: u32, n: u32 },
     Drop,
@@ -301,7 +303,10 @@ impl Linker<'_> {
                 if self.headers[d as usize].fields.len() != self.headers[s as usize].fields.len() {
                     return Err(format!("{what}: assign_header: expected headers of one type"));
                 }
-                out.push(Op::HdrCopy { dst: d, src: s });
+                let (dh, sh) = (&self.headers[d as usize], &self.headers[s as usize]);
+                let io = |h: &super::exec::Hdr| h.fields.iter().map(|f| (f.bit, f.width)).collect::<Vec<_>>();
+                let frame = dh.varbit_max == 0 && sh.varbit_max == 0 && dh.bytes == sh.bytes && io(dh) == io(sh);
+                out.push(Op::HdrCopy { dst: d, src: s, frame });
             }
             "valid" => out.push(Op::Valid { h: self.header(int(1)?, what)?, on: int(2)? != 0 }),
             "drop" => out.push(Op::Drop),
@@ -389,7 +394,7 @@ pub fn run(ops: &[Op], params: &[u128], lk: &Program, st: &mut State, frame: &[u
             &Op::Set { .. } if set_quick(op, params, st) => {}
             // frequent (a tunnel's headers), called straight: run_other's frame costs more than they do
             &Op::Valid { h, on } => valid(lk, st, h, on),
-            &Op::HdrCopy { dst, src } => hdr_copy(lk, st, dst, src),
+            &Op::HdrCopy { dst, src, frame } => hdr_copy(lk, st, dst, src, frame),
             Op::Exit => return true,
             &Op::Jump(t) => pc = t as usize,
             _ => {
@@ -407,15 +412,24 @@ fn valid(lk: &Program, st: &mut State, h: u32, on: bool) {
     lk.set_valid(st, h, on)
 }
 
-/// `assign_header`: validity and fields copied.
+/// `assign_header`: validity and fields copied. With `frame` (one layout)
+/// `dst` also takes `src`'s place in the frame and its written fields: the
+/// deparser then emits it as it emits `src`, from the frame's bytes patched
+/// with those fields (the tunnel's inner headers), not packed field by field.
 #[inline(never)]
-fn hdr_copy(lk: &Program, st: &mut State, dst: u32, src: u32) {
+fn hdr_copy(lk: &Program, st: &mut State, dst: u32, src: u32, frame: bool) {
     let (d, s) = (&lk.headers[dst as usize], &lk.headers[src as usize]);
     st.phv.cells[d.valid as usize] = st.phv.cells[s.valid as usize];
     let (ds, ss) = (d.cells.0 as usize, s.cells.0 as usize);
     let n = (d.cells.1 - d.cells.0) as usize;
     st.phv.cells.copy_within(ss..ss + n, ds);
-    st.wrote_header(d.group, dst);
+    if frame {
+        st.phv.mark(d.group);
+        st.hdr_src[dst as usize] = st.hdr_src[src as usize];
+        st.fdirty[dst as usize] = st.fdirty[src as usize];
+    } else {
+        st.wrote_header(d.group, dst);
+    }
 }
 
 /// Runs `op` when it is a `set` whose expression has a fast form (a
@@ -467,7 +481,7 @@ pub fn run_other(op: &Op, pc: &mut usize, params: &[u128], lk: &Program, st: &mu
             st.set_taint(slot, true);
         }
         Op::Valid { h, on } => valid(lk, st, h, on),
-        Op::HdrCopy { dst, src } => hdr_copy(lk, st, dst, src),
+        Op::HdrCopy { dst, src, frame } => hdr_copy(lk, st, dst, src, frame),
         Op::Push { stack, n, front } => lk.shift_stack(st, stack, n, true, front),
         Op::Pop { stack, n } => lk.shift_stack(st, stack, n, false, false),
         Op::Drop => {
@@ -599,6 +613,59 @@ mod tests {
         let ops = vec![Op::SetConst { dst: d(2), v: 7 }, Op::Copy { dst: d(3), src: 2, mask: 0xf }];
         let Op::Moves(f) = &fuse_moves(ops)[0] else { panic!("not fused") };
         assert!(f.split.is_none());
+    }
+
+    /// What `x` and its copy `y` (one layout, fields `widths` wide, whole
+    /// bytes in all) emit after `frame` is parsed into `x` and the ops run:
+    /// sets `pre` on x, `y = x`, then sets `post` on x or y (field, which, value).
+    fn copied(widths: &[u32], frame: &[u8], pre: &[(usize, u64)], post: &[(usize, bool, u64)], from_frame: bool) -> Option<Vec<u8>> {
+        use crate::program::exec::tests::{run, state, B};
+        use crate::program::exec::Executor;
+        use serde_json::json;
+        let mut b = B::new();
+        let names: Vec<String> = (0..widths.len()).map(|i| format!("f{i}")).collect();
+        let fields: Vec<(&str, u32)> = names.iter().map(|n| n.as_str()).zip(widths.iter().copied()).collect();
+        let (x, y) = (b.header("x", &fields, false), b.header("y", &fields, false));
+        let set = |h: &str, f: usize, v: u64| json!(["set", b.s(&format!("{h}.f{}", f % widths.len())), ["c", format!("{v:#x}")]]);
+        let mut ops: Vec<serde_json::Value> = pre.iter().map(|&(f, v)| set("x", f, v)).collect();
+        ops.push(json!(["hdr_copy", y, x]));
+        ops.extend(post.iter().map(|&(f, on_y, v)| set(if on_y { "y" } else { "x" }, f, v)));
+        let d = b.build(json!({
+            "parser": {"init": 0, "states": [state("s", json!([["extract", x]]), json!([]), json!([]), json!(-1))]},
+            "actions": [{"name": "a", "id": 0, "params": [], "ops": ops}],
+            "nodes": [{"kind": "table", "name": "t", "keyed": null, "key": [], "entries": [], "default": {"a": 0, "d": []}, "next": {"actions": {}, "base": -1}}],
+            "pipelines": [{"name": "ingress", "init": 0}], "deparser": [x, y]
+        }));
+        let mut p = Program::link(&d).unwrap();
+        for a in p.actions.iter_mut() {
+            for op in a.ops.iter_mut() {
+                if let Op::HdrCopy { frame, .. } = op {
+                    assert!(*frame);
+                    *frame = from_frame;
+                }
+            }
+        }
+        let mut ex = Executor::new(p);
+        run(&mut ex, &[frame.to_vec()]).pop().unwrap().2
+    }
+
+    proptest! {
+        /// A copied header emitted from its source's frame bytes (patched
+        /// with the fields written before and after the copy) is the header
+        /// packed from its fields, for any layout of whole bytes.
+        #[test]
+        fn a_copy_emitted_from_the_frame_equals_the_copy_packed(widths in proptest::collection::vec(1u32..=40, 1..10),
+                                                               frame in proptest::collection::vec(any::<u8>(), 0..60),
+                                                               pre in proptest::collection::vec((0usize..10, any::<u64>()), 0..3),
+                                                               post in proptest::collection::vec((0usize..10, any::<bool>(), any::<u64>()), 0..4)) {
+            let mut widths = widths;
+            let total: u32 = widths.iter().sum();
+            if total % 8 != 0 {
+                widths.push(8 - total % 8);
+            }
+            let want = copied(&widths, &frame, &pre, &post, false);
+            prop_assert_eq!(copied(&widths, &frame, &pre, &post, true), want);
+        }
     }
 
     #[test]
