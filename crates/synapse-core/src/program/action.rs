@@ -806,7 +806,7 @@ mod tests {
                                                                post in proptest::collection::vec((0usize..10, any::<bool>(), any::<u64>()), 0..4)) {
             let mut widths = widths;
             let total: u32 = widths.iter().sum();
-            if total % 8 != 0 {
+            if !total.is_multiple_of(8) {
                 widths.push(8 - total % 8);
             }
             let want = copied(&widths, &frame, &pre, &post, false);
