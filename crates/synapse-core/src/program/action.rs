@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::exec::{scope, Linker, Program, State};
 use super::expr::Scope;
-use super::expr::{Code, Env, Expr};
+use super::expr::{Code, Env, Expr, Ins};
 use super::externs::Extern;
 use super::phv::mask;
 
@@ -49,7 +49,9 @@ pub enum Op {
     /// The field's value cannot be computed: marked synthesized, left as it was.
     Synth { slot: u32, reason: u32 },
     Valid { h: u32, on: bool },
-    HdrCopy { dst: u32, src: u32 },
+    /// `frame`: the two headers have one layout, so `dst` may be emitted
+    /// from the frame bytes `src` was extracted from (see [`hdr_copy`]).
+    HdrCopy { dst: u32, src: u32, frame: bool },
     Push { stack: u32, n: u32, front: bool },
     Pop { stack: u32, n: u32 },
     Drop,
@@ -63,6 +65,118 @@ pub enum Op {
     /// link into one op: one dispatch for the run, then a loop over
     /// pre-decoded [`Move`]s (see [`fuse_moves`]).
     Moves(Box<Fused>),
+    /// `setValid` of a header outside a union with the constant assignments
+    /// to its fields that follow it (see [`templates`]).
+    Build(Box<Build>),
+}
+
+/// A header built from constants: `setValid(h)` then assignments of
+/// constants to its fields, planned at link. On an invalid header its
+/// cells are written from `template` (zeros and the constants) in one copy,
+/// not zeroed then written field by field; on a valid one (setValid does
+/// nothing) only the constants are written.
+#[derive(Clone, Debug)]
+pub struct Build {
+    pub h: u32,
+    pub template: Box<[u128]>,
+    /// The constant assignments, as a run (their writes and marks).
+    pub consts: Fused,
+}
+
+/// `ops` with each `setValid(h)` (h outside a union) followed, before any
+/// op other than an assignment, by constant assignments to h's fields
+/// turned into an [`Op::Build`] that holds them. An assignment is lifted
+/// only when no op between the setValid and it reads or writes its field,
+/// so the values every op sees are unchanged.
+pub fn templates(ops: Vec<Op>, headers: &[super::exec::Hdr], code: &Code) -> Vec<Op> {
+    if ops.iter().any(|o| matches!(o, Op::Jump(_) | Op::JumpZero { .. })) {
+        return ops;
+    }
+    let mut out: Vec<Op> = Vec::with_capacity(ops.len());
+    let mut it = ops.into_iter().peekable();
+    while let Some(op) = it.next() {
+        let Op::Valid { h, on: true } = op else {
+            out.push(op);
+            continue;
+        };
+        let hd = &headers[h as usize];
+        let (lo, hi) = hd.cells;
+        if hd.union.is_some() || hi - lo > 64 {
+            out.push(op);
+            continue;
+        }
+        let mut lifted: Vec<Move> = Vec::new();
+        let mut after: Vec<Op> = Vec::new();
+        // cells read or written since the setValid
+        let mut touched: Vec<u32> = Vec::new();
+        let liftable = |m: &Move, touched: &[u32]| m.from == Src::Const && (lo..hi).contains(&m.dst.cell) && !touched.contains(&m.dst.cell);
+        while let Some(next) = it.peek() {
+            match next {
+                Op::SetConst { .. } | Op::Copy { .. } | Op::SetParam { .. } => {
+                    let m = Move::of(next).unwrap();
+                    if liftable(&m, &touched) {
+                        lifted.push(m);
+                    } else {
+                        if m.from == Src::Cell {
+                            touched.push(m.src);
+                        }
+                        touched.push(m.dst.cell);
+                        after.push(next.clone());
+                    }
+                }
+                Op::Moves(f) => {
+                    let mut kept = Vec::new();
+                    for m in f.moves.iter() {
+                        if liftable(m, &touched) {
+                            lifted.push(*m);
+                        } else {
+                            if m.from == Src::Cell {
+                                touched.push(m.src);
+                            }
+                            touched.push(m.dst.cell);
+                            kept.push(*m);
+                        }
+                    }
+                    match kept.len() {
+                        0 => {}
+                        1 => after.push(kept[0].op()),
+                        _ => after.push(Op::Moves(Box::new(Fused::of(kept.into())))),
+                    }
+                }
+                Op::Set { dst, e, .. } => {
+                    let mut reads = Vec::new();
+                    let known = code.ins[e.start as usize..e.end as usize].iter().all(|i| match *i {
+                        Ins::Field(c) | Ins::CmpFC(c, _) => {
+                            reads.push(c);
+                            true
+                        }
+                        Ins::StackField(_) | Ins::ValidUnion(_) | Ins::LastIndex(_) | Ins::Size(_) | Ins::Look(..) => false,
+                        _ => true,
+                    });
+                    if !known {
+                        break;
+                    }
+                    touched.extend(reads);
+                    touched.push(dst.cell);
+                    after.push(next.clone());
+                }
+                _ => break,
+            }
+            it.next();
+        }
+        if lifted.is_empty() {
+            out.push(op);
+            out.append(&mut after);
+            continue;
+        }
+        let mut template = vec![0u128; (hi - lo) as usize];
+        for m in &lifted {
+            template[(m.dst.cell - lo) as usize] = m.v;
+        }
+        out.push(Op::Build(Box::new(Build { h, template: template.into(), consts: Fused::of(lifted.into()) })));
+        out.append(&mut after);
+    }
+    out
 }
 
 /// A fused run: its moves, then what their writes mark, gathered at link
@@ -156,6 +270,12 @@ impl Fused {
     #[inline(always)]
     pub fn run(&self, params: &[u128], st: &mut State) {
         self.apply(&mut st.phv.cells, params);
+        self.mark(st);
+    }
+
+    /// Marks what the moves write.
+    #[inline(always)]
+    pub fn mark(&self, st: &mut State) {
         for &(w, b) in self.groups.iter() {
             st.phv.mark_word(w, b);
         }
@@ -192,6 +312,16 @@ impl Move {
             Op::Copy { dst, src, mask } => Some(Move { v: mask, dst, src, from: Src::Cell }),
             Op::SetParam { dst, param, mask } => Some(Move { v: mask, dst, src: param, from: Src::Param }),
             _ => None,
+        }
+    }
+
+    /// The op it came from.
+    fn op(&self) -> Op {
+        let (dst, v, src) = (self.dst, self.v, self.src);
+        match self.from {
+            Src::Const => Op::SetConst { dst, v },
+            Src::Cell => Op::Copy { dst, src, mask: v },
+            Src::Param => Op::SetParam { dst, param: src, mask: v },
         }
     }
 
@@ -301,7 +431,10 @@ impl Linker<'_> {
                 if self.headers[d as usize].fields.len() != self.headers[s as usize].fields.len() {
                     return Err(format!("{what}: assign_header: expected headers of one type"));
                 }
-                out.push(Op::HdrCopy { dst: d, src: s });
+                let (dh, sh) = (&self.headers[d as usize], &self.headers[s as usize]);
+                let io = |h: &super::exec::Hdr| h.fields.iter().map(|f| (f.bit, f.width)).collect::<Vec<_>>();
+                let frame = dh.varbit_max == 0 && sh.varbit_max == 0 && dh.bytes == sh.bytes && io(dh) == io(sh);
+                out.push(Op::HdrCopy { dst: d, src: s, frame });
             }
             "valid" => out.push(Op::Valid { h: self.header(int(1)?, what)?, on: int(2)? != 0 }),
             "drop" => out.push(Op::Drop),
@@ -357,7 +490,8 @@ impl Linker<'_> {
                 _ => {}
             }
         }
-        Ok(Action { name: name.to_string(), params: params.to_vec(), ops: fuse_moves(out) })
+        let ops = templates(fuse_moves(out), &self.headers, &self.code);
+        Ok(Action { name: name.to_string(), params: params.to_vec(), ops })
     }
 }
 
@@ -389,7 +523,8 @@ pub fn run(ops: &[Op], params: &[u128], lk: &Program, st: &mut State, frame: &[u
             &Op::Set { .. } if set_quick(op, params, st) => {}
             // frequent (a tunnel's headers), called straight: run_other's frame costs more than they do
             &Op::Valid { h, on } => valid(lk, st, h, on),
-            &Op::HdrCopy { dst, src } => hdr_copy(lk, st, dst, src),
+            Op::Build(b) => build(lk, st, b),
+            &Op::HdrCopy { dst, src, frame } => hdr_copy(lk, st, dst, src, frame),
             Op::Exit => return true,
             &Op::Jump(t) => pc = t as usize,
             _ => {
@@ -407,15 +542,39 @@ fn valid(lk: &Program, st: &mut State, h: u32, on: bool) {
     lk.set_valid(st, h, on)
 }
 
-/// `assign_header`: validity and fields copied.
+/// A [`Build`]: as `setValid` then its constants, written from the template.
 #[inline(never)]
-fn hdr_copy(lk: &Program, st: &mut State, dst: u32, src: u32) {
+fn build(lk: &Program, st: &mut State, b: &Build) {
+    let hd = &lk.headers[b.h as usize];
+    if st.phv.cells[hd.valid as usize] == 0 {
+        st.phv.cells[hd.cells.0 as usize..hd.cells.1 as usize].copy_from_slice(&b.template);
+        st.phv.cells[hd.valid as usize] = 1;
+        st.wrote_header(hd.group, b.h);
+        lk.length_follows(st, hd, true);
+    } else {
+        b.consts.apply(&mut st.phv.cells, &[]);
+    }
+    b.consts.mark(st);
+}
+
+/// `assign_header`: validity and fields copied. With `frame` (one layout)
+/// `dst` also takes `src`'s place in the frame and its written fields: the
+/// deparser then emits it as it emits `src`, from the frame's bytes patched
+/// with those fields (the tunnel's inner headers), not packed field by field.
+#[inline(never)]
+fn hdr_copy(lk: &Program, st: &mut State, dst: u32, src: u32, frame: bool) {
     let (d, s) = (&lk.headers[dst as usize], &lk.headers[src as usize]);
     st.phv.cells[d.valid as usize] = st.phv.cells[s.valid as usize];
     let (ds, ss) = (d.cells.0 as usize, s.cells.0 as usize);
     let n = (d.cells.1 - d.cells.0) as usize;
     st.phv.cells.copy_within(ss..ss + n, ds);
-    st.wrote_header(d.group, dst);
+    if frame {
+        st.phv.mark(d.group);
+        st.hdr_src[dst as usize] = st.hdr_src[src as usize];
+        st.fdirty[dst as usize] = st.fdirty[src as usize];
+    } else {
+        st.wrote_header(d.group, dst);
+    }
 }
 
 /// Runs `op` when it is a `set` whose expression has a fast form (a
@@ -467,7 +626,8 @@ pub fn run_other(op: &Op, pc: &mut usize, params: &[u128], lk: &Program, st: &mu
             st.set_taint(slot, true);
         }
         Op::Valid { h, on } => valid(lk, st, h, on),
-        Op::HdrCopy { dst, src } => hdr_copy(lk, st, dst, src),
+        Op::HdrCopy { dst, src, frame } => hdr_copy(lk, st, dst, src, frame),
+        Op::Build(ref b) => build(lk, st, b),
         Op::Push { stack, n, front } => lk.shift_stack(st, stack, n, true, front),
         Op::Pop { stack, n } => lk.shift_stack(st, stack, n, false, false),
         Op::Drop => {
@@ -599,6 +759,149 @@ mod tests {
         let ops = vec![Op::SetConst { dst: d(2), v: 7 }, Op::Copy { dst: d(3), src: 2, mask: 0xf }];
         let Op::Moves(f) = &fuse_moves(ops)[0] else { panic!("not fused") };
         assert!(f.split.is_none());
+    }
+
+    /// What `x` and its copy `y` (one layout, fields `widths` wide, whole
+    /// bytes in all) emit after `frame` is parsed into `x` and the ops run:
+    /// sets `pre` on x, `y = x`, then sets `post` on x or y (field, which, value).
+    fn copied(widths: &[u32], frame: &[u8], pre: &[(usize, u64)], post: &[(usize, bool, u64)], from_frame: bool) -> Option<Vec<u8>> {
+        use crate::program::exec::tests::{run, state, B};
+        use crate::program::exec::Executor;
+        use serde_json::json;
+        let mut b = B::new();
+        let names: Vec<String> = (0..widths.len()).map(|i| format!("f{i}")).collect();
+        let fields: Vec<(&str, u32)> = names.iter().map(|n| n.as_str()).zip(widths.iter().copied()).collect();
+        let (x, y) = (b.header("x", &fields, false), b.header("y", &fields, false));
+        let set = |h: &str, f: usize, v: u64| json!(["set", b.s(&format!("{h}.f{}", f % widths.len())), ["c", format!("{v:#x}")]]);
+        let mut ops: Vec<serde_json::Value> = pre.iter().map(|&(f, v)| set("x", f, v)).collect();
+        ops.push(json!(["hdr_copy", y, x]));
+        ops.extend(post.iter().map(|&(f, on_y, v)| set(if on_y { "y" } else { "x" }, f, v)));
+        let d = b.build(json!({
+            "parser": {"init": 0, "states": [state("s", json!([["extract", x]]), json!([]), json!([]), json!(-1))]},
+            "actions": [{"name": "a", "id": 0, "params": [], "ops": ops}],
+            "nodes": [{"kind": "table", "name": "t", "keyed": null, "key": [], "entries": [], "default": {"a": 0, "d": []}, "next": {"actions": {}, "base": -1}}],
+            "pipelines": [{"name": "ingress", "init": 0}], "deparser": [x, y]
+        }));
+        let mut p = Program::link(&d).unwrap();
+        for a in p.actions.iter_mut() {
+            for op in a.ops.iter_mut() {
+                if let Op::HdrCopy { frame, .. } = op {
+                    assert!(*frame);
+                    *frame = from_frame;
+                }
+            }
+        }
+        let mut ex = Executor::new(p);
+        run(&mut ex, &[frame.to_vec()]).pop().unwrap().2
+    }
+
+    proptest! {
+        /// A copied header emitted from its source's frame bytes (patched
+        /// with the fields written before and after the copy) is the header
+        /// packed from its fields, for any layout of whole bytes.
+        #[test]
+        fn a_copy_emitted_from_the_frame_equals_the_copy_packed(widths in proptest::collection::vec(1u32..=40, 1..10),
+                                                               frame in proptest::collection::vec(any::<u8>(), 0..60),
+                                                               pre in proptest::collection::vec((0usize..10, any::<u64>()), 0..3),
+                                                               post in proptest::collection::vec((0usize..10, any::<bool>(), any::<u64>()), 0..4)) {
+            let mut widths = widths;
+            let total: u32 = widths.iter().sum();
+            if !total.is_multiple_of(8) {
+                widths.push(8 - total % 8);
+            }
+            let want = copied(&widths, &frame, &pre, &post, false);
+            prop_assert_eq!(copied(&widths, &frame, &pre, &post, true), want);
+        }
+    }
+
+    /// Two packet headers x, y of `widths` and a program that links them.
+    fn xy(widths: &[u32]) -> (Program, crate::program::exec::tests::B) {
+        use serde_json::json;
+        let mut b = crate::program::exec::tests::B::new();
+        let names: Vec<String> = (0..widths.len()).map(|i| format!("f{i}")).collect();
+        let fields: Vec<(&str, u32)> = names.iter().map(|n| n.as_str()).zip(widths.iter().copied()).collect();
+        let (x, y) = (b.header("x", &fields, false), b.header("y", &fields, false));
+        (Program::link(&b.build(json!({"deparser": [x, y]}))).unwrap(), b)
+    }
+
+    /// Where an assignment to `slot` writes (as the linker's `dst`).
+    fn dst_of(p: &Program, slot: usize) -> Dst {
+        let h = p.hdr_of_slot[slot];
+        let (hdr, fbit) = match p.headers.get(h as usize) {
+            Some(hd) if !hd.metadata => (h, 1u64 << hd.fields.iter().position(|f| f.slot as usize == slot).unwrap()),
+            _ => (super::super::exec::NONE, 0),
+        };
+        Dst { cell: p.lay.cell[slot], group: p.lay.group[slot], hdr, fbit }
+    }
+
+    /// An op of a tunnel's shape over x, y and meta: setValid/setInvalid, a
+    /// constant, a copy or action data into a field.
+    fn tunnel_op(nf: usize) -> impl Strategy<Value = (u8, u8, usize, usize, u64)> {
+        (0u8..6, 0u8..3, 0..nf, 0..nf, any::<u64>())
+    }
+
+    proptest! {
+        /// setValid and the constants after it, built from a template, leave
+        /// the PHV, the frame offsets and the written fields as the ops they
+        /// replace leave them, whatever the headers' validity before.
+        #[test]
+        fn templates_equal_the_ops_they_replace(widths in proptest::collection::vec(1u32..=64, 1..8),
+                                                ops in proptest::collection::vec(tunnel_op(8), 0..14),
+                                                seed in any::<u64>(), params in proptest::collection::vec(any::<u128>(), 2)) {
+            let (p, b) = xy(&widths);
+            let nf = widths.len();
+            let hname = |k: u8| ["x", "y", "meta"][k as usize];
+            let slot = |k: u8, f: usize| if k == 2 { b.s(["meta.a", "meta.b", "meta.c"][f % 3]) } else { b.s(&format!("{}.f{}", hname(k), f % nf)) } as usize;
+            let mut orig = Vec::new();
+            for &(kind, k, f, g, v) in &ops {
+                let d = dst_of(&p, slot(k, f));
+                let w = p.lay.width[slot(k, f)];
+                orig.push(match kind {
+                    0 => Op::Valid { h: b.h(hname(k % 2)), on: v & 1 == 1 },
+                    1 | 2 => Op::SetConst { dst: d, v: v as u128 & mask(w) },
+                    3 => Op::SetParam { dst: d, param: (v & 1) as u32, mask: mask(w) },
+                    4 => Op::Valid { h: b.h(hname(k % 2)), on: true },
+                    _ => Op::Copy { dst: d, src: p.lay.cell[slot((k + 1) % 3, g)], mask: mask(w) },
+                });
+            }
+            let planned = templates(fuse_moves(orig.clone()), &p.headers, &p.code);
+            let mut st = State::new(&p);
+            let mut x = seed | 1;
+            for c in st.phv.cells.iter_mut() {
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                *c = x as u128;
+            }
+            for h in [b.h("x"), b.h("y")] {
+                st.phv.cells[p.headers[h as usize].valid as usize] = (x >> h & 1) as u128;
+                st.hdr_src[h as usize] = h * 7;
+                st.fdirty[h as usize] = x >> 8 & 0xf;
+            }
+            let mut want = State::new(&p);
+            want.phv = st.phv.clone();
+            want.hdr_src = st.hdr_src.clone();
+            want.fdirty = st.fdirty.clone();
+            run(&orig, &params, &p, &mut want, &[]);
+            run(&planned, &params, &p, &mut st, &[]);
+            prop_assert_eq!(&st.phv, &want.phv);
+            prop_assert_eq!(&st.hdr_src, &want.hdr_src);
+            prop_assert_eq!(&st.fdirty, &want.fdirty);
+        }
+    }
+
+    #[test]
+    fn the_constants_after_set_valid_are_built_from_a_template() {
+        let (p, b) = xy(&[8, 16, 8]);
+        let d = |s: &str| dst_of(&p, b.s(s) as usize);
+        let ops = vec![Op::Valid { h: b.h("y"), on: true }, Op::SetConst { dst: d("y.f0"), v: 4 }, Op::Copy { dst: d("y.f1"), src: d("x.f1").cell, mask: u128::MAX },
+                       Op::SetConst { dst: d("y.f2"), v: 0x11 }, Op::SetConst { dst: d("x.f0"), v: 1 }];
+        let planned = templates(fuse_moves(ops), &p.headers, &p.code);
+        let Op::Build(bl) = &planned[0] else { panic!("not built: {planned:?}") };
+        assert_eq!(&bl.template[..], &[4, 0, 0x11]);
+        // what is not a constant of y's stays, in order
+        assert_eq!(planned.len(), 2);
+        // a constant after a read of its field is not lifted
+        let ops = vec![Op::Valid { h: b.h("y"), on: true }, Op::Copy { dst: d("x.f0"), src: d("y.f0").cell, mask: u128::MAX }, Op::SetConst { dst: d("y.f0"), v: 4 }];
+        assert!(matches!(templates(fuse_moves(ops), &p.headers, &p.code)[0], Op::Valid { .. }));
     }
 
     #[test]

@@ -592,13 +592,21 @@ impl Program {
             st.phv.cells[hd.valid as usize] = 0;
             st.phv.mark(hd.group);
         }
-        if was != on && !hd.metadata {
-            // BMv2's add_header / remove_header: the packet's length register follows
-            if let Some((c, g, m)) = self.objs.meta[super::flow::Meta::Length as usize] {
-                let len = st.phv.cells[c as usize] as i128 + if on { hd.bytes as i128 } else { -(hd.bytes as i128) };
-                st.phv.cells[c as usize] = len.max(0) as u128 & m;
-                st.phv.mark(g);
-            }
+        if was != on {
+            self.length_follows(st, hd, on);
+        }
+    }
+
+    /// BMv2's add_header / remove_header of a packet header: the packet's length register follows.
+    #[inline]
+    pub fn length_follows(&self, st: &mut State, hd: &Hdr, on: bool) {
+        if hd.metadata {
+            return;
+        }
+        if let Some((c, g, m)) = self.objs.meta[super::flow::Meta::Length as usize] {
+            let len = st.phv.cells[c as usize] as i128 + if on { hd.bytes as i128 } else { -(hd.bytes as i128) };
+            st.phv.cells[c as usize] = len.max(0) as u128 & m;
+            st.phv.mark(g);
         }
     }
 

@@ -199,6 +199,10 @@ pub enum Fast {
     /// constant, or its truth (`MaskNe(cell, !0, 0)`), from an [`Ins::CmpFC`]
     MaskEq(u32, u128, u128),
     MaskNe(u32, u128, u128),
+    /// A lookahead alone (a parser `set` of the bits ahead): `w` bits at
+    /// bit `off` after the parser's position. It reads the frame, so
+    /// [`Code::quick`] has no value for it: [`Code::eval`] reads it.
+    Look(u32, u32),
 }
 
 impl Expr {
@@ -273,6 +277,7 @@ impl Code {
             [Field(c)] => Fast::Field(c),
             [Const(i)] => Fast::Const(k(i)),
             [Param(p)] => Fast::Param(p),
+            [Look(off, w)] => Fast::Look(off, w),
             [Field(c), Const(i), And] => Fast::ShrAnd(c, 0, k(i)),
             [Field(c), Const(s), ShrU] if k(s) < 128 => Fast::ShrAnd(c, k(s) as u32, u128::MAX),
             [Field(c), Const(s), ShrU, Const(m), And] if k(s) < 128 => Fast::ShrAnd(c, k(s) as u32, k(m)),
@@ -774,13 +779,23 @@ fn low_mask<W: Word>(w: u32) -> W {
     W::from(mask(w))
 }
 
+/// `w` bits at bit `off` after the parser's position.
+#[inline(always)]
+fn look(env: &Env, off: u32, w: u32) -> Result<u128, TooShort> {
+    let bit = env.pos * 8 + off as usize;
+    if bit + w as usize > env.frame.len() * 8 {
+        return Err(TooShort);
+    }
+    Ok(read_bits(env.frame, bit, w))
+}
+
 impl Code {
     /// The value of an expression with a [`Fast`] form (None: it has none,
     /// run [`Code::eval`]); small enough to inline where the ops run.
     #[inline(always)]
     pub fn quick(f: Fast, c: &[u128], params: &[u128]) -> Option<u128> {
         Some(match f {
-            Fast::No => return None,
+            Fast::No | Fast::Look(..) => return None,
             Fast::Field(x) => c[x as usize],
             Fast::Const(k) => k,
             Fast::Param(i) => params[i as usize],
@@ -799,7 +814,10 @@ impl Code {
     pub fn eval(&self, e: Expr, env: &Env, inexact: &mut u32) -> Result<u128, TooShort> {
         match Code::quick(e.fast, env.cells, env.params) {
             Some(v) => Ok(v),
-            None => self.eval_code(e, env, inexact),
+            None => match e.fast {
+                Fast::Look(off, w) => look(env, off, w),
+                _ => self.eval_code(e, env, inexact),
+            },
         }
     }
 
@@ -844,13 +862,7 @@ impl Code {
                 }
                 Ins::Const(k) => push!(W::from(self.consts[k as usize])),
                 Ins::Param(i) => push!(W::from(env.params[i as usize])),
-                Ins::Look(off, w) => {
-                    let bit = env.pos * 8 + off as usize;
-                    if bit + w as usize > env.frame.len() * 8 {
-                        return Err(TooShort);
-                    }
-                    push!(W::from(read_bits(env.frame, bit, w)))
-                }
+                Ins::Look(off, w) => push!(W::from(look(env, off, w)?)),
                 Ins::StackField(i) => {
                     let (next, cells) = &self.stack_fields[i as usize];
                     let n = env.cells[*next as usize] as usize;
@@ -998,6 +1010,25 @@ mod tests {
         let slow = code.eval(Expr { fast: Fast::No, ..e }, &env, &mut why).unwrap();
         assert_eq!(slow, v, "{tree}");
         (v, inexact)
+    }
+
+    proptest! {
+        /// A lookahead alone, read by its fast form, is what the stack
+        /// machine reads, past the frame's end included (PacketTooShort).
+        #[test]
+        fn a_lookahead_read_fast_equals_the_stack_machine(frame in proptest::collection::vec(any::<u8>(), 0..40), pos in 0usize..24,
+                                                          off in 0u32..80, w in 1u32..=128) {
+            let lay = layout();
+            let mut code = Code::default();
+            let sc = Scope { lay: &lay, stacks: &[], unions: &[], params: None, parser: true };
+            let (e, _) = code.compile(&json!(["la", off, w]), &sc, "test").unwrap();
+            prop_assert_eq!(e.fast, Fast::Look(off, w));
+            let env = Env { cells: &lay.template, params: &[], frame: &frame, pos };
+            let (mut a, mut b) = (u32::MAX, u32::MAX);
+            let fast = code.eval(e.for_bits(w), &env, &mut a);
+            prop_assert_eq!(fast, code.eval(Expr { fast: Fast::No, ..e.for_bits(w) }, &env, &mut b));
+            prop_assert_eq!(fast.is_err(), (pos * 8 + (off + w) as usize) > frame.len() * 8);
+        }
     }
 
     fn f(s: u32) -> Value {

@@ -113,6 +113,43 @@ pub struct Calc {
     pub name: String,
     pub algo: Option<Algo>,
     pub inputs: Vec<CalcIn>,
+    /// When every input is a field of whole bytes in one cell (an action
+    /// selector's 5-tuple), the input built by [`planned_input`] on the
+    /// stack: (cell, validity cell or NONE, bytes), planned at link.
+    pub plan: Option<Box<[(u32, u32, u32)]>>,
+}
+
+/// Largest input (bytes) a [`Calc::plan`] builds.
+pub const PLAN_BYTES: usize = 64;
+
+impl Calc {
+    fn new(name: &str, algo: Option<Algo>, inputs: Vec<CalcIn>) -> Calc {
+        let one = |i: &CalcIn| match *i {
+            CalcIn::Field { cell, width, limbs: 1, valid } if width % 8 == 0 && width > 0 => Some((cell, valid.unwrap_or(super::exec::NONE), width / 8)),
+            _ => None,
+        };
+        let plan: Option<Vec<_>> = inputs.iter().map(one).collect();
+        let plan = plan.filter(|p| p.iter().map(|f| f.2 as usize).sum::<usize>() <= PLAN_BYTES).map(Vec::into_boxed_slice);
+        Calc { name: name.to_string(), algo, inputs, plan }
+    }
+}
+
+/// A planned calculation's input: each field's bytes, big-endian, one
+/// 16-byte store each (a field of an invalid header left out, as BMv2's
+/// `BufBuilder` leaves it); its length.
+#[inline(always)]
+pub fn planned_input(plan: &[(u32, u32, u32)], cells: &[u128], buf: &mut [u8; PLAN_BYTES + 16]) -> usize {
+    let mut n = 0;
+    for &(cell, valid, k) in plan {
+        if valid != super::exec::NONE && cells[valid as usize] == 0 {
+            continue;
+        }
+        // the field's k bytes left-aligned: the bytes past them are overwritten by the next field
+        let v = cells[cell as usize] << (128 - 8 * k);
+        buf[n..n + 16].copy_from_slice(&v.to_be_bytes());
+        n += k as usize;
+    }
+    n
 }
 
 /// The program's stateful objects and calculations, linked.
@@ -405,6 +442,11 @@ impl Program {
         let Some(algo) = &c.algo else {
             return st.ext.rng.next_u64();
         };
+        if let Some(plan) = &c.plan {
+            let mut buf = [0u8; PLAN_BYTES + 16];
+            let n = planned_input(plan, &st.phv.cells, &mut buf);
+            return algo.hash(&buf[..n]);
+        }
         let mut bits = std::mem::take(&mut st.ext.bits);
         bits.clear();
         let mut hb = Vec::new();
@@ -470,14 +512,14 @@ impl Linker<'_> {
             };
             let inputs = self.calc_inputs(&c.inputs, &what)?;
             o.calc_ix.insert(c.name.clone(), k as u32);
-            o.calcs.push(Calc { name: c.name.clone(), algo, inputs });
+            o.calcs.push(Calc::new(&c.name, algo, inputs));
         }
         for s in &x.selectors {
             let what = format!("action selector {}", s.name);
             let algo = Algo::from_name(&s.algo, None).ok_or_else(|| format!("{what}: expected an algorithm BMv2 knows, found {:?}", s.algo))?;
             let inputs = self.calc_inputs(&s.inputs, &what)?;
             o.selectors.insert(s.name.clone(), o.calcs.len() as u32);
-            o.calcs.push(Calc { name: s.name.clone(), algo: Some(algo), inputs });
+            o.calcs.push(Calc::new(&s.name, Some(algo), inputs));
         }
         for r in &x.registers {
             let mut init = Vec::new();
@@ -719,6 +761,50 @@ mod tests {
         assert_eq!(r.next_u64(), 0x6e78_9e6a_a1b9_65f4);
         let mut r = SplitMix64(7);
         assert!((0..1000).all(|_| (5..=9).contains(&r.range(5, 9))));
+    }
+
+    proptest::proptest! {
+        /// A planned input is the bytes the bit-string builder makes of the
+        /// same fields (an invalid header's left out), whatever the cells
+        /// hold above a field's width.
+        #[test]
+        fn a_planned_input_is_the_bit_strings_bytes(fields in proptest::collection::vec((1u32..=16, proptest::prelude::any::<u128>(), 0u8..3), 0..7)) {
+            let mut cells: Vec<u128> = Vec::new();
+            let mut inputs = Vec::new();
+            let mut b = Bits::new();
+            for &(k, v, valid) in &fields {
+                cells.push(v);
+                let cell = cells.len() as u32 - 1;
+                // 0: no validity cell, 1: valid, 2: invalid
+                let vc = (valid > 0).then(|| {
+                    cells.push((valid == 1) as u128);
+                    cells.len() as u32 - 1
+                });
+                inputs.push(CalcIn::Field { cell, width: 8 * k, limbs: 1, valid: vc });
+                if valid != 2 {
+                    push_cells(&mut b, &[v & mask(8 * k)], 8 * k);
+                }
+            }
+            let c = Calc::new("c", None, inputs);
+            if fields.iter().map(|f| f.0 as usize).sum::<usize>() > PLAN_BYTES {
+                proptest::prop_assert!(c.plan.is_none());
+                return Ok(());
+            }
+            let plan = c.plan.as_deref().expect("planned");
+            let mut buf = [0u8; PLAN_BYTES + 16];
+            let n = planned_input(plan, &cells, &mut buf);
+            proptest::prop_assert_eq!(&buf[..n], b.bytes());
+        }
+    }
+
+    #[test]
+    fn inputs_not_of_whole_bytes_are_not_planned() {
+        let f = |width| CalcIn::Field { cell: 0, width, limbs: 1, valid: None };
+        assert!(Calc::new("c", None, vec![f(16), f(12)]).plan.is_none());
+        assert!(Calc::new("c", None, vec![f(16), CalcIn::Payload]).plan.is_none());
+        assert!(Calc::new("c", None, vec![CalcIn::Field { cell: 0, width: 136, limbs: 2, valid: None }]).plan.is_none());
+        assert!(Calc::new("c", None, vec![f(128); 5]).plan.is_none());
+        assert!(Calc::new("c", None, vec![f(128); 4]).plan.is_some());
     }
 
     #[test]

@@ -137,7 +137,7 @@ impl Layout {
 }
 
 /// One packet's PHV: the cells and which groups it wrote.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Phv {
     pub cells: Vec<u128>,
     dirty: Vec<u64>,
