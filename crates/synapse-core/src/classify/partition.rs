@@ -1926,8 +1926,8 @@ impl<const N: usize> PTree<N> {
     }
 
     /// Inserts into a tree (not the side leaf) since updates began, and
-    /// those placed above that tree's best rule (what a tree of their own
-    /// for such inserts would take).
+    /// those placed above that tree's best rule as it was then (each one
+    /// lowers it: how few it takes for lookups to stop skipping a tree).
     pub fn inserts_above_best(&self) -> (usize, usize) {
         self.upd.as_ref().map_or((0, 0), |u| (u.inserts, u.above))
     }
