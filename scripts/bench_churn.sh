@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The ptree under update churn (`synapse bench classify --updates-per-s`)
 # on generated acl1 and fw1 sets of 10K rules with a 100K-header trace
-# (seed 1), both churn placements (uniform, near), RUNS interleaved rounds,
+# (seed 1), the three churn placements (uniform, near, rank), RUNS
+# interleaved rounds,
 # the medians as the docs' table (docs/how-to/classifier-bench.md).
 #
 #   scripts/bench_churn.sh                      # 1e6 offered, 3 rounds
@@ -15,7 +16,7 @@ RATE=${RATE:-1e6}
 RUNS=${RUNS:-3}
 SECS=${SECS:-1}
 SETS=${SETS:-"acl fw"}
-CHURNS=${CHURNS:-"uniform near"}
+CHURNS=${CHURNS:-"uniform near rank"}
 EXTRA=${EXTRA:---set ptree.wide_leaves=64}
 mkdir -p "$OUT"
 for k in $SETS; do

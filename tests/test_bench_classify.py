@@ -45,7 +45,7 @@ def test_bench_json_has_the_documented_keys(files, algo):
 
 @pytest.mark.parametrize("algo, extra", [("ptree", []), ("ptree", ["--set", "ptree.max_delta=4"]),
                                          ("ptree", ["--churn", "near", "--set", "ptree.wide_leaves=1"]),
-                                         ("dtree", ["--churn", "near"])])
+                                         ("ptree", ["--churn", "rank"]), ("dtree", ["--churn", "near"])])
 def test_bench_under_update_churn_adds_the_documented_keys_and_answers_right(files, algo, extra):
     rules, trace = files
     out = run("bench", "classify", "--rules", str(rules), "--trace", str(trace), "--algo", algo, "--secs", "0.05",
@@ -56,7 +56,7 @@ def test_bench_under_update_churn_adds_the_documented_keys_and_answers_right(fil
             "churn_lookups_per_s", "churn_lookup_ratio", "fresh_lookups_per_s", "churn_lookup_ratio_fresh",
             "update_latency_us_p999", "churn", "updates_owed", "saturated"} <= set(rec)
     assert rec["saturated"] == (rec["updates_owed"] > 256)
-    assert rec["churn"] == ("near" if "near" in extra else "uniform")
+    assert rec["churn"] == (extra[extra.index("--churn") + 1] if "--churn" in extra else "uniform")
     assert rec["updates"] > 0 and rec["checked"] > 0 and rec["fresh_lookups_per_s"] > 0
     assert rec["churn_lookup_ratio_fresh"] == pytest.approx(rec["churn_lookups_per_s"] / rec["fresh_lookups_per_s"])
     # Every sampled answer under churn equals the oracle's over the rules then.

@@ -1,6 +1,7 @@
 //! Lookups under update churn on a generated set, for quick measurements:
 //! `cargo run --release -p synapse-core --example classify_churn -- KIND N RATE SECS [KEY=VALUE..]`
 //! (`CHURN=near`: deleted rules of the set put back at their own priority;
+//! `CHURN=rank`: new rules, siblings of the set's, at their parent's rank;
 //! default `uniform`: copies at random positions)
 //! (`synapse bench classify --updates-per-s` is the user's command; RATE 0:
 //! the static tree only, with its bytes per rule and build time). After
@@ -70,6 +71,8 @@ fn main() {
         return; // the static structure only: its lookups, bytes and build time
     }
     show(&format!("rate {rate:e} ({placement:?})"), &churn::run(&mut t, &set, &keys, rate, secs, 7, placement));
+    let (ins, above) = t.inserts_above_best();
+    println!("  inserts into a tree: {ins}, above its best rule: {above} ({:.1} %)", 100.0 * above as f64 / ins.max(1) as f64);
     let now = t.rule_set();
     show("after the churn, no updates", &churn::run(&mut t, &now, &keys, 0.0, secs, 7, placement));
     profile("after the churn", &t);

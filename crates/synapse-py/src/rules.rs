@@ -378,7 +378,7 @@ impl PyClassifier {
 /// Lookups of `trace` by `algo` (one updated in place) over `rules` while
 /// random updates arrive at `rate` per second, for about `secs` seconds of
 /// lookup and update time, on this thread (`classify::churn`, inserts
-/// placed as `churn` says: "uniform" or "near"): a JSON object of the
+/// placed as `churn` says: "uniform", "near" or "rank"): a JSON object of the
 /// counts and times, with `fresh_lookups_per_s`, the static rate of a
 /// fresh build of the rules as the churn left them (whole-trace batch
 /// passes for `secs`).

@@ -18,8 +18,10 @@ fast wrong structure cannot report a rate. ``scripts/bench_classify.sh``
 compares these rates with DPDK's rte_acl. With ``--updates-per-s R`` the
 same lookups then run under random churn at R updates per second (random
 deletes, and inserts placed as ``--churn`` says: ``uniform``, copies of the
-set's rules at random positions, or ``near``, deleted rules of the set put
-back at their own priority; on the same thread; ``classify::churn``): the
+set's rules at random positions, ``near``, deleted rules of the set put
+back at their own priority, or ``rank``, new rules (a rule of the set with
+a sibling address prefix, as specific) at their parent's place in the set's
+order; on the same thread; ``classify::churn``): the
 record adds the lookup rate under churn and its ratio to two static rates
 (the original set's, and a fresh build's of the rules as the churn left
 them), the updates sustained, their latency, and the answers that differed
@@ -43,7 +45,7 @@ INCREMENTAL = ("dtree", "ptree")
 
 
 #: Where the churn's inserts go (``classify::churn::Placement``).
-CHURN = ("uniform", "near")
+CHURN = ("uniform", "near", "rank")
 
 
 def bench_churn(rs: _core.RuleSet, tr: _core.Trace, algo: str, secs: float, rate: float,
@@ -137,7 +139,8 @@ def bench() -> None:
                    "both updated in place).")
 @click.option("--churn", type=click.Choice(CHURN), default="uniform", show_default=True,
               help="With --updates-per-s, where inserts go: copies of the set's rules at uniformly random "
-                   "positions, or deleted rules of the set back at their own priority.")
+                   "positions (uniform), deleted rules of the set back at their own priority (near), or new "
+                   "rules, siblings of the set's, at their parent's place in its order (rank).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def bench_classify(rules_file: str, trace_file: str, algo: str, secs: float, settings: tuple[str, ...],
                    updates_per_s: float, churn: str, as_json: bool) -> None:

@@ -284,6 +284,11 @@ struct Updates<const N: usize> {
     since: usize,
     garbage: usize,
     compactions: usize,
+    /// Inserts into a tree (not the side leaf) so far, and those placed
+    /// above the tree's best rule then (each lowers its best rule: fewer
+    /// lookups skip the tree).
+    inserts: usize,
+    above: usize,
     widths: Vec<u8>,
     /// The fields the partition cuts on (where a new rule's tree is found).
     cut: Vec<usize>,
@@ -1061,6 +1066,8 @@ impl<const N: usize> PTree<N> {
             since: 0,
             garbage: 0,
             compactions: 0,
+            inserts: 0,
+            above: 0,
             widths,
             cut,
             empty: Lane::ZERO,
@@ -1537,6 +1544,10 @@ impl<const N: usize> PTree<N> {
                 (u.slots.len() - 1) as u32
             }
         };
+        if (tree as usize) < self.trees.len() && !self.trees[tree as usize].side {
+            u.inserts += 1;
+            u.above += (key < self.trees[tree as usize].min_prio) as usize;
+        }
         u.mark(key, 1);
         u.slot_of[key as usize] = slot;
         u.live += 1;
@@ -1912,6 +1923,13 @@ impl<const N: usize> PTree<N> {
     /// Compactions of the leaf blocks since the first update.
     pub fn compactions(&self) -> usize {
         self.upd.as_ref().map_or(0, |u| u.compactions)
+    }
+
+    /// Inserts into a tree (not the side leaf) since updates began, and
+    /// those placed above that tree's best rule as it was then (each one
+    /// lowers it: how few it takes for lookups to stop skipping a tree).
+    pub fn inserts_above_best(&self) -> (usize, usize) {
+        self.upd.as_ref().map_or((0, 0), |u| (u.inserts, u.above))
     }
 
     /// Builds the subtree at `idx` for `slots` (ascending rule indices, all
