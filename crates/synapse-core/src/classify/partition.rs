@@ -2390,51 +2390,6 @@ macro_rules! batch_fn {
     ($(#[$attr:meta])* fn $name:ident, $below:expr, $block:expr, $block_n:expr, $prep:expr) => {
         $(#[$attr])*
         unsafe fn $name<const N: usize, const NW: usize, const GROUP: usize, const PAIRS: u32, const DYN: bool, const WIDE: bool, const PASSES: bool>(t: &PTree<N>, keys: &[Key<N>], out: &mut [i32]) {
-            // A pass tests one block of every lane still searching, then
-            // keeps the lanes whose block missed and whose leaf has another:
-            // no branch per lane on whether a block matched, and a pass's
-            // blocks load side by side. A lane whose block cannot win (the
-            // first too: in a later tree most lanes have matched better)
-            // tests block 0, which matches nothing.
-            $(#[$attr])*
-            #[allow(clippy::too_many_arguments)]
-            unsafe fn passes<const N: usize, const NW: usize, const GROUP: usize>(
-                nodes: &[Node],
-                rows: &[Row],
-                (stride, idr, sh): (usize, usize, u32),
-                nw: usize,
-                pairs: u32,
-                fold: bool,
-                act: &[u8; GROUP],
-                cur: &[u32; GROUP],
-                na: usize,
-                pk: &[[u32; N]; GROUP],
-                best: &mut [u32; GROUP],
-            ) {
-                // SAFETY: as the caller's loop (lanes from `act`, j < na).
-                let mut lv: [u8; GROUP] = core::array::from_fn(|l| l as u8);
-                let (mut nl, mut k) = (na, 0usize);
-                while nl > 0 {
-                    let mut n2 = 0;
-                    for q in 0..nl {
-                        let j = *lv.get_unchecked(q) as usize;
-                        let l = *act.get_unchecked(j) as usize;
-                        let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
-                        let (key, bl) = (pk.get_unchecked(l), best.get_unchecked_mut(l));
-                        let at = (n.first_block() + k) * stride;
-                        let can = *rows.get_unchecked(at + idr).0.get_unchecked(0) >> sh < *bl;
-                        let at = if can { at } else { 0 };
-                        let blk = rows.get_unchecked(at..at + stride);
-                        let m = if NW == 0 { $block_n(blk, key, nw, pairs, fold) } else { $block(blk, key, pairs, fold) };
-                        let hit = *blk.get_unchecked(idr).0.get_unchecked((m.trailing_zeros() & (LANES as u32 - 1)) as usize) >> sh;
-                        *bl = (*bl).min(if m != 0 { hit } else { u32::MAX });
-                        *lv.get_unchecked_mut(n2) = j as u8;
-                        n2 += (can & (m == 0) & (k + 1 < n.blocks())) as usize;
-                    }
-                    nl = n2;
-                    k += 1;
-                }
-            }
             let nodes = &t.nodes[..];
             let rows = &t.rows[..];
             let pairs = if DYN { t.pairs } else { PAIRS };
@@ -2549,9 +2504,38 @@ macro_rules! batch_fn {
                     // block always (an empty leaf's is block 0, which
                     // matches nothing).
                     if PASSES && tree.passes {
-                        // Its own function: the block-by-block loop below
-                        // compiles as it does without it.
-                        passes::<N, NW, GROUP>(nodes, rows, (stride, idr, sh), nw, pairs, fold, &act, &cur, na, &pk, &mut best);
+                        // A pass tests one block of every lane still
+                        // searching, then keeps the lanes whose block
+                        // missed and whose leaf has another: no branch per
+                        // lane on whether a block matched, and a pass's
+                        // blocks load side by side. A lane whose block
+                        // cannot win (the first too: in a later tree most
+                        // lanes have matched better) tests block 0, which
+                        // matches nothing. Only in the batch's build with
+                        // PASSES: without it the loop below compiles as
+                        // if this one did not exist.
+                        let mut lv = every;
+                        let (mut nl, mut k) = (na, 0usize);
+                        while nl > 0 {
+                            let mut n2 = 0;
+                            for q in 0..nl {
+                                let j = *lv.get_unchecked(q) as usize;
+                                let l = *act.get_unchecked(j) as usize;
+                                let n = nodes.get_unchecked(*cur.get_unchecked(j) as usize);
+                                let (key, bl) = (pk.get_unchecked(l), best.get_unchecked_mut(l));
+                                let at = (n.first_block() + k) * stride;
+                                let can = *rows.get_unchecked(at + idr).0.get_unchecked(0) >> sh < *bl;
+                                let at = if can { at } else { 0 };
+                                let blk = rows.get_unchecked(at..at + stride);
+                                let m = if NW == 0 { $block_n(blk, key, nw, pairs, fold) } else { $block(blk, key, pairs, fold) };
+                                let hit = *blk.get_unchecked(idr).0.get_unchecked((m.trailing_zeros() & (LANES as u32 - 1)) as usize) >> sh;
+                                *bl = (*bl).min(if m != 0 { hit } else { u32::MAX });
+                                *lv.get_unchecked_mut(n2) = j as u8;
+                                n2 += (can & (m == 0) & (k + 1 < n.blocks())) as usize;
+                            }
+                            nl = n2;
+                            k += 1;
+                        }
                         continue;
                     }
                     for j in 0..na {
