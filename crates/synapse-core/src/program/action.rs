@@ -109,34 +109,28 @@ pub fn templates(ops: Vec<Op>, headers: &[super::exec::Hdr], code: &Code) -> Vec
         let mut after: Vec<Op> = Vec::new();
         // cells read or written since the setValid
         let mut touched: Vec<u32> = Vec::new();
-        let liftable = |m: &Move, touched: &[u32]| m.from == Src::Const && (lo..hi).contains(&m.dst.cell) && !touched.contains(&m.dst.cell);
+        // A move lifted into the template (a constant to h's field that no
+        // op since the setValid touched), else kept (true), what it touches noted.
+        let mut keep = |m: Move, touched: &mut Vec<u32>| {
+            if m.from == Src::Const && (lo..hi).contains(&m.dst.cell) && !touched.contains(&m.dst.cell) {
+                lifted.push(m);
+                return false;
+            }
+            if m.from == Src::Cell {
+                touched.push(m.src);
+            }
+            touched.push(m.dst.cell);
+            true
+        };
         while let Some(next) = it.peek() {
             match next {
                 Op::SetConst { .. } | Op::Copy { .. } | Op::SetParam { .. } => {
-                    let m = Move::of(next).unwrap();
-                    if liftable(&m, &touched) {
-                        lifted.push(m);
-                    } else {
-                        if m.from == Src::Cell {
-                            touched.push(m.src);
-                        }
-                        touched.push(m.dst.cell);
+                    if keep(Move::of(next).unwrap(), &mut touched) {
                         after.push(next.clone());
                     }
                 }
                 Op::Moves(f) => {
-                    let mut kept = Vec::new();
-                    for m in f.moves.iter() {
-                        if liftable(m, &touched) {
-                            lifted.push(*m);
-                        } else {
-                            if m.from == Src::Cell {
-                                touched.push(m.src);
-                            }
-                            touched.push(m.dst.cell);
-                            kept.push(*m);
-                        }
-                    }
+                    let kept: Vec<Move> = f.moves.iter().copied().filter(|&m| keep(m, &mut touched)).collect();
                     match kept.len() {
                         0 => {}
                         1 => after.push(kept[0].op()),
