@@ -755,6 +755,13 @@ mod tests {
         assert!(f.split.is_none());
     }
 
+    /// Packet headers x and y of one layout, fields `f0`, `f1`, ... `widths` wide.
+    fn two_headers(b: &mut crate::program::exec::tests::B, widths: &[u32]) -> (u32, u32) {
+        let names: Vec<String> = (0..widths.len()).map(|i| format!("f{i}")).collect();
+        let fields: Vec<(&str, u32)> = names.iter().map(|n| n.as_str()).zip(widths.iter().copied()).collect();
+        (b.header("x", &fields, false), b.header("y", &fields, false))
+    }
+
     /// What `x` and its copy `y` (one layout, fields `widths` wide, whole
     /// bytes in all) emit after `frame` is parsed into `x` and the ops run:
     /// sets `pre` on x, `y = x`, then sets `post` on x or y (field, which, value).
@@ -763,9 +770,7 @@ mod tests {
         use crate::program::exec::Executor;
         use serde_json::json;
         let mut b = B::new();
-        let names: Vec<String> = (0..widths.len()).map(|i| format!("f{i}")).collect();
-        let fields: Vec<(&str, u32)> = names.iter().map(|n| n.as_str()).zip(widths.iter().copied()).collect();
-        let (x, y) = (b.header("x", &fields, false), b.header("y", &fields, false));
+        let (x, y) = two_headers(&mut b, widths);
         let set = |h: &str, f: usize, v: u64| json!(["set", b.s(&format!("{h}.f{}", f % widths.len())), ["c", format!("{v:#x}")]]);
         let mut ops: Vec<serde_json::Value> = pre.iter().map(|&(f, v)| set("x", f, v)).collect();
         ops.push(json!(["hdr_copy", y, x]));
@@ -812,9 +817,7 @@ mod tests {
     fn xy(widths: &[u32]) -> (Program, crate::program::exec::tests::B) {
         use serde_json::json;
         let mut b = crate::program::exec::tests::B::new();
-        let names: Vec<String> = (0..widths.len()).map(|i| format!("f{i}")).collect();
-        let fields: Vec<(&str, u32)> = names.iter().map(|n| n.as_str()).zip(widths.iter().copied()).collect();
-        let (x, y) = (b.header("x", &fields, false), b.header("y", &fields, false));
+        let (x, y) = two_headers(&mut b, widths);
         (Program::link(&b.build(json!({"deparser": [x, y]}))).unwrap(), b)
     }
 
