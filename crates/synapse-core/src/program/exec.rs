@@ -521,9 +521,11 @@ impl Program {
         for t in tables.iter_mut() {
             let ks = t.key_hot();
             let plain = t.taint.is_empty() && t.learn.is_none() && t.selector.is_none() && !t.counters && t.meter.is_none();
+            // a table that is not plain takes the general path to its cold part
+            let probe = if plain { t.index.probe(&ks) } else { super::table::Probe::General };
             hot.push(TableHot { miss: t.miss, keys: key_hot.len() as u32, hits: hits.len() as u32, data: data.len() as u32,
                                 keyed: t.keyed.unwrap_or(u16::MAX), nkeys: ks.len() as u8, words: t.words as u8, plain,
-                                one_word: TableHot::one_word(&ks) });
+                                one_word: TableHot::one_word(&ks), probe });
             key_hot.extend(ks);
             // moved, not copied: one copy of the entries' hits and data
             hits.append(&mut t.hits);
