@@ -11,7 +11,7 @@
 
 use super::action::{self, DROP_PORT};
 use super::exec::{Program, Scratch, State, NONE};
-use super::table::{Hit, TableHot};
+use super::table::{Hit, Probe, TableHot};
 use super::expr::{Code, Env, Expr, Fast};
 use super::table::tainted_key;
 use super::visits::Visits;
@@ -125,10 +125,17 @@ impl Program {
             }
             return h.next;
         }
+        let index = &self.indexes[ti as usize];
+        if th.probe != Probe::General {
+            // one field, one word (see Probe): pushed as the visit's key and probed
+            let w = TableHot::word(&self.key_hot[th.keys as usize], &st.phv.cells);
+            visits.key_words.push(w);
+            let entry = index.lookup_one(th.probe, w);
+            return self.applied(th, entry, st, frame, visits);
+        }
         let keys = &self.key_hot[th.keys as usize..th.keys as usize + th.nkeys as usize];
         // the key is built straight into the visit record and looked up there
         let at = visits.key_words.len();
-        let index = &self.indexes[ti as usize];
         let entry = if th.one_word {
             let cells = &st.phv.cells;
             visits.key_words.extend(keys.iter().map(|k| TableHot::word(k, cells)));
@@ -141,6 +148,12 @@ impl Program {
         if !th.plain {
             return self.run_table_cold(ti, th.keyed, entry, st, frame, visits, sc);
         }
+        self.applied(th, entry, st, frame, visits)
+    }
+
+    /// A plain table's visit after its lookup: recorded, then its action; the next node.
+    #[inline(always)]
+    fn applied(&self, th: TableHot, entry: Option<u32>, st: &mut State, frame: &[u8], visits: &mut Visits) -> i32 {
         let h = entry.map_or(th.miss, |e| self.hits[(th.hits + e) as usize]);
         visits.close(th.keyed, entry.map_or(-1, |e| e as i32), h.action);
         st.nvisits += 1;

@@ -104,46 +104,54 @@ pub struct Std {
 }
 
 /// A linked program (see the module doc).
+///
+/// `repr(C)` keeps the fields in this order: what every packet reads (the
+/// tables' hot records, the nodes, actions, headers, parser, expression
+/// code, layout) leads, together in few cache lines; what only linking,
+/// reports and rare paths read comes last. Letting rustc order them put
+/// the large `objs` first, and the hot fields' place moved with its size
+/// (864 bytes more there cost the router 5 % in CPU time).
 #[derive(Debug)]
+#[repr(C)]
 pub struct Program {
-    pub source: String,
-    pub lay: Layout,
-    pub code: Code,
-    pub headers: Vec<Hdr>,
-    pub packs: Vec<Option<super::deparser::Pack>>,
-    pub hdr_of_slot: Vec<u32>,
-    pub stacks: Vec<Stack>,
-    pub unions: Vec<Vec<u32>>,
-    pub actions: Vec<Action>,
-    pub externs: Vec<Extern>,
-    /// The externs' objects, calculations and the switch's configuration.
-    pub objs: super::externs::Objects,
-    pub parser: Parser,
-    pub errors: Errors,
-    pub error_names: BTreeMap<u32, String>,
-    pub tables: Vec<Table>,
     /// Per table: what every application reads (see [`TableHot`]), its
     /// lookup structure, and the program-wide arrays they index: key
     /// fields, entries' hits, action data.
     pub hot: Vec<TableHot>,
-    pub indexes: Vec<Index>,
     pub key_hot: Vec<KeyHot>,
+    pub indexes: Vec<Index>,
     pub hits: Vec<Hit>,
     pub data: Vec<u128>,
     pub nodes: Vec<Node>,
     pub pipelines: Vec<(String, i32)>,
-    /// Table index of each keyed table, in visit numbering.
-    pub keyed: Vec<u32>,
-    pub deparser: Vec<u32>,
-    pub checksums: Vec<Checksum>,
+    pub actions: Vec<Action>,
+    pub headers: Vec<Hdr>,
+    pub parser: Parser,
+    pub code: Code,
+    pub lay: Layout,
     pub std: Std,
+    pub deparser: Vec<u32>,
+    pub packs: Vec<Option<super::deparser::Pack>>,
+    pub checksums: Vec<Checksum>,
+    pub hdr_of_slot: Vec<u32>,
+    pub errors: Errors,
+    /// The externs' objects, calculations and the switch's configuration.
+    pub objs: super::externs::Objects,
+    pub tables: Vec<Table>,
+    pub externs: Vec<Extern>,
+    pub stacks: Vec<Stack>,
+    pub unions: Vec<Vec<u32>>,
     /// Slots that may hold a synthesized value; the reads an assignment's taint follows.
     pub maybe: Vec<bool>,
     pub taint_reads: Vec<u32>,
-    /// What the compiler and the linker could not lower (named).
-    pub unsupported: Vec<String>,
+    /// Table index of each keyed table, in visit numbering.
+    pub keyed: Vec<u32>,
     /// Most key fields of a table.
     pub max_key_fields: usize,
+    pub error_names: BTreeMap<u32, String>,
+    /// What the compiler and the linker could not lower (named).
+    pub unsupported: Vec<String>,
+    pub source: String,
 }
 
 /// A program being linked: what compiling ops needs (see `action.rs`).
@@ -513,9 +521,11 @@ impl Program {
         for t in tables.iter_mut() {
             let ks = t.key_hot();
             let plain = t.taint.is_empty() && t.learn.is_none() && t.selector.is_none() && !t.counters && t.meter.is_none();
+            // a table that is not plain takes the general path to its cold part
+            let probe = if plain { t.index.probe(&ks) } else { super::table::Probe::General };
             hot.push(TableHot { miss: t.miss, keys: key_hot.len() as u32, hits: hits.len() as u32, data: data.len() as u32,
                                 keyed: t.keyed.unwrap_or(u16::MAX), nkeys: ks.len() as u8, words: t.words as u8, plain,
-                                one_word: TableHot::one_word(&ks) });
+                                one_word: TableHot::one_word(&ks), probe });
             key_hot.extend(ks);
             // moved, not copied: one copy of the entries' hits and data
             hits.append(&mut t.hits);
@@ -1389,21 +1399,23 @@ pub struct Scratch {
 }
 
 /// Runs packets through a [`Program`] (see the module doc).
+/// `repr(C)`: the program's hot fields lead (see [`Program`]), the per-packet state next.
+#[repr(C)]
 pub struct Executor {
     pub prog: Program,
     st: State,
     sc: Scratch,
     /// simple_switch's packet flow, and the copies it made, kept for reuse.
     pub flow: super::flow::Flow,
-    pool: Vec<Box<PktCopy>>,
     /// The flow's queue of passes, reused from packet to packet.
     work: std::collections::VecDeque<super::flow::Work<FlowPhv>>,
-    /// Packets run, and how many were inexact.
-    pub packets: u64,
-    pub inexact_packets: u64,
     /// The program names simple_switch's fields: packets run its flow
     /// (decided once, not per packet).
     flows: bool,
+    /// Packets run, and how many were inexact.
+    pub packets: u64,
+    pub inexact_packets: u64,
+    pool: Vec<Box<PktCopy>>,
 }
 
 impl Executor {

@@ -190,7 +190,10 @@ impl Flow {
                               mut outputs: Option<&mut Outputs>) -> u32 {
         let input = visits.packets() as u32;
         let mut work = x.take_work();
-        work.clear();
+        // the last packet left it empty (clear() on an empty deque is still a call)
+        if !work.is_empty() {
+            work.clear();
+        }
         // the received packet's ingress pass, first in the queue: run at once
         let ctx = Pass { ingress_length: frame.len() as u64, now_us };
         // The pass a pass hands on for its own packet (to egress, resubmitted,

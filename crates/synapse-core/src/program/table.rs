@@ -76,6 +76,23 @@ pub struct TableHot {
     pub plain: bool,
     /// Every key field one word and whole (no slice): see [`TableHot::word`].
     pub one_word: bool,
+    /// How a plain table's key is built and probed (chosen at link).
+    pub probe: Probe,
+}
+
+/// A plain table's lookup path, chosen at link from its key fields and
+/// lookup structure: one whole one-word field in an exact hash or an lpm
+/// trie of at most 32 bits (nearly every table of a router) is one word
+/// pushed and one probe of that structure, without the key loop or
+/// [`Index::lookup_words`]' dispatch on the structure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// The key built field by field, then [`Index::lookup_words`] or [`Index::lookup`].
+    General,
+    /// One field, [`HashIndex::get_one`].
+    Exact1,
+    /// One field, [`Trie::get_word`].
+    Lpm1,
 }
 
 /// Writes a key field's value as its 32-bit words, most significant
@@ -164,6 +181,29 @@ impl Index {
 }
 
 impl Index {
+    /// The lookup path of a table whose key is `keys` (see [`Probe`]).
+    pub fn probe(&self, keys: &[KeyHot]) -> Probe {
+        if keys.len() != 1 || !TableHot::one_word(keys) {
+            return Probe::General;
+        }
+        match self {
+            Index::Exact(h) if !h.one.is_empty() => Probe::Exact1,
+            Index::Lpm(tr) if tr.pad32 != u32::MAX => Probe::Lpm1,
+            _ => Probe::General,
+        }
+    }
+
+    /// The lookup of a one-word key `w` by `probe` (not [`Probe::General`]),
+    /// as [`Self::lookup_words`] answers it.
+    #[inline(always)]
+    pub fn lookup_one(&self, probe: Probe, w: u32) -> Option<u32> {
+        match (probe, self) {
+            (Probe::Exact1, Index::Exact(h)) => h.get_one(w),
+            (Probe::Lpm1, Index::Lpm(tr)) => tr.get_word(w),
+            _ => unreachable!("probe {probe:?} chosen for another structure"),
+        }
+    }
+
     /// [`Self::lookup`] for a key whose fields are one word each (see
     /// [`TableHot::one_word`]): field `i`'s value is `words[i]`. The
     /// exact hash, the classifier and a 64-bit scan read the words; the
@@ -920,6 +960,46 @@ mod tests {
             prop_assert_eq!(&w1[..keys.len()], &w2[..]);
             // the words widened are the generic build's values
             prop_assert!(v1.iter().zip(&w2).all(|(&v, &w)| v == w as u128));
+        }
+    }
+
+    /// Tables of one field of each kind and width, with their rows' bounds as keys too.
+    fn one_field() -> impl Strategy<Value = (Table, Vec<u32>)> {
+        (prop_oneof![Just(MatchKind::Exact), Just(MatchKind::Lpm), Just(MatchKind::Ternary)], 1u32..=40)
+            .prop_flat_map(|(kind, w)| {
+                let rows = proptest::collection::vec(field_match(kind, w).prop_map(|(f, _)| vec![f]), 0..40);
+                (Just((kind, w)), rows, proptest::collection::vec(0u128..=mask(w.min(32)), 0..20))
+            })
+            .prop_map(|((kind, w), rows, mut keys)| {
+                keys.extend(rows.iter().flat_map(|r| [r[0].0, r[0].0.wrapping_sub(1), r[0].1]));
+                let keys = keys.into_iter().map(|k| (k & mask(w.min(32))) as u32).collect();
+                (table(&[(kind, w)], &rows), keys)
+            })
+    }
+
+    proptest! {
+        /// A one-field table's shaped probe answers as the general one-word lookup and the generic key's lookup.
+        #[test]
+        fn shaped_probes_equal_the_general_lookup((t, keys) in one_field()) {
+            let ks = t.key_hot();
+            let probe = t.index.probe(&ks);
+            if t.key[0].width > 32 || t.key[0].kind == MatchKind::Ternary {
+                prop_assert_eq!(probe, Probe::General);
+            }
+            if probe == Probe::General {
+                return Ok(());
+            }
+            let mut vals = vec![0u128; 1];
+            for &w in &keys {
+                let cells = [w as u128];
+                let (mut v, mut words) = (vec![0u128; 1], vec![0u32; 1]);
+                TableHot::key(&ks, &cells, &mut v, &mut words);
+                prop_assert_eq!(words[0], w);
+                let want = t.index.lookup(&v, &words);
+                prop_assert_eq!(t.index.lookup_one(probe, w), want);
+                prop_assert_eq!(t.index.lookup_words(&[w], &mut vals), want);
+                prop_assert_eq!(want, t.scan(&v));
+            }
         }
     }
 
