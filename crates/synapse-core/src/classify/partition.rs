@@ -2884,11 +2884,15 @@ mod tests {
 
     /// The tree's answers against the oracle over `now`, by every path.
     fn check(t: &PTree, now: &[Rule], what: &str) {
-        let cur = RuleSet::new(Schema::five_tuple(), now.to_vec());
-        let lin = Linear::new(&cur);
-        let keys = sample_keys(&cur, 300);
+        let keys = sample_keys(&RuleSet::new(Schema::five_tuple(), now.to_vec()), 300);
+        check_keys(t, now, &keys, what);
+    }
+
+    /// [`check`] on the given keys.
+    fn check_keys(t: &PTree, now: &[Rule], keys: &[Key], what: &str) {
+        let lin = Linear::new(&RuleSet::new(Schema::five_tuple(), now.to_vec()));
         let mut out = vec![0; keys.len()];
-        t.classify_batch(&keys, &mut out);
+        t.classify_batch(keys, &mut out);
         let mut acc = Vec::new();
         for (k, o) in keys.iter().zip(&out) {
             let w = lin.classify(k);
@@ -3074,17 +3078,7 @@ mod tests {
             let wide: Vec<usize> = (0..set.len()).filter(|&i| t.tree_of[i] as usize == t.trees.len() - 1).collect();
             let mut now = set.rules.clone();
             for round in 0..3 {
-                let lin = Linear::new(&RuleSet::new(set.schema.clone(), now.clone()));
-                let mut out = vec![0; keys.len()];
-                t.classify_batch(&keys, &mut out);
-                let mut acc = Vec::new();
-                for (k, o) in keys.iter().zip(&out) {
-                    let w = lin.classify(k);
-                    assert_eq!(*o, w.map_or(-1, |r| r as i32), "round {round}");
-                    assert_eq!(t.classify(k), w);
-                    acc.clear();
-                    assert_eq!(t.walk(k, &mut acc), w);
-                }
+                check_keys(&t, &now, &keys, &format!("round {round}"));
                 // wide rules in again at other places, and one out
                 for (j, &i) in wide.iter().skip(8 * round).take(8).enumerate() {
                     let r = set.rules[i];
