@@ -476,6 +476,14 @@ pub struct LookupProfile {
     pub row_bytes: usize,
 }
 
+/// A step of one key's walk ([`PTree::walk_key`]): a tree entered, a
+/// node read, a leaf block tested (tree, block).
+enum Step {
+    Tree(usize),
+    Node(u32),
+    Block(usize, usize),
+}
+
 /// Banks the memory walk spreads the structure over (by 64-byte line).
 pub const WALK_BANKS: u64 = 32;
 
@@ -666,35 +674,14 @@ impl<const N: usize> PTree<N> {
     /// leaves' misses weigh more than the branches (gen ipc 100K: 1.23x
     /// the instructions for 0.64x the mispredicts, no faster).
     fn choose_passes(&mut self, keys: &[Key<N>]) {
-        let stride = self.stride();
+        // per tree: walks, leaf blocks tested
         let mut walks = vec![(0u32, 0u32); self.trees.len()];
         for key in keys {
-            let pk = self.pack_key(key);
-            let mut best = self.odd_best(key);
-            for (tree, w) in self.trees.iter().zip(&mut walks) {
-                if tree.min_prio >= best {
-                    continue;
-                }
-                w.0 += 1;
-                let mut i = tree.root;
-                while !self.nodes[i as usize].is_leaf() {
-                    let n = &self.nodes[i as usize];
-                    i = n.base + simd::below_scalar(n, key.0[n.field()] ^ BIAS);
-                }
-                let n = &self.nodes[i as usize];
-                for b in n.first_block()..n.first_block() + n.blocks().max(1) {
-                    let blk = &self.rows[b * stride..(b + 1) * stride];
-                    if b > n.first_block() && self.id_of(blk, 0) >= best {
-                        break;
-                    }
-                    w.1 += 1;
-                    let m = self.test_block(blk, &pk);
-                    if m != 0 {
-                        best = best.min(self.id_of(blk, m.trailing_zeros() as usize));
-                        break;
-                    }
-                }
-            }
+            self.walk_key(key, |s| match s {
+                Step::Tree(t) => walks[t].0 += 1,
+                Step::Block(t, _) => walks[t].1 += 1,
+                Step::Node(_) => {}
+            });
         }
         for (tree, &(n, b)) in self.trees.iter_mut().zip(&walks) {
             tree.passes = b as f64 > PASS_BLOCKS * n.max(1) as f64;
@@ -1906,36 +1893,24 @@ impl<const N: usize> PTree<N> {
         let mut lines = std::collections::HashSet::new();
         let mut group = std::collections::HashSet::new();
         let mut leaves = std::collections::HashSet::new();
+        let empty = if self.fold.is_some() && !self.wide { simd::FOLD_EMPTY >> 16 } else { u32::MAX };
         for (x, key) in keys.iter().enumerate() {
             if x % GROUP == 0 {
                 p.group_lines += group.len() as f64;
                 group.clear();
             }
-            let pk = self.pack_key(key);
-            let mut best = self.odd_best(key);
-            for tree in &self.trees {
-                if tree.min_prio >= best {
-                    continue;
-                }
-                p.trees += 1.0;
-                let mut i = tree.root;
-                loop {
+            self.walk_key(key, |s| match s {
+                Step::Tree(_) => p.trees += 1.0,
+                Step::Node(i) => {
                     lines.insert(usize::MAX - i as usize);
                     group.insert(usize::MAX - i as usize);
-                    let n = &self.nodes[i as usize];
-                    if n.is_leaf() {
-                        break;
+                    if self.nodes[i as usize].is_leaf() {
+                        leaves.insert(i);
+                    } else {
+                        p.levels += 1.0;
                     }
-                    p.levels += 1.0;
-                    i = n.base + simd::below_scalar(n, key.0[n.field()] ^ BIAS);
                 }
-                leaves.insert(i);
-                let n = &self.nodes[i as usize];
-                for b in n.first_block()..n.first_block() + n.blocks().max(1) {
-                    let blk = &self.rows[b * stride..(b + 1) * stride];
-                    if (tree.passes || b > n.first_block()) && self.id_of(blk, 0) >= best {
-                        break;
-                    }
+                Step::Block(_, b) => {
                     p.blocks += 1.0;
                     let a = rows_at + b * block_bytes;
                     for l in a / 64..(a + block_bytes).div_ceil(64) {
@@ -1943,15 +1918,10 @@ impl<const N: usize> PTree<N> {
                         lines.insert(l);
                         group.insert(l);
                     }
-                    let empty = if self.fold.is_some() && !self.wide { simd::FOLD_EMPTY >> 16 } else { u32::MAX };
+                    let blk = &self.rows[b * stride..(b + 1) * stride];
                     p.lanes += (0..LANES).filter(|&l| self.id_of(blk, l) != empty).count() as f64;
-                    let m = self.test_block(blk, &pk);
-                    if m != 0 {
-                        best = best.min(self.id_of(blk, m.trailing_zeros() as usize));
-                        break;
-                    }
                 }
-            }
+            });
             p.rank += self.upd.is_some() as u32 as f64;
         }
         p.group_lines += group.len() as f64;
@@ -1964,6 +1934,45 @@ impl<const N: usize> PTree<N> {
         p.distinct_leaves = leaves.len();
         p.row_bytes = self.rows.len() * std::mem::size_of::<Row>();
         p
+    }
+
+    /// One key's walk as the batch path makes it, told to `on` step by
+    /// step: the trees in order, each skipped when its best rule cannot
+    /// beat the match so far; in a tree its nodes from the root to a leaf
+    /// (the leaf too), then the leaf's blocks until one matches or cannot
+    /// win (the first always, unless the tree tests a pass at a time).
+    fn walk_key(&self, key: &Key<N>, mut on: impl FnMut(Step)) {
+        let stride = self.stride();
+        let pk = self.pack_key(key);
+        let mut best = self.odd_best(key);
+        for (t, tree) in self.trees.iter().enumerate() {
+            if tree.min_prio >= best {
+                continue;
+            }
+            on(Step::Tree(t));
+            let mut i = tree.root;
+            loop {
+                on(Step::Node(i));
+                let n = &self.nodes[i as usize];
+                if n.is_leaf() {
+                    break;
+                }
+                i = n.base + simd::below_scalar(n, key.0[n.field()] ^ BIAS);
+            }
+            let n = &self.nodes[i as usize];
+            for b in n.first_block()..n.first_block() + n.blocks().max(1) {
+                let blk = &self.rows[b * stride..(b + 1) * stride];
+                if (tree.passes || b > n.first_block()) && self.id_of(blk, 0) >= best {
+                    break;
+                }
+                on(Step::Block(t, b));
+                let m = self.test_block(blk, &pk);
+                if m != 0 {
+                    best = best.min(self.id_of(blk, m.trailing_zeros() as usize));
+                    break;
+                }
+            }
+        }
     }
 
     /// Readies the tree for in-place updates ahead of the first (the rule
@@ -2875,11 +2884,15 @@ mod tests {
 
     /// The tree's answers against the oracle over `now`, by every path.
     fn check(t: &PTree, now: &[Rule], what: &str) {
-        let cur = RuleSet::new(Schema::five_tuple(), now.to_vec());
-        let lin = Linear::new(&cur);
-        let keys = sample_keys(&cur, 300);
+        let keys = sample_keys(&RuleSet::new(Schema::five_tuple(), now.to_vec()), 300);
+        check_keys(t, now, &keys, what);
+    }
+
+    /// [`check`] on the given keys.
+    fn check_keys(t: &PTree, now: &[Rule], keys: &[Key], what: &str) {
+        let lin = Linear::new(&RuleSet::new(Schema::five_tuple(), now.to_vec()));
         let mut out = vec![0; keys.len()];
-        t.classify_batch(&keys, &mut out);
+        t.classify_batch(keys, &mut out);
         let mut acc = Vec::new();
         for (k, o) in keys.iter().zip(&out) {
             let w = lin.classify(k);
@@ -3065,17 +3078,7 @@ mod tests {
             let wide: Vec<usize> = (0..set.len()).filter(|&i| t.tree_of[i] as usize == t.trees.len() - 1).collect();
             let mut now = set.rules.clone();
             for round in 0..3 {
-                let lin = Linear::new(&RuleSet::new(set.schema.clone(), now.clone()));
-                let mut out = vec![0; keys.len()];
-                t.classify_batch(&keys, &mut out);
-                let mut acc = Vec::new();
-                for (k, o) in keys.iter().zip(&out) {
-                    let w = lin.classify(k);
-                    assert_eq!(*o, w.map_or(-1, |r| r as i32), "round {round}");
-                    assert_eq!(t.classify(k), w);
-                    acc.clear();
-                    assert_eq!(t.walk(k, &mut acc), w);
-                }
+                check_keys(&t, &now, &keys, &format!("round {round}"));
                 // wide rules in again at other places, and one out
                 for (j, &i) in wide.iter().skip(8 * round).take(8).enumerate() {
                     let r = set.rules[i];
