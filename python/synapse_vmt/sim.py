@@ -185,7 +185,10 @@ class Simulation:
         except ValueError as e:
             raise UserError(str(e)) from None
         self.wall_s += time.perf_counter() - t0
-        self.warnings.extend(fast_summary(s, self.duration_ns, self.drain_ns, elu_ceiling_gbps(self.config)))
+        # The ceiling only where it is used (an overloaded run): on a short
+        # run every fixed cost shows.
+        ceiling = elu_ceiling_gbps(self.config) if s["fast"]["overloaded"] else None
+        self.warnings.extend(fast_summary(s, self.duration_ns, self.drain_ns, ceiling))
         return s
 
     @staticmethod
@@ -256,18 +259,19 @@ def fast_windows(s: dict) -> dict[str, np.ndarray]:
 
 
 def fast_summary(s: dict, duration_ns: float, drain_ns: float, ceiling_gbps: float | None = None) -> list[str]:
-    """Completes a fast run's summary as the core returns it (``mode``,
-    integer counts; an overloaded run's served share held to the ELU's
-    ceiling ``ceiling_gbps`` when given, its latency intervals widened) and
-    returns its warnings."""
+    """Completes a fast run's summary as the core returns it (``mode`` and,
+    on a run that is not overloaded, the integer counts, are the core's; an
+    overloaded run's served share held to the ELU's ceiling
+    ``ceiling_gbps`` when given, its counts rounded, its latency intervals
+    widened) and returns its warnings."""
     s["mode"] = "fast"
-    if s["fast"]["overloaded"] and ceiling_gbps is not None:
+    if not s["fast"]["overloaded"]:
+        return []
+    if ceiling_gbps is not None:
         _cap_served(s, ceiling_gbps)
     for t in s["tables"].values():
         for k in ("keys", "drops", "hits", "misses"):
             t[k] = int(round(t[k]))
-    if not s["fast"]["overloaded"]:
-        return []
     # The ELU falls behind its misses: the core models what that does to
     # throughput, keys, drops and HBM bandwidth (the share of the misses the
     # ELU serves, measured in its windows; their intervals carry the error

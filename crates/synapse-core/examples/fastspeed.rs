@@ -5,7 +5,8 @@
 //! CPU time of its thread. `--dump FILE` instead writes the report of fast
 //! seeds 0..RUNS, one JSON line each (two builds' dumps are equal iff
 //! their estimates are). SCENARIO.json as `synapse run` hands it to the
-//! core (`Scenario.to_json()`, benches/scenarios).
+//! core (`Scenario.to_json()`, benches/scenarios). With FASTSPEED_WARM
+//! set, every run is on one simulator (warm caches), for comparison.
 use synapse_core::program::stream::thread_cpu;
 use synapse_core::sim::{fast::FastConfig, Config, Simulator};
 
@@ -51,8 +52,13 @@ fn main() {
     }
     let mut t = Vec::with_capacity(runs);
     let mut steps: Vec<(&'static str, Vec<f64>)> = Vec::new();
+    // FASTSPEED_WARM: every run on one simulator, its caches warm (what
+    // the fresh simulator's cache misses cost, step by step).
+    let warm = std::env::var_os("FASTSPEED_WARM").is_some();
+    let mut same = warm.then(|| Simulator::new(c.clone()).unwrap());
     for _ in 0..runs {
-        let mut sim = Simulator::new(c.clone()).unwrap();
+        let mut fresh = (!warm).then(|| Simulator::new(c.clone()).unwrap());
+        let sim = fresh.as_mut().or(same.as_mut()).unwrap();
         let t0 = thread_cpu();
         let r = sim.run_fast(&fc).unwrap();
         t.push((thread_cpu() - t0).as_secs_f64() * 1e3);

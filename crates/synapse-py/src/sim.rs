@@ -30,6 +30,20 @@ fn quantile_names(py: Python<'_>) -> &'static [Py<PyString>] {
 }
 use synapse_core::sim;
 
+/// `[fast]` parsed from its JSON, the last one kept: a sweep's or a
+/// bench's runs pass the same table again, and its parse was a fixed
+/// part of a short fast run.
+fn fast_config(json: &str) -> PyResult<sim::fast::FastConfig> {
+    static LAST: std::sync::Mutex<Option<(String, sim::fast::FastConfig)>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((j, fc)) = last.as_ref().filter(|(j, _)| j == json) {
+        return Ok(fc.clone());
+    }
+    let fc: sim::fast::FastConfig = serde_json::from_str(json).map_err(|e| verr(format!("fast: {e}")))?;
+    *last = Some((json.to_owned(), fc.clone()));
+    Ok(fc)
+}
+
 /// A simulator of one compiled key width.
 pub(crate) enum AnySim {
     W8(sim::Simulator<8>),
@@ -300,7 +314,10 @@ impl Simulator {
     /// `fast_json` is its `[fast]` table. Returns the summary's shape
     /// (`tables`, `sim_keys_per_s`, `sim_time_ns`, `wall_s`), each table's
     /// figures with an `interval` per figure, a `fast` record of how the
-    /// run was sampled, and `windows` (per statistics window and table).
+    /// run was sampled, `windows` (per statistics window and table) and
+    /// `mode`. The counts (`keys`, `drops`, `hits`, `misses`) are whole
+    /// numbers unless the run is overloaded (`sim.fast_summary` scales
+    /// them first, then rounds).
     ///
     /// A routed simulator (`--p4`) takes every arrival instead: `t_ps`
     /// and `flows` as `push_arrivals` would get them, all at once.
@@ -312,8 +329,7 @@ impl Simulator {
         t_ps: Option<PyReadonlyArray1<'_, u64>>,
         flows: Option<PyReadonlyArray1<'_, u32>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let fc: sim::fast::FastConfig =
-            serde_json::from_str(fast_json).map_err(|e| verr(format!("fast: {e}")))?;
+        let fc = fast_config(fast_json)?;
         let given = match (&t_ps, &flows) {
             (Some(t), Some(f)) => match (t.as_slice(), f.as_slice()) {
                 (Ok(t), Ok(f)) => Some((t, f)),
@@ -360,6 +376,19 @@ impl Simulator {
                 row.set_item(k, e.value)?;
                 iv.set_item(k, (e.lo, e.hi))?;
             }
+            // The counts as whole numbers (Python's `round`: half to even),
+            // here rather than in `sim.fast_summary`: a fixed cost of every
+            // short run. An overloaded run's are scaled there first.
+            if !rep.overloaded {
+                for (k, e) in [
+                    (intern!(py, "keys"), t.keys),
+                    (intern!(py, "drops"), t.drops),
+                    (intern!(py, "hits"), t.hits),
+                    (intern!(py, "misses"), t.misses),
+                ] {
+                    row.set_item(k, e.value.round_ties_even() as i64)?;
+                }
+            }
             keys += t.keys.value;
             for (q, v) in quantile_names(py).iter().zip(&t.quantiles_ns) {
                 row.set_item(q.bind(py), v)?;
@@ -402,6 +431,7 @@ impl Simulator {
         }
         let w = numpy::ndarray::Array2::from_shape_vec((8, n), w).expect("8 rows of n");
         d.set_item(intern!(py, "windows"), w.into_pyarray_bound(py))?;
+        d.set_item(intern!(py, "mode"), intern!(py, "fast"))?;
         Ok(d)
     }
 
