@@ -124,6 +124,19 @@ impl LookupTable {
         }
         written
     }
+    /// As [`LookupTable::update`], returning the (entry, previous owner)
+    /// of every entry it wrote: the slots whose keys change PMU.
+    pub fn update_moves(&mut self, ring: &Ring) -> Vec<(u32, u16)> {
+        let mut moved = Vec::new();
+        for i in 0..self.entries.len() {
+            let o = ring.owner(self.position(i));
+            if self.entries[i] != o {
+                moved.push((i as u32, self.entries[i]));
+                self.entries[i] = o;
+            }
+        }
+        moved
+    }
     /// Entries owned by each PMU id (INVALID excluded), for balance checks.
     pub fn shares(&self, pmus: usize) -> Vec<usize> {
         let mut s = vec![0; pmus];
@@ -275,6 +288,12 @@ impl Vmu {
     pub fn add_pmu(&mut self, pmu: u16) -> usize {
         self.ring.add(pmu);
         self.lut.update(&self.ring)
+    }
+    /// [`Vmu::add_pmu`], returning the moved entries and their previous
+    /// owners (INVALID where the table had no PMU).
+    pub fn add_pmu_moves(&mut self, pmu: u16) -> Vec<(u32, u16)> {
+        self.ring.add(pmu);
+        self.lut.update_moves(&self.ring)
     }
     pub fn remove_pmu(&mut self, pmu: u16) -> usize {
         self.ring.remove(pmu);
