@@ -66,9 +66,6 @@ impl Ports {
             false
         }
     }
-}
-
-impl Ports {
     /// Holds `port` for `cycles` cycles from the first cycle it is free at
     /// or after `now` (a burst, e.g. a warm join's copies on the bus);
     /// returns that first cycle.

@@ -114,15 +114,7 @@ impl LookupTable {
     /// Recomputes every entry from the ring and writes only those that
     /// changed (the CPU's incremental update); returns how many it wrote.
     pub fn update(&mut self, ring: &Ring) -> usize {
-        let mut written = 0;
-        for i in 0..self.entries.len() {
-            let o = ring.owner(self.position(i));
-            if self.entries[i] != o {
-                self.entries[i] = o;
-                written += 1;
-            }
-        }
-        written
+        self.update_moves(ring).len()
     }
     /// As [`LookupTable::update`], returning the (entry, previous owner)
     /// of every entry it wrote: the slots whose keys change PMU.
