@@ -33,6 +33,7 @@ SMALL = [
         (["traffic.flows=10", "traffic.dist=caida2018"], lambda s: s.traffic.flows == 10 and s.traffic.dist == "caida2018"),
         (["traffic.dist='caida2019:1e6'"], lambda s: s.traffic.dist == "caida2019:1e6"),
         (["elu.algo=dtree"], lambda s: s.elu.algo == "dtree"),
+        (["vmu.join=warm"], lambda s: s.vmu.join == "warm"),
     ],
 )
 def test_overrides_coerce_types(overrides, check):
@@ -131,6 +132,21 @@ def test_simulation_contract_windows_edges_assign_invariants():
     fin = sim.finish()
     assert fin["ok"] and fin["drained"] and fin["in_flight"] == 0 and fin["stuck"] == {}
     assert fin["exited"] + fin["dropped"] == fin["created"]
+
+
+def test_a_warm_join_misses_less_than_a_cold_one_after_it():
+    # PMU 2 joins mid-run: cold, the keys the ring moves to it miss once
+    # each; warm, their old owners copy them first.
+    misses = {}
+    for join in ("cold", "warm"):
+        sim = Simulation(load(None, SMALL + ["pmus.count=4", "tables.0.pmus=[0, 1]", "vmu.vnodes=8", f"vmu.join={join}"]))
+        sim.run_until(30_000)
+        sim.assign("acl", [0, 1, 2])
+        sim.run_until(40_000)
+        w = sim.windows()
+        misses[join] = int(w["misses"][-1])
+        assert sim.finish()["ok"]
+    assert misses["warm"] < misses["cold"], misses
 
 
 def test_synapse_run_writes_summary_csv_and_plot(tmp_path):

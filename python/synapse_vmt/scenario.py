@@ -90,6 +90,9 @@ class Vmu(_Model):
     latency_cycles: int = F(2, "Cycles from a key entering the VMU to its request leaving (hash and lookup-table read).",
                             "cycles", ge=0)
     vnodes: int = F(1, "Points per PMU on the consistent-hashing ring (the paper: one).", "points", ge=1)
+    join: Literal["cold", "warm"] = F("cold", "How a PMU joins a table that has PMUs: cold (its share of the keys "
+                                      "misses to the ELU, the paper's) or warm (the old owners copy their cached "
+                                      "entries of the moved slots over the ELU bus first).")
 
 
 class Pipeline(_Model):

@@ -131,8 +131,11 @@ def cpu_model(out: str, quick: bool, quiet: bool) -> None:
                    "(short calibration runs at start, corrected online)")
 @click.option("--mrc-sampling", default="size:4096", show_default=True,
               help="with --curves mrc: exact, rate:R or size:N (SHARDS, at most N keys tracked per table)")
+@click.option("--join", type=click.Choice(["cold", "warm"]), default="cold", show_default=True,
+              help="how a PMU joins a table (vmu.join): cold (its keys miss to the ELU) or warm (copied from their old owners)")
 def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_rate_floor: float | None, headroom: float,
-            pmus: int | None, elu_utilization: float, elu_release: float, curve_source: str, mrc_sampling: str) -> None:
+            pmus: int | None, elu_utilization: float, elu_release: float, curve_source: str, mrc_sampling: str,
+            join: str) -> None:
     """UPF (ONF UP4) with populated tables under a shifting uplink/downlink
     mix: the closed loop moving PMUs between tables vs the static oracle and
     an even split of the same pool (paper §2, Fig. 1)."""
@@ -146,7 +149,7 @@ def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_
         raise UserError(str(e).replace("--sampling", "--mrc-sampling", 1)) from None
     s = f.run(Path(out), quick, seed, slo_latency_ns=slo_latency_ns, hit_rate_floor=hit_rate_floor, headroom=headroom, pmus=pmus,
               elu_utilization=elu_utilization, elu_release=elu_release, curve_source=curve_source,
-              mrc_sampling=sampling)
+              mrc_sampling=sampling, join=join)
     c, e = s["closed_loop"], s["even_split"]
     click.echo(f"  closed loop: throughput {c['throughput_ratio_vs_static']:.3f} of static, PMU-time "
                f"{c['pmu_time_ratio_vs_static']:.3f} of static, mean latency {c['mean_latency_ns']:.1f} ns")

@@ -505,10 +505,12 @@ def calibrate(pl: dict, program: str, entries: Path, traffic, names: list[str], 
 def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
         hit_rate_floor: float | None = None, headroom: float = 1.3, pmus: int | None = None,
         elu_utilization: float = 1.0, elu_release: float | None = None, curve_source: str = "calibration",
-        mrc_sampling: Sampling | None = None, theta_mpps: float | None = None) -> dict:
+        mrc_sampling: Sampling | None = None, theta_mpps: float | None = None, join: str = "cold") -> dict:
     """``curve_source``: ``mrc`` (the live key streams' sampled curves,
     :mod:`synapse_vmt.opt.mrcfeed`; no calibration run) or ``calibration``
-    (calibration runs at start, corrected online; :func:`calibrate`)."""
+    (calibration runs at start, corrected online; :func:`calibrate`).
+    ``join``: how a PMU joins a table in every run (``vmu.join``; the
+    static runs place theirs at start, where cold and warm are the same)."""
     if curve_source not in CURVE_SOURCES:
         raise UserError(f"--curves {curve_source}: expected one of {', '.join(CURVE_SOURCES)}")
     pl = plan(quick)
@@ -529,7 +531,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
     window = 10_000.0
 
     def make(alloc: dict[str, list[int]], pool: int = N):
-        return Recording(simrun.build_sim(pr, alloc, pool, window_ns=window, seed=seed))
+        return Recording(simrun.build_sim(pr, alloc, pool, window_ns=window, seed=seed, overrides={"vmu": {"join": join}}))
 
     if curve_source == "calibration":
         fitres, models, curves, elu_cap = calibrate(pl, program, entries, traffic, names, N, window, seed)
@@ -604,6 +606,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         "tables": names,
         "unsimulated_tables": pr.routes.unsimulated,
         "curve_source": curve_source,
+        "join": join,
         "model": None if fitres is None else {**fitres.usl.to_json(), "r2": fitres.r2, "rmse_mpps": fitres.rmse_mpps},
         "models": {n: m.to_json() for n, m in models.items()},
         # calibration: the calibrated curves; mrc: the live streams' curves at the run's end

@@ -339,6 +339,19 @@ impl<const N: usize> Cam<N> {
         n
     }
 
+    /// Entries (key, action) from most to least recently used: what a
+    /// warm join reads out of an old owner (`sim/join.rs`).
+    pub fn entries_by_recency(&self) -> Vec<(Key<N>, Match)> {
+        let mut out = Vec::with_capacity(self.map.len());
+        let mut i = self.head;
+        while i != NIL {
+            let s = &self.slots[i as usize];
+            out.push((s.key, s.action));
+            i = s.next;
+        }
+        out
+    }
+
     /// Keys from most to least recently used (for tests and inspection).
     pub fn keys_by_recency(&self) -> Vec<Key<N>> {
         let mut out = Vec::with_capacity(self.map.len());

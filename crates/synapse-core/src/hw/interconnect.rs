@@ -66,6 +66,14 @@ impl Ports {
             false
         }
     }
+    /// Holds `port` for `cycles` cycles from the first cycle it is free at
+    /// or after `now` (a burst, e.g. a warm join's copies on the bus);
+    /// returns that first cycle.
+    pub fn reserve(&mut self, now: Cycle, port: usize, cycles: Cycle) -> Cycle {
+        let start = self.free_at[port].max(now);
+        self.free_at[port] = start + cycles;
+        start
+    }
 }
 
 /// The VMT → PMU request network.

@@ -114,15 +114,20 @@ impl LookupTable {
     /// Recomputes every entry from the ring and writes only those that
     /// changed (the CPU's incremental update); returns how many it wrote.
     pub fn update(&mut self, ring: &Ring) -> usize {
-        let mut written = 0;
+        self.update_moves(ring).len()
+    }
+    /// As [`LookupTable::update`], returning the (entry, previous owner)
+    /// of every entry it wrote: the slots whose keys change PMU.
+    pub fn update_moves(&mut self, ring: &Ring) -> Vec<(u32, u16)> {
+        let mut moved = Vec::new();
         for i in 0..self.entries.len() {
             let o = ring.owner(self.position(i));
             if self.entries[i] != o {
+                moved.push((i as u32, self.entries[i]));
                 self.entries[i] = o;
-                written += 1;
             }
         }
-        written
+        moved
     }
     /// Entries owned by each PMU id (INVALID excluded), for balance checks.
     pub fn shares(&self, pmus: usize) -> Vec<usize> {
@@ -275,6 +280,12 @@ impl Vmu {
     pub fn add_pmu(&mut self, pmu: u16) -> usize {
         self.ring.add(pmu);
         self.lut.update(&self.ring)
+    }
+    /// [`Vmu::add_pmu`], returning the moved entries and their previous
+    /// owners (INVALID where the table had no PMU).
+    pub fn add_pmu_moves(&mut self, pmu: u16) -> Vec<(u32, u16)> {
+        self.ring.add(pmu);
+        self.lut.update_moves(&self.ring)
     }
     pub fn remove_pmu(&mut self, pmu: u16) -> usize {
         self.ring.remove(pmu);

@@ -102,8 +102,7 @@ impl<const N: usize> Simulator<N> {
                 State::Free => {
                     self.pmus[i].associate(t16);
                     if let Some(r) = self.rec.as_deref_mut() { r.ctl(i, self.now, 1, t16, true) }
-                    self.tables[ti].vmu.add_pmu(p);
-                    self.tables[ti].members.push(p);
+                    self.join_member(ti, p);
                 }
                 State::Associated { table } if table == t16 => {}
                 State::Associated { table } => {

@@ -491,6 +491,8 @@ impl<const N: usize> Simulator<N> {
             shed_first: config.defence.shed_backlog,
             shed_all: config.defence.shed_all_backlog,
             shed: vec![0; n],
+            warm_joins: 0,
+            warm_copied: 0,
             tables,
             walkers,
             pmu_wake: vec![0; pmus.len()],

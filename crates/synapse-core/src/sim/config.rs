@@ -172,6 +172,23 @@ pub struct Vmu {
     /// Points per PMU on the consistent-hashing ring. The paper's ring has
     /// one per PMU (its BST holds the PMUs); more points balance the load.
     pub vnodes: u32,
+    /// How a PMU joins a table that already has PMUs: `cold` (its share
+    /// of the keys misses to the ELU) or `warm` (the entries it inherits
+    /// are copied from the PMUs that held them first, `sim/join.rs`).
+    pub join: Join,
+}
+
+/// How a PMU joining a table gets the keys the ring moves to it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Join {
+    /// It starts empty; each moved key misses once (the paper's model).
+    #[default]
+    Cold,
+    /// The old owners send it their cached entries for the moved
+    /// lookup-table slots over the PMU → ELU bus, and it serves once they
+    /// are written.
+    Warm,
 }
 
 impl Default for Vmu {
@@ -179,6 +196,7 @@ impl Default for Vmu {
         Vmu {
             latency_cycles: 2,
             vnodes: 1,
+            join: Join::Cold,
         }
     }
 }

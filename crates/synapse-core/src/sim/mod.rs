@@ -57,6 +57,7 @@
 
 mod api;
 mod build;
+mod join;
 pub mod config;
 pub mod engine;
 pub mod fast;
@@ -256,9 +257,15 @@ pub struct Simulator<const N: usize = MAX_FIELDS> {
     shed_all: u32,
     /// Per table, PHVs dropped because their miss was shed.
     shed: Vec<u64>,
+    /// Warm joins that copied entries (`vmu.join = "warm"`, `join.rs`),
+    /// and the entries they copied.
+    pub warm_joins: u64,
+    pub warm_copied: u64,
 }
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod attack_tests;
+#[cfg(test)]
+mod join_tests;

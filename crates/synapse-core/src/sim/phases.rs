@@ -216,11 +216,7 @@ impl<const N: usize> Simulator<N> {
                 if let State::Transient { .. } = self.pmus[i].state() {
                     self.touch_pmu(i);
                     match self.pmus[i].try_finish_drain() {
-                        Some(Some(t)) => {
-                            let tb = &mut self.tables[t as usize];
-                            tb.vmu.add_pmu(i as u16);
-                            tb.members.push(i as u16);
-                        }
+                        Some(Some(t)) => self.join_member(t as usize, i as u16),
                         Some(None) => {}
                         None => still = true,
                     }
@@ -390,7 +386,7 @@ impl<const N: usize> Simulator<N> {
 
     /// A PMU changed from outside its tick: tick it at the next stepped cycle.
     #[inline]
-    fn touch_pmu(&mut self, i: usize) {
+    pub(in crate::sim) fn touch_pmu(&mut self, i: usize) {
         self.pmu_wake[i] = 0;
         self.pmu_min_wake = 0;
         self.pmu_active[i / 64] |= 1u64 << (i % 64);

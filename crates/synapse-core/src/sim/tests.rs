@@ -366,6 +366,16 @@ fn nomatch_keys_are_refused_when_the_rules_cover_every_key() {
 
 #[test]
 fn every_phv_leaves_once_with_the_oracle_action_under_reassignment() {
+    for join in [config::Join::Cold, config::Join::Warm] {
+        let s = reassigned(join);
+        // Warm joins copied entries (PMUs joining from the pool and after draining).
+        assert_eq!(s.warm_copied > 0, join == config::Join::Warm);
+    }
+}
+
+/// Thirty reassignments under overload, then a drain: every PHV leaves
+/// once with the oracle's action.
+fn reassigned(join: config::Join) -> Simulator {
     let mut c = Config {
         duration_ns: 400_000.0,
         tables: vec![
@@ -403,6 +413,7 @@ fn every_phv_leaves_once_with_the_oracle_action_under_reassignment() {
     c.elu.orb_entries = 8;
     c.elu.miss_queue = 4;
     c.pipeline.stage_fifo = 8;
+    c.vmu.join = join;
     for t in &mut c.tables {
         t.phv_fifo = 16;
     }
@@ -444,6 +455,7 @@ fn every_phv_leaves_once_with_the_oracle_action_under_reassignment() {
         assert_eq!(c.arrived, c.processed + c.drops);
         assert_eq!(c.hits + c.misses, c.processed);
     }
+    s
 }
 
 #[test]
