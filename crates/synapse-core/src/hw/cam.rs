@@ -354,13 +354,7 @@ impl<const N: usize> Cam<N> {
 
     /// Keys from most to least recently used (for tests and inspection).
     pub fn keys_by_recency(&self) -> Vec<Key<N>> {
-        let mut out = Vec::with_capacity(self.map.len());
-        let mut i = self.head;
-        while i != NIL {
-            out.push(self.slots[i as usize].key);
-            i = self.slots[i as usize].next;
-        }
-        out
+        self.entries_by_recency().into_iter().map(|(k, _)| k).collect()
     }
 }
 
