@@ -1,9 +1,10 @@
 //! The compiled P4 executor alone on a capture, for `perf`: `p4speed
-//! DESCRIPTION.json CAPTURE [LIMIT PASSES]` runs the description (a
+//! DESCRIPTION.json CAPTURE [LIMIT PASSES [native]]` runs the description (a
 //! compiled program with its entries, as `synapse p4 compile --json` or
 //! `RustProgram.description` writes it) over the capture's first LIMIT
 //! frames (default all) PASSES times (default 5; the first, untimed, hashes the answers) with outputs, and prints
 //! packets per CPU second of the median pass and a hash of the visits.
+//! `native` runs the router's specialised code (`program::native`) instead.
 //! `perf record -g target/release/examples/p4speed d.json c.pcap` (with
 //! `CARGO_PROFILE_RELEASE_DEBUG=true` at build for symbols).
 use std::path::Path;
@@ -41,6 +42,12 @@ fn main() {
         chunk.clear();
     }
     let mut ex = Executor::from_json(&desc).unwrap();
+    // `native` after PASSES: the router's specialised code (program::native) instead of the interpreter
+    let prog = synapse_core::program::Program::from_json(&desc).unwrap();
+    let mut nat = match a.get(5).map(String::as_str) {
+        Some("native") => Some(synapse_core::program::native::Router::link(&prog).unwrap()),
+        _ => None,
+    };
     let (mut v, mut o) = (Visits::new(), Outputs::new());
     let n = all.len();
     let mut rates = Vec::new();
@@ -51,7 +58,14 @@ fn main() {
             v.clear();
             o.clear();
             for i in c..(c + 4096).min(n) {
-                ex.run(all.frame(i), 1, 0, &mut v, Some(&mut o));
+                match nat.as_mut() {
+                    Some(r) => {
+                        r.run(all.frame(i), 1, &mut v, Some(&mut o));
+                    }
+                    None => {
+                        ex.run(all.frame(i), 1, 0, &mut v, Some(&mut o));
+                    }
+                }
             }
             if pass == 0 {
                 // the answers, hashed outside the timed passes
