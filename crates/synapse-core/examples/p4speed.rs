@@ -77,7 +77,17 @@ fn main() {
 /// older builds').
 fn native(desc: &str, all: &Frames, passes: usize) {
     let prog = synapse_core::program::Program::from_json(desc).unwrap();
-    let mut ex = synapse_core::program::native::Router::link(&prog).unwrap();
+    let mut ex = match synapse_core::program::native::Router::link(&prog) {
+        Ok(r) => r,
+        Err(e) => {
+            // what a generator would still have to take from this program
+            for why in synapse_core::program::codegen::unsupported(&prog) {
+                eprintln!("{why}");
+            }
+            eprintln!("p4speed: native: {e}");
+            std::process::exit(2);
+        }
+    };
     let (mut v, mut o) = (Visits::new(), Outputs::new());
     let n = all.len();
     let mut rates = Vec::new();
