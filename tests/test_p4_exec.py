@@ -298,6 +298,15 @@ def test_the_benchmarks_description_is_the_compiled_program():
     assert committed == fresh
 
 
+def test_the_native_routers_description_is_the_compiled_program():
+    """tests/data/p4/router-desc.json, which synapse-core's native::Router test reads, is the router's description today."""
+    committed = json.loads((DATA / "router-desc.json").read_text())
+    fresh = json.loads(json.dumps(RustProgram.load(str(DATA / "router.json"), str(DATA / "router-entries.txt")).description))
+    committed.pop("source")
+    fresh.pop("source")
+    assert committed == fresh
+
+
 def test_bench_p4_checks_against_the_interpreter_then_rates(tmp_path):
     from synapse_vmt.cli.bench import bench_program
     from synapse_vmt.p4.capture import write_pcap

@@ -1,9 +1,10 @@
 //! The compiled P4 executor alone on a capture, for `perf`: `p4speed
-//! DESCRIPTION.json CAPTURE [LIMIT PASSES]` runs the description (a
+//! DESCRIPTION.json CAPTURE [LIMIT PASSES [native]]` runs the description (a
 //! compiled program with its entries, as `synapse p4 compile --json` or
 //! `RustProgram.description` writes it) over the capture's first LIMIT
 //! frames (default all) PASSES times (default 5; the first, untimed, hashes the answers) with outputs, and prints
 //! packets per CPU second of the median pass and a hash of the visits.
+//! `native` runs the router's specialised code (`program::native`) instead.
 //! `perf record -g target/release/examples/p4speed d.json c.pcap` (with
 //! `CARGO_PROFILE_RELEASE_DEBUG=true` at build for symbols).
 use std::path::Path;
@@ -40,6 +41,9 @@ fn main() {
         }
         chunk.clear();
     }
+    if a.get(5).map(String::as_str) == Some("native") {
+        return native(&desc, &all, passes);
+    }
     let mut ex = Executor::from_json(&desc).unwrap();
     let (mut v, mut o) = (Visits::new(), Outputs::new());
     let n = all.len();
@@ -52,6 +56,49 @@ fn main() {
             o.clear();
             for i in c..(c + 4096).min(n) {
                 ex.run(all.frame(i), 1, 0, &mut v, Some(&mut o));
+            }
+            if pass == 0 {
+                // the answers, hashed outside the timed passes
+                h = v.entry.iter().fold(h, |h, &e| h.wrapping_mul(31).wrapping_add(e as u64));
+                h = v.key_words.iter().fold(h, |h, &k| h.wrapping_mul(31).wrapping_add(k as u64));
+                h = o.bytes.iter().fold(h, |h, &b| h.wrapping_mul(131).wrapping_add(b as u64));
+            }
+        }
+        if pass > 0 {
+            rates.push(n as f64 / (cpu_s() - t));
+        }
+    }
+    rates.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!("{n} packets, {:.3} M packets per CPU s (median of {}), hash {h:016x}", rates[rates.len() / 2] / 1e6, rates.len());
+}
+
+/// [`main`]'s passes with the router's specialised code (a copy of the
+/// loop: the interpreter's stays as it was, so its rates compare with
+/// older builds').
+fn native(desc: &str, all: &Frames, passes: usize) {
+    let prog = synapse_core::program::Program::from_json(desc).unwrap();
+    let mut ex = match synapse_core::program::native::Router::link(&prog) {
+        Ok(r) => r,
+        Err(e) => {
+            // what a generator would still have to take from this program
+            for why in synapse_core::program::codegen::unsupported(&prog) {
+                eprintln!("{why}");
+            }
+            eprintln!("p4speed: native: {e}");
+            std::process::exit(2);
+        }
+    };
+    let (mut v, mut o) = (Visits::new(), Outputs::new());
+    let n = all.len();
+    let mut rates = Vec::new();
+    let mut h = 0u64;
+    for pass in 0..passes {
+        let t = cpu_s();
+        for c in (0..n).step_by(4096) {
+            v.clear();
+            o.clear();
+            for i in c..(c + 4096).min(n) {
+                ex.run(all.frame(i), 1, &mut v, Some(&mut o));
             }
             if pass == 0 {
                 // the answers, hashed outside the timed passes

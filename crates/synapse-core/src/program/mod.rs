@@ -38,11 +38,15 @@
 //! - [`pcapout`]: output packets, one pcap per egress port.
 //! - [`precomputed`]: an executor replaying visits computed elsewhere
 //!   (the Python interpreter's).
+//! - [`codegen`]: which programs per-program generated code can take.
+//! - [`native`]: code specialised to one program (the router), as a
+//!   generator would emit it: the ceiling of per-program code generation.
 //! - [`standin`]: a tiny fixed program, for tests and benchmarks of the
 //!   consumers.
 
 pub mod action;
 pub mod capture;
+pub mod codegen;
 pub mod control;
 pub mod deparser;
 pub mod exec;
@@ -54,6 +58,7 @@ pub mod intern;
 pub mod ir;
 pub mod learn;
 pub mod meter;
+pub mod native;
 pub mod parser;
 pub mod pcapout;
 pub mod phv;
