@@ -46,8 +46,9 @@
 //! every rule a priority *key* spread over a key space (the lanes hold
 //! keys, in the same order as the positions), so an insert takes a free
 //! key between its neighbours' and no other rule's changes; a rank table
-//! (a bit per key, counts per word) turns the key a lookup finds into the
-//! rule's current position in two loads and a popcount. An insert writes
+//! (per 32 keys their bits and a count in one word) turns the key a lookup
+//! finds into the rule's current position in one load of it and a
+//! popcount. An insert writes
 //! its lane, in key order, into the leaves its box reaches; a delete takes
 //! it out of them (no tombstones, no delta: the leaves are always exact).
 //! Within a leaf's own blocks a lane goes in or out by moving the lanes
@@ -257,12 +258,12 @@ struct Updates<const N: usize> {
     /// Keys are below this (below the 16-bit empty id when ids sit beside
     /// the folded protocol); a multiple of 64.
     space: u32,
-    /// The rank table: a bit per key in use; per word of 64 keys those in
-    /// use before it within its run of 64 words (`lo`), per run those
-    /// before it (`hi`). A key's rank is two loads and a popcount; an
-    /// update adds to at most 63 + `space / 4096` counters.
-    bits: Vec<u64>,
-    lo: Vec<u16>,
+    /// The rank table: per 32 keys one word, their bits in use (low half)
+    /// and the keys in use before them within their run of 64 words (high
+    /// half); per run those before it (`hi`, `space / 512` bytes, stays in
+    /// L1). A key's rank is one load of the table, one of `hi` and a
+    /// popcount; an update adds to at most 63 + `space / 2048` counters.
+    ranks: Vec<u64>,
     hi: Vec<u32>,
     /// Per key its slot (`u32::MAX`: none).
     slot_of: Vec<u32>,
@@ -352,8 +353,23 @@ impl<const N: usize> Updates<N> {
         if k >= self.space {
             return self.live as u32;
         }
-        let w = (k >> 6) as usize;
-        self.hi[w >> 6] + self.lo[w] as u32 + (self.bits[w] & ((1u64 << (k & 63)) - 1)).count_ones()
+        let w = (k >> 5) as usize;
+        let e = self.ranks[w];
+        self.hi[w >> 6] + (e >> 32) as u32 + (e & ((1u64 << (k & 31)) - 1)).count_ones()
+    }
+
+    /// Whether key `k` is in use.
+    #[cfg(test)]
+    fn used(&self, k: u32) -> bool {
+        self.ranks[(k >> 5) as usize] >> (k & 31) & 1 == 1
+    }
+
+    /// Sets or clears key `k`'s bit; the counters are left to the caller
+    /// ([`Updates::mark`], [`Updates::recount_words`]).
+    #[inline]
+    fn set_bit(&mut self, k: u32, on: bool) {
+        let (w, b) = ((k >> 5) as usize, 1u64 << (k & 31));
+        self.ranks[w] = if on { self.ranks[w] | b } else { self.ranks[w] & !b };
     }
 
     /// [`Updates::rank`] of a key below `space` without checks: the batch
@@ -364,17 +380,20 @@ impl<const N: usize> Updates<N> {
     #[inline(always)]
     unsafe fn rank_below(&self, k: u32) -> u32 {
         debug_assert!(k < self.space, "rank_below({k}) past the key space {}", self.space);
-        let w = (k >> 6) as usize;
-        *self.hi.get_unchecked(w >> 6) + *self.lo.get_unchecked(w) as u32 + (*self.bits.get_unchecked(w) & ((1u64 << (k & 63)) - 1)).count_ones()
+        let w = (k >> 5) as usize;
+        let e = *self.ranks.get_unchecked(w);
+        *self.hi.get_unchecked(w >> 6) + (e >> 32) as u32 + (e & ((1u64 << (k & 31)) - 1)).count_ones()
     }
 
     /// Marks key `k` used (`d` 1) or free (`d` -1).
     fn mark(&mut self, k: u32, d: i32) {
-        let w = (k >> 6) as usize;
-        self.bits[w] ^= 1 << (k & 63);
-        let end = (((w >> 6) + 1) * 64).min(self.lo.len());
-        for x in &mut self.lo[w + 1..end] {
-            *x = x.wrapping_add(d as u16);
+        let w = (k >> 5) as usize;
+        self.ranks[w] ^= 1 << (k & 31);
+        let end = (((w >> 6) + 1) * 64).min(self.ranks.len());
+        // The count in the high half (never below 0, so no borrow).
+        let step = ((d as i64) << 32) as u64;
+        for x in &mut self.ranks[w + 1..end] {
+            *x = x.wrapping_add(step);
         }
         for x in &mut self.hi[(w >> 6) + 1..] {
             *x = x.wrapping_add(d as u32);
@@ -383,27 +402,21 @@ impl<const N: usize> Updates<N> {
 
     /// The counters from the bits.
     fn recount(&mut self) {
-        let mut run = 0u32;
-        for (w, &b) in self.bits.iter().enumerate() {
-            if w % 64 == 0 {
-                self.hi[w / 64] = run;
-            }
-            self.lo[w] = (run - self.hi[w / 64]) as u16;
-            run += b.count_ones();
-        }
+        self.recount_words(0, self.ranks.len());
     }
 
     /// The counters of words `[a, b)` from their bits, where the words
     /// before `a` are counted right and the keys in use in `[a, b)` are as
     /// many as before (a spread window: the counters after it stay).
     fn recount_words(&mut self, a: usize, b: usize) {
-        let mut run = self.hi[a >> 6] + self.lo[a] as u32;
-        for w in a..b.min(self.bits.len()) {
+        let mut run = self.hi[a >> 6] + (self.ranks[a] >> 32) as u32;
+        for w in a..b.min(self.ranks.len()) {
             if w % 64 == 0 {
                 self.hi[w / 64] = run;
             }
-            self.lo[w] = (run - self.hi[w / 64]) as u16;
-            run += self.bits[w].count_ones();
+            let bits = self.ranks[w] as u32;
+            self.ranks[w] = ((run - self.hi[w / 64]) as u64) << 32 | bits as u64;
+            run += bits.count_ones();
         }
     }
 
@@ -411,22 +424,22 @@ impl<const N: usize> Updates<N> {
     fn select(&self, p: u32) -> u32 {
         let s = self.hi.partition_point(|&h| h <= p) - 1;
         let r = p - self.hi[s];
-        let run = &self.lo[s * 64..((s + 1) * 64).min(self.lo.len())];
-        let w = s * 64 + run.partition_point(|&c| c as u32 <= r) - 1;
-        let mut b = self.bits[w];
-        for _ in 0..r - self.lo[w] as u32 {
+        let run = &self.ranks[s * 64..((s + 1) * 64).min(self.ranks.len())];
+        let w = s * 64 + run.partition_point(|&c| (c >> 32) as u32 <= r) - 1;
+        let mut b = self.ranks[w] as u32;
+        for _ in 0..r - (self.ranks[w] >> 32) as u32 {
             b &= b - 1;
         }
-        (w as u32) << 6 | b.trailing_zeros()
+        (w as u32) << 5 | b.trailing_zeros()
     }
 
     /// The keys in use in `[s, e)`, in order.
     fn keys_in(&self, s: u32, e: u32) -> Vec<u32> {
         let mut v = Vec::new();
-        for w in (s >> 6) as usize..(e as usize).div_ceil(64) {
-            let mut b = self.bits[w];
+        for w in (s >> 5) as usize..(e as usize).div_ceil(32) {
+            let mut b = self.ranks[w] as u32;
             while b != 0 {
-                let k = (w as u32) << 6 | b.trailing_zeros();
+                let k = (w as u32) << 5 | b.trailing_zeros();
                 b &= b - 1;
                 if k >= s && k < e {
                     v.push(k);
@@ -437,7 +450,7 @@ impl<const N: usize> Updates<N> {
     }
 
     fn bytes(&self) -> u64 {
-        (self.bits.len() * 8 + self.lo.len() * 2 + self.hi.len() * 4) as u64
+        (self.ranks.len() * 8 + self.hi.len() * 4) as u64
     }
 
     /// A leaf lets go of the allocation at block `fb`; the last one to
@@ -1098,11 +1111,10 @@ impl<const N: usize> PTree<N> {
         }
         let widths = self.widths();
         let cut = (0..self.nf).filter(|&f| self.set.schema.fields[f].kind == MatchKind::Lpm && widths[f] >= 8).take(2).collect();
-        let words = (space / 64) as usize;
+        let words = (space / 32) as usize;
         let mut u = Updates {
             space,
-            bits: vec![0; words],
-            lo: vec![0; words],
+            ranks: vec![0; words],
             hi: vec![0; words.div_ceil(64)],
             slot_of: vec![u32::MAX; space as usize],
             slots: Vec::with_capacity(n),
@@ -1129,7 +1141,7 @@ impl<const N: usize> PTree<N> {
         };
         for (id, r) in self.set.rules.iter().enumerate() {
             let k = keys[id];
-            u.bits[(k >> 6) as usize] |= 1 << (k & 63);
+            u.set_bit(k, true);
             u.slot_of[k as usize] = id as u32;
             u.slots.push(Slot { rule: *r, bx: rule_box(r, &u.widths), tree: self.tree_of[id], key: k, gen: 0 });
         }
@@ -1480,16 +1492,16 @@ impl<const N: usize> PTree<N> {
         let news: Vec<u32> = (0..olds.len()).map(|i| spread[if i < j { i } else { i + 1 }]).collect();
         let slots: Vec<u32> = olds.iter().map(|&k| u.slot_of[k as usize]).collect();
         for &k in &olds {
-            u.bits[(k >> 6) as usize] &= !(1 << (k & 63));
+            u.set_bit(k, false);
             u.slot_of[k as usize] = u32::MAX;
         }
         for (&k, &sl) in news.iter().zip(&slots) {
-            u.bits[(k >> 6) as usize] |= 1 << (k & 63);
+            u.set_bit(k, true);
             u.slot_of[k as usize] = sl;
             u.slots[sl as usize].key = k;
         }
         // The window keeps its count: only its own words' counters change.
-        u.recount_words((s >> 6) as usize, (e as usize).div_ceil(64));
+        u.recount_words((s >> 5) as usize, (e as usize).div_ceil(32));
         let remap = |k: u32| if k >= s && k < e { olds.binary_search(&k).map_or(k, |i| news[i]) } else { k };
         // The lanes of their leaves, each allocation once: only the rows
         // that hold a lane's key are read and written.
@@ -2682,7 +2694,7 @@ impl<const N: usize> MemoryWalk<N> for PTree<N> {
         if best == u32::MAX {
             return None;
         }
-        let addr = odd_at + (img.odd.len() * super::linear::RULE_BYTES as usize) as u64 + (best as u64 >> 6) * 8;
+        let addr = odd_at + (img.odd.len() * super::linear::RULE_BYTES as usize) as u64 + (best as u64 >> 5) * 8;
         accesses.push(MemAccess { bank: (addr / 64 % WALK_BANKS) as u16, addr, bytes: 8 });
         Some(u.rank(best))
     }
@@ -3182,26 +3194,41 @@ mod tests {
 
     #[test]
     fn the_rank_table_counts_and_selects_as_a_sorted_list() {
-        let rules: Vec<Rule> = (0..50u32).map(|i| rule((i << 24, 8), (0, 0), (i, i))).collect();
-        let mut t = PTree::build(&RuleSet::new(Schema::five_tuple(), rules), &PTreeConfig::default()).unwrap();
-        t.start_updates();
-        let u = t.upd.as_mut().unwrap();
-        let mut x = 0x9e37_79b9u64;
-        for _ in 0..3000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let k = (x % u.space as u64) as u32;
-            let used = u.bits[(k >> 6) as usize] >> (k & 63) & 1 == 1;
-            u.mark(k, if used { -1 } else { 1 });
-            u.live = if used { u.live - 1 } else { u.live + 1 };
-            let keys = u.keys_in(0, u.space);
-            assert_eq!(keys.len(), u.live);
-            let p = keys.partition_point(|&q| q < k);
-            assert_eq!(u.rank(k) as usize, p);
-            if !keys.is_empty() {
-                let i = (x >> 20) as usize % keys.len();
-                assert_eq!(u.select(i as u32), keys[i]);
+        // 50 rules: one run of counters; 1,000: many (a count per 2,048 keys).
+        for n in [50u32, 1000] {
+            let rules: Vec<Rule> = (0..n).map(|i| rule((i << 20, 12), (0, 0), (i, i))).collect();
+            let mut t = PTree::build(&RuleSet::new(Schema::five_tuple(), rules), &PTreeConfig::default()).unwrap();
+            t.start_updates();
+            let u = t.upd.as_mut().unwrap();
+            assert!(n < 1000 || u.hi.len() > 2, "space {}", u.space);
+            let mut x = 0x9e37_79b9u64;
+            for step in 0..3000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let k = (x % u.space as u64) as u32;
+                let used = u.used(k);
+                u.mark(k, if used { -1 } else { 1 });
+                u.live = if used { u.live - 1 } else { u.live + 1 };
+                if step % 7 == 0 {
+                    // Counting a window again from its bits keeps every count.
+                    let a = (x >> 40) as usize % u.ranks.len();
+                    let before = (u.ranks.clone(), u.hi.clone());
+                    u.recount_words(a, a + 1 + (x >> 50) as usize % 200);
+                    assert_eq!((u.ranks.clone(), u.hi.clone()), before);
+                }
+                let keys = u.keys_in(0, u.space);
+                assert_eq!(keys.len(), u.live);
+                for q in [k, (x >> 24) as u32 % u.space] {
+                    let p = keys.partition_point(|&y| y < q);
+                    assert_eq!(u.rank(q) as usize, p);
+                    assert_eq!(unsafe { u.rank_below(q) } as usize, p);
+                }
+                assert_eq!(u.rank(u.space) as usize, u.live);
+                if !keys.is_empty() {
+                    let i = (x >> 20) as usize % keys.len();
+                    assert_eq!(u.select(i as u32), keys[i]);
+                }
             }
         }
     }
