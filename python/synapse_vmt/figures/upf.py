@@ -235,23 +235,10 @@ def optimal_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pm
     lo = np.minimum(lo, K)
     if lo.sum() > total:
         return lo
-    best = np.full(total + 1, np.inf)
-    best[0] = 0.0
-    pick = np.zeros((T, total + 1), dtype=np.int64)
-    for j in range(T):
-        new = np.full(total + 1, np.inf)
-        for c in np.flatnonzero(np.isfinite(best)):
-            for k in range(int(lo[j]), min(K, total - int(c)) + 1):
-                v = best[c] + load[j] * curves[j, k] + theta_mpps * k
-                if v < new[c + k] - 1e-12:
-                    new[c + k], pick[j, c + k] = v, k
-        best = new
-    c = int(np.argmin(best + 1e-12 * np.arange(total + 1)))
-    n = np.zeros(T, dtype=np.int64)
-    for j in range(T - 1, -1, -1):
-        n[j] = pick[j, c]
-        c -= int(n[j])
-    return n
+    ks = np.arange(K + 1)
+    price = load[:, None] * curves + theta_mpps * ks[None, :]
+    price[ks[None, :] < lo[:, None]] = np.inf
+    return countrule.separable_min(price, total)
 
 
 def elu_capacity(rates_mpps: list[float]) -> float:

@@ -71,19 +71,29 @@ def budget_counts(cost: np.ndarray, held: np.ndarray, total: int, add: float, re
     lo = min(min_pmus, K)
     if lo * T > total:
         return np.full(T, lo, dtype=np.int64)
+    ks = np.arange(K + 1)
+    price = cost + release * np.minimum(ks[None, :], held[:, None]) + add * np.maximum(ks[None, :] - held[:, None], 0)
+    price[:, :lo] = np.inf
+    return separable_min(price, total)
+
+
+def separable_min(price: np.ndarray, total: int) -> np.ndarray:
+    """The counts ``k_j`` with ``sum k_j <= total`` minimizing
+    ``sum price[j, k_j]`` (``inf``: a count not allowed), by dynamic
+    programming over tables and counts (O(T·N²)); on a tie the fewest in
+    all, then the smallest count for the later tables. Every table must
+    allow a count that fits."""
+    T, K = price.shape[0], price.shape[1] - 1
     best = np.full(total + 1, np.inf)
     best[0] = 0.0
     pick = np.zeros((T, total + 1), dtype=np.int64)
     for j in range(T):
-        ks = np.arange(lo, K + 1)
-        price = cost[j, ks] + release * np.minimum(ks, held[j]) + add * np.maximum(ks - held[j], 0)
         new = np.full(total + 1, np.inf)
         for c in np.flatnonzero(np.isfinite(best)):
-            for k, v in zip(ks, price):
-                if c + k > total:
-                    break
-                if best[c] + v < new[c + k] - 1e-12:
-                    new[c + k], pick[j, c + k] = best[c] + v, k
+            for k in range(0, min(K, total - int(c)) + 1):
+                v = best[c] + price[j, k]
+                if v < new[c + k] - 1e-12:
+                    new[c + k], pick[j, c + k] = v, k
         best = new
     c = int(np.argmin(best + 1e-12 * np.arange(total + 1)))
     n = np.zeros(T, dtype=np.int64)
