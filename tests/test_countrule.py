@@ -4,39 +4,25 @@ and the loop's early first decision on a short UPF run."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
 from synapse_vmt.opt import countrule
 from synapse_vmt.opt.countrule import ELU_BYTES_PER_US, budget_counts, elu_cost, objective
-from test_mrcfeed import random_curves, upf_run
+from test_mrcfeed import brute_min, random_case, upf_run
 from test_upf_controller import controller, solve
 
 
 def brute(cost, held, total, add, release, min_pmus=1):
-    """Every allocation of at most ``total`` PMUs: the least objective; on a tie the fewest PMUs."""
-    T, K = cost.shape[0], cost.shape[1] - 1
-    best = None
-    for n in itertools.product(range(min_pmus, K + 1), repeat=T):
-        if sum(n) > total:
-            continue
-        v = objective(np.array(n), cost, held, add, release)
-        if best is None or v < best[0] - 1e-12 or (abs(v - best[0]) <= 1e-12 and sum(n) < sum(best[1])):
-            best = (v, n)
-    return best
+    """The least :func:`objective` over every allocation."""
+    return brute_min(lambda n: objective(n, cost, held, add, release), cost.shape[0], cost.shape[1] - 1, total, min_pmus)
 
 
 @pytest.mark.parametrize("seed", range(16))
 def test_budget_counts_match_brute_force(seed):
-    rng = np.random.default_rng(seed)
-    T, K = 3 + seed % 2, 5
-    curves = random_curves(rng, T, K)
-    load = rng.uniform(1.0, 40.0, T)
+    rng, T, K, curves, load, total = random_case(seed, 40.0)
     cost = elu_cost(load, curves, rng.choice([32.0, 96.0, 256.0], T))
     held = rng.integers(1, K + 1, T)
-    total = int(rng.integers(T, T * K + 1))
     release = float(rng.choice([0.0, 0.005, 0.02]))
     add = release * float(rng.choice([1.0, 2.0, 4.0]))
     n = budget_counts(cost, held, total, add, release)
