@@ -30,7 +30,13 @@ PMU count comes from (``--curves``):
   (:func:`optimal_misses`, a dynamic program: a sampled curve has cliffs
   the greedy misses) of the predicted ELU load plus ``theta_mpps``
   (:data:`MRC_THETA_MPPS`) per PMU held: a PMU is held where it saves that
-  much of the ELU's requests.
+  much of the ELU's requests (``--rule theta``). ``--rule budget``
+  (:mod:`synapse_vmt.opt.countrule`) counts by the ELU time a table's last
+  PMU saves instead, its misses weighed by the table's bytes per miss,
+  against add/release budgets. With warm joins the first decision is taken
+  :data:`FIRST_DECISION_NS` into the run (:meth:`MissAware.step`), not
+  after a period of the even split: the caches are nearly empty then, and
+  a PMU needed later joins warm.
 - ``calibration`` (the default): calibration runs (the pool split evenly at one, two,
   three PMUs per table, flat traffic at the run's flow density) give each
   table's miss ratio against its PMU count (:func:`miss_curves`), corrected
@@ -281,21 +287,21 @@ class MissAware(Controller):
     first_decision_ns: float | None = None  # a decision this far into the first period (None: none)
     bytes_per_miss: np.ndarray | None = None  # per table, measured (countrule.bytes_per_miss)
     early: bool = False  # the decision inside the first period is being taken
+    early_done: bool = False
 
     def step(self, t_end: float | None = None, parts=None):
-        if self.first_decision_ns is None or self.history or self.early is None:
+        if self.first_decision_ns is None or self.history or self.early_done:
             return super().step(t_end, parts)
         # The first period's early decision: the caches are nearly empty, so giving
         # PMUs back costs next to nothing, and the even split is not held for a period.
         t_end = self.sim.now_ns() + self.settings.period_ns
         self.sim.run_until(self.first_decision_ns)
         w, e = self.sim.windows(), self.sim.edges()
-        T = len(self.names)
-        tr = estimate(w, e, T, self.settings.window_ns)
+        tr = estimate(w, e, len(self.names), self.settings.window_ns)
         self.learn(w, tr)
         self.early = True
         self.apply({x: int(k) for x, k in zip(self.names, self.solve(tr).pmus)})
-        self.early = None  # done: no other
+        self.early, self.early_done = False, True
         self.prev_offered = None  # the next period's trend starts from its own load
         return super().step(t_end, ([w], [e]))
 
