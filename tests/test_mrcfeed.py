@@ -75,17 +75,24 @@ def test_a_routed_simulator_is_needed():
         OnlineMrc(object(), 4, 256)
 
 
-def brute(load, curves, total, min_pmus, theta):
-    """Every allocation of at most ``total`` PMUs: the least miss volume + theta x PMUs."""
-    T, K = curves.shape[0], curves.shape[1] - 1
+def brute_min(value, T, K, total, min_pmus=1):
+    """Every allocation of ``min_pmus..K`` PMUs to each of ``T`` tables, at
+    most ``total`` in all: the least ``value(n)`` and its ``n`` (on a tie the
+    fewest PMUs)."""
     best = None
     for n in itertools.product(range(min_pmus, K + 1), repeat=T):
         if sum(n) > total:
             continue
-        v = float(np.sum(load * curves[np.arange(T), n])) + theta * sum(n)
-        if best is None or v < best[0] - 1e-12:
+        v = value(np.array(n))
+        if best is None or v < best[0] - 1e-12 or (abs(v - best[0]) <= 1e-12 and sum(n) < sum(best[1])):
             best = (v, n)
     return best
+
+
+def brute(load, curves, total, min_pmus, theta):
+    """The least miss volume + theta x PMUs over every allocation."""
+    T, K = curves.shape[0], curves.shape[1] - 1
+    return brute_min(lambda n: float(np.sum(load * curves[np.arange(T), n])) + theta * n.sum(), T, K, total, min_pmus)
 
 
 def random_curves(rng, T, K):
@@ -98,13 +105,19 @@ def random_curves(rng, T, K):
     return out
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_optimal_allocation_matches_brute_force(seed):
+def random_case(seed, max_load):
+    """A seeded case for the brute-force tests: the generator, tables, the
+    most PMUs a table, curves, per-table loads and the pool."""
     rng = np.random.default_rng(seed)
     T, K = 3 + seed % 2, 5
     curves = random_curves(rng, T, K)
-    load = rng.uniform(0.5, 20.0, T)
-    total = int(rng.integers(T, T * K + 1))
+    load = rng.uniform(0.5, max_load, T)
+    return rng, T, K, curves, load, int(rng.integers(T, T * K + 1))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_optimal_allocation_matches_brute_force(seed):
+    rng, T, K, curves, load, total = random_case(seed, 20.0)
     theta = float(rng.choice([0.0, 0.3, 1.0]))
     n = optimal_misses(load, curves, total, 1, theta)
     v = float(np.sum(load * curves[np.arange(T), n])) + theta * n.sum()

@@ -133,9 +133,17 @@ def cpu_model(out: str, quick: bool, quiet: bool) -> None:
               help="with --curves mrc: exact, rate:R or size:N (SHARDS, at most N keys tracked per table)")
 @click.option("--join", type=click.Choice(["cold", "warm"]), default="cold", show_default=True,
               help="how a PMU joins a table (vmu.join): cold (its keys miss to the ELU) or warm (copied from their old owners)")
+@click.option("--rule", type=click.Choice(["theta", "budget"]), default="theta", show_default=True,
+              help="with --curves mrc: the count rule: theta (a PMU held where it saves --theta Mpps of ELU requests) or "
+                   "budget (where it saves a share of the ELU's time, weighed by each table's bytes per miss)")
+@click.option("--theta", "theta_mpps", type=click.FloatRange(min=0), default=None,
+              help="Mpps of ELU requests a PMU must save (default: 0.25 with --curves mrc --rule theta, 0.5 with calibration)")
+@click.option("--first-decision-us", type=click.FloatRange(min=0), default=None,
+              help="with --curves mrc: a decision this far into the first control period, 0 for none "
+                   "(default: 20 with --join warm, none with cold)")
 def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_rate_floor: float | None, headroom: float,
             pmus: int | None, elu_utilization: float, elu_release: float, curve_source: str, mrc_sampling: str,
-            join: str) -> None:
+            join: str, rule: str, theta_mpps: float | None, first_decision_us: float | None) -> None:
     """UPF (ONF UP4) with populated tables under a shifting uplink/downlink
     mix: the closed loop moving PMUs between tables vs the static oracle and
     an even split of the same pool (paper §2, Fig. 1)."""
@@ -149,7 +157,8 @@ def upf_cmd(out: str, quick: bool, seed: int, slo_latency_ns: float | None, hit_
         raise UserError(str(e).replace("--sampling", "--mrc-sampling", 1)) from None
     s = f.run(Path(out), quick, seed, slo_latency_ns=slo_latency_ns, hit_rate_floor=hit_rate_floor, headroom=headroom, pmus=pmus,
               elu_utilization=elu_utilization, elu_release=elu_release, curve_source=curve_source,
-              mrc_sampling=sampling, join=join)
+              mrc_sampling=sampling, join=join, rule=rule, theta_mpps=theta_mpps,
+              first_decision_ns=None if first_decision_us is None else first_decision_us * 1e3)
     c, e = s["closed_loop"], s["even_split"]
     click.echo(f"  closed loop: throughput {c['throughput_ratio_vs_static']:.3f} of static, PMU-time "
                f"{c['pmu_time_ratio_vs_static']:.3f} of static, mean latency {c['mean_latency_ns']:.1f} ns")

@@ -30,7 +30,13 @@ PMU count comes from (``--curves``):
   (:func:`optimal_misses`, a dynamic program: a sampled curve has cliffs
   the greedy misses) of the predicted ELU load plus ``theta_mpps``
   (:data:`MRC_THETA_MPPS`) per PMU held: a PMU is held where it saves that
-  much of the ELU's requests.
+  much of the ELU's requests (``--rule theta``). ``--rule budget``
+  (:mod:`synapse_vmt.opt.countrule`) counts by the ELU time a table's last
+  PMU saves instead, its misses weighed by the table's bytes per miss,
+  against add/release budgets. With warm joins the first decision is taken
+  :data:`FIRST_DECISION_NS` into the run (:meth:`MissAware.step`), not
+  after a period of the even split: the caches are nearly empty then, and
+  a PMU needed later joins warm.
 - ``calibration`` (the default): calibration runs (the pool split evenly at one, two,
   three PMUs per table, flat traffic at the run's flow density) give each
   table's miss ratio against its PMU count (:func:`miss_curves`), corrected
@@ -87,9 +93,9 @@ import numpy as np
 from synapse_vmt.errors import UserError, atomic_write
 from synapse_vmt.figures.simexp import Recording
 from synapse_vmt.mrc import Sampling
-from synapse_vmt.opt import oracle, placement
+from synapse_vmt.opt import countrule, oracle, placement
 from synapse_vmt.opt.controller import Controller, Settings, observe
-from synapse_vmt.opt.counters import Samples, usl_samples
+from synapse_vmt.opt.counters import Samples, estimate, usl_samples
 from synapse_vmt.opt.mrcfeed import OnlineMrc
 from synapse_vmt.opt.usl import Usl, fit
 from synapse_vmt.p4 import gentraffic, simrun, upf
@@ -104,6 +110,15 @@ BLOCK = 256
 #: With the live curves: a PMU is added while it saves at least this many
 #: Mpps of ELU requests at the provisioned load.
 MRC_THETA_MPPS = 0.25
+#: The count rules of the live-curve loop (``--rule``): ``theta`` (a PMU is
+#: held where it saves MRC_THETA_MPPS of ELU requests) or ``budget``
+#: (:mod:`synapse_vmt.opt.countrule`: where it saves BUDGET_RELEASE of the
+#: ELU's time, added where it saves BUDGET_ADD).
+RULES = ("theta", "budget")
+BUDGET_ADD = 0.03
+BUDGET_RELEASE = 0.015
+#: With the budget rule, the first decision this far into the run.
+FIRST_DECISION_NS = 20_000.0
 
 
 def plan(quick: bool) -> dict:
@@ -226,23 +241,10 @@ def optimal_misses(load_mpps: np.ndarray, curves: np.ndarray, total: int, min_pm
     lo = np.minimum(lo, K)
     if lo.sum() > total:
         return lo
-    best = np.full(total + 1, np.inf)
-    best[0] = 0.0
-    pick = np.zeros((T, total + 1), dtype=np.int64)
-    for j in range(T):
-        new = np.full(total + 1, np.inf)
-        for c in np.flatnonzero(np.isfinite(best)):
-            for k in range(int(lo[j]), min(K, total - int(c)) + 1):
-                v = best[c] + load[j] * curves[j, k] + theta_mpps * k
-                if v < new[c + k] - 1e-12:
-                    new[c + k], pick[j, c + k] = v, k
-        best = new
-    c = int(np.argmin(best + 1e-12 * np.arange(total + 1)))
-    n = np.zeros(T, dtype=np.int64)
-    for j in range(T - 1, -1, -1):
-        n[j] = pick[j, c]
-        c -= int(n[j])
-    return n
+    ks = np.arange(K + 1)
+    price = load[:, None] * curves + theta_mpps * ks[None, :]
+    price[ks[None, :] < lo[:, None]] = np.inf
+    return countrule.separable_min(price, total)
 
 
 def elu_capacity(rates_mpps: list[float]) -> float:
@@ -277,6 +279,31 @@ class MissAware(Controller):
     prev_offered: np.ndarray | None = None
     flat_miss_ratio: float = 1e-3  # a table missing at most this often needs no more PMUs (see useful())
     min_improvement: float = 0.05  # a re-placement must cut the predicted ELU load by this fraction
+    # The count rule with the live curves (RULES): "theta" (optimal_misses at theta_mpps per PMU) or
+    # "budget" (opt/countrule.py: a PMU's worth in ELU time against add/release budgets).
+    rule: str = "theta"
+    add_budget: float = BUDGET_ADD
+    release_budget: float = BUDGET_RELEASE
+    first_decision_ns: float | None = None  # a decision this far into the first period (None: none)
+    bytes_per_miss: np.ndarray | None = None  # per table, measured (countrule.bytes_per_miss)
+    early: bool = False  # the decision inside the first period is being taken
+    early_done: bool = False
+
+    def step(self, t_end: float | None = None, parts=None):
+        if self.first_decision_ns is None or self.history or self.early_done:
+            return super().step(t_end, parts)
+        # The first period's early decision: the caches are nearly empty, so giving
+        # PMUs back costs next to nothing, and the even split is not held for a period.
+        t_end = self.sim.now_ns() + self.settings.period_ns
+        self.sim.run_until(self.first_decision_ns)
+        w, e = self.sim.windows(), self.sim.edges()
+        tr = estimate(w, e, len(self.names), self.settings.window_ns)
+        self.learn(w, tr)
+        self.early = True
+        self.apply({x: int(k) for x, k in zip(self.names, self.solve(tr).pmus)})
+        self.early, self.early_done = False, True
+        self.prev_offered = None  # the next period's trend starts from its own load
+        return super().step(t_end, ([w], [e]))
 
     def solve(self, tr):
         from types import SimpleNamespace
@@ -292,10 +319,12 @@ class MissAware(Controller):
             self.prev_offered = off
             off = off + np.maximum(0.0, off - prev)
         load = off * self.settings.headroom
-        if self.measured is None:
-            self.measured = np.zeros(self.curves.shape, dtype=bool)
         if not hasattr(self, "decisions"):
             self.decisions = []
+        if self.rule == "budget":
+            return SimpleNamespace(pmus=self.solve_budget(load, tr))
+        if self.measured is None:
+            self.measured = np.zeros(self.curves.shape, dtype=bool)
         n = self.allocate(load, self.total_pmus)
         have = placement.current_sets(self.sim.pmu_states(), self.names)
         held = np.array([len(have[x]) for x in self.names])
@@ -304,13 +333,15 @@ class MissAware(Controller):
         # seen are throttled by backpressure, so nothing is given back (PMUs
         # may still move between tables).
         behind = np.asarray(tr.processed_mpps) < self.settings.behind * np.asarray(tr.offered_mpps)
+        if self.early:
+            behind[:] = False  # the pipeline is still filling
         # Hysteresis on the predicted ELU load: PMUs are added while it is
         # above the band's top (`elu_target_mpps`, the greedy above) but go
         # back only while it stays under the band's bottom without them
         # (`elu_release_mpps`), at most `max_release` a period (a dip would
         # otherwise cost cold caches when the load returns); inside the band
         # the count is held.
-        release = 0 if behind.any() else self.max_release
+        release = 0 if behind.any() else self.total_pmus if self.early else self.max_release
         if behind.any() and n.sum() < held.sum():
             # ... but PMUs that save nothing may go whatever the load (their curve is flat)
             release = int(min(self.max_release, held.sum() - self.useful(held).sum()))
@@ -353,18 +384,52 @@ class MissAware(Controller):
                     alt[j] -= 1
             if vol(alt) - vol(n) <= self.min_improvement * vol(alt):
                 n = alt
-        # A table behind (throttled) says the model under-predicts the ELU
-        # load: one more PMU from the free pool to the largest miss volume
-        # per PMU among the tables behind, whatever the curves promise.
-        if behind.any() and n.sum() < self.total_pmus:
-            vol = np.where(behind & (n < last), load * self.curves[rows, np.minimum(n, last)] / n.clip(1), -1.0)
-            j = int(np.argmax(vol))
-            if vol[j] > 0:
-                n[j] += 1
+        self.one_more_if_behind(n, behind, load * self.curves[rows, np.minimum(n, last)])
         vol = lambda k: float(np.sum(load * self.curves[rows, np.clip(k, 1, last)]))  # noqa: E731
         self.decisions.append({"t_ns": float(self.sim.now_ns()), "held": held.tolist(), "target": n.tolist(),
                                "elu_pred_held_mpps": vol(held), "elu_pred_target_mpps": vol(n), "behind": bool(behind.any())})
         return SimpleNamespace(pmus=n)
+
+    def one_more_if_behind(self, n: np.ndarray, behind: np.ndarray, vol: np.ndarray) -> None:
+        """A table behind (throttled) says the model under-predicts the ELU
+        load: one more PMU from the free pool to the largest ``vol`` (miss
+        volume, or ELU share) per PMU among the tables behind, whatever the
+        curves promise (in place)."""
+        if behind.any() and n.sum() < self.total_pmus:
+            v = np.where(behind & (n < self.curves.shape[1] - 1), vol / n.clip(1), -1.0)
+            j = int(np.argmax(v))
+            if v[j] > 0:
+                n[j] += 1
+
+    def solve_budget(self, load: np.ndarray, tr) -> np.ndarray:
+        """The ``budget`` rule (:mod:`synapse_vmt.opt.countrule`): each
+        table's PMUs by the ELU time its last one saves, against the add and
+        release budgets. At most ``max_release`` PMUs go back a period and
+        none while a table is behind (a leaving PMU's keys miss again at the
+        others), except in the first period's early decision, when the caches
+        are nearly empty."""
+        have = placement.current_sets(self.sim.pmu_states(), self.names)
+        held = np.array([len(have[x]) for x in self.names])
+        if self.bytes_per_miss is None:
+            self.bytes_per_miss = np.full(len(held), 64.0)
+        cost = countrule.elu_cost(load, self.curves, self.bytes_per_miss)
+        n = countrule.budget_counts(cost, held, self.total_pmus, self.add_budget, self.release_budget,
+                                    self.settings.min_pmus)
+        behind = np.asarray(tr.processed_mpps) < self.settings.behind * np.asarray(tr.offered_mpps)
+        if self.early:
+            behind[:] = False  # the pipeline is still filling
+        else:
+            keep = held.sum() - (0 if behind.any() else self.max_release)
+            last = cost.shape[1] - 1
+            while n.sum() < min(keep, self.total_pmus):
+                # the release that loses the most ELU time is undone first
+                loss = np.where(n < held, cost[np.arange(len(n)), np.clip(n - 1, 0, last)] - cost[np.arange(len(n)), n], -np.inf)
+                n[int(np.argmax(loss))] += 1
+        self.one_more_if_behind(n, behind, cost[np.arange(len(n)), np.minimum(n, cost.shape[1] - 1)])
+        self.decisions.append({"t_ns": float(self.sim.now_ns()), "held": held.tolist(), "target": n.tolist(),
+                               "elu_share_held": float(cost[np.arange(len(n)), np.minimum(held, cost.shape[1] - 1)].sum()),
+                               "elu_share_target": float(cost[np.arange(len(n)), n].sum()), "behind": bool(behind.any())})
+        return n
 
     def allocate(self, load: np.ndarray, total: int, start: np.ndarray | None = None) -> np.ndarray:
         """The target for ``load``: with the live curves (``feed``), the
@@ -393,6 +458,8 @@ class MissAware(Controller):
     def learn(self, w: dict, tr) -> None:
         if self.feed is None:
             self.correct_curves(w)
+        elif self.rule == "budget":
+            self.bytes_per_miss = countrule.bytes_per_miss(w, len(self.names), self.bytes_per_miss)
 
     def correct_curves(self, w: dict) -> None:
         """Miss ratio per table at the PMU count it held throughout the period,
@@ -505,14 +572,23 @@ def calibrate(pl: dict, program: str, entries: Path, traffic, names: list[str], 
 def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
         hit_rate_floor: float | None = None, headroom: float = 1.3, pmus: int | None = None,
         elu_utilization: float = 1.0, elu_release: float | None = None, curve_source: str = "calibration",
-        mrc_sampling: Sampling | None = None, theta_mpps: float | None = None, join: str = "cold") -> dict:
+        mrc_sampling: Sampling | None = None, theta_mpps: float | None = None, join: str = "cold",
+        rule: str = "theta", first_decision_ns: float | None = None) -> dict:
     """``curve_source``: ``mrc`` (the live key streams' sampled curves,
     :mod:`synapse_vmt.opt.mrcfeed`; no calibration run) or ``calibration``
     (calibration runs at start, corrected online; :func:`calibrate`).
     ``join``: how a PMU joins a table in every run (``vmu.join``; the
-    static runs place theirs at start, where cold and warm are the same)."""
+    static runs place theirs at start, where cold and warm are the same).
+    With ``mrc``: ``rule``, the count rule (:data:`RULES`), and
+    ``first_decision_ns``, a decision that far into the first period (None:
+    :data:`FIRST_DECISION_NS` with warm joins, none with cold ones, where
+    growing back from a lean start costs cold misses; 0: none)."""
     if curve_source not in CURVE_SOURCES:
         raise UserError(f"--curves {curve_source}: expected one of {', '.join(CURVE_SOURCES)}")
+    if rule not in RULES:
+        raise UserError(f"--rule {rule}: expected one of {', '.join(RULES)}")
+    if first_decision_ns is None:
+        first_decision_ns = FIRST_DECISION_NS if join == "warm" and curve_source == "mrc" else 0.0
     pl = plan(quick)
     if pmus is not None:
         pl["pmus"] = int(pmus)
@@ -552,6 +628,8 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         if curve_source == "mrc":
             ctl.feed = OnlineMrc(sim, N, BLOCK, mrc_sampling)
             ctl.theta_mpps = MRC_THETA_MPPS if theta_mpps is None else theta_mpps
+            ctl.rule = rule
+            ctl.first_decision_ns = first_decision_ns or None
         elif theta_mpps is not None:
             ctl.theta_mpps = theta_mpps
         ctl.elu_target_mpps = elu_target
@@ -607,6 +685,8 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         "unsimulated_tables": pr.routes.unsimulated,
         "curve_source": curve_source,
         "join": join,
+        "rule": rule if curve_source == "mrc" else None,
+        "first_decision_ns": first_decision_ns if curve_source == "mrc" else None,
         "model": None if fitres is None else {**fitres.usl.to_json(), "r2": fitres.r2, "rmse_mpps": fitres.rmse_mpps},
         "models": {n: m.to_json() for n, m in models.items()},
         # calibration: the calibrated curves; mrc: the live streams' curves at the run's end

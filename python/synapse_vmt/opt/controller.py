@@ -207,10 +207,12 @@ class Controller:
     def capacities(self) -> np.ndarray:
         return np.array([self.capacity(j) for j in range(len(self.names))])
 
-    def step(self) -> Period:
+    def step(self, t_end: float | None = None, parts: tuple[list, list] | None = None) -> Period:
+        """One period, to ``t_end`` (default: one period from now); ``parts``:
+        the period's windows and edges a caller already read."""
         s = self.settings
-        t_end = self.sim.now_ns() + s.period_ns
-        parts_w, parts_e = [], []
+        t_end = self.sim.now_ns() + s.period_ns if t_end is None else t_end
+        parts_w, parts_e = ([], []) if parts is None else parts
         # Between period boundaries, watch for overload every alarm_ns (the
         # hardware's drop counters raising an interrupt): a burst then gets
         # PMUs at once instead of at the end of the period.
