@@ -124,6 +124,21 @@ impl<const N: usize> Elu<N> {
         }
     }
 
+    /// Back to the state [`Elu::new`] gives (queues empty, counters at
+    /// zero), its buffers kept: the fast mode starts an ELU from empty in
+    /// every window of a run.
+    pub fn reset(&mut self) {
+        self.miss_q.clear();
+        for e in self.orb.iter_mut() {
+            if let Some(mut x) = e.take() {
+                self.pool.push(std::mem::take(&mut x.accesses));
+            }
+        }
+        (self.head, self.len, self.issued, self.walking, self.port_free, self.commits) = (0, 0, 0, 0, 0, 0);
+        self.lookups.fill(0);
+        self.bytes.fill(0);
+    }
+
     pub fn can_enqueue(&self) -> bool {
         self.miss_q.len() < self.config.miss_queue.max(1) as usize
     }
