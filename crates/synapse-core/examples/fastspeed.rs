@@ -51,6 +51,8 @@ fn main() {
         return;
     }
     let mut t = Vec::with_capacity(runs);
+    // Page faults of the run (first touches of memory new to the process).
+    let mut faults = Vec::with_capacity(runs);
     let mut steps: Vec<(&'static str, Vec<f64>)> = Vec::new();
     // FASTSPEED_WARM: every run on one simulator, its caches warm (what
     // the fresh simulator's cache misses cost, step by step).
@@ -59,9 +61,10 @@ fn main() {
     for _ in 0..runs {
         let mut fresh = (!warm).then(|| Simulator::new(c.clone()).unwrap());
         let sim = fresh.as_mut().or(same.as_mut()).unwrap();
-        let t0 = thread_cpu();
+        let (t0, f0) = (thread_cpu(), minor_faults());
         let r = sim.run_fast(&fc).unwrap();
         t.push((thread_cpu() - t0).as_secs_f64() * 1e3);
+        faults.push((minor_faults() - f0) as f64);
         for (i, &(name, s)) in r.steps_s.iter().enumerate() {
             if steps.len() <= i {
                 steps.push((name, Vec::new()));
@@ -79,9 +82,20 @@ fn main() {
         q(&mut t, 0.25),
         q(&mut t, 0.75)
     );
+    println!("  page faults: median {} a run", q(&mut faults, 0.5));
     let by_step: Vec<String> = steps
         .iter_mut()
         .map(|(name, v)| format!("{name} {:.4}", q(v, 0.5)))
         .collect();
     println!("  by step (median ms): {}", by_step.join(", "));
+}
+
+/// Minor page faults of this thread so far.
+fn minor_faults() -> i64 {
+    // SAFETY: `ru` is a valid rusage for the call to fill.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return 0;
+    }
+    ru.ru_minflt
 }

@@ -124,6 +124,21 @@ impl<const N: usize> Elu<N> {
         }
     }
 
+    /// Back to the state [`Elu::new`] gives (queues empty, counters at
+    /// zero), its buffers kept: the fast mode starts an ELU from empty in
+    /// every window of a run.
+    pub fn reset(&mut self) {
+        self.miss_q.clear();
+        for e in self.orb.iter_mut() {
+            if let Some(mut x) = e.take() {
+                self.pool.push(std::mem::take(&mut x.accesses));
+            }
+        }
+        (self.head, self.len, self.issued, self.walking, self.port_free, self.commits) = (0, 0, 0, 0, 0, 0);
+        self.lookups.fill(0);
+        self.bytes.fill(0);
+    }
+
     pub fn can_enqueue(&self) -> bool {
         self.miss_q.len() < self.config.miss_queue.max(1) as usize
     }
@@ -413,6 +428,30 @@ mod tests {
             bank_busy_ns: 0.0,
             ..Timing::default()
         })
+    }
+
+    /// An ELU reset mid-walk (misses queued, in the ORB, reading) then
+    /// given a stream answers it as a new one does, cycle for cycle.
+    #[test]
+    fn reset_gives_a_new_elu() {
+        let config = Config { latency_cycles: 1, orb_entries: 4, lookup_slots: 2, ..Config::default() };
+        let stream = |elu: &mut Elu| {
+            for t in 0..12u64 {
+                elu.enqueue(0, miss(t, 1 + (t % 3) as u32, t as u32 % 4));
+            }
+        };
+        let mut used = Elu::new(config.clone(), 1, 250.0);
+        stream(&mut used);
+        run(&mut used, &mut hbm(), 40);
+        assert!(used.len > 0 && used.miss_queue_len() > 0, "reset mid-run");
+        used.reset();
+        stream(&mut used);
+        let mut new = Elu::new(config, 1, 250.0);
+        stream(&mut new);
+        let (a, b) = (run(&mut used, &mut hbm(), 2000), run(&mut new, &mut hbm(), 2000));
+        assert_eq!(a.len(), 12);
+        assert_eq!(a, b);
+        assert_eq!((used.lookups.clone(), used.bytes.clone(), used.commits), (new.lookups.clone(), new.bytes.clone(), new.commits));
     }
 
     #[test]

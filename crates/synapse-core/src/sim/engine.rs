@@ -32,6 +32,11 @@ impl<E: Copy + Default> Engine<E> {
     pub fn new() -> Engine<E> {
         Engine::default()
     }
+    /// Empty and at cycle 0, as [`Engine::new`] gives it, its buffer kept.
+    pub fn reset(&mut self) {
+        self.queue.clear();
+        self.now = 0;
+    }
     pub fn now(&self) -> Cycle {
         self.now
     }

@@ -387,6 +387,11 @@ impl Traffic {
         self.packets[flow as usize]
     }
 
+    /// Packets of every flow, in flow id order.
+    pub fn flow_packets_all(&self) -> &[u64] {
+        &self.packets
+    }
+
     /// Time of the first packet of flow `flow`.
     pub fn flow_start_ps(&self, flow: u32) -> u64 {
         self.starts[flow as usize] as u64

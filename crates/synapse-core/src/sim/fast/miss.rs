@@ -26,7 +26,9 @@ use std::sync::{Arc, Mutex};
 /// [`Memo::give_back`] after the run.
 pub(super) struct Memo<const N: usize> {
     inner: Arc<Mutex<Option<Box<dyn MemoryWalk<N> + Send>>>>,
-    cache: RefCell<HashMap<Key<N>, (Vec<MemAccess>, Match), FastBuild>>,
+    /// Per key: its walk's accesses (`arena[from..to]`) and match. One
+    /// arena rather than a buffer per key: a run memoises a few hundred.
+    cache: RefCell<(HashMap<Key<N>, (u32, u32, Match), FastBuild>, Vec<MemAccess>)>,
 }
 
 /// The handle [`Memo::wrap`] returns, to take the structure back.
@@ -35,7 +37,7 @@ pub(super) type Handle<const N: usize> = Arc<Mutex<Option<Box<dyn MemoryWalk<N> 
 impl<const N: usize> Memo<N> {
     pub(super) fn wrap(inner: Box<dyn MemoryWalk<N> + Send>) -> (Box<dyn MemoryWalk<N> + Send>, Handle<N>) {
         let h = Arc::new(Mutex::new(Some(inner)));
-        (Box::new(Memo { inner: h.clone(), cache: RefCell::new(HashMap::default()) }), h)
+        (Box::new(Memo { inner: h.clone(), cache: RefCell::new((HashMap::default(), Vec::new())) }), h)
     }
     pub(super) fn give_back(h: Handle<N>) -> Box<dyn MemoryWalk<N> + Send> {
         h.lock().unwrap().take().expect("structure given back twice")
@@ -50,13 +52,17 @@ impl<const N: usize> Classifier<N> for Memo<N> {
 
 impl<const N: usize> MemoryWalk<N> for Memo<N> {
     fn walk(&self, key: &Key<N>, accesses: &mut Vec<MemAccess>) -> Match {
-        if let Some((a, m)) = self.cache.borrow().get(key) {
-            accesses.extend_from_slice(a);
-            return *m;
+        let mut c = self.cache.borrow_mut();
+        let (map, arena) = &mut *c;
+        if let Some(&(a, b, m)) = map.get(key) {
+            accesses.extend_from_slice(&arena[a as usize..b as usize]);
+            return m;
         }
         let from = accesses.len();
         let m = self.inner.lock().unwrap().as_ref().unwrap().walk(key, accesses);
-        self.cache.borrow_mut().insert(*key, (accesses[from..].to_vec(), m));
+        let a = arena.len() as u32;
+        arena.extend_from_slice(&accesses[from..]);
+        map.insert(*key, (a, arena.len() as u32, m));
         m
     }
     fn memory_bytes(&self) -> u64 {
@@ -124,6 +130,20 @@ impl<const N: usize> EluWindow<N> {
             free: Vec::new(),
             open_measured: 0,
         }
+    }
+
+    /// From empty again at cycle `start`, as [`EluWindow::new`] gives it,
+    /// its buffers kept (a run's windows one after another).
+    pub(super) fn reset(&mut self, start: Cycle) {
+        self.elu.reset();
+        self.hbm = Hbm::new(self.hbm.timing().clone());
+        self.engine.reset();
+        (self.now, self.bus_free, self.seq, self.open_measured) = (start, start, 0, 0);
+        self.input.clear();
+        self.bus.clear();
+        self.slab.clear();
+        self.keys.clear();
+        self.free.clear();
     }
 
     /// Queues a miss of key `key` (its `at` not before the window's

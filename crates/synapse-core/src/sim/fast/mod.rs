@@ -65,6 +65,7 @@ use cache::MiniCaches;
 use miss::{EluWindow, Memo, Miss};
 use rand_distr::Exp1;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -72,10 +73,28 @@ use std::collections::{BinaryHeap, HashMap};
 /// packets spread at `packets / fd_ps`), and, for a routed simulator,
 /// every arrival (time in ps, flow) in time order.
 struct Plan<'a> {
-    starts: Vec<f64>,
-    packets: Vec<u64>,
-    fd_ps: Vec<f64>,
+    starts: Cow<'a, [f64]>,
+    packets: Cow<'a, [u64]>,
+    fd_ps: FlowDuration,
     arrivals: Option<(&'a [u64], &'a [u32])>,
+}
+
+/// Each flow's duration, ps: the traffic's one for every flow (CFG), or a
+/// flow's own (routed: from its arrivals).
+enum FlowDuration {
+    Same(f64),
+    Each(Vec<f64>),
+}
+
+impl std::ops::Index<usize> for FlowDuration {
+    type Output = f64;
+    #[inline]
+    fn index(&self, f: usize) -> &f64 {
+        match self {
+            FlowDuration::Same(d) => d,
+            FlowDuration::Each(v) => &v[f],
+        }
+    }
 }
 
 /// The fast mode's parameters (`[fast]` of a scenario, `--set fast.KEY=V`).
@@ -350,12 +369,22 @@ impl<const N: usize> Simulator<N> {
             // Its miss-ratio curves are plain LRU's, its ELU a queueing model.
             return err("fast mode: [defence] runs in the exact engine only");
         }
-        let (starts, packets, fd_ps) = match &self.source {
-            Source::Flows(t) => (t.flow_starts().to_vec(), (0..t.flows()).map(|f| t.flow_packets(f)).collect::<Vec<u64>>(), t.flow_duration_ps()),
-            _ => return err("fast mode: flow traffic only (a trace runs in the exact engine)"),
+        if !matches!(self.source, Source::Flows(_)) {
+            return err("fast mode: flow traffic only (a trace runs in the exact engine)");
+        }
+        // The plan read in place: the traffic is out of the simulator for
+        // the run (the core borrows the simulator mutably) and back after.
+        let source = std::mem::replace(&mut self.source, Source::Other(Box::new(std::iter::empty())));
+        let Source::Flows(t) = &source else { unreachable!() };
+        let plan = Plan {
+            starts: Cow::Borrowed(t.flow_starts()),
+            packets: Cow::Borrowed(t.flow_packets_all()),
+            fd_ps: FlowDuration::Same(t.flow_duration_ps()),
+            arrivals: None,
         };
-        let fd = vec![fd_ps; starts.len()];
-        self.fast_core(fc, Plan { starts, packets, fd_ps: fd, arrivals: None })
+        let r = self.fast_core(fc, plan);
+        self.source = source;
+        r
     }
 
     /// The fast mode on a fresh routed simulator (`--p4`): `t_ps` and
@@ -390,9 +419,9 @@ impl<const N: usize> Simulator<N> {
             n[f] += 1;
         }
         // A flow's duration as the plan's: n packets at (n - 1) / (last - first).
-        let fd_ps = (0..nf).map(|f| if n[f] > 1 { (last[f] - first[f]) * n[f] as f64 / (n[f] - 1) as f64 } else { 1.0 }).collect();
-        let starts = first.iter().map(|&x| if x.is_nan() { f64::INFINITY } else { x }).collect();
-        self.fast_core(fc, Plan { starts, packets: n, fd_ps, arrivals: Some((t_ps, flows)) })
+        let fd_ps = FlowDuration::Each((0..nf).map(|f| if n[f] > 1 { (last[f] - first[f]) * n[f] as f64 / (n[f] - 1) as f64 } else { 1.0 }).collect());
+        let starts = Cow::Owned(first.iter().map(|&x| if x.is_nan() { f64::INFINITY } else { x }).collect());
+        self.fast_core(fc, Plan { starts, packets: Cow::Owned(n), fd_ps, arrivals: Some((t_ps, flows)) })
     }
 
     fn fast_core(&mut self, fc: &FastConfig, plan: Plan<'_>) -> Result<FastReport, SimError> {
@@ -467,10 +496,18 @@ impl<const N: usize> Simulator<N> {
             ks.dedup();
             w.warm(&ks);
         }
+        lap("keys' reads");
         let mut hbm0 = Hbm::new(self.config.hbm.clone());
         let mut base = 0;
         let mut scratch = Vec::new();
-        let slots: Vec<HashMap<u16, u16>> = self.tables.iter().map(|t| t.members.iter().enumerate().map(|(i, &p)| (p, i as u16)).collect()).collect();
+        // Per table, per PMU id: its slot in the table's members (u16::MAX: none).
+        let npmu = self.tables.iter().flat_map(|t| t.members.iter().map(|&p| p as usize + 1)).max().unwrap_or(0);
+        let mut slots = vec![u16::MAX; nt * npmu];
+        for (t, tb) in self.tables.iter().enumerate() {
+            for (i, &p) in tb.members.iter().enumerate() {
+                slots[t * npmu + p as usize] = i as u16;
+            }
+        }
         let mut intern = |t: usize, ix: usize| -> u32 {
             let tb = &self.tables[t];
             let k = tb.keys[ix];
@@ -479,7 +516,7 @@ impl<const N: usize> Simulator<N> {
             if id == next {
                 keys[t].push(k);
                 let pmu = tb.vmu.route_index(tb.lut_index[ix] as usize);
-                let slot = slots[t].get(&pmu).copied().unwrap_or(u16::MAX);
+                let slot = if (pmu as usize) < npmu { slots[t * npmu + pmu as usize] } else { u16::MAX };
                 let fill = unloaded_fill(walkers[t].as_ref(), &k, &mut hbm0, clock, tau, elu_lat, &mut base, &mut scratch);
                 let bytes = scratch.iter().map(|a| hbm0.charged(a.bytes)).sum();
                 info[t].push(KeyInfo { slot, pmu, fill, bytes });
@@ -728,6 +765,8 @@ impl<const N: usize> Simulator<N> {
         let mut rep_store: Vec<Miss> = Vec::new();
         let mut rseq = 0u64;
         let mut window: Option<(u64, EluWindow<N>)> = None;
+        // The last window, its buffers reused by the next one.
+        let mut spare: Option<EluWindow<N>> = None;
         let mut done: Vec<(Miss, Cycle)> = Vec::new();
         let mut q_est: f64 = 0.0;
         let stat_win = self.window.max(1);
@@ -842,6 +881,7 @@ impl<const N: usize> Simulator<N> {
                 soj_s += t_s.elapsed().as_secs_f64();
                 lags.extend(window_lag(&window_misses, ms + meas));
                 served.push(window_served(&window_misses, ms, ms + meas));
+                spare = Some(win);
             }};
         }
         loop {
@@ -863,7 +903,14 @@ impl<const N: usize> Simulator<N> {
             // Open the window of `lk` if it is in one.
             if window.is_none() && in_span(lk) && lk < until {
                 let (k, ph) = win_of(lk).unwrap();
-                window = Some((k, EluWindow::new(&self.config, nt, lk - ph)));
+                let win = match spare.take() {
+                    Some(mut w) => {
+                        w.reset(lk - ph);
+                        w
+                    }
+                    None => EluWindow::new(&self.config, nt, lk - ph),
+                };
+                window = Some((k, win));
                 elu_windows += 1;
                 window_misses.clear();
             }
@@ -972,6 +1019,7 @@ impl<const N: usize> Simulator<N> {
                 lags.extend(window_lag(&window_misses, ms + meas));
                 served.push(window_served(&window_misses, ms, ms + meas));
                 measure_refs.iter_mut().for_each(|x| *x = 0.0);
+                spare = Some(win);
             }
             // The lookups at `lk`.
             batch.clear();
@@ -1074,6 +1122,7 @@ impl<const N: usize> Simulator<N> {
         if let Some((k, win)) = window.take() {
             finish_window!(k, win);
         }
+        drop(spare);
         drop(walkers);
         self.walkers = handles.into_iter().map(Memo::give_back).collect();
         lap("loop");
@@ -1426,7 +1475,7 @@ fn pick_period(hists: &[WHist], k: usize) -> &WHist {
 /// Expected packet arrivals per statistics window (`win` cycles) before
 /// `until`: each flow sends its first packet at its start, then at its rate
 /// (`packets / flow duration`) until it has sent them all.
-fn expected_arrivals(starts: &[f64], packets: &[u64], fd_ps: &[f64], until: Cycle, cycle_ps: f64, win: Cycle) -> Vec<f64> {
+fn expected_arrivals(starts: &[f64], packets: &[u64], fd_ps: &FlowDuration, until: Cycle, cycle_ps: f64, win: Cycle) -> Vec<f64> {
     let n = until.div_ceil(win).max(1) as usize;
     let w_ps = win as f64 * cycle_ps;
     let end_ps = until as f64 * cycle_ps;
@@ -1444,7 +1493,8 @@ fn expected_arrivals(starts: &[f64], packets: &[u64], fd_ps: &[f64], until: Cycl
         slope[i + 1] += rate;
     };
     let mut first = vec![0.0f64; n];
-    for ((&s, &p), &fd_ps) in starts.iter().zip(packets).zip(fd_ps) {
+    for (f, (&s, &p)) in starts.iter().zip(packets).enumerate() {
+        let fd_ps = fd_ps[f];
         if s >= end_ps {
             continue;
         }
@@ -1491,12 +1541,12 @@ mod tests {
         let starts = vec![0.0, 1_000.0, 50_000.0];
         let packets = vec![1, 11, 5];
         // 10 ns flows: flow 1 sends its 11 packets from 1 ns to 10.09 ns.
-        let w = expected_arrivals(&starts, &packets, &[10_000.0; 3], 25, 4_000.0, 2);
+        let w = expected_arrivals(&starts, &packets, &FlowDuration::Same(10_000.0), 25, 4_000.0, 2);
         let total: f64 = w.iter().sum();
         // Before 100 ns: flows 0 and 1 whole (12); flow 2 starts at 50 ns,
         // sends its 4 later packets over 8 ns: all before 100 ns.
         assert!((total - 17.0).abs() < 1e-9, "{total} {w:?}");
-        let cut = expected_arrivals(&starts, &packets, &[10_000.0; 3], 13, 4_000.0, 2);
+        let cut = expected_arrivals(&starts, &packets, &FlowDuration::Same(10_000.0), 13, 4_000.0, 2);
         // Up to 52 ns: flow 2's first packet and 2 ns of its rate (0.5/ns).
         assert!((cut.iter().sum::<f64>() - (12.0 + 1.0 + 1.0)).abs() < 1e-9, "{cut:?}");
     }
