@@ -14,6 +14,9 @@ use super::exec::Program;
 use super::externs::Extern;
 use super::parser::POp;
 
+mod emit;
+pub use emit::emit;
+
 fn op_ok(op: &Op, p: &Program) -> Result<(), &'static str> {
     match op {
         Op::SetConst { .. } | Op::Copy { .. } | Op::SetParam { .. } | Op::Set { .. } | Op::Moves(_) | Op::Drop | Op::Exit => Ok(()),
@@ -73,6 +76,10 @@ pub fn unsupported(p: &Program) -> Vec<String> {
     }
     out.sort();
     out.dedup();
+    if out.is_empty() {
+        // what only writing the code finds (a construct the parser or an expression uses)
+        out.extend(emit::module(p).err());
+    }
     out
 }
 
