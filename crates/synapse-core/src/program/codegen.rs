@@ -1,5 +1,5 @@
-//! Code generated per program, first step: which linked programs a
-//! generator emitting code like [`super::native::Router`] can take. The
+//! Code generated per program: which linked programs the generator
+//! ([`emit`], code like [`super::native::Router`]) can take. The
 //! subset is the router's: fixed-size headers, stacks, `verify` and `set`
 //! in the parser; plain tables (no action selector, direct counter or
 //! meter, add-on-miss, synthesized key); assignments, `drop`, `exit`,
@@ -7,6 +7,9 @@
 //! lowered; no checksums; none of simple_switch's clone, resubmit,
 //! recirculate or digest calls. Anything else is named, and that program
 //! stays with the interpreter (which is also the generated code's oracle).
+//!
+//! [`emit`] writes that code: the Rust source of a module running one
+//! program in the subset (see its module doc).
 
 use super::action::Op;
 use super::control::Node;

@@ -55,7 +55,7 @@ impl<'p> Gen<'p> {
     }
 
     /// One received frame (as the interpreter's `RunPacket::run`).
-    #[allow(unused_mut, unused_variables, unused_assignments, unused_labels, unused_parens, unreachable_code, clippy::all)]
+    #[allow(unused_mut, unused_variables, unused_assignments, unused_labels, unused_parens, unused_macros, unreachable_code, clippy::all)]
     pub fn run(&mut self, frame: &[u8], ingress_port: u32, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {
         let p = self.p;
         let n = frame.len();
@@ -89,6 +89,34 @@ impl<'p> Gen<'p> {
         let mut d3_7 = false; // ipv4.ipv4.ttl
         let mut pos = 0usize;
         let mut err = 0u32;
+        let mut nd = -1i32;
+        // Route3Ingress.drop
+        macro_rules! a1 {
+            ($d:ident) => {{
+                c6 = 511; c10 = 0;
+            }}
+        }
+        // Route3Ingress.set_nhop
+        macro_rules! a2 {
+            ($d:ident) => {{
+                c1 = ((p.data[$d + 0]) as u64) & 0xffff;
+                c6 = ((p.data[$d + 1]) as u64) & 0x1ff;
+            }}
+        }
+        // Route3Ingress.rewrite
+        macro_rules! a3 {
+            ($d:ident) => {{
+                c14 = ((p.data[$d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
+                c15 = ((p.data[$d + 1]) as u64) & 0xffffffffffff; d2_1 = true;
+                c25 = ((((c25 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d3_7 = true;
+            }}
+        }
+        // Route3Ingress.deny
+        macro_rules! a5 {
+            ($d:ident) => {{
+                c6 = 511; c10 = 0;
+            }}
+        }
         // parser
         'parse: {
             let mut s: i32 = 0;
@@ -142,7 +170,7 @@ impl<'p> Gen<'p> {
             }
         }
         // ingress
-        let mut nd: i32 = 4;
+        nd = 4;
         while nd >= 0 {
             match nd {
                 0 => { // tbl_drop
@@ -151,21 +179,10 @@ impl<'p> Gen<'p> {
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.drop
-                        2 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c6 = ((p.data[d + 1]) as u64) & 0x1ff;
-                        } // Route3Ingress.set_nhop
-                        3 => {
-                            c14 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c15 = ((p.data[d + 1]) as u64) & 0xffffffffffff; d2_1 = true;
-                            c25 = ((((c25 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d3_7 = true;
-                        } // Route3Ingress.rewrite
-                        5 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.deny
+                        1 => a1!(d), // Route3Ingress.drop
+                        2 => a2!(d), // Route3Ingress.set_nhop
+                        3 => a3!(d), // Route3Ingress.rewrite
+                        5 => a5!(d), // Route3Ingress.deny
                         _ => {}
                     }
                 }
@@ -180,21 +197,10 @@ impl<'p> Gen<'p> {
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.drop
-                        2 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c6 = ((p.data[d + 1]) as u64) & 0x1ff;
-                        } // Route3Ingress.set_nhop
-                        3 => {
-                            c14 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c15 = ((p.data[d + 1]) as u64) & 0xffffffffffff; d2_1 = true;
-                            c25 = ((((c25 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d3_7 = true;
-                        } // Route3Ingress.rewrite
-                        5 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.deny
+                        1 => a1!(d), // Route3Ingress.drop
+                        2 => a2!(d), // Route3Ingress.set_nhop
+                        3 => a3!(d), // Route3Ingress.rewrite
+                        5 => a5!(d), // Route3Ingress.deny
                         _ => {}
                     }
                 }
@@ -209,21 +215,10 @@ impl<'p> Gen<'p> {
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.drop
-                        2 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c6 = ((p.data[d + 1]) as u64) & 0x1ff;
-                        } // Route3Ingress.set_nhop
-                        3 => {
-                            c14 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c15 = ((p.data[d + 1]) as u64) & 0xffffffffffff; d2_1 = true;
-                            c25 = ((((c25 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d3_7 = true;
-                        } // Route3Ingress.rewrite
-                        5 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.deny
+                        1 => a1!(d), // Route3Ingress.drop
+                        2 => a2!(d), // Route3Ingress.set_nhop
+                        3 => a3!(d), // Route3Ingress.rewrite
+                        5 => a5!(d), // Route3Ingress.deny
                         _ => {}
                     }
                 }
@@ -237,21 +232,10 @@ impl<'p> Gen<'p> {
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.drop
-                        2 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c6 = ((p.data[d + 1]) as u64) & 0x1ff;
-                        } // Route3Ingress.set_nhop
-                        3 => {
-                            c14 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c15 = ((p.data[d + 1]) as u64) & 0xffffffffffff; d2_1 = true;
-                            c25 = ((((c25 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d3_7 = true;
-                        } // Route3Ingress.rewrite
-                        5 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.deny
+                        1 => a1!(d), // Route3Ingress.drop
+                        2 => a2!(d), // Route3Ingress.set_nhop
+                        3 => a3!(d), // Route3Ingress.rewrite
+                        5 => a5!(d), // Route3Ingress.deny
                         _ => {}
                     }
                 }
@@ -266,7 +250,7 @@ impl<'p> Gen<'p> {
         }
         // egress
 c6 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
-        let mut nd: i32 = -1;
+        nd = -1;
         while nd >= 0 {
             match nd {
                 0 => { // tbl_drop
@@ -275,21 +259,10 @@ c6 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.drop
-                        2 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c6 = ((p.data[d + 1]) as u64) & 0x1ff;
-                        } // Route3Ingress.set_nhop
-                        3 => {
-                            c14 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c15 = ((p.data[d + 1]) as u64) & 0xffffffffffff; d2_1 = true;
-                            c25 = ((((c25 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d3_7 = true;
-                        } // Route3Ingress.rewrite
-                        5 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.deny
+                        1 => a1!(d), // Route3Ingress.drop
+                        2 => a2!(d), // Route3Ingress.set_nhop
+                        3 => a3!(d), // Route3Ingress.rewrite
+                        5 => a5!(d), // Route3Ingress.deny
                         _ => {}
                     }
                 }
@@ -304,21 +277,10 @@ c6 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.drop
-                        2 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c6 = ((p.data[d + 1]) as u64) & 0x1ff;
-                        } // Route3Ingress.set_nhop
-                        3 => {
-                            c14 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c15 = ((p.data[d + 1]) as u64) & 0xffffffffffff; d2_1 = true;
-                            c25 = ((((c25 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d3_7 = true;
-                        } // Route3Ingress.rewrite
-                        5 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.deny
+                        1 => a1!(d), // Route3Ingress.drop
+                        2 => a2!(d), // Route3Ingress.set_nhop
+                        3 => a3!(d), // Route3Ingress.rewrite
+                        5 => a5!(d), // Route3Ingress.deny
                         _ => {}
                     }
                 }
@@ -333,21 +295,10 @@ c6 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.drop
-                        2 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c6 = ((p.data[d + 1]) as u64) & 0x1ff;
-                        } // Route3Ingress.set_nhop
-                        3 => {
-                            c14 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c15 = ((p.data[d + 1]) as u64) & 0xffffffffffff; d2_1 = true;
-                            c25 = ((((c25 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d3_7 = true;
-                        } // Route3Ingress.rewrite
-                        5 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.deny
+                        1 => a1!(d), // Route3Ingress.drop
+                        2 => a2!(d), // Route3Ingress.set_nhop
+                        3 => a3!(d), // Route3Ingress.rewrite
+                        5 => a5!(d), // Route3Ingress.deny
                         _ => {}
                     }
                 }
@@ -361,21 +312,10 @@ c6 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.drop
-                        2 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c6 = ((p.data[d + 1]) as u64) & 0x1ff;
-                        } // Route3Ingress.set_nhop
-                        3 => {
-                            c14 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c15 = ((p.data[d + 1]) as u64) & 0xffffffffffff; d2_1 = true;
-                            c25 = ((((c25 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d3_7 = true;
-                        } // Route3Ingress.rewrite
-                        5 => {
-                            c6 = 511; c10 = 0;
-                        } // Route3Ingress.deny
+                        1 => a1!(d), // Route3Ingress.drop
+                        2 => a2!(d), // Route3Ingress.set_nhop
+                        3 => a3!(d), // Route3Ingress.rewrite
+                        5 => a5!(d), // Route3Ingress.deny
                         _ => {}
                     }
                 }

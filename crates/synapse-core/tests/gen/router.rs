@@ -55,7 +55,7 @@ impl<'p> Gen<'p> {
     }
 
     /// One received frame (as the interpreter's `RunPacket::run`).
-    #[allow(unused_mut, unused_variables, unused_assignments, unused_labels, unused_parens, unreachable_code, clippy::all)]
+    #[allow(unused_mut, unused_variables, unused_assignments, unused_labels, unused_parens, unused_macros, unreachable_code, clippy::all)]
     pub fn run(&mut self, frame: &[u8], ingress_port: u32, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {
         let p = self.p;
         let n = frame.len();
@@ -102,6 +102,59 @@ impl<'p> Gen<'p> {
         let mut d5_7 = false; // ipv4.ipv4.ttl
         let mut pos = 0usize;
         let mut err = 0u32;
+        let mut nd = -1i32;
+        // MyIngress.set_nhop
+        macro_rules! a1 {
+            ($d:ident) => {{
+                c1 = ((p.data[$d + 0]) as u64) & 0xffff;
+                c7 = ((p.data[$d + 1]) as u64) & 0x1ff;
+                c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
+            }}
+        }
+        // MyIngress.drop
+        macro_rules! a2 {
+            ($d:ident) => {{
+                c7 = 511; c17 = 0;
+            }}
+        }
+        // MyIngress.set_dmac
+        macro_rules! a3 {
+            ($d:ident) => {{
+                c24 = ((p.data[$d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
+                c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
+            }}
+        }
+        // MyIngress.deny
+        macro_rules! a4 {
+            ($d:ident) => {{
+                let exited = 'a: {
+                    c7 = 511; c17 = 0;
+                    break 'a true;
+                    false
+                };
+                if exited {
+                    nd = -1;
+                }
+            }}
+        }
+        // MyIngress.permit
+        macro_rules! a5 {
+            ($d:ident) => {{
+                if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
+            }}
+        }
+        // MyEgress.read_color
+        macro_rules! a6 {
+            ($d:ident) => {{
+                if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
+            }}
+        }
+        // MyIngress.set_tag
+        macro_rules! a7 {
+            ($d:ident) => {{
+                c4 = ((p.data[$d + 0]) as u64) & 0xffff;
+            }}
+        }
         // parser
         'parse: {
             let mut s: i32 = 0;
@@ -161,7 +214,7 @@ impl<'p> Gen<'p> {
                     c52 = (u16::from_be_bytes([h[2], h[3]]) as u64);
                     c50 = 1; s6 = pos; pos += 8;
                     c2 = ((c52) as u128 & 0xffffffffffffffffffffffffffffffff) as u64;
-                    let key: u64 = ({ let Some(v) = look(frame, pos, 0, 4) else { err = 1; break 'parse; }; v } as u64);
+                    let key: u64 = ({ if pos + 1 > n { err = 1; break 'parse; } ((frame[pos + 0] as u128) >> 4) & 0xf } as u64);
                     s = if key & 0xff == 0xa { 4 } else { -1 };
                 }
                 4 => { // parse_magic
@@ -184,7 +237,7 @@ impl<'p> Gen<'p> {
             }
         }
         // ingress
-        let mut nd: i32 = 5;
+        nd = 5;
         while nd >= 0 {
             match nd {
                 0 => { // tbl_drop
@@ -193,37 +246,13 @@ impl<'p> Gen<'p> {
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -233,37 +262,13 @@ impl<'p> Gen<'p> {
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -278,37 +283,13 @@ impl<'p> Gen<'p> {
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -322,37 +303,13 @@ impl<'p> Gen<'p> {
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -367,37 +324,13 @@ impl<'p> Gen<'p> {
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -409,37 +342,13 @@ impl<'p> Gen<'p> {
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -454,37 +363,13 @@ impl<'p> Gen<'p> {
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -499,37 +384,13 @@ impl<'p> Gen<'p> {
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -545,7 +406,7 @@ impl<'p> Gen<'p> {
         // egress
 c8 = ((eport) as u128 & 0x1ff) as u64;
 c7 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
-        let mut nd: i32 = 10;
+        nd = 10;
         while nd >= 0 {
             match nd {
                 0 => { // tbl_drop
@@ -554,37 +415,13 @@ c7 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -594,37 +431,13 @@ c7 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -639,37 +452,13 @@ c7 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -683,37 +472,13 @@ c7 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -728,37 +493,13 @@ c7 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -770,37 +511,13 @@ c7 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -815,37 +532,13 @@ c7 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }
@@ -860,37 +553,13 @@ c7 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
-                        1 => {
-                            c1 = ((p.data[d + 0]) as u64) & 0xffff;
-                            c7 = ((p.data[d + 1]) as u64) & 0x1ff;
-                            c45 = ((((c45 as u128).wrapping_add(0xff) & 0xff)) as u64) & 0xff; d5_7 = true;
-                        } // MyIngress.set_nhop
-                        2 => {
-                            c7 = 511; c17 = 0;
-                        } // MyIngress.drop
-                        3 => {
-                            c24 = ((p.data[d + 0]) as u64) & 0xffffffffffff; d2_0 = true;
-                            c4 = (((shl64(c1, (4u128 as u64)) | (3u128 as u64)) ^ (1u128 as u64)) & (0xffffu128 as u64)) & 0xffff;
-                        } // MyIngress.set_dmac
-                        4 => {
-                            let exited = 'a: {
-                                c7 = 511; c17 = 0;
-                                break 'a true;
-                                false
-                            };
-                            if exited {
-                                nd = -1;
-                            }
-                        } // MyIngress.deny
-                        5 => {
-                            if let Some(k) = self.counters[0].get_mut((0u128) as usize) { k[0] += 1; k[1] += n as u64; }
-                        } // MyIngress.permit
-                        6 => {
-                            if let Some(&v) = self.regs[0].get((0u128) as usize) { c3 = ((v) as u64) & 0xff; }
-                        } // MyEgress.read_color
-                        7 => {
-                            c4 = ((p.data[d + 0]) as u64) & 0xffff;
-                        } // MyIngress.set_tag
+                        1 => a1!(d), // MyIngress.set_nhop
+                        2 => a2!(d), // MyIngress.drop
+                        3 => a3!(d), // MyIngress.set_dmac
+                        4 => a4!(d), // MyIngress.deny
+                        5 => a5!(d), // MyIngress.permit
+                        6 => a6!(d), // MyEgress.read_color
+                        7 => a7!(d), // MyIngress.set_tag
                         _ => {}
                     }
                 }

@@ -165,7 +165,18 @@ impl<'a> Gen<'a> {
         if ctx != Ctx::Parser {
             return Err("a lookahead outside the parser".into());
         }
-        Ok(format!("{{ let Some(v) = look(frame, pos, {off}, {w}) else {{ err = {}; break 'parse; }}; v }}", self.too_short))
+        let ts = self.too_short;
+        let (b, sh) = (off / 8, off % 8);
+        let nb = (sh + w).div_ceil(8);
+        if w == 0 || nb > 16 {
+            return Ok(format!("{{ let Some(v) = look(frame, pos, {off}, {w}) else {{ err = {ts}; break 'parse; }}; v }}"));
+        }
+        // the bytes the bits lie in, read at once (`w` bits after bit `sh` of byte `pos + b`)
+        let bytes: Vec<String> = (0..nb).map(|i| format!("frame[pos + {}]", b + i)).collect();
+        let pad = vec!["0".to_string(); 16 - nb as usize];
+        let read = if nb == 1 { format!("{} as u128", bytes[0]) } else { format!("u128::from_be_bytes([{}])", [pad, bytes].concat().join(", ")) };
+        let shr = nb * 8 - sh - w;
+        Ok(format!("{{ if pos + {} > n {{ err = {ts}; break 'parse; }} (({read}) >> {shr}) & {} }}", b + nb, hex(mask(w))))
     }
 
     /// `ins[pc..end]` evaluated symbolically onto `st` (Rust expressions of type `w`).
@@ -392,7 +403,7 @@ impl<'a> Gen<'a> {
         for op in &act.ops {
             self.op(op, ctx, &mut body)?;
         }
-        let ind = "                            ";
+        let ind = "                ";
         let lines: String = body.lines().map(|l| format!("{ind}{l}\n")).collect();
         if !act.ops.iter().any(|o| matches!(o, Op::Exit)) {
             return Ok(format!("{{\n{lines}{}}}", &ind[4..]));
@@ -696,7 +707,7 @@ pub(super) fn module(p: &Program) -> Result<String, String> {
             continue;
         }
         let init = p.pipelines[pi as usize].1;
-        let mut s = format!("        let mut nd: i32 = {init};\n        while nd >= 0 {{\n            match nd {{\n");
+        let mut s = format!("        nd = {init};\n        while nd >= 0 {{\n            match nd {{\n");
         for (ni, node) in p.nodes.iter().enumerate() {
             match node {
                 Node::Cond(c) => {
@@ -762,11 +773,8 @@ pub(super) fn module(p: &Program) -> Result<String, String> {
                     writeln!(s, "                    let d = (th.data + h.data) as usize;").unwrap();
                     writeln!(s, "                    nd = h.next;").unwrap();
                     writeln!(s, "                    match h.action {{").unwrap();
-                    for (a, body) in actions.iter().enumerate() {
-                        if p.actions[a].ops.is_empty() {
-                            continue;
-                        }
-                        writeln!(s, "                        {a} => {body} // {}", p.actions[a].name).unwrap();
+                    for (a, act) in p.actions.iter().enumerate().filter(|a| !a.1.ops.is_empty()) {
+                        writeln!(s, "                        {a} => a{a}!(d), // {}", act.name).unwrap();
                     }
                     writeln!(s, "                        _ => {{}}\n                    }}\n                }}").unwrap();
                 }
@@ -875,6 +883,12 @@ pub(super) fn module(p: &Program) -> Result<String, String> {
         writeln!(locals, "        let mut d{h}_{f} = false; // {}.{}", p.headers[h as usize].name,
                  p.lay.names[p.headers[h as usize].fields[f as usize].slot as usize]).unwrap();
     }
+    // each action once, as a macro over its data's place (the locals are the run's)
+    let mut macros = String::new();
+    for (a, body) in actions.iter().enumerate().filter(|a| !p.actions[a.0].ops.is_empty()) {
+        let body = body.replace("p.data[d + ", "p.data[$d + ");
+        writeln!(macros, "        // {}\n        macro_rules! a{a} {{\n            ($d:ident) => {{{body}}}\n        }}", p.actions[a].name).unwrap();
+    }
     let ntab = p.tables.len();
     let hash = p.shape_hash();
     let nvals = p.max_key_fields.max(1);
@@ -938,14 +952,15 @@ impl<'p> Gen<'p> {{
     }}
 
     /// One received frame (as the interpreter's `RunPacket::run`).
-    #[allow(unused_mut, unused_variables, unused_assignments, unused_labels, unused_parens, unreachable_code, clippy::all)]
+    #[allow(unused_mut, unused_variables, unused_assignments, unused_labels, unused_parens, unused_macros, unreachable_code, clippy::all)]
     pub fn run(&mut self, frame: &[u8], ingress_port: u32, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {{
         let p = self.p;
         let n = frame.len();
         let input = visits.packets() as u32;
 {locals}        let mut pos = 0usize;
         let mut err = 0u32;
-{ingress_meta}        // parser
+        let mut nd = -1i32;
+{macros}{ingress_meta}        // parser
         'parse: {{
             let mut s: i32 = {init};
             let mut visited = 0usize;
