@@ -1,10 +1,12 @@
 //! The compiled P4 executor alone on a capture, for `perf`: `p4speed
-//! DESCRIPTION.json CAPTURE [LIMIT PASSES [native]]` runs the description (a
+//! DESCRIPTION.json CAPTURE [LIMIT PASSES [native|gen]]` runs the description (a
 //! compiled program with its entries, as `synapse p4 compile --json` or
 //! `RustProgram.description` writes it) over the capture's first LIMIT
 //! frames (default all) PASSES times (default 5; the first, untimed, hashes the answers) with outputs, and prints
 //! packets per CPU second of the median pass and a hash of the visits.
-//! `native` runs the router's specialised code (`program::native`) instead.
+//! `native` runs the router's specialised code (`program::native`) instead;
+//! `gen` the router's generated code (`program::codegen::emit`'s module for
+//! it, `tests/gen/router.rs`, compiled in).
 //! `perf record -g target/release/examples/p4speed d.json c.pcap` (with
 //! `CARGO_PROFILE_RELEASE_DEBUG=true` at build for symbols).
 use std::path::Path;
@@ -79,6 +81,9 @@ fn main() {
     if a.get(5).map(String::as_str) == Some("native") {
         return native(&desc, &all, passes);
     }
+    if a.get(5).map(String::as_str) == Some("gen") {
+        return gen(&desc, &all, passes);
+    }
     let mut ex = Executor::from_json(&desc).unwrap();
     timed_passes!(all, passes, |v, o, i| ex.run(all.frame(i), 1, 0, &mut v, Some(&mut o)));
 }
@@ -94,6 +99,24 @@ fn native(desc: &str, all: &Frames, passes: usize) {
                 eprintln!("{why}");
             }
             eprintln!("p4speed: native: {e}");
+            std::process::exit(2);
+        }
+    };
+    timed_passes!(all, passes, |v, o, i| ex.run(all.frame(i), 1, &mut v, Some(&mut o)));
+}
+
+/// The router's generated module (`p4emit tests/data/p4/router-desc.json`).
+mod router_gen {
+    include!("../tests/gen/router.rs");
+}
+
+/// [`main`]'s passes with the router's generated code.
+fn gen(desc: &str, all: &Frames, passes: usize) {
+    let prog = synapse_core::program::Program::from_json(desc).unwrap();
+    let mut ex = match router_gen::Gen::link(&prog) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("p4speed: gen: {e}");
             std::process::exit(2);
         }
     };

@@ -1,5 +1,5 @@
-//! Code generated per program, first step: which linked programs a
-//! generator emitting code like [`super::native::Router`] can take. The
+//! Code generated per program: which linked programs the generator
+//! ([`emit`], code like [`super::native::Router`]) can take. The
 //! subset is the router's: fixed-size headers, stacks, `verify` and `set`
 //! in the parser; plain tables (no action selector, direct counter or
 //! meter, add-on-miss, synthesized key); assignments, `drop`, `exit`,
@@ -7,12 +7,18 @@
 //! lowered; no checksums; none of simple_switch's clone, resubmit,
 //! recirculate or digest calls. Anything else is named, and that program
 //! stays with the interpreter (which is also the generated code's oracle).
+//!
+//! [`emit`] writes that code: the Rust source of a module running one
+//! program in the subset (see its module doc).
 
 use super::action::Op;
 use super::control::Node;
 use super::exec::Program;
 use super::externs::Extern;
 use super::parser::POp;
+
+mod emit;
+pub use emit::emit;
 
 fn op_ok(op: &Op, p: &Program) -> Result<(), &'static str> {
     match op {
@@ -73,6 +79,10 @@ pub fn unsupported(p: &Program) -> Vec<String> {
     }
     out.sort();
     out.dedup();
+    if out.is_empty() {
+        // what only writing the code finds (a construct the parser or an expression uses)
+        out.extend(emit::module(p).err());
+    }
     out
 }
 

@@ -1,0 +1,184 @@
+//! Code generated per program (`program::codegen::emit`): the checked-in
+//! modules under `tests/gen/` are what the generator writes today, and each
+//! one, compiled in here, answers as the interpreter on every kind of frame.
+//!
+//! Regenerate a module after a change to the generator or the description:
+//! `cargo run --release -p synapse-core --example p4emit -- tests/data/p4/NAME-desc.json > crates/synapse-core/tests/gen/NAME.rs`
+//! (the descriptions are written by the `python -c` line in docs/program-layer-streaming.md).
+
+use synapse_core::program::codegen::emit;
+use synapse_core::program::externs::SplitMix64;
+use synapse_core::program::{Executor, Outputs, Program, RunPacket, Visits};
+
+mod router {
+    include!("gen/router.rs");
+}
+mod route3 {
+    include!("gen/route3.rs");
+}
+
+fn desc(name: &str) -> String {
+    let path = format!("{}/../../tests/data/p4/{name}-desc.json", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn the_checked_in_modules_are_what_the_generator_writes() {
+    for name in ["router", "route3"] {
+        let prog = Program::from_json(&desc(name)).unwrap();
+        let got = emit(&prog).unwrap();
+        let path = format!("{}/tests/gen/{name}.rs", env!("CARGO_MANIFEST_DIR"));
+        let want = std::fs::read_to_string(&path).unwrap();
+        assert!(got == want, "{path} is not what the generator writes; regenerate it: cargo run --release -p synapse-core \
+                 --example p4emit -- tests/data/p4/{name}-desc.json > crates/synapse-core/tests/gen/{name}.rs");
+    }
+}
+
+/// Values at and around the tables' entries' bounds (a hit at each end of
+/// a range or prefix, a miss just past it), for key fields of 32, 16 and 8 bits.
+fn bounds(p: &Program) -> [Vec<u64>; 3] {
+    let mut out = [Vec::new(), Vec::new(), Vec::new()];
+    for t in p.tables.iter().filter(|t| !t.key.is_empty()) {
+        for row in t.rows.chunks_exact(3 * t.key.len()) {
+            for (k, f) in t.key.iter().zip(row.chunks_exact(3)) {
+                let Some(i) = [32, 16, 8].iter().position(|&w| w == k.width) else { continue };
+                let (lo, hi, m) = (f[0] as u64, f[1] as u64, (1u64 << k.width) - 1);
+                out[i].extend([lo, hi, lo.wrapping_sub(1) & m, hi.wrapping_add(1) & m]);
+            }
+        }
+    }
+    for o in &mut out {
+        o.sort();
+        o.dedup();
+        if o.is_empty() {
+            o.push(0);
+        }
+    }
+    out
+}
+
+/// Frames of every path the routers' parsers and tables distinguish:
+/// VLAN stacks of 0 to 3, other EtherTypes, IHL 5 or 6, TTL 0, 1, 2 and
+/// 64, TCP, UDP or neither, the magic byte's outcomes, addresses, ports
+/// and protocols at the entries' bounds, and frames cut at any byte.
+fn frames(p: &Program, seed: u64, count: usize) -> Vec<Vec<u8>> {
+    let mut r = SplitMix64(seed);
+    let [b32, b16, b8] = bounds(p);
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let x = r.next_u64();
+        let mut pick = |v: &[u64]| v[(r.next_u64() % v.len() as u64) as usize];
+        let (src, dst) = (pick(&b32) as u32, pick(&b32) as u32);
+        let (sport, dport, proto) = (pick(&b16) as u16, pick(&b16) as u16, pick(&b8) as u8);
+        let mut f = Vec::new();
+        let vlans = [0, 0, 0, 1, 2, 3][(x % 6) as usize];
+        let ty = [0x0800u16, 0x0800, 0x86dd, 0x8100][((x >> 3) % 4) as usize];
+        for i in 0..12 {
+            f.push((x >> (i * 5)) as u8 ^ i as u8);
+        }
+        f.extend_from_slice(&(if vlans > 0 { 0x8100 } else { ty }).to_be_bytes());
+        for i in 0..vlans {
+            let next: u16 = if i + 1 < vlans { 0x8100 } else { ty };
+            f.extend_from_slice(&[(x >> 30) as u8, i as u8]);
+            f.extend_from_slice(&next.to_be_bytes());
+        }
+        let mut ip = [0u8; 20];
+        for (i, b) in ip.iter_mut().enumerate() {
+            *b = (x >> (i * 3)) as u8;
+        }
+        ip[0] = if (x >> 6) % 16 == 0 { 0x46 } else { 0x45 };
+        ip[8] = [0u8, 1, 2, 64, 64, 64, 64, 64][((x >> 10) % 8) as usize];
+        ip[9] = match (x >> 12) % 4 {
+            0 => 6,
+            1 => proto,
+            _ => 0x11,
+        };
+        if (x >> 48) % 4 != 0 {
+            // not always at a bound: a random address
+            ip[12..16].copy_from_slice(&src.to_be_bytes());
+            ip[16..20].copy_from_slice(&dst.to_be_bytes());
+        }
+        let l4 = if ip[9] == 6 { 20 } else { 8 };
+        f.extend_from_slice(&ip);
+        let mut h = vec![0u8; l4];
+        h[0..2].copy_from_slice(&sport.to_be_bytes());
+        h[2..4].copy_from_slice(&dport.to_be_bytes());
+        f.extend_from_slice(&h);
+        f.push([0xa1u8, 0xa2, 0xa3, 0xa7, 0x10, 0xaf][((x >> 20) % 6) as usize]);
+        for i in 0..(x >> 24) % 20 {
+            f.push((x >> (i % 8)) as u8);
+        }
+        // a frame cut anywhere, now and then
+        if (x >> 40) % 5 == 0 {
+            let cut = (x >> 44) as usize % (f.len() + 1);
+            f.truncate(cut);
+        }
+        out.push(f);
+    }
+    out
+}
+
+/// Runs the interpreter and `run` (the generated code) side by side; their
+/// visits, outputs and outcomes must be equal; returns the interpreter.
+fn beside(name: &str, d: &str, mut run: impl FnMut(&[u8], &mut Visits, &mut Outputs) -> synapse_core::program::Outcome) -> Executor {
+    let mut ex = Executor::from_json(d).unwrap();
+    let prog = Program::from_json(d).unwrap();
+    let (mut v1, mut o1, mut v2, mut o2) = (Visits::new(), Outputs::new(), Visits::new(), Outputs::new());
+    for seed in 1..4 {
+        for f in frames(&prog, seed, 4000) {
+            let a = ex.run(&f, 1, 0, &mut v1, Some(&mut o1));
+            let b = run(&f, &mut v2, &mut o2);
+            assert_eq!(a, b, "{name}: frame {f:02x?}");
+        }
+    }
+    assert_eq!(v1, v2, "{name}: visits");
+    assert_eq!(o1, o2, "{name}: outputs");
+    // the frames reach every outcome: outputs, drops, hits and misses
+    let (o, v, hits) = (o1.len(), v1.table.len(), v1.entry.iter().filter(|&&e| e >= 0).count());
+    assert!(o > 500 && o < 11_000 && hits > v / 4 && hits < v, "{name}: outputs {o}, visits {v}, hits {hits}");
+    ex
+}
+
+#[test]
+fn the_generated_router_answers_as_the_interpreter() {
+    let d = desc("router");
+    let prog = Program::from_json(&d).unwrap();
+    let mut g = router::Gen::link(&prog).unwrap();
+    let ex = beside("router", &d, |f, v, o| g.run(f, 1, v, Some(o)));
+    assert_eq!(ex.externs().counters, g.counters);
+    assert!(g.counters[0][0][0] > 0, "the permit counter never counted");
+}
+
+#[test]
+fn the_generated_route3_answers_as_the_interpreter() {
+    let d = desc("route3");
+    let prog = Program::from_json(&d).unwrap();
+    let mut g = route3::Gen::link(&prog).unwrap();
+    let ex = beside("route3", &d, |f, v, o| g.run(f, 1, v, Some(o)));
+    assert_eq!(ex.externs().counters, g.counters);
+}
+
+#[test]
+fn the_next_node_after_an_action_is_the_linked_programs() {
+    // nhop_tbl's set_dmac then goes on to egress's first table, in ingress: the entries' hits say so, the code follows them
+    let mut d: serde_json::Value = serde_json::from_str(&desc("router")).unwrap();
+    for n in d["nodes"].as_array_mut().unwrap() {
+        if n["name"] == "MyIngress.nhop_tbl" {
+            n["next"]["actions"]["3"] = serde_json::json!(7);
+        }
+    }
+    let d = d.to_string();
+    let prog = Program::from_json(&d).unwrap();
+    let mut g = router::Gen::link(&prog).unwrap();
+    beside("router (set_dmac then acl)", &d, |f, v, o| g.run(f, 1, v, Some(o)));
+}
+
+#[test]
+fn another_program_is_refused() {
+    // the VLAN EtherType changed: another parser
+    let mut d: serde_json::Value = serde_json::from_str(&desc("router")).unwrap();
+    d["parser"]["states"][0]["transitions"][1][0] = serde_json::json!("0x9100");
+    let p = Program::from_json(&d.to_string()).unwrap();
+    assert!(router::Gen::link(&p).err().unwrap().starts_with("not the program"));
+    assert!(route3::Gen::link(&Program::from_json(&desc("router")).unwrap()).is_err());
+}
