@@ -36,9 +36,15 @@ fn generated_code_builds_loads_and_answers_as_the_interpreter() {
     assert!(!b2.built && b2.path == b.path);
     drop(lib);
 
-    // a truncated library: rebuilt
+    // a truncated library: rebuilt (written as a new file, as another process would leave
+    // it: the one loaded above may still be mapped)
+    let replace = |bytes: &[u8]| {
+        let tmp = b.path.with_extension("tmp");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, &b.path).unwrap();
+    };
     let bytes = std::fs::read(&b.path).unwrap();
-    std::fs::write(&b.path, &bytes[..bytes.len() / 3]).unwrap();
+    replace(&bytes[..bytes.len() / 3]);
     let (lib, b3) = load(&build, &src).unwrap();
     assert!(b3.built);
     assert_eq!(check_capture(&lib, &desc, &pcap, 500, None).unwrap(), None);
@@ -52,7 +58,7 @@ fn generated_code_builds_loads_and_answers_as_the_interpreter() {
     for i in at {
         bytes[i] ^= 0xff;
     }
-    std::fs::write(&b.path, &bytes).unwrap();
+    replace(&bytes);
     let e = Library::open(&b.path, b.hash).err().unwrap();
     assert!(e.contains("expected ABI") && e.contains(&format!("{:016x}", b.hash)), "{e}");
     let (lib, b4) = load(&build, &src).unwrap();

@@ -291,8 +291,18 @@ pub struct Library {
 impl Library {
     /// Loads `path` and checks its table against [`ABI`] and `hash`.
     pub fn open(path: &Path, hash: u64) -> Result<Arc<Library>, String> {
+        // loaded through a link of its own name: the loader reuses a library already loaded
+        // under the same name, or the same file, so a rebuilt library (a new file at the
+        // same path) loads as itself even when an earlier one stays loaded
+        static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let alias = path.with_extension(format!("so.{}.{n}", std::process::id()));
+        let _ = std::fs::remove_file(&alias);
+        std::fs::hard_link(path, &alias).map_err(|e| format!("{}: {e}", path.display()))?;
         // SAFETY: the library is one `gencrate` built; its initialisers are Rust's
-        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| format!("{}: {e}", path.display()))?;
+        let lib = unsafe { libloading::Library::new(&alias) };
+        let _ = std::fs::remove_file(&alias);
+        let lib = lib.map_err(|e| format!("{}: {e}", path.display()))?;
         let table = unsafe {
             let f = lib.get::<extern "C" fn() -> *const Table>(SYMBOL).map_err(|e| format!("{}: {e}", path.display()))?;
             &*f()
