@@ -35,7 +35,9 @@ extern "C" {
 /// it measured 0.91x at equal instructions).
 macro_rules! timed_passes {
     ($all:expr, $passes:expr, |$v:ident, $o:ident, $i:ident| $run:expr) => {
-        timed_passes!($all, $passes, |$v, $o, c, e| for $i in c..e { $run })
+        timed_passes!($all, $passes, |$v, $o, c, e| for $i in c..e {
+            $run;
+        })
     };
     ($all:expr, $passes:expr, |$v:ident, $o:ident, $c:ident, $e:ident| $batch:expr) => {{
         let (mut $v, mut $o) = (Visits::new(), Outputs::new());

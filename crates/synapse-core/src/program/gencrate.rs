@@ -49,6 +49,23 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     h
 }
 
+const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Where a library's size and hash are kept, beside it.
+fn sum_path(so: &Path) -> PathBuf {
+    so.with_extension("sum")
+}
+
+/// The library at `so` is whole: its size and hash are the ones recorded
+/// when it was built. (A cut library must never reach the loader: mapping
+/// a file shorter than its headers say faults the process.)
+fn intact(so: &Path) -> bool {
+    let (Ok(bytes), Ok(sum)) = (std::fs::read(so), std::fs::read_to_string(sum_path(so))) else {
+        return false;
+    };
+    sum.trim() == format!("{} {:016x}", bytes.len(), fnv(FNV0, &bytes))
+}
+
 /// Files under `dir` ending in `.rs`, sorted.
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     if let Ok(rd) = std::fs::read_dir(dir) {
@@ -102,7 +119,7 @@ impl Build {
     pub fn hash(&self, module: &str) -> Result<u64, String> {
         let v = Command::new(&self.rustc).arg("-V").output()
             .map_err(|e| format!("rustc ({}): {e}", self.rustc.to_string_lossy()))?;
-        let mut h = fnv(0xcbf2_9ce4_8422_2325, module.as_bytes());
+        let mut h = fnv(FNV0, module.as_bytes());
         h = fnv(h, &v.stdout);
         h = fnv(h, env!("CARGO_PKG_VERSION").as_bytes());
         h = fnv(h, &super::cdylib::ABI.to_le_bytes());
@@ -123,7 +140,7 @@ impl Build {
         let hash = self.hash(module)?;
         let dir = self.cache.join(format!("{hash:016x}"));
         let so = dir.join("gen.so");
-        if so.is_file() && !rebuild {
+        if !rebuild && intact(&so) {
             return Ok(Built { path: so, hash, built: false });
         }
         let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
@@ -169,6 +186,8 @@ impl Build {
         // copied, then renamed into place: a reader never sees half a library
         let tmp = dir.join(format!("gen.so.{}", std::process::id()));
         std::fs::copy(&built, &tmp).map_err(|e| io(&built, e))?;
+        let bytes = std::fs::read(&tmp).map_err(|e| io(&tmp, e))?;
+        write(sum_path(&so), &format!("{} {:016x}\n", bytes.len(), fnv(FNV0, &bytes)))?;
         std::fs::rename(&tmp, &so).map_err(|e| io(&so, e))?;
         Ok(Built { path: so, hash, built: true })
     }
@@ -192,9 +211,10 @@ pub fn module(p: &Program) -> Result<String, Vec<String>> {
 }
 
 /// Builds (or takes from the cache) and loads the library of `module`:
-/// a cached library that does not load or is refused (a truncated file,
-/// another hash) is rebuilt once.
+/// a cached library that is not as it was built (a truncated file), does
+/// not load or is refused (another hash) is rebuilt once.
 pub fn load(build: &Build, module: &str) -> Result<(std::sync::Arc<super::cdylib::Library>, Built), String> {
+    // a library not as built (cut, changed) is rebuilt before it is loaded
     let b = build.library(module, false)?;
     match super::cdylib::Library::open(&b.path, b.hash) {
         Ok(l) => Ok((l, b)),
