@@ -344,3 +344,31 @@ def test_bench_end_to_end_reports_stages_within_the_process_cpu(tmp_path):
     assert rec["threads"] == 2 and all(v >= 0 for v in st.values())
     assert sum(st.values()) <= rec["cpu_s"] * 1.01 + 0.01
     assert max(st["simulate"], st["execute"]) <= rec["two_core_bound_s"] <= sum(st.values()) + 1e-9
+
+
+def test_codegen_on_gives_the_counts_of_off(tmp_path):
+    """``--codegen on`` (the router's generated code, built with cargo into
+    the user's cache or taken from it, loaded and checked against the
+    executor) and ``--codegen off`` give the same summary but for which ran;
+    a program the generator does not take is an error with ``on`` and one
+    info line with ``auto``."""
+    import shutil
+
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not on PATH: generated code needs a Rust toolchain")
+    pcap = str(DATA / "router.pcap")
+    runs = {}
+    for mode in ("off", "on"):
+        lines = []
+        runs[mode] = simrun.run_program(tmp_path / mode, program=str(ROUTER), entries_file=str(ROUTER_ENT), pcap=pcap,
+                                        pmus=4, codegen=mode, info=lines.append)
+        assert runs[mode]["stream"]["generated_code"] == (mode == "on"), lines
+    drop = lambda s: {k: v for k, v in s.items() if k != "stream" and not k.endswith("_s")}  # times  # noqa: E731
+    assert drop(runs["on"]) == drop(runs["off"])
+    other, ent = str(DATA / "route3.json"), str(DATA / "route3-entries.txt")
+    with pytest.raises(UserError, match="--codegen on: no generated code for this program"):
+        simrun.run_program(tmp_path / "x", program=other, entries_file=ent, pcap=pcap, pmus=4, codegen="on")
+    lines = []
+    s = simrun.run_program(tmp_path / "y", program=other, entries_file=ent, pcap=pcap, pmus=4, codegen="auto",
+                           info=lines.append)
+    assert not s["stream"]["generated_code"] and len(lines) == 1 and "running the interpreter" in lines[0]

@@ -7,6 +7,9 @@
 //! `native` runs the router's specialised code (`program::native`) instead;
 //! `gen` the router's generated code (`program::codegen::emit`'s module for
 //! it, `tests/gen/router.rs`, compiled in).
+//! `load` the program's generated code built as a library and loaded
+//! (`program::gencrate`, `program::cdylib`: one call per 4096-frame batch),
+//! after printing how long building (or finding it in the cache) took.
 //! `perf record -g target/release/examples/p4speed d.json c.pcap` (with
 //! `CARGO_PROFILE_RELEASE_DEBUG=true` at build for symbols).
 use std::path::Path;
@@ -33,7 +36,12 @@ extern "C" {
 /// the interpreter's was before the native mode (through a shared closure
 /// it measured 0.91x at equal instructions).
 macro_rules! timed_passes {
-    ($all:expr, $passes:expr, |$v:ident, $o:ident, $i:ident| $run:expr) => {{
+    ($all:expr, $passes:expr, |$v:ident, $o:ident, $i:ident| $run:expr) => {
+        timed_passes!($all, $passes, |$v, $o, c, e| for $i in c..e {
+            $run;
+        })
+    };
+    ($all:expr, $passes:expr, |$v:ident, $o:ident, $c:ident, $e:ident| $batch:expr) => {{
         let (mut $v, mut $o) = (Visits::new(), Outputs::new());
         let n = $all.len();
         let mut rates = Vec::new();
@@ -43,9 +51,8 @@ macro_rules! timed_passes {
             for c in (0..n).step_by(4096) {
                 $v.clear();
                 $o.clear();
-                for $i in c..(c + 4096).min(n) {
-                    $run;
-                }
+                let ($c, $e) = (c, (c + 4096).min(n));
+                $batch;
                 if pass == 0 {
                     // the answers, hashed outside the timed passes
                     h = $v.entry.iter().fold(h, |h, &e| h.wrapping_mul(31).wrapping_add(e as u64));
@@ -78,11 +85,11 @@ fn main() {
         }
         chunk.clear();
     }
-    if a.get(5).map(String::as_str) == Some("native") {
-        return native(&desc, &all, passes);
-    }
-    if a.get(5).map(String::as_str) == Some("gen") {
-        return gen(&desc, &all, passes);
+    match a.get(5).map(String::as_str) {
+        Some("native") => return native(&desc, &all, passes),
+        Some("gen") => return gen(&desc, &all, passes),
+        Some("load") => return load(&desc, &all, passes),
+        _ => {}
     }
     let mut ex = Executor::from_json(&desc).unwrap();
     timed_passes!(all, passes, |v, o, i| ex.run(all.frame(i), 1, 0, &mut v, Some(&mut o)));
@@ -121,4 +128,39 @@ fn gen(desc: &str, all: &Frames, passes: usize) {
         }
     };
     timed_passes!(all, passes, |v, o, i| ex.run(all.frame(i), 1, &mut v, Some(&mut o)));
+}
+
+/// [`main`]'s passes with the program's generated code, loaded.
+fn load(desc: &str, all: &Frames, passes: usize) {
+    use synapse_core::program::gencrate;
+    let prog = synapse_core::program::Program::from_json(desc).unwrap();
+    let src = gencrate::module(&prog).unwrap_or_else(|why| {
+        for w in why {
+            eprintln!("{w}");
+        }
+        eprintln!("p4speed: load: no generated code for this program");
+        std::process::exit(2);
+    });
+    let t = std::time::Instant::now();
+    let (lib, b) = gencrate::load(&gencrate::Build::from_env(), &src).unwrap_or_else(|e| {
+        eprintln!("p4speed: load: {e}");
+        std::process::exit(2);
+    });
+    println!("{} {} in {:.2} s", if b.built { "built" } else { "cached" }, b.path.display(), t.elapsed().as_secs_f64());
+    let mut ex = lib.link(desc, &prog).unwrap();
+    let ports = vec![1; all.len()];
+    let times = vec![0; all.len()];
+    let mut oc = Vec::new();
+    // the capture as the timed passes' 4096-frame batches, split before timing
+    let batches: Vec<Frames> = (0..all.len()).step_by(4096).map(|c| {
+        let mut b = Frames::new();
+        for i in c..(c + 4096).min(all.len()) {
+            b.push(all.frame(i), 0, 0, 0);
+        }
+        b
+    }).collect();
+    timed_passes!(all, passes, |v, o, c, e| {
+        oc.clear();
+        ex.run_batch(&batches[c / 4096], &ports[c..e], &times[c..e], &mut v, Some(&mut o), &mut oc).unwrap();
+    });
 }

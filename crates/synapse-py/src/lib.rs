@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 mod cost;
 mod externs;
 mod frontend;
+mod gen;
 mod hwmodel;
 mod mrc;
 mod p4rt;
@@ -41,6 +42,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     frontend::register(m)?;
     p4rtclient::register(m)?;
     program::register(m)?;
+    gen::register(m)?;
     stream::register(m)?;
     Ok(())
 }

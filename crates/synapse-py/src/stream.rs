@@ -6,6 +6,7 @@
 //! interpreter's batches (`held`, then `run_held` with the visits it
 //! computed): per batch, never per packet.
 
+use crate::gen::PyGenProgram;
 use crate::program::PyP4Program;
 use crate::sim::{each, Simulator};
 use numpy::{IntoPyArray, PyReadonlyArray1};
@@ -130,10 +131,18 @@ impl CaptureStream {
     /// Reads and runs packets through the compiled program's executor
     /// while the last one read arrives before `until_ps` (at most `max`
     /// more; None: no limit). The per-packet loop is Rust's.
+    /// `prog` is a `P4Program` or a `GenProgram` (its generated code).
     #[pyo3(signature = (prog, until_ps, max=None))]
-    fn fill(&mut self, py: Python<'_>, mut prog: PyRefMut<'_, PyP4Program>, until_ps: u64, max: Option<u64>) -> PyResult<()> {
-        let (s, ex) = (&mut self.inner, &mut prog.ex);
-        py.allow_threads(|| s.fill(until_ps, max.unwrap_or(u64::MAX), ex)).map_err(verr)
+    fn fill(&mut self, py: Python<'_>, prog: &Bound<'_, PyAny>, until_ps: u64, max: Option<u64>) -> PyResult<()> {
+        let s = &mut self.inner;
+        let max = max.unwrap_or(u64::MAX);
+        if let Ok(mut g) = prog.downcast::<PyGenProgram>().map(|g| g.borrow_mut()) {
+            let ex = &mut g.gen;
+            return py.allow_threads(|| s.fill(until_ps, max, ex)).map_err(verr);
+        }
+        let mut p = prog.downcast::<PyP4Program>()?.borrow_mut();
+        let ex = &mut p.ex;
+        py.allow_threads(|| s.fill(until_ps, max, ex)).map_err(verr)
     }
 
     /// Keyed tables visited so far.

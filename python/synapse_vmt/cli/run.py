@@ -35,6 +35,11 @@ def warn(msg: str) -> None:
     click.secho(f"synapse: warning: {msg}", fg="yellow", err=True)
 
 
+def info(msg: str) -> None:
+    """An information line on stderr."""
+    click.echo(f"synapse: {msg}", err=True)
+
+
 def check_finished(summary: dict) -> None:
     """After the output files are written: a run that did not end well
     (PHVs in flight after the drain) is reported and exits with status 1;
@@ -139,12 +144,15 @@ def run_fast(scn, out: Path) -> dict:
               help="Write the program's output packets of --pcap to DIR, one pcap per egress port.")
 @click.option("--engine", type=click.Choice(["rust", "python"]), default="rust", show_default=True,
               help="Executor of --pcap's packets: the compiled program in Rust, or the Python interpreter (the oracle).")
+@click.option("--codegen", type=click.Choice(["auto", "on", "off"]), default="off", show_default=True,
+              help="--pcap through the program's generated code, built with cargo and cached (auto: when it can, "
+                   "else the Rust executor; on: an error when it cannot), checked against the executor first.")
 @click.option("--stop-at-truncated", is_flag=True,
               help="A --pcap cut short ends the run at its last complete packet with a warning (default: an error).")
 def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bool, mode: str, fast_flag: bool, p4: str | None,
         entries_file: str | None, pcap: str | None, traffic_file: str | None, rate_mpps: float, pmus: int, duration_ns: float | None,
         drain_ns: float | None, seed: int, timestamps: bool, ingress_port: str, out_pcap: str | None, stop_at_truncated: bool,
-        engine: str) -> None:
+        engine: str, codegen: str) -> None:
     """Simulate SCENARIO (a TOML file; the built-in default if omitted) and
     write per-window metrics, plots and summary.json to the output directory.
 
@@ -164,7 +172,7 @@ def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bo
                   "rate_mpps": rate_mpps, "pmus": pmus, "duration_ns": duration_ns, "seed": seed,
                   "overrides": {} if drain_ns is None else {"drain_ns": drain_ns},
                   "timestamps": timestamps, "ingress_port": simrun.parse_ingress_port(ingress_port, "--ingress-port"),
-                  "out_pcap": out_pcap, "stop_at_truncated": stop_at_truncated, "engine": engine}
+                  "out_pcap": out_pcap, "stop_at_truncated": stop_at_truncated, "engine": engine, "codegen": codegen}
             if scenario:
                 raise UserError("run: give either SCENARIO or --p4, not both")
         else:
@@ -175,7 +183,7 @@ def run(scenario: str | None, output: str, overrides: tuple[str, ...], quiet: bo
             if not quiet:
                 _print_fast(s, out)
             return
-        s = simrun.run_program(out, **kw, quiet=quiet, warn=warn)
+        s = simrun.run_program(out, **kw, quiet=quiet, warn=warn, info=None if quiet else info)
         if not quiet:
             _print_program(s, out)
         check_finished(s)

@@ -662,13 +662,15 @@ class NativeExec:
     """The compiled program's Rust executor (:class:`synapse_vmt.p4.engine.RustProgram`)
     run by the stream itself: the per-packet loop never leaves Rust."""
 
-    def __init__(self, rp):
+    def __init__(self, rp, gen=None):
         self.rp = rp
+        # the program's generated code when loaded (synapse_vmt.p4.codegen): the same answers, sooner
+        self.runner = rp.core if gen is None else gen
         self.action_names = list(rp.core.actions)
         self.error_names = dict(rp.core.error_names)
 
     def fill(self, stream, until_ps: int, max_packets: int | None = None) -> None:
-        stream.fill(self.rp.core, until_ps, max_packets)
+        stream.fill(self.runner, until_ps, max_packets)
 
     def action_name(self, a: int) -> str:
         return self.action_names[a] if 0 <= a < len(self.action_names) else ""
@@ -691,7 +693,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
                 ingress_port: int | None = 0, duration_ns: float | None = None, pmus: int = 16, block_size: int = 256,
                 window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, out_pcap: str | None = None,
                 stop_at_truncated: bool = False, discover: int = DISCOVER, quiet: bool = True,
-                engine: str = "rust", warn=None, threads: int = 2) -> dict:
+                engine: str = "rust", warn=None, threads: int = 2, codegen: str = "off", info=None) -> dict:
     """``synapse run --p4 --pcap``, streamed: the capture is read in chunks in
     Rust, each batch run through the program, its routes interned and
     appended to the running simulator, one control period at a time
@@ -709,7 +711,11 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     packets of period k + 1 (both release the GIL). The simulator is handed
     the same keys, routes and arrivals in the same order as with
     ``threads`` 1, so the results are the same bit for bit; memory grows by
-    one period's arrivals."""
+    one period's arrivals.
+
+    ``codegen`` (``auto``, ``on``, ``off``) runs the program's generated
+    code instead of the Rust interpreter when :func:`synapse_vmt.p4.codegen.load`
+    gives it (``info(line)`` hears which ran); the counts are the same."""
     import concurrent.futures
     import contextlib
     import csv
@@ -733,12 +739,21 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
     prog = Program.load(program)
     entries = load_entries(entries_file or os.devnull, program)
     specs = prog.tables
+    gen = None
     if engine == "rust":
+        from synapse_vmt.p4 import codegen as gencode
         from synapse_vmt.p4.engine import RustProgram
 
-        exe = NativeExec(RustProgram(prog, entries))
+        rp = RustProgram(prog, entries)
+        gen = gencode.load(rp, codegen, pcap, ingress_port, warn=warn, info=info)
+        if gen is not None and info:
+            info(f"codegen: running the generated code ({gen.path}, {'built' if gen.built else 'cached'}, "
+                 f"{gen.load_s:.1f} s)")
+        exe = NativeExec(rp, gen)
         reasons = ["dropped"]
     else:
+        if codegen == "on":
+            raise UserError("run --p4 --codegen on: generated code replaces the Rust executor; leave out --engine python")
         if any(t.get("add_on_miss") for _, t in prog.table_json.values()):
             raise UserError(f"{program}: add-on-miss tables (data-plane writes) run in the Rust executor only: "
                             "leave out --engine python")
@@ -943,6 +958,7 @@ def run_capture(out, *, program: str, entries_file: str | None, pcap: str, rate_
         "stages_cpu_s": {**c["stage_s"], "simulate": sim_cpu, "python": glue_cpu},
     }
     s["stream"]["engine"] = engine
+    s["stream"]["generated_code"] = gen is not None  # the program's generated code ran (--codegen)
     if stream.warning:
         s["stream"]["warning"] = stream.warning
         con.print(f"warning: {stream.warning}")
@@ -1076,7 +1092,8 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
                 duration_ns: float | None = None, rate_mpps: float = 50.0, pmus: int = 16, block_size: int = 256,
                 window_ns: float = 10_000.0, seed: int = 1, overrides: dict | None = None, quiet: bool = True,
                 warn=None, timestamps: bool = False, ingress_port: int | None = 0, out_pcap: str | None = None,
-                stop_at_truncated: bool = False, engine: str = "rust", threads: int = 2) -> dict:
+                stop_at_truncated: bool = False, engine: str = "rust", threads: int = 2, codegen: str = "off",
+                info=None) -> dict:
     """``synapse run --p4``: every keyed table a VMT from one pool of ``pmus``
     PMUs (split evenly to start; the run is static); writes windows.csv,
     edges.csv, run.png and summary.json to ``out``, then the report
@@ -1095,7 +1112,9 @@ def run_program(out, *, program: str, entries_file: str | None, pcap: str | None
                            rate_mpps=None if timestamps else rate_mpps, ingress_port=ingress_port,
                            duration_ns=duration_ns, pmus=pmus, block_size=block_size, window_ns=window_ns, seed=seed,
                            overrides=overrides, out_pcap=out_pcap, stop_at_truncated=stop_at_truncated, quiet=quiet,
-                           engine=engine, warn=warn, threads=threads)
+                           engine=engine, warn=warn, threads=threads, codegen=codegen, info=info)
+    if codegen == "on":
+        raise UserError("run --p4 --codegen on: generated code runs a capture (--pcap), not generated traffic")
     if out_pcap is not None:
         raise UserError("run --p4 --out-pcap: output packets are written for a capture (--pcap), not generated traffic")
     out = Path(out)

@@ -334,6 +334,12 @@ fn kind(s: &str, what: &str) -> Result<MatchKind, String> {
 }
 
 impl Program {
+    /// The names of [`RunPacket::drop_reason`]'s reasons: "dropped", then
+    /// the pipeline a drop happened in.
+    pub fn drop_reasons(&self) -> Vec<String> {
+        std::iter::once("dropped".to_string()).chain(self.pipelines.iter().map(|(n, _)| n.clone())).collect()
+    }
+
     /// Parses and links a description (JSON text).
     pub fn from_json(text: &str) -> Result<Program, String> {
         let d: Description = serde_json::from_str(text).map_err(|e| format!("program description: {e}"))?;
@@ -1544,7 +1550,7 @@ impl RunPacket for Executor {
     }
 
     fn drop_reasons(&self) -> Vec<String> {
-        std::iter::once("dropped".to_string()).chain(self.prog.pipelines.iter().map(|(n, _)| n.clone())).collect()
+        self.prog.drop_reasons()
     }
 }
 

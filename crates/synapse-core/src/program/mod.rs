@@ -39,6 +39,9 @@
 //! - [`precomputed`]: an executor replaying visits computed elsewhere
 //!   (the Python interpreter's).
 //! - [`codegen`]: which programs per-program generated code can take.
+//! - [`gencrate`]: a program's generated code built as a library crate
+//!   with cargo, cached; [`cdylib`]: that library loaded, its C interface
+//!   (batches across the boundary), and the check against the interpreter.
 //! - [`native`]: code specialised to one program (the router), as a
 //!   generator would emit it: the ceiling of per-program code generation.
 //! - [`standin`]: a tiny fixed program, for tests and benchmarks of the
@@ -46,6 +49,7 @@
 
 pub mod action;
 pub mod capture;
+pub mod cdylib;
 pub mod codegen;
 pub mod control;
 pub mod deparser;
@@ -53,6 +57,7 @@ pub mod exec;
 pub mod expr;
 pub mod externs;
 pub mod flow;
+pub mod gencrate;
 pub mod hash;
 pub mod intern;
 pub mod ir;

@@ -280,7 +280,7 @@ impl<'p> Router<'p> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::program::{Executor, RunPacket};
 
@@ -291,7 +291,7 @@ mod tests {
     }
 
     /// Frames of every path the router's parser and tables distinguish.
-    fn frames(seed: u64) -> Vec<Vec<u8>> {
+    pub(crate) fn frames(seed: u64) -> Vec<Vec<u8>> {
         let mut r = crate::program::externs::SplitMix64(seed);
         let mut out = Vec::new();
         for _ in 0..4000 {

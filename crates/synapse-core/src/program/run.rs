@@ -6,6 +6,7 @@
 //! simulator, counters, output pcaps) are written against this trait, so
 //! they are tested with a stand-in and never depend on how a program runs.
 
+use super::capture::Frames;
 use super::Visits;
 
 /// What happened to one packet besides its visits.
@@ -81,6 +82,19 @@ pub trait RunPacket {
     /// given, its output packets.
     fn run(&mut self, frame: &[u8], ingress_port: u32, now_ps: u64, visits: &mut Visits,
            outputs: Option<&mut Outputs>) -> Outcome;
+    /// Runs every frame of `frames` in order (frame `i` arrived on
+    /// `ports[i]` at `t_ps[i]`), appending as [`RunPacket::run`] does, and
+    /// per frame its outcome with its drop reason (0 when not dropped) to
+    /// `outcomes`. Generated code loaded as a library (`super::cdylib`)
+    /// takes the whole batch in one call across the library boundary.
+    fn run_batch(&mut self, frames: &Frames, ports: &[u32], t_ps: &[u64], visits: &mut Visits,
+                 mut outputs: Option<&mut Outputs>, outcomes: &mut Vec<(Outcome, u32)>) -> Result<(), String> {
+        for i in 0..frames.len() {
+            let o = self.run(frames.frame(i), ports[i], t_ps[i], visits, outputs.as_deref_mut());
+            outcomes.push((o, if o.dropped { self.drop_reason() } else { 0 }));
+        }
+        Ok(())
+    }
     /// Why the last packet run was dropped (asked only when its outcome
     /// says dropped): an index into [`RunPacket::drop_reasons`].
     fn drop_reason(&self) -> u32 {

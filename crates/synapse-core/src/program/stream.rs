@@ -142,6 +142,9 @@ pub struct Stream {
     t_ps: Vec<u64>,
     visits: Visits,
     outputs: Outputs,
+    /// Per held frame: its ingress port, and its outcome and drop reason.
+    ports: Vec<u32>,
+    outcomes: Vec<(super::Outcome, u32)>,
     out: Option<PcapOut>,
     read: u64,
     first_ts: Option<u64>,
@@ -189,6 +192,8 @@ impl Stream {
             t_ps: Vec::new(),
             visits: Visits::new(),
             outputs: Outputs::new(),
+            ports: Vec::new(),
+            outcomes: Vec::new(),
             out,
             read: 0,
             first_ts: None,
@@ -302,21 +307,23 @@ impl Stream {
         self.outputs.clear();
         let want_out = self.out.is_some();
         let t0 = thread_cpu();
+        self.ports.clear();
+        match self.port {
+            Port::Fixed(p) => self.ports.resize(n, p),
+            Port::Interface => self.ports.extend_from_slice(&self.frames.interface),
+        }
+        self.outcomes.clear();
+        exec.run_batch(&self.frames, &self.ports, &self.t_ps, &mut self.visits,
+                       if want_out { Some(&mut self.outputs) } else { None }, &mut self.outcomes)?;
+        if self.visits.packets() != n || self.outcomes.len() != n {
+            return Err(format!("executor: a batch of {n} packets from packet {} ended {} packets of visits and {} outcomes",
+                               self.read - n as u64 + 1, self.visits.packets(), self.outcomes.len()));
+        }
         let c = &mut self.counters;
-        for i in 0..n {
-            let port = match self.port {
-                Port::Fixed(p) => p,
-                Port::Interface => self.frames.interface[i],
-            };
-            let o = exec.run(self.frames.frame(i), port, self.t_ps[i], &mut self.visits,
-                             if want_out { Some(&mut self.outputs) } else { None });
-            if self.visits.packets() != i + 1 {
-                return Err(format!("executor: packet {} ended {} packets of visits", self.read - n as u64 + i as u64 + 1,
-                                   self.visits.packets() as i64 - i as i64));
-            }
+        for &(o, r) in &self.outcomes {
             if o.dropped {
                 c.dropped += 1;
-                let r = exec.drop_reason() as usize;
+                let r = r as usize;
                 if c.drops.len() <= r {
                     c.drops.resize(r + 1, 0);
                 }
