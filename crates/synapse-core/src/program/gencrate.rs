@@ -193,21 +193,11 @@ impl Build {
     }
 }
 
-/// The generated module's source for `p`, or why `p` has none (one line
-/// each).
-///
-/// Until the generator covers the subset [`super::codegen::unsupported`]
-/// names, the module is the router's hand-written code
-/// ([`super::native::Router`], renamed `Gen`), for the router only.
+/// The generated module's source for `p` ([`super::codegen::emit`]), or
+/// why `p` has none (one line each: what of it is outside the generator's
+/// subset).
 pub fn module(p: &Program) -> Result<String, Vec<String>> {
-    let why = super::codegen::unsupported(p);
-    if !why.is_empty() {
-        return Err(why);
-    }
-    super::native::Router::link(p).map_err(|e| vec![format!("no generated code for this program yet: {e}")])?;
-    let src = include_str!("native.rs");
-    let body = &src[..src.find("#[cfg(test)]").unwrap_or(src.len())];
-    Ok(body.replace("use super::", "use synapse_core::program::").replace("Router", "Gen"))
+    super::codegen::emit(p)
 }
 
 /// Builds (or takes from the cache) and loads the library of `module`:
