@@ -41,15 +41,16 @@ pub struct Built {
     pub built: bool,
 }
 
-/// FNV-1a, 64 bits: a stable hash (the cache key must not change between runs).
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+/// FNV-1a, 64 bits, from `h` (start at [`FNV0`]): a stable hash (the cache
+/// key and a program's shape hash must not change between runs).
+pub(crate) fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     for &b in bytes {
         h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
     }
     h
 }
 
-const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
+pub(crate) const FNV0: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// Where a library's size and hash are kept, beside it.
 fn sum_path(so: &Path) -> PathBuf {

@@ -28,6 +28,7 @@ use super::super::exec::{Program, NONE};
 use super::super::expr::{Expr, Fast, Ins};
 use super::super::externs::{Extern, Val};
 use super::super::flow::Meta;
+use super::super::gencrate::{fnv, FNV0};
 use super::super::parser::{POp, Part, MAX_STATES};
 
 /// What an expression is evaluated in: the parser (a lookahead past the
@@ -479,11 +480,6 @@ impl<'a> Gen<'a> {
     }
 }
 
-/// A 64-bit FNV-1a of `s`.
-fn fnv(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
-}
-
 impl Program {
     /// A hash of what generated code is written from: the description
     /// without its entries (layout, headers, parser, actions, nodes, keys,
@@ -499,7 +495,7 @@ impl Program {
                                   (&self.pipelines, &self.deparser, code, &self.std, &self.errors, &self.externs, &self.keyed),
                                   (&self.key_hot, tables, hot, &self.objs.meta, self.objs.ingress, self.objs.egress, regs),
                                   &self.objs.counters));
-        fnv(&s)
+        fnv(FNV0, s.as_bytes())
     }
 }
 
