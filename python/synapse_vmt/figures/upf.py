@@ -117,7 +117,7 @@ MRC_THETA_MPPS = 0.25
 RULES = ("theta", "budget")
 BUDGET_ADD = 0.03
 BUDGET_RELEASE = 0.015
-#: With the budget rule, the first decision this far into the run.
+#: With warm joins and the live curves, the first decision this far into the run (either rule).
 FIRST_DECISION_NS = 20_000.0
 
 
