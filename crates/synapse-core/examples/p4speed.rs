@@ -13,7 +13,7 @@
 //! `perf record -g target/release/examples/p4speed d.json c.pcap` (with
 //! `CARGO_PROFILE_RELEASE_DEBUG=true` at build for symbols).
 use std::path::Path;
-use synapse_core::program::{Capture, Executor, Frames, OnTruncated, Outputs, RunPacket, Visits};
+use synapse_core::program::{Capture, Executor, Frames, Outputs, RunPacket, Visits};
 
 fn cpu_s() -> f64 {
     let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
@@ -74,17 +74,7 @@ fn main() {
     let desc = std::fs::read_to_string(&a[1]).unwrap();
     let limit: usize = a.get(3).map_or(usize::MAX, |x| x.parse().unwrap());
     let passes: usize = a.get(4).map_or(5, |x| x.parse().unwrap());
-    let mut cap = Capture::open(Path::new(&a[2]), OnTruncated::Stop).unwrap();
-    let mut all = Frames::new();
-    let mut chunk = Frames::new();
-    while all.len() < limit && cap.next_into(&mut chunk).unwrap() {
-        for i in 0..chunk.len() {
-            if all.len() < limit {
-                all.push(chunk.frame(i), 0, 0, 0);
-            }
-        }
-        chunk.clear();
-    }
+    let all = Capture::read_first(Path::new(&a[2]), limit).unwrap();
     match a.get(5).map(String::as_str) {
         Some("native") => return native(&desc, &all, passes),
         Some("gen") => return gen(&desc, &all, passes),

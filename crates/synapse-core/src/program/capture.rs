@@ -271,6 +271,15 @@ impl Capture {
         }
     }
 
+    /// The first `n` frames of the capture at `path` (usize::MAX: all), in
+    /// one [`Frames`]; a capture cut short ends at its last whole frame.
+    pub fn read_first(path: &Path, n: usize) -> Result<Frames, CaptureError> {
+        let mut cap = Capture::open(path, OnTruncated::Stop)?;
+        let mut all = Frames::new();
+        while all.len() < n && cap.next_into(&mut all)? {}
+        Ok(all)
+    }
+
     /// Appends the next frame to `out`; false at the end of the capture.
     pub fn next_into(&mut self, out: &mut Frames) -> Result<bool, CaptureError> {
         if self.done {

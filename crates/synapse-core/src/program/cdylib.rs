@@ -18,7 +18,7 @@
 //! two executors (the loaded code and the interpreter, its oracle) and
 //! names the first packet whose answers differ.
 
-use super::capture::{Capture, Frames, OnTruncated};
+use super::capture::{Capture, Frames};
 use super::exec::{Executor, Program};
 use super::run::{Outcome, Outputs, RunPacket};
 use super::visits::Visits;
@@ -467,14 +467,7 @@ pub fn first_difference(a: &mut dyn RunPacket, b: &mut dyn RunPacket, frames: &F
 /// difference, as [`first_difference`].
 pub fn check_capture(lib: &Arc<Library>, desc: &str, path: &Path, n: usize, port: Option<u32>)
                      -> Result<Option<(usize, String)>, String> {
-    let mut cap = Capture::open(path, OnTruncated::Stop).map_err(|e| e.0)?;
-    let (mut all, mut chunk) = (Frames::new(), Frames::new());
-    while all.len() < n && cap.next_into(&mut chunk).map_err(|e| e.0)? {
-        for i in 0..chunk.len().min(n - all.len()) {
-            all.push(chunk.frame(i), chunk.ts_ns[i], chunk.interface[i], chunk.orig_len[i]);
-        }
-        chunk.clear();
-    }
+    let all = Capture::read_first(path, n).map_err(|e| e.0)?;
     let ports: Vec<u32> = match port {
         Some(p) => vec![p; all.len()],
         None => all.interface.clone(),
@@ -510,14 +503,7 @@ mod tests {
     /// tables distinguish, on ports 0 to 2.
     fn capture() -> (Frames, Vec<u32>) {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/p4/router.pcap");
-        let mut cap = Capture::open(Path::new(path), OnTruncated::Stop).unwrap();
-        let (mut all, mut chunk) = (Frames::new(), Frames::new());
-        while cap.next_into(&mut chunk).unwrap() {
-            for i in 0..chunk.len() {
-                all.push(chunk.frame(i), 0, 0, 0);
-            }
-            chunk.clear();
-        }
+        let mut all = Capture::read_first(Path::new(path), usize::MAX).unwrap();
         for f in crate::program::native::tests::frames(7) {
             all.push(&f, 0, 0, 0);
         }
