@@ -514,14 +514,23 @@ impl<const N: usize> MemoryWalk<N> for Trie<N> {
     }
     fn warm(&self, keys: &[Key<N>]) {
         // Every walk one level a step: the loads of a step are independent.
+        // Each step's entries are asked for first, all of them, then read:
+        // the reads of a step then overlap however many there are (not as
+        // many as the CPU looks ahead past the loop's other instructions).
         let mut at = vec![self.root; keys.len()];
+        let mut ix = vec![0u32; keys.len()];
         let mut live = true;
         while live {
             live = false;
-            for (e, key) in at.iter_mut().zip(keys) {
+            for ((e, key), i) in at.iter().zip(keys).zip(ix.iter_mut()) {
                 if e.kind == Kind::Child {
-                    let v = (key.0[e.field as usize] >> e.shift) & ((1u32 << e.stride) - 1);
-                    *e = self.entries[(e.next + v) as usize];
+                    *i = e.next + ((key.0[e.field as usize] >> e.shift) & ((1u32 << e.stride) - 1));
+                    super::simd::prefetch(self.entries.as_ptr().wrapping_add(*i as usize));
+                }
+            }
+            for (e, &i) in at.iter_mut().zip(&ix) {
+                if e.kind == Kind::Child {
+                    *e = self.entries[i as usize];
                     live = true;
                 }
             }
