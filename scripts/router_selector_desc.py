@@ -6,7 +6,9 @@ action selector beside the interpreter's):
 
 `MyIngress.ipv4_lpm` selects by crc16 over the IPv4 addresses and the
 destination port among groups of 3 and 2 members (set_nhop or drop) and a
-default group; `MyIngress.acl` gets a direct counter; `MyIngress.permit`
+default group; `MyIngress.acl` gets a direct counter and a direct meter
+(1 packet/s, bursts 2 and 4) whose colour egress's `color_tbl` reads;
+`MyIngress.permit`
 sets the DSCP byte at random.
 """
 import json
@@ -22,6 +24,8 @@ for n in d['nodes']:
         n['default_group'] = [[1, ['0x7', '0x1']], [2, []]]
     if n['name'] == 'MyIngress.acl':
         n['counters'] = True
+        n['meter'] = {'name': 'MyIngress.acl_meter', 'target': slot['scalars.color'], 'packets': True}
+d['externs']['meters'] = [{'name': 'MyIngress.acl_meter', 'size': 2, 'packets': True, 'rates': [[-1, [[1e-06, 2], [1e-06, 4]]]]}]
 for a in d['actions']:
     if a['name'] == 'MyIngress.permit':
         a['ops'].append(['extern', 'modify_field_rng_uniform', [['f', slot['ipv4.diffserv']], ['e', ['c', '0x0']], ['e', ['c', '0x3f']]]])

@@ -17,7 +17,7 @@
 //!   print(json.dumps(d))" > tests/data/p4/heavyhitter-nocsum-noclone-desc.json`.
 //! `router-selector-desc.json` is the router's with an action selector on `MyIngress.ipv4_lpm`
 //! (crc16 over the addresses and the destination port; groups of 2 and 3 members and a
-//! default group), a direct counter on `MyIngress.acl` and a `random` in `MyIngress.permit`:
+//! default group), a direct counter and meter on `MyIngress.acl` and a `random` in `MyIngress.permit`:
 //! `python scripts/router_selector_desc.py > tests/data/p4/router-selector-desc.json`.
 
 use synapse_core::program::codegen::emit;
@@ -267,12 +267,15 @@ fn the_generated_action_selector_picks_the_interpreters_member() {
     let prog = Program::from_json(&d).unwrap();
     let mut g = router_selector::Gen::link(&prog).unwrap();
     let mut ex = beside("router-selector", &d, |f, v, o| g.run(f, 1, v, Some(o)));
-    let mut run = |f: &[u8], _t: u64, v: &mut Visits, o: &mut Outputs| {
+    let mut run = |f: &[u8], t: u64, v: &mut Visits, o: &mut Outputs| {
+        g.arrive(t);
         let r = g.run(f, 1, v, Some(o));
         (r, if r.dropped { g.drop_pipeline() } else { 0 })
     };
-    let v = alongside("router-selector", &mut ex, &mut run, &frames(&prog, 11, 4000), 0, 0);
+    let v = alongside("router-selector", &mut ex, &mut run, &frames(&prog, 11, 4000), 1 << 50, 150_000_000_000);
     assert_eq!(ex.externs().direct, g.ext.direct);
+    assert_eq!(ex.externs().colors, g.ext.colors);
+    assert!(ex.externs().colors[0].iter().all(|&c| c > 0), "the acl's direct meter: colours {:?}", ex.externs().colors);
     assert_eq!(ex.externs().rng.0, g.ext.rng.0, "the random generator's state");
     // ipv4_lpm (keyed table 0): hits run set_nhop (1) and drop (2), members of the entries' groups and the default's
     let lpm: Vec<_> = (0..v.len()).filter(|&i| v.table[i] == 0).map(|i| (v.entry[i] >= 0, v.action[i])).collect();

@@ -11,7 +11,7 @@ use synapse_core::program::table::{Index, Probe, TableHot};
 use synapse_core::program::visits::Visits;
 
 /// `Program::shape_hash` of the program this code runs.
-pub const SHAPE: u64 = 0xa1a036c863e79109;
+pub const SHAPE: u64 = 0x3eab57ee946e9756;
 
 /// The program, specialised; entries, defaults and the switch's configuration stay the linked program's.
 #[allow(dead_code)]
@@ -325,7 +325,7 @@ impl<'p> Gen<'p> {
                     let e = self.ix[3].lookup_words(&visits.key_words[at..], &mut self.vals);
                     let h = e.map_or(th.miss, |e| p.hits[(th.hits + e) as usize]);
                     visits.close(1, e.map_or(-1, |e| e as i32), h.action);
-                    if let Some(e) = e { self.ext.direct_hit(p, 3, e); }
+                    if let Some(v) = e.and_then(|e| self.ext.direct_hit(p, 3, e)) { c3 = ((v as u128) as u64) & 0xff; }
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
@@ -504,7 +504,7 @@ c7 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
                     let e = self.ix[3].lookup_words(&visits.key_words[at..], &mut self.vals);
                     let h = e.map_or(th.miss, |e| p.hits[(th.hits + e) as usize]);
                     visits.close(1, e.map_or(-1, |e| e as i32), h.action);
-                    if let Some(e) = e { self.ext.direct_hit(p, 3, e); }
+                    if let Some(v) = e.and_then(|e| self.ext.direct_hit(p, 3, e)) { c3 = ((v as u128) as u64) & 0xff; }
                     let d = (th.data + h.data) as usize;
                     nd = h.next;
                     match h.action {
