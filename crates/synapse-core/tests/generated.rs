@@ -272,7 +272,7 @@ fn the_generated_action_selector_picks_the_interpreters_member() {
         let r = g.run(f, 1, v, Some(o));
         (r, if r.dropped { g.drop_pipeline() } else { 0 })
     };
-    let v = alongside("router-selector", &mut ex, &mut run, &frames(&prog, 11, 4000), 1 << 50, 150_000_000_000);
+    let v = alongside("router-selector", &mut ex, &mut run, &frames(&prog, 11, 4000), 1 << 50, 10_000_000_000);
     assert_eq!(ex.externs().direct, g.ext.direct);
     assert_eq!(ex.externs().colors, g.ext.colors);
     assert!(ex.externs().colors[0].iter().all(|&c| c > 0), "the acl's direct meter: colours {:?}", ex.externs().colors);
