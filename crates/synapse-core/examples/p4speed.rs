@@ -6,7 +6,8 @@
 //! packets per CPU second of the median pass and a hash of the visits.
 //! `native` runs the router's specialised code (`program::native`) instead;
 //! `gen` the router's generated code (`program::codegen::emit`'s module for
-//! it, `tests/gen/router.rs`, compiled in).
+//! it, `tests/gen/router.rs`, compiled in), or heavyhitter's
+//! (`tests/gen/heavyhitter.rs`, of `tests/data/p4/heavyhitter-nocsum-noclone-desc.json`).
 //! `load` the program's generated code built as a library and loaded
 //! (`program::gencrate`, `program::cdylib`: one call per 4096-frame batch),
 //! after printing how long building (or finding it in the cache) took.
@@ -107,9 +108,18 @@ mod router_gen {
     include!("../tests/gen/router.rs");
 }
 
-/// [`main`]'s passes with the router's generated code.
+/// heavyhitter's generated module, without checksums and its clone (`p4emit tests/data/p4/heavyhitter-nocsum-noclone-desc.json`).
+mod heavyhitter_gen {
+    include!("../tests/gen/heavyhitter.rs");
+}
+
+/// [`main`]'s passes with the router's (or heavyhitter's) generated code.
 fn gen(desc: &str, all: &Frames, passes: usize) {
     let prog = synapse_core::program::Program::from_json(desc).unwrap();
+    if let Ok(mut ex) = heavyhitter_gen::Gen::link(&prog) {
+        timed_passes!(all, passes, |v, o, i| ex.run(all.frame(i), 1, &mut v, Some(&mut o)));
+        return;
+    }
     let mut ex = match router_gen::Gen::link(&prog) {
         Ok(r) => r,
         Err(e) => {

@@ -5,16 +5,36 @@
 //! Regenerate a module after a change to the generator or the description:
 //! `cargo run --release -p synapse-core --example p4emit -- tests/data/p4/NAME-desc.json > crates/synapse-core/tests/gen/NAME.rs`
 //! (the descriptions are written by the `python -c` line in docs/program-layer-streaming.md).
+//!
+//! Two descriptions exist for these tests only. `heavyhitter-nocsum-noclone-desc.json` is
+//! heavyhitter's (`tests/data/p4/heavyhitter.json` with its entries) with the checksum list
+//! emptied and the clone call taken out of `MyIngress.heavy` (both outside the generator's
+//! subset; the interpreter runs the same description, so the comparison stays exact):
+//! `python -c "import json; from synapse_vmt.p4.engine import RustProgram; \
+//!   d = RustProgram.load('tests/data/p4/heavyhitter.json', 'tests/data/p4/heavyhitter-entries.txt').description; \
+//!   d['checksums'] = []; \
+//!   [a.update(ops=[o for o in a['ops'] if o[:2] != ['extern', 'clone_ingress_pkt_to_egress']]) for a in d['actions'] if a['name'] == 'MyIngress.heavy']; \
+//!   print(json.dumps(d))" > tests/data/p4/heavyhitter-nocsum-noclone-desc.json`.
+//! `router-selector-desc.json` is the router's with an action selector on `MyIngress.ipv4_lpm`
+//! (crc16 over the addresses and the destination port; groups of 2 and 3 members and a
+//! default group), a direct counter and meter on `MyIngress.acl` and a `random` in `MyIngress.permit`:
+//! `python scripts/router_selector_desc.py > tests/data/p4/router-selector-desc.json`.
 
 use synapse_core::program::codegen::emit;
 use synapse_core::program::externs::SplitMix64;
-use synapse_core::program::{Executor, Outputs, Program, RunPacket, Visits};
+use synapse_core::program::{Capture, Executor, Outcome, Outputs, Program, RunPacket, Visits};
 
 mod router {
     include!("gen/router.rs");
 }
 mod route3 {
     include!("gen/route3.rs");
+}
+mod heavyhitter {
+    include!("gen/heavyhitter.rs");
+}
+mod router_selector {
+    include!("gen/router_selector.rs");
 }
 
 fn desc(name: &str) -> String {
@@ -24,13 +44,14 @@ fn desc(name: &str) -> String {
 
 #[test]
 fn the_checked_in_modules_are_what_the_generator_writes() {
-    for name in ["router", "route3"] {
-        let prog = Program::from_json(&desc(name)).unwrap();
+    for (name, d) in [("router", "router"), ("route3", "route3"), ("heavyhitter", "heavyhitter-nocsum-noclone"),
+                      ("router_selector", "router-selector")] {
+        let prog = Program::from_json(&desc(d)).unwrap();
         let got = emit(&prog).unwrap();
         let path = format!("{}/tests/gen/{name}.rs", env!("CARGO_MANIFEST_DIR"));
         let want = std::fs::read_to_string(&path).unwrap();
         assert!(got == want, "{path} is not what the generator writes; regenerate it: cargo run --release -p synapse-core \
-                 --example p4emit -- tests/data/p4/{name}-desc.json > crates/synapse-core/tests/gen/{name}.rs");
+                 --example p4emit -- tests/data/p4/{d}-desc.json > crates/synapse-core/tests/gen/{name}.rs");
     }
 }
 
@@ -145,8 +166,8 @@ fn the_generated_router_answers_as_the_interpreter() {
     let prog = Program::from_json(&d).unwrap();
     let mut g = router::Gen::link(&prog).unwrap();
     let ex = beside("router", &d, |f, v, o| g.run(f, 1, v, Some(o)));
-    assert_eq!(ex.externs().counters, g.counters);
-    assert!(g.counters[0][0][0] > 0, "the permit counter never counted");
+    assert_eq!(ex.externs().counters, g.ext.counters);
+    assert!(g.ext.counters[0][0][0] > 0, "the permit counter never counted");
 }
 
 #[test]
@@ -155,7 +176,7 @@ fn the_generated_route3_answers_as_the_interpreter() {
     let prog = Program::from_json(&d).unwrap();
     let mut g = route3::Gen::link(&prog).unwrap();
     let ex = beside("route3", &d, |f, v, o| g.run(f, 1, v, Some(o)));
-    assert_eq!(ex.externs().counters, g.counters);
+    assert_eq!(ex.externs().counters, g.ext.counters);
 }
 
 #[test]
@@ -181,4 +202,85 @@ fn another_program_is_refused() {
     let p = Program::from_json(&d.to_string()).unwrap();
     assert!(router::Gen::link(&p).err().unwrap().starts_with("not the program"));
     assert!(route3::Gen::link(&Program::from_json(&desc("router")).unwrap()).is_err());
+}
+
+/// Runs `frames` through the interpreter `ex` and `run` (the generated
+/// code, told the arrival time first), the k-th arriving at `k * step_ps`
+/// after `t0_ps`: outcomes, drop reasons, visits and outputs must be equal;
+/// returns the interpreter's visits.
+fn alongside(name: &str, ex: &mut Executor, mut run: impl FnMut(&[u8], u64, &mut Visits, &mut Outputs) -> (Outcome, u32),
+             frames: &[Vec<u8>], t0_ps: u64, step_ps: u64) -> Visits {
+    let (mut v1, mut o1, mut v2, mut o2) = (Visits::new(), Outputs::new(), Visits::new(), Outputs::new());
+    for (k, f) in frames.iter().enumerate() {
+        let t = t0_ps + k as u64 * step_ps;
+        let a = ex.run(f, 1, t, &mut v1, Some(&mut o1));
+        let ra = if a.dropped { ex.drop_reason() } else { 0 };
+        assert_eq!((a, ra), run(f, t, &mut v2, &mut o2), "{name}: frame {k} {f:02x?}");
+    }
+    assert_eq!(v1, v2, "{name}: visits");
+    assert_eq!(o1, o2, "{name}: outputs");
+    v1
+}
+
+/// The frames of `tests/data/p4/NAME.pcap`.
+fn pcap(name: &str) -> Vec<Vec<u8>> {
+    let path = format!("{}/../../tests/data/p4/{name}.pcap", env!("CARGO_MANIFEST_DIR"));
+    let f = Capture::read_first(std::path::Path::new(&path), usize::MAX).unwrap_or_else(|e| panic!("{path}: {e:?}"));
+    (0..f.len()).map(|i| f.frame(i).to_vec()).collect()
+}
+
+#[test]
+fn the_generated_heavyhitter_runs_its_externs_as_the_interpreter() {
+    // hashes (crc16, crc32, csum16), a register read and written, a counter, a meter with rates, direct counters
+    let d = desc("heavyhitter-nocsum-noclone");
+    let prog = Program::from_json(&d).unwrap();
+    let mut g = heavyhitter::Gen::link(&prog).unwrap();
+    let mut ex = beside("heavyhitter", &d, |f, v, o| g.run(f, 1, v, Some(o)));
+    // the program's capture, then the frames of every path again, at times the meter refills in (1 packet/s)
+    let mut run = |f: &[u8], t: u64, v: &mut Visits, o: &mut Outputs| {
+        g.arrive(t);
+        let r = g.run(f, 1, v, Some(o));
+        (r, if r.dropped { g.drop_pipeline() } else { 0 })
+    };
+    let mut frames_all = pcap("heavyhitter");
+    frames_all.extend(frames(&prog, 9, 3000));
+    let t0 = 1u64 << 50;
+    let v = alongside("heavyhitter", &mut ex, &mut run, &frames_all, t0, 150_000_000_000);
+    let (x, y) = (ex.externs(), &g.ext);
+    assert_eq!(x.registers, y.registers);
+    assert_eq!(x.counters, y.counters);
+    assert_eq!(x.direct, y.direct);
+    assert_eq!(x.colors, y.colors);
+    // the meters' cells, by index: each one's state
+    let cells = |m: &std::collections::HashMap<u32, _>| format!("{:?}", m.iter().collect::<std::collections::BTreeMap<_, _>>());
+    assert_eq!(cells(&x.meters[0]), cells(&y.meters[0]));
+    // every colour, registers and direct counters written, drops in ingress
+    assert!(x.colors[0].iter().all(|&c| c > 0), "colours {:?}", x.colors);
+    assert!(x.registers[0].iter().filter(|&&r| r > 0).count() > 10);
+    assert!(x.direct.iter().filter(|d| d.iter().any(|c| c[0] > 0)).count() == 2, "direct {:?}", x.direct);
+    assert!(v.entry.iter().any(|&e| e < 0) && g.drop_pipeline() > 0);
+}
+
+#[test]
+fn the_generated_action_selector_picks_the_interpreters_member() {
+    let d = desc("router-selector");
+    let prog = Program::from_json(&d).unwrap();
+    let mut g = router_selector::Gen::link(&prog).unwrap();
+    let mut ex = beside("router-selector", &d, |f, v, o| g.run(f, 1, v, Some(o)));
+    let mut run = |f: &[u8], t: u64, v: &mut Visits, o: &mut Outputs| {
+        g.arrive(t);
+        let r = g.run(f, 1, v, Some(o));
+        (r, if r.dropped { g.drop_pipeline() } else { 0 })
+    };
+    let v = alongside("router-selector", &mut ex, &mut run, &frames(&prog, 11, 4000), 1 << 50, 10_000_000_000);
+    assert_eq!(ex.externs().direct, g.ext.direct);
+    assert_eq!(ex.externs().colors, g.ext.colors);
+    assert!(ex.externs().colors[0].iter().all(|&c| c > 0), "the acl's direct meter: colours {:?}", ex.externs().colors);
+    assert_eq!(ex.externs().rng.0, g.ext.rng.0, "the random generator's state");
+    // ipv4_lpm (keyed table 0): hits run set_nhop (1) and drop (2), members of the entries' groups and the default's
+    let lpm: Vec<_> = (0..v.len()).filter(|&i| v.table[i] == 0).map(|i| (v.entry[i] >= 0, v.action[i])).collect();
+    for want in [(true, 1), (true, 2), (false, 1), (false, 2)] {
+        assert!(lpm.contains(&want), "ipv4_lpm never ran {want:?}");
+    }
+    assert!(ex.externs().direct.iter().any(|d| d.iter().any(|c| c[0] > 0)));
 }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 /// Version of [`Table`] and the types it passes; a library built for
 /// another is refused.
-pub const ABI: u32 = 1;
+pub const ABI: u32 = 2;
 /// The symbol the library exports (`fn() -> *const Table`).
 pub const SYMBOL: &[u8] = b"synapse_gen_table";
 
@@ -55,13 +55,14 @@ pub struct Msg {
 }
 
 /// A batch of frames: frame `i` is `bytes[start[i]..start[i + 1]]`,
-/// arrived on `ports[i]`.
+/// arrived on `ports[i]` at `times[i]` (picoseconds).
 #[repr(C)]
 pub struct Batch {
     pub n: usize,
     pub bytes: *const u8,
     pub start: *const u32,
     pub ports: *const u32,
+    pub times: *const u64,
     /// Non-zero: make output packets.
     pub outputs: u32,
 }
@@ -117,6 +118,8 @@ unsafe fn slice<'a, T>(p: *const T, len: usize) -> &'a [T] {
 pub trait Generated: Sized {
     fn link(p: &'static Program) -> Result<Self, String>;
     fn run(&mut self, frame: &[u8], ingress_port: u32, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome;
+    /// The next packets arrive at `now_ps` (what meters see).
+    fn arrive(&mut self, now_ps: u64);
     /// [`RunPacket::drop_reason`] of the last packet, when it was dropped.
     fn drop_reason(&self) -> u32;
 }
@@ -194,12 +197,14 @@ pub unsafe extern "C" fn guest_run_batch<G: Generated>(h: *mut c_void, batch: *c
     let start = slice(b.start, if b.n == 0 { 0 } else { b.n + 1 });
     let bytes = slice(b.bytes, start.last().map_or(0, |&e| e as usize));
     let ports = slice(b.ports, b.n);
+    let times = slice(b.times, b.n);
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         g.visits.clear();
         g.outputs.clear();
         g.outcome.clear();
         for i in 0..b.n {
             let f = &bytes[start[i] as usize..start[i + 1] as usize];
+            g.gen.arrive(times[i]);
             let o = g.gen.run(f, ports[i], &mut g.visits, if b.outputs != 0 { Some(&mut g.outputs) } else { None });
             let reason = if o.dropped { g.gen.drop_reason() } else { 0 };
             g.outcome.push(Out { dropped: o.dropped as u32, parser_error: o.parser_error, outputs: o.outputs, reason });
@@ -252,6 +257,9 @@ macro_rules! export_gen {
             fn run(&mut self, frame: &[u8], ingress_port: u32, visits: &mut $crate::program::Visits,
                    outputs: Option<&mut $crate::program::Outputs>) -> $crate::program::Outcome {
                 $gen::Gen::run(self, frame, ingress_port, visits, outputs)
+            }
+            fn arrive(&mut self, now_ps: u64) {
+                $gen::Gen::arrive(self, now_ps)
             }
             fn drop_reason(&self) -> u32 {
                 #[allow(unused_imports)]
@@ -380,11 +388,12 @@ impl RunPacket for Loaded {
         out[0].0
     }
 
-    fn run_batch(&mut self, frames: &Frames, ports: &[u32], _t_ps: &[u64], visits: &mut Visits,
+    fn run_batch(&mut self, frames: &Frames, ports: &[u32], t_ps: &[u64], visits: &mut Visits,
                  outputs: Option<&mut Outputs>, outcomes: &mut Vec<(Outcome, u32)>) -> Result<(), String> {
         let n = frames.len();
         assert_eq!(ports.len(), n);
-        let b = Batch { n, bytes: frames.bytes.as_ptr(), start: frames.start.as_ptr(), ports: ports.as_ptr(),
+        assert_eq!(t_ps.len(), n);
+        let b = Batch { n, bytes: frames.bytes.as_ptr(), start: frames.start.as_ptr(), ports: ports.as_ptr(), times: t_ps.as_ptr(),
                         outputs: outputs.is_some() as u32 };
         // SAFETY: null pointers with zero counts are never read (`slice`)
         let mut r: Results = unsafe { std::mem::zeroed() };

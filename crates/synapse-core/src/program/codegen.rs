@@ -1,11 +1,11 @@
 //! Code generated per program: which linked programs the generator
 //! ([`emit`], code like [`super::native::Router`]) can take. The
-//! subset is the router's: fixed-size headers, stacks, `verify` and `set`
-//! in the parser; plain tables (no action selector, direct counter or
-//! meter, add-on-miss, synthesized key); assignments, `drop`, `exit`,
-//! counters and register reads in actions; conditions the compiler
-//! lowered; no checksums; none of simple_switch's clone, resubmit,
-//! recirculate or digest calls. Anything else is named, and that program
+//! subset: fixed-size headers, stacks, `verify` and `set` in the parser;
+//! tables with action selectors, direct counters and meters (no
+//! add-on-miss, no synthesized key); assignments, `drop`, `exit`,
+//! counters, meters, register reads and writes, `hash` and `random` in
+//! actions; conditions the compiler lowered; no checksums; none of
+//! simple_switch's clone, resubmit, recirculate or digest calls. Anything else is named, and that program
 //! stays with the interpreter (which is also the generated code's oracle).
 //!
 //! [`emit`] writes that code: the Rust source of a module running one
@@ -14,7 +14,6 @@
 use super::action::Op;
 use super::control::Node;
 use super::exec::Program;
-use super::externs::Extern;
 use super::parser::POp;
 
 mod emit;
@@ -23,10 +22,7 @@ pub use emit::emit;
 fn op_ok(op: &Op, p: &Program) -> Result<(), &'static str> {
     match op {
         Op::SetConst { .. } | Op::Copy { .. } | Op::SetParam { .. } | Op::Set { .. } | Op::Moves(_) | Op::Drop | Op::Exit => Ok(()),
-        Op::Extern(i) => match &p.externs[*i as usize] {
-            Extern::NoOp | Extern::Count { .. } | Extern::RegRead { .. } => Ok(()),
-            _ => Err("an extern other than count and register_read"),
-        },
+        Op::Extern(i) => emit::extern_ok(&p.externs[*i as usize]),
         Op::SetWide { .. } => Err("a field wider than 128 bits"),
         Op::Taint { .. } | Op::Synth { .. } | Op::Unsupported(_) => Err("a synthesized or unsupported value"),
         Op::Valid { .. } | Op::HdrCopy { .. } | Op::Build(_) => Err("a header made valid, invalid or copied"),
@@ -55,9 +51,9 @@ pub fn unsupported(p: &Program) -> Vec<String> {
             }
         }
     }
-    for (ti, t) in p.tables.iter().enumerate() {
-        if t.keyed.is_some() && !p.hot[ti].plain {
-            out.push(format!("table {}: an action selector, direct counter or meter, add-on-miss or synthesized key", t.name));
+    for t in &p.tables {
+        if t.keyed.is_some() && (!t.taint.is_empty() || t.learn.is_some()) {
+            out.push(format!("table {}: add-on-miss or synthesized key", t.name));
         }
     }
     for a in &p.actions {
@@ -99,13 +95,15 @@ mod tests {
     fn the_router_is_in_the_subset_and_other_constructs_are_named() {
         let d = router();
         assert_eq!(unsupported(&Program::from_json(&d.to_string()).unwrap()), Vec::<String>::new());
-        // a direct counter on the acl, a state the compiler could not lower, an action pushing a stack
+        // a direct counter on the acl is in the subset
         let mut d = router();
         for n in d["nodes"].as_array_mut().unwrap() {
             if n["name"] == "MyIngress.acl" {
                 n["counters"] = serde_json::json!(true);
             }
         }
+        assert_eq!(unsupported(&Program::from_json(&d.to_string()).unwrap()), Vec::<String>::new());
+        // a state the compiler could not lower, an action pushing a stack, a clone
         for s in d["parser"]["states"].as_array_mut().unwrap() {
             if s["name"] == "parse_magic" {
                 s["reject"] = serde_json::json!(4);
@@ -115,11 +113,14 @@ mod tests {
             if a["name"] == "MyIngress.set_tag" {
                 a["ops"].as_array_mut().unwrap().push(serde_json::json!(["push", 0, 1, 0]));
             }
+            if a["name"] == "MyIngress.drop" {
+                a["ops"].as_array_mut().unwrap().push(serde_json::json!(["extern", "clone_ingress_pkt_to_egress", [["e", ["c", "0x5"]], ["e", ["c", "0x1"]]]]));
+            }
         }
         let why = unsupported(&Program::from_json(&d.to_string()).unwrap());
         assert_eq!(why.len(), 3, "{why:?}");
-        assert!(why[0].starts_with("action MyIngress.set_tag: a stack push"), "{why:?}");
-        assert!(why[1].starts_with("parser state parse_magic"), "{why:?}");
-        assert!(why[2].starts_with("table MyIngress.acl"), "{why:?}");
+        assert_eq!(why[0], "action MyIngress.drop: a clone, resubmit, recirculate or digest", "{why:?}");
+        assert!(why[1].starts_with("action MyIngress.set_tag: a stack push"), "{why:?}");
+        assert!(why[2].starts_with("parser state parse_magic"), "{why:?}");
     }
 }

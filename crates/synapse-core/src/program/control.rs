@@ -192,19 +192,7 @@ impl Program {
         visits.close(keyed, entry.map_or(-1, |e| e as i32), h.action);
         st.nvisits += 1;
         if let Some(e) = entry {
-            if t.counters {
-                let len = st.ext.pass.ingress_length;
-                let c = &mut st.ext.direct[ti as usize][e as usize];
-                c[0] += 1;
-                c[1] += len;
-            }
-            if let Some((m, out)) = t.meter {
-                let md = &self.objs.meters[m as usize];
-                let super::flow::Pass { ingress_length, now_us } = st.ext.pass;
-                let color = super::externs::ExternState::meter_cell(&mut st.ext.direct_meters[ti as usize], &md.rates,
-                                                                     md.packets, t.handles[e as usize])
-                    .map_or(0, |c| c.execute(ingress_length, now_us));
-                st.ext.color(m, color);
+            if let (Some(color), Some((_, out))) = (st.ext.direct_hit(self, ti, e), t.meter) {
                 st.phv.cells[out.dst.cell as usize] = color as u128 & out.mask;
                 st.wrote(out.dst);
             }

@@ -262,6 +262,64 @@ impl ExternState {
     pub fn color(&mut self, meter: u32, c: u32) {
         self.colors[meter as usize][(c as usize).min(2)] += 1;
     }
+
+    /// `count(counter, i)`: one packet of the pass's ingress length (nothing out of bounds, as BMv2).
+    #[inline]
+    pub fn count(&mut self, counter: u32, i: u128) {
+        let len = self.pass.ingress_length;
+        if let Some(c) = self.counters[counter as usize].get_mut(i as usize) {
+            c[0] += 1;
+            c[1] += len;
+        }
+    }
+
+    /// `execute_meter(meter, i)`: the colour (GREEN out of bounds or without rates), counted.
+    pub fn meter(&mut self, p: &Program, meter: u32, i: u128) -> u32 {
+        let m = &p.objs.meters[meter as usize];
+        let Pass { ingress_length, now_us } = self.pass;
+        let color = if i < m.size as u128 {
+            ExternState::meter_cell(&mut self.meters[meter as usize], &m.rates, m.packets, i as u32)
+                .map_or(0, |c| c.execute(ingress_length, now_us))
+        } else {
+            0
+        };
+        self.color(meter, color);
+        color
+    }
+
+    /// `register_write(reg, i, x)` at the register's width (nothing out of bounds, as BMv2).
+    #[inline]
+    pub fn reg_write(&mut self, p: &Program, reg: u32, i: u128, x: u128) {
+        let w = p.objs.registers[reg as usize].2;
+        if let Some(c) = self.registers[reg as usize].get_mut(i as usize) {
+            *c = x & mask(w.min(128));
+        }
+    }
+
+    /// Table `ti`'s entry `e` was hit: its direct counter counts the
+    /// packet; its direct meter's colour (counted), if it has one.
+    pub fn direct_hit(&mut self, p: &Program, ti: u32, e: u32) -> Option<u32> {
+        let t = &p.tables[ti as usize];
+        if t.counters {
+            let len = self.pass.ingress_length;
+            let c = &mut self.direct[ti as usize][e as usize];
+            c[0] += 1;
+            c[1] += len;
+        }
+        let (m, _) = t.meter?;
+        let md = &p.objs.meters[m as usize];
+        let Pass { ingress_length, now_us } = self.pass;
+        let color = ExternState::meter_cell(&mut self.direct_meters[ti as usize], &md.rates, md.packets, t.handles[e as usize])
+            .map_or(0, |c| c.execute(ingress_length, now_us));
+        self.color(m, color);
+        Some(color)
+    }
+}
+
+/// `hash(out, base, calc, size)`'s value: `base + h % size` (a size of 0 as 1).
+#[inline]
+pub fn hash_offset(base: u128, h: u64, size: u128) -> u128 {
+    base.wrapping_add(h as u128 % size.max(1))
 }
 
 impl Extern {
@@ -305,23 +363,11 @@ impl Extern {
             Extern::NoOp => {}
             Extern::Count { counter, idx } => {
                 let i = val(p, st, *idx, params, frame);
-                let len = st.ext.pass.ingress_length;
-                if let Some(c) = st.ext.counters[*counter as usize].get_mut(i as usize) {
-                    c[0] += 1;
-                    c[1] += len;
-                }
+                st.ext.count(*counter, i);
             }
             Extern::Meter { meter, idx, out } => {
                 let i = val(p, st, *idx, params, frame);
-                let m = &p.objs.meters[*meter as usize];
-                let Pass { ingress_length, now_us } = st.ext.pass;
-                let color = if i < m.size as u128 {
-                    ExternState::meter_cell(&mut st.ext.meters[*meter as usize], &m.rates, m.packets, i as u32)
-                        .map_or(0, |c| c.execute(ingress_length, now_us))
-                } else {
-                    0
-                };
-                st.ext.color(*meter, color);
+                let color = st.ext.meter(p, *meter, i);
                 write(st, *out, color as u128);
             }
             Extern::RegRead { reg, idx, out } => {
@@ -333,16 +379,13 @@ impl Extern {
             Extern::RegWrite { reg, idx, v } => {
                 let i = val(p, st, *idx, params, frame);
                 let x = val(p, st, *v, params, frame);
-                let w = p.objs.registers[*reg as usize].2;
-                if let Some(c) = st.ext.registers[*reg as usize].get_mut(i as usize) {
-                    *c = x & mask(w.min(128));
-                }
+                st.ext.reg_write(p, *reg, i, x);
             }
             Extern::Hash { out, base, calc, size } => {
                 let b = val(p, st, *base, params, frame);
-                let n = val(p, st, *size, params, frame).max(1);
-                let h = p.calculate(*calc, st, frame) as u128;
-                write(st, *out, b.wrapping_add(h % n));
+                let n = val(p, st, *size, params, frame);
+                let h = p.calculate(*calc, st, frame);
+                write(st, *out, hash_offset(b, h, n));
             }
             Extern::Random { out, lo, hi } => {
                 let (l, h) = (val(p, st, *lo, params, frame), val(p, st, *hi, params, frame));
@@ -438,44 +481,49 @@ fn write(st: &mut State, o: Out, v: u128) {
 impl Program {
     /// Calculation `k` over the PHV (BMv2's `BufBuilder`, then its algorithm).
     pub fn calculate(&self, k: u32, st: &mut State, frame: &[u8]) -> u64 {
+        self.calculate_over(k, &st.phv.cells, frame, st.pos, &mut st.ext)
+    }
+
+    /// Calculation `k` over PHV cells `cells` (the payload: `frame` from `pos`).
+    pub fn calculate_over(&self, k: u32, cells: &[u128], frame: &[u8], pos: usize, ext: &mut ExternState) -> u64 {
         let c = &self.objs.calcs[k as usize];
         let Some(algo) = &c.algo else {
-            return st.ext.rng.next_u64();
+            return ext.rng.next_u64();
         };
         if let Some(plan) = &c.plan {
             let mut buf = [0u8; PLAN_BYTES + 16];
-            let n = planned_input(plan, &st.phv.cells, &mut buf);
+            let n = planned_input(plan, cells, &mut buf);
             return algo.hash(&buf[..n]);
         }
-        let mut bits = std::mem::take(&mut st.ext.bits);
+        let mut bits = std::mem::take(&mut ext.bits);
         bits.clear();
         let mut hb = Vec::new();
         for i in &c.inputs {
             match *i {
                 CalcIn::Field { cell, width, limbs, valid } => {
-                    if valid.is_some_and(|v| st.phv.cells[v as usize] == 0) {
+                    if valid.is_some_and(|v| cells[v as usize] == 0) {
                         continue;
                     }
-                    push_cells(&mut bits, &st.phv.cells[cell as usize..(cell + limbs) as usize], width);
+                    push_cells(&mut bits, &cells[cell as usize..(cell + limbs) as usize], width);
                 }
                 CalcIn::Const { v, width } => push_cells(&mut bits, &[v], width),
                 CalcIn::Header(h) => {
                     let hd = &self.headers[h as usize];
-                    if st.phv.cells[hd.valid as usize] != 0 {
+                    if cells[hd.valid as usize] != 0 {
                         for f in &hd.fields {
-                            push_cells(&mut bits, &st.phv.cells[f.cell as usize..(f.cell + f.limbs) as usize], f.width);
+                            push_cells(&mut bits, &cells[f.cell as usize..(f.cell + f.limbs) as usize], f.width);
                         }
                     }
                 }
                 CalcIn::Payload => {
                     hb.clear();
-                    hb.extend_from_slice(&frame[st.pos.min(frame.len())..]);
+                    hb.extend_from_slice(&frame[pos.min(frame.len())..]);
                     bits.push_bytes(&hb);
                 }
             }
         }
         let h = algo.hash(bits.bytes());
-        st.ext.bits = bits;
+        ext.bits = bits;
         h
     }
 }

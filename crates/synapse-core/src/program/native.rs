@@ -132,6 +132,9 @@ impl<'p> Router<'p> {
         (h, if h.action == NO_ACTION { &[] } else { &self.p.data[(t.data + h.data) as usize..] })
     }
 
+    /// The arrival time: the router has no meter, nothing reads it.
+    pub fn arrive(&mut self, _now_ps: u64) {}
+
     /// One frame through the router (as [`super::RunPacket::run`]).
     pub fn run(&mut self, frame: &[u8], ingress_port: u32, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {
         let _ = ingress_port; // the router reads no metadata it sets

@@ -3,12 +3,15 @@
 #[allow(unused_imports)]
 use synapse_core::program::control::NO_ACTION;
 use synapse_core::program::exec::Program;
+#[allow(unused_imports)]
+use synapse_core::program::externs::{hash_offset, ExternState};
+use synapse_core::program::flow::Pass;
 use synapse_core::program::run::{Outcome, Outputs};
 use synapse_core::program::table::{Index, Probe, TableHot};
 use synapse_core::program::visits::Visits;
 
 /// `Program::shape_hash` of the program this code runs.
-pub const SHAPE: u64 = 0x5c165370bdd5be2b;
+pub const SHAPE: u64 = 0x5e1109c04d19204a;
 
 /// The program, specialised; entries, defaults and the switch's configuration stay the linked program's.
 #[allow(dead_code)]
@@ -19,9 +22,13 @@ pub struct Gen<'p> {
     ix: [&'p Index; 4],
     vals: Vec<u128>,
     drop_port: u64,
-    /// Per counter array, per index: [packets, bytes].
-    pub counters: Vec<Vec<[u64; 2]>>,
-    regs: Vec<Vec<u128>>,
+    /// The externs' state (registers, counters, meters, the random generator), as the interpreter's.
+    pub ext: ExternState,
+    /// PHV cells a calculation reads, stored before it runs.
+    sc: Vec<u128>,
+    now_us: u64,
+    /// The last dropped packet's pipeline: 1 ingress, 2 egress.
+    dropped_in: u32,
 }
 
 impl<'p> Gen<'p> {
@@ -33,25 +40,29 @@ impl<'p> Gen<'p> {
         if p.objs.flow.priority_queues == 0 {
             return Err("no priority queue: every packet would be dropped".into());
         }
-        let regs = p.objs.registers.iter().map(|(_, size, width, init)| {
-            let mut cells = vec![0u128; *size as usize];
-            let m = if *width >= 128 { u128::MAX } else { (1u128 << width) - 1 };
-            for &(i, v) in init {
-                if let Some(c) = cells.get_mut(i as usize) {
-                    *c = v & m;
-                }
-            }
-            cells
-        }).collect();
         Ok(Gen {
             p,
             t: std::array::from_fn(|i| p.hot[i]),
             ix: std::array::from_fn(|i| &p.indexes[i]),
             vals: vec![0; 5],
             drop_port: p.objs.flow.drop_port,
-            counters: p.objs.counters.iter().map(|c| vec![[0; 2]; c.1 as usize]).collect(),
-            regs,
+            ext: ExternState::new(p),
+            sc: p.lay.template.clone(),
+            now_us: 0,
+            dropped_in: 0,
         })
+    }
+
+    /// The next packets arrive at `now_ps` (the time meters see).
+    #[allow(dead_code)]
+    pub fn arrive(&mut self, now_ps: u64) {
+        self.now_us = now_ps / 1_000_000;
+    }
+
+    /// The pipeline that dropped the last dropped packet (`RunPacket::drop_reason`).
+    #[allow(dead_code)]
+    pub fn drop_pipeline(&self) -> u32 {
+        self.dropped_in
     }
 
     /// One received frame (as the interpreter's `RunPacket::run`).
@@ -60,6 +71,7 @@ impl<'p> Gen<'p> {
         let p = self.p;
         let n = frame.len();
         let input = visits.packets() as u32;
+        self.ext.pass = Pass { ingress_length: n as u64, now_us: self.now_us };
         let mut c1: u64 = 0;
         let mut c2: u64 = 0;
         let mut c3: u64 = 0;
@@ -245,6 +257,7 @@ impl<'p> Gen<'p> {
         }
         let eport = (c6 as u64);
         if eport == self.drop_port {
+            self.dropped_in = 1;
             visits.end_packet();
             return Outcome { dropped: true, parser_error: err, outputs: 0 };
         }
@@ -324,6 +337,7 @@ c6 = ((self.drop_port + 1) as u128 & 0x1ff) as u64;
             }
         }
         if (c6 as u64) == self.drop_port {
+            self.dropped_in = 2;
             visits.end_packet();
             return Outcome { dropped: true, parser_error: err, outputs: 0 };
         }

@@ -31,6 +31,9 @@ use super::super::flow::Meta;
 use super::super::gencrate::{fnv, FNV0};
 use super::super::parser::{POp, Part, MAX_STATES};
 
+mod ext;
+pub(super) use ext::extern_ok;
+
 /// What an expression is evaluated in: the parser (a lookahead past the
 /// frame rejects the packet) or an action (its data at `p.data[d + i]`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -381,14 +384,14 @@ impl<'a> Gen<'a> {
                 Extern::NoOp => return Ok(()),
                 &Extern::Count { counter, idx } => {
                     let i = self.val(idx, ctx)?;
-                    format!("if let Some(k) = self.counters[{counter}].get_mut(({i}) as usize) {{ k[0] += 1; k[1] += n as u64; }}")
+                    format!("self.ext.count({counter}, {i});")
                 }
                 &Extern::RegRead { reg, idx, out: o } => {
                     let i = self.val(idx, ctx)?;
                     let set = self.assign(o.dst, "v", "u128", o.mask);
-                    format!("if let Some(&v) = self.regs[{reg}].get(({i}) as usize) {{ {set} }}")
+                    format!("if let Some(&v) = self.ext.registers[{reg}].get(({i}) as usize) {{ {set} }}")
                 }
-                _ => return Err("an extern other than count and register_read".into()),
+                x => self.extern_op(x, ctx)?,
             },
             _ => return Err(format!("op {op:?}")),
         };
@@ -483,18 +486,20 @@ impl<'a> Gen<'a> {
 impl Program {
     /// A hash of what generated code is written from: the description
     /// without its entries (layout, headers, parser, actions, nodes, keys,
-    /// deparser, externs' declarations), not the tables' entries, defaults
+    /// deparser, externs' declarations and calculations' inputs, tables'
+    /// selectors and direct counters and meters), not the tables' entries, defaults
     /// or the switch's configuration, which stay the control plane's.
     pub fn shape_hash(&self) -> u64 {
-        let tables: Vec<_> = self.tables.iter().map(|t| (&t.name, t.keyed, &t.key, t.words)).collect();
+        let tables: Vec<_> = self.tables.iter().map(|t| (&t.name, t.keyed, &t.key, t.words, (t.selector, t.counters, &t.meter))).collect();
         let hot: Vec<_> = self.hot.iter().map(|h| (h.keys, h.keyed, h.nkeys, h.words, h.plain, h.one_word)).collect();
         let c = &self.code;
         let code = (&c.ins, &c.consts, &c.stack_fields, &c.unions, &c.reasons.names, c.div_zero, &c.cmps);
         let regs: Vec<_> = self.objs.registers.iter().map(|r| (&r.0, r.1, r.2)).collect();
+        let calcs: Vec<_> = self.objs.calcs.iter().map(|c| (&c.name, &c.inputs)).collect();
         let s = format!("{:?}", ((&self.lay, &self.headers, &self.stacks, &self.unions, &self.parser, &self.actions, &self.nodes),
                                   (&self.pipelines, &self.deparser, code, &self.std, &self.errors, &self.externs, &self.keyed),
                                   (&self.key_hot, tables, hot, &self.objs.meta, self.objs.ingress, self.objs.egress, regs),
-                                  &self.objs.counters));
+                                  (&self.objs.counters, calcs)));
         fnv(FNV0, s.as_bytes())
     }
 }
@@ -764,7 +769,9 @@ pub(super) fn module(p: &Program) -> Result<String, String> {
                             }
                         }
                         writeln!(s, "                    let h = e.map_or(th.miss, |e| p.hits[(th.hits + e) as usize]);").unwrap();
+                        s += &g.selector(ti)?;
                         writeln!(s, "                    visits.close({}, e.map_or(-1, |e| e as i32), h.action);", th.keyed).unwrap();
+                        s += &g.direct(ti);
                     }
                     writeln!(s, "                    let d = (th.data + h.data) as usize;").unwrap();
                     writeln!(s, "                    nd = h.next;").unwrap();
@@ -896,6 +903,9 @@ pub(super) fn module(p: &Program) -> Result<String, String> {
 #[allow(unused_imports)]
 use synapse_core::program::control::NO_ACTION;
 use synapse_core::program::exec::Program;
+#[allow(unused_imports)]
+use synapse_core::program::externs::{{hash_offset, ExternState}};
+use synapse_core::program::flow::Pass;
 use synapse_core::program::run::{{Outcome, Outputs}};
 use synapse_core::program::table::{{Index, Probe, TableHot}};
 use synapse_core::program::visits::Visits;
@@ -912,9 +922,13 @@ pub struct Gen<'p> {{
     ix: [&'p Index; {ntab}],
     vals: Vec<u128>,
     drop_port: u64,
-    /// Per counter array, per index: [packets, bytes].
-    pub counters: Vec<Vec<[u64; 2]>>,
-    regs: Vec<Vec<u128>>,
+    /// The externs' state (registers, counters, meters, the random generator), as the interpreter's.
+    pub ext: ExternState,
+    /// PHV cells a calculation reads, stored before it runs.
+    sc: Vec<u128>,
+    now_us: u64,
+    /// The last dropped packet's pipeline: 1 ingress, 2 egress.
+    dropped_in: u32,
 }}
 
 impl<'p> Gen<'p> {{
@@ -926,25 +940,29 @@ impl<'p> Gen<'p> {{
         if p.objs.flow.priority_queues == 0 {{
             return Err("no priority queue: every packet would be dropped".into());
         }}
-        let regs = p.objs.registers.iter().map(|(_, size, width, init)| {{
-            let mut cells = vec![0u128; *size as usize];
-            let m = if *width >= 128 {{ u128::MAX }} else {{ (1u128 << width) - 1 }};
-            for &(i, v) in init {{
-                if let Some(c) = cells.get_mut(i as usize) {{
-                    *c = v & m;
-                }}
-            }}
-            cells
-        }}).collect();
         Ok(Gen {{
             p,
             t: std::array::from_fn(|i| p.hot[i]),
             ix: std::array::from_fn(|i| &p.indexes[i]),
             vals: vec![0; {nvals}],
             drop_port: p.objs.flow.drop_port,
-            counters: p.objs.counters.iter().map(|c| vec![[0; 2]; c.1 as usize]).collect(),
-            regs,
+            ext: ExternState::new(p),
+            sc: p.lay.template.clone(),
+            now_us: 0,
+            dropped_in: 0,
         }})
+    }}
+
+    /// The next packets arrive at `now_ps` (the time meters see).
+    #[allow(dead_code)]
+    pub fn arrive(&mut self, now_ps: u64) {{
+        self.now_us = now_ps / 1_000_000;
+    }}
+
+    /// The pipeline that dropped the last dropped packet (`RunPacket::drop_reason`).
+    #[allow(dead_code)]
+    pub fn drop_pipeline(&self) -> u32 {{
+        self.dropped_in
     }}
 
     /// One received frame (as the interpreter's `RunPacket::run`).
@@ -953,6 +971,7 @@ impl<'p> Gen<'p> {{
         let p = self.p;
         let n = frame.len();
         let input = visits.packets() as u32;
+        self.ext.pass = Pass {{ ingress_length: n as u64, now_us: self.now_us }};
 {locals}        let mut pos = 0usize;
         let mut err = 0u32;
         let mut nd = -1i32;
@@ -972,11 +991,13 @@ impl<'p> Gen<'p> {{
 {perr}        // ingress
 {ingress}        let eport = {espec};
         if eport == self.drop_port {{
+            self.dropped_in = 1;
             visits.end_packet();
             return Outcome {{ dropped: true, parser_error: err, outputs: 0 }};
         }}
         // egress
 {egress_meta}{egress}        if {espec} == self.drop_port {{
+            self.dropped_in = 2;
             visits.end_packet();
             return Outcome {{ dropped: true, parser_error: err, outputs: 0 }};
         }}
