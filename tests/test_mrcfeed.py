@@ -193,8 +193,15 @@ def test_greedy_misses_a_cliff_the_optimum_takes():
 
 
 class Feed:
+    """Known curves in place of OnlineMrc; records what it was told to follow."""
+
     def __init__(self, curves):
         self.curves = np.asarray(curves, dtype=float)
+        self.followed = []
+
+    def follow(self, states):
+        self.followed.append(states)
+        return 0
 
     def miss_curves(self):
         return self.curves.copy()
@@ -218,6 +225,8 @@ def test_the_mrc_fed_controller_picks_the_brute_force_allocation(seed):
     got = float(np.sum(load * curves[np.arange(T), n])) + 0.5 * n.sum()
     assert got == pytest.approx(want[0], abs=1e-9), (n.tolist(), want)
     assert isinstance(ctl, MissAware) and ctl.measured.all()
+    # the curves were sharded over the simulator's PMUs as they are, before they were read
+    assert ctl.feed.followed == [ctl.sim.pmu_states()]
 
 
 @pytest.mark.parametrize("bad", ["rate:2", "size:0", "shards"])

@@ -812,15 +812,20 @@ mod tests {
         hits
     }
 
-    /// PMU id of each key (by its lookup-table index) with the ring over `ids`.
+    /// [`table_keys`] on a ring of 4 points a PMU (imbalanced shards).
+    fn ring_keys(n: u32) -> TableKeys {
+        TableKeys { vnodes: 4, ..table_keys(n, 30) }
+    }
+
+    /// PMU id of each key with the ring over `ids`: the ring's owner of its
+    /// lookup-table entry's position, asked directly (not through a
+    /// lookup table, as the curve does).
     fn pmu_map(keys: &TableKeys, ids: &[u16]) -> Vec<usize> {
-        let mut ring = Ring::new(keys.vnodes, keys.ring_seed);
-        for &i in ids {
-            ring.add(i);
-        }
-        let mut lt = LookupTable::new(keys.lookup_bits);
-        lt.update(&ring);
-        keys.lut_index.iter().map(|&li| lt.get(li as usize) as usize).collect()
+        let ring = ids.iter().fold(Ring::new(keys.vnodes, keys.ring_seed), |mut r, &i| {
+            r.add(i);
+            r
+        });
+        keys.lut_index.iter().map(|&li| ring.owner(((li as u64) << (32 - keys.lookup_bits)) as u32) as usize).collect()
     }
 
     /// Re-sharding a count mid-stream (exact, no fill shadow): with no
@@ -832,8 +837,7 @@ mod tests {
     #[test]
     fn resharded_counts_match_per_pmu_lru_of_the_new_ids() {
         let n = 600;
-        let mut keys = table_keys(n, 30);
-        keys.vnodes = 4;
+        let keys = ring_keys(n);
         let refs = stream(n, 30_000, 8);
         let split = 12_345;
         let grid = MrcConfig { pmus: vec![1, 2, 3, 4], blocks: vec![8, 32, 128], sampling: Sampling::Exact, shadow: false };
@@ -875,8 +879,7 @@ mod tests {
     #[test]
     fn resharded_sampled_curve_stays_near_the_exact_one() {
         let n = 6000;
-        let mut keys = table_keys(n, 30);
-        keys.vnodes = 4;
+        let keys = ring_keys(n);
         let refs = stream(n, 120_000, 4);
         let split = 40_000;
         let run = |s| {
