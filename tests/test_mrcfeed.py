@@ -70,6 +70,64 @@ def test_online_curves_follow_the_simulators_own_batches_and_sampling_stays_clos
     assert err.max() <= 0.02, err.max()
 
 
+def test_online_curves_shard_each_count_over_the_pmus_the_table_would_hold(tmp_path):
+    """``follow`` shards every count over the ids the placement would give
+    (the held count over exactly the ids the simulator holds, after a
+    re-placement too), and the re-sharded exact curve equals a fresh exact
+    curve that held those ids from the start, once the old window is
+    gone: the point at the held count is the one of the table's own PMUs."""
+    from synapse_vmt.opt import placement
+
+    pr = upf_run(tmp_path, flows=800, duration_ns=200_000.0)
+    N, names = 16, pr.routes.tables
+    sim = simrun.build_sim(pr, simrun.even_split(names, N), N)
+    feed = OnlineMrc(sim, N, BLOCK, Sampling("exact"))
+    sim.run_until(100_000.0)
+    acl = "PreQosPipe.Acl.acls"
+    held = placement.current_sets(sim.pmu_states(), names)
+    assert feed.follow(sim.pmu_states()) > 0
+    for n in names:
+        assert feed.pmu_sets()[n] == placement.candidate_sets(sim.pmu_states(), n, N)
+        assert feed.pmu_sets()[n][len(held[n]) - 1] == held[n]
+    assert feed.follow(sim.pmu_states()) == 0  # nothing moved: nothing re-sharded
+    # the ACL takes one PMU of another table's
+    other = next(n for n in names if n != acl and len(held[n]) >= 2)
+    target = {n: len(v) for n, v in held.items()} | {acl: len(held[acl]) + 1, other: len(held[other]) - 1}
+    for n, ids in sorted(placement.plan(sim.pmu_states(), target).items(), key=lambda kv: len(kv[1]) - len(held[kv[0]])):
+        sim.assign(n, ids)
+    sim.run_until(150_000.0)  # the moved PMU drains, then joins
+    feed.follow(sim.pmu_states())
+    now = placement.current_sets(sim.pmu_states(), names)
+    assert len(now[acl]) == len(held[acl]) + 1 and feed.pmu_sets()[acl][len(now[acl]) - 1] == now[acl]
+    # an exact curve re-sharded with no carry equals one sharded so from the
+    # start over the references after: check through the core directly
+    m_old = _core.mrc_routed(sim.core, [1, 2, 3], [BLOCK], "exact", 0.0, False)
+    t, r = pr.feeder_factory()(int(pr.duration_ns * 1000) + 1)
+    half = len(t) // 2
+    push = lambda m, a, b: _core.mrc_push(m, sim.core, np.ascontiguousarray(t[a:b], dtype=np.uint64),  # noqa: E731
+                                          np.ascontiguousarray(r[a:b], dtype=np.uint32))
+    push(m_old, 0, half)
+    ids = {p: feed.pmu_sets()[acl][p - 1] for p in (1, 2, 3)}
+    # one PMU: every ring sends all keys to it, nothing to re-shard
+    changed = {p: m_old.set_pmus(acl, p, ids[p], 0.0) for p in (1, 2, 3)}
+    assert changed == {1: False, 2: True, 3: True}
+    push(m_old, half, len(t))
+    m_new = _core.mrc_routed(sim.core, [1, 2, 3], [BLOCK], "exact", 0.0, False)
+    for p in (1, 2, 3):
+        m_new.set_pmus(acl, p, ids[p], 0.0)
+    push(m_new, 0, half)
+    before = {int(p): h for tb, p, h in zip(*(m_new.rows()[k] for k in ("table", "pmus", "hit_rate"))) if tb == acl}
+    n_half = m_new.stats()[acl]["refs"]
+    push(m_new, half, len(t))
+    after = {int(p): h for tb, p, h in zip(*(m_new.rows()[k] for k in ("table", "pmus", "hit_rate"))) if tb == acl}
+    n_all = m_new.stats()[acl]["refs"]
+    got = {int(p): h for tb, p, h in zip(*(m_old.rows()[k] for k in ("table", "pmus", "hit_rate"))) if tb == acl}
+    for p in (1, 2, 3):
+        # re-sharded: hits after the half, over the references after it
+        want = (after[p] * n_all - before[p] * n_half) / (n_all - n_half) if changed[p] else after[p]
+        assert got[p] == pytest.approx(want, abs=1e-9), (p, got, want)
+
+
 def test_a_routed_simulator_is_needed():
     with pytest.raises(TypeError, match="routed"):
         OnlineMrc(object(), 4, 256)
@@ -135,8 +193,15 @@ def test_greedy_misses_a_cliff_the_optimum_takes():
 
 
 class Feed:
+    """Known curves in place of OnlineMrc; records what it was told to follow."""
+
     def __init__(self, curves):
         self.curves = np.asarray(curves, dtype=float)
+        self.followed = []
+
+    def follow(self, states):
+        self.followed.append(states)
+        return 0
 
     def miss_curves(self):
         return self.curves.copy()
@@ -160,6 +225,8 @@ def test_the_mrc_fed_controller_picks_the_brute_force_allocation(seed):
     got = float(np.sum(load * curves[np.arange(T), n])) + 0.5 * n.sum()
     assert got == pytest.approx(want[0], abs=1e-9), (n.tolist(), want)
     assert isinstance(ctl, MissAware) and ctl.measured.all()
+    # the curves were sharded over the simulator's PMUs as they are, before they were read
+    assert ctl.feed.followed == [ctl.sim.pmu_states()]
 
 
 @pytest.mark.parametrize("bad", ["rate:2", "size:0", "shards"])

@@ -61,6 +61,30 @@ def test_placement_moves_are_minimal_on_random_cases():
         assert all(len(new[t] & have[t]) == min(len(have[t]), target[t]) for t in "abc")
 
 
+def test_candidate_sets_are_what_the_placement_gives_at_each_count():
+    """A table's candidate ids at count n (what its online curve shards
+    over) are the ids plan() gives it at n with the other tables unchanged,
+    wherever the free pool suffices; they are nested, each count one PMU
+    more; beyond the free pool they still name n distinct PMUs."""
+    rng = np.random.default_rng(5)
+    for _ in range(100):
+        owner = [None if rng.random() < 0.4 else "abc"[rng.integers(3)] for _ in range(8)]
+        st = states(owner, CH)
+        for t in "abc":
+            have = sorted(i for i, o in enumerate(owner) if o == t)
+            free = owner.count(None)
+            sets = placement.candidate_sets(st, t, 8)
+            assert len(sets) == 8
+            for n, ids in enumerate(sets, start=1):
+                assert len(set(ids)) == n == len(ids)
+                if n <= len(have) + free:
+                    assert ids == placement.plan(st, {t: n}).get(t, have), (owner, t, n)
+                if n > 1:
+                    assert set(sets[n - 2]) < set(ids)
+            if have:
+                assert sets[len(have) - 1] == have
+
+
 TRUE = {
     "acl": Usl(-0.0012, 0.0095, -1e-6, 9e-6),
     "fwd": Usl(-0.0015, 0.011, -1e-6, 1.2e-5),

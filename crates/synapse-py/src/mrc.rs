@@ -52,6 +52,22 @@ impl Mrc {
         d.set_item("hit_rate", h.into_pyarray_bound(py))?;
         Ok(d)
     }
+    /// Per table: the PMU ids each PMU count of the grid shards its keys over.
+    fn pmu_sets<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new_bound(py);
+        for c in &self.curves {
+            d.set_item(&c.keys.name, c.pmu_sets())?;
+        }
+        Ok(d)
+    }
+    /// `set_pmus(table, pmus, ids, carry)`: table's count `pmus` shards its
+    /// keys over `ids` from now on (`TableMrc::set_pmus`); whether it changed.
+    fn set_pmus(&mut self, table: &str, pmus: u32, ids: Vec<u16>, carry: f64) -> PyResult<bool> {
+        let Some(c) = self.curves.iter_mut().find(|c| c.keys.name == table) else {
+            return Err(verr(format!("mrc: no table {table:?}")));
+        };
+        c.set_pmus(pmus, &ids, carry).map_err(verr)
+    }
     /// Per table: references seen, distinct keys, and the sampling rate at the end.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new_bound(py);

@@ -24,8 +24,9 @@ PMU count comes from (``--curves``):
 - ``mrc``: the online sampled miss-ratio curve of each
   table's live key stream (:mod:`synapse_vmt.opt.mrcfeed`: every batch of
   arrivals the simulator takes is pushed into per-table SHARDS curves that
-  model the VMU's sharding over PMUs, each PMU's LRU and the early-miss
-  fill latency), read at every solve: the miss ratio at every PMU count is
+  model the VMU's sharding over the PMU ids the table would hold at each
+  count, each PMU's LRU and the early-miss fill latency), read at every
+  solve: the miss ratio at every PMU count is
   known, without calibration. The target is then the exact optimum
   (:func:`optimal_misses`, a dynamic program: a sampled curve has cliffs
   the greedy misses) of the predicted ELU load plus ``theta_mpps``
@@ -309,7 +310,9 @@ class MissAware(Controller):
         from types import SimpleNamespace
 
         if self.feed is not None:
-            # the live key streams' curves, as they are now: every count is known
+            # the live key streams' curves, as they are now, each count sharded over the PMUs
+            # the table would hold at it: every count is known
+            self.feed.follow(self.sim.pmu_states())
             self.curves = self.feed.miss_curves()
             self.measured = np.ones(self.curves.shape, dtype=bool)
         off = np.asarray(tr.offered_mpps, dtype=float)
@@ -569,6 +572,26 @@ def calibrate(pl: dict, program: str, entries: Path, traffic, names: list[str], 
     return fitres, models, miss_curves(miss_pts, names, N), elu_capacity(elu_rates)
 
 
+def setup(out: Path, quick: bool, seed: int, pmus: int | None = None):
+    """The run's plan (:func:`plan`, ``pmus`` overriding its pool), UP4,
+    its entries (written to ``out/entries.txt``), traffic and prepared run:
+    ``(plan, program, entries, traffic, prepared)``."""
+    import tomllib
+
+    pl = plan(quick)
+    if pmus is not None:
+        pl["pmus"] = int(pmus)
+    out.mkdir(parents=True, exist_ok=True)
+    entries = out / "entries.txt"
+    with atomic_write(entries) as fh:
+        fh.write("\n".join(upf.entries_cli(pl["sessions"], seed)) + "\n")
+    doc = tomllib.loads(upf.scenario(flows=pl["flows"], duration_ns=pl["duration"], pmus=pl["pmus"]))
+    traffic = gentraffic.parse_spec(doc["traffic"], "upf: [traffic]")
+    program = simrun.resolve_program("builtin:up4")
+    pr = simrun.prepare(program, str(entries), traffic=traffic, duration_ns=pl["duration"], seed=seed)
+    return pl, program, entries, traffic, pr
+
+
 def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | None = None,
         hit_rate_floor: float | None = None, headroom: float = 1.3, pmus: int | None = None,
         elu_utilization: float = 1.0, elu_release: float | None = None, curve_source: str = "calibration",
@@ -589,19 +612,7 @@ def run(out: Path, quick: bool = False, seed: int = 1, slo_latency_ns: float | N
         raise UserError(f"--rule {rule}: expected one of {', '.join(RULES)}")
     if first_decision_ns is None:
         first_decision_ns = FIRST_DECISION_NS if join == "warm" and curve_source == "mrc" else 0.0
-    pl = plan(quick)
-    if pmus is not None:
-        pl["pmus"] = int(pmus)
-    out.mkdir(parents=True, exist_ok=True)
-    entries = out / "entries.txt"
-    with atomic_write(entries) as fh:
-        fh.write("\n".join(upf.entries_cli(pl["sessions"], seed)) + "\n")
-    import tomllib
-
-    doc = tomllib.loads(upf.scenario(flows=pl["flows"], duration_ns=pl["duration"], pmus=pl["pmus"]))
-    traffic = gentraffic.parse_spec(doc["traffic"], "upf: [traffic]")
-    program = simrun.resolve_program("builtin:up4")
-    pr = simrun.prepare(program, str(entries), traffic=traffic, duration_ns=pl["duration"], seed=seed)
+    pl, program, entries, traffic, pr = setup(out, quick, seed, pmus)
     names = pr.routes.tables
     T, N = len(names), pl["pmus"]
     window = 10_000.0

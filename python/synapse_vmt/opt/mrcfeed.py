@@ -15,10 +15,16 @@ Per control period the controller reads the curves (a few hundred numbers) and k
 for every table, its miss ratio at every PMU count of the pool: the marginal
 gain of each PMU.
 
-The curve at P PMUs shards the keys as the VMU would over the table's own
-PMU ids first, then the lowest others (``synapse mrc``'s order), not over
-the ids the controller's placement later gives the table: the ring's
-imbalance between shards moves a small curve's cliffs by a PMU or so.
+The curve at P PMUs shards the keys as the VMU would over the PMU ids the
+table would hold at P (:meth:`OnlineMrc.follow`, before every read: the ids
+it holds, plus the ones the placement would give it next or minus the ones
+it would release, ``placement.candidate_sets``), not over a fixed order: the
+ring's imbalance between two or three shards moves a small curve's cliff
+by a PMU or so. A count whose ids change is re-sharded in Rust
+(``TableMrc::set_pmus``): its per-PMU LRU stacks are rebuilt exactly from
+the tracked keys' recency order, and the hits counted under the old ids are
+kept as at most :data:`CARRY_REFS` references, so the point moves to the
+new sharding's within a control period or so.
 
 The curve is over the stream since the run started (compulsory misses of
 new flows included, as the exact engine has them).
@@ -33,6 +39,9 @@ from synapse_vmt.mrc import Sampling
 
 #: Keys tracked per table (SHARDS fixed size) unless told otherwise.
 DEFAULT_SIZE = 4096
+#: A re-sharded count keeps the hits counted under its old PMU ids as at
+#: most this many references (about a control period of a busy table's).
+CARRY_REFS = 2000.0
 
 
 class OnlineMrc:
@@ -51,6 +60,22 @@ class OnlineMrc:
                                   self.sampling.value, True)
         self.names = [str(n) for n in sim.table_names()]
         taps.append(self.push)
+
+    def follow(self, states: list[dict]) -> int:
+        """Shards every table's count P over the PMU ids it would hold at P
+        now (``states``: the simulator's ``pmu_states()``); returns how many
+        (table, count) points were re-sharded."""
+        from synapse_vmt.opt.placement import candidate_sets
+
+        changed = 0
+        for name in self.names:
+            for p, ids in enumerate(candidate_sets(states, name, self.pmus), start=1):
+                changed += bool(self.m.set_pmus(name, p, ids, CARRY_REFS))
+        return changed
+
+    def pmu_sets(self) -> dict[str, list[list[int]]]:
+        """Per table, the PMU ids each count 1..pmus shards its keys over."""
+        return {n: [list(x) for x in v] for n, v in self.m.pmu_sets().items()}
 
     def push(self, t_ps: np.ndarray, route: np.ndarray) -> None:
         _core.mrc_push(self.m, self.core, t_ps, route)

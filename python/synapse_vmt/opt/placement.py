@@ -74,3 +74,22 @@ def initial(n_pmus: int, channels: int, target: dict[str, int]) -> dict[str, lis
     per_chan = max(1, -(-n_pmus // max(channels, 1)))
     states = [{"id": i, "state": "free", "table": None, "channel": i // per_chan} for i in range(n_pmus)]
     return {n: ids for n, ids in plan(states, target).items()} | {n: [] for n in target if target[n] == 0}
+
+
+def candidate_sets(states: list[dict], name: str, n_max: int) -> list[list[int]]:
+    """The PMU ids table ``name`` would hold at each count 1..``n_max``, as
+    :func:`plan` gives them with every other table's target unchanged:
+    below its count, what it keeps after releasing (nested: each count drops
+    one more); above, the PMUs it takes next (free ones first). Past what the
+    free pool and the draining PMUs give, it goes on from there as if the
+    other tables' PMUs were draining (they must be released first). Lists
+    sorted; ``n_max`` at most the PMUs there are."""
+    held = current_sets(states, [name])[name]
+    avail = len(held) + sum(s["state"] in ("free", "transient") for s in states)
+    out = [plan(states, {name: n}).get(name, sorted(held)) for n in range(1, min(n_max, avail) + 1)]
+    if n_max > avail:
+        top = set(out[-1]) if out else set()
+        rest = [dict(s, state="associated", table=name) if int(s["id"]) in top
+                else dict(s, state="transient") if s["state"] == "associated" else s for s in states]
+        out += [plan(rest, {name: n})[name] for n in range(avail + 1, min(n_max, len(states)) + 1)]
+    return out

@@ -8,8 +8,15 @@
 //!   consistent-hashing ring, `hw::vmu`) and each PMU is its own LRU cache.
 //!   For each P the keys are routed through the lookup table the VMU holds
 //!   with P PMUs (the same hash, ring seed and points; the table's own PMU
-//!   ids first, then the others in order), and each PMU gets its own stack:
-//!   the curve at (P, B) is not one stack's curve at P·B.
+//!   ids first, then the others in order, unless told which ids), and each
+//!   PMU gets its own stack: the curve at (P, B) is not one stack's curve at
+//!   P·B. Which ids matter: the ring's imbalance between two or three
+//!   shards moves a small curve's cliff by a PMU or so. A caller that knows
+//!   the ids the table would hold at P (a closed loop: the held ones, plus
+//!   the next its allocator would give or minus the one it would release)
+//!   re-shards that count ([`TableMrc::set_pmus`]): each PMU's LRU stack is
+//!   the part of the tracked keys' one recency order that its keys make up,
+//!   so the new stacks are rebuilt from that order, exactly.
 //! - **Mattson's stack distances** (Mattson et al., 1970): the distance of a
 //!   reference is the number of distinct keys its PMU saw since the key's
 //!   previous reference; an LRU cache of B entries hits iff it is below B.
@@ -52,6 +59,7 @@ use crate::hw::vmu::{LookupTable, Ring};
 use std::collections::{BinaryHeap, HashMap};
 
 const NONE: u32 = u32::MAX;
+const NONE64: u64 = u64::MAX;
 /// Seed of the SHARDS sampling hash (lookup3 of the key, like the VMU's,
 /// with another seed: the sample must not depend on the PMU a key goes to).
 pub const SAMPLE_SEED: u32 = 0x5a4d_7c31;
@@ -250,6 +258,8 @@ pub struct TableKeys {
 #[derive(Clone, Debug)]
 struct Layout {
     pmus: u32,
+    /// The PMU ids the keys are sharded over ([`TableMrc::set_pmus`]).
+    ids: Vec<u16>,
     /// Lookup-table entry → stack index (INVALID: no PMU).
     lut: Vec<u16>,
     stacks: Vec<Stack>,
@@ -261,6 +271,24 @@ struct Layout {
     hits: Vec<f64>,
     /// Per block × stratum ([`STRATA`]): weighted hits of tracked references.
     shits: Vec<f64>,
+    /// What the table-wide counters (references, and per stratum references
+    /// and tracked weight) held that this layout no longer counts: the part
+    /// of the stream before its last re-sharding that it did not carry.
+    off_refs: f64,
+    off_srefs: Vec<f64>,
+    off_sweight: Vec<f64>,
+}
+
+/// The lookup table (entry → index into `ids`, INVALID: none) of the
+/// VMU's ring over `ids`.
+fn shard_lut(keys: &TableKeys, ids: &[u16]) -> Vec<u16> {
+    let mut ring = Ring::new(keys.vnodes, keys.ring_seed);
+    for &id in ids {
+        ring.add(id);
+    }
+    let mut lt = LookupTable::new(keys.lookup_bits);
+    lt.update(&ring);
+    (0..lt.len()).map(|i| ids.iter().position(|&x| x == lt.get(i)).map_or(INVALID, |s| s as u16)).collect()
 }
 
 /// Strata of references for the sampled estimate: a reference that is its
@@ -287,6 +315,10 @@ pub struct TableMrc {
     weight: f64,
     /// Per key: its references seen (every key, tracked or not).
     count: Vec<u32>,
+    /// Per tracked key: the index (`refs`) of its latest reference (NONE64:
+    /// none, or not tracked): the recency order every PMU's stack is a
+    /// part of, whatever the sharding.
+    last: Vec<u64>,
     /// Per stratum: references seen, and the tracked ones' weight.
     strata_refs: Vec<f64>,
     strata_weight: Vec<f64>,
@@ -300,23 +332,18 @@ impl TableMrc {
             .iter()
             .map(|&p| {
                 let ids: Vec<u16> = keys.pmu_order.iter().copied().take(p as usize).collect();
-                let mut ring = Ring::new(keys.vnodes, keys.ring_seed);
-                for &id in &ids {
-                    ring.add(id);
-                }
-                let mut lt = LookupTable::new(keys.lookup_bits);
-                lt.update(&ring);
-                let lut = (0..lt.len())
-                    .map(|i| ids.iter().position(|&x| x == lt.get(i)).map_or(INVALID, |s| s as u16))
-                    .collect();
                 Layout {
                     pmus: ids.len() as u32,
-                    lut,
+                    lut: shard_lut(&keys, &ids),
                     stacks: vec![Stack::default(); ids.len()],
+                    ids,
                     pos: Vec::new(),
                     primary: Vec::new(),
                     hits: vec![0.0; nb],
                     shits: vec![0.0; nb * STRATA],
+                    off_refs: 0.0,
+                    off_srefs: vec![0.0; STRATA],
+                    off_sweight: vec![0.0; STRATA],
                 }
             })
             .collect();
@@ -334,6 +361,7 @@ impl TableMrc {
             refs: 0,
             weight: 0.0,
             count: Vec::new(),
+            last: Vec::new(),
             strata_refs: vec![0.0; STRATA],
             strata_weight: vec![0.0; STRATA],
         };
@@ -350,6 +378,7 @@ impl TableMrc {
         self.keys.fill.push(fill);
         self.is_tracked.push(false);
         self.count.push(0);
+        self.last.push(NONE64);
         let nb = self.cfg.blocks.len();
         for l in &mut self.layouts {
             l.pos.push(NONE);
@@ -392,6 +421,7 @@ impl TableMrc {
         }
         let r = self.rate();
         let w = 1.0 / r;
+        self.last[k] = self.refs;
         self.weight += w;
         self.strata_weight[st] += w;
         let (fill, li) = (self.keys.fill[k], self.keys.lut_index[k] as usize);
@@ -418,6 +448,7 @@ impl TableMrc {
 
     fn untrack(&mut self, key: u32) {
         self.is_tracked[key as usize] = false;
+        self.last[key as usize] = NONE64;
         let li = self.keys.lut_index[key as usize] as usize;
         for l in &mut self.layouts {
             let s = l.lut[li];
@@ -425,6 +456,64 @@ impl TableMrc {
                 l.stacks[s as usize].remove(key, &mut l.pos);
             }
         }
+    }
+
+    /// The PMU ids each PMU count's keys are sharded over, in grid order.
+    pub fn pmu_sets(&self) -> Vec<Vec<u16>> {
+        self.layouts.iter().map(|l| l.ids.clone()).collect()
+    }
+
+    /// Shards the keys of the grid's count `pmus` over the PMU ids `ids`
+    /// from now on (the PMUs the table would hold at that count: the VMU's
+    /// ring over exactly those ids). Its stacks are rebuilt from the tracked
+    /// keys' recency order, split by the new sharding: each PMU's LRU stack
+    /// is the part of that order its keys make up, so they are what the new
+    /// sharding's stacks would be had it held all along. The references
+    /// counted under the old sharding are kept as at most `carry` references
+    /// (scaled down, the estimate unchanged), so the point moves to the new
+    /// sharding's as references arrive. Returns whether the sharding changed
+    /// (the same ring: nothing is done).
+    pub fn set_pmus(&mut self, pmus: u32, ids: &[u16], carry: f64) -> Result<bool, SimError> {
+        let Some(li) = self.cfg.pmus.iter().position(|&p| p == pmus) else {
+            return err(format!("mrc: {pmus} PMUs is not on the curve's grid {:?}", self.cfg.pmus));
+        };
+        let mut sorted = ids.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != ids.len() || ids.len() != pmus as usize || ids.iter().any(|&i| i == INVALID) {
+            return err(format!("mrc: {pmus} PMUs need {pmus} distinct PMU ids, got {ids:?}"));
+        }
+        let lut = shard_lut(&self.keys, ids);
+        let l = &mut self.layouts[li];
+        if lut == l.lut {
+            l.ids = ids.to_vec();
+            return Ok(false);
+        }
+        // The old window, kept as at most `carry` references.
+        let n = self.refs as f64 - l.off_refs;
+        let c = if n > carry.max(0.0) { carry.max(0.0) / n } else { 1.0 };
+        let (now, now_s, now_w) = (self.refs as f64, &self.strata_refs, &self.strata_weight);
+        l.off_refs = now - c * (now - l.off_refs);
+        for s in 0..STRATA {
+            l.off_srefs[s] = now_s[s] - c * (now_s[s] - l.off_srefs[s]);
+            l.off_sweight[s] = now_w[s] - c * (now_w[s] - l.off_sweight[s]);
+        }
+        l.hits.iter_mut().chain(l.shits.iter_mut()).for_each(|h| *h *= c);
+        // The stacks of the new sharding, from the tracked keys' recency order.
+        let mut order: Vec<(u64, u32)> =
+            self.last.iter().enumerate().filter(|&(_, &t)| t != NONE64).map(|(k, &t)| (t, k as u32)).collect();
+        order.sort_unstable();
+        l.lut = lut;
+        l.ids = ids.to_vec();
+        l.stacks = vec![Stack::with_capacity(2 * order.len() / ids.len().max(1) + 2); ids.len()];
+        l.pos.iter_mut().for_each(|p| *p = NONE);
+        for &(_, key) in &order {
+            let s = l.lut[self.keys.lut_index[key as usize] as usize];
+            if s != INVALID {
+                l.stacks[s as usize].access(key, &mut l.pos);
+            }
+        }
+        Ok(true)
     }
 
     /// `(pmus, block, hit rate)` for every point of the grid.
@@ -441,23 +530,28 @@ impl TableMrc {
     /// SHARDS_adj correction puts that difference in the hits at every
     /// size). A stratum with no tracked reference takes the ratio of the
     /// nearest one with some (the lower first).
+    ///
+    /// Each PMU count's point is over the stream since its last re-sharding
+    /// ([`TableMrc::set_pmus`]) and the part of the earlier stream it carried.
     pub fn curve(&self) -> Vec<(u32, u32, f64)> {
-        let n = self.refs as f64;
         let all = self.cfg.sampling == Sampling::Exact || self.threshold >= 1u64 << 32;
-        let donor: Vec<Option<usize>> = (0..STRATA)
-            .map(|s| (0..STRATA).flat_map(|d| [s.checked_sub(d), Some(s + d)]).flatten().find(|&x| x < STRATA && self.strata_weight[x] > 0.0))
-            .collect();
         let mut out = Vec::new();
         for l in &self.layouts {
+            let n = self.refs as f64 - l.off_refs;
+            let srefs: Vec<f64> = (0..STRATA).map(|s| self.strata_refs[s] - l.off_srefs[s]).collect();
+            let sweight: Vec<f64> = (0..STRATA).map(|s| self.strata_weight[s] - l.off_sweight[s]).collect();
+            let donor: Vec<Option<usize>> = (0..STRATA)
+                .map(|s| (0..STRATA).flat_map(|d| [s.checked_sub(d), Some(s + d)]).flatten().find(|&x| x < STRATA && sweight[x] > 1e-9))
+                .collect();
             for (j, &b) in self.cfg.blocks.iter().enumerate() {
-                let h = if l.pmus == 0 || n == 0.0 {
+                let h = if l.pmus == 0 || n <= 1e-9 {
                     0.0
                 } else if all {
                     l.hits[j] / n
                 } else {
                     let hits: f64 = (0..STRATA)
-                        .filter(|&s| self.strata_refs[s] > 0.0)
-                        .map(|s| donor[s].map_or(0.0, |d| l.shits[j * STRATA + d] / self.strata_weight[d]) * self.strata_refs[s])
+                        .filter(|&s| srefs[s] > 1e-9)
+                        .map(|s| donor[s].map_or(0.0, |d| l.shits[j * STRATA + d] / sweight[d]) * srefs[s])
                         .sum();
                     hits / n
                 };
@@ -691,16 +785,22 @@ mod tests {
     /// lookup), as the PMU behaves, except that the key becomes the most
     /// recent at its miss: the definition the curve follows.
     fn brute(refs: &[(Cycle, u32)], pmu_of: &dyn Fn(u32) -> usize, b: usize, fill: &dyn Fn(u32) -> u32) -> f64 {
+        brute_hits(refs, pmu_of, b, fill, 0) as f64 / refs.len() as f64
+    }
+
+    /// [`brute`]'s hits among the references from index `from` on (the
+    /// caches see every reference).
+    fn brute_hits(refs: &[(Cycle, u32)], pmu_of: &dyn Fn(u32) -> usize, b: usize, fill: &dyn Fn(u32) -> u32, from: usize) -> usize {
         let mut lru: HashMap<usize, Vec<u32>> = HashMap::new();
         let mut arrives: HashMap<u32, Cycle> = HashMap::new();
         let mut hits = 0;
-        for &(t, k) in refs {
+        for (i, &(t, k)) in refs.iter().enumerate() {
             let l = lru.entry(pmu_of(k)).or_default();
             let at = l.iter().position(|&x| x == k);
             let present = at.is_some_and(|p| p < b);
             let filled = arrives.get(&k).map_or(true, |&a| t >= a);
             if present && filled {
-                hits += 1;
+                hits += (i >= from) as usize;
             } else if !present {
                 arrives.insert(k, t + fill(k) as Cycle);
             }
@@ -709,7 +809,100 @@ mod tests {
             }
             l.insert(0, k);
         }
-        hits as f64 / refs.len() as f64
+        hits
+    }
+
+    /// [`table_keys`] on a ring of 4 points a PMU (imbalanced shards).
+    fn ring_keys(n: u32) -> TableKeys {
+        TableKeys { vnodes: 4, ..table_keys(n, 30) }
+    }
+
+    /// PMU id of each key with the ring over `ids`: the ring's owner of its
+    /// lookup-table entry's position, asked directly (not through a
+    /// lookup table, as the curve does).
+    fn pmu_map(keys: &TableKeys, ids: &[u16]) -> Vec<usize> {
+        let ring = ids.iter().fold(Ring::new(keys.vnodes, keys.ring_seed), |mut r, &i| {
+            r.add(i);
+            r
+        });
+        keys.lut_index.iter().map(|&li| ring.owner(((li as u64) << (32 - keys.lookup_bits)) as u32) as usize).collect()
+    }
+
+    /// Re-sharding a count mid-stream (exact, no fill shadow): with no
+    /// carry the point is the hit ratio, over the references since, of
+    /// per-PMU LRU caches that held the new ids from the start (their stacks
+    /// rebuilt from the recency order); with a full carry it adds the old
+    /// sharding's hits before; with a partial one the old window is scaled
+    /// to `carry` references. Through stack compactions (long stream).
+    #[test]
+    fn resharded_counts_match_per_pmu_lru_of_the_new_ids() {
+        let n = 600;
+        let keys = ring_keys(n);
+        let refs = stream(n, 30_000, 8);
+        let split = 12_345;
+        let grid = MrcConfig { pmus: vec![1, 2, 3, 4], blocks: vec![8, 32, 128], sampling: Sampling::Exact, shadow: false };
+        let new_ids: Vec<Vec<u16>> = vec![vec![9], vec![5, 9], vec![5, 9, 12], vec![2, 5, 9, 12]];
+        let zero = |_: u32| 0;
+        for carry in [0.0, 4000.0, f64::INFINITY] {
+            let mut m = TableMrc::new(keys.clone(), &grid);
+            for &(t, k) in &refs[..split] {
+                m.access(t, k);
+            }
+            for (p, ids) in grid.pmus.iter().zip(&new_ids) {
+                // one PMU: every ring sends all keys to it, nothing to re-shard
+                assert_eq!(m.set_pmus(*p, ids, carry).unwrap(), *p > 1, "P={p}: the ring over {ids:?}");
+            }
+            assert_eq!(m.pmu_sets(), new_ids);
+            for &(t, k) in &refs[split..] {
+                m.access(t, k);
+            }
+            for (p, b, h) in m.curve() {
+                let old_ids: Vec<u16> = (0..p as u16).collect();
+                let (old, new) = (pmu_map(&keys, &old_ids), pmu_map(&keys, &new_ids[p as usize - 1]));
+                let h_new = brute_hits(&refs, &|k| new[k as usize], b as usize, &zero, split) as f64;
+                let h_old = brute_hits(&refs[..split], &|k| old[k as usize], b as usize, &zero, 0) as f64;
+                let c = if p == 1 { 1.0 } else { (carry / split as f64).min(1.0) };
+                let want = (c * h_old + h_new) / (c * split as f64 + (refs.len() - split) as f64);
+                assert!((h - want).abs() < 1e-9, "P={p} B={b} carry={carry}: {h} vs {want}");
+            }
+        }
+        // The same ring again changes nothing; ids off the grid or repeated are refused.
+        let mut m = TableMrc::new(keys.clone(), &grid);
+        assert!(!m.set_pmus(2, &[0, 1], 0.0).unwrap());
+        assert!(m.set_pmus(5, &[1, 2, 3, 4, 5], 0.0).is_err());
+        assert!(m.set_pmus(2, &[3, 3], 0.0).is_err());
+        assert!(m.set_pmus(2, &[3], 0.0).is_err());
+    }
+
+    /// Fixed-size SHARDS through a re-sharding: the rebuilt stacks hold only
+    /// the keys still tracked (never more than the budget), and the
+    /// sampled point after the switch stays near the exact one's.
+    #[test]
+    fn resharded_sampled_curve_stays_near_the_exact_one() {
+        let n = 6000;
+        let keys = ring_keys(n);
+        let refs = stream(n, 120_000, 4);
+        let split = 40_000;
+        let run = |s| {
+            let grid = MrcConfig { pmus: vec![2, 3], blocks: vec![64, 256], sampling: s, shadow: true };
+            let mut m = TableMrc::new(keys.clone(), &grid);
+            for &(t, k) in &refs[..split] {
+                m.access(t, k);
+            }
+            m.set_pmus(2, &[7, 3], 0.0).unwrap();
+            m.set_pmus(3, &[7, 3, 11], 0.0).unwrap();
+            let live: usize = m.layouts.iter().map(|l| l.stacks.iter().map(Stack::len).sum::<usize>()).max().unwrap();
+            assert!(live <= m.tracked.len().max(n as usize * (s == Sampling::Exact) as usize));
+            for &(t, k) in &refs[split..] {
+                m.access(t, k);
+            }
+            m.curve()
+        };
+        let exact = run(Sampling::Exact);
+        let size = run(Sampling::Size(1500));
+        for (a, b) in exact.iter().zip(&size) {
+            assert!((a.2 - b.2).abs() < 0.03, "{a:?} vs {b:?}");
+        }
     }
 
     fn table_keys(n: u32, fill: u32) -> TableKeys {
