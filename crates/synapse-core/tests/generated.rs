@@ -16,6 +16,9 @@ mod router {
 mod route3 {
     include!("gen/route3.rs");
 }
+mod route3_edge {
+    include!("gen/route3_edge.rs");
+}
 
 fn desc(name: &str) -> String {
     let path = format!("{}/../../tests/data/p4/{name}-desc.json", env!("CARGO_MANIFEST_DIR"));
@@ -24,13 +27,13 @@ fn desc(name: &str) -> String {
 
 #[test]
 fn the_checked_in_modules_are_what_the_generator_writes() {
-    for name in ["router", "route3"] {
+    for (name, module) in [("router", "router"), ("route3", "route3"), ("route3-edge", "route3_edge")] {
         let prog = Program::from_json(&desc(name)).unwrap();
         let got = emit(&prog).unwrap();
-        let path = format!("{}/tests/gen/{name}.rs", env!("CARGO_MANIFEST_DIR"));
+        let path = format!("{}/tests/gen/{module}.rs", env!("CARGO_MANIFEST_DIR"));
         let want = std::fs::read_to_string(&path).unwrap();
         assert!(got == want, "{path} is not what the generator writes; regenerate it: cargo run --release -p synapse-core \
-                 --example p4emit -- tests/data/p4/{name}-desc.json > crates/synapse-core/tests/gen/{name}.rs");
+                 --example p4emit -- tests/data/p4/{name}-desc.json > crates/synapse-core/tests/gen/{module}.rs");
     }
 }
 
@@ -118,25 +121,114 @@ fn frames(p: &Program, seed: u64, count: usize) -> Vec<Vec<u8>> {
     out
 }
 
+/// Frames of every path route3-edge's parser and tables distinguish:
+/// Ethernet alone, one VLAN tag (then IPv4, IPv6, ARP or another type),
+/// IPv4 with IHL 0 to 15 (options skipped by `advance`, IHL below 5 a
+/// failed `verify`), first and later fragments, TTL 0, 1, 2 and 64,
+/// TCP, UDP, SCTP, GRE or another protocol, IPv6 with each next header,
+/// ARP; addresses, ports and protocols at the entries' bounds; frames cut
+/// at any byte.
+fn edge_frames(p: &Program, seed: u64, count: usize) -> Vec<Vec<u8>> {
+    let mut r = SplitMix64(seed);
+    let [b32, b16, b8] = bounds(p);
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let x = r.next_u64();
+        let y = r.next_u64();
+        let mut pick = |v: &[u64]| v[(r.next_u64() % v.len() as u64) as usize];
+        let (src, dst) = (pick(&b32) as u32, pick(&b32) as u32);
+        let (sport, dport, bproto) = (pick(&b16) as u16, pick(&b16) as u16, pick(&b8) as u8);
+        let mut f: Vec<u8> = (0..12).map(|i| (y >> (i * 5)) as u8 ^ i as u8).collect();
+        let l3 = [0x0800u16, 0x0800, 0x0800, 0x0800, 0x86dd, 0x0806, 0x1234][(x % 7) as usize];
+        if (x >> 3) % 4 == 0 {
+            f.extend_from_slice(&0x8100u16.to_be_bytes());
+            f.extend_from_slice(&[(y >> 20) as u8, 7]);
+        }
+        f.extend_from_slice(&l3.to_be_bytes());
+        let proto = [6u8, 6, 17, 17, 132, 47, 1, 89, bproto][((x >> 5) % 9) as usize];
+        match l3 {
+            0x0800 => {
+                let ihl = [5u8, 5, 5, 5, 6, 7, 15, 4, 0][((x >> 9) % 9) as usize];
+                let mut ip = [0u8; 20];
+                for (i, b) in ip.iter_mut().enumerate() {
+                    *b = (y >> (i * 3)) as u8;
+                }
+                ip[0] = 0x40 | ihl;
+                // flags and fragment offset: a first fragment (offset 0) or a later one
+                let later = (x >> 13) % 4 == 0;
+                ip[6] &= 0xe0;
+                ip[7] = if later { 1 | (y >> 50) as u8 } else { 0 };
+                ip[8] = [0u8, 1, 2, 64, 64, 64][((x >> 15) % 6) as usize];
+                ip[9] = proto;
+                ip[12..16].copy_from_slice(&src.to_be_bytes());
+                ip[16..20].copy_from_slice(&dst.to_be_bytes());
+                f.extend_from_slice(&ip);
+                for i in 0..(ihl as usize * 4).saturating_sub(20) {
+                    f.push((y >> (i % 40)) as u8);
+                }
+            }
+            0x86dd => {
+                let mut ip = [0u8; 40];
+                for (i, b) in ip.iter_mut().enumerate() {
+                    *b = (y >> (i % 60)) as u8;
+                }
+                ip[0] = 0x60;
+                ip[6] = [6u8, 17, 132, 58][((x >> 9) % 4) as usize];
+                f.extend_from_slice(&ip);
+            }
+            0x0806 => f.extend((0..28).map(|i| (y >> i) as u8)),
+            _ => {}
+        }
+        let l4 = match proto {
+            6 => 20,
+            17 | 132 => 12,
+            _ => 4,
+        };
+        let mut h: Vec<u8> = (0..l4).map(|i| (x >> (i % 50)) as u8).collect();
+        h[0..2].copy_from_slice(&sport.to_be_bytes());
+        h[2..4].copy_from_slice(&dport.to_be_bytes());
+        f.extend_from_slice(&h);
+        for i in 0..(x >> 24) % 20 {
+            f.push((x >> (i % 8)) as u8);
+        }
+        if (x >> 40) % 5 == 0 {
+            let cut = (x >> 44) as usize % (f.len() + 1);
+            f.truncate(cut);
+        }
+        out.push(f);
+    }
+    out
+}
+
 /// Runs the interpreter and `run` (the generated code) side by side; their
 /// visits, outputs and outcomes must be equal; returns the interpreter.
-fn beside(name: &str, d: &str, mut run: impl FnMut(&[u8], &mut Visits, &mut Outputs) -> synapse_core::program::Outcome) -> Executor {
-    let mut ex = Executor::from_json(d).unwrap();
+fn beside(name: &str, d: &str, run: impl FnMut(&[u8], &mut Visits, &mut Outputs) -> synapse_core::program::Outcome) -> Executor {
     let prog = Program::from_json(d).unwrap();
+    let all: Vec<Vec<u8>> = (1..4).flat_map(|seed| frames(&prog, seed, 4000)).collect();
+    let (ex, o, v) = beside_on(name, d, &all, run);
+    reaches_every_outcome(name, &o, &v);
+    ex
+}
+
+/// The frames reach every outcome: outputs, drops, hits and misses.
+fn reaches_every_outcome(name: &str, o: &Outputs, v: &Visits) {
+    let (o, v, hits) = (o.len(), v.table.len(), v.entry.iter().filter(|&&e| e >= 0).count());
+    assert!(o > 500 && o < 11_000 && hits > v / 4 && hits < v, "{name}: outputs {o}, visits {v}, hits {hits}");
+}
+
+/// [`beside`] on the frames `all`; returns the interpreter, its visits and outputs.
+fn beside_on(name: &str, d: &str, all: &[Vec<u8>], mut run: impl FnMut(&[u8], &mut Visits, &mut Outputs) -> synapse_core::program::Outcome)
+             -> (Executor, Outputs, Visits) {
+    let mut ex = Executor::from_json(d).unwrap();
     let (mut v1, mut o1, mut v2, mut o2) = (Visits::new(), Outputs::new(), Visits::new(), Outputs::new());
-    for seed in 1..4 {
-        for f in frames(&prog, seed, 4000) {
-            let a = ex.run(&f, 1, 0, &mut v1, Some(&mut o1));
-            let b = run(&f, &mut v2, &mut o2);
-            assert_eq!(a, b, "{name}: frame {f:02x?}");
-        }
+    for f in all {
+        let a = ex.run(f, 1, 0, &mut v1, Some(&mut o1));
+        let b = run(f, &mut v2, &mut o2);
+        assert_eq!(a, b, "{name}: frame {f:02x?}");
     }
     assert_eq!(v1, v2, "{name}: visits");
     assert_eq!(o1, o2, "{name}: outputs");
-    // the frames reach every outcome: outputs, drops, hits and misses
-    let (o, v, hits) = (o1.len(), v1.table.len(), v1.entry.iter().filter(|&&e| e >= 0).count());
-    assert!(o > 500 && o < 11_000 && hits > v / 4 && hits < v, "{name}: outputs {o}, visits {v}, hits {hits}");
-    ex
+    (ex, o1, v1)
 }
 
 #[test]
@@ -156,6 +248,39 @@ fn the_generated_route3_answers_as_the_interpreter() {
     let mut g = route3::Gen::link(&prog).unwrap();
     let ex = beside("route3", &d, |f, v, o| g.run(f, 1, v, Some(o)));
     assert_eq!(ex.externs().counters, g.counters);
+}
+
+#[test]
+fn the_generated_route3_edge_answers_as_the_interpreter() {
+    // its parser skips IPv4 options (`advance`), its deparser updates the IPv4 checksum
+    let d = desc("route3-edge");
+    let prog = Program::from_json(&d).unwrap();
+    let mut g = route3_edge::Gen::link(&prog).unwrap();
+    let all: Vec<Vec<u8>> = (1..4).flat_map(|seed| edge_frames(&prog, seed, 4000)).collect();
+    let (ex, o, v) = beside_on("route3-edge", &d, &all, |f, v, o| g.run(f, 1, v, Some(o)));
+    reaches_every_outcome("route3-edge", &o, &v);
+    // every parser error the program can give, and options and checksums reaching the output
+    let mut ex2 = Executor::from_json(&d).unwrap();
+    let (mut errs, mut options, mut rewritten) = (std::collections::BTreeSet::new(), 0, 0);
+    for f in &all {
+        let (mut v, mut o) = (Visits::new(), Outputs::new());
+        let out = ex2.run(f, 1, 0, &mut v, Some(&mut o));
+        errs.insert(out.parser_error);
+        if out.outputs == 1 && f.len() > 34 && f[12..14] == [8, 0] && f[14] & 0xf > 5 {
+            options += 1;
+            rewritten += (o.bytes[24..26] != f[24..26]) as usize;
+        }
+    }
+    assert!(errs.len() >= 3, "parser errors seen: {errs:?}");
+    assert!(options > 20 && rewritten > 0, "IPv4 frames with options sent: {options}, checksums rewritten: {rewritten}");
+    assert_eq!(ex.externs().counters, g.counters);
+    // and the edge-case capture
+    let path = format!("{}/../../tests/data/p4/route3-edge.pcap", env!("CARGO_MANIFEST_DIR"));
+    let cap = synapse_core::program::capture::Capture::read_first(std::path::Path::new(&path), usize::MAX).unwrap();
+    let frames: Vec<Vec<u8>> = (0..cap.len()).map(|i| cap.frame(i).to_vec()).collect();
+    assert!(frames.len() > 20);
+    let mut g = route3_edge::Gen::link(&prog).unwrap();
+    beside_on("route3-edge.pcap", &d, &frames, |f, v, o| g.run(f, 1, v, Some(o)));
 }
 
 #[test]

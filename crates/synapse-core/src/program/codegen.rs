@@ -29,7 +29,7 @@ fn op_ok(op: &Op, p: &Program) -> Result<(), &'static str> {
         },
         Op::SetWide { .. } => Err("a field wider than 128 bits"),
         Op::Taint { .. } | Op::Synth { .. } | Op::Unsupported(_) => Err("a synthesized or unsupported value"),
-        Op::Valid { .. } | Op::HdrCopy { .. } | Op::Build(_) => Err("a header made valid, invalid or copied"),
+        Op::Valid { .. } | Op::HdrCopy { .. } | Op::Build(_) => Ok(()),
         Op::Push { .. } | Op::Pop { .. } => Err("a stack push or pop"),
         Op::Jump(_) | Op::JumpZero { .. } => Err("a branch inside an action"),
     }
@@ -47,7 +47,7 @@ pub fn unsupported(p: &Program) -> Vec<String> {
                 POp::Extract(h) if p.headers[*h as usize].plan.is_none() => Some("a header with a field wider than one 8-byte read"),
                 POp::Extract(_) | POp::ExtractStack(_) | POp::Verify { .. } => None,
                 POp::ExtractVl(..) => Some("a varbit header"),
-                POp::Advance(_) => Some("advance"),
+                POp::Advance(_) => None,
                 POp::Do(op) => op_ok(op, p).err(),
             };
             if let Some(w) = why {
@@ -74,9 +74,7 @@ pub fn unsupported(p: &Program) -> Vec<String> {
             }
         }
     }
-    if !p.checksums.is_empty() || p.objs.verify {
-        out.push("checksums".into());
-    }
+    out.extend(emit::headers::unsupported_checksums(p));
     out.sort();
     out.dedup();
     if out.is_empty() {
