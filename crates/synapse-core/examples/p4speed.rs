@@ -5,8 +5,9 @@
 //! frames (default all) PASSES times (default 5; the first, untimed, hashes the answers) with outputs, and prints
 //! packets per CPU second of the median pass and a hash of the visits.
 //! `native` runs the router's specialised code (`program::native`) instead;
-//! `gen` the router's generated code (`program::codegen::emit`'s module for
-//! it, `tests/gen/router.rs`, compiled in).
+//! `gen` the program's generated code compiled in (`program::codegen::emit`'s
+//! modules for the router and route3-edge, `tests/gen/router.rs` and
+//! `tests/gen/route3_edge.rs`).
 //! `load` the program's generated code built as a library and loaded
 //! (`program::gencrate`, `program::cdylib`: one call per 4096-frame batch),
 //! after printing how long building (or finding it in the cache) took.
@@ -107,9 +108,18 @@ mod router_gen {
     include!("../tests/gen/router.rs");
 }
 
-/// [`main`]'s passes with the router's generated code.
+/// route3-edge's generated module (`p4emit tests/data/p4/route3-edge-desc.json`).
+mod route3_edge_gen {
+    include!("../tests/gen/route3_edge.rs");
+}
+
+/// [`main`]'s passes with the program's generated code (the router's or route3-edge's).
 fn gen(desc: &str, all: &Frames, passes: usize) {
     let prog = synapse_core::program::Program::from_json(desc).unwrap();
+    if let Ok(mut ex) = route3_edge_gen::Gen::link(&prog) {
+        timed_passes!(all, passes, |v, o, i| ex.run(all.frame(i), 1, &mut v, Some(&mut o)));
+        return;
+    }
     let mut ex = match router_gen::Gen::link(&prog) {
         Ok(r) => r,
         Err(e) => {
