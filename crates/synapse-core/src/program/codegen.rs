@@ -1,10 +1,11 @@
 //! Code generated per program: which linked programs the generator
 //! ([`emit`], code like [`super::native::Router`]) can take. The
-//! subset is the router's: fixed-size headers, stacks, `verify` and `set`
-//! in the parser; plain tables (no action selector, direct counter or
+//! subset: fixed-size headers, stacks, `verify`, `set` and `advance` in
+//! the parser; plain tables (no action selector, direct counter or
 //! meter, add-on-miss, synthesized key); assignments, `drop`, `exit`,
-//! counters and register reads in actions; conditions the compiler
-//! lowered; no checksums; none of simple_switch's clone, resubmit,
+//! counters, register reads and headers made valid, invalid or copied in
+//! actions and parser states; conditions the compiler lowered; checksums
+//! of BMv2's algorithms; none of simple_switch's clone, resubmit,
 //! recirculate or digest calls. Anything else is named, and that program
 //! stays with the interpreter (which is also the generated code's oracle).
 //!

@@ -11,7 +11,8 @@
 //! action an entry names is the control plane's, so every action is
 //! written for every table); simple_switch's flow for a unicast packet; the
 //! deparser as the frame's bytes with the written fields patched (or header
-//! by header, when the deparser's order may differ from the frame's).
+//! by header, when the deparser's order may differ from the frame's or
+//! headers come and go: see [`headers`]).
 //!
 //! The module's interface (what a loader may rely on):
 //! `pub struct Gen<'p>`, `Gen::link(&Program) -> Result<Gen, String>`
