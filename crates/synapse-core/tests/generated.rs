@@ -19,6 +19,9 @@ mod route3 {
 mod route3_edge {
     include!("gen/route3_edge.rs");
 }
+mod route3_edge_ck {
+    include!("gen/route3_edge_ck.rs");
+}
 mod upf_stripped {
     include!("gen/upf_stripped.rs");
 }
@@ -30,7 +33,8 @@ fn desc(name: &str) -> String {
 
 #[test]
 fn the_checked_in_modules_are_what_the_generator_writes() {
-    for (name, module) in [("router", "router"), ("route3", "route3"), ("route3-edge", "route3_edge"), ("upf-stripped", "upf_stripped")] {
+    for (name, module) in [("router", "router"), ("route3", "route3"), ("route3-edge", "route3_edge"), ("route3-edge-ck", "route3_edge_ck"),
+                               ("upf-stripped", "upf_stripped")] {
         let prog = Program::from_json(&desc(name)).unwrap();
         let got = emit(&prog).unwrap();
         let path = format!("{}/tests/gen/{module}.rs", env!("CARGO_MANIFEST_DIR"));
@@ -111,17 +115,22 @@ fn frames(p: &Program, seed: u64, count: usize) -> Vec<Vec<u8>> {
         h[2..4].copy_from_slice(&dport.to_be_bytes());
         f.extend_from_slice(&h);
         f.push([0xa1u8, 0xa2, 0xa3, 0xa7, 0x10, 0xaf][((x >> 20) % 6) as usize]);
-        for i in 0..(x >> 24) % 20 {
-            f.push((x >> (i % 8)) as u8);
-        }
-        // a frame cut anywhere, now and then
-        if (x >> 40) % 5 == 0 {
-            let cut = (x >> 44) as usize % (f.len() + 1);
-            f.truncate(cut);
-        }
+        payload_and_cut(&mut f, x);
         out.push(f);
     }
     out
+}
+
+/// Up to 19 bytes of payload and, one frame in five, the frame cut
+/// anywhere (both chosen by `x`).
+fn payload_and_cut(f: &mut Vec<u8>, x: u64) {
+    for i in 0..(x >> 24) % 20 {
+        f.push((x >> (i % 8)) as u8);
+    }
+    if (x >> 40) % 5 == 0 {
+        let cut = (x >> 44) as usize % (f.len() + 1);
+        f.truncate(cut);
+    }
 }
 
 /// Frames of every path route3-edge's parser and tables distinguish:
@@ -191,13 +200,7 @@ fn edge_frames(p: &Program, seed: u64, count: usize) -> Vec<Vec<u8>> {
         h[0..2].copy_from_slice(&sport.to_be_bytes());
         h[2..4].copy_from_slice(&dport.to_be_bytes());
         f.extend_from_slice(&h);
-        for i in 0..(x >> 24) % 20 {
-            f.push((x >> (i % 8)) as u8);
-        }
-        if (x >> 40) % 5 == 0 {
-            let cut = (x >> 44) as usize % (f.len() + 1);
-            f.truncate(cut);
-        }
+        payload_and_cut(&mut f, x);
         out.push(f);
     }
     out
@@ -379,6 +382,26 @@ fn the_generated_route3_edge_answers_as_the_interpreter() {
     assert!(frames.len() > 20);
     let mut g = route3_edge::Gen::link(&prog).unwrap();
     beside_on("route3-edge.pcap", &d, &frames, |f, port, v, o| g.run(f, port, v, Some(o)));
+}
+
+#[test]
+fn generated_checksums_of_other_algorithms_and_inputs_answer_as_the_interpreter() {
+    // route3-edge with its IPv4 checksum a CRC-16 (a constant added), a TCP one over
+    // the IPv4 addresses, a constant and the whole TCP header, a CRC-32 over fields of
+    // IPv4 and UDP (tests/data/p4/route3-edge-ck-desc.json)
+    let d = desc("route3-edge-ck");
+    let prog = Program::from_json(&d).unwrap();
+    let mut g = route3_edge_ck::Gen::link(&prog).unwrap();
+    let all: Vec<(u32, Vec<u8>)> = edge_frames(&prog, 5, 6000).into_iter().map(|f| (1, f)).collect();
+    let (_, o, _) = beside_on("route3-edge-ck", &d, &all, |f, port, v, o| g.run(f, port, v, Some(o)));
+    // TCP and UDP checksums rewritten
+    let l4 = |f: &[u8], at: usize| f.len() > 34 + at + 2 && f[12..14] == [8, 0] && f[14] == 0x45 && f[23] != 0;
+    let changed = (0..o.len()).filter(|&i| {
+        let (out, inp) = (o.packet(i), &all[o.input[i] as usize].1);
+        let at = if inp.len() > 23 && inp[23] == 6 { 16 } else { 6 };
+        l4(inp, at) && out.len() == inp.len() && out[34 + at..36 + at] != inp[34 + at..36 + at]
+    }).count();
+    assert!(changed > 50, "L4 checksums rewritten: {changed}");
 }
 
 #[test]
