@@ -5,9 +5,10 @@
 //! frames (default all) PASSES times (default 5; the first, untimed, hashes the answers) with outputs, and prints
 //! packets per CPU second of the median pass and a hash of the visits.
 //! `native` runs the router's specialised code (`program::native`) instead;
-//! `gen` the router's generated code (`program::codegen::emit`'s module for
-//! it, `tests/gen/router.rs`, compiled in), or heavyhitter's
-//! (`tests/gen/heavyhitter.rs`, of `tests/data/p4/heavyhitter-nocsum-noclone-desc.json`).
+//! `gen` the program's generated code compiled in (`program::codegen::emit`'s
+//! modules for the router, route3-edge and heavyhitter: `tests/gen/router.rs`,
+//! `tests/gen/route3_edge.rs` and `tests/gen/heavyhitter.rs`, of
+//! `tests/data/p4/heavyhitter-nocsum-noclone-desc.json`).
 //! `load` the program's generated code built as a library and loaded
 //! (`program::gencrate`, `program::cdylib`: one call per 4096-frame batch),
 //! after printing how long building (or finding it in the cache) took.
@@ -113,10 +114,20 @@ mod heavyhitter_gen {
     include!("../tests/gen/heavyhitter.rs");
 }
 
-/// [`main`]'s passes with the router's (or heavyhitter's) generated code.
+/// route3-edge's generated module (`p4emit tests/data/p4/route3-edge-desc.json`).
+mod route3_edge_gen {
+    include!("../tests/gen/route3_edge.rs");
+}
+
+/// [`main`]'s passes with the program's generated code (the router's, heavyhitter's or route3-edge's:
+/// each module links only the program it was generated from).
 fn gen(desc: &str, all: &Frames, passes: usize) {
     let prog = synapse_core::program::Program::from_json(desc).unwrap();
     if let Ok(mut ex) = heavyhitter_gen::Gen::link(&prog) {
+        timed_passes!(all, passes, |v, o, i| ex.run(all.frame(i), 1, &mut v, Some(&mut o)));
+        return;
+    }
+    if let Ok(mut ex) = route3_edge_gen::Gen::link(&prog) {
         timed_passes!(all, passes, |v, o, i| ex.run(all.frame(i), 1, &mut v, Some(&mut o)));
         return;
     }

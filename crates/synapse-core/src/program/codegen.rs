@@ -1,11 +1,13 @@
 //! Code generated per program: which linked programs the generator
 //! ([`emit`], code like [`super::native::Router`]) can take. The
-//! subset: fixed-size headers, stacks, `verify` and `set` in the parser;
-//! tables with action selectors, direct counters and meters (no
-//! add-on-miss, no synthesized key); assignments, `drop`, `exit`,
-//! counters, meters, register reads and writes, `hash` and `random` in
-//! actions; conditions the compiler lowered; no checksums; none of
-//! simple_switch's clone, resubmit, recirculate or digest calls. Anything else is named, and that program
+//! subset: fixed-size headers, stacks, `verify`, `set` and `advance` in
+//! the parser; tables with action selectors, direct counters and meters
+//! (no add-on-miss, no synthesized key); assignments, `drop`, `exit`,
+//! counters, meters, register reads and writes, `hash`, `random` and
+//! headers made valid, invalid or copied in actions and parser states;
+//! conditions the compiler lowered; checksums of BMv2's algorithms; none
+//! of simple_switch's clone, resubmit, recirculate or digest calls.
+//! Anything else is named, and that program
 //! stays with the interpreter (which is also the generated code's oracle).
 //!
 //! [`emit`] writes that code: the Rust source of a module running one
@@ -25,7 +27,7 @@ fn op_ok(op: &Op, p: &Program) -> Result<(), &'static str> {
         Op::Extern(i) => emit::extern_ok(&p.externs[*i as usize]),
         Op::SetWide { .. } => Err("a field wider than 128 bits"),
         Op::Taint { .. } | Op::Synth { .. } | Op::Unsupported(_) => Err("a synthesized or unsupported value"),
-        Op::Valid { .. } | Op::HdrCopy { .. } | Op::Build(_) => Err("a header made valid, invalid or copied"),
+        Op::Valid { .. } | Op::HdrCopy { .. } | Op::Build(_) => Ok(()),
         Op::Push { .. } | Op::Pop { .. } => Err("a stack push or pop"),
         Op::Jump(_) | Op::JumpZero { .. } => Err("a branch inside an action"),
     }
@@ -43,7 +45,7 @@ pub fn unsupported(p: &Program) -> Vec<String> {
                 POp::Extract(h) if p.headers[*h as usize].plan.is_none() => Some("a header with a field wider than one 8-byte read"),
                 POp::Extract(_) | POp::ExtractStack(_) | POp::Verify { .. } => None,
                 POp::ExtractVl(..) => Some("a varbit header"),
-                POp::Advance(_) => Some("advance"),
+                POp::Advance(_) => None,
                 POp::Do(op) => op_ok(op, p).err(),
             };
             if let Some(w) = why {
@@ -70,9 +72,7 @@ pub fn unsupported(p: &Program) -> Vec<String> {
             }
         }
     }
-    if !p.checksums.is_empty() || p.objs.verify {
-        out.push("checksums".into());
-    }
+    out.extend(emit::headers::unsupported_checksums(p));
     out.sort();
     out.dedup();
     if out.is_empty() {

@@ -11,7 +11,8 @@
 //! action an entry names is the control plane's, so every action is
 //! written for every table); simple_switch's flow for a unicast packet; the
 //! deparser as the frame's bytes with the written fields patched (or header
-//! by header, when the deparser's order may differ from the frame's).
+//! by header, when the deparser's order may differ from the frame's or
+//! headers come and go: see [`headers`]).
 //!
 //! The module's interface (what a loader may rely on):
 //! `pub struct Gen<'p>`, `Gen::link(&Program) -> Result<Gen, String>`
@@ -33,6 +34,7 @@ use super::super::parser::{POp, Part, MAX_STATES};
 
 mod ext;
 pub(super) use ext::extern_ok;
+pub(super) mod headers;
 
 /// What an expression is evaluated in: the parser (a lookahead past the
 /// frame rejects the packet) or an action (its data at `p.data[d + i]`).
@@ -55,6 +57,10 @@ struct Gen<'a> {
     written: BTreeSet<u32>,
     extracted: BTreeSet<u32>,
     too_short: u32,
+    /// Headers made valid, invalid or copied into, and the copies that keep
+    /// the frame's bytes (dst, src): see [`headers`].
+    built: BTreeSet<u32>,
+    copies: BTreeSet<(u32, u32)>,
 }
 
 fn hex(v: u128) -> String {
@@ -84,7 +90,8 @@ impl<'a> Gen<'a> {
         for h in &p.headers {
             width.insert(h.valid, 1);
         }
-        Gen { p, width, cells: BTreeSet::new(), dirty: BTreeSet::new(), written: BTreeSet::new(), extracted: BTreeSet::new(), too_short: p.errors.too_short }
+        Gen { p, width, cells: BTreeSet::new(), dirty: BTreeSet::new(), written: BTreeSet::new(), extracted: BTreeSet::new(), too_short: p.errors.too_short,
+              built: BTreeSet::new(), copies: BTreeSet::new() }
     }
 
     fn ty(&self, c: u32) -> &'static str {
@@ -380,6 +387,7 @@ impl<'a> Gen<'a> {
                 s
             }
             Op::Exit => "break 'a true;".into(),
+            Op::Valid { .. } | Op::HdrCopy { .. } | Op::Build(_) => self.header_op(op)?,
             Op::Extern(x) => match &self.p.externs[*x as usize] {
                 Extern::NoOp => return Ok(()),
                 &Extern::Count { counter, idx } => {
@@ -617,7 +625,11 @@ fn parser(g: &mut Gen) -> Result<String, String> {
                     let (e, _) = g.expr(*error, Ctx::Parser)?;
                     writeln!(parse, "{ind}if {c} == 0 {{ err = ({e}) as u32; break 'parse; }}").unwrap();
                 }
-                POp::ExtractVl(..) | POp::Advance(_) => return Err(format!("parser state {}: varbit or advance", s.name)),
+                POp::Advance(e) => {
+                    let s = g.advance(*e)?;
+                    writeln!(parse, "{ind}{s}").unwrap();
+                }
+                POp::ExtractVl(..) => return Err(format!("parser state {}: varbit", s.name)),
             }
         }
         // select: the key's parts, each padded to whole bytes
@@ -699,6 +711,10 @@ pub(super) fn module(p: &Program) -> Result<String, String> {
     }
     // parser: generated twice, the second time knowing every field the parser writes
     parser(&mut g)?;
+    // a header copied with its frame bytes takes its source's marks: the actions again, knowing them all
+    if g.close_marks() {
+        actions = (0..p.actions.len()).map(|a| g.action(a, Ctx::Action)).collect::<Result<_, _>>()?;
+    }
     let parse = parser(&mut g)?;
     // pipelines: every node, in each (which follow which is the entries')
     let mut pipes = Vec::new();
@@ -810,14 +826,15 @@ pub(super) fn module(p: &Program) -> Result<String, String> {
     let perr = match set_meta(&mut g, Meta::ParserError, "err") {
         s if s.is_empty() => s,
         s => format!("        if err != 0 {{\n            {s}        }}\n"),
-    };
+    } + &g.verify_checksums()?;
     let mut egress_meta = String::new();
-    for (m, v) in [(Meta::EgressPort, "eport"), (Meta::EgressSpec, "self.drop_port + 1"), (Meta::PacketLength, "n")] {
+    let len = g.length_now();
+    for (m, v) in [(Meta::EgressPort, "eport"), (Meta::EgressSpec, "self.drop_port + 1"), (Meta::PacketLength, len.as_str())] {
         egress_meta += &set_meta(&mut g, m, v);
     }
     // deparser
-    let whole = frame_order(p);
-    let mut dep = String::new();
+    let whole = frame_order(p) && !g.reshapes();
+    let mut dep = g.update_checksums()?;
     let patch = |g: &Gen, h: u32, base: &str| -> String {
         let hd = &p.headers[h as usize];
         let mut s = String::new();
@@ -851,6 +868,10 @@ pub(super) fn module(p: &Program) -> Result<String, String> {
             let v = hd.valid;
             g.cells.insert(v);
             let pt = patch(&g, h, "b");
+            if g.built.contains(&h) {
+                dep += &g.emit_built(h, &pt);
+                continue;
+            }
             writeln!(dep, "            if c{v} != 0 {{\n            let b = o.len();\n            o.extend_from_slice(&frame[s{h}..s{h} + {}]);\n{pt}            }}", hd.bytes).unwrap();
         }
         dep.push_str("            o.extend_from_slice(&frame[pos.min(n)..]);\n");
@@ -879,8 +900,9 @@ pub(super) fn module(p: &Program) -> Result<String, String> {
     for &c in &g.cells {
         writeln!(locals, "        let mut c{c}: {} = {};", g.ty(c), hex(p.lay.template[c as usize])).unwrap();
     }
-    for &h in g.extracted.iter().chain(&p.deparser).collect::<BTreeSet<_>>() {
-        writeln!(locals, "        let mut s{h}: usize = 0; // {}", p.headers[h as usize].name).unwrap();
+    for &h in g.extracted.iter().chain(&p.deparser).chain(&g.built).collect::<BTreeSet<_>>() {
+        let at = if g.built.contains(&h) { "usize::MAX" } else { "0" };
+        writeln!(locals, "        let mut s{h}: usize = {at}; // {}", p.headers[h as usize].name).unwrap();
     }
     for &(h, f) in &g.dirty {
         writeln!(locals, "        let mut d{h}_{f} = false; // {}.{}", p.headers[h as usize].name,
