@@ -321,7 +321,7 @@ fn upf_frames(seed: u64, count: usize) -> Vec<(u32, Vec<u8>)> {
 /// The frames of `tests/data/p4/NAME`, each on ingress port `port`.
 fn capture(name: &str, port: u32) -> Vec<(u32, Vec<u8>)> {
     let path = format!("{}/../../tests/data/p4/{name}", env!("CARGO_MANIFEST_DIR"));
-    let cap = synapse_core::program::capture::Capture::read_first(std::path::Path::new(&path), usize::MAX).unwrap();
+    let cap = Capture::read_first(std::path::Path::new(&path), usize::MAX).unwrap();
     (0..cap.len()).map(|i| (port, cap.frame(i).to_vec())).collect()
 }
 
@@ -492,13 +492,6 @@ fn alongside(name: &str, ex: &mut Executor, mut run: impl FnMut(&[u8], u64, &mut
     v1
 }
 
-/// The frames of `tests/data/p4/NAME.pcap`.
-fn pcap(name: &str) -> Vec<Vec<u8>> {
-    let path = format!("{}/../../tests/data/p4/{name}.pcap", env!("CARGO_MANIFEST_DIR"));
-    let f = Capture::read_first(std::path::Path::new(&path), usize::MAX).unwrap_or_else(|e| panic!("{path}: {e:?}"));
-    (0..f.len()).map(|i| f.frame(i).to_vec()).collect()
-}
-
 #[test]
 fn the_generated_heavyhitter_runs_its_externs_as_the_interpreter() {
     // hashes (crc16, crc32, csum16), a register read and written, a counter, a meter with rates, direct counters
@@ -512,7 +505,7 @@ fn the_generated_heavyhitter_runs_its_externs_as_the_interpreter() {
         let r = g.run(f, 1, v, Some(o));
         (r, if r.dropped { g.drop_pipeline() } else { 0 })
     };
-    let mut frames_all = pcap("heavyhitter");
+    let mut frames_all: Vec<Vec<u8>> = capture("heavyhitter.pcap", 1).into_iter().map(|(_, f)| f).collect();
     frames_all.extend(frames(&prog, 9, 3000));
     let t0 = 1u64 << 50;
     let v = alongside("heavyhitter", &mut ex, &mut run, &frames_all, t0, 150_000_000_000);
