@@ -114,7 +114,7 @@ unsafe fn slice<'a, T>(p: *const T, len: usize) -> &'a [T] {
 // ---------------------------------------------------------------- library side
 
 /// What the generated module's `Gen` offers ([`export_gen!`] implements it
-/// from `Gen`'s own `link`, `run` and, if it has one, `drop_pipeline`).
+/// from `Gen`'s own `link`, `run`, `arrive` and `drop_pipeline`).
 pub trait Generated: Sized {
     fn link(p: &'static Program) -> Result<Self, String>;
     fn run(&mut self, frame: &[u8], ingress_port: u32, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome;
@@ -124,15 +124,6 @@ pub trait Generated: Sized {
     fn drop_reason(&self) -> u32;
 }
 
-/// The default of a `Gen` without a `drop_pipeline` method: its drops are
-/// the first pipeline's (ingress). Anything else is caught by the check on
-/// load, which compares drop reasons with the interpreter's.
-pub trait IngressDrops {
-    fn drop_pipeline(&self) -> u32 {
-        1
-    }
-}
-impl<T> IngressDrops for T {}
 
 /// The library's state behind a handle: its own linked program (leaked
 /// for the `'static` borrow `Gen` holds, freed in [`guest_free`]) and
@@ -262,10 +253,7 @@ macro_rules! export_gen {
                 $gen::Gen::arrive(self, now_ps)
             }
             fn drop_reason(&self) -> u32 {
-                #[allow(unused_imports)]
-                use $crate::program::cdylib::IngressDrops;
-                // `Gen`'s own `drop_pipeline` if it has one (inherent methods come first)
-                self.drop_pipeline()
+                $gen::Gen::drop_pipeline(self)
             }
         }
 

@@ -135,6 +135,12 @@ impl<'p> Router<'p> {
     /// The arrival time: the router has no meter, nothing reads it.
     pub fn arrive(&mut self, _now_ps: u64) {}
 
+    /// The pipeline that dropped the last dropped packet: the router drops
+    /// only in ingress (its egress has no drop).
+    pub fn drop_pipeline(&self) -> u32 {
+        1
+    }
+
     /// One frame through the router (as [`super::RunPacket::run`]).
     pub fn run(&mut self, frame: &[u8], ingress_port: u32, visits: &mut Visits, outputs: Option<&mut Outputs>) -> Outcome {
         let _ = ingress_port; // the router reads no metadata it sets
