@@ -30,12 +30,15 @@ def main() -> None:
     ap.add_argument("--pmus", default="1-4")
     ap.add_argument("-o", "--out", default="/tmp/mrc-shards")
     a = ap.parse_args()
-    rng = lambda t: list(range(int(t.partition("-")[0]), int(t.partition("-")[2] or t.partition("-")[0]) + 1))  # noqa: E731
-    ks = rng(a.pmus)
+    def span(t: str) -> list[int]:  # "A-B" or "A", as upf_seeds.py reads --seeds
+        lo, _, hi = t.partition("-")
+        return list(range(int(lo), int(hi or lo) + 1))
+
+    ks = span(a.pmus)
     print("| seed | table | PMUs | exact miss ratio | curve, unsharded | curve, sharded | error unsharded | error sharded |")
     print("|---|---|---|---|---|---|---|---|")
     errs = {"before": [], "after": []}
-    for seed in rng(a.seeds):
+    for seed in span(a.seeds):
         pl, _, _, _, pr = setup(Path(a.out) / f"seed{seed}", True, seed)
         names, N, T = pr.routes.tables, pl["pmus"], len(pr.routes.tables)
         t, r = pr.feeder_factory()(int(pl["duration"] * 1000) + 1)
